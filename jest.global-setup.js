@@ -1,0 +1,2 @@
+// Placeholder until the infra helpers exist; replaced below.
+module.exports = async () => {};

@@ -1,0 +1,4 @@
+export * from './errors';
+export * from './logger';
+export * from './config';
+export * from './tf-backend';

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Installs everything the project needs on a fresh machine, including one without
+# internet access: npm packages, native libtensorflow for @tensorflow/tfjs-node,
+# the Kafka broker jars, and the compiled CLI.
+#
+# Idempotent: a second run with an unchanged package-lock.json skips `npm ci`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { echo "[setup] $*" >&2; }
+
+need() { command -v "$1" >/dev/null 2>&1 || { log "missing prerequisite: $1 ($2)"; exit 1; }; }
+need node "Node.js 20 or newer"
+need npm "npm, shipped with Node.js"
+need java "Java 17 or newer, for the local Kafka broker"
+need mvn "Apache Maven, to fetch the Kafka jars from Maven Central"
+need python3 "Python 3 with pip, for the offline libtensorflow route"
+
+lock_hash=$(sha256sum package-lock.json package.json | sha256sum | cut -c1-16)
+stamp=node_modules/.srpo-setup-stamp
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$lock_hash" && "${SRPO_FORCE_INSTALL:-0}" != 1 ]]; then
+  log "node_modules is up to date"
+else
+  server_pid=""
+  cleanup() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null || true; }
+  trap cleanup EXIT
+  probe="https://storage.googleapis.com/tensorflow/libtensorflow/libtensorflow-cpu-linux-x86_64-2.9.1.tar.gz"
+  if [[ -z "${TFJS_NODE_BASE_URI:-}" ]] && ! curl -sfI --max-time 5 "$probe" >/dev/null 2>&1; then
+    log "Google storage unreachable: building libtensorflow from the tensorflow-cpu wheel"
+    portfile=$(mktemp)
+    infra/tensorflow/libtensorflow.sh serve "$portfile"
+    read -r server_pid port < "$portfile"
+    rm -f "$portfile"
+    export TFJS_NODE_BASE_URI="http://127.0.0.1:$port/libtensorflow-"
+    log "serving libtensorflow on 127.0.0.1:$port"
+  fi
+  log "npm ci (builds the tfjs-node and better-sqlite3 addons; a few minutes)"
+  npm ci --no-audit --no-fund --foreground-scripts > .setup-npm.log 2>&1 || {
+    tail -n 60 .setup-npm.log >&2; log "npm ci failed; full log in .setup-npm.log"; exit 1; }
+  cleanup; server_pid=""
+  echo "$lock_hash" > "$stamp"
+fi
+
+node -e "
+const tf = require('@tensorflow/tfjs-node');
+if (tf.getBackend() !== 'tensorflow') { console.error('tfjs-node loaded but backend is ' + tf.getBackend()); process.exit(1); }
+console.error('[setup] native TensorFlow ' + tf.backend().binding.TF_Version + ' ready');
+" 2>&1 | grep -v -E '^(WARNING|I0000|E0000)|oneDNN|cpu_feature_guard|absl::' >&2 || true
+
+log "fetching Kafka broker jars"
+infra/kafka/kafka.sh fetch
+
+log "compiling"
+npm run -s build
+log "done"
