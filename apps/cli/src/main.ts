@@ -1,0 +1,33 @@
+import 'reflect-metadata';
+import { Command } from 'commander';
+import { errorMessage, SrpoError } from '@srpo/core';
+import { CliConfig, loadCliConfig } from './cli-config';
+import { eventsCommand } from './commands/events.command';
+import { kafkaCommand } from './commands/kafka.command';
+
+/** `env` is the process environment unless a test passes its own. */
+export function buildProgram(env: Readonly<Record<string, string | undefined>> = process.env): Command {
+  let cached: CliConfig | undefined;
+  const config = (): CliConfig => (cached ??= loadCliConfig(env));
+  const program = new Command('srpo')
+    .description('SRPO training from a Kafka event log: broker, events, objective, replay and audit')
+    .showHelpAfterError();
+  program.addCommand(kafkaCommand(config));
+  program.addCommand(eventsCommand(config));
+  return program;
+}
+
+export async function main(argv: string[] = process.argv, env: Readonly<Record<string, string | undefined>> = process.env): Promise<void> {
+  try {
+    await buildProgram(env).parseAsync(argv);
+  } catch (e) {
+    // One line, no stack trace: these are user-facing errors.
+    const code = e instanceof SrpoError ? `[${e.code}] ` : '';
+    process.stderr.write(`srpo: ${code}${errorMessage(e)}\n`);
+    process.exitCode = process.exitCode && process.exitCode !== 0 ? process.exitCode : 1;
+  }
+}
+
+if (require.main === module) {
+  void main();
+}

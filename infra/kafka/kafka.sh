@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# A local single-node Apache Kafka (KRaft, combined broker+controller) from the
+# Maven Central jars. No Docker, no release tarball.
+#
+#   kafka.sh fetch    resolve the jars into infra/kafka/target/lib (Maven, cached in ~/.m2)
+#   kafka.sh start    format storage on first use, start, wait until clients are accepted
+#   kafka.sh stop     SIGTERM, wait for a clean shutdown (SIGKILL after a timeout)
+#   kafka.sh status   exit 0 when running and accepting connections
+#   kafka.sh kill     SIGKILL (fault-injection tests)
+#
+# Environment:
+#   SRPO_KAFKA_DIR    data, logs and pid file (default <repo>/.srpo/kafka)
+#   SRPO_KAFKA_PORT   client port (default 9092); the controller uses port+1
+#   SRPO_KAFKA_HEAP   JVM heap (default 768m)
+#   SRPO_KAFKA_EXTRA_PROPERTIES  a file appended to server.properties (SASL/TLS)
+#   SRPO_KAFKA_LISTENER  listener spec for clients (default PLAINTEXT)
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+DIR="${SRPO_KAFKA_DIR:-$REPO/.srpo/kafka}"
+PORT="${SRPO_KAFKA_PORT:-9092}"
+CONTROLLER_PORT="$((PORT + 1))"
+HEAP="${SRPO_KAFKA_HEAP:-768m}"
+LIB="$HERE/target/lib"
+PIDFILE="$DIR/kafka.pid"
+START_TIMEOUT="${SRPO_KAFKA_START_TIMEOUT:-60}"
+
+log() { echo "[kafka] $*" >&2; }
+
+fetch() {
+  if [[ -f "$LIB/.complete" ]]; then return; fi
+  command -v mvn >/dev/null || { log "Maven (mvn) is required to fetch the Kafka jars"; exit 1; }
+  log "resolving org.apache.kafka:kafka_2.13 from Maven Central"
+  rm -rf "$LIB"
+  mvn -q -B -f "$HERE/pom.xml" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$LIB" >&2
+  touch "$LIB/.complete"
+}
+
+running_pid() {
+  [[ -f "$PIDFILE" ]] || return 1
+  local pid; pid=$(cat "$PIDFILE")
+  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+}
+
+accepting() { (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
+
+write_properties() {
+  cat > "$DIR/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
+listeners=${SRPO_KAFKA_LISTENER:-PLAINTEXT}://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT
+advertised.listeners=${SRPO_KAFKA_LISTENER:-PLAINTEXT}://127.0.0.1:$PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=${SRPO_KAFKA_LISTENER:-PLAINTEXT}
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL
+log.dirs=$DIR/data
+num.partitions=3
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=10
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=10
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+# History is kept for replay: topics set their own retention (see the topic catalog).
+log.retention.hours=-1
+transaction.max.timeout.ms=900000
+message.max.bytes=4194304
+PROPS
+  if [[ -n "${SRPO_KAFKA_EXTRA_PROPERTIES:-}" ]]; then cat "$SRPO_KAFKA_EXTRA_PROPERTIES" >> "$DIR/server.properties"; fi
+}
+
+start() {
+  if pid=$(running_pid); then
+    log "already running (pid $pid) on 127.0.0.1:$PORT"; return 0
+  fi
+  command -v java >/dev/null || { log "Java 17+ is required"; exit 1; }
+  fetch
+  mkdir -p "$DIR/logs"
+  write_properties
+  local cp="$LIB/*"
+  local jvm=(-Xms256m "-Xmx$HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true
+             "-Dkafka.logs.dir=$DIR/logs" "-Dlog4j2.configurationFile=$HERE/log4j2.properties")
+  if [[ ! -f "$DIR/data/meta.properties" ]]; then
+    local cluster_id
+    cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+    log "formatting storage in $DIR/data (cluster $cluster_id)"
+    java "${jvm[@]}" -cp "$cp" kafka.tools.StorageTool format -t "$cluster_id" -c "$DIR/server.properties" ${SRPO_KAFKA_FORMAT_ARGS:-} > "$DIR/logs/format.log" 2>&1 \
+      || { cat "$DIR/logs/format.log" >&2; exit 1; }
+  fi
+  log "starting on 127.0.0.1:$PORT"
+  # setsid: the broker outlives this script and is not killed with its process group.
+  setsid java "${jvm[@]}" -cp "$cp" kafka.Kafka "$DIR/server.properties" > "$DIR/logs/stdout.log" 2>&1 < /dev/null &
+  echo $! > "$PIDFILE"
+  local waited=0
+  while ! accepting; do
+    if ! running_pid >/dev/null; then log "broker exited during start-up:"; tail -n 40 "$DIR/logs/stdout.log" >&2; tail -n 40 "$DIR/logs/server.log" >&2 || true; exit 1; fi
+    if (( waited >= START_TIMEOUT * 10 )); then log "not accepting clients after ${START_TIMEOUT}s"; exit 1; fi
+    sleep 0.1; waited=$((waited + 1))
+  done
+  log "accepting clients on 127.0.0.1:$PORT after $((waited / 10)).$((waited % 10))s (pid $(cat "$PIDFILE"))"
+}
+
+stop() {
+  local pid
+  if ! pid=$(running_pid); then log "not running"; rm -f "$PIDFILE"; return 0; fi
+  log "stopping pid $pid"
+  kill -TERM "$pid"
+  for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || { rm -f "$PIDFILE"; log "stopped"; return 0; }; sleep 0.1; done
+  log "no clean shutdown after 30s; killing"
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$PIDFILE"
+}
+
+kill_hard() {
+  local pid
+  if pid=$(running_pid); then kill -KILL "$pid"; while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done; rm -f "$PIDFILE"; log "killed $pid"; fi
+}
+
+status() {
+  if pid=$(running_pid) && accepting; then echo "running pid=$pid port=$PORT dir=$DIR"; return 0; fi
+  echo "stopped"; return 1
+}
+
+case "${1:-}" in
+  fetch) fetch ;;
+  start) start ;;
+  stop) stop ;;
+  kill) kill_hard ;;
+  status) status ;;
+  reset) stop; rm -rf "$DIR/data"; log "data removed" ;;
+  *) echo "usage: $0 fetch|start|stop|status|kill|reset" >&2; exit 2 ;;
+esac

@@ -1,0 +1,154 @@
+import { CompressionTypes, Kafka, Message, Partitioners, Producer, RecordMetadata } from 'kafkajs';
+import { EventCodec } from './event-codec';
+import { AgentOutput, EpisodeOutcome, EventMap, EventType, Transition } from './event-types';
+import { DEFAULT_EVENT_LIMITS, EventLimits, validateAgentOutput, validateEpisodeOutcome, validateTransition } from './event-validation';
+import { topicCatalog, TopicCatalog } from './topic-catalog';
+
+/** Fields with schema defaults may be left out by callers. */
+export type AgentOutputInit = Omit<AgentOutput, 'contextTokenIds' | 'sampling'> & {
+  contextTokenIds?: number[];
+  sampling: Omit<AgentOutput['sampling'], 'seed' | 'stopTokenIds'> & Partial<Pick<AgentOutput['sampling'], 'seed' | 'stopTokenIds'>>;
+};
+export type TransitionInit = Omit<Transition, 'routing' | 'groupKey' | 'expectedGroupSize' | 'reward'> &
+  Partial<Pick<Transition, 'routing' | 'groupKey' | 'expectedGroupSize' | 'reward'>>;
+export type EpisodeOutcomeInit = Omit<EpisodeOutcome, 'verifierDetails' | 'observationDigests'> &
+  Partial<Pick<EpisodeOutcome, 'verifierDetails' | 'observationDigests'>>;
+
+export function completeAgentOutput(o: AgentOutputInit): AgentOutput {
+  return {
+    ...o,
+    contextTokenIds: o.contextTokenIds ?? [],
+    sampling: { seed: null, stopTokenIds: [], ...o.sampling },
+  };
+}
+
+export function completeTransition(t: TransitionInit): Transition {
+  return { routing: null, groupKey: null, expectedGroupSize: null, reward: null, ...t };
+}
+
+export function completeEpisodeOutcome(o: EpisodeOutcomeInit): EpisodeOutcome {
+  return { verifierDetails: {}, observationDigests: [], ...o };
+}
+
+/** Per (topic, partition) written: the base offset of the batch, as the broker reported it. */
+export type EmitResult = RecordMetadata[];
+
+export interface AgentEventsProducerOptions {
+  kafka: Kafka;
+  codec?: EventCodec;
+  topics?: TopicCatalog;
+  limits?: EventLimits;
+  /** Transactional id: when set, `emitBatch` writes atomically. */
+  transactionalId?: string;
+}
+
+export type AgentEvent =
+  | { type: 'AgentOutput'; value: AgentOutputInit }
+  | { type: 'Transition'; value: TransitionInit }
+  | { type: 'EpisodeOutcome'; value: EpisodeOutcomeInit };
+
+/**
+ * The producer SDK for agents: validates every event (schema and domain rules)
+ * before anything is sent, encodes it with Avro single-object encoding and
+ * writes it keyed by episode id with an idempotent producer (acks=all), so
+ * producer retries never duplicate a record. A refused event throws a
+ * `ValidationError` naming the field, and nothing from that call reaches Kafka.
+ */
+export class AgentEventsProducer {
+  private readonly producer: Producer;
+  private readonly codec: EventCodec;
+  private readonly topics: TopicCatalog;
+  private readonly limits: EventLimits;
+  private connected = false;
+
+  constructor(private readonly options: AgentEventsProducerOptions) {
+    this.codec = options.codec ?? new EventCodec();
+    this.topics = options.topics ?? topicCatalog();
+    this.limits = options.limits ?? DEFAULT_EVENT_LIMITS;
+    this.producer = options.kafka.producer({
+      idempotent: true,
+      maxInFlightRequests: options.transactionalId ? 1 : 5,
+      transactionalId: options.transactionalId,
+      createPartitioner: Partitioners.DefaultPartitioner,
+    });
+  }
+
+  async connect(): Promise<void> {
+    if (this.connected) return;
+    await this.producer.connect();
+    this.connected = true;
+  }
+
+  async disconnect(): Promise<void> {
+    if (!this.connected) return;
+    await this.producer.disconnect();
+    this.connected = false;
+  }
+
+  async emitOutput(output: AgentOutputInit): Promise<EmitResult> {
+    return this.emitBatch([{ type: 'AgentOutput', value: output }]);
+  }
+
+  async emitTransition(transition: TransitionInit): Promise<EmitResult> {
+    return this.emitBatch([{ type: 'Transition', value: transition }]);
+  }
+
+  async emitOutcome(outcome: EpisodeOutcomeInit): Promise<EmitResult> {
+    return this.emitBatch([{ type: 'EpisodeOutcome', value: outcome }]);
+  }
+
+  /**
+   * Validates all events first, then sends them in one request. If any event
+   * is invalid, none is sent.
+   */
+  async emitBatch(events: AgentEvent[]): Promise<EmitResult> {
+    const prepared = events.map((e) => this.prepare(e));
+    const byTopic = new Map<string, Message[]>();
+    for (const p of prepared) {
+      const list = byTopic.get(p.topic) ?? [];
+      list.push(p.message);
+      byTopic.set(p.topic, list);
+    }
+    await this.connect();
+    const topicMessages = [...byTopic.entries()].map(([topic, messages]) => ({ topic, messages }));
+    let metadata: RecordMetadata[];
+    if (this.options.transactionalId) {
+      const tx = await this.producer.transaction();
+      try {
+        metadata = await tx.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None });
+        await tx.commit();
+      } catch (e) {
+        await tx.abort().catch(() => undefined);
+        throw e;
+      }
+    } else {
+      metadata = await this.producer.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None });
+    }
+    return metadata;
+  }
+
+  private prepare(event: AgentEvent): { topic: string; message: Message } {
+    switch (event.type) {
+      case 'AgentOutput': {
+        const value = completeAgentOutput(event.value);
+        validateAgentOutput(value, this.limits);
+        return this.message('AgentOutput', value, this.topics.agentOutputs.name, value.episodeId);
+      }
+      case 'Transition': {
+        const value = completeTransition(event.value);
+        validateTransition(value, this.limits);
+        return this.message('Transition', value, this.topics.transitions.name, value.episodeId);
+      }
+      case 'EpisodeOutcome': {
+        const value = completeEpisodeOutcome(event.value);
+        validateEpisodeOutcome(value, this.limits);
+        return this.message('EpisodeOutcome', value, this.topics.episodeOutcomes.name, value.episodeId);
+      }
+    }
+  }
+
+  private message<T extends EventType>(type: T, value: EventMap[T], topic: string, key: string) {
+    const bytes = this.codec.encode(type, value);
+    return { topic, message: { key, value: bytes } };
+  }
+}

@@ -1,0 +1,202 @@
+/**
+ * TypeScript shapes of the events in `schemas/`. Field names and nullability
+ * mirror the Avro schemas exactly; `event-types.spec.ts` checks every schema
+ * field against a sample value so the two cannot drift silently.
+ */
+export type WorkflowKind = 'FIXED' | 'JOINT' | 'ROUTED' | 'MIXED' | 'SEARCH' | 'OTHER';
+export const WORKFLOW_KINDS: readonly WorkflowKind[] = ['FIXED', 'JOINT', 'ROUTED', 'MIXED', 'SEARCH', 'OTHER'];
+
+export interface KafkaCoordinates {
+  topic: string;
+  partition: number;
+  offset: number;
+}
+
+export interface SamplingParams {
+  temperature: number;
+  topK: number;
+  maxNewTokens: number;
+  seed: number | null;
+  stopTokenIds: number[];
+}
+
+export interface AgentOutput {
+  outputId: string;
+  episodeId: string;
+  step: number;
+  agentId: string;
+  role: string;
+  policyId: string;
+  policyVersion: number;
+  contextRef: string;
+  contextTokenIds: number[];
+  responseTokenIds: number[];
+  behaviourLogProbs: number[];
+  lossMask: boolean[];
+  sampling: SamplingParams;
+  startedAtMs: number;
+  eventTimeMs: number;
+}
+
+export interface RoutingDecision {
+  routerOutputId: string | null;
+  selectedAgentIds: string[];
+}
+
+export interface Transition {
+  transitionId: string;
+  episodeId: string;
+  step: number;
+  preStateId: string;
+  taskId: string;
+  position: string;
+  consumedOutputIds: string[];
+  expectedCardinality: number;
+  workflowKind: WorkflowKind;
+  routing: RoutingDecision | null;
+  groupKey: string | null;
+  expectedGroupSize: number | null;
+  observationDigest: string;
+  reward: number | null;
+  done: boolean;
+  eventTimeMs: number;
+}
+
+export interface EpisodeOutcome {
+  episodeId: string;
+  taskId: string;
+  outcomeReward: number;
+  success: boolean;
+  verifier: string;
+  verifierDetails: Record<string, string>;
+  observationDigests: string[];
+  turns: number;
+  eventTimeMs: number;
+}
+
+export interface SetMember {
+  outputId: string;
+  agentId: string;
+  role: string;
+  policyId: string;
+  policyVersion: number;
+  contextTokenIds: number[];
+  responseTokenIds: number[];
+  behaviourLogProbs: number[];
+  lossMask: boolean[];
+  temperature: number;
+  source: KafkaCoordinates;
+}
+
+export type SetStatus = 'COMPLETE' | 'INVALID';
+export type RewardSource = 'IMMEDIATE' | 'OUTCOME' | 'NONE';
+
+export interface ActiveSet {
+  setId: string;
+  episodeId: string;
+  taskId: string;
+  step: number;
+  position: string;
+  workflowKind: WorkflowKind;
+  groupKey: string;
+  expectedGroupSize: number | null;
+  policyId: string;
+  status: SetStatus;
+  invalidReason: string | null;
+  missingOutputIds: string[];
+  members: SetMember[];
+  reward: number;
+  rewardSource: RewardSource;
+  success: boolean | null;
+  progress: number | null;
+  transitionSource: KafkaCoordinates;
+  outcomeSource: KafkaCoordinates | null;
+  eventTimeMs: number;
+}
+
+export type GroupCloseReason = 'SIZE' | 'DEADLINE';
+
+export interface GroupedSet {
+  set: ActiveSet;
+  advantage: number;
+  advantageFromProgress: boolean;
+  setSource: KafkaCoordinates;
+}
+
+export interface AdvantageGroup {
+  groupId: string;
+  groupKey: string;
+  policyId: string;
+  closeReason: GroupCloseReason;
+  expectedSize: number | null;
+  sets: GroupedSet[];
+  rewardMean: number;
+  rewardStd: number;
+  degenerate: boolean;
+  objectiveConfig: string;
+  eventTimeMs: number;
+}
+
+export interface PolicyUpdate {
+  updateId: string;
+  policyId: string;
+  versionBefore: number;
+  versionAfter: number;
+  weightsHashBefore: string;
+  weightsHashAfter: string;
+  groupIds: string[];
+  groupSources: KafkaCoordinates[];
+  objective: string;
+  loss: number;
+  gradNorm: number;
+  diagnostics: Record<string, number>;
+  checkpointUri: string;
+  backend: string;
+  eventTimeMs: number;
+}
+
+export interface PolicyVersion {
+  policyId: string;
+  version: number;
+  weightsHash: string;
+  checkpointUri: string;
+  updateId: string | null;
+  eventTimeMs: number;
+}
+
+export interface DeadLetter {
+  originalKey: Buffer | null;
+  originalValue: Buffer | null;
+  source: KafkaCoordinates;
+  reasonCode: string;
+  reason: string;
+  processor: string;
+  details: Record<string, string>;
+  deadLetteredAtMs: number;
+}
+
+export interface EventMap {
+  AgentOutput: AgentOutput;
+  Transition: Transition;
+  EpisodeOutcome: EpisodeOutcome;
+  ActiveSet: ActiveSet;
+  AdvantageGroup: AdvantageGroup;
+  PolicyUpdate: PolicyUpdate;
+  PolicyVersion: PolicyVersion;
+  DeadLetter: DeadLetter;
+}
+
+export type EventType = keyof EventMap;
+export const EVENT_TYPES: readonly EventType[] = [
+  'AgentOutput',
+  'Transition',
+  'EpisodeOutcome',
+  'ActiveSet',
+  'AdvantageGroup',
+  'PolicyUpdate',
+  'PolicyVersion',
+  'DeadLetter',
+];
+
+/** A decoded event of any type, discriminated by `type`. */
+export type AnyEvent = { [T in EventType]: { type: T; value: EventMap[T] } }[EventType];

@@ -1,0 +1,130 @@
+import { ValidationError } from '@srpo/core';
+import { AgentOutput, EpisodeOutcome, Transition } from './event-types';
+
+/**
+ * Domain rules beyond the Avro schema. The SDK applies them before sending (so a
+ * bad event never reaches a topic) and the materializer applies them after
+ * decoding (events from other producers). Every error names the field.
+ */
+export interface EventLimits {
+  /** Longest id accepted (ids are Kafka keys and database keys). */
+  maxIdLength: number;
+  /** Largest step in an episode. */
+  maxStep: number;
+  /** Most response tokens in one output. */
+  maxResponseTokens: number;
+  /** Most context tokens in one output. */
+  maxContextTokens: number;
+  /** Most outputs one transition may consume. */
+  maxCardinality: number;
+}
+
+export const DEFAULT_EVENT_LIMITS: EventLimits = {
+  maxIdLength: 256,
+  maxStep: 100_000,
+  maxResponseTokens: 8192,
+  maxContextTokens: 32_768,
+  maxCardinality: 64,
+};
+
+function id(field: string, value: string, limits: EventLimits): void {
+  if (typeof value !== 'string' || value.length === 0) throw new ValidationError(field, 'must be a non-empty string');
+  if (value.length > limits.maxIdLength) throw new ValidationError(field, `is ${value.length} characters long; the limit is ${limits.maxIdLength}`);
+}
+
+function nonNegativeInt(field: string, value: number, max: number): void {
+  if (!Number.isInteger(value) || value < 0) throw new ValidationError(field, `must be a non-negative integer, got ${value}`);
+  if (value > max) throw new ValidationError(field, `is ${value}; the limit is ${max}`);
+}
+
+function finite(field: string, value: number): void {
+  if (typeof value !== 'number' || !Number.isFinite(value)) throw new ValidationError(field, `must be a finite number, got ${value}`);
+}
+
+function time(field: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value < 0) throw new ValidationError(field, `must be epoch milliseconds, got ${value}`);
+}
+
+export function validateAgentOutput(o: AgentOutput, limits: EventLimits = DEFAULT_EVENT_LIMITS): void {
+  id('AgentOutput.outputId', o.outputId, limits);
+  id('AgentOutput.episodeId', o.episodeId, limits);
+  id('AgentOutput.agentId', o.agentId, limits);
+  id('AgentOutput.role', o.role, limits);
+  id('AgentOutput.policyId', o.policyId, limits);
+  id('AgentOutput.contextRef', o.contextRef, { ...limits, maxIdLength: limits.maxIdLength * 4 });
+  nonNegativeInt('AgentOutput.step', o.step, limits.maxStep);
+  nonNegativeInt('AgentOutput.policyVersion', o.policyVersion, Number.MAX_SAFE_INTEGER);
+  const n = o.responseTokenIds.length;
+  if (n === 0) throw new ValidationError('AgentOutput.responseTokenIds', 'is empty; an output needs at least one token');
+  if (n > limits.maxResponseTokens) throw new ValidationError('AgentOutput.responseTokenIds', `has ${n} tokens; the limit is ${limits.maxResponseTokens}`);
+  if (o.contextTokenIds.length > limits.maxContextTokens) {
+    throw new ValidationError('AgentOutput.contextTokenIds', `has ${o.contextTokenIds.length} tokens; the limit is ${limits.maxContextTokens}`);
+  }
+  if (o.behaviourLogProbs.length !== n) {
+    throw new ValidationError('AgentOutput.behaviourLogProbs', `has length ${o.behaviourLogProbs.length}; responseTokenIds has ${n}`);
+  }
+  if (o.lossMask.length !== n) throw new ValidationError('AgentOutput.lossMask', `has length ${o.lossMask.length}; responseTokenIds has ${n}`);
+  for (let i = 0; i < n; i++) {
+    const t = o.responseTokenIds[i];
+    if (!Number.isInteger(t) || t < 0) throw new ValidationError(`AgentOutput.responseTokenIds[${i}]`, `must be a non-negative token id, got ${t}`);
+    const lp = o.behaviourLogProbs[i];
+    if (!Number.isFinite(lp)) throw new ValidationError(`AgentOutput.behaviourLogProbs[${i}]`, `must be finite, got ${lp}`);
+    if (lp > 0) throw new ValidationError(`AgentOutput.behaviourLogProbs[${i}]`, `must be <= 0 (a log-probability), got ${lp}`);
+  }
+  for (let i = 0; i < o.contextTokenIds.length; i++) {
+    const t = o.contextTokenIds[i];
+    if (!Number.isInteger(t) || t < 0) throw new ValidationError(`AgentOutput.contextTokenIds[${i}]`, `must be a non-negative token id, got ${t}`);
+  }
+  if (!o.lossMask.some(Boolean)) throw new ValidationError('AgentOutput.lossMask', 'masks out every token; at least one must be trained on');
+  const s = o.sampling;
+  if (!Number.isFinite(s.temperature) || s.temperature <= 0) throw new ValidationError('AgentOutput.sampling.temperature', `must be > 0, got ${s.temperature}`);
+  nonNegativeInt('AgentOutput.sampling.topK', s.topK, 1 << 20);
+  nonNegativeInt('AgentOutput.sampling.maxNewTokens', s.maxNewTokens, limits.maxResponseTokens);
+  time('AgentOutput.startedAtMs', o.startedAtMs);
+  time('AgentOutput.eventTimeMs', o.eventTimeMs);
+  if (o.eventTimeMs < o.startedAtMs) throw new ValidationError('AgentOutput.eventTimeMs', `is before startedAtMs (${o.eventTimeMs} < ${o.startedAtMs})`);
+}
+
+export function validateTransition(t: Transition, limits: EventLimits = DEFAULT_EVENT_LIMITS): void {
+  id('Transition.transitionId', t.transitionId, limits);
+  id('Transition.episodeId', t.episodeId, limits);
+  id('Transition.preStateId', t.preStateId, limits);
+  id('Transition.taskId', t.taskId, limits);
+  id('Transition.position', t.position, limits);
+  id('Transition.observationDigest', t.observationDigest, limits);
+  nonNegativeInt('Transition.step', t.step, limits.maxStep);
+  const ids = t.consumedOutputIds;
+  if (ids.length === 0) throw new ValidationError('Transition.consumedOutputIds', 'is empty; a transition consumes at least one output');
+  if (ids.length > limits.maxCardinality) throw new ValidationError('Transition.consumedOutputIds', `lists ${ids.length} outputs; the limit is ${limits.maxCardinality}`);
+  const seen = new Set<string>();
+  ids.forEach((o, i) => {
+    id(`Transition.consumedOutputIds[${i}]`, o, limits);
+    if (seen.has(o)) throw new ValidationError(`Transition.consumedOutputIds[${i}]`, `lists output ${o} twice`);
+    seen.add(o);
+  });
+  if (t.expectedCardinality !== ids.length) {
+    throw new ValidationError('Transition.expectedCardinality', `is ${t.expectedCardinality} but consumedOutputIds lists ${ids.length}`);
+  }
+  if (t.groupKey !== null) id('Transition.groupKey', t.groupKey, { ...limits, maxIdLength: limits.maxIdLength * 2 });
+  if (t.expectedGroupSize !== null) {
+    if (t.groupKey === null) throw new ValidationError('Transition.expectedGroupSize', 'is set without a groupKey');
+    if (!Number.isInteger(t.expectedGroupSize) || t.expectedGroupSize < 1 || t.expectedGroupSize > 4096) {
+      throw new ValidationError('Transition.expectedGroupSize', `must be an integer in 1..4096, got ${t.expectedGroupSize}`);
+    }
+  }
+  if (t.reward !== null) finite('Transition.reward', t.reward);
+  if (t.routing !== null) {
+    t.routing.selectedAgentIds.forEach((a, i) => id(`Transition.routing.selectedAgentIds[${i}]`, a, limits));
+  }
+  time('Transition.eventTimeMs', t.eventTimeMs);
+}
+
+export function validateEpisodeOutcome(o: EpisodeOutcome, limits: EventLimits = DEFAULT_EVENT_LIMITS): void {
+  id('EpisodeOutcome.episodeId', o.episodeId, limits);
+  id('EpisodeOutcome.taskId', o.taskId, limits);
+  id('EpisodeOutcome.verifier', o.verifier, limits);
+  finite('EpisodeOutcome.outcomeReward', o.outcomeReward);
+  nonNegativeInt('EpisodeOutcome.turns', o.turns, limits.maxStep);
+  o.observationDigests.forEach((d, i) => id(`EpisodeOutcome.observationDigests[${i}]`, d, limits));
+  time('EpisodeOutcome.eventTimeMs', o.eventTimeMs);
+}

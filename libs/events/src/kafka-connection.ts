@@ -1,0 +1,90 @@
+import * as fs from 'fs';
+import { Kafka, KafkaConfig, logLevel, LogEntry, SASLOptions } from 'kafkajs';
+import { EnvReader, Logger } from '@srpo/core';
+
+/**
+ * How to reach the cluster. Read from configuration by each app's config module
+ * (`readKafkaConnection`); secrets stay out of logs (the logger redacts them and
+ * kafkajs's own log lines are routed through it).
+ */
+export interface KafkaConnectionOptions {
+  brokers: string[];
+  clientId: string;
+  ssl?: { caFile?: string; certFile?: string; keyFile?: string; rejectUnauthorized: boolean };
+  sasl?: { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string; password: string };
+  connectionTimeoutMs?: number;
+  requestTimeoutMs?: number;
+  /** Retries of kafkajs's own retrier (per request). */
+  retries?: number;
+}
+
+export const LOCAL_BROKER = '127.0.0.1:9092';
+
+/**
+ * Variables: KAFKA_BROKERS (comma-separated; default the local broker),
+ * KAFKA_SSL (true/false), KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE,
+ * KAFKA_SSL_REJECT_UNAUTHORIZED (default true), KAFKA_SASL_MECHANISM
+ * (plain|scram-sha-256|scram-sha-512), KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD.
+ */
+export function readKafkaConnection(env: EnvReader, clientId: string): KafkaConnectionOptions {
+  const brokers = env.list('KAFKA_BROKERS', [LOCAL_BROKER]);
+  const options: KafkaConnectionOptions = { brokers, clientId };
+  const caFile = env.optionalStr('KAFKA_SSL_CA_FILE');
+  if (env.bool('KAFKA_SSL', caFile !== undefined)) {
+    options.ssl = {
+      caFile,
+      certFile: env.optionalStr('KAFKA_SSL_CERT_FILE'),
+      keyFile: env.optionalStr('KAFKA_SSL_KEY_FILE'),
+      rejectUnauthorized: env.bool('KAFKA_SSL_REJECT_UNAUTHORIZED', true),
+    };
+  }
+  if (env.has('KAFKA_SASL_MECHANISM')) {
+    options.sasl = {
+      mechanism: env.oneOf('KAFKA_SASL_MECHANISM', ['plain', 'scram-sha-256', 'scram-sha-512'] as const),
+      username: env.str('KAFKA_SASL_USERNAME'),
+      password: env.str('KAFKA_SASL_PASSWORD'),
+    };
+  }
+  return options;
+}
+
+export function createKafka(options: KafkaConnectionOptions, logger = new Logger('kafkajs')): Kafka {
+  const config: KafkaConfig = {
+    clientId: options.clientId,
+    brokers: options.brokers,
+    connectionTimeout: options.connectionTimeoutMs ?? 5000,
+    requestTimeout: options.requestTimeoutMs ?? 30000,
+    retry: { retries: options.retries ?? 8, initialRetryTime: 200, maxRetryTime: 5000 },
+    logLevel: logLevel.WARN,
+    logCreator: () => (entry: LogEntry) => forward(logger, entry),
+  };
+  if (options.ssl) {
+    config.ssl = {
+      rejectUnauthorized: options.ssl.rejectUnauthorized,
+      ca: options.ssl.caFile ? [fs.readFileSync(options.ssl.caFile, 'utf8')] : undefined,
+      cert: options.ssl.certFile ? fs.readFileSync(options.ssl.certFile, 'utf8') : undefined,
+      key: options.ssl.keyFile ? fs.readFileSync(options.ssl.keyFile, 'utf8') : undefined,
+    };
+  }
+  if (options.sasl) {
+    config.sasl = { ...options.sasl } as SASLOptions;
+  }
+  return new Kafka(config);
+}
+
+/**
+ * kafkajs warns that bounded retries on an idempotent producer "may invalidate
+ * EoS". Our retries are bounded on purpose (a dead broker must surface as an
+ * error), and every consumer is idempotent on event id, so a re-sent record
+ * after an exhausted retry is harmless.
+ */
+const EXPECTED_WARNINGS = [/Limiting retries for the idempotent producer/, /KafkaJS v2\.0\.0 switched default partitioner/];
+
+function forward(logger: Logger, entry: LogEntry): void {
+  const { message, ...rest } = entry.log;
+  if (EXPECTED_WARNINGS.some((w) => w.test(message))) return;
+  const fields = { namespace: entry.namespace, ...rest };
+  if (entry.level <= logLevel.ERROR) logger.error(message, fields);
+  else if (entry.level === logLevel.WARN) logger.warn(message, fields);
+  else logger.debug(message, fields);
+}

@@ -1,0 +1,126 @@
+import type { Admin, ITopicConfig } from 'kafkajs';
+import { ErrorCode, SrpoError } from '@srpo/core';
+import type { EventType } from './event-types';
+
+/**
+ * The topics of one run. Raw topics (outputs, transitions, outcomes) are keyed by
+ * episode id and must have the same partition count, so that one materializer task
+ * sees every event of an episode (co-partitioning, as in Kafka Streams joins).
+ * History is kept (retention.ms = -1 by default) so any run can be replayed.
+ */
+export interface TopicSpec {
+  name: string;
+  partitions: number;
+  /** What the Kafka key is. */
+  key: 'episodeId' | 'groupKey' | 'policyId' | 'originalKey';
+  eventTypes: EventType[];
+  config: Record<string, string>;
+  /** Raw topics must agree on partition count. */
+  coPartitioned: boolean;
+}
+
+export interface TopicCatalog {
+  prefix: string;
+  agentOutputs: TopicSpec;
+  transitions: TopicSpec;
+  episodeOutcomes: TopicSpec;
+  /** Complete active sets re-keyed by group key: the repartition topic for grouping. */
+  activeSets: TopicSpec;
+  /** Sets that never completed (missing members at TTL), keyed by episode id. */
+  invalidSets: TopicSpec;
+  /** Ready advantage groups, keyed by policy id; the learner's input. */
+  advantageGroups: TopicSpec;
+  policyUpdates: TopicSpec;
+  policyVersions: TopicSpec;
+  deadLetter: TopicSpec;
+  all(): TopicSpec[];
+}
+
+export interface TopicCatalogOptions {
+  /** Prefix of every topic name (default `srpo.`); replays use their own prefix. */
+  prefix?: string;
+  /** Partitions of the raw, co-partitioned topics (default 6). */
+  rawPartitions?: number;
+  /** Partitions of derived topics (default 3). */
+  derivedPartitions?: number;
+  /** retention.ms of every topic (default -1: keep forever, for replay). */
+  retentionMs?: number;
+  /** Largest message the broker accepts on these topics (default 4 MiB). */
+  maxMessageBytes?: number;
+}
+
+export function topicCatalog(options: TopicCatalogOptions = {}): TopicCatalog {
+  const prefix = options.prefix ?? 'srpo.';
+  const raw = options.rawPartitions ?? 6;
+  const derived = options.derivedPartitions ?? 3;
+  const config = {
+    'retention.ms': String(options.retentionMs ?? -1),
+    'max.message.bytes': String(options.maxMessageBytes ?? 4 * 1024 * 1024),
+  };
+  const spec = (suffix: string, partitions: number, key: TopicSpec['key'], eventTypes: EventType[], coPartitioned = false): TopicSpec => ({
+    name: prefix + suffix,
+    partitions,
+    key,
+    eventTypes,
+    config: { ...config },
+    coPartitioned,
+  });
+  const catalog = {
+    prefix,
+    agentOutputs: spec('agent-outputs', raw, 'episodeId', ['AgentOutput'], true),
+    transitions: spec('transitions', raw, 'episodeId', ['Transition'], true),
+    episodeOutcomes: spec('episode-outcomes', raw, 'episodeId', ['EpisodeOutcome'], true),
+    activeSets: spec('active-sets', derived, 'groupKey', ['ActiveSet']),
+    invalidSets: spec('invalid-sets', derived, 'episodeId', ['ActiveSet']),
+    advantageGroups: spec('advantage-groups', derived, 'policyId', ['AdvantageGroup']),
+    policyUpdates: spec('policy-updates', 1, 'policyId', ['PolicyUpdate']),
+    policyVersions: spec('policy-versions', 1, 'policyId', ['PolicyVersion']),
+    deadLetter: spec('dead-letter', 1, 'originalKey', ['DeadLetter']),
+  };
+  return {
+    ...catalog,
+    all: () => [
+      catalog.agentOutputs,
+      catalog.transitions,
+      catalog.episodeOutcomes,
+      catalog.activeSets,
+      catalog.invalidSets,
+      catalog.advantageGroups,
+      catalog.policyUpdates,
+      catalog.policyVersions,
+      catalog.deadLetter,
+    ],
+  };
+}
+
+/**
+ * Creates missing topics and checks existing ones: co-partitioned topics must
+ * have the catalog's partition count, or joins would silently miss events.
+ */
+export async function ensureTopics(admin: Admin, specs: TopicSpec[]): Promise<{ created: string[] }> {
+  const existing = new Set(await admin.listTopics());
+  const missing = specs.filter((s) => !existing.has(s.name));
+  if (missing.length > 0) {
+    const topics: ITopicConfig[] = missing.map((s) => ({
+      topic: s.name,
+      numPartitions: s.partitions,
+      replicationFactor: -1,
+      configEntries: Object.entries(s.config).map(([name, value]) => ({ name, value })),
+    }));
+    await admin.createTopics({ topics, waitForLeaders: true });
+  }
+  const present = specs.filter((s) => existing.has(s.name) && s.coPartitioned);
+  if (present.length > 0) {
+    const meta = await admin.fetchTopicMetadata({ topics: present.map((s) => s.name) });
+    for (const t of meta.topics) {
+      const s = present.find((p) => p.name === t.name);
+      if (s && t.partitions.length !== s.partitions) {
+        throw new SrpoError(
+          ErrorCode.CONFIG_INVALID,
+          `topic ${t.name} has ${t.partitions.length} partitions but the catalog expects ${s.partitions}; co-partitioned topics must agree`,
+        );
+      }
+    }
+  }
+  return { created: missing.map((s) => s.name) };
+}
