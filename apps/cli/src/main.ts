@@ -4,6 +4,7 @@ import { errorMessage, SrpoError } from '@srpo/core';
 import { CliConfig, loadCliConfig } from './cli-config';
 import { eventsCommand } from './commands/events.command';
 import { kafkaCommand } from './commands/kafka.command';
+import { objectiveCommand } from './commands/objective.command';
 
 /** `env` is the process environment unless a test passes its own. */
 export function buildProgram(env: Readonly<Record<string, string | undefined>> = process.env): Command {
@@ -14,6 +15,7 @@ export function buildProgram(env: Readonly<Record<string, string | undefined>> =
     .showHelpAfterError();
   program.addCommand(kafkaCommand(config));
   program.addCommand(eventsCommand(config));
+  program.addCommand(objectiveCommand(config));
   return program;
 }
 

@@ -3,3 +3,4 @@ export * from './logger';
 export * from './config';
 export * from './tf-backend';
 export * from './paths';
+export * from './metrics';
