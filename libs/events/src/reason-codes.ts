@@ -38,6 +38,8 @@ export enum ReasonCode {
   CONFLICTING_DUPLICATE = 'CONFLICTING_DUPLICATE',
   /** A set's members did not all arrive before its deadline. */
   MEMBER_MISSING_AT_TTL = 'MEMBER_MISSING_AT_TTL',
+  /** All members arrived, but neither an immediate reward nor the episode outcome did. */
+  REWARD_MISSING_AT_TTL = 'REWARD_MISSING_AT_TTL',
   /** A set whose members come from different policies. */
   MIXED_POLICY_SET = 'MIXED_POLICY_SET',
 }

@@ -1,0 +1,141 @@
+import { ActiveSet, ReasonCode, topicCatalog } from '@srpo/events';
+import { InputRecord, ProcessorHarness } from '@srpo/streams';
+import { ActiveSetProcessor, ActiveSetStores } from './active-set.processor';
+import { outcome, output, transition } from './test-events';
+
+const topics = topicCatalog({ prefix: 't.' });
+
+function setup(ttl = 10_000) {
+  const h = new ProcessorHarness<ActiveSetStores>(new ActiveSetProcessor({ topics, setTtlMs: ttl, scanIntervalMs: 0, dedupeRetentionMs: 50_000 }));
+  const o = (v: ReturnType<typeof output>) => h.record(topics.agentOutputs.name, { type: 'AgentOutput', value: v }, v.episodeId);
+  const t = (v: ReturnType<typeof transition>) => h.record(topics.transitions.name, { type: 'Transition', value: v }, v.episodeId);
+  const r = (v: ReturnType<typeof outcome>) => h.record(topics.episodeOutcomes.name, { type: 'EpisodeOutcome', value: v }, v.episodeId);
+  const sets = () => h.outputs.filter((x) => x.topic === topics.activeSets.name).map((x) => x.value as ActiveSet);
+  const invalid = () => h.outputs.filter((x) => x.topic === topics.invalidSets.name).map((x) => x.value as ActiveSet);
+  return { h, o, t, r, sets, invalid };
+}
+
+describe('ActiveSetProcessor', () => {
+  it('emits a set once every listed output and the outcome arrived, in any order', () => {
+    const orders: ((s: ReturnType<typeof setup>) => InputRecord)[][] = [
+      [(s) => s.o(output('e1', 0)), (s) => s.o(output('e1', 1)), (s) => s.t(transition('e1', [0, 1])), (s) => s.r(outcome('e1', 1))],
+      [(s) => s.r(outcome('e1', 1)), (s) => s.t(transition('e1', [0, 1])), (s) => s.o(output('e1', 1)), (s) => s.o(output('e1', 0))],
+      [(s) => s.t(transition('e1', [0, 1])), (s) => s.o(output('e1', 1)), (s) => s.r(outcome('e1', 1)), (s) => s.o(output('e1', 0))],
+    ];
+    for (const order of orders) {
+      const s = setup();
+      order.forEach((make, i) => {
+        s.h.feed(make(s));
+        // Nothing may be emitted before the last input.
+        expect(s.sets()).toHaveLength(i === order.length - 1 ? 1 : 0);
+      });
+      const [set] = s.sets();
+      expect(set.setId).toBe('e1/t0');
+      expect(set.status).toBe('COMPLETE');
+      expect(set.members.map((m) => m.outputId)).toEqual(['e1/o0', 'e1/o1']);
+      expect(set.reward).toBe(1);
+      expect(set.rewardSource).toBe('OUTCOME');
+      // Coverage: 2 distinct observations over 1 turn: (2 - 1) / 1.
+      expect(set.progress).toBe(1);
+      expect(set.groupKey).toBe('worker|task-1/solve');
+      expect(s.h.deadLetters).toHaveLength(0);
+    }
+  });
+
+  it('uses the immediate reward without waiting for an outcome', () => {
+    const s = setup();
+    s.h.feedAll([s.o(output('e2', 0)), s.t(transition('e2', [0], { reward: 0.25, done: false }))]);
+    expect(s.sets().map((x) => [x.reward, x.rewardSource])).toEqual([[0.25, 'IMMEDIATE']]);
+  });
+
+  it('ignores exact duplicates of every event type', () => {
+    const s = setup();
+    const records = [s.o(output('e3', 0)), s.t(transition('e3', [0])), s.r(outcome('e3', 0))];
+    s.h.feedAll(records);
+    s.h.feedAll([s.o(output('e3', 0)), s.t(transition('e3', [0])), s.r(outcome('e3', 0))]);
+    expect(s.sets()).toHaveLength(1);
+    expect(s.invalid()).toHaveLength(0);
+    expect(s.h.deadLetters).toHaveLength(0);
+    expect(s.h.counters.get('duplicates_total{"type":"AgentOutput"}')).toBe(1);
+  });
+
+  it('dead-letters a duplicate id with different content', () => {
+    const s = setup();
+    s.h.feedAll([s.o(output('e4', 0)), s.o(output('e4', 0, { responseTokenIds: [9, 9] }))]);
+    expect(s.h.deadLetters.map((d) => d.reasonCode)).toEqual([ReasonCode.CONFLICTING_DUPLICATE]);
+    s.h.feedAll([s.t(transition('e4', [0])), s.t(transition('e4', [0], { taskId: 'other' }))]);
+    expect(s.h.deadLetters.map((d) => d.reasonCode)).toEqual([ReasonCode.CONFLICTING_DUPLICATE, ReasonCode.CONFLICTING_DUPLICATE]);
+  });
+
+  it('invalidates a set whose member is missing at the deadline, whole, with the missing ids', () => {
+    const s = setup(5_000);
+    s.h.feedAll([s.o(output('e5', 0, { eventTimeMs: 1000 })), s.t(transition('e5', [0, 1, 2], { eventTimeMs: 1000 })), s.r(outcome('e5', 1))]);
+    s.h.advanceTo(5_999);
+    expect(s.invalid()).toHaveLength(0);
+    s.h.advanceTo(6_000);
+    const [bad] = s.invalid();
+    expect(bad.status).toBe('INVALID');
+    expect(bad.invalidReason).toBe(ReasonCode.MEMBER_MISSING_AT_TTL);
+    expect(bad.missingOutputIds).toEqual(['e5/o1', 'e5/o2']);
+    expect(bad.members.map((m) => m.outputId)).toEqual(['e5/o0']);
+    expect(s.sets()).toHaveLength(0);
+    // A late member after the deadline does not resurrect the set.
+    s.h.feed(s.o(output('e5', 1, { eventTimeMs: 6000 })));
+    expect(s.sets()).toHaveLength(0);
+  });
+
+  it('dead-letters relation errors with their reason codes', () => {
+    const s = setup();
+    s.h.feedAll([
+      s.o(output('e6', 0)),
+      s.o(output('e7', 0)),
+      s.t(transition('e6', [0])),
+      // another transition claims e6/o0
+      s.t({ ...transition('e6', [0]), transitionId: 'e6/t1' }),
+      // lists an output of episode e7
+      s.t({ ...transition('e6', []), transitionId: 'e6/t2', consumedOutputIds: ['e7/o0'], expectedCardinality: 1 }),
+      s.t({ ...transition('e8', [0, 0]), transitionId: 'e8/t0' }),
+      s.t({ ...transition('e8', [0, 1]), expectedCardinality: 3 }),
+    ]);
+    expect(s.h.deadLetters.map((d) => d.reasonCode)).toEqual([
+      ReasonCode.OUTPUT_CLAIMED_TWICE,
+      ReasonCode.FOREIGN_EPISODE_OUTPUT,
+      ReasonCode.DUPLICATE_OUTPUT_IN_TRANSITION,
+      ReasonCode.CARDINALITY_MISMATCH,
+    ]);
+  });
+
+  it('dead-letters bad fields, wrong keys and clock skew', () => {
+    const s = setup();
+    s.h.feed(s.o(output('e9', 0, { eventTimeMs: 10_000, startedAtMs: 10_000 })));
+    s.h.feed(s.o(output('e9', 1, { behaviourLogProbs: [NaN, -1] })));
+    s.h.feed(s.h.record(topics.agentOutputs.name, { type: 'AgentOutput', value: output('e9', 2) }, 'wrong-key'));
+    s.h.feed(s.o(output('e9', 3, { eventTimeMs: 10_000 + 4 * 3_600_000, startedAtMs: 10_000 })));
+    expect(s.h.deadLetters.map((d) => [d.reasonCode, d.details.field])).toEqual([
+      [ReasonCode.INVALID_FIELD, 'AgentOutput.behaviourLogProbs[0]'],
+      [ReasonCode.KEY_MISMATCH, 'AgentOutput.episodeId'],
+      [ReasonCode.CLOCK_SKEW, 'AgentOutput.eventTimeMs'],
+    ]);
+    // The skewed event did not move stream time.
+    expect(s.h.streamTimeMs).toBe(10_000);
+  });
+
+  it('dead-letters an outcome whose episode never shows up, at its deadline', () => {
+    const s = setup(5_000);
+    s.h.feed(s.r(outcome('ghost', 1, { eventTimeMs: 1000 })));
+    s.h.advanceTo(5_999);
+    expect(s.h.deadLetters).toHaveLength(0);
+    s.h.advanceTo(6_000);
+    expect(s.h.deadLetters.map((d) => d.reasonCode)).toEqual([ReasonCode.UNKNOWN_EPISODE]);
+  });
+
+  it('frees the state of closed episodes after the retention window', () => {
+    const s = setup();
+    s.h.feedAll([s.o(output('e10', 0)), s.t(transition('e10', [0])), s.r(outcome('e10', 1))]);
+    expect(s.h.stores.outputs.size).toBe(0);
+    expect(s.h.stores.transitions.size).toBe(0);
+    expect(s.h.stores.episodes.size).toBe(1);
+    s.h.advanceTo(1000 + 50_000);
+    expect(s.h.stores.episodes.size).toBe(0);
+  });
+});

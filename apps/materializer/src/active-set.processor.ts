@@ -1,0 +1,425 @@
+import { createHash } from 'crypto';
+import { SrpoError, ValidationError } from '@srpo/core';
+import {
+  ActiveSet,
+  AgentOutput,
+  EpisodeOutcome,
+  KafkaCoordinates,
+  ReasonCode,
+  SetMember,
+  TopicCatalog,
+  Transition,
+  validateAgentOutput,
+  validateEpisodeOutcome,
+  validateTransition,
+  EventLimits,
+  DEFAULT_EVENT_LIMITS,
+} from '@srpo/events';
+import { progressCoverage } from '@srpo/srpo';
+import { InputRecord, KeyValueStore, Processor, ProcessorContext } from '@srpo/streams';
+
+/**
+ * Joins AgentOutput, Transition and EpisodeOutcome events of one episode (they are
+ * co-partitioned by episode id) into active sets: the outputs one transition
+ * consumed, with their content and reward.
+ *
+ * - Membership is exactly the transition's `consumedOutputIds`, in that order.
+ * - A set is emitted once, when every member arrived and its reward is known: the
+ *   transition's immediate reward, or else the episode's outcome reward.
+ * - A set still incomplete when stream time passes `transition.eventTimeMs + setTtlMs`
+ *   is emitted whole to the invalid-sets topic with the missing ids; never in part.
+ * - Duplicates (same id, same content) change nothing; same id with other content
+ *   is dead-lettered as CONFLICTING_DUPLICATE. Ids of closed episodes are remembered
+ *   for `dedupeRetentionMs` of event time.
+ */
+export interface ActiveSetProcessorOptions {
+  topics: TopicCatalog;
+  /** Event-time budget for a set's members and reward to arrive (default 60 s). */
+  setTtlMs: number;
+  /** How long closed episodes' ids are kept to recognise late duplicates (default 10 min). */
+  dedupeRetentionMs: number;
+  /** Events this far ahead of stream time are refused as clock skew (default 1 h). */
+  maxFutureSkewMs: number;
+  /** Events this far behind stream time are refused as clock skew (default 24 h). */
+  maxLatenessMs: number;
+  /** Deadline scans run at most once per this much stream time (default 1 s). */
+  scanIntervalMs: number;
+  limits: EventLimits;
+}
+
+export const DEFAULT_ACTIVE_SET_OPTIONS: Omit<ActiveSetProcessorOptions, 'topics'> = {
+  setTtlMs: 60_000,
+  dedupeRetentionMs: 600_000,
+  maxFutureSkewMs: 3_600_000,
+  maxLatenessMs: 86_400_000,
+  scanIntervalMs: 1_000,
+  limits: DEFAULT_EVENT_LIMITS,
+};
+
+interface StoredOutput {
+  output: AgentOutput;
+  source: KafkaCoordinates;
+  digest: string;
+}
+
+interface StoredTransition {
+  transition: Transition;
+  source: KafkaCoordinates;
+  digest: string;
+  deadlineMs: number;
+}
+
+interface StoredEpisode {
+  episodeId: string;
+  /** Pending transitions (not yet emitted or invalidated). */
+  pending: string[];
+  /** Every output and transition id seen, for duplicate detection after close. */
+  outputIds: string[];
+  transitionIds: string[];
+  /** Observation digests of transitions in arrival order (progress without an outcome). */
+  digests: string[];
+  outcome: EpisodeOutcome | null;
+  outcomeSource: KafkaCoordinates | null;
+  outcomeDigest: string | null;
+  /** Raw bytes of an outcome that arrived before any other event, for its dead letter. */
+  orphanOutcomeRaw: string | null;
+  orphanKey: string | null;
+  /** Deadline of an orphan outcome, or expiry of a closed episode. */
+  expiresAtMs: number | null;
+  closed: boolean;
+  /** A transition with `done` arrived: with nothing pending, the episode can close. */
+  doneSeen: boolean;
+  lastEventMs: number;
+}
+
+export type ActiveSetStores = {
+  outputs: KeyValueStore<StoredOutput>;
+  transitions: KeyValueStore<StoredTransition>;
+  episodes: KeyValueStore<StoredEpisode>;
+  /** outputId -> transitionId that listed it. */
+  claims: KeyValueStore<string>;
+  clock: KeyValueStore<number>;
+};
+
+function digestOf(value: unknown): string {
+  return createHash('sha256').update(JSON.stringify(value)).digest('hex').slice(0, 32);
+}
+
+/** A rejected event; the runner dead-letters it under `reason`. */
+function relationError(reason: ReasonCode, field: string, message: string): SrpoError {
+  return new ValidationError(field, message, { reasonCode: reason });
+}
+
+export class ActiveSetProcessor implements Processor<ActiveSetStores> {
+  readonly name = 'active-set-materializer';
+  readonly storeNames: (keyof ActiveSetStores & string)[] = ['outputs', 'transitions', 'episodes', 'claims', 'clock'];
+  private readonly options: ActiveSetProcessorOptions;
+
+  constructor(options: Partial<ActiveSetProcessorOptions> & { topics: TopicCatalog }) {
+    this.options = { ...DEFAULT_ACTIVE_SET_OPTIONS, ...options };
+  }
+
+  eventTime(record: InputRecord, streamTimeMs: number): number {
+    const t = (record.event.value as { eventTimeMs?: number }).eventTimeMs;
+    if (typeof t !== 'number' || !Number.isFinite(t)) return NaN;
+    if (streamTimeMs > 0 && t > streamTimeMs + this.options.maxFutureSkewMs) return NaN;
+    return t;
+  }
+
+  process(record: InputRecord, stores: ActiveSetStores, ctx: ProcessorContext): void {
+    const { event } = record;
+    switch (event.type) {
+      case 'AgentOutput':
+        return this.onOutput(record, event.value, stores, ctx);
+      case 'Transition':
+        return this.onTransition(record, event.value, stores, ctx);
+      case 'EpisodeOutcome':
+        return this.onOutcome(record, event.value, stores, ctx);
+      default:
+        throw relationError(ReasonCode.WRONG_EVENT_TYPE, 'event', `${event.type} events do not belong on ${record.source.topic}`);
+    }
+  }
+
+  private checkCommon(record: InputRecord, episodeId: string, eventTimeMs: number, ctx: ProcessorContext, kind: string): void {
+    if (record.key !== episodeId) {
+      throw relationError(ReasonCode.KEY_MISMATCH, `${kind}.episodeId`, `Kafka key ${JSON.stringify(record.key)} is not the episode id ${JSON.stringify(episodeId)}; co-partitioning needs episode-id keys`);
+    }
+    const now = ctx.streamTimeMs;
+    if (now > 0 && eventTimeMs > now + this.options.maxFutureSkewMs) {
+      throw relationError(ReasonCode.CLOCK_SKEW, `${kind}.eventTimeMs`, `${eventTimeMs} is ${eventTimeMs - now} ms ahead of stream time ${now}`);
+    }
+    if (now > 0 && eventTimeMs < now - this.options.maxLatenessMs) {
+      throw relationError(ReasonCode.CLOCK_SKEW, `${kind}.eventTimeMs`, `${eventTimeMs} is ${now - eventTimeMs} ms behind stream time ${now}`);
+    }
+  }
+
+  private episode(stores: ActiveSetStores, episodeId: string, now: number): StoredEpisode {
+    return (
+      stores.episodes.get(episodeId) ?? {
+        episodeId,
+        pending: [],
+        outputIds: [],
+        transitionIds: [],
+        digests: [],
+        outcome: null,
+        outcomeSource: null,
+        outcomeDigest: null,
+        orphanOutcomeRaw: null,
+        orphanKey: null,
+        expiresAtMs: null,
+        closed: false,
+        doneSeen: false,
+        lastEventMs: now,
+      }
+    );
+  }
+
+  private onOutput(record: InputRecord, output: AgentOutput, stores: ActiveSetStores, ctx: ProcessorContext): void {
+    validateAgentOutput(output, this.options.limits);
+    this.checkCommon(record, output.episodeId, output.eventTimeMs, ctx, 'AgentOutput');
+    const digest = digestOf(output);
+    const existing = stores.outputs.get(output.outputId);
+    if (existing) {
+      if (existing.digest !== digest) throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'AgentOutput.outputId', `output ${output.outputId} was already received with different content`);
+      ctx.count('duplicates_total', { type: 'AgentOutput' });
+      return;
+    }
+    const ep = this.episode(stores, output.episodeId, output.eventTimeMs);
+    if (ep.outputIds.includes(output.outputId)) {
+      ctx.count('duplicates_total', { type: 'AgentOutput' });
+      return;
+    }
+    const claimant = stores.claims.get(output.outputId);
+    if (claimant) {
+      const t = stores.transitions.get(claimant);
+      if (t && t.transition.episodeId !== output.episodeId) {
+        throw relationError(ReasonCode.FOREIGN_EPISODE_OUTPUT, 'AgentOutput.episodeId', `output ${output.outputId} of episode ${output.episodeId} is listed by transition ${claimant} of episode ${t.transition.episodeId}`);
+      }
+    }
+    if (ep.closed) {
+      throw relationError(ReasonCode.INVALID_FIELD, 'AgentOutput.episodeId', `episode ${output.episodeId} is closed; output ${output.outputId} arrived after every set of the episode was resolved`);
+    }
+    stores.outputs.put(output.outputId, { output, source: record.source, digest });
+    ep.outputIds.push(output.outputId);
+    ep.lastEventMs = Math.max(ep.lastEventMs, output.eventTimeMs);
+    stores.episodes.put(ep.episodeId, ep);
+    if (claimant) this.tryComplete(claimant, stores, ctx);
+  }
+
+  private onTransition(record: InputRecord, t: Transition, stores: ActiveSetStores, ctx: ProcessorContext): void {
+    const ids = t.consumedOutputIds ?? [];
+    const dup = ids.findIndex((id, i) => ids.indexOf(id) !== i);
+    if (dup >= 0) throw relationError(ReasonCode.DUPLICATE_OUTPUT_IN_TRANSITION, `Transition.consumedOutputIds[${dup}]`, `lists output ${ids[dup]} twice`);
+    if (t.expectedCardinality !== ids.length) {
+      throw relationError(ReasonCode.CARDINALITY_MISMATCH, 'Transition.expectedCardinality', `is ${t.expectedCardinality} but consumedOutputIds lists ${ids.length}`);
+    }
+    validateTransition(t, this.options.limits);
+    this.checkCommon(record, t.episodeId, t.eventTimeMs, ctx, 'Transition');
+    const digest = digestOf(t);
+    const existing = stores.transitions.get(t.transitionId);
+    const ep = this.episode(stores, t.episodeId, t.eventTimeMs);
+    if (existing || ep.transitionIds.includes(t.transitionId)) {
+      const same = existing ? existing.digest === digest : true;
+      if (!same) throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'Transition.transitionId', `transition ${t.transitionId} was already received with different content`);
+      ctx.count('duplicates_total', { type: 'Transition' });
+      return;
+    }
+    if (ep.closed) {
+      throw relationError(ReasonCode.INVALID_FIELD, 'Transition.episodeId', `episode ${t.episodeId} is closed; transition ${t.transitionId} arrived too late`);
+    }
+    for (let i = 0; i < ids.length; i++) {
+      const other = stores.claims.get(ids[i]);
+      if (other !== undefined && other !== t.transitionId) {
+        throw relationError(ReasonCode.OUTPUT_CLAIMED_TWICE, `Transition.consumedOutputIds[${i}]`, `output ${ids[i]} is already consumed by transition ${other}`);
+      }
+      const out = stores.outputs.get(ids[i]);
+      if (out && out.output.episodeId !== t.episodeId) {
+        throw relationError(ReasonCode.FOREIGN_EPISODE_OUTPUT, `Transition.consumedOutputIds[${i}]`, `output ${ids[i]} belongs to episode ${out.output.episodeId}, not ${t.episodeId}`);
+      }
+    }
+    for (const id of ids) stores.claims.put(id, t.transitionId);
+    stores.transitions.put(t.transitionId, { transition: t, source: record.source, digest, deadlineMs: t.eventTimeMs + this.options.setTtlMs });
+    ep.pending.push(t.transitionId);
+    ep.transitionIds.push(t.transitionId);
+    ep.digests.push(t.observationDigest);
+    ep.doneSeen ||= t.done;
+    ep.lastEventMs = Math.max(ep.lastEventMs, t.eventTimeMs);
+    stores.episodes.put(ep.episodeId, ep);
+    this.tryComplete(t.transitionId, stores, ctx);
+  }
+
+  private onOutcome(record: InputRecord, o: EpisodeOutcome, stores: ActiveSetStores, ctx: ProcessorContext): void {
+    validateEpisodeOutcome(o, this.options.limits);
+    this.checkCommon(record, o.episodeId, o.eventTimeMs, ctx, 'EpisodeOutcome');
+    const digest = digestOf(o);
+    const ep = this.episode(stores, o.episodeId, o.eventTimeMs);
+    if (ep.outcomeDigest !== null) {
+      if (ep.outcomeDigest !== digest) throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'EpisodeOutcome.episodeId', `episode ${o.episodeId} already has a different outcome`);
+      ctx.count('duplicates_total', { type: 'EpisodeOutcome' });
+      return;
+    }
+    ep.outcome = o;
+    ep.outcomeSource = record.source;
+    ep.outcomeDigest = digest;
+    ep.lastEventMs = Math.max(ep.lastEventMs, o.eventTimeMs);
+    if (ep.transitionIds.length === 0 && ep.outputIds.length === 0) {
+      // Events may still be on their way; an outcome with no episode is judged at its deadline.
+      ep.orphanOutcomeRaw = record.raw.toString('base64');
+      ep.orphanKey = record.key;
+      ep.expiresAtMs = o.eventTimeMs + this.options.setTtlMs;
+    }
+    stores.episodes.put(ep.episodeId, ep);
+    for (const id of [...ep.pending]) this.tryComplete(id, stores, ctx);
+  }
+
+  /** Emits the set of `transitionId` when all members and its reward are there. */
+  private tryComplete(transitionId: string, stores: ActiveSetStores, ctx: ProcessorContext): void {
+    const st = stores.transitions.get(transitionId);
+    if (!st) return;
+    const t = st.transition;
+    const ep = this.episode(stores, t.episodeId, t.eventTimeMs);
+    const outputs = t.consumedOutputIds.map((id) => stores.outputs.get(id));
+    if (outputs.some((o) => o === undefined)) return;
+    if (t.reward === null && ep.outcome === null) return;
+    const present = outputs as StoredOutput[];
+    const policies = new Set(present.map((o) => o.output.policyId));
+    if (policies.size > 1) {
+      this.emitInvalid(st, ep, present, [], ReasonCode.MIXED_POLICY_SET, ctx);
+    } else {
+      const set = this.activeSet(st, ep, present, 'COMPLETE', null, []);
+      ctx.emit({ topic: this.options.topics.activeSets.name, key: set.groupKey, type: 'ActiveSet', value: set });
+      ctx.count('sets_complete_total', { workflow: t.workflowKind });
+    }
+    this.resolve(st, ep, stores);
+  }
+
+  private emitInvalid(st: StoredTransition, ep: StoredEpisode, present: StoredOutput[], missing: string[], reason: ReasonCode, ctx: ProcessorContext): void {
+    const set = this.activeSet(st, ep, present, 'INVALID', reason, missing);
+    ctx.emit({ topic: this.options.topics.invalidSets.name, key: set.episodeId, type: 'ActiveSet', value: set });
+    ctx.count('sets_invalid_total', { reason });
+  }
+
+  /** The transition is settled: drop it, its members and claims; close the episode when nothing is pending. */
+  private resolve(st: StoredTransition, ep: StoredEpisode, stores: ActiveSetStores): void {
+    const t = st.transition;
+    stores.transitions.delete(t.transitionId);
+    for (const id of t.consumedOutputIds) {
+      stores.outputs.delete(id);
+      stores.claims.delete(id);
+    }
+    ep.pending = ep.pending.filter((id) => id !== t.transitionId);
+    if (ep.pending.length === 0 && (ep.outcome !== null || ep.doneSeen)) {
+      this.closeEpisode(ep, stores);
+    }
+    stores.episodes.put(ep.episodeId, ep);
+  }
+
+  private closeEpisode(ep: StoredEpisode, stores: ActiveSetStores): void {
+    // Unclaimed outputs of a finished episode will never join a set.
+    for (const id of ep.outputIds) {
+      if (!stores.claims.has(id)) stores.outputs.delete(id);
+    }
+    ep.closed = true;
+    ep.orphanOutcomeRaw = null;
+    ep.expiresAtMs = ep.lastEventMs + this.options.dedupeRetentionMs;
+  }
+
+  private activeSet(st: StoredTransition, ep: StoredEpisode, present: StoredOutput[], status: ActiveSet['status'], reason: string | null, missing: string[]): ActiveSet {
+    const t = st.transition;
+    const members = present.map(memberOf);
+    const policyId = members[0]?.policyId ?? 'unknown';
+    const immediate = t.reward !== null;
+    const reward = immediate ? (t.reward as number) : (ep.outcome?.outcomeReward ?? 0);
+    const digests = ep.outcome && ep.outcome.observationDigests.length > 0 ? ep.outcome.observationDigests : ep.digests;
+    const turns = ep.outcome ? ep.outcome.turns : ep.transitionIds.length;
+    // The set exists from the moment its last input arrived.
+    const eventTimes = [t.eventTimeMs, ...present.map((o) => o.output.eventTimeMs), ...(immediate || !ep.outcome ? [] : [ep.outcome.eventTimeMs])];
+    return {
+      setId: t.transitionId,
+      episodeId: t.episodeId,
+      taskId: t.taskId,
+      step: t.step,
+      position: t.position,
+      workflowKind: t.workflowKind,
+      groupKey: groupKeyOf(t, policyId),
+      expectedGroupSize: t.expectedGroupSize,
+      policyId,
+      status,
+      invalidReason: reason,
+      missingOutputIds: missing,
+      members,
+      reward: status === 'COMPLETE' ? reward : 0,
+      rewardSource: status !== 'COMPLETE' ? 'NONE' : immediate ? 'IMMEDIATE' : 'OUTCOME',
+      success: ep.outcome ? ep.outcome.success : null,
+      progress: turns > 0 ? progressCoverage(digests, turns) : null,
+      transitionSource: st.source,
+      outcomeSource: !immediate && ep.outcomeSource ? ep.outcomeSource : null,
+      eventTimeMs: Math.max(...eventTimes),
+    };
+  }
+
+  punctuate(stores: ActiveSetStores, ctx: ProcessorContext): void {
+    const now = ctx.watermarkMs;
+    const last = stores.clock.get('lastScanMs') ?? 0;
+    if (now - last < this.options.scanIntervalMs) return;
+    stores.clock.put('lastScanMs', now);
+    for (const [, st] of [...stores.transitions.entries()]) {
+      if (st.deadlineMs > now) continue;
+      const t = st.transition;
+      const ep = this.episode(stores, t.episodeId, t.eventTimeMs);
+      const present = t.consumedOutputIds.map((id) => stores.outputs.get(id)).filter((o): o is StoredOutput => o !== undefined);
+      const missing = t.consumedOutputIds.filter((id) => !stores.outputs.has(id));
+      const reason = missing.length > 0 ? ReasonCode.MEMBER_MISSING_AT_TTL : ReasonCode.REWARD_MISSING_AT_TTL;
+      this.emitInvalid(st, ep, present, missing, reason, ctx);
+      this.resolve(st, ep, stores);
+      // An expired set closes its episode once nothing else is pending.
+      if (ep.pending.length === 0 && !ep.closed) {
+        this.closeEpisode(ep, stores);
+        stores.episodes.put(ep.episodeId, ep);
+      }
+    }
+    for (const [id, ep] of [...stores.episodes.entries()]) {
+      if (ep.expiresAtMs === null || ep.expiresAtMs > now) continue;
+      if (ep.orphanOutcomeRaw !== null && ep.transitionIds.length === 0 && ep.outputIds.length === 0) {
+        const raw = Buffer.from(ep.orphanOutcomeRaw, 'base64');
+        ctx.deadLetter(
+          { source: ep.outcomeSource as KafkaCoordinates, key: ep.orphanKey, raw, event: { type: 'EpisodeOutcome', value: ep.outcome as EpisodeOutcome } },
+          ReasonCode.UNKNOWN_EPISODE,
+          `EpisodeOutcome.episodeId: no output or transition of episode ${id} arrived before its deadline`,
+          { field: 'EpisodeOutcome.episodeId' },
+        );
+        stores.episodes.delete(id);
+      } else if (ep.closed) {
+        stores.episodes.delete(id);
+      }
+    }
+    for (const [id, out] of [...stores.outputs.entries()]) {
+      // Unclaimed outputs of episodes that never close are dropped after the retention window.
+      if (!stores.claims.has(id) && out.output.eventTimeMs + this.options.dedupeRetentionMs < now) {
+        stores.outputs.delete(id);
+        ctx.count('orphan_outputs_expired_total');
+      }
+    }
+  }
+}
+
+export function groupKeyOf(t: Transition, policyId: string): string {
+  return `${policyId}|${t.groupKey ?? `${t.taskId}/${t.position}`}`;
+}
+
+function memberOf(s: StoredOutput): SetMember {
+  const o = s.output;
+  return {
+    outputId: o.outputId,
+    agentId: o.agentId,
+    role: o.role,
+    policyId: o.policyId,
+    policyVersion: o.policyVersion,
+    contextTokenIds: o.contextTokenIds,
+    responseTokenIds: o.responseTokenIds,
+    behaviourLogProbs: o.behaviourLogProbs,
+    lossMask: o.lossMask,
+    temperature: o.sampling.temperature,
+    source: s.source,
+  };
+}

@@ -1,0 +1,88 @@
+import { ActiveSet, AdvantageGroup, sampleEvents, topicCatalog } from '@srpo/events';
+import { DEFAULT_OBJECTIVE_CONFIG } from '@srpo/srpo';
+import { ProcessorHarness } from '@srpo/streams';
+import { AdvantageGroupProcessor, AdvantageGroupStores } from './advantage-group.processor';
+
+const topics = topicCatalog({ prefix: 't.' });
+
+function set(id: string, reward: number, patch: Partial<ActiveSet> = {}): ActiveSet {
+  return { ...sampleEvents(0).ActiveSet, setId: id, reward, groupKey: 'solver|task/solve', expectedGroupSize: null, eventTimeMs: 1000, progress: null, ...patch };
+}
+
+function setup() {
+  const h = new ProcessorHarness<AdvantageGroupStores>(
+    new AdvantageGroupProcessor({ topics, objective: DEFAULT_OBJECTIVE_CONFIG, groupTtlMs: 10_000, scanIntervalMs: 0 }),
+  );
+  const feed = (s: ActiveSet) => h.feed(h.record(topics.activeSets.name, { type: 'ActiveSet', value: s }, s.groupKey));
+  const groups = () => h.outputs.map((o) => o.value as AdvantageGroup);
+  return { h, feed, groups };
+}
+
+describe('AdvantageGroupProcessor', () => {
+  it('emits a declared-size group as soon as it fills, with sample-std advantages', () => {
+    const s = setup();
+    [set('c', 1, { expectedGroupSize: 4 }), set('a', 0, { expectedGroupSize: 4 }), set('b', 0, { expectedGroupSize: 4 })].forEach(s.feed);
+    expect(s.groups()).toHaveLength(0);
+    s.feed(set('d', 1, { expectedGroupSize: 4 }));
+    const [g] = s.groups();
+    expect(g.closeReason).toBe('SIZE');
+    expect(g.sets.map((x) => x.set.setId)).toEqual(['a', 'b', 'c', 'd']);
+    // rewards 0,0,1,1: mean 0.5, sample std sqrt(1/3) = 0.57735; A = ±0.5/(0.57735+1e-6)
+    const a = 0.5 / (Math.sqrt(1 / 3) + 1e-6);
+    g.sets.forEach((x, i) => expect(x.advantage).toBeCloseTo([-a, -a, a, a][i], 9));
+    expect(g.rewardMean).toBe(0.5);
+    expect(g.rewardStd).toBeCloseTo(0.5773502692, 9);
+    expect(g.degenerate).toBe(false);
+    expect(s.h.outputs[0].key).toBe('solver');
+  });
+
+  it('closes an undeclared group at its deadline', () => {
+    const s = setup();
+    s.feed(set('x', 1));
+    s.feed(set('y', 0, { eventTimeMs: 2000 }));
+    s.h.advanceTo(10_999);
+    expect(s.groups()).toHaveLength(0);
+    s.h.advanceTo(11_000);
+    const [g] = s.groups();
+    expect(g.closeReason).toBe('DEADLINE');
+    expect(g.sets.map((x) => x.set.setId)).toEqual(['x', 'y']);
+    // two sets, rewards 1 and 0: sample std = 0.70711, A = ±0.5/0.70711
+    expect(g.sets[0].advantage).toBeCloseTo(0.5 / (Math.SQRT1_2 + 1e-6), 9);
+  });
+
+  it('emits a lone set at the deadline as a degenerate group with advantage 0', () => {
+    const s = setup();
+    s.feed(set('solo', 1));
+    s.h.advanceTo(20_000);
+    const [g] = s.groups();
+    expect(g.degenerate).toBe(true);
+    expect(g.sets[0].advantage).toBe(0);
+  });
+
+  it('drops duplicate sets, in an open group and after emission', () => {
+    const s = setup();
+    s.feed(set('a', 1, { expectedGroupSize: 2 }));
+    s.feed(set('a', 1, { expectedGroupSize: 2 }));
+    expect(s.groups()).toHaveLength(0);
+    s.feed(set('b', 0, { expectedGroupSize: 2 }));
+    s.feed(set('b', 0, { expectedGroupSize: 2 }));
+    s.h.advanceTo(50_000);
+    expect(s.groups()).toHaveLength(1);
+    expect(s.groups()[0].sets).toHaveLength(2);
+  });
+
+  it('falls back to progress when the whole group failed', () => {
+    const s = new ProcessorHarness<AdvantageGroupStores>(
+      new AdvantageGroupProcessor({ topics, objective: { ...DEFAULT_OBJECTIVE_CONFIG, progress: { enabled: true, rewardThreshold: 1e-3, stdThreshold: 1e-4 } }, scanIntervalMs: 0 }),
+    );
+    for (const [id, p] of [['a', 0.5], ['b', 0]] as const) {
+      const v = set(id, 0, { progress: p, expectedGroupSize: 2 });
+      s.feed(s.record(topics.activeSets.name, { type: 'ActiveSet', value: v }, v.groupKey));
+    }
+    const g = s.outputs[0].value as AdvantageGroup;
+    expect(g.sets.map((x) => x.advantageFromProgress)).toEqual([true, true]);
+    // progress 0.5 and 0: mean 0.25, sample std 0.353553; A = ±0.25/0.353553
+    expect(g.sets[0].advantage).toBeCloseTo(0.25 / (Math.sqrt(0.125) + 1e-6), 9);
+    expect(g.rewardMean).toBe(0.25);
+  });
+});

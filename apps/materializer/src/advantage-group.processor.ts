@@ -1,0 +1,135 @@
+import { createHash } from 'crypto';
+import { ValidationError } from '@srpo/core';
+import { ActiveSet, AdvantageGroup, KafkaCoordinates, ReasonCode, TopicCatalog } from '@srpo/events';
+import { groupAdvantages, groupMean, groupStd, ObjectiveConfig } from '@srpo/srpo';
+import { InputRecord, KeyValueStore, Processor, ProcessorContext } from '@srpo/streams';
+
+/**
+ * Groups complete active sets (read from the repartition topic, keyed by group
+ * key) into advantage groups and emits each ready group once, keyed by policy id.
+ *
+ * - A group with a declared size G is ready when G distinct sets arrived (SIZE).
+ * - Otherwise it closes when stream time passes its first set's event time plus
+ *   `groupTtlMs` (DEADLINE). A deadline group with a single set is still emitted,
+ *   as a degenerate group (A = 0), so that every set lands in exactly one group.
+ * - Sets beyond a declared size start the next group of the same key.
+ * - Advantages come from `groupAdvantages` in libs/srpo (progress fallback included).
+ */
+export interface AdvantageGroupProcessorOptions {
+  topics: TopicCatalog;
+  objective: ObjectiveConfig;
+  /** Event-time budget for a group to fill (default 120 s). */
+  groupTtlMs: number;
+  scanIntervalMs: number;
+  /** Emitted set ids are remembered this long to drop duplicates (default 10 min). */
+  dedupeRetentionMs: number;
+}
+
+interface OpenGroup {
+  groupKey: string;
+  policyId: string;
+  expectedSize: number | null;
+  sets: { set: ActiveSet; source: KafkaCoordinates }[];
+  deadlineMs: number;
+}
+
+export type AdvantageGroupStores = {
+  groups: KeyValueStore<OpenGroup>;
+  /** setId -> expiry, for sets already emitted in a group. */
+  emitted: KeyValueStore<number>;
+  clock: KeyValueStore<number>;
+};
+
+export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> {
+  readonly name = 'advantage-group-materializer';
+  readonly storeNames: (keyof AdvantageGroupStores & string)[] = ['groups', 'emitted', 'clock'];
+  private readonly options: AdvantageGroupProcessorOptions;
+
+  constructor(options: Pick<AdvantageGroupProcessorOptions, 'topics' | 'objective'> & Partial<AdvantageGroupProcessorOptions>) {
+    this.options = { groupTtlMs: 120_000, scanIntervalMs: 1_000, dedupeRetentionMs: 600_000, ...options };
+  }
+
+  eventTime(record: InputRecord): number {
+    const t = (record.event.value as { eventTimeMs?: number }).eventTimeMs;
+    return typeof t === 'number' ? t : NaN;
+  }
+
+  process(record: InputRecord, stores: AdvantageGroupStores, ctx: ProcessorContext): void {
+    if (record.event.type !== 'ActiveSet') {
+      throw new ValidationError('event', `${record.event.type} events do not belong on ${record.source.topic}`, { reasonCode: ReasonCode.WRONG_EVENT_TYPE });
+    }
+    const set = record.event.value;
+    if (set.status !== 'COMPLETE') {
+      throw new ValidationError('ActiveSet.status', `only COMPLETE sets are grouped, got ${set.status}`, { reasonCode: ReasonCode.INVALID_FIELD });
+    }
+    if (stores.emitted.has(set.setId)) {
+      ctx.count('duplicates_total');
+      return;
+    }
+    const open = stores.groups.get(set.groupKey);
+    if (open?.sets.some((s) => s.set.setId === set.setId)) {
+      ctx.count('duplicates_total');
+      return;
+    }
+    const group: OpenGroup = open ?? {
+      groupKey: set.groupKey,
+      policyId: set.policyId,
+      expectedSize: set.expectedGroupSize,
+      sets: [],
+      deadlineMs: set.eventTimeMs + this.options.groupTtlMs,
+    };
+    group.sets.push({ set, source: record.source });
+    if (group.expectedSize !== null && group.sets.length >= group.expectedSize) {
+      this.emit(group, 'SIZE', stores, ctx);
+      stores.groups.delete(group.groupKey);
+    } else {
+      stores.groups.put(group.groupKey, group);
+    }
+  }
+
+  punctuate(stores: AdvantageGroupStores, ctx: ProcessorContext): void {
+    const now = ctx.watermarkMs;
+    const last = stores.clock.get('lastScanMs') ?? 0;
+    if (now - last < this.options.scanIntervalMs) return;
+    stores.clock.put('lastScanMs', now);
+    for (const [key, group] of [...stores.groups.entries()]) {
+      if (group.deadlineMs > now) continue;
+      this.emit(group, 'DEADLINE', stores, ctx);
+      stores.groups.delete(key);
+    }
+    for (const [setId, expiry] of [...stores.emitted.entries()]) {
+      if (expiry <= now) stores.emitted.delete(setId);
+    }
+  }
+
+  private emit(group: OpenGroup, reason: AdvantageGroup['closeReason'], stores: AdvantageGroupStores, ctx: ProcessorContext): void {
+    const sets = [...group.sets].sort((a, b) => (a.set.setId < b.set.setId ? -1 : a.set.setId > b.set.setId ? 1 : 0));
+    const { objective } = this.options;
+    const results = groupAdvantages(
+      sets.map(({ set }) => ({ setId: set.setId, groupKey: set.groupKey, reward: set.reward, ...(set.progress !== null ? { progress: set.progress } : {}) })),
+      objective,
+    );
+    const fromProgress = results.some((r) => r.fromProgress);
+    const values = sets.map(({ set }) => (fromProgress ? (set.progress as number) : set.reward));
+    const ids = sets.map(({ set }) => set.setId);
+    const value: AdvantageGroup = {
+      groupId: `${group.groupKey}#${createHash('sha256').update(ids.join('\n')).digest('hex').slice(0, 16)}`,
+      groupKey: group.groupKey,
+      policyId: group.policyId,
+      closeReason: reason,
+      expectedSize: group.expectedSize,
+      sets: sets.map(({ set, source }, i) => ({ set, advantage: results[i].advantage, advantageFromProgress: results[i].fromProgress, setSource: source })),
+      rewardMean: groupMean(values),
+      rewardStd: groupStd(values, objective.advantageStd),
+      degenerate: results[0]?.degenerateGroup ?? true,
+      objectiveConfig: JSON.stringify({ advantageStd: objective.advantageStd, advantageEps: objective.advantageEps, progress: objective.progress }),
+      eventTimeMs: Math.max(...sets.map(({ set }) => set.eventTimeMs)),
+    };
+    ctx.emit({ topic: this.options.topics.advantageGroups.name, key: group.policyId, type: 'AdvantageGroup', value });
+    const expiry = ctx.streamTimeMs + this.options.dedupeRetentionMs;
+    for (const id of ids) stores.emitted.put(id, expiry);
+    ctx.count('groups_ready_total', { reason });
+    if (value.degenerate) ctx.count('groups_degenerate_total');
+    if (fromProgress) ctx.count('groups_progress_fallback_total');
+  }
+}

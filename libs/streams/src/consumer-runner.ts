@@ -1,0 +1,509 @@
+import { Admin, Consumer, EachBatchPayload, Kafka, KafkaMessage, Message, Partitioners, Producer } from 'kafkajs';
+import { errorMessage, isRetriable, Logger, SrpoError } from '@srpo/core';
+import { DecodeError, EventCodec, readTopicsToEnd, ReasonCode } from '@srpo/events';
+import { CoPartitionAssigner } from './co-partition-assigner';
+import { deadLetterOf } from './dead-letter';
+import { jsonSerde, StoreSerde, TransactionalStore } from './key-value-store';
+import type { InputRecord, OutputRecord, Processor, ProcessorContext, Stores } from './processor';
+
+export interface ConsumerRunnerOptions<S extends Stores> {
+  /** Consumer group, transactional-id prefix and changelog prefix. Stable across restarts. */
+  appId: string;
+  kafka: Kafka;
+  codec: EventCodec;
+  /** Co-partitioned input topics: partition p of each forms task p. */
+  inputTopics: string[];
+  processor: Processor<S>;
+  deadLetterTopic: string;
+  /** Partitions of the changelog topics: the input topics' partition count. */
+  partitions: number;
+  serdes?: { [K in keyof S]?: StoreSerde<unknown> };
+  /** Records per Kafka transaction (default 500). */
+  maxRecordsPerTransaction?: number;
+  /** Counter sink (metrics); the runner counts records, transactions, aborts and dead letters. */
+  count?: (metric: string, labels?: Record<string, string>) => void;
+  logger?: Logger;
+  /** Wall clock for dead-letter timestamps (the runner's, never the processor's). */
+  now?: () => number;
+  /** How often input end offsets are polled to move the watermark of idle inputs (default 1000 ms). */
+  idlePollMs?: number;
+}
+
+/** Progress of one input partition of a task, for the watermark. */
+interface InputProgress {
+  /** Largest event time read from this partition. */
+  maxEventMs: number;
+  /** Next offset to read (committed position). */
+  nextOffset: number;
+  /** End offset at the last poll; undefined until polled. */
+  high?: number;
+}
+
+interface Task<S extends Stores> {
+  partition: number;
+  producer: Producer;
+  stores: S;
+  storeList: TransactionalStore<unknown>[];
+  meta: TransactionalStore<number>;
+  streamTimeMs: number;
+  inputs: Map<string, InputProgress>;
+  lastPunctuatedWatermark: number;
+  /** Serialises batch transactions and idle punctuations of one task. */
+  lock: Promise<unknown>;
+}
+
+const META_STORE = '__meta';
+const STREAM_TIME_KEY = 'streamTimeMs';
+const MAX_EVENT_PREFIX = 'maxEventMs:';
+
+export function changelogTopic(appId: string, store: string): string {
+  return `${appId}.${store}.changelog`;
+}
+
+/**
+ * The one consumer loop for exactly-once stream processing on kafkajs 2.2.4.
+ *
+ * Phases, per chunk of a fetched batch (one Kafka transaction each):
+ *   1. poll     - kafkajs `eachBatch` hands over records of one input partition;
+ *   2. decode   - Avro single-object decoding; undecodable bytes are dead-lettered;
+ *   3. process  - the processor updates its stores and buffers outputs
+ *                 (non-retriable errors dead-letter the record), then `punctuate`
+ *                 fires event-time deadlines;
+ *   4. flush    - pending store writes become changelog records (compacted topics);
+ *   5. commit   - outputs, changelog records, dead letters and the input offset
+ *                 (`sendOffsets`, last offset + 1) are committed in ONE transaction.
+ * Only after the commit do the stores fold in their pending writes; an abort
+ * rolls them back and seeks the partition back, so state never runs ahead.
+ *
+ * kafkajs 2.2.4 only has the pre-KIP-447 transactional protocol, so fencing uses
+ * one transactional producer per task with a stable id (`<appId>-<partition>`),
+ * initialised when the task is first seen after an assignment: the epoch bump
+ * aborts a dead owner's open transaction and fences a live zombie. A fenced
+ * producer is never reused. The assignor keeps co-partitioned partitions together.
+ */
+export class ConsumerRunner<S extends Stores> {
+  private consumer?: Consumer;
+  private readonly tasks = new Map<number, Task<S>>();
+  private assigned: Set<number> | undefined;
+  private readonly log: Logger;
+  private readonly maxRecords: number;
+  private readonly count: (metric: string, labels?: Record<string, string>) => void;
+  private readonly now: () => number;
+  private stopping = false;
+  private admin?: Admin;
+  private poller?: NodeJS.Timeout;
+
+  constructor(private readonly options: ConsumerRunnerOptions<S>) {
+    this.log = options.logger ?? new Logger('consumer-runner', { appId: options.appId });
+    this.maxRecords = options.maxRecordsPerTransaction ?? 500;
+    this.count = options.count ?? (() => undefined);
+    this.now = options.now ?? Date.now;
+  }
+
+  async start(): Promise<void> {
+    const { kafka, appId, inputTopics } = this.options;
+    await this.ensureChangelogTopics();
+    const consumer = kafka.consumer({
+      groupId: appId,
+      partitionAssigners: [CoPartitionAssigner],
+      readUncommitted: false,
+      sessionTimeout: 30_000,
+      rebalanceTimeout: 60_000,
+      heartbeatInterval: 3_000,
+      maxWaitTimeInMs: 250,
+      retry: { retries: 10 },
+    });
+    this.consumer = consumer;
+    consumer.on(consumer.events.GROUP_JOIN, (e) => {
+      const partitions = new Set<number>();
+      for (const topic of inputTopics) for (const p of e.payload.memberAssignment[topic] ?? []) partitions.add(p);
+      this.assigned = partitions;
+      this.log.info('assignment', { partitions: [...partitions].sort((a, b) => a - b) });
+    });
+    await consumer.connect();
+    await consumer.subscribe({ topics: inputTopics, fromBeginning: true });
+    await consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: 1,
+      eachBatch: (payload) => this.onBatch(payload),
+    });
+    this.admin = kafka.admin();
+    await this.admin.connect();
+    let polling = false;
+    this.poller = setInterval(() => {
+      if (polling) return;
+      polling = true;
+      this.pollIdle()
+        .catch((e) => this.log.warn('idle poll failed', { error: errorMessage(e) }))
+        .finally(() => (polling = false));
+    }, this.options.idlePollMs ?? 1000);
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.poller) clearInterval(this.poller);
+    await this.admin?.disconnect().catch(() => undefined);
+    await this.consumer?.disconnect().catch((e) => this.log.warn('consumer disconnect failed', { error: errorMessage(e) }));
+    for (const task of this.tasks.values()) await task.producer.disconnect().catch(() => undefined);
+    this.tasks.clear();
+  }
+
+  /** Open tasks and their store sizes (for metrics and tests). */
+  taskStats(): { partition: number; streamTimeMs: number; stores: Record<string, number> }[] {
+    return [...this.tasks.values()].map((t) => ({
+      partition: t.partition,
+      streamTimeMs: t.streamTimeMs,
+      stores: Object.fromEntries(t.storeList.map((s) => [s.name, s.size])),
+    }));
+  }
+
+  private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
+    if (batch.messages.length === 0 || !isRunning() || isStale() || this.stopping) return;
+    await this.closeRevokedTasks();
+    const task = await this.task(batch.partition);
+    for (let i = 0; i < batch.messages.length; i += this.maxRecords) {
+      if (!isRunning() || isStale() || this.stopping) return;
+      const chunk = batch.messages.slice(i, i + this.maxRecords);
+      const ok = await this.withLock(task, () => this.processChunk(task, batch.topic, chunk));
+      if (!ok) return;
+      resolveOffset(chunk[chunk.length - 1].offset);
+      await heartbeat();
+    }
+  }
+
+  private async processChunk(task: Task<S>, topic: string, messages: KafkaMessage[]): Promise<boolean> {
+    const { processor, codec } = this.options;
+    const outputs: { topic: string; message: Message }[] = [];
+    const streamTimeBefore = task.streamTimeMs;
+    const input = task.inputs.get(topic) as InputProgress;
+    const inputMaxBefore = input.maxEventMs;
+    const ctx = this.context(task, outputs);
+    let deadLetters = 0;
+    for (const m of messages) {
+      const source = { topic, partition: task.partition, offset: Number(m.offset) };
+      const raw = m.value ?? Buffer.alloc(0);
+      let event: InputRecord['event'];
+      try {
+        event = codec.decode(m.value) as InputRecord['event'];
+      } catch (e) {
+        if (!(e instanceof DecodeError)) throw e;
+        this.pushDeadLetter(outputs, { key: m.key, value: m.value, source }, e.reasonCode, e.message, {});
+        deadLetters++;
+        continue;
+      }
+      const record: InputRecord = { source, key: m.key ? m.key.toString('utf8') : null, event, raw };
+      const t = processor.eventTime(record, task.streamTimeMs);
+      if (Number.isFinite(t)) {
+        if (t > task.streamTimeMs) task.streamTimeMs = t;
+        if (t > input.maxEventMs) input.maxEventMs = t;
+      }
+      try {
+        processor.process(record, task.stores, ctx);
+      } catch (e) {
+        if (e instanceof SrpoError && !e.retriable) {
+          const reason = (e.details?.reasonCode as string | undefined) ?? ReasonCode.INVALID_FIELD;
+          this.pushDeadLetter(outputs, { key: m.key, value: m.value, source }, reason, e.message, e.field ? { field: e.field } : {});
+          deadLetters++;
+        } else {
+          task.streamTimeMs = streamTimeBefore;
+          input.maxEventMs = inputMaxBefore;
+          for (const s of task.storeList) s.rollback();
+          throw e;
+        }
+      }
+    }
+    const lastOffset = Number(messages[messages.length - 1].offset);
+    const nextOffsetBefore = input.nextOffset;
+    input.nextOffset = lastOffset + 1;
+    const watermarkBefore = task.lastPunctuatedWatermark;
+    this.punctuate(task, ctx);
+    if (task.streamTimeMs !== streamTimeBefore) task.meta.put(STREAM_TIME_KEY, task.streamTimeMs);
+    if (input.maxEventMs !== inputMaxBefore) task.meta.put(`${MAX_EVENT_PREFIX}${topic}`, input.maxEventMs);
+    this.flushChangelogs(task, outputs);
+    try {
+      await this.commitTransaction(task, { topic, lastOffset }, outputs);
+    } catch (e) {
+      task.streamTimeMs = streamTimeBefore;
+      input.maxEventMs = inputMaxBefore;
+      input.nextOffset = nextOffsetBefore;
+      task.lastPunctuatedWatermark = watermarkBefore;
+      for (const s of task.storeList) s.rollback();
+      this.count('stream_transaction_aborts_total', { reason: errorName(e) });
+      const fenced = isFencing(e);
+      this.log.warn('transaction aborted; seeking back', {
+        topic,
+        partition: task.partition,
+        offset: Number(messages[0].offset),
+        error: errorMessage(e),
+        fenced,
+      });
+      if (fenced) await this.closeTask(task.partition);
+      this.consumer?.seek({ topic, partition: task.partition, offset: messages[0].offset });
+      if (!fenced && isRetriable(e)) await sleep(500);
+      return false;
+    }
+    for (const s of task.storeList) s.commit();
+    this.count('stream_records_in_total', { topic });
+    this.count('stream_transactions_total');
+    if (deadLetters > 0) this.log.info('dead-lettered records', { topic, partition: task.partition, count: deadLetters });
+    return true;
+  }
+
+  /** Fires deadlines when the watermark moved since the last punctuation. */
+  private punctuate(task: Task<S>, ctx: ProcessorContext): void {
+    const watermark = this.watermark(task);
+    if (!this.options.processor.punctuate || watermark <= task.lastPunctuatedWatermark) return;
+    task.lastPunctuatedWatermark = watermark;
+    this.options.processor.punctuate(task.stores, ctx);
+  }
+
+  /**
+   * min over input partitions with unread records of their latest event time;
+   * partitions read to their end (as of the last poll) do not hold it back, and a
+   * partition never read holds it at its restored value.
+   */
+  watermark(task: Task<S>): number {
+    let watermark = Infinity;
+    for (const p of task.inputs.values()) {
+      // One offset of slack: a transaction's commit marker occupies the last offset.
+      const caughtUp = p.high !== undefined && p.nextOffset >= p.high - 1;
+      if (!caughtUp) watermark = Math.min(watermark, p.maxEventMs);
+    }
+    return Math.min(watermark, task.streamTimeMs);
+  }
+
+  private flushChangelogs(task: Task<S>, outputs: { topic: string; message: Message }[]): void {
+    for (const store of task.storeList) {
+      for (const r of store.changelogRecords()) {
+        outputs.push({ topic: changelogTopic(this.options.appId, store.name), message: { key: r.key, value: r.value, partition: task.partition } });
+      }
+    }
+  }
+
+  private withLock<T>(task: Task<S>, fn: () => Promise<T>): Promise<T> {
+    const run = task.lock.then(fn, fn);
+    task.lock = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Polls input end offsets; an idle task whose watermark moved gets a punctuation transaction. */
+  private async pollIdle(): Promise<void> {
+    if (this.tasks.size === 0 || this.stopping) return;
+    const admin = this.admin;
+    if (!admin) return;
+    for (const topic of this.options.inputTopics) {
+      const offsets = await admin.fetchTopicOffsets(topic);
+      for (const o of offsets) {
+        const input = this.tasks.get(o.partition)?.inputs.get(topic);
+        if (input) input.high = Number(o.high);
+      }
+    }
+    for (const task of [...this.tasks.values()]) {
+      if (this.stopping || this.tasks.get(task.partition) !== task) continue;
+      if (this.watermark(task) <= task.lastPunctuatedWatermark) continue;
+      await this.withLock(task, () => this.idlePunctuation(task));
+    }
+  }
+
+  private async idlePunctuation(task: Task<S>): Promise<void> {
+    if (this.tasks.get(task.partition) !== task) return;
+    const outputs: { topic: string; message: Message }[] = [];
+    const watermarkBefore = task.lastPunctuatedWatermark;
+    this.punctuate(task, this.context(task, outputs));
+    this.flushChangelogs(task, outputs);
+    if (outputs.length === 0) return;
+    try {
+      await this.commitTransaction(task, null, outputs);
+      for (const s of task.storeList) s.commit();
+    } catch (e) {
+      task.lastPunctuatedWatermark = watermarkBefore;
+      for (const s of task.storeList) s.rollback();
+      this.log.warn('punctuation aborted', { partition: task.partition, error: errorMessage(e) });
+      if (isFencing(e)) await this.closeTask(task.partition);
+    }
+  }
+
+  private async commitTransaction(task: Task<S>, input: { topic: string; lastOffset: number } | null, outputs: { topic: string; message: Message }[]): Promise<void> {
+    const byTopic = new Map<string, Message[]>();
+    for (const o of outputs) {
+      const list = byTopic.get(o.topic) ?? [];
+      list.push(o.message);
+      byTopic.set(o.topic, list);
+    }
+    const tx = await task.producer.transaction();
+    try {
+      if (byTopic.size > 0) {
+        await tx.sendBatch({ topicMessages: [...byTopic].map(([t, messages]) => ({ topic: t, messages })), acks: -1 });
+      }
+      if (input) {
+        await tx.sendOffsets({
+          consumerGroupId: this.options.appId,
+          topics: [{ topic: input.topic, partitions: [{ partition: task.partition, offset: String(input.lastOffset + 1) }] }],
+        });
+      }
+      await tx.commit();
+    } catch (e) {
+      if (!isFencing(e)) await tx.abort().catch(() => undefined);
+      throw e;
+    }
+  }
+
+  private context(task: Task<S>, outputs: { topic: string; message: Message }[]): ProcessorContext {
+    const { codec, processor } = this.options;
+    return {
+      task: task.partition,
+      get streamTimeMs() {
+        return task.streamTimeMs;
+      },
+      get watermarkMs() {
+        return Math.min(task.lastPunctuatedWatermark, task.streamTimeMs);
+      },
+      emit: (o: OutputRecord) => {
+        outputs.push({ topic: o.topic, message: { key: o.key, value: codec.encode(o.type, o.value as never) } });
+        this.count('stream_records_out_total', { topic: o.topic });
+      },
+      deadLetter: (record, reasonCode, reason, details = {}) => {
+        this.pushDeadLetter(outputs, { key: record.key === null ? null : Buffer.from(record.key), value: record.raw, source: record.source }, reasonCode, reason, details);
+      },
+      count: (metric, labels) => this.count(`${processor.name}_${metric}`, labels),
+    };
+  }
+
+  private pushDeadLetter(
+    outputs: { topic: string; message: Message }[],
+    original: { key: Buffer | null; value: Buffer | null; source: InputRecord['source'] },
+    reasonCode: string,
+    reason: string,
+    details: Record<string, string>,
+  ): void {
+    const dl = deadLetterOf(original, reasonCode, reason, this.options.processor.name, details, this.now());
+    outputs.push({ topic: this.options.deadLetterTopic, message: { key: original.key, value: this.options.codec.encode('DeadLetter', dl) } });
+    this.count('deadletter_total', { reason: reasonCode });
+    this.log.warn('dead letter', { ...original.source, reasonCode, reason });
+  }
+
+  private async task(partition: number): Promise<Task<S>> {
+    const existing = this.tasks.get(partition);
+    if (existing) return existing;
+    const wanted = new Set([partition, ...(this.assigned ?? [])].filter((p) => !this.tasks.has(p)));
+    await this.initTasks([...wanted]);
+    return this.tasks.get(partition) as Task<S>;
+  }
+
+  /** Fences earlier owners and restores state of several tasks in one changelog pass. */
+  private async initTasks(partitions: number[]): Promise<void> {
+    const { kafka, appId, processor } = this.options;
+    const producers = await Promise.all(
+      partitions.map(async (p) => {
+        const producer = kafka.producer({
+          transactionalId: `${appId}-${p}`,
+          idempotent: true,
+          maxInFlightRequests: 1,
+          transactionTimeout: 60_000,
+          createPartitioner: Partitioners.DefaultPartitioner,
+        });
+        await producer.connect();
+        return [p, producer] as const;
+      }),
+    );
+    // After every producer is initialised, no earlier owner can commit anything for these tasks.
+    const storeNames = [...processor.storeNames, META_STORE];
+    const records = await readTopicsToEnd(kafka, storeNames.map((n) => changelogTopic(appId, n)), { timeoutMs: 120_000 });
+    const committed = await this.committedOffsets();
+    for (const [p, producer] of producers) {
+      const storeList = processor.storeNames.map((name) => new TransactionalStore<unknown>(name, this.options.serdes?.[name] ?? jsonSerde()));
+      const meta = new TransactionalStore<number>(META_STORE);
+      const byTopic = new Map(storeList.map((s) => [changelogTopic(appId, s.name), s] as const));
+      byTopic.set(changelogTopic(appId, META_STORE), meta as TransactionalStore<unknown>);
+      let restored = 0;
+      for (const r of records) {
+        if (r.partition !== p || r.key === null) continue;
+        byTopic.get(r.topic)?.restore(r.key.toString('utf8'), r.value);
+        restored++;
+      }
+      const stores = Object.fromEntries(storeList.map((s) => [s.name, s])) as unknown as S;
+      const inputs = new Map<string, InputProgress>(
+        this.options.inputTopics.map((t) => [t, { maxEventMs: meta.get(`${MAX_EVENT_PREFIX}${t}`) ?? -Infinity, nextOffset: committed.get(`${t}:${p}`) ?? 0 }]),
+      );
+      const task: Task<S> = {
+        partition: p,
+        producer,
+        stores,
+        storeList: [...storeList, meta as TransactionalStore<unknown>],
+        meta,
+        streamTimeMs: meta.get(STREAM_TIME_KEY) ?? 0,
+        inputs,
+        lastPunctuatedWatermark: -Infinity,
+        lock: Promise.resolve(),
+      };
+      this.tasks.set(p, task);
+      this.log.info('task ready', { partition: p, restoredRecords: restored, streamTimeMs: task.streamTimeMs });
+    }
+  }
+
+  private async committedOffsets(): Promise<Map<string, number>> {
+    const admin = this.options.kafka.admin();
+    await admin.connect();
+    try {
+      const result = new Map<string, number>();
+      for (const t of await admin.fetchOffsets({ groupId: this.options.appId, topics: this.options.inputTopics })) {
+        for (const p of t.partitions) result.set(`${t.topic}:${p.partition}`, Math.max(0, Number(p.offset)));
+      }
+      return result;
+    } finally {
+      await admin.disconnect();
+    }
+  }
+
+  private async closeRevokedTasks(): Promise<void> {
+    if (!this.assigned) return;
+    for (const p of [...this.tasks.keys()]) if (!this.assigned.has(p)) await this.closeTask(p);
+  }
+
+  private async closeTask(partition: number): Promise<void> {
+    const task = this.tasks.get(partition);
+    if (!task) return;
+    this.tasks.delete(partition);
+    await task.producer.disconnect().catch(() => undefined);
+    this.log.info('task closed', { partition });
+  }
+
+  private async ensureChangelogTopics(): Promise<void> {
+    const { kafka, appId, processor, partitions } = this.options;
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      const existing = new Set(await admin.listTopics());
+      const topics = [...processor.storeNames, META_STORE]
+        .map((n) => changelogTopic(appId, n))
+        .filter((t) => !existing.has(t))
+        .map((topic) => ({
+          topic,
+          numPartitions: partitions,
+          replicationFactor: -1,
+          configEntries: [
+            { name: 'cleanup.policy', value: 'compact' },
+            { name: 'min.compaction.lag.ms', value: '0' },
+          ],
+        }));
+      if (topics.length > 0) await admin.createTopics({ topics, waitForLeaders: true });
+    } finally {
+      await admin.disconnect();
+    }
+  }
+}
+
+function isFencing(e: unknown): boolean {
+  const type = (e as { type?: string } | null)?.type ?? '';
+  const name = (e as { name?: string } | null)?.name ?? '';
+  return /INVALID_PRODUCER_EPOCH|PRODUCER_FENCED|TRANSACTIONAL_ID_AUTHORIZATION|INVALID_PRODUCER_ID_MAPPING/.test(type) || /Fenced/i.test(name);
+}
+
+function errorName(e: unknown): string {
+  return (e as { type?: string } | null)?.type ?? (e as Error | null)?.name ?? 'Error';
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

@@ -1,0 +1,62 @@
+import type { AnyEvent, EventMap, EventType, KafkaCoordinates, ReasonCode } from '@srpo/events';
+import type { KeyValueStore } from './key-value-store';
+
+/** One decoded input record, with where it came from. */
+export interface InputRecord {
+  source: KafkaCoordinates;
+  key: string | null;
+  event: AnyEvent;
+  /** The original bytes, kept for dead letters and for pass-through outputs. */
+  raw: Buffer;
+}
+
+/** An output a processor asks the runner to write in the current transaction. */
+export type OutputRecord = {
+  [T in EventType]: { topic: string; key: string; type: T; value: EventMap[T] };
+}[EventType];
+
+/**
+ * What a processor may do besides reading and writing its stores. Everything
+ * here is buffered and written by the runner inside the task's Kafka
+ * transaction, so processors contain no kafkajs calls and no wall clock:
+ * `streamTimeMs` (the largest event time the task has seen) is their only time.
+ */
+export interface ProcessorContext {
+  /** Task = input partition number shared by the co-partitioned input topics. */
+  readonly task: number;
+  /** Largest event time seen by this task so far: the clock for clock-skew checks. */
+  readonly streamTimeMs: number;
+  /**
+   * Event-time watermark for deadlines: the smallest of the latest event times of
+   * the task's input partitions that still have unread records (partitions read to
+   * their end do not hold it back). Never above `streamTimeMs`.
+   */
+  readonly watermarkMs: number;
+  emit(output: OutputRecord): void;
+  /** Sends the record's original bytes to the dead-letter topic with a reason. */
+  deadLetter(record: InputRecord, reasonCode: ReasonCode, reason: string, details?: Record<string, string>): void;
+  /** Increments a named counter (exposed as a metric by the app). */
+  count(metric: string, labels?: Record<string, string>): void;
+}
+
+export type Stores = Record<string, KeyValueStore<unknown>>;
+
+/**
+ * A stream processor: a pure function of (record, stores, event time). It must
+ * be idempotent on event id, since redelivery (after a crash) and replay both
+ * hand it records it has seen before.
+ */
+export interface Processor<S extends Stores = Stores> {
+  readonly name: string;
+  /** Store names; each is backed by a compacted changelog topic. */
+  readonly storeNames: (keyof S & string)[];
+  /**
+   * Event time of a record, for stream time. Return NaN for a record that must
+   * not move stream time (e.g. one too far in the future: clock skew).
+   */
+  eventTime(record: InputRecord, streamTimeMs: number): number;
+  /** Handles one record. Throwing a non-retriable error dead-letters the record. */
+  process(record: InputRecord, stores: S, ctx: ProcessorContext): void;
+  /** Called after each chunk and whenever the watermark advances while idle: fires deadlines. */
+  punctuate?(stores: S, ctx: ProcessorContext): void;
+}
