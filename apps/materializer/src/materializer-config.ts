@@ -19,6 +19,7 @@ import { ObjectiveConfig, resolveObjectiveConfig } from '@srpo/srpo';
  * | SRPO_MAX_PAYLOAD_BYTES | 1048576 | larger messages are dead-lettered |
  * | SRPO_ADVANTAGE_STD, SRPO_ADVANTAGE_EPS, SRPO_PROGRESS_FALLBACK | sample, 1e-6, false | advantage settings |
  * | SRPO_RECORDS_PER_TRANSACTION | 500 | chunk size of one Kafka transaction |
+ * | SRPO_SESSION_TIMEOUT_MS | 30000 | consumer session timeout: how fast a dead instance's tasks move |
  * | SRPO_METRICS_PORT | 0 (off) | `/metrics` and `/health` on 127.0.0.1 |
  * | SRPO_LOG_LEVEL | info | debug, info, warn, error |
  */
@@ -34,6 +35,7 @@ export interface MaterializerConfig {
   maxPayloadBytes: number;
   objective: ObjectiveConfig;
   recordsPerTransaction: number;
+  sessionTimeoutMs: number;
   metricsPort: number;
   limits: EventLimits;
   logLevel: LogLevel;
@@ -62,6 +64,7 @@ export function loadMaterializerConfig(env: Readonly<Record<string, string | und
       progress: { enabled: r.bool('SRPO_PROGRESS_FALLBACK', false) },
     }),
     recordsPerTransaction: r.int('SRPO_RECORDS_PER_TRANSACTION', 500, { min: 1, max: 100_000 }),
+    sessionTimeoutMs: r.int('SRPO_SESSION_TIMEOUT_MS', 30_000, { min: 6_000, max: 300_000 }),
     metricsPort: r.int('SRPO_METRICS_PORT', 0, { min: 0, max: 65535 }),
     limits: DEFAULT_EVENT_LIMITS,
     logLevel: r.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),

@@ -42,6 +42,7 @@ export class Materializer {
       deadLetterTopic: this.catalog.deadLetter.name,
       partitions: this.catalog.agentOutputs.partitions,
       maxRecordsPerTransaction: config.recordsPerTransaction,
+      sessionTimeoutMs: config.sessionTimeoutMs,
       count,
     });
     this.groups = new ConsumerRunner({
@@ -53,6 +54,7 @@ export class Materializer {
       deadLetterTopic: this.catalog.deadLetter.name,
       partitions: this.catalog.activeSets.partitions,
       maxRecordsPerTransaction: config.recordsPerTransaction,
+      sessionTimeoutMs: config.sessionTimeoutMs,
       count,
     });
   }

@@ -35,9 +35,20 @@ export async function readTopicsToEnd(kafka: Kafka, topics: string[], options: {
     await consumer.subscribe({ topics, fromBeginning: true });
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(
-        () => reject(new SrpoError(ErrorCode.UNAVAILABLE, `timed out reading ${topics.join(',')}: ${[...remaining.keys()].join(',')} not at end`, { retriable: true })),
+        () => reject(new SrpoError(ErrorCode.UNAVAILABLE, `timed out reading ${topics.join(',')}: ${[...remaining.keys()].join(',')} not at end (an open transaction holds read_committed readers back)`, { retriable: true })),
         options.timeoutMs ?? 30_000,
       );
+      // Progress comes from the batch events, which kafkajs also emits for batches that held
+      // only transaction markers or aborted records and never reach eachBatch.
+      consumer.on(consumer.events.END_BATCH_PROCESS, (e) => {
+        const key = `${e.payload.topic}:${e.payload.partition}`;
+        const end = remaining.get(key);
+        if (end !== undefined && Number(e.payload.lastOffset) + 1 >= end) remaining.delete(key);
+        if (remaining.size === 0) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
       consumer
         .run({
           autoCommit: false,
@@ -51,14 +62,6 @@ export async function readTopicsToEnd(kafka: Kafka, topics: string[], options: {
                 value: m.value,
                 timestampMs: Number(m.timestamp),
               });
-            }
-            const key = `${batch.topic}:${batch.partition}`;
-            const end = remaining.get(key);
-            // Control records (transaction markers) occupy offsets too, so compare with the batch's end.
-            if (end !== undefined && Number(batch.lastOffset()) + 1 >= end) remaining.delete(key);
-            if (remaining.size === 0) {
-              clearTimeout(timer);
-              resolve();
             }
           },
         })

@@ -25,6 +25,8 @@ export interface ConsumerRunnerOptions<S extends Stores> {
   logger?: Logger;
   /** Wall clock for dead-letter timestamps (the runner's, never the processor's). */
   now?: () => number;
+  /** Consumer session timeout; a crashed instance's partitions move after this long (default 30 s). */
+  sessionTimeoutMs?: number;
   /** How often input end offsets are polled to move the watermark of idle inputs (default 1000 ms). */
   idlePollMs?: number;
 }
@@ -107,9 +109,9 @@ export class ConsumerRunner<S extends Stores> {
       groupId: appId,
       partitionAssigners: [CoPartitionAssigner],
       readUncommitted: false,
-      sessionTimeout: 30_000,
+      sessionTimeout: this.options.sessionTimeoutMs ?? 30_000,
       rebalanceTimeout: 60_000,
-      heartbeatInterval: 3_000,
+      heartbeatInterval: Math.min(3_000, Math.floor((this.options.sessionTimeoutMs ?? 30_000) / 3)),
       maxWaitTimeInMs: 250,
       retry: { retries: 10 },
     });

@@ -1,1 +1,3 @@
 export * from './infra';
+export * from './eos-verifier';
+export * from './processes';

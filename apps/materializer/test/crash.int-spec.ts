@@ -1,0 +1,152 @@
+import { ChildProcess } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { Kafka } from 'kafkajs';
+import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, topicCatalog, TopicCatalog } from '@srpo/events';
+import { ensureKafka, sleep, spawnApp, uniquePrefix, verifyExactlyOnce, waitForExit } from '@srpo/testing';
+import { output, transition } from '../src/test-events';
+
+const GROUP_SIZE = 4;
+
+/** Episodes with 1-4 workers each and one transition with an immediate reward; groups of 4 by declared key. */
+function workload(episodes: number, baseTime: number): { events: AgentEvent[]; setIds: string[] } {
+  const events: AgentEvent[] = [];
+  const setIds: string[] = [];
+  for (let e = 0; e < episodes; e++) {
+    const id = `ep${e}`;
+    const k = 1 + (e % 4);
+    const time = baseTime + e;
+    for (let j = 0; j < k; j++) events.push({ type: 'AgentOutput', value: output(id, j, { eventTimeMs: time, startedAtMs: time }) });
+    events.push({
+      type: 'Transition',
+      value: transition(
+        id,
+        [...Array(k).keys()],
+        { groupKey: `task-${Math.floor(e / GROUP_SIZE)}`, expectedGroupSize: GROUP_SIZE, reward: (e * 7) % 3 === 0 ? 1 : 0, eventTimeMs: time },
+      ),
+    });
+    setIds.push(`${id}/t0`);
+  }
+  return { events, setIds };
+}
+
+async function produce(sdk: AgentEventsProducer, events: AgentEvent[], chunk = 500): Promise<void> {
+  for (let i = 0; i < events.length; i += chunk) await sdk.emitBatch(events.slice(i, i + chunk));
+}
+
+describe('materializer exactly-once under failures (real broker, real processes)', () => {
+  const brokers = ensureKafka();
+  let kafka: Kafka;
+  const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-crash-'));
+
+  beforeAll(() => {
+    kafka = createKafka({ brokers, clientId: 'crash-test' });
+  });
+
+  async function setup(label: string): Promise<{ catalog: TopicCatalog; env: Record<string, string>; sdk: AgentEventsProducer }> {
+    const prefix = uniquePrefix(label);
+    const catalog = topicCatalog({ prefix, rawPartitions: 4, derivedPartitions: 2 });
+    const admin = kafka.admin();
+    await admin.connect();
+    await ensureTopics(admin, catalog.all());
+    await admin.disconnect();
+    const env = {
+      KAFKA_BROKERS: brokers.join(','),
+      SRPO_TOPIC_PREFIX: prefix,
+      SRPO_RAW_PARTITIONS: '4',
+      SRPO_DERIVED_PARTITIONS: '2',
+      SRPO_SESSION_TIMEOUT_MS: '6000',
+      SRPO_LOG_LEVEL: 'warn',
+    };
+    return { catalog, env, sdk: new AgentEventsProducer({ kafka, topics: catalog }) };
+  }
+
+  async function waitForGroups(catalog: TopicCatalog, expected: number, timeoutMs: number): Promise<void> {
+    const admin = kafka.admin();
+    await admin.connect();
+    const deadline = Date.now() + timeoutMs;
+    try {
+      while (Date.now() < deadline) {
+        // Each committed group adds one record and one commit marker per transaction at most;
+        // count records precisely once the end offsets suggest we are close.
+        const offsets = await admin.fetchTopicOffsets(catalog.advantageGroups.name);
+        const high = offsets.reduce((a, o) => a + Number(o.high), 0);
+        if (high >= expected) {
+          const report = await verifyExactlyOnce(kafka, catalog, [], 10_000).catch(() => undefined);
+          if (report && report.groups >= expected) return;
+        }
+        await sleep(2000);
+      }
+    } finally {
+      await admin.disconnect();
+    }
+    throw new Error(`fewer than ${expected} groups after ${timeoutMs} ms`);
+  }
+
+  it('loses and duplicates nothing while the materializer is SIGKILLed 10 times mid-stream', async () => {
+    const { catalog, env, sdk } = await setup('crash');
+    const { events, setIds } = workload(6000, 1_700_000_000_000);
+    expect(events.length).toBeGreaterThanOrEqual(20_000);
+    const log = path.join(logDir, 'crash.log');
+    let child: ChildProcess = spawnApp('materializer', env, log);
+    let kills = 0;
+    const killer = (async () => {
+      // Random kill points while events are still flowing and while the backlog drains.
+      for (let i = 0; i < 10; i++) {
+        await sleep(1500 + Math.floor(Math.random() * 2500));
+        child.kill('SIGKILL');
+        await waitForExit(child);
+        kills++;
+        child = spawnApp('materializer', env, log);
+      }
+    })();
+    // Events keep flowing for the whole kill window, so kills land mid-stream.
+    const chunks = 24;
+    const size = Math.ceil(events.length / chunks);
+    for (let i = 0; i < chunks; i++) {
+      await produce(sdk, events.slice(i * size, (i + 1) * size));
+      await sleep(1000);
+    }
+    await killer;
+    expect(kills).toBe(10);
+    await waitForGroups(catalog, setIds.length / GROUP_SIZE, 240_000);
+    const report = await verifyExactlyOnce(kafka, catalog, setIds);
+    child.kill('SIGTERM');
+    await waitForExit(child);
+    await sdk.disconnect();
+    expect(report.openTransactions).toEqual([]);
+    expect(report.missingSets).toEqual([]);
+    expect(report.duplicateSets).toEqual([]);
+    expect(report.setsOnRepartitionTopic).toBe(setIds.length);
+    expect(report.multiplyGroupedSets).toEqual([]);
+    expect(report.ungroupedSets).toEqual([]);
+    expect(report.duplicateGroups).toEqual([]);
+    expect(report.groups).toBe(setIds.length / GROUP_SIZE);
+    expect(report.invalidSets).toEqual([]);
+  }, 420_000);
+
+  it('two instances in one group, one stopped mid-stream: same guarantees', async () => {
+    const { catalog, env, sdk } = await setup('pair');
+    const { events, setIds } = workload(2400, 1_700_000_000_000);
+    const log = path.join(logDir, 'pair.log');
+    const a = spawnApp('materializer', env, log);
+    const b = spawnApp('materializer', env, log);
+    await produce(sdk, events.slice(0, events.length / 2));
+    await sleep(4000);
+    b.kill('SIGTERM');
+    expect(await waitForExit(b)).toBe(0);
+    await produce(sdk, events.slice(events.length / 2));
+    await waitForGroups(catalog, setIds.length / GROUP_SIZE, 180_000);
+    const report = await verifyExactlyOnce(kafka, catalog, setIds);
+    a.kill('SIGTERM');
+    await waitForExit(a);
+    await sdk.disconnect();
+    expect(report.openTransactions).toEqual([]);
+    expect(report.missingSets).toEqual([]);
+    expect(report.duplicateSets).toEqual([]);
+    expect(report.multiplyGroupedSets).toEqual([]);
+    expect(report.ungroupedSets).toEqual([]);
+    expect(report.groups).toBe(setIds.length / GROUP_SIZE);
+  }, 300_000);
+});

@@ -1,0 +1,25 @@
+import { ChildProcess, spawn } from 'child_process';
+import * as fs from 'fs';
+import * as path from 'path';
+import { repoRoot } from '@srpo/core';
+
+/**
+ * Starts a compiled app (`dist/apps/<app>/src/main.js`, built by `npm run build`,
+ * which `npm test` runs first) as a child process, so tests can SIGKILL it.
+ */
+export function spawnApp(app: string, env: Record<string, string>, logFile?: string): ChildProcess {
+  const entry = path.join(repoRoot(), 'dist', 'apps', app, 'src', 'main.js');
+  if (!fs.existsSync(entry)) throw new Error(`${entry} missing: run \`npm run build\` first`);
+  const out = logFile ? fs.openSync(logFile, 'a') : 'ignore';
+  return spawn(process.execPath, [entry], {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+    stdio: ['ignore', out, out],
+  });
+}
+
+export function waitForExit(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
