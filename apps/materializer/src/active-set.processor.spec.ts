@@ -1,15 +1,16 @@
-import { ActiveSet, ReasonCode, topicCatalog } from '@srpo/events';
+import { ActiveSet, EventCodec, ReasonCode, topicCatalog } from '@srpo/events';
 import { InputRecord, ProcessorHarness } from '@srpo/streams';
 import { ActiveSetProcessor, ActiveSetStores } from './active-set.processor';
 import { outcome, output, transition } from './test-events';
 
 const topics = topicCatalog({ prefix: 't.' });
+const codec = new EventCodec();
 
 function setup(ttl = 10_000) {
-  const h = new ProcessorHarness<ActiveSetStores>(new ActiveSetProcessor({ topics, setTtlMs: ttl, scanIntervalMs: 0, dedupeRetentionMs: 50_000 }));
-  const o = (v: ReturnType<typeof output>) => h.record(topics.agentOutputs.name, { type: 'AgentOutput', value: v }, v.episodeId);
-  const t = (v: ReturnType<typeof transition>) => h.record(topics.transitions.name, { type: 'Transition', value: v }, v.episodeId);
-  const r = (v: ReturnType<typeof outcome>) => h.record(topics.episodeOutcomes.name, { type: 'EpisodeOutcome', value: v }, v.episodeId);
+  const h = new ProcessorHarness<ActiveSetStores>(new ActiveSetProcessor({ topics, codec, setTtlMs: ttl, scanIntervalMs: 0, dedupeRetentionMs: 50_000 }));
+  const o = (v: ReturnType<typeof output>) => h.record(topics.agentOutputs.name, { type: 'AgentOutput', value: v }, v.episodeId, codec);
+  const t = (v: ReturnType<typeof transition>) => h.record(topics.transitions.name, { type: 'Transition', value: v }, v.episodeId, codec);
+  const r = (v: ReturnType<typeof outcome>) => h.record(topics.episodeOutcomes.name, { type: 'EpisodeOutcome', value: v }, v.episodeId, codec);
   const sets = () => h.outputs.filter((x) => x.topic === topics.activeSets.name).map((x) => x.value as ActiveSet);
   const invalid = () => h.outputs.filter((x) => x.topic === topics.invalidSets.name).map((x) => x.value as ActiveSet);
   return { h, o, t, r, sets, invalid };
@@ -109,7 +110,7 @@ describe('ActiveSetProcessor', () => {
     const s = setup();
     s.h.feed(s.o(output('e9', 0, { eventTimeMs: 10_000, startedAtMs: 10_000 })));
     s.h.feed(s.o(output('e9', 1, { behaviourLogProbs: [NaN, -1] })));
-    s.h.feed(s.h.record(topics.agentOutputs.name, { type: 'AgentOutput', value: output('e9', 2) }, 'wrong-key'));
+    s.h.feed(s.h.record(topics.agentOutputs.name, { type: 'AgentOutput', value: output('e9', 2) }, 'wrong-key', codec));
     s.h.feed(s.o(output('e9', 3, { eventTimeMs: 10_000 + 4 * 3_600_000, startedAtMs: 10_000 })));
     expect(s.h.deadLetters.map((d) => [d.reasonCode, d.details.field])).toEqual([
       [ReasonCode.INVALID_FIELD, 'AgentOutput.behaviourLogProbs[0]'],

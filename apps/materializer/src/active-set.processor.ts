@@ -1,5 +1,5 @@
 import { createHash } from 'crypto';
-import { SrpoError, ValidationError } from '@srpo/core';
+import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import {
   ActiveSet,
   AgentOutput,
@@ -14,6 +14,7 @@ import {
   validateTransition,
   EventLimits,
   DEFAULT_EVENT_LIMITS,
+  EventCodec,
 } from '@srpo/events';
 import { progressCoverage } from '@srpo/srpo';
 import { InputRecord, KeyValueStore, Processor, ProcessorContext } from '@srpo/streams';
@@ -34,6 +35,8 @@ import { InputRecord, KeyValueStore, Processor, ProcessorContext } from '@srpo/s
  */
 export interface ActiveSetProcessorOptions {
   topics: TopicCatalog;
+  /** Decodes stored outputs when their set is emitted. */
+  codec: EventCodec;
   /** Event-time budget for a set's members and reward to arrive (default 60 s). */
   setTtlMs: number;
   /** How long closed episodes' ids are kept to recognise late duplicates (default 10 min). */
@@ -47,7 +50,7 @@ export interface ActiveSetProcessorOptions {
   limits: EventLimits;
 }
 
-export const DEFAULT_ACTIVE_SET_OPTIONS: Omit<ActiveSetProcessorOptions, 'topics'> = {
+export const DEFAULT_ACTIVE_SET_OPTIONS: Omit<ActiveSetProcessorOptions, 'topics' | 'codec'> = {
   setTtlMs: 60_000,
   dedupeRetentionMs: 600_000,
   maxFutureSkewMs: 3_600_000,
@@ -56,10 +59,18 @@ export const DEFAULT_ACTIVE_SET_OPTIONS: Omit<ActiveSetProcessorOptions, 'topics
   limits: DEFAULT_EVENT_LIMITS,
 };
 
+/**
+ * An output waiting for its set. Only these fields reach the changelog; `raw`
+ * (the original Avro bytes) is re-read from the agent-outputs topic on restore,
+ * so the changelog does not copy every output (a source-backed store).
+ */
 interface StoredOutput {
-  output: AgentOutput;
   source: KafkaCoordinates;
   digest: string;
+  episodeId: string;
+  policyId: string;
+  eventTimeMs: number;
+  raw?: Buffer;
 }
 
 interface StoredTransition {
@@ -105,6 +116,10 @@ function digestOf(value: unknown): string {
   return createHash('sha256').update(JSON.stringify(value)).digest('hex').slice(0, 32);
 }
 
+function digestOfBytes(bytes: Buffer): string {
+  return createHash('sha256').update(bytes).digest('hex').slice(0, 32);
+}
+
 /** A rejected event; the runner dead-letters it under `reason`. */
 function relationError(reason: ReasonCode, field: string, message: string): SrpoError {
   return new ValidationError(field, message, { reasonCode: reason });
@@ -115,7 +130,10 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   readonly storeNames: (keyof ActiveSetStores & string)[] = ['outputs', 'transitions', 'episodes', 'claims', 'clock'];
   private readonly options: ActiveSetProcessorOptions;
 
-  constructor(options: Partial<ActiveSetProcessorOptions> & { topics: TopicCatalog }) {
+  /** Stores whose changelog keeps coordinates only; the runner re-reads their bytes. */
+  readonly sourceBackedStores: (keyof ActiveSetStores & string)[] = ['outputs'];
+
+  constructor(options: Partial<ActiveSetProcessorOptions> & { topics: TopicCatalog; codec: EventCodec }) {
     this.options = { ...DEFAULT_ACTIVE_SET_OPTIONS, ...options };
   }
 
@@ -177,7 +195,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   private onOutput(record: InputRecord, output: AgentOutput, stores: ActiveSetStores, ctx: ProcessorContext): void {
     validateAgentOutput(output, this.options.limits);
     this.checkCommon(record, output.episodeId, output.eventTimeMs, ctx, 'AgentOutput');
-    const digest = digestOf(output);
+    const digest = digestOfBytes(record.raw);
     const existing = stores.outputs.get(output.outputId);
     if (existing) {
       if (existing.digest !== digest) throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'AgentOutput.outputId', `output ${output.outputId} was already received with different content`);
@@ -199,7 +217,14 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     if (ep.closed) {
       throw relationError(ReasonCode.INVALID_FIELD, 'AgentOutput.episodeId', `episode ${output.episodeId} is closed; output ${output.outputId} arrived after every set of the episode was resolved`);
     }
-    stores.outputs.put(output.outputId, { output, source: record.source, digest });
+    stores.outputs.put(output.outputId, {
+      source: record.source,
+      digest,
+      episodeId: output.episodeId,
+      policyId: output.policyId,
+      eventTimeMs: output.eventTimeMs,
+      raw: record.raw,
+    });
     ep.outputIds.push(output.outputId);
     ep.lastEventMs = Math.max(ep.lastEventMs, output.eventTimeMs);
     stores.episodes.put(ep.episodeId, ep);
@@ -233,8 +258,8 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
         throw relationError(ReasonCode.OUTPUT_CLAIMED_TWICE, `Transition.consumedOutputIds[${i}]`, `output ${ids[i]} is already consumed by transition ${other}`);
       }
       const out = stores.outputs.get(ids[i]);
-      if (out && out.output.episodeId !== t.episodeId) {
-        throw relationError(ReasonCode.FOREIGN_EPISODE_OUTPUT, `Transition.consumedOutputIds[${i}]`, `output ${ids[i]} belongs to episode ${out.output.episodeId}, not ${t.episodeId}`);
+      if (out && out.episodeId !== t.episodeId) {
+        throw relationError(ReasonCode.FOREIGN_EPISODE_OUTPUT, `Transition.consumedOutputIds[${i}]`, `output ${ids[i]} belongs to episode ${out.episodeId}, not ${t.episodeId}`);
       }
     }
     for (const id of ids) stores.claims.put(id, t.transitionId);
@@ -282,7 +307,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     if (outputs.some((o) => o === undefined)) return;
     if (t.reward === null && ep.outcome === null) return;
     const present = outputs as StoredOutput[];
-    const policies = new Set(present.map((o) => o.output.policyId));
+    const policies = new Set(present.map((o) => o.policyId));
     if (policies.size > 1) {
       this.emitInvalid(st, ep, present, [], ReasonCode.MIXED_POLICY_SET, ctx);
     } else {
@@ -326,14 +351,14 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
 
   private activeSet(st: StoredTransition, ep: StoredEpisode, present: StoredOutput[], status: ActiveSet['status'], reason: string | null, missing: string[]): ActiveSet {
     const t = st.transition;
-    const members = present.map(memberOf);
+    const members = present.map((o) => memberOf(o, this.options.codec));
     const policyId = members[0]?.policyId ?? 'unknown';
     const immediate = t.reward !== null;
     const reward = immediate ? (t.reward as number) : (ep.outcome?.outcomeReward ?? 0);
     const digests = ep.outcome && ep.outcome.observationDigests.length > 0 ? ep.outcome.observationDigests : ep.digests;
     const turns = ep.outcome ? ep.outcome.turns : ep.transitionIds.length;
     // The set exists from the moment its last input arrived.
-    const eventTimes = [t.eventTimeMs, ...present.map((o) => o.output.eventTimeMs), ...(immediate || !ep.outcome ? [] : [ep.outcome.eventTimeMs])];
+    const eventTimes = [t.eventTimeMs, ...present.map((o) => o.eventTimeMs), ...(immediate || !ep.outcome ? [] : [ep.outcome.eventTimeMs])];
     return {
       setId: t.transitionId,
       episodeId: t.episodeId,
@@ -395,7 +420,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     }
     for (const [id, out] of [...stores.outputs.entries()]) {
       // Unclaimed outputs of episodes that never close are dropped after the retention window.
-      if (!stores.claims.has(id) && out.output.eventTimeMs + this.options.dedupeRetentionMs < now) {
+      if (!stores.claims.has(id) && out.eventTimeMs + this.options.dedupeRetentionMs < now) {
         stores.outputs.delete(id);
         ctx.count('orphan_outputs_expired_total');
       }
@@ -407,8 +432,9 @@ export function groupKeyOf(t: Transition, policyId: string): string {
   return `${policyId}|${t.groupKey ?? `${t.taskId}/${t.position}`}`;
 }
 
-function memberOf(s: StoredOutput): SetMember {
-  const o = s.output;
+function memberOf(s: StoredOutput, codec: EventCodec): SetMember {
+  if (!s.raw) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `output at ${s.source.topic}[${s.source.partition}]@${s.source.offset} has no bytes: its store was not hydrated`);
+  const o = codec.decodeAs('AgentOutput', s.raw);
   return {
     outputId: o.outputId,
     agentId: o.agentId,

@@ -1,9 +1,10 @@
-import { ActiveSet, AdvantageGroup, sampleEvents, topicCatalog } from '@srpo/events';
+import { ActiveSet, AdvantageGroup, EventCodec, sampleEvents, topicCatalog } from '@srpo/events';
 import { DEFAULT_OBJECTIVE_CONFIG } from '@srpo/srpo';
 import { ProcessorHarness } from '@srpo/streams';
 import { AdvantageGroupProcessor, AdvantageGroupStores } from './advantage-group.processor';
 
 const topics = topicCatalog({ prefix: 't.' });
+const codec = new EventCodec();
 
 function set(id: string, reward: number, patch: Partial<ActiveSet> = {}): ActiveSet {
   return { ...sampleEvents(0).ActiveSet, setId: id, reward, groupKey: 'solver|task/solve', expectedGroupSize: null, eventTimeMs: 1000, progress: null, ...patch };
@@ -11,9 +12,9 @@ function set(id: string, reward: number, patch: Partial<ActiveSet> = {}): Active
 
 function setup() {
   const h = new ProcessorHarness<AdvantageGroupStores>(
-    new AdvantageGroupProcessor({ topics, objective: DEFAULT_OBJECTIVE_CONFIG, groupTtlMs: 10_000, scanIntervalMs: 0 }),
+    new AdvantageGroupProcessor({ topics, codec, objective: DEFAULT_OBJECTIVE_CONFIG, groupTtlMs: 10_000, scanIntervalMs: 0 }),
   );
-  const feed = (s: ActiveSet) => h.feed(h.record(topics.activeSets.name, { type: 'ActiveSet', value: s }, s.groupKey));
+  const feed = (s: ActiveSet) => h.feed(h.record(topics.activeSets.name, { type: 'ActiveSet', value: s }, s.groupKey, codec));
   const groups = () => h.outputs.map((o) => o.value as AdvantageGroup);
   return { h, feed, groups };
 }
@@ -73,11 +74,11 @@ describe('AdvantageGroupProcessor', () => {
 
   it('falls back to progress when the whole group failed', () => {
     const s = new ProcessorHarness<AdvantageGroupStores>(
-      new AdvantageGroupProcessor({ topics, objective: { ...DEFAULT_OBJECTIVE_CONFIG, progress: { enabled: true, rewardThreshold: 1e-3, stdThreshold: 1e-4 } }, scanIntervalMs: 0 }),
+      new AdvantageGroupProcessor({ topics, codec, objective: { ...DEFAULT_OBJECTIVE_CONFIG, progress: { enabled: true, rewardThreshold: 1e-3, stdThreshold: 1e-4 } }, scanIntervalMs: 0 }),
     );
     for (const [id, p] of [['a', 0.5], ['b', 0]] as const) {
       const v = set(id, 0, { progress: p, expectedGroupSize: 2 });
-      s.feed(s.record(topics.activeSets.name, { type: 'ActiveSet', value: v }, v.groupKey));
+      s.feed(s.record(topics.activeSets.name, { type: 'ActiveSet', value: v }, v.groupKey, codec));
     }
     const g = s.outputs[0].value as AdvantageGroup;
     expect(g.sets.map((x) => x.advantageFromProgress)).toEqual([true, true]);

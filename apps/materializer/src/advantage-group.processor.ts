@@ -1,6 +1,6 @@
 import { createHash } from 'crypto';
-import { ValidationError } from '@srpo/core';
-import { ActiveSet, AdvantageGroup, KafkaCoordinates, ReasonCode, TopicCatalog } from '@srpo/events';
+import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
+import { AdvantageGroup, EventCodec, KafkaCoordinates, ReasonCode, TopicCatalog } from '@srpo/events';
 import { groupAdvantages, groupMean, groupStd, ObjectiveConfig } from '@srpo/srpo';
 import { InputRecord, KeyValueStore, Processor, ProcessorContext } from '@srpo/streams';
 
@@ -17,6 +17,7 @@ import { InputRecord, KeyValueStore, Processor, ProcessorContext } from '@srpo/s
  */
 export interface AdvantageGroupProcessorOptions {
   topics: TopicCatalog;
+  codec: EventCodec;
   objective: ObjectiveConfig;
   /** Event-time budget for a group to fill (default 120 s). */
   groupTtlMs: number;
@@ -29,12 +30,19 @@ interface OpenGroup {
   groupKey: string;
   policyId: string;
   expectedSize: number | null;
-  sets: { set: ActiveSet; source: KafkaCoordinates }[];
+  setIds: string[];
   deadlineMs: number;
+}
+
+/** A set waiting in an open group; its bytes are re-read from the repartition topic on restore. */
+interface PendingSet {
+  source: KafkaCoordinates;
+  raw?: Buffer;
 }
 
 export type AdvantageGroupStores = {
   groups: KeyValueStore<OpenGroup>;
+  sets: KeyValueStore<PendingSet>;
   /** setId -> expiry, for sets already emitted in a group. */
   emitted: KeyValueStore<number>;
   clock: KeyValueStore<number>;
@@ -42,10 +50,11 @@ export type AdvantageGroupStores = {
 
 export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> {
   readonly name = 'advantage-group-materializer';
-  readonly storeNames: (keyof AdvantageGroupStores & string)[] = ['groups', 'emitted', 'clock'];
+  readonly storeNames: (keyof AdvantageGroupStores & string)[] = ['groups', 'sets', 'emitted', 'clock'];
+  readonly sourceBackedStores: (keyof AdvantageGroupStores & string)[] = ['sets'];
   private readonly options: AdvantageGroupProcessorOptions;
 
-  constructor(options: Pick<AdvantageGroupProcessorOptions, 'topics' | 'objective'> & Partial<AdvantageGroupProcessorOptions>) {
+  constructor(options: Pick<AdvantageGroupProcessorOptions, 'topics' | 'objective' | 'codec'> & Partial<AdvantageGroupProcessorOptions>) {
     this.options = { groupTtlMs: 120_000, scanIntervalMs: 1_000, dedupeRetentionMs: 600_000, ...options };
   }
 
@@ -67,7 +76,7 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
       return;
     }
     const open = stores.groups.get(set.groupKey);
-    if (open?.sets.some((s) => s.set.setId === set.setId)) {
+    if (open?.setIds.includes(set.setId)) {
       ctx.count('duplicates_total');
       return;
     }
@@ -75,11 +84,12 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
       groupKey: set.groupKey,
       policyId: set.policyId,
       expectedSize: set.expectedGroupSize,
-      sets: [],
+      setIds: [],
       deadlineMs: set.eventTimeMs + this.options.groupTtlMs,
     };
-    group.sets.push({ set, source: record.source });
-    if (group.expectedSize !== null && group.sets.length >= group.expectedSize) {
+    group.setIds.push(set.setId);
+    stores.sets.put(set.setId, { source: record.source, raw: record.raw });
+    if (group.expectedSize !== null && group.setIds.length >= group.expectedSize) {
       this.emit(group, 'SIZE', stores, ctx);
       stores.groups.delete(group.groupKey);
     } else {
@@ -103,7 +113,12 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
   }
 
   private emit(group: OpenGroup, reason: AdvantageGroup['closeReason'], stores: AdvantageGroupStores, ctx: ProcessorContext): void {
-    const sets = [...group.sets].sort((a, b) => (a.set.setId < b.set.setId ? -1 : a.set.setId > b.set.setId ? 1 : 0));
+    const sets = [...group.setIds].sort().map((id) => {
+      const pending = stores.sets.get(id);
+      if (!pending?.raw) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `set ${id} of group ${group.groupKey} has no stored bytes`);
+      stores.sets.delete(id);
+      return { set: this.options.codec.decodeAs('ActiveSet', pending.raw), source: pending.source };
+    });
     const { objective } = this.options;
     const results = groupAdvantages(
       sets.map(({ set }) => ({ setId: set.setId, groupKey: set.groupKey, reward: set.reward, ...(set.progress !== null ? { progress: set.progress } : {}) })),

@@ -33,6 +33,7 @@ export class Materializer {
       inputTopics: [this.catalog.agentOutputs.name, this.catalog.transitions.name, this.catalog.episodeOutcomes.name],
       processor: new ActiveSetProcessor({
         topics: this.catalog,
+        codec,
         setTtlMs: config.setTtlMs,
         dedupeRetentionMs: config.dedupeRetentionMs,
         maxFutureSkewMs: config.maxFutureSkewMs,
@@ -50,7 +51,7 @@ export class Materializer {
       kafka: this.kafka,
       codec,
       inputTopics: [this.catalog.activeSets.name],
-      processor: new AdvantageGroupProcessor({ topics: this.catalog, objective: config.objective, groupTtlMs: config.groupTtlMs, dedupeRetentionMs: config.dedupeRetentionMs }),
+      processor: new AdvantageGroupProcessor({ topics: this.catalog, codec, objective: config.objective, groupTtlMs: config.groupTtlMs, dedupeRetentionMs: config.dedupeRetentionMs }),
       deadLetterTopic: this.catalog.deadLetter.name,
       partitions: this.catalog.activeSets.partitions,
       maxRecordsPerTransaction: config.recordsPerTransaction,

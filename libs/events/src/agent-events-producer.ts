@@ -148,7 +148,7 @@ export class AgentEventsProducer {
   }
 
   private message<T extends EventType>(type: T, value: EventMap[T], topic: string, key: string) {
-    const bytes = this.codec.encode(type, value);
+    const bytes = this.codec.encode(type, value, { strict: true });
     return { topic, message: { key, value: bytes } };
   }
 }

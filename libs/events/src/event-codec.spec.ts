@@ -70,7 +70,7 @@ describe('EventCodec (single-object encoding)', () => {
     const missing: Record<string, unknown> = { ...samples.Transition };
     delete missing.taskId;
     expect(() => codec.encode('Transition', missing as never)).toThrow(/Transition\.taskId/);
-    expect(() => codec.encode('EpisodeOutcome', { ...samples.EpisodeOutcome, extra: 1 } as never)).toThrow(ValidationError);
+    expect(() => codec.encode('EpisodeOutcome', { ...samples.EpisodeOutcome, extra: 1 } as never, { strict: true })).toThrow(ValidationError);
   });
 
   it('refuses to encode above the payload limit', () => {

@@ -135,11 +135,22 @@ export class EventCodec {
     this.maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
   }
 
-  /** Validates `value` against the schema (error names the field) and encodes it. */
-  encode<T extends EventType>(type: T, value: EventMap[T]): Buffer {
+  /**
+   * Encodes `value`; a value that does not fit the schema throws a
+   * `ValidationError` naming the field. With `strict`, fields the schema does not
+   * declare are refused too (the SDK uses it: a typo must not vanish silently).
+   */
+  encode<T extends EventType>(type: T, value: EventMap[T], options: { strict?: boolean } = {}): Buffer {
     const entry = this.schemas.reader(type);
-    assertSchemaValid(entry, value);
-    const body = entry.avroType.toBuffer(value);
+    if (options.strict) assertSchemaValid(entry, value);
+    let body: Buffer;
+    try {
+      body = entry.avroType.toBuffer(value);
+    } catch (e) {
+      // The fast path failed: find the field for the message.
+      assertSchemaValid(entry, value);
+      throw e;
+    }
     const out = Buffer.concat([SINGLE_OBJECT_MAGIC, fingerprintBytes(entry.fingerprint), body]);
     if (out.length > this.maxPayloadBytes) {
       throw new SrpoError(ErrorCode.PAYLOAD_TOO_LARGE, `${type}: encoded size ${out.length} B exceeds the limit of ${this.maxPayloadBytes} B`);

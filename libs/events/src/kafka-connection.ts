@@ -80,9 +80,17 @@ export function createKafka(options: KafkaConnectionOptions, logger = new Logger
  */
 const EXPECTED_WARNINGS = [/Limiting retries for the idempotent producer/, /KafkaJS v2\.0\.0 switched default partitioner/];
 
+/** Errors kafkajs logs and then retries by itself; not worth an error line. */
+const RETRIED_ERRORS = /another concurrent operation on the same transaction|coordinator is loading|not the leader for that topic-partition|group coordinator is not available/;
+
 function forward(logger: Logger, entry: LogEntry): void {
   const { message, ...rest } = entry.log;
   if (EXPECTED_WARNINGS.some((w) => w.test(message))) return;
+  const error = typeof rest.error === 'string' ? rest.error : '';
+  if (RETRIED_ERRORS.test(message) || RETRIED_ERRORS.test(error)) {
+    logger.debug(message, { namespace: entry.namespace, ...rest });
+    return;
+  }
   const fields = { namespace: entry.namespace, ...rest };
   if (entry.level <= logLevel.ERROR) logger.error(message, fields);
   else if (entry.level === logLevel.WARN) logger.warn(message, fields);

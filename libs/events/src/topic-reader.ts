@@ -81,3 +81,71 @@ export async function endOffsets(admin: Admin, topics: string[]): Promise<Map<st
   }
   return result;
 }
+
+export interface OffsetRange {
+  partition: number;
+  /** First offset to read (inclusive). */
+  from: number;
+  /** Last offset to read (inclusive). */
+  to: number;
+}
+
+/**
+ * Reads the records of `topic` in the given offset ranges, read_committed, with a
+ * throwaway consumer group (kafkajs has no `assign`: it subscribes, seeks each
+ * wanted partition and pauses the others). Used to fetch events by their Kafka
+ * coordinates: state restore, audits.
+ */
+export async function readRanges(kafka: Kafka, topic: string, ranges: OffsetRange[], options: { timeoutMs?: number } = {}): Promise<RawRecord[]> {
+  const wanted = new Map<number, OffsetRange>();
+  for (const r of ranges) {
+    const prev = wanted.get(r.partition);
+    wanted.set(r.partition, prev ? { partition: r.partition, from: Math.min(prev.from, r.from), to: Math.max(prev.to, r.to) } : r);
+  }
+  const out: RawRecord[] = [];
+  if (wanted.size === 0) return out;
+  const remaining = new Set(wanted.keys());
+  const consumer = kafka.consumer({ groupId: `srpo-reader-${randomUUID()}`, readUncommitted: false, maxWaitTimeInMs: 200 });
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new SrpoError(ErrorCode.UNAVAILABLE, `timed out reading ${topic} partitions ${[...remaining].join(',')}`, { retriable: true })),
+        options.timeoutMs ?? 30_000,
+      );
+      const progress = (partition: number, lastOffset: number) => {
+        const range = wanted.get(partition);
+        if (range && lastOffset >= range.to) remaining.delete(partition);
+        if (remaining.size === 0) {
+          clearTimeout(timer);
+          resolve();
+        }
+      };
+      consumer.on(consumer.events.END_BATCH_PROCESS, (e) => progress(e.payload.partition, Number(e.payload.lastOffset)));
+      consumer.on(consumer.events.GROUP_JOIN, (e) => {
+        const assigned = e.payload.memberAssignment[topic] ?? [];
+        const others = assigned.filter((p) => !wanted.has(p));
+        if (others.length > 0) consumer.pause([{ topic, partitions: others }]);
+        for (const r of wanted.values()) consumer.seek({ topic, partition: r.partition, offset: String(r.from) });
+      });
+      consumer
+        .run({
+          autoCommit: false,
+          eachBatch: async ({ batch }) => {
+            const range = wanted.get(batch.partition);
+            if (!range) return;
+            for (const m of batch.messages) {
+              const offset = Number(m.offset);
+              if (offset < range.from || offset > range.to) continue;
+              out.push({ topic, partition: batch.partition, offset, key: m.key, value: m.value, timestampMs: Number(m.timestamp) });
+            }
+          },
+        })
+        .catch(reject);
+    });
+  } finally {
+    await consumer.disconnect();
+  }
+  return out.sort((a, b) => a.partition - b.partition || a.offset - b.offset);
+}

@@ -1,9 +1,9 @@
 import { Admin, Consumer, EachBatchPayload, Kafka, KafkaMessage, Message, Partitioners, Producer } from 'kafkajs';
-import { errorMessage, isRetriable, Logger, SrpoError } from '@srpo/core';
-import { DecodeError, EventCodec, readTopicsToEnd, ReasonCode } from '@srpo/events';
+import { ErrorCode, errorMessage, isRetriable, Logger, SrpoError } from '@srpo/core';
+import { DecodeError, EventCodec, readRanges, readTopicsToEnd, ReasonCode } from '@srpo/events';
 import { CoPartitionAssigner } from './co-partition-assigner';
 import { deadLetterOf } from './dead-letter';
-import { jsonSerde, StoreSerde, TransactionalStore } from './key-value-store';
+import { jsonSerde, SourceBackedValue, sourceBackedSerde, StoreSerde, TransactionalStore } from './key-value-store';
 import type { InputRecord, OutputRecord, Processor, ProcessorContext, Stores } from './processor';
 
 export interface ConsumerRunnerOptions<S extends Stores> {
@@ -404,6 +404,10 @@ export class ConsumerRunner<S extends Stores> {
           maxInFlightRequests: 1,
           transactionTimeout: 60_000,
           createPartitioner: Partitioners.DefaultPartitioner,
+          // The broker answers CONCURRENT_TRANSACTIONS until the previous commit's markers are
+          // written (a few ms); kafkajs's default 100+ ms backoff would cap each task at a few
+          // transactions per second. Retries stay bounded so a dead broker surfaces as an error.
+          retry: { initialRetryTime: 5, maxRetryTime: 1_000, retries: 600 },
         });
         await producer.connect();
         return [p, producer] as const;
@@ -414,7 +418,10 @@ export class ConsumerRunner<S extends Stores> {
     const records = await readTopicsToEnd(kafka, storeNames.map((n) => changelogTopic(appId, n)), { timeoutMs: 120_000 });
     const committed = await this.committedOffsets();
     for (const [p, producer] of producers) {
-      const storeList = processor.storeNames.map((name) => new TransactionalStore<unknown>(name, this.options.serdes?.[name] ?? jsonSerde()));
+      const sourceBacked = new Set<string>(processor.sourceBackedStores ?? []);
+      const storeList = processor.storeNames.map(
+        (name) => new TransactionalStore<unknown>(name, this.options.serdes?.[name] ?? (sourceBacked.has(name) ? sourceBackedSerde<SourceBackedValue>() : jsonSerde())),
+      );
       const meta = new TransactionalStore<number>(META_STORE);
       const byTopic = new Map(storeList.map((s) => [changelogTopic(appId, s.name), s] as const));
       byTopic.set(changelogTopic(appId, META_STORE), meta as TransactionalStore<unknown>);
@@ -424,6 +431,7 @@ export class ConsumerRunner<S extends Stores> {
         byTopic.get(r.topic)?.restore(r.key.toString('utf8'), r.value);
         restored++;
       }
+      for (const store of storeList.filter((s) => sourceBacked.has(s.name))) await this.hydrate(store as TransactionalStore<SourceBackedValue>);
       const stores = Object.fromEntries(storeList.map((s) => [s.name, s])) as unknown as S;
       const inputs = new Map<string, InputProgress>(
         this.options.inputTopics.map((t) => [t, { maxEventMs: meta.get(`${MAX_EVENT_PREFIX}${t}`) ?? -Infinity, nextOffset: committed.get(`${t}:${p}`) ?? 0 }]),
@@ -442,6 +450,31 @@ export class ConsumerRunner<S extends Stores> {
       this.tasks.set(p, task);
       this.log.info('task ready', { partition: p, restoredRecords: restored, streamTimeMs: task.streamTimeMs });
     }
+  }
+
+  /** Puts the original bytes back into a restored source-backed store, read by their coordinates. */
+  private async hydrate(store: TransactionalStore<SourceBackedValue>): Promise<void> {
+    const byPosition = new Map<string, SourceBackedValue>();
+    const ranges = new Map<string, Map<number, { partition: number; from: number; to: number }>>();
+    for (const [, value] of store.entries()) {
+      const { topic, partition, offset } = value.source;
+      byPosition.set(`${topic}:${partition}:${offset}`, value);
+      const perTopic = ranges.get(topic) ?? new Map();
+      const r = perTopic.get(partition);
+      perTopic.set(partition, r ? { partition, from: Math.min(r.from, offset), to: Math.max(r.to, offset) } : { partition, from: offset, to: offset });
+      ranges.set(topic, perTopic);
+    }
+    for (const [topic, perTopic] of ranges) {
+      for (const r of await readRanges(this.options.kafka, topic, [...perTopic.values()], { timeoutMs: 120_000 })) {
+        const value = byPosition.get(`${topic}:${r.partition}:${r.offset}`);
+        if (value && r.value) value.raw = r.value;
+      }
+    }
+    const missing = [...byPosition.entries()].filter(([, v]) => !v.raw).map(([k]) => k);
+    if (missing.length > 0) {
+      throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `store ${store.name}: ${missing.length} source record(s) not found on restore, e.g. ${missing[0]}`);
+    }
+    this.log.info('store hydrated from source topic', { store: store.name, records: byPosition.size });
   }
 
   private async committedOffsets(): Promise<Map<string, number>> {

@@ -21,6 +21,18 @@ export interface StoreSerde<V> {
   deserialize(bytes: Buffer): V;
 }
 
+/** Values of source-backed stores: the original bytes travel beside their coordinates. */
+export interface SourceBackedValue {
+  source: { topic: string; partition: number; offset: number };
+  raw?: Buffer;
+}
+
+/** JSON without the `raw` bytes; restore puts them back from the source topic. */
+export const sourceBackedSerde = <V extends SourceBackedValue>(): StoreSerde<V> => ({
+  serialize: (value) => Buffer.from(JSON.stringify(value, (k, v) => (k === 'raw' ? undefined : v))),
+  deserialize: (bytes) => JSON.parse(bytes.toString('utf8')) as V,
+});
+
 export const jsonSerde = <V>(): StoreSerde<V> => ({
   serialize: (value) => Buffer.from(JSON.stringify(value)),
   deserialize: (bytes) => JSON.parse(bytes.toString('utf8')) as V,

@@ -51,6 +51,13 @@ export interface Processor<S extends Stores = Stores> {
   /** Store names; each is backed by a compacted changelog topic. */
   readonly storeNames: (keyof S & string)[];
   /**
+   * Stores whose values carry an input record's original bytes as
+   * `{ source: KafkaCoordinates; raw?: Buffer }`. Their changelog keeps the
+   * coordinates only and restore re-reads the bytes from the input topic (Kafka
+   * Streams' source-topic changelog optimisation), so each input byte is written once.
+   */
+  readonly sourceBackedStores?: (keyof S & string)[];
+  /**
    * Event time of a record, for stream time. Return NaN for a record that must
    * not move stream time (e.g. one too far in the future: clock skew).
    */

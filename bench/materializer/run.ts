@@ -1,0 +1,221 @@
+/**
+ * bench/materializer: events/s through the materializer on the local broker,
+ * side by side with a raw kafkajs pass-through (consume and transactionally
+ * re-produce the same bytes, offsets in the transaction) over the same input,
+ * in one run; then process RSS of the materializer with 25k/50k/100k open episodes.
+ *
+ *   npm run build && node dist/bench/materializer/run.js [--episodes 12000] [--open 100000]
+ *
+ * Not a test: it prints figures; docs/benchmarks.md records them.
+ */
+import { ChildProcess } from 'child_process';
+import { randomUUID } from 'crypto';
+import { Kafka, Message, Partitioners } from 'kafkajs';
+import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog } from '@srpo/events';
+import { ensureKafka, sleep, spawnApp } from '@srpo/testing';
+import * as fs from 'fs';
+import { loadMaterializerConfig } from '../../apps/materializer/src/materializer-config';
+import { Materializer } from '../../apps/materializer/src/materializer.service';
+import { output, transition } from '../../apps/materializer/src/test-events';
+
+const arg = (name: string, fallback: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : fallback;
+};
+
+/** An output of about 1 KB encoded: 96 response tokens with log-probs and mask, 64 context tokens. */
+function bigOutput(episodeId: string, j: number, time: number) {
+  const n = 96;
+  return output(episodeId, j, {
+    contextTokenIds: Array.from({ length: 64 }, (_, i) => (i * 7) % 50_000),
+    responseTokenIds: Array.from({ length: n }, (_, i) => (i * 13 + j) % 50_000),
+    behaviourLogProbs: Array.from({ length: n }, (_, i) => -((i % 17) + 1) / 7),
+    lossMask: Array.from({ length: n }, () => true),
+    eventTimeMs: time,
+    startedAtMs: time,
+  });
+}
+
+function workload(episodes: number, time0: number): AgentEvent[] {
+  const events: AgentEvent[] = [];
+  for (let e = 0; e < episodes; e++) {
+    const id = `ep${e}`;
+    const k = 1 + (e % 4);
+    for (let j = 0; j < k; j++) events.push({ type: 'AgentOutput', value: bigOutput(id, j, time0 + e) });
+    events.push({
+      type: 'Transition',
+      value: transition(id, [...Array(k).keys()], { groupKey: `task-${Math.floor(e / 4)}`, expectedGroupSize: 4, reward: e % 3 === 0 ? 1 : 0, eventTimeMs: time0 + e }),
+    });
+  }
+  return events;
+}
+
+async function setupTopics(kafka: Kafka, prefix: string): Promise<TopicCatalog> {
+  const catalog = topicCatalog({ prefix, rawPartitions: 2, derivedPartitions: 2 });
+  const admin = kafka.admin();
+  await admin.connect();
+  await ensureTopics(admin, catalog.all());
+  await admin.disconnect();
+  return catalog;
+}
+
+async function produceAll(kafka: Kafka, catalog: TopicCatalog, events: AgentEvent[]): Promise<number> {
+  const sdk = new AgentEventsProducer({ kafka, topics: catalog });
+  let bytes = 0;
+  const codec = new EventCodec();
+  for (let i = 0; i < events.length; i += 1000) await sdk.emitBatch(events.slice(i, i + 1000));
+  for (const e of events.slice(0, 100)) bytes += codec.encode(e.type, e.value as never).length;
+  await sdk.disconnect();
+  return bytes / 100;
+}
+
+async function waitForCounter(read: () => Promise<number>, target: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if ((await read()) >= target) return;
+    await sleep(50);
+  }
+  throw new Error(`timed out waiting for ${target}`);
+}
+
+/** Materializer throughput: from start until every input record is committed. */
+async function materializerRun(kafka: Kafka, brokers: string[], events: AgentEvent[]): Promise<number> {
+  const prefix = `bench.mat.${randomUUID().slice(0, 8)}.`;
+  const catalog = await setupTopics(kafka, prefix);
+  const config = loadMaterializerConfig({ KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn' });
+  // Warm-up on empty topics: creates the changelog topics, a one-time cost of a new application.
+  const warm = new Materializer(config);
+  await warm.start();
+  await warm.stop();
+  await produceAll(kafka, catalog, events);
+  const m = new Materializer(config);
+  const start = Date.now();
+  await m.start();
+  const sets = events.filter((e) => e.type === 'Transition').length;
+  await waitForCounter(() => m.metrics.value('active-set-materializer_sets_complete_total', { workflow: 'JOINT' }), sets, 600_000);
+  const elapsed = (Date.now() - start) / 1000;
+  await m.stop();
+  return events.length / elapsed;
+}
+
+/** Baseline: consume the raw topics and re-produce the same bytes in one transaction per chunk. */
+async function passThroughRun(kafka: Kafka, events: AgentEvent[]): Promise<number> {
+  const prefix = `bench.pass.${randomUUID().slice(0, 8)}.`;
+  const catalog = await setupTopics(kafka, prefix);
+  await produceAll(kafka, catalog, events);
+  const groupId = `${prefix}passthrough`;
+  const producers = new Map<number, ReturnType<Kafka['producer']>>();
+  const consumer = kafka.consumer({ groupId, readUncommitted: false, maxWaitTimeInMs: 250 });
+  let done = 0;
+  const start = Date.now();
+  await consumer.connect();
+  await consumer.subscribe({ topics: [catalog.agentOutputs.name, catalog.transitions.name], fromBeginning: true });
+  await consumer.run({
+    autoCommit: false,
+    eachBatchAutoResolve: false,
+    eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
+      let producer = producers.get(batch.partition);
+      if (!producer) {
+        // Same producer settings as the materializer's runner, so the comparison is fair.
+        producer = kafka.producer({
+          transactionalId: `${groupId}-${batch.partition}`,
+          idempotent: true,
+          maxInFlightRequests: 1,
+          createPartitioner: Partitioners.DefaultPartitioner,
+          retry: { initialRetryTime: 5, maxRetryTime: 1_000, retries: 600 },
+        });
+        await producer.connect();
+        producers.set(batch.partition, producer);
+      }
+      for (let i = 0; i < batch.messages.length; i += 500) {
+        const chunk = batch.messages.slice(i, i + 500);
+        const tx = await producer.transaction();
+        const messages: Message[] = chunk.map((m) => ({ key: m.key, value: m.value }));
+        await tx.send({ topic: catalog.activeSets.name, messages });
+        const last = chunk[chunk.length - 1].offset;
+        await tx.sendOffsets({ consumerGroupId: groupId, topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: String(Number(last) + 1) }] }] });
+        await tx.commit();
+        resolveOffset(last);
+        await heartbeat();
+        done += chunk.length;
+      }
+    },
+  });
+  await waitForCounter(async () => done, events.length, 600_000);
+  const elapsed = (Date.now() - start) / 1000;
+  await consumer.disconnect();
+  for (const p of producers.values()) await p.disconnect();
+  return events.length / elapsed;
+}
+
+function rssMb(child: ChildProcess): number {
+  const status = fs.readFileSync(`/proc/${child.pid}/status`, 'utf8');
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+  return kb / 1024;
+}
+
+/** RSS of a materializer process holding N open episodes (outputs whose transition has not come). */
+async function memoryRun(kafka: Kafka, brokers: string[], open: number): Promise<{ episodes: number; rssMb: number }[]> {
+  const prefix = `bench.mem.${randomUUID().slice(0, 8)}.`;
+  const catalog = await setupTopics(kafka, prefix);
+  const env = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn', SRPO_SET_TTL_MS: String(3_600_000) };
+  const child = spawnApp('materializer', env);
+  await sleep(3000);
+  const points: { episodes: number; rssMb: number }[] = [{ episodes: 0, rssMb: rssMb(child) }];
+  const sdk = new AgentEventsProducer({ kafka, topics: catalog });
+  const steps = [open / 4, open / 2, open];
+  let produced = 0;
+  const admin = kafka.admin();
+  await admin.connect();
+  for (const target of steps) {
+    const batch: AgentEvent[] = [];
+    for (let e = produced; e < target; e++) batch.push({ type: 'AgentOutput', value: bigOutput(`open${e}`, 0, 1_700_000_000_000 + e) });
+    for (let i = 0; i < batch.length; i += 1000) await sdk.emitBatch(batch.slice(i, i + 1000));
+    produced = target;
+    // Wait until the materializer's consumer group has committed everything produced so far.
+    const deadline = Date.now() + 600_000;
+    for (;;) {
+      const committed = await admin.fetchOffsets({ groupId: `${prefix}materializer.sets`, topics: [catalog.agentOutputs.name] });
+      const total = committed[0].partitions.reduce((a, p) => a + Math.max(0, Number(p.offset)), 0);
+      if (total >= produced || Date.now() > deadline) break;
+      await sleep(500);
+    }
+    await sleep(2000);
+    points.push({ episodes: target, rssMb: rssMb(child) });
+  }
+  await admin.disconnect();
+  await sdk.disconnect();
+  child.kill('SIGTERM');
+  return points;
+}
+
+async function main(): Promise<void> {
+  const brokers = ensureKafka();
+  const kafka = createKafka({ brokers, clientId: 'bench-materializer' });
+  const episodes = arg('episodes', 12_000);
+  const open = arg('open', 100_000);
+  const events = workload(episodes, 1_700_000_000_000);
+  const codec = new EventCodec();
+  const outputBytes = codec.encode('AgentOutput', events[0].value as never).length;
+  console.log(`workload: ${episodes} episodes, ${events.length} events (outputs ~${outputBytes} B, sets of 1-4 members), 2 partitions`);
+  const pass = process.argv.includes('--no-baseline') ? NaN : await passThroughRun(kafka, events);
+  console.log(`pass-through (consume + transactional re-produce): ${pass.toFixed(0)} events/s`);
+  const mat = await materializerRun(kafka, brokers, events);
+  console.log(`materializer (sets + changelogs, exactly once):   ${mat.toFixed(0)} events/s`);
+  console.log(`ratio materializer / pass-through: ${(mat / pass).toFixed(2)}`);
+  if (open > 0) {
+    const points = await memoryRun(kafka, brokers, open);
+    console.log('open episodes -> materializer RSS');
+    for (const p of points) console.log(`  ${String(p.episodes).padStart(7)}  ${p.rssMb.toFixed(0)} MB`);
+    const [p0, , , p3] = points;
+    console.log(`  ~${((p3.rssMb - p0.rssMb) * 1024 / open).toFixed(1)} KB per open episode`);
+  }
+}
+
+void main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e);
+    process.exit(1);
+  },
+);
