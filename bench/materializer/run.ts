@@ -3,6 +3,8 @@
  * side by side with a raw kafkajs pass-through (consume and transactionally
  * re-produce the same bytes, offsets in the transaction) over the same input,
  * in one run; then process RSS of the materializer with 25k/50k/100k open episodes.
+ * Materializer figures are end to end: from start until every advantage group
+ * is committed (two exactly-once hops: raw -> active sets -> groups).
  *
  *   npm run build && node dist/bench/materializer/run.js [--episodes 12000] [--open 100000]
  *
@@ -91,10 +93,38 @@ async function materializerRun(kafka: Kafka, brokers: string[], events: AgentEve
   const m = new Materializer(config);
   const start = Date.now();
   await m.start();
-  const sets = events.filter((e) => e.type === 'Transition').length;
-  await waitForCounter(() => m.metrics.value('active-set-materializer_sets_complete_total', { workflow: 'JOINT' }), sets, 600_000);
+  const groups = events.filter((e) => e.type === 'Transition').length / 4;
+  await waitForCounter(() => m.metrics.value('advantage-group-materializer_groups_ready_total', { reason: 'SIZE' }), groups, 600_000);
   const elapsed = (Date.now() - start) / 1000;
   await m.stop();
+  return events.length / elapsed;
+}
+
+async function scrape(port: number, metric: string): Promise<number> {
+  const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text(), () => '');
+  let total = 0;
+  for (const line of text.split('\n')) if (line.startsWith(metric)) total += Number(line.split(' ').pop());
+  return total;
+}
+
+/** The two sub-topologies as two processes (one per core), end to end until every group is out. */
+async function twoProcessRun(kafka: Kafka, brokers: string[], events: AgentEvent[]): Promise<number> {
+  const prefix = `bench.mat2.${randomUUID().slice(0, 8)}.`;
+  const catalog = await setupTopics(kafka, prefix);
+  const base = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn' };
+  const warm = new Materializer(loadMaterializerConfig(base));
+  await warm.start();
+  await warm.stop();
+  await produceAll(kafka, catalog, events);
+  const port = 39_000 + Math.floor(Math.random() * 1000);
+  const start = Date.now();
+  const sets = spawnApp('materializer', { ...base, SRPO_MATERIALIZER_ROLES: 'sets' });
+  const groupsProc = spawnApp('materializer', { ...base, SRPO_MATERIALIZER_ROLES: 'groups', SRPO_METRICS_PORT: String(port) });
+  const groups = events.filter((e) => e.type === 'Transition').length / 4;
+  await waitForCounter(() => scrape(port, 'srpo_advantage_group_materializer_groups_ready_total'), groups, 600_000);
+  const elapsed = (Date.now() - start) / 1000;
+  sets.kill('SIGTERM');
+  groupsProc.kill('SIGTERM');
   return events.length / elapsed;
 }
 
@@ -201,8 +231,9 @@ async function main(): Promise<void> {
   const pass = process.argv.includes('--no-baseline') ? NaN : await passThroughRun(kafka, events);
   console.log(`pass-through (consume + transactional re-produce): ${pass.toFixed(0)} events/s`);
   const mat = await materializerRun(kafka, brokers, events);
-  console.log(`materializer (sets + changelogs, exactly once):   ${mat.toFixed(0)} events/s`);
-  console.log(`ratio materializer / pass-through: ${(mat / pass).toFixed(2)}`);
+  console.log(`materializer, one process, raw events -> advantage groups:   ${mat.toFixed(0)} events/s  (ratio ${(mat / pass).toFixed(2)})`);
+  const mat2 = await twoProcessRun(kafka, brokers, events);
+  console.log(`materializer, sets and groups in two processes:            ${mat2.toFixed(0)} events/s  (ratio ${(mat2 / pass).toFixed(2)})`);
   if (open > 0) {
     const points = await memoryRun(kafka, brokers, open);
     console.log('open episodes -> materializer RSS');

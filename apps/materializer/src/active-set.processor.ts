@@ -65,10 +65,15 @@ export const DEFAULT_ACTIVE_SET_OPTIONS: Omit<ActiveSetProcessorOptions, 'topics
  * so the changelog does not copy every output (a source-backed store).
  */
 interface StoredOutput {
+  outputId: string;
   source: KafkaCoordinates;
   digest: string;
   episodeId: string;
+  agentId: string;
+  role: string;
   policyId: string;
+  policyVersion: number;
+  temperature: number;
   eventTimeMs: number;
   raw?: Buffer;
 }
@@ -218,10 +223,15 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       throw relationError(ReasonCode.INVALID_FIELD, 'AgentOutput.episodeId', `episode ${output.episodeId} is closed; output ${output.outputId} arrived after every set of the episode was resolved`);
     }
     stores.outputs.put(output.outputId, {
+      outputId: output.outputId,
       source: record.source,
       digest,
       episodeId: output.episodeId,
+      agentId: output.agentId,
+      role: output.role,
       policyId: output.policyId,
+      policyVersion: output.policyVersion,
+      temperature: output.sampling.temperature,
       eventTimeMs: output.eventTimeMs,
       raw: record.raw,
     });
@@ -351,7 +361,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
 
   private activeSet(st: StoredTransition, ep: StoredEpisode, present: StoredOutput[], status: ActiveSet['status'], reason: string | null, missing: string[]): ActiveSet {
     const t = st.transition;
-    const members = present.map((o) => memberOf(o, this.options.codec));
+    const members = present.map(memberOf);
     const policyId = members[0]?.policyId ?? 'unknown';
     const immediate = t.reward !== null;
     const reward = immediate ? (t.reward as number) : (ep.outcome?.outcomeReward ?? 0);
@@ -432,20 +442,17 @@ export function groupKeyOf(t: Transition, policyId: string): string {
   return `${policyId}|${t.groupKey ?? `${t.taskId}/${t.position}`}`;
 }
 
-function memberOf(s: StoredOutput, codec: EventCodec): SetMember {
+/** The member as it travels: a summary plus the output's original bytes (no decode, no copy of its arrays). */
+function memberOf(s: StoredOutput): SetMember {
   if (!s.raw) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `output at ${s.source.topic}[${s.source.partition}]@${s.source.offset} has no bytes: its store was not hydrated`);
-  const o = codec.decodeAs('AgentOutput', s.raw);
   return {
-    outputId: o.outputId,
-    agentId: o.agentId,
-    role: o.role,
-    policyId: o.policyId,
-    policyVersion: o.policyVersion,
-    contextTokenIds: o.contextTokenIds,
-    responseTokenIds: o.responseTokenIds,
-    behaviourLogProbs: o.behaviourLogProbs,
-    lossMask: o.lossMask,
-    temperature: o.sampling.temperature,
+    outputId: s.outputId,
+    agentId: s.agentId,
+    role: s.role,
+    policyId: s.policyId,
+    policyVersion: s.policyVersion,
+    temperature: s.temperature,
+    output: s.raw,
     source: s.source,
   };
 }

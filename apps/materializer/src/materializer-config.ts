@@ -1,4 +1,4 @@
-import { EnvReader, Logger, LogLevel } from '@srpo/core';
+import { ConfigError, EnvReader, Logger, LogLevel } from '@srpo/core';
 import { DEFAULT_EVENT_LIMITS, EventLimits, KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
 import { ObjectiveConfig, resolveObjectiveConfig } from '@srpo/srpo';
 
@@ -19,6 +19,7 @@ import { ObjectiveConfig, resolveObjectiveConfig } from '@srpo/srpo';
  * | SRPO_MAX_PAYLOAD_BYTES | 1048576 | larger messages are dead-lettered |
  * | SRPO_ADVANTAGE_STD, SRPO_ADVANTAGE_EPS, SRPO_PROGRESS_FALLBACK | sample, 1e-6, false | advantage settings |
  * | SRPO_RECORDS_PER_TRANSACTION | 500 | chunk size of one Kafka transaction |
+ * | SRPO_MATERIALIZER_ROLES | sets,groups | sub-topologies this process runs; run `sets` and `groups` in separate processes to use two cores |
  * | SRPO_SESSION_TIMEOUT_MS | 30000 | consumer session timeout: how fast a dead instance's tasks move |
  * | SRPO_METRICS_PORT | 0 (off) | `/metrics` and `/health` on 127.0.0.1 |
  * | SRPO_LOG_LEVEL | info | debug, info, warn, error |
@@ -36,6 +37,7 @@ export interface MaterializerConfig {
   objective: ObjectiveConfig;
   recordsPerTransaction: number;
   sessionTimeoutMs: number;
+  roles: ('sets' | 'groups')[];
   metricsPort: number;
   limits: EventLimits;
   logLevel: LogLevel;
@@ -65,10 +67,20 @@ export function loadMaterializerConfig(env: Readonly<Record<string, string | und
     }),
     recordsPerTransaction: r.int('SRPO_RECORDS_PER_TRANSACTION', 500, { min: 1, max: 100_000 }),
     sessionTimeoutMs: r.int('SRPO_SESSION_TIMEOUT_MS', 30_000, { min: 6_000, max: 300_000 }),
+    roles: readRoles(r),
     metricsPort: r.int('SRPO_METRICS_PORT', 0, { min: 0, max: 65535 }),
     limits: DEFAULT_EVENT_LIMITS,
     logLevel: r.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
   };
   Logger.configure({ level: config.logLevel });
   return config;
+}
+
+function readRoles(r: EnvReader): ('sets' | 'groups')[] {
+  const roles = r.list('SRPO_MATERIALIZER_ROLES', ['sets', 'groups']);
+  for (const role of roles) {
+    if (role !== 'sets' && role !== 'groups') throw new ConfigError('SRPO_MATERIALIZER_ROLES', `unknown role "${role}"; use sets, groups or both`);
+  }
+  if (roles.length === 0) throw new ConfigError('SRPO_MATERIALIZER_ROLES', 'names no role');
+  return roles as ('sets' | 'groups')[];
 }

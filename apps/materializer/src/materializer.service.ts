@@ -68,10 +68,10 @@ export class Materializer {
     } finally {
       await admin.disconnect();
     }
-    await this.sets.start();
-    await this.groups.start();
+    if (this.config.roles.includes('sets')) await this.sets.start();
+    if (this.config.roles.includes('groups')) await this.groups.start();
     if (this.config.metricsPort > 0) this.server = await serveMetrics(this.metrics, this.config.metricsPort);
-    this.log.info('materializer running', { appId: this.config.appId, prefix: this.catalog.prefix });
+    this.log.info('materializer running', { appId: this.config.appId, prefix: this.catalog.prefix, roles: this.config.roles });
   }
 
   async stop(): Promise<void> {

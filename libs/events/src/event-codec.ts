@@ -260,3 +260,12 @@ export function toPlain<T>(value: T): T {
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) out[k] = toPlain(v);
   return out as T;
 }
+
+/** The AgentOutput inside an active-set member (its original bytes), checked against the member's summary. */
+export function decodeMemberOutput(codec: EventCodec, member: { outputId: string; output: Buffer }): EventMap['AgentOutput'] {
+  const output = codec.decodeAs('AgentOutput', member.output);
+  if (output.outputId !== member.outputId) {
+    throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `member ${member.outputId} carries the bytes of output ${output.outputId}`);
+  }
+  return output;
+}

@@ -74,17 +74,18 @@ export interface EpisodeOutcome {
   eventTimeMs: number;
 }
 
+/**
+ * A member of an active set. Its content travels as the original AgentOutput
+ * bytes (`output`); decode it with `decodeMemberOutput`.
+ */
 export interface SetMember {
   outputId: string;
   agentId: string;
   role: string;
   policyId: string;
   policyVersion: number;
-  contextTokenIds: number[];
-  responseTokenIds: number[];
-  behaviourLogProbs: number[];
-  lossMask: boolean[];
   temperature: number;
+  output: Buffer;
   source: KafkaCoordinates;
 }
 

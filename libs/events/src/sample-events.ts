@@ -1,3 +1,4 @@
+import { EventCodec } from './event-codec';
 import type { ActiveSet, AdvantageGroup, AgentOutput, DeadLetter, EpisodeOutcome, EventMap, EventType, KafkaCoordinates, PolicyUpdate, PolicyVersion, Transition } from './event-types';
 
 /**
@@ -5,7 +6,10 @@ import type { ActiveSet, AdvantageGroup, AgentOutput, DeadLetter, EpisodeOutcome
  * `srpo events roundtrip`, by the contract tests, and as documentation of what a
  * well-formed event looks like. `n` varies ids so samples can be told apart.
  */
+let sampleCodec: EventCodec | undefined;
+
 export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventType]: EventMap[T] } {
+  sampleCodec ??= new EventCodec();
   const episodeId = `ep-${n}`;
   const coords = (topic: string, offset: number): KafkaCoordinates => ({ topic, partition: n % 3, offset });
   const output: AgentOutput = {
@@ -74,11 +78,8 @@ export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventTy
         role: output.role,
         policyId: output.policyId,
         policyVersion: output.policyVersion,
-        contextTokenIds: output.contextTokenIds,
-        responseTokenIds: output.responseTokenIds,
-        behaviourLogProbs: output.behaviourLogProbs,
-        lossMask: output.lossMask,
         temperature: 1,
+        output: sampleCodec.encode('AgentOutput', output),
         source: coords('srpo.agent-outputs', 10 + n),
       },
     ],
