@@ -1,0 +1,192 @@
+"""PyTorch (CPU) twin of the @srpo/policy learner step, for bench/learner.
+
+Reads the batch and the initial weights that run.ts wrote (the weights as an
+@srpo/policy checkpoint: model.json + weights.bin), builds the same model
+(pre-norm causal transformer, learned positions, tanh-GELU MLP, tied head),
+runs the same SRPO step (objective of @srpo/srpo, Adam, global-norm clipping)
+and prints one JSON line with its timings and first-step loss.
+
+The model is written the way a PyTorch user would write it (nn.Linear,
+F.layer_norm, F.scaled_dot_product_attention, torch.optim.Adam defaults),
+so the comparison is against idiomatic eager PyTorch, not a handicapped port.
+
+Usage: python3 torch_learner.py --job job.json   (see run.ts)
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+import time
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--job", required=True)
+    args = ap.parse_args()
+    with open(args.job) as f:
+        job = json.load(f)
+    threads = int(job["threads"])
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+
+    ckpt = job["checkpoint"]
+    with open(os.path.join(ckpt, "model.json")) as f:
+        model_json = json.load(f)
+    with open(os.path.join(ckpt, "weights.bin"), "rb") as f:
+        raw = f.read()
+    cfg = model_json["modelTopology"]["config"]
+    weights = {}
+    off = 0
+    for spec in model_json["weightsManifest"][0]["weights"]:
+        n = 1
+        for d in spec["shape"]:
+            n *= d
+        t = torch.frombuffer(bytearray(raw[off : off + 4 * n]), dtype=torch.float32).reshape(spec["shape"])
+        off += 4 * n
+        if not spec["name"].startswith("optimizer/"):
+            weights[spec["name"]] = t.clone()
+
+    V, D, L, H, TMAX = cfg["vocabSize"], cfg["dModel"], cfg["nLayers"], cfg["nHeads"], cfg["maxSeqLen"]
+    eps = cfg["layerNormEps"]
+    tied = cfg["tiedEmbeddings"]
+
+    class Block(torch.nn.Module):
+        def __init__(self, i: int):
+            super().__init__()
+            p = f"blocks.{i}."
+            self.ln1 = torch.nn.LayerNorm(D, eps=eps)
+            self.ln2 = torch.nn.LayerNorm(D, eps=eps)
+            self.qkv = torch.nn.Linear(D, 3 * D)
+            self.proj = torch.nn.Linear(D, D)
+            self.fc1 = torch.nn.Linear(D, cfg["dMlp"])
+            self.fc2 = torch.nn.Linear(cfg["dMlp"], D)
+            with torch.no_grad():
+                self.ln1.weight.copy_(weights[p + "ln1.g"]); self.ln1.bias.copy_(weights[p + "ln1.b"])
+                self.ln2.weight.copy_(weights[p + "ln2.g"]); self.ln2.bias.copy_(weights[p + "ln2.b"])
+                # tfjs stores [in, out]; nn.Linear wants [out, in].
+                self.qkv.weight.copy_(weights[p + "attn.wqkv"].T); self.qkv.bias.copy_(weights[p + "attn.bqkv"])
+                self.proj.weight.copy_(weights[p + "attn.wo"].T); self.proj.bias.copy_(weights[p + "attn.bo"])
+                self.fc1.weight.copy_(weights[p + "mlp.w1"].T); self.fc1.bias.copy_(weights[p + "mlp.b1"])
+                self.fc2.weight.copy_(weights[p + "mlp.w2"].T); self.fc2.bias.copy_(weights[p + "mlp.b2"])
+
+        def forward(self, x):
+            B, T, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(B, T, 3, H, D // H).permute(2, 0, 3, 1, 4)
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(o.transpose(1, 2).reshape(B, T, D))
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = torch.nn.Parameter(weights["tok_emb"].clone())
+            self.pos = torch.nn.Parameter(weights["pos_emb"].clone())
+            self.blocks = torch.nn.ModuleList([Block(i) for i in range(L)])
+            self.ln_f = torch.nn.LayerNorm(D, eps=eps)
+            with torch.no_grad():
+                self.ln_f.weight.copy_(weights["ln_f.g"]); self.ln_f.bias.copy_(weights["ln_f.b"])
+            self.head = None if tied else torch.nn.Parameter(weights["head"].clone())
+
+        def forward(self, idx):
+            B, T = idx.shape
+            x = F.embedding(idx, self.tok) + self.pos[:T]
+            for b in self.blocks:
+                x = b(x)
+            x = self.ln_f(x)
+            return x @ self.tok.T if self.head is None else x @ self.head
+
+    # ---- batch layout: identical rule to @srpo/policy packPairs (context left-truncated, response whole).
+    members = []
+    set_of = []
+    advantages = []
+    for e, s in enumerate(job["sets"]):
+        advantages.append(s["advantage"])
+        for m in s["members"]:
+            members.append(m)
+            set_of.append(e)
+    M = len(members)
+    rows = []
+    for m in members:
+        r = len(m["responseTokens"])
+        c = min(len(m["contextTokens"]), TMAX + 1 - r)
+        rows.append((m["contextTokens"][len(m["contextTokens"]) - c :], m["responseTokens"], c))
+    tin = max(c + len(resp) - 1 for _, resp, c in rows)
+    tr = max(len(resp) for _, resp, _ in rows)
+    inputs = torch.zeros(M, tin, dtype=torch.long)
+    targets = torch.zeros(M, tin, dtype=torch.long)
+    gather = torch.zeros(M, tr, dtype=torch.long)
+    mask = torch.zeros(M, tr)
+    logp_old = torch.zeros(M, tr)
+    tokens_per_step = 0
+    for i, (ctx, resp, c) in enumerate(rows):
+        seq = ctx + resp
+        inputs[i, : len(seq) - 1] = torch.tensor(seq[:-1])
+        tokens_per_step += len(seq) - 1
+        for j, tok in enumerate(resp):
+            targets[i, c + j - 1] = tok
+            gather[i, j] = c + j - 1
+            mask[i, j] = (members[i].get("mask") or [1] * len(resp))[j]
+            logp_old[i, j] = members[i]["logpOld"][j]
+    member_set = torch.tensor(set_of)
+    adv = torch.tensor(advantages, dtype=torch.float32)
+    S = len(advantages)
+    set_size = torch.zeros(S).index_add_(0, member_set, torch.ones(M))
+    obj = job["objective"]
+    red = {"sqrt": set_size.rsqrt(), "sum": torch.ones(S), "mean": 1.0 / set_size}[obj["eventReduction"]]
+    clip_low, clip_high = obj["clipLow"], obj["clipHigh"]
+    if obj["objective"] != "srpo":
+        sys.exit("torch_learner.py implements the srpo objective only")
+
+    model = Model()
+    opt = torch.optim.Adam(model.parameters(), lr=job["lr"], betas=(0.9, 0.999), eps=1e-8)
+
+    def step():
+        logits = model(inputs)  # [M, Tin, V]
+        logp_all = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        logp_new = logp_all.gather(1, gather) * mask
+        tok = torch.where(mask > 0, logp_new - logp_old, torch.zeros_like(logp_new))
+        member = tok.sum(1)
+        set_lr = red * torch.zeros(S).index_add(0, member_set, member)
+        rho = set_lr.exp()
+        surr = torch.minimum(rho * adv, rho.clamp(1 - clip_low, 1 + clip_high) * adv)
+        loss = -surr.mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), job["maxGradNorm"])
+        opt.step()
+        # One host read per step, like the tfjs learner's diagnostics read.
+        return loss.item(), gn.item(), (rho.min().item(), rho.max().item())
+
+    first_loss, first_gn, _ = step()
+    for _ in range(job["warmup"] - 1):
+        step()
+    t0 = time.perf_counter()
+    for _ in range(job["steps"]):
+        step()
+    dt = time.perf_counter() - t0
+    print(
+        json.dumps(
+            {
+                "side": "pytorch",
+                "torch": torch.__version__,
+                "threads": torch.get_num_threads(),
+                "steps": job["steps"],
+                "seconds": dt,
+                "msPerStep": 1000 * dt / job["steps"],
+                "tokensPerStep": tokens_per_step,
+                "tokensPerSecond": tokens_per_step * job["steps"] / dt,
+                "firstLoss": first_loss,
+                "firstGradNorm": first_gn,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

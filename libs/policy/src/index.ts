@@ -1,0 +1,11 @@
+export * from './rng';
+export * from './transformer';
+export * from './log-probs';
+export * from './sampler';
+export * from './policy';
+export * from './policy-registry';
+export * from './lr-schedule';
+export * from './adam-optimizer';
+export * from './checkpoint-store';
+export * from './srpo-step';
+export { configureNativeKernels, nativeKernelsActive, type NativeKernelOptions } from './native-ops';

@@ -1,0 +1,169 @@
+import * as tf from '@tensorflow/tfjs';
+
+/**
+ * Single native TensorFlow kernels for steps that tfjs would otherwise run as
+ * several ops, used when the active backend is tfjs-node (`tensorflow`).
+ *
+ * tfjs dispatches every op separately and, on the native backend, each op on
+ * a [2048, 128] activation costs ~50–100 µs whatever it computes; a training
+ * step of this model is several hundred such ops. Fusing the hot spots
+ * (column sums, sigmoid gradient, softmax cross-entropy, reshape-free matrix
+ * products) into kernels TensorFlow already has removes much of that overhead.
+ *
+ * Every function has a composite fallback built from public tfjs ops, taken
+ * on other backends (pure-JS `cpu`, WebGL) or when `composite` is true. Both
+ * paths compute the same mathematical function; specs compare them.
+ *
+ * Only the documented surface of tfjs-node's backend is used
+ * (`executeSingleOutput` / `executeMultipleOutputs` and the binding's attribute
+ * constants) and only ops whose attributes that binding can set.
+ */
+
+interface TfeAttr {
+  name: string;
+  type: number;
+  value: number | boolean | string;
+}
+
+interface NativeBinding {
+  TF_ATTR_TYPE: number;
+  TF_ATTR_FLOAT: number;
+  TF_ATTR_STRING: number;
+  TF_ATTR_BOOL: number;
+  TF_FLOAT: number;
+  TF_INT32: number;
+}
+
+interface NativeBackend {
+  binding: NativeBinding;
+  executeSingleOutput(name: string, attrs: TfeAttr[], inputs: tf.Tensor[]): tf.Tensor;
+  executeMultipleOutputs(name: string, attrs: TfeAttr[], inputs: tf.Tensor[], numOutputs: number): tf.Tensor[];
+}
+
+export interface NativeKernelOptions {
+  /** false: always take the composite tfjs paths (same math, slower). Default true. */
+  enabled?: boolean;
+  /**
+   * TensorFlow op for 2-D products. `MatMul` is faster here; `BatchMatMulV2` is what
+   * tfjs itself uses (see the heap-corruption note in bench/learner/RESULTS.md). Default `MatMul`.
+   */
+  matMulOp?: 'MatMul' | 'BatchMatMulV2';
+}
+
+const options: Required<NativeKernelOptions> = { enabled: true, matMulOp: 'MatMul' };
+
+/** Process-wide switches for the native fast paths; returns the settings now in force. */
+export function configureNativeKernels(next: NativeKernelOptions): Readonly<Required<NativeKernelOptions>> {
+  if (next.enabled !== undefined) options.enabled = next.enabled;
+  if (next.matMulOp !== undefined) options.matMulOp = next.matMulOp;
+  return { ...options };
+}
+
+/** The tfjs-node backend when it is the active one (and native kernels are enabled), else undefined. */
+function native(): NativeBackend | undefined {
+  if (!options.enabled || tf.getBackend() !== 'tensorflow') return undefined;
+  const be = tf.backend() as unknown as Partial<NativeBackend>;
+  if (typeof be.executeSingleOutput !== 'function' || typeof be.executeMultipleOutputs !== 'function' || !be.binding) return undefined;
+  return be as NativeBackend;
+}
+
+/** True when the fused native kernels are in use. */
+export function nativeKernelsActive(): boolean {
+  return native() !== undefined;
+}
+
+function floatT(b: NativeBinding, name = 'T'): TfeAttr {
+  return { name, type: b.TF_ATTR_TYPE, value: b.TF_FLOAT };
+}
+
+/**
+ * Sum over every axis but the last: `[..., C] → [C]` (bias gradients).
+ * Native: `BiasAddGrad`, several times faster than TensorFlow's generic
+ * column reduction that `tf.sum(x, 0)` maps to.
+ */
+export function sumToLastAxis(x: tf.Tensor, composite = false): tf.Tensor1D {
+  const c = x.shape[x.rank - 1];
+  const be = composite ? undefined : native();
+  const x2 = x.rank === 2 ? x : x.reshape([-1, c]);
+  if (!be) return tf.sum(x2, 0) as tf.Tensor1D;
+  const out = be.executeSingleOutput('BiasAddGrad', [floatT(be.binding), { name: 'data_format', type: be.binding.TF_ATTR_STRING, value: 'NHWC' }], [x2]);
+  if (x2 !== x) x2.dispose();
+  return out as tf.Tensor1D;
+}
+
+/**
+ * 2-D matrix product `op(a) · op(b)`. Native: one `MatMul` (tfjs's matMul
+ * wraps every call in three reshapes to a batch of one and runs
+ * `BatchMatMulV2`, which is also slower than `MatMul` for 2-D operands here).
+ * Not recorded on the gradient tape: use inside `tf.customGrad` functions only.
+ */
+export function matMul2d(a: tf.Tensor2D, b: tf.Tensor2D, transposeA = false, transposeB = false, composite = false): tf.Tensor2D {
+  const be = composite ? undefined : native();
+  if (!be) return tf.matMul(a, b, transposeA, transposeB);
+  const bb = be.binding;
+  if (options.matMulOp === 'BatchMatMulV2') {
+    return be.executeSingleOutput(
+      'BatchMatMulV2',
+      [floatT(bb), { name: 'adj_x', type: bb.TF_ATTR_BOOL, value: transposeA }, { name: 'adj_y', type: bb.TF_ATTR_BOOL, value: transposeB }],
+      [a, b],
+    ) as tf.Tensor2D;
+  }
+  return be.executeSingleOutput(
+    'MatMul',
+    [floatT(bb), { name: 'transpose_a', type: bb.TF_ATTR_BOOL, value: transposeA }, { name: 'transpose_b', type: bb.TF_ATTR_BOOL, value: transposeB }],
+    [a, b],
+  ) as tf.Tensor2D;
+}
+
+/**
+ * Batched matrix product over leading axes of equal size, `[..., M, K] · [..., K, N]`.
+ * Native: one `BatchMatMulV2` without tfjs's reshapes to rank 3. Tape-free like {@link matMul2d}.
+ */
+export function batchMatMul<T extends tf.Tensor>(a: T, b: T, adjA = false, adjB = false, composite = false): T {
+  const be = composite ? undefined : native();
+  if (!be) return tf.matMul(a as unknown as tf.Tensor3D, b as unknown as tf.Tensor3D, adjA, adjB) as unknown as T;
+  const bb = be.binding;
+  return be.executeSingleOutput(
+    'BatchMatMulV2',
+    [floatT(bb), { name: 'adj_x', type: bb.TF_ATTR_BOOL, value: adjA }, { name: 'adj_y', type: bb.TF_ATTR_BOOL, value: adjB }],
+    [a, b],
+  ) as T;
+}
+
+/** `dy · y · (1 − y)` where y = sigmoid(x): the sigmoid gradient from its output. Native: `SigmoidGrad`. */
+export function sigmoidGrad(y: tf.Tensor, dy: tf.Tensor, composite = false): tf.Tensor {
+  const be = composite ? undefined : native();
+  if (!be) return tf.tidy(() => tf.mul(dy, tf.mul(y, tf.sub(1, y))));
+  return be.executeSingleOutput('SigmoidGrad', [floatT(be.binding)], [y, dy]);
+}
+
+/**
+ * Log-probability of each row's target under softmax(logits), and the
+ * gradient of that log-prob with respect to the logits (`onehot − softmax`).
+ * Native: one `SparseSoftmaxCrossEntropyWithLogits`.
+ *
+ * @param logits `[N, V]`
+ * @param targets int32 `[N]`
+ * @returns `logp` `[N]` and `dlogp` `[N, V]`
+ */
+export function targetLogProbs(logits: tf.Tensor2D, targets: tf.Tensor1D, composite = false): { logp: tf.Tensor1D; dlogp: tf.Tensor2D } {
+  const be = composite ? undefined : native();
+  const v = logits.shape[1];
+  if (!be) {
+    return tf.tidy(() => {
+      const lsm = tf.logSoftmax(logits);
+      const onehot = tf.oneHot(targets, v, 1, 0, 'float32');
+      return { logp: tf.sum(tf.mul(lsm, onehot), -1) as tf.Tensor1D, dlogp: tf.sub(onehot, tf.exp(lsm)) as tf.Tensor2D };
+    }) as unknown as { logp: tf.Tensor1D; dlogp: tf.Tensor2D };
+  }
+  const b = be.binding;
+  return tf.tidy(() => {
+    const [loss, backprop] = be.executeMultipleOutputs(
+      'SparseSoftmaxCrossEntropyWithLogits',
+      [floatT(b), { name: 'Tlabels', type: b.TF_ATTR_TYPE, value: b.TF_INT32 }],
+      [logits, targets],
+      2,
+    );
+    return { logp: tf.neg(loss) as tf.Tensor1D, dlogp: tf.neg(backprop) as tf.Tensor2D };
+  }) as unknown as { logp: tf.Tensor1D; dlogp: tf.Tensor2D };
+}

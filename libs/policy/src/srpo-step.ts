@@ -1,0 +1,266 @@
+import * as tf from '@tensorflow/tfjs';
+import { ValidationError } from '@srpo/core';
+import {
+  buildPaddedSetBatch,
+  disposeObjectiveOutput,
+  disposePaddedSetBatch,
+  objectiveLoss,
+  readDiagnostics,
+  resolveObjectiveConfig,
+  type ObjectiveConfig,
+  type ObjectiveOutput,
+  type SetInput,
+} from '@srpo/srpo';
+import { AdamOptimizer, type AdamConfig } from './adam-optimizer';
+import { checkTemperature, disposePacked, packPairs, packedLogProbs, packedToTensors, type SequencePair } from './log-probs';
+import { learningRateAt, validateLrSchedule, type LrSchedule } from './lr-schedule';
+import type { Policy } from './policy';
+
+/** One agent output of an active set, with what the model needs to re-score it. */
+export interface ActiveSetMember {
+  outputId: string;
+  /** Prompt tokens the output was generated from (≥ 1). */
+  contextTokens: readonly number[];
+  /** Generated tokens (≥ 1). */
+  responseTokens: readonly number[];
+  /** Behaviour log-probs, one per response token (same temperature as the trainer's). */
+  logpOld: readonly number[];
+  /** Loss mask over response tokens; default all ones. */
+  mask?: readonly number[];
+}
+
+/** An active set: the K outputs that acted together, with one advantage. */
+export interface ActiveSet {
+  setId: string;
+  advantage: number;
+  members: readonly ActiveSetMember[];
+}
+
+export interface SrpoTrainerConfig {
+  /** Objective settings for `@srpo/srpo`; missing fields take its defaults. */
+  objective?: Partial<ObjectiveConfig>;
+  /** Temperature of the log-probs in the ratio; must match the sampling temperature. Default 1. */
+  temperature?: number;
+  adam?: AdamConfig;
+  /** Global L2 gradient-norm clip; 0 or Infinity disables. Default 1. */
+  maxGradNorm?: number;
+  /** Default `{ kind: 'constant', lr: 3e-4 }`. */
+  schedule?: LrSchedule;
+  /** Optimizer steps per call over the same mini-batch (PPO-style epochs). Default 1. */
+  epochs?: number;
+}
+
+export interface SrpoEpochResult {
+  /** Objective loss at the weights BEFORE this epoch's update. */
+  loss: number;
+  /** Global gradient norm before clipping. */
+  gradNorm: number;
+  learningRate: number;
+  /** `readDiagnostics` of `@srpo/srpo` for this epoch's forward pass. */
+  diagnostics: Record<string, number>;
+}
+
+export interface SrpoUpdateResult {
+  /** First epoch's loss: the objective on this batch at the weights the call started from. */
+  loss: number;
+  /** First epoch's pre-clip gradient norm. */
+  gradNorm: number;
+  /** First epoch's learning rate. */
+  learningRate: number;
+  /** First epoch's diagnostics plus `grad/norm` and `optim/lr`. */
+  diagnostics: Record<string, number>;
+  /** Every epoch, in order. */
+  epochs: SrpoEpochResult[];
+  /** Policy version after the call (bumped once per epoch). */
+  policyVersion: number;
+  /** Optimizer steps taken so far, this call included. */
+  optimizerStep: number;
+  /** Members (sequences) in the mini-batch. */
+  sequences: number;
+  /** Model input positions processed per epoch (Σ over members of context'+response−1). */
+  tokens: number;
+}
+
+/**
+ * SRPO updates of one policy: Adam with global-norm clipping and a
+ * learning-rate schedule, on mini-batches of whole active sets.
+ *
+ * Each call to {@link update} takes one mini-batch; every member of every set in
+ * it is scored in one forward pass, so a set's ratio always sees all of its
+ * members (the SRPO set ratio is meaningless on part of a set). Use
+ * {@link packMiniBatches} to split a larger batch without splitting sets.
+ *
+ * Host reads happen once per epoch, after the weights are updated (loss,
+ * diagnostics and gradient norm in one go); nothing inside the gradient or
+ * optimizer computation waits on the device.
+ */
+export class SrpoTrainer {
+  readonly optimizer: AdamOptimizer;
+  readonly objective: ObjectiveConfig;
+  readonly temperature: number;
+  readonly maxGradNorm: number;
+  readonly schedule: LrSchedule;
+  readonly epochs: number;
+  private busy = false;
+
+  constructor(
+    readonly policy: Policy,
+    config: SrpoTrainerConfig = {},
+  ) {
+    this.objective = resolveObjectiveConfig(config.objective, 'config.objective');
+    this.temperature = checkTemperature(config.temperature ?? 1, 'config.temperature');
+    this.maxGradNorm = config.maxGradNorm ?? 1;
+    if (!(this.maxGradNorm >= 0)) throw new ValidationError('config.maxGradNorm', `must be >= 0 (0 disables), got ${this.maxGradNorm}`);
+    this.schedule = validateLrSchedule(config.schedule ?? { kind: 'constant', lr: 3e-4 }, 'config.schedule');
+    this.epochs = config.epochs ?? 1;
+    if (!Number.isInteger(this.epochs) || this.epochs < 1) throw new ValidationError('config.epochs', `must be a positive integer, got ${this.epochs}`);
+    this.optimizer = new AdamOptimizer(policy.model, config.adam);
+  }
+
+  /**
+   * Runs `epochs` optimizer steps on one mini-batch of active sets.
+   *
+   * Sequences are laid out as in `tokenLogProbs`: context left-truncated so that
+   * context + response fits the model's context length; the response is kept whole.
+   *
+   * @throws ValidationError naming `sets[i].members[j].field` for malformed input
+   *   (nothing is updated then).
+   */
+  async update(sets: readonly ActiveSet[]): Promise<SrpoUpdateResult> {
+    if (this.busy) throw new ValidationError('update', 'an update is already running on this trainer; await it first');
+    this.busy = true;
+    try {
+      return await this.run(sets);
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  private async run(sets: readonly ActiveSet[]): Promise<SrpoUpdateResult> {
+    const model = this.policy.model;
+    const { setInputs, pairs, fields } = flatten(sets);
+    // Validate everything (token ids, lengths, log-probs) before touching the device.
+    const packed = packPairs(pairs, model, (i) => fields[i]);
+    const batch = buildPaddedSetBatch(setInputs);
+    const tensors = packedToTensors(packed);
+    const vars = model.trainableVariables();
+    const names = model.weightNames();
+    const results: SrpoEpochResult[] = [];
+    try {
+      for (let e = 0; e < this.epochs; e++) {
+        const lr = learningRateAt(this.schedule, this.optimizer.step);
+        let out: ObjectiveOutput | undefined;
+        const { grads } = tf.variableGrads(() => {
+          const logpNew = packedLogProbs(model, tensors, this.temperature);
+          const o = objectiveLoss(logpNew, batch, this.objective);
+          // The diagnostics tensors must outlive the gradient scope; the loss is kept by variableGrads.
+          tf.keep(o.ratio);
+          tf.keep(o.unitWeight);
+          tf.keep(o.unitSet);
+          tf.keep(o.unitSetSize);
+          tf.keep(o.unitAdvantage);
+          tf.keep(o.clippedLow);
+          tf.keep(o.clippedHigh);
+          tf.keep(o.memberLogRatio);
+          tf.keep(o.tokenLogRatio);
+          out = o;
+          return o.loss;
+        }, vars);
+        const byName = new Map<string, tf.Tensor>(names.map((n, i) => [n, grads[vars[i].name]]));
+        let normT: tf.Scalar;
+        try {
+          normT = this.optimizer.apply(byName, lr, this.maxGradNorm);
+        } finally {
+          tf.dispose(Object.values(grads));
+        }
+        this.policy.bumpVersion();
+        const o = out as unknown as ObjectiveOutput;
+        let diagnostics: Record<string, number>;
+        let gradNorm: number;
+        try {
+          const [d, n] = await Promise.all([readDiagnostics(o, batch, this.objective), normT.data()]);
+          diagnostics = d;
+          gradNorm = n[0];
+        } finally {
+          disposeObjectiveOutput(o);
+          normT.dispose();
+        }
+        diagnostics['grad/norm'] = gradNorm;
+        diagnostics['optim/lr'] = lr;
+        results.push({ loss: diagnostics['losses/loss'], gradNorm, learningRate: lr, diagnostics });
+      }
+    } finally {
+      disposePacked(tensors);
+      disposePaddedSetBatch(batch);
+    }
+    const first = results[0];
+    return {
+      loss: first.loss,
+      gradNorm: first.gradNorm,
+      learningRate: first.learningRate,
+      diagnostics: first.diagnostics,
+      epochs: results,
+      policyVersion: this.policy.version,
+      optimizerStep: this.optimizer.step,
+      sequences: packed.m,
+      tokens: packed.contextKept.reduce((a, c, i) => a + c + pairs[i].responseTokens.length - 1, 0),
+    };
+  }
+
+  dispose(): void {
+    this.optimizer.dispose();
+  }
+}
+
+function flatten(sets: readonly ActiveSet[]): { setInputs: SetInput[]; pairs: SequencePair[]; fields: string[] } {
+  if (!Array.isArray(sets) || sets.length === 0) throw new ValidationError('sets', 'a mini-batch needs at least one active set');
+  const setInputs: SetInput[] = [];
+  const pairs: SequencePair[] = [];
+  const fields: string[] = [];
+  sets.forEach((s, i) => {
+    const list: readonly ActiveSetMember[] = Array.isArray(s.members) ? s.members : [];
+    if (list.length === 0) throw new ValidationError(`sets[${i}].members`, 'a set needs at least one member');
+    const members = list.map((m, j) => {
+      const field = `sets[${i}].members[${j}]`;
+      if (!Array.isArray(m.responseTokens) || !Array.isArray(m.contextTokens)) {
+        throw new ValidationError(field, 'contextTokens and responseTokens must be arrays');
+      }
+      if (!Array.isArray(m.logpOld) || m.logpOld.length !== m.responseTokens.length) {
+        throw new ValidationError(`${field}.logpOld`, `must hold one log-prob per response token (${m.responseTokens.length}), got ${Array.isArray(m.logpOld) ? m.logpOld.length : typeof m.logpOld}`);
+      }
+      const mask = m.mask ? [...m.mask] : new Array<number>(m.responseTokens.length).fill(1);
+      if (mask.length !== m.responseTokens.length) {
+        throw new ValidationError(`${field}.mask`, `must hold one value per response token (${m.responseTokens.length}), got ${mask.length}`);
+      }
+      pairs.push({ contextTokens: m.contextTokens, responseTokens: m.responseTokens, mask });
+      fields.push(field);
+      return { outputId: m.outputId, logpOld: [...m.logpOld], mask };
+    });
+    setInputs.push({ setId: s.setId, advantage: s.advantage, members });
+  });
+  return { setInputs, pairs, fields };
+}
+
+/**
+ * Splits active sets into mini-batches of at most `maxSequences` members
+ * without ever splitting a set (a set larger than the limit gets a batch of its
+ * own). Keeps input order; greedy, so the result is deterministic.
+ */
+export function packMiniBatches<T extends { members: readonly unknown[] }>(sets: readonly T[], maxSequences: number): T[][] {
+  if (!Number.isInteger(maxSequences) || maxSequences < 1) throw new ValidationError('maxSequences', `must be a positive integer, got ${maxSequences}`);
+  const out: T[][] = [];
+  let current: T[] = [];
+  let count = 0;
+  for (const s of sets) {
+    const k = s.members.length;
+    if (current.length > 0 && count + k > maxSequences) {
+      out.push(current);
+      current = [];
+      count = 0;
+    }
+    current.push(s);
+    count += k;
+  }
+  if (current.length > 0) out.push(current);
+  return out;
+}

@@ -1,0 +1,242 @@
+import * as tf from '@tensorflow/tfjs';
+import { batchMatMul, matMul2d, sigmoidGrad, sumToLastAxis, targetLogProbs } from './native-ops';
+
+/**
+ * Differentiable building blocks of the transformer, each with a hand-written
+ * gradient (`tf.customGrad`). Autodiff through the composite forms records
+ * 2–4× more ops, and tfjs pays per op (on the native backend an elementwise op
+ * over a [2048, 128] activation costs ~50–100 µs, mostly fixed); these keep
+ * forward + backward near the minimum number of passes over activations and
+ * route the hot spots to single native kernels (see native-ops.ts).
+ *
+ * Activations are 2-D `[N, ·]` (rows = batch·time) unless stated otherwise.
+ */
+
+type Input = tf.Tensor | tf.GradSaveFunc;
+
+/**
+ * Residual projection `h + x · W + b`. x `[N, I]`, W `[I, O]`, b `[O]`, h `[N, O]` → `[N, O]`.
+ * One tape entry: the residual gradient passes through untouched, where a
+ * separate `tf.add` would record two reshapes for it.
+ */
+export function residualLinear(h: tf.Tensor2D, x: tf.Tensor2D, w: tf.Tensor2D, b: tf.Tensor1D): tf.Tensor2D {
+  const fn = tf.customGrad((...args: Input[]) => {
+    const [hi, xi, wi, bi, save] = args as [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D, tf.Tensor1D, tf.GradSaveFunc];
+    save([xi, wi]);
+    return {
+      value: tf.add(hi, tf.add(matMul2d(xi, wi), bi)),
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+        const [sx, sw] = saved as [tf.Tensor2D, tf.Tensor2D];
+        const d = dy as tf.Tensor2D;
+        return [d, matMul2d(d, sw, false, true), matMul2d(sx, d, true, false), sumToLastAxis(d)];
+      },
+    };
+  });
+  return fn(h, x, w, b) as tf.Tensor2D;
+}
+
+/**
+ * Pre-norm projection `LN(x; g, β) · W + b` (layer norm over the last axis,
+ * biased variance), computed as `x̂ · W_c + c` with the gain and shift folded
+ * into the weights:
+ *
+ *   W' = diag(g) · W,   W_c = (W' − 1·mean_rows(W')) ∘ s,   c = (β · W + b) ∘ s
+ *
+ * where s is an optional constant column scale. Folding removes two passes
+ * over the activations in each direction. Centring W' changes nothing forward
+ * (x̂ rows sum to 0, so x̂ · 1 = 0) but makes the gradient reaching x̂
+ * row-centred, which drops the `mean(dx̂)` term from the layer-norm backward.
+ * Forward and backward (all five gradients) are written out by hand so that the
+ * whole projection is one tape entry; row means are matrix–vector products,
+ * which TensorFlow runs several times faster than a `Mean` reduction here.
+ *
+ * @param x `[N, D]`; gain, shift `[D]`; w `[D, O]`; bias `[O]` or none
+ * @param consts cached constants for width D (see {@link normConstants})
+ * @param colScale optional constant `[O]` multiplier (attention's 1/√d_h on the q columns, 1/temperature on logits)
+ * @returns `[N, O]`
+ */
+export function normLinear(
+  x: tf.Tensor2D,
+  gain: tf.Tensor1D,
+  shift: tf.Tensor1D,
+  w: tf.Tensor2D,
+  bias: tf.Tensor1D | undefined,
+  eps: number,
+  consts: NormConstants,
+  colScale?: tf.Tensor1D,
+): tf.Tensor2D {
+  const [d, o] = w.shape;
+  const { meanCol } = consts;
+  const fn = tf.customGrad((...args: Input[]) => {
+    const [xi, gi, si, wi, bi] = args as tf.Tensor2D[]; // x, gain, shift, W, bias
+    const save = args[args.length - 1] as tf.GradSaveFunc;
+    // Folded weights (small). Gain as a column and shift as a row serve both passes.
+    const gCol = gi.reshape([d, 1]) as tf.Tensor2D;
+    const sRow = si.reshape([1, d]) as tf.Tensor2D;
+    const wg = tf.mul(wi, gCol) as tf.Tensor2D;
+    let wc = tf.sub(wg, matMul2d(meanCol, wg, true, false)) as tf.Tensor2D; // minus [1, O] column means
+    let c = matMul2d(sRow, wi) as tf.Tensor; // [1, O]
+    if (bias) c = tf.add(c, bi);
+    if (colScale) {
+      wc = tf.mul(wc, colScale);
+      c = tf.mul(c, colScale);
+    }
+    // Row statistics (large, [N, D]).
+    const xc = tf.sub(xi, matMul2d(xi, meanCol));
+    const rstd = tf.rsqrt(tf.add(matMul2d(tf.square(xc) as tf.Tensor2D, meanCol), eps)) as tf.Tensor2D; // [N, 1]
+    const xhat = tf.mul(xc, rstd) as tf.Tensor2D;
+    // colScale may be a caller temporary that is gone by the time gradients run: save it too.
+    save([xhat, rstd, wc, wi, gCol, sRow, ...(colScale ? [colScale] : [])]);
+    return {
+      value: tf.add(matMul2d(xhat, wc), c),
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+        const [sxhat, srstd, swc, sw, sgCol, ssRow, sscale] = saved as tf.Tensor2D[];
+        const g = dy as tf.Tensor2D;
+        const dxhat = matMul2d(g, swc, false, true); // row-centred because swc is column-centred
+        // dx = rstd · (dx̂ − mean(dx̂) − x̂ · mean(dx̂ ∘ x̂)), with mean(dx̂) = 0
+        const proj = matMul2d(tf.mul(dxhat, sxhat) as tf.Tensor2D, meanCol); // [N, 1]
+        const dx = tf.mul(tf.sub(dxhat, tf.mul(sxhat, proj)), srstd);
+        let dwc = matMul2d(sxhat, g, true, false); // [D, O]
+        let dc = sumToLastAxis(g); // [O]
+        if (sscale) {
+          dwc = tf.mul(dwc, sscale);
+          dc = tf.mul(dc, sscale);
+        }
+        // Through the centring (a symmetric projection) and the gain.
+        const dwg = tf.sub(dwc, matMul2d(meanCol, dwc, true, false));
+        const dGain = tf.sum(tf.mul(dwg, sw), 1);
+        // Through c = β·W: dβ = W·dc, dW += β ⊗ dc.
+        const dcRow = dc.reshape([1, o]) as tf.Tensor2D;
+        const dShift = matMul2d(sw, dcRow, false, true).reshape([d]);
+        const dW = tf.add(tf.mul(dwg, sgCol), matMul2d(ssRow, dcRow, true, false));
+        const grads = [dx, dGain, dShift, dW];
+        if (bias) grads.push(dc);
+        return grads;
+      },
+    };
+  });
+  return (bias ? fn(x, gain, shift, w, bias) : fn(x, gain, shift, w)) as tf.Tensor2D;
+}
+
+/** Constants {@link normLinear} needs for a width D; cache them (the model does). */
+export interface NormConstants {
+  /** `[D, 1]` filled with 1/D: `x · meanCol` is the row mean, as a matrix–vector product. */
+  meanCol: tf.Tensor2D;
+}
+
+export function normConstants(d: number): NormConstants {
+  return { meanCol: tf.fill([d, 1], 1 / d) as tf.Tensor2D };
+}
+
+const GELU_C = Math.sqrt(2 / Math.PI);
+const GELU_A = 0.044715;
+
+/**
+ * GELU, tanh approximation (GPT-2; `F.gelu(x, approximate='tanh')`):
+ * `x · ½(1 + tanh(u))`, u = c(x + a x³), evaluated as `x · σ(2u)` (the same
+ * function: ½(1 + tanh u) = σ(2u)). The derivative is formed in the forward
+ * pass from the values already at hand, so the backward is one multiply and
+ * only one activation-sized tensor is kept: 12 passes over the activations in
+ * all, where autodiff of the textbook form records about 20.
+ */
+export function gelu(x: tf.Tensor2D): tf.Tensor2D {
+  const fn = tf.customGrad((...args: Input[]) => {
+    const [xi, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
+    const x2 = tf.square(xi);
+    const s = tf.sigmoid(tf.mul(xi, tf.add(tf.mul(x2, 2 * GELU_C * GELU_A), 2 * GELU_C))); // σ(v), v = 2u
+    // y′ = σ(v) + x·σ(v)(1 − σ(v))·v′,  v′ = 2c(1 + 3a x²)
+    const xdv = tf.mul(xi, tf.add(tf.mul(x2, 6 * GELU_C * GELU_A), 2 * GELU_C));
+    save([tf.add(s, sigmoidGrad(s, xdv))]);
+    return {
+      value: tf.mul(xi, s),
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => tf.mul(dy, saved[0]),
+    };
+  });
+  return fn(x) as tf.Tensor2D;
+}
+
+/**
+ * Token embedding plus learned positions.
+ *
+ * @param ids int32 `[B·T]` token ids (not differentiated)
+ * @param table `[V, D]` embedding matrix
+ * @param positions `[T, D]` position embeddings for the first T positions
+ * @returns `[B·T, D]`
+ */
+export function embed(ids: tf.Tensor1D, table: tf.Tensor2D, positions: tf.Tensor2D, batch: number, oneHot: boolean): tf.Tensor2D {
+  const [v, d] = table.shape;
+  const t = positions.shape[0];
+  const fn = tf.customGrad((...args: Input[]) => {
+    const [ti, pi, save] = args as [tf.Tensor2D, tf.Tensor2D, tf.GradSaveFunc];
+    // One-hot matmul for small vocabularies: forward and gradient are one matmul
+    // each, where gather's gradient is a scatter (UnsortedSegmentSum).
+    const hot = oneHot ? (tf.oneHot(ids, v, 1, 0, 'float32') as tf.Tensor2D) : undefined;
+    const rows = hot ? matMul2d(hot, ti) : (tf.gather(ti, ids) as tf.Tensor2D);
+    // ids belong to the caller's scope, which may be gone when gradients run: keep what the backward needs.
+    save([hot ?? ids]);
+    return {
+      value: tf.add(rows.reshape([batch, t * d]), pi.reshape([t * d])).reshape([batch * t, d]),
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+        const g = dy as tf.Tensor2D;
+        const dTable = hot ? matMul2d(saved[0] as tf.Tensor2D, g, true, false) : (tf.unsortedSegmentSum(g, saved[0] as tf.Tensor1D, v) as tf.Tensor2D);
+        return [dTable, sumToLastAxis(g.reshape([batch, t * d])).reshape([t, d])];
+      },
+    };
+  });
+  return fn(table, positions) as tf.Tensor2D;
+}
+
+/**
+ * Causal multi-head self-attention core, from the fused projection to the
+ * per-head outputs merged back to rows.
+ *
+ * @param qkv `[B·T, 3·D]`, columns `[q | k | v]`, each split into heads of `D/H`;
+ *   q must already carry the 1/√d_h scale (folded into its projection).
+ * @param mask `[T, T]` additive causal mask (0 / large negative)
+ * @returns `[B·T, D]`
+ */
+export function causalAttention(qkv: tf.Tensor2D, mask: tf.Tensor2D, batch: number, heads: number): tf.Tensor2D {
+  const [n, d3] = qkv.shape;
+  const t = n / batch;
+  const d = d3 / 3;
+  const dh = d / heads;
+  const fn = tf.customGrad((...args: Input[]) => {
+    const [x, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
+    const [q, k, v] = tf.unstack(x.reshape([batch, t, 3, heads, dh]).transpose([2, 0, 3, 1, 4]), 0) as tf.Tensor4D[]; // [B, H, T, dh]
+    const p = tf.softmax(tf.add(batchMatMul(q, k, false, true), mask)) as tf.Tensor4D; // [B, H, T, T]
+    const o = batchMatMul(p, v); // [B, H, T, dh]
+    save([q, k, v, p]);
+    return {
+      value: o.transpose([0, 2, 1, 3]).reshape([n, d]),
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+        const [sq, sk, sv, sp] = saved as tf.Tensor4D[];
+        const dO = dy.reshape([batch, t, heads, dh]).transpose([0, 2, 1, 3]) as tf.Tensor4D;
+        const dv = batchMatMul(sp, dO, true, false);
+        const dp = batchMatMul(dO, sv, false, true);
+        // softmax backward: p ∘ (dp − Σ_j dp_j p_j)
+        const ds = tf.mul(sp, tf.sub(dp, tf.sum(tf.mul(dp, sp), -1, true))) as tf.Tensor4D;
+        const dq = batchMatMul(ds, sk);
+        const dk = batchMatMul(ds, sq, true, false);
+        return tf.stack([dq, dk, dv]).transpose([1, 3, 0, 2, 4]).reshape([n, d3]);
+      },
+    };
+  });
+  return fn(qkv) as tf.Tensor2D;
+}
+
+/**
+ * `log softmax(logits)[target]` per row. logits `[N, V]`, targets int32 `[N]`
+ * (not differentiated) → `[N]`.
+ */
+export function pickLogProbs(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tensor1D {
+  const fn = tf.customGrad((...args: Input[]) => {
+    const [li, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
+    const { logp, dlogp } = targetLogProbs(li, targets);
+    save([dlogp]);
+    return {
+      value: logp,
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => tf.mul(saved[0], tf.expandDims(dy, 1)),
+    };
+  });
+  return fn(logits) as tf.Tensor1D;
+}
