@@ -1,0 +1,115 @@
+import { Kafka } from 'kafkajs';
+import { errorMessage, Logger } from '@srpo/core';
+import { EventCodec, TopicCatalog } from '@srpo/events';
+import { SinkRunner } from '@srpo/streams';
+import { BatchHandler, ConsumptionControl, ConsumptionState, GroupSource, ReadyGroup } from './group-source';
+
+/**
+ * Ready groups of one policy from the advantage-groups topic, in log order
+ * (the topic is keyed by policy id, so one partition holds a policy's groups
+ * in order and mini-batches are the same on every replay). A mini-batch is the
+ * shortest run of consecutive groups holding at least `setsPerUpdate` sets.
+ * Offsets are committed after the update service handled the batch.
+ */
+export class KafkaGroupSource implements GroupSource, ConsumptionControl {
+  private runner?: SinkRunner<ReadyGroup>;
+  private current: ConsumptionState = { paused: false, changedAtMs: null };
+  private stopped = false;
+  private starting?: Promise<void>;
+  private readonly log: Logger;
+
+  constructor(
+    private readonly options: {
+      kafka: Kafka;
+      codec: EventCodec;
+      catalog: TopicCatalog;
+      groupId: string;
+      policyId: string;
+      setsPerUpdate: number;
+      sessionTimeoutMs?: number;
+      clock?: () => number;
+      count?: (metric: string, labels?: Record<string, string>) => void;
+    },
+  ) {
+    this.log = new Logger('group-source', { policyId: options.policyId, groupId: options.groupId });
+  }
+
+  /**
+   * Resolves at once: the consumer connects in the background and keeps retrying
+   * while the cluster is unreachable, so the HTTP API (and /health, which reports
+   * the outage) is up regardless.
+   */
+  async start(onBatch: BatchHandler): Promise<void> {
+    this.starting = this.connectLoop(onBatch);
+  }
+
+  private async connectLoop(onBatch: BatchHandler): Promise<void> {
+    for (let attempt = 1; !this.stopped; attempt++) {
+      try {
+        await this.connect(onBatch);
+        return;
+      } catch (e) {
+        await this.runner?.stop().catch(() => undefined);
+        this.runner = undefined;
+        this.log.warn('consumer could not start; retrying', { attempt, error: errorMessage(e) });
+        await new Promise((r) => setTimeout(r, Math.min(30_000, 1000 * attempt)));
+      }
+    }
+  }
+
+  private async connect(onBatch: BatchHandler): Promise<void> {
+    const { kafka, codec, catalog, groupId, policyId, setsPerUpdate } = this.options;
+    this.runner = new SinkRunner<ReadyGroup>({
+      kafka,
+      codec,
+      groupId,
+      topic: catalog.advantageGroups.name,
+      deadLetterTopic: catalog.deadLetter.name,
+      processorName: 'learner',
+      logger: this.log,
+      sessionTimeoutMs: this.options.sessionTimeoutMs,
+      count: this.options.count,
+      select: (record) => {
+        if (record.event.type !== 'AdvantageGroup' || record.event.value.policyId !== policyId) return null;
+        return { group: record.event.value, source: record.source };
+      },
+      batchSize: (pending) => {
+        let sets = 0;
+        for (let i = 0; i < pending.length; i++) {
+          sets += pending[i].group.sets.length;
+          if (sets >= setsPerUpdate) return i + 1;
+        }
+        return 0;
+      },
+      onBatch,
+    });
+    await this.runner.start();
+    if (this.current.paused) this.runner.pause();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.runner?.stop();
+    await this.starting;
+  }
+
+  async pause(): Promise<ConsumptionState> {
+    if (!this.current.paused) {
+      this.runner?.pause();
+      this.current = { paused: true, changedAtMs: (this.options.clock ?? Date.now)() };
+    }
+    return this.state();
+  }
+
+  async resume(): Promise<ConsumptionState> {
+    if (this.current.paused) {
+      this.runner?.resume();
+      this.current = { paused: false, changedAtMs: (this.options.clock ?? Date.now)() };
+    }
+    return this.state();
+  }
+
+  state(): ConsumptionState {
+    return { ...this.current };
+  }
+}

@@ -1,0 +1,140 @@
+import * as path from 'path';
+import { ConfigError, ErrorCode } from '@srpo/core';
+import { DEFAULT_OBJECTIVE_CONFIG } from '@srpo/srpo';
+import { DEFAULT_MODEL, loadLearnerConfig } from './learner-config';
+
+const CWD = '/srv/learner';
+const load = (env: Record<string, string>) => loadLearnerConfig(env, CWD);
+
+function failure(env: Record<string, string>): ConfigError {
+  try {
+    load(env);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ConfigError);
+    return e as ConfigError;
+  }
+  throw new Error('expected the config to be refused');
+}
+
+describe('loadLearnerConfig', () => {
+  it('fills every default from a minimal environment', () => {
+    const c = load({ SRPO_POLICY_ID: 'solver' });
+    expect(c).toMatchObject({
+      policyId: 'solver',
+      policyRoles: ['solver'],
+      store: { kind: 'sqlite', path: path.join(CWD, '.srpo/learner.sqlite') },
+      checkpointDir: path.join(CWD, '.srpo/checkpoints'),
+      setsPerUpdate: 16,
+      maxPolicyLag: 4,
+      epochs: 1,
+      lr: 3e-4,
+      maxGradNorm: 1,
+      seed: 0,
+      backend: 'auto',
+      httpPort: 3000,
+      apiToken: undefined,
+      apiReadToken: undefined,
+      topics: { prefix: 'srpo.' },
+      consumerGroupId: 'srpo-learner.solver',
+      crashAt: undefined,
+      logLevel: 'info',
+    });
+    expect(c.objective).toEqual({ ...DEFAULT_OBJECTIVE_CONFIG, progress: { ...DEFAULT_OBJECTIVE_CONFIG.progress } });
+    expect(c.model).toEqual(DEFAULT_MODEL);
+    expect(c.kafka.brokers).toEqual(['127.0.0.1:9092']);
+    expect(c.codeVersion).toBe('srpo-kafka@0.1.0');
+  });
+
+  it('reads every variable it documents', () => {
+    const c = load({
+      SRPO_POLICY_ID: 'critic-2',
+      SRPO_POLICY_ROLES: 'critic, judge',
+      SRPO_DATABASE_URL: 'postgresql://u:secret@db:5432/srpo',
+      SRPO_DATABASE_SCHEMA: 'learner',
+      SRPO_CHECKPOINT_DIR: '/data/ckpt',
+      SRPO_SETS_PER_UPDATE: '32',
+      SRPO_MAX_POLICY_LAG: '0',
+      SRPO_EPOCHS: '3',
+      SRPO_LR: '1e-5',
+      SRPO_MAX_GRAD_NORM: '0',
+      SRPO_SEED: '42',
+      SRPO_OBJECTIVE: 'gspo',
+      SRPO_EVENT_REDUCTION: 'mean',
+      SRPO_CLIP_LOW: '0.1',
+      SRPO_CLIP_HIGH: '0.28',
+      SRPO_MODEL_CONFIG: '{"vocabSize":64,"dModel":16,"nLayers":1,"nHeads":2,"maxSeqLen":32}',
+      SRPO_BACKEND: 'cpu',
+      SRPO_HTTP_PORT: '8080',
+      SRPO_API_TOKEN: 'w'.repeat(16),
+      SRPO_API_READ_TOKEN: 'r'.repeat(20),
+      SRPO_TOPIC_PREFIX: 'run7.',
+      SRPO_CONSUMER_GROUP: 'g',
+      SRPO_CODE_VERSION: 'abc123',
+      SRPO_CRASH_AT: 'after-db',
+      SRPO_LOG_LEVEL: 'warn',
+      KAFKA_BROKERS: 'k1:9092,k2:9092',
+    });
+    expect(c).toMatchObject({
+      policyId: 'critic-2',
+      policyRoles: ['critic', 'judge'],
+      store: { kind: 'postgres', url: 'postgresql://u:secret@db:5432/srpo', schema: 'learner' },
+      checkpointDir: '/data/ckpt',
+      setsPerUpdate: 32,
+      maxPolicyLag: 0,
+      epochs: 3,
+      lr: 1e-5,
+      maxGradNorm: 0,
+      seed: 42,
+      objective: { objective: 'gspo', eventReduction: 'mean', clipLow: 0.1, clipHigh: 0.28 },
+      backend: 'cpu',
+      httpPort: 8080,
+      apiToken: 'wwwwwwwwwwwwwwww',
+      apiReadToken: 'rrrrrrrrrrrrrrrrrrrr',
+      topics: { prefix: 'run7.' },
+      consumerGroupId: 'g',
+      codeVersion: 'abc123',
+      crashAt: 'after-db',
+      logLevel: 'warn',
+    });
+    expect(c.model).toEqual({ vocabSize: 64, dModel: 16, nLayers: 1, nHeads: 2, maxSeqLen: 32, dMlp: 64, tiedEmbeddings: true, layerNormEps: 1e-5 });
+    expect(c.kafka.brokers).toEqual(['k1:9092', 'k2:9092']);
+  });
+
+  it.each([
+    [{}, 'SRPO_POLICY_ID', /is required/],
+    [{ SRPO_POLICY_ID: '../etc' }, 'SRPO_POLICY_ID', /must match/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_SETS_PER_UPDATE: 'many' }, 'SRPO_SETS_PER_UPDATE', /expected an integer, got "many"/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_SETS_PER_UPDATE: '0' }, 'SRPO_SETS_PER_UPDATE', /must be >= 1/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_MAX_POLICY_LAG: '-1' }, 'SRPO_MAX_POLICY_LAG', /must be >= 0/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_EPOCHS: '1.5' }, 'SRPO_EPOCHS', /expected an integer/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_LR: 'fast' }, 'SRPO_LR', /expected a number/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_MAX_GRAD_NORM: '-2' }, 'SRPO_MAX_GRAD_NORM', /must be >= 0/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_SEED: '-3' }, 'SRPO_SEED', /must be >= 0/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_OBJECTIVE: 'ppo' }, 'SRPO_OBJECTIVE', /expected one of srpo, gspo, grpo-token, got "ppo"/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_EVENT_REDUCTION: 'max' }, 'SRPO_EVENT_REDUCTION', /expected one of sqrt, sum, mean/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_CLIP_LOW: '1.5' }, 'SRPO_CLIP_LOW', /must be <= 1/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_CLIP_HIGH: 'abc' }, 'SRPO_CLIP_HIGH', /expected a number, got "abc"/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_BACKEND: 'gpu' }, 'SRPO_BACKEND', /expected one of auto, tensorflow-gpu, tensorflow, cpu/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_HTTP_PORT: '70000' }, 'SRPO_HTTP_PORT', /must be <= 65535/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_API_TOKEN: 'short' }, 'SRPO_API_TOKEN', /at least 16 characters/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_API_READ_TOKEN: 'short' }, 'SRPO_API_READ_TOKEN', /at least 16 characters/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_DATABASE_URL: 'mysql://db/x' }, 'SRPO_DATABASE_URL', /scheme must be postgres/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_DATABASE_URL: 'not a url' }, 'SRPO_DATABASE_URL', /not a valid URL/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_DATABASE_SCHEMA: 's' }, 'SRPO_DATABASE_SCHEMA', /only applies to PostgreSQL/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_MODEL_CONFIG: '{"vocabSize":64' }, 'SRPO_MODEL_CONFIG', /not valid JSON/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_MODEL_CONFIG: '{"vocabSize":64,"dModel":10,"nLayers":1,"nHeads":3,"maxSeqLen":8}' }, 'SRPO_MODEL_CONFIG', /config\.nHeads: must divide dModel/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_CRASH_AT: 'before-step' }, 'SRPO_CRASH_AT', /expected one of after-step, after-checkpoint, after-db, after-publish/],
+    [{ SRPO_POLICY_ID: 'p', KAFKA_SASL_MECHANISM: 'plain' }, 'KAFKA_SASL_USERNAME', /is required/],
+  ] as [Record<string, string>, string, RegExp][])('refuses %j naming %s', (env, variable, problem) => {
+    const e = failure(env);
+    expect(e.code).toBe(ErrorCode.CONFIG_INVALID);
+    expect(e.field).toBe(variable);
+    expect(e.message).toMatch(new RegExp(`^invalid configuration ${variable}: `));
+    expect(e.message).toMatch(problem);
+  });
+
+  it('never echoes a database URL (it may hold a password)', () => {
+    const e = failure({ SRPO_POLICY_ID: 'p', SRPO_DATABASE_URL: 'mysql://u:hunter2@db/x' });
+    expect(e.message).not.toContain('hunter2');
+  });
+});

@@ -1,0 +1,197 @@
+import * as fs from 'fs';
+import * as path from 'path';
+import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, errorMessage, Logger, LogLevel, repoRoot } from '@srpo/core';
+import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
+import { resolveTransformerConfig, type TransformerConfig } from '@srpo/policy';
+import { EVENT_REDUCTIONS, OBJECTIVES, resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
+import type { StoreConfig } from '@srpo/store';
+
+/** Step boundaries of an update at which {@link LearnerConfig.crashAt} can kill the process. */
+export type CrashPoint = 'after-step' | 'after-checkpoint' | 'after-db' | 'after-publish';
+export const CRASH_POINTS: readonly CrashPoint[] = ['after-step', 'after-checkpoint', 'after-db', 'after-publish'];
+
+export interface LearnerConfig {
+  policyId: string;
+  /** Agent roles recorded for the policy when it is first registered. */
+  policyRoles: string[];
+  store: StoreConfig;
+  /** Absolute; checkpoints are `<dir>/<policyId>/v<version>/`. */
+  checkpointDir: string;
+  setsPerUpdate: number;
+  maxPolicyLag: number;
+  epochs: number;
+  lr: number;
+  maxGradNorm: number;
+  seed: number;
+  objective: ObjectiveConfig;
+  /** Shape of version 0 (a restored checkpoint carries its own). */
+  model: TransformerConfig;
+  backend: BackendRequest;
+  httpPort: number;
+  /** Bearer token for state-changing endpoints; unset disables them. */
+  apiToken?: string;
+  /** When set, read-only endpoints require it (or the write token) too. */
+  apiReadToken?: string;
+  kafka: KafkaConnectionOptions;
+  topics: TopicCatalogOptions;
+  consumerGroupId: string;
+  /** Consumer session timeout: how long a crashed learner holds its partitions. */
+  sessionTimeoutMs: number;
+  /** Recorded with every update. */
+  codeVersion: string;
+  /** Test-only fault injection; never set in production. */
+  crashAt?: CrashPoint;
+  logLevel: LogLevel;
+}
+
+export const DEFAULT_MODEL: TransformerConfig = { vocabSize: 256, dModel: 64, nLayers: 2, nHeads: 4, maxSeqLen: 128 };
+const POLICY_ID = /^[A-Za-z0-9._-]+$/;
+const MIN_TOKEN_LENGTH = 16;
+
+/**
+ * The learner's configuration: the only place in the learner that reads the
+ * environment. Validated completely at boot; a bad value fails with a
+ * `ConfigError` naming the variable.
+ *
+ * | variable | default | meaning |
+ * | --- | --- | --- |
+ * | `SRPO_POLICY_ID` | required | policy this learner trains; `[A-Za-z0-9._-]+` (it names checkpoint directories) |
+ * | `SRPO_POLICY_ROLES` | the policy id | comma-separated agent roles recorded when the policy is first registered |
+ * | `SRPO_DATABASE_URL` | unset | `postgres://…` or `postgresql://…` → PostgreSQL; unset → SQLite |
+ * | `SRPO_DATABASE_SCHEMA` | server default | PostgreSQL schema holding the tables (must exist) |
+ * | `SRPO_SQLITE_PATH` | `.srpo/learner.sqlite` | SQLite file when no database URL is set |
+ * | `SRPO_CHECKPOINT_DIR` | `.srpo/checkpoints` | checkpoint root; one directory per version |
+ * | `SRPO_SETS_PER_UPDATE` | 16 | active sets the consumer gathers for one update |
+ * | `SRPO_MAX_POLICY_LAG` | 4 | a group with a member older than current version − lag is skipped as stale |
+ * | `SRPO_EPOCHS` | 1 | optimizer epochs per update over the same mini-batch |
+ * | `SRPO_LR` | 3e-4 | Adam learning rate (constant) |
+ * | `SRPO_MAX_GRAD_NORM` | 1.0 | global gradient-norm clip; 0 disables |
+ * | `SRPO_SEED` | 0 | seed of the initial (version 0) weights |
+ * | `SRPO_OBJECTIVE` | `srpo` | `srpo`, `gspo` or `grpo-token` |
+ * | `SRPO_EVENT_REDUCTION` | `sqrt` | c(K) of the set ratio: `sqrt`, `sum` or `mean` |
+ * | `SRPO_CLIP_LOW` | 0.2 | ε_low, in [0, 1] |
+ * | `SRPO_CLIP_HIGH` | 0.2 | ε_high, >= 0 |
+ * | `SRPO_MODEL_CONFIG` | `{"vocabSize":256,"dModel":64,"nLayers":2,"nHeads":4,"maxSeqLen":128}` | JSON transformer shape of version 0; must match the agents' tokenizer |
+ * | `SRPO_BACKEND` | `auto` | `auto`, `tensorflow-gpu`, `tensorflow` or `cpu`; a forced backend that fails is an error |
+ * | `SRPO_HTTP_PORT` | 3000 | HTTP API port |
+ * | `SRPO_API_TOKEN` | unset | bearer token (>= 16 chars) for `POST /consumption/*`; unset: those endpoints answer 403 |
+ * | `SRPO_API_READ_TOKEN` | unset | when set (>= 16 chars), read endpoints (`/metrics`, `/policies`, `/updates`) require it or the write token; `/health` stays open |
+ * | `SRPO_TOPIC_PREFIX` | `srpo.` | topic name prefix |
+ * | `SRPO_CONSUMER_GROUP` | `srpo-learner.<policy id>` | Kafka consumer group of the learner |
+ * | `SRPO_SESSION_TIMEOUT_MS` | 30000 | consumer session timeout: how long a crashed learner holds its partitions |
+ * | `SRPO_CLIENT_ID` | `srpo-learner` | Kafka client id |
+ * | `SRPO_CODE_VERSION` | `srpo-kafka@<package version>` | code version recorded with every update (CI sets the git commit) |
+ * | `SRPO_LOG_LEVEL` | `info` | `debug`, `info`, `warn`, `error` |
+ * | `SRPO_CRASH_AT` | unset | **test-only fault injection**: `after-step`, `after-checkpoint`, `after-db` or `after-publish` makes the process SIGKILL itself at that boundary of the next update |
+ * | `KAFKA_*` | see `readKafkaConnection` | brokers, TLS, SASL |
+ */
+export function loadLearnerConfig(env: Readonly<Record<string, string | undefined>> = process.env, cwd: string = process.cwd()): LearnerConfig {
+  const r = new EnvReader(env);
+  const policyId = r.str('SRPO_POLICY_ID');
+  if (!POLICY_ID.test(policyId) || policyId === '.' || policyId === '..' || policyId.length > 200) {
+    throw new ConfigError('SRPO_POLICY_ID', `must match [A-Za-z0-9._-]+ (at most 200 characters; it names checkpoint directories), got "${policyId}"`);
+  }
+  const config: LearnerConfig = {
+    policyId,
+    policyRoles: r.list('SRPO_POLICY_ROLES', [policyId]),
+    store: readStore(r, cwd),
+    checkpointDir: path.resolve(cwd, r.str('SRPO_CHECKPOINT_DIR', '.srpo/checkpoints')),
+    setsPerUpdate: r.int('SRPO_SETS_PER_UPDATE', 16, { min: 1, max: 100_000 }),
+    maxPolicyLag: r.int('SRPO_MAX_POLICY_LAG', 4, { min: 0 }),
+    epochs: r.int('SRPO_EPOCHS', 1, { min: 1, max: 1000 }),
+    lr: r.num('SRPO_LR', 3e-4, { min: 0 }),
+    maxGradNorm: r.num('SRPO_MAX_GRAD_NORM', 1.0, { min: 0 }),
+    seed: r.int('SRPO_SEED', 0, { min: 0, max: Number.MAX_SAFE_INTEGER }),
+    objective: readObjective(r),
+    model: readModel(r),
+    backend: r.oneOf('SRPO_BACKEND', BACKEND_REQUESTS, 'auto'),
+    httpPort: r.int('SRPO_HTTP_PORT', 3000, { min: 0, max: 65535 }),
+    apiToken: readToken(r, 'SRPO_API_TOKEN'),
+    apiReadToken: readToken(r, 'SRPO_API_READ_TOKEN'),
+    kafka: readKafkaConnection(r, r.str('SRPO_CLIENT_ID', 'srpo-learner')),
+    topics: { prefix: r.str('SRPO_TOPIC_PREFIX', 'srpo.') },
+    consumerGroupId: r.str('SRPO_CONSUMER_GROUP', `srpo-learner.${policyId}`),
+    sessionTimeoutMs: r.int('SRPO_SESSION_TIMEOUT_MS', 30_000, { min: 6_000, max: 300_000 }),
+    codeVersion: r.str('SRPO_CODE_VERSION', defaultCodeVersion()),
+    crashAt: r.has('SRPO_CRASH_AT') ? r.oneOf('SRPO_CRASH_AT', CRASH_POINTS) : undefined,
+    logLevel: r.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
+  };
+  return config;
+}
+
+/** Applies the process-wide settings of a loaded config (log level). */
+export function applyLearnerConfig(config: LearnerConfig): void {
+  Logger.configure({ level: config.logLevel });
+}
+
+function readStore(r: EnvReader, cwd: string): StoreConfig {
+  const url = r.optionalStr('SRPO_DATABASE_URL');
+  if (url === undefined) {
+    if (r.has('SRPO_DATABASE_SCHEMA')) throw new ConfigError('SRPO_DATABASE_SCHEMA', 'only applies to PostgreSQL; set SRPO_DATABASE_URL too');
+    return { kind: 'sqlite', path: path.resolve(cwd, r.str('SRPO_SQLITE_PATH', '.srpo/learner.sqlite')) };
+  }
+  let scheme: string;
+  try {
+    scheme = new URL(url).protocol;
+  } catch {
+    // Never echo the URL: it may carry a password.
+    throw new ConfigError('SRPO_DATABASE_URL', 'is not a valid URL (expected postgres://user:password@host:port/database)');
+  }
+  if (scheme !== 'postgres:' && scheme !== 'postgresql:') {
+    throw new ConfigError('SRPO_DATABASE_URL', `scheme must be postgres:// or postgresql://, got ${scheme}//; leave it unset for SQLite`);
+  }
+  const schema = r.optionalStr('SRPO_DATABASE_SCHEMA');
+  return schema === undefined ? { kind: 'postgres', url } : { kind: 'postgres', url, schema };
+}
+
+function readObjective(r: EnvReader): ObjectiveConfig {
+  // Each variable is range-checked here so the error names it; resolveObjectiveConfig fills the rest.
+  const partial = {
+    objective: r.oneOf('SRPO_OBJECTIVE', OBJECTIVES, 'srpo'),
+    eventReduction: r.oneOf('SRPO_EVENT_REDUCTION', EVENT_REDUCTIONS, 'sqrt'),
+    clipLow: r.num('SRPO_CLIP_LOW', 0.2, { min: 0, max: 1 }),
+    clipHigh: r.num('SRPO_CLIP_HIGH', 0.2, { min: 0 }),
+  };
+  try {
+    return resolveObjectiveConfig(partial, 'objective');
+  } catch (e) {
+    throw new ConfigError('SRPO_OBJECTIVE', errorMessage(e));
+  }
+}
+
+function readModel(r: EnvReader): TransformerConfig {
+  const raw = r.optionalStr('SRPO_MODEL_CONFIG');
+  if (raw === undefined) return { ...DEFAULT_MODEL };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch (e) {
+    throw new ConfigError('SRPO_MODEL_CONFIG', `is not valid JSON (${errorMessage(e)})`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new ConfigError('SRPO_MODEL_CONFIG', 'must be a JSON object such as {"vocabSize":256,"dModel":64,"nLayers":2,"nHeads":4,"maxSeqLen":128}');
+  }
+  try {
+    return resolveTransformerConfig(parsed as TransformerConfig);
+  } catch (e) {
+    throw new ConfigError('SRPO_MODEL_CONFIG', errorMessage(e));
+  }
+}
+
+function readToken(r: EnvReader, name: string): string | undefined {
+  const token = r.optionalStr(name);
+  if (token !== undefined && token.length < MIN_TOKEN_LENGTH) {
+    throw new ConfigError(name, `must be at least ${MIN_TOKEN_LENGTH} characters long (got ${token.length})`);
+  }
+  return token;
+}
+
+function defaultCodeVersion(): string {
+  try {
+    const pkg = JSON.parse(fs.readFileSync(path.join(repoRoot(), 'package.json'), 'utf8')) as { name?: string; version?: string };
+    if (pkg.name && pkg.version) return `${pkg.name}@${pkg.version}`;
+  } catch {
+    // Deployed without the repository around it: SRPO_CODE_VERSION should be set there.
+  }
+  return 'unknown';
+}

@@ -1,0 +1,59 @@
+import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { errorMessage, Logger } from '@srpo/core';
+import type { AuditStore } from '@srpo/store';
+import type { LearnerEventsPublisher } from './events-publisher';
+import type { GroupSource } from './group-source';
+import { LearnerStateService } from './learner-state.service';
+import { AUDIT_STORE, EVENTS_PUBLISHER, GROUP_SOURCE, POLICY_TRAINER } from './learner-tokens';
+import type { PolicyTrainer } from './policy-trainer';
+import { UpdateService } from './update.service';
+
+/**
+ * Start and stop order. Start: restore the committed policy, re-send the
+ * latest update's events, then start consuming. Stop: stop consuming (the
+ * batch in flight finishes), then release the publisher, the store and the
+ * model.
+ */
+@Injectable()
+export class LearnerLifecycle implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly log = new Logger('learner');
+
+  constructor(
+    private readonly state: LearnerStateService,
+    private readonly updates: UpdateService,
+    @Inject(GROUP_SOURCE) private readonly source: GroupSource,
+    @Inject(EVENTS_PUBLISHER) private readonly publisher: LearnerEventsPublisher,
+    @Inject(AUDIT_STORE) private readonly store: AuditStore,
+    @Inject(POLICY_TRAINER) private readonly trainer: PolicyTrainer,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    await this.state.restore();
+    await this.updates.republishLatest();
+    await this.source.start(async (batch) => {
+      await this.updates.applyBatch(batch);
+    });
+    this.log.info('learner started', { ...this.state.current() });
+  }
+
+  async onApplicationShutdown(signal?: string): Promise<void> {
+    this.log.info('learner stopping', { signal });
+    const steps: [string, () => Promise<void> | void][] = [
+      ['group source', () => this.source.stop()],
+      ['publisher', () => (hasDisconnect(this.publisher) ? this.publisher.disconnect() : undefined)],
+      ['audit store', () => this.store.close()],
+      ['policy', () => this.trainer.dispose()],
+    ];
+    for (const [what, step] of steps) {
+      try {
+        await step();
+      } catch (e) {
+        this.log.warn('shutdown step failed', { what, error: errorMessage(e) });
+      }
+    }
+  }
+}
+
+function hasDisconnect(p: LearnerEventsPublisher): p is LearnerEventsPublisher & { disconnect(): Promise<void> } {
+  return typeof (p as { disconnect?: unknown }).disconnect === 'function';
+}

@@ -1,0 +1,29 @@
+import 'reflect-metadata';
+import type { INestApplication } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { errorMessage, Logger, SrpoError } from '@srpo/core';
+import { applyLearnerConfig, loadLearnerConfig } from './learner-config';
+import { LearnerModule } from './learner.module';
+import { NestLoggerAdapter } from './nest-logger';
+
+/** Boots the learner: config (fails fast), backend, store, restore, HTTP API. */
+export async function bootstrap(env: Readonly<Record<string, string | undefined>> = process.env): Promise<INestApplication> {
+  const config = loadLearnerConfig(env);
+  applyLearnerConfig(config);
+  const app = await NestFactory.create(LearnerModule.forRoot(config), { logger: new NestLoggerAdapter(), abortOnError: false });
+  app.enableShutdownHooks();
+  await app.listen(config.httpPort);
+  new Logger('learner').info('HTTP API listening', { port: config.httpPort, policyId: config.policyId });
+  return app;
+}
+
+if (require.main === module) {
+  bootstrap().catch((e: unknown) => {
+    new Logger('learner').error('learner failed to start', {
+      error: errorMessage(e),
+      code: e instanceof SrpoError ? e.code : undefined,
+      field: e instanceof SrpoError ? e.field : undefined,
+    });
+    process.exit(1);
+  });
+}

@@ -1,0 +1,243 @@
+import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
+import {
+  loadCheckpoint,
+  packPairs,
+  Policy,
+  saveCheckpoint,
+  SrpoTrainer,
+  weightsHash,
+  type AdamConfig,
+  type TransformerConfig,
+} from '@srpo/policy';
+import { buildPaddedSetBatch, disposePaddedSetBatch, type ObjectiveConfig } from '@srpo/srpo';
+
+/** One agent output of a set, as the trainer re-scores it. */
+export interface TrainingMember {
+  outputId: string;
+  contextTokens: readonly number[];
+  responseTokens: readonly number[];
+  /** Behaviour log-probs recorded at sampling time: the denominator of every importance ratio. */
+  logpOld: readonly number[];
+  /** 1 = counted response token, 0 = ignored; one per response token. */
+  mask: readonly number[];
+  /** Sampling temperature; the new log-probs are computed at the same temperature. */
+  temperature: number;
+}
+
+export interface TrainingSet {
+  setId: string;
+  advantage: number;
+  members: readonly TrainingMember[];
+}
+
+export interface StepResult {
+  /** Objective loss of the last epoch (evaluated at the weights that epoch started from). */
+  loss: number;
+  /** Pre-clip global gradient norm of the last epoch. */
+  gradNorm: number;
+  /** The last epoch's diagnostics from @srpo/srpo plus `grad/norm`, `optim/lr`, `epochs/count`, `epochs/first_loss`. */
+  diagnostics: Record<string, number>;
+}
+
+export interface CheckpointInfo {
+  version: number;
+  weightsHash: string;
+}
+
+/**
+ * What the learner needs from a policy implementation. The learner owns
+ * versions: `version` is 0 after {@link init}, the checkpoint's after
+ * {@link load}, and goes up by exactly one per {@link step} (however many
+ * optimizer epochs the step runs).
+ */
+export interface PolicyTrainer {
+  readonly version: number;
+  /** Fresh weights from a seed (same seed, same weights). */
+  init(seed: number): Promise<void>;
+  /** Replaces weights and optimizer state with a verified checkpoint. */
+  load(checkpointDir: string): Promise<CheckpointInfo>;
+  /** Writes weights and optimizer state at the current version. */
+  save(checkpointDir: string): Promise<CheckpointInfo>;
+  /** SHA-256 of the current weights (canonical order; identical on every backend). */
+  weightsHash(): Promise<string>;
+  /** Throws ValidationError naming the field if `step` would refuse these sets; touches nothing. */
+  validate(sets: readonly TrainingSet[]): void;
+  /** One SRPO update on a mini-batch of whole sets. */
+  step(sets: readonly TrainingSet[], objective: ObjectiveConfig): Promise<StepResult>;
+  dispose(): void;
+}
+
+export interface TfPolicyTrainerOptions {
+  policyId: string;
+  /** Shape of the model created by {@link PolicyTrainer.init}; a loaded checkpoint carries its own. */
+  model: TransformerConfig;
+  lr: number;
+  epochs: number;
+  maxGradNorm: number;
+  adam?: AdamConfig;
+}
+
+/**
+ * {@link PolicyTrainer} on @srpo/policy's transformer and SrpoTrainer.
+ *
+ * Filled in here because @srpo/policy does not offer it directly:
+ * - SrpoTrainer fixes objective and temperature at construction, so a batch
+ *   with another objective config or temperature gets a new trainer that takes
+ *   over the Adam state (moments and step count);
+ * - SrpoTrainer scores every member at one temperature, so a mini-batch whose
+ *   members were sampled at different temperatures is refused (the learner
+ *   skips such groups rather than compute wrong ratios);
+ * - @srpo/policy bumps `Policy.version` once per epoch, the learner once per
+ *   update, so checkpoints are written through a Policy view carrying the
+ *   learner's version.
+ */
+export class TfPolicyTrainer implements PolicyTrainer {
+  private policy?: Policy;
+  private trainer?: SrpoTrainer;
+  private trainerKey = '';
+  private currentVersion = 0;
+
+  constructor(readonly options: TfPolicyTrainerOptions) {}
+
+  get version(): number {
+    return this.currentVersion;
+  }
+
+  async init(seed: number): Promise<void> {
+    this.install(Policy.create(this.options.policyId, this.options.model, seed));
+    this.currentVersion = 0;
+  }
+
+  async load(checkpointDir: string): Promise<CheckpointInfo> {
+    const loaded = await loadCheckpoint(checkpointDir);
+    if (loaded.manifest.policyId !== this.options.policyId) {
+      loaded.policy.dispose();
+      throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `checkpoint ${checkpointDir} belongs to policy ${loaded.manifest.policyId}, not ${this.options.policyId}`);
+    }
+    this.install(loaded.policy);
+    if (loaded.optimizerState) this.requireTrainer().optimizer.setState(loaded.optimizerState);
+    this.currentVersion = loaded.manifest.version;
+    return { version: loaded.manifest.version, weightsHash: loaded.manifest.weightsHash };
+  }
+
+  async save(checkpointDir: string): Promise<CheckpointInfo> {
+    const policy = this.requirePolicy();
+    const view = new Policy(policy.id, policy.model, this.currentVersion);
+    const manifest = await saveCheckpoint(checkpointDir, view, this.requireTrainer().optimizer);
+    return { version: manifest.version, weightsHash: manifest.weightsHash };
+  }
+
+  async weightsHash(): Promise<string> {
+    return weightsHash(this.requirePolicy());
+  }
+
+  validate(sets: readonly TrainingSet[]): void {
+    const policy = this.requirePolicy();
+    if (sets.length === 0) throw new ValidationError('sets', 'a mini-batch needs at least one active set');
+    const pairs = sets.flatMap((s) => s.members.map((m) => ({ contextTokens: m.contextTokens, responseTokens: m.responseTokens, mask: m.mask })));
+    packPairs(pairs, policy.model, 'members');
+    // The objective library's own checks (log-probs <= 0, masks, duplicate ids, ...); the tensors are tiny and freed at once.
+    disposePaddedSetBatch(buildPaddedSetBatch(sets.map(toSetInput)));
+    batchTemperature(sets);
+  }
+
+  async step(sets: readonly TrainingSet[], objective: ObjectiveConfig): Promise<StepResult> {
+    this.validate(sets);
+    const trainer = await this.trainerFor(objective, batchTemperature(sets));
+    const result = await trainer.update(
+      sets.map((s) => ({
+        setId: s.setId,
+        advantage: s.advantage,
+        members: s.members.map((m) => ({
+          outputId: m.outputId,
+          contextTokens: [...m.contextTokens],
+          responseTokens: [...m.responseTokens],
+          logpOld: [...m.logpOld],
+          mask: [...m.mask],
+        })),
+      })),
+    );
+    this.currentVersion += 1;
+    const last = result.epochs[result.epochs.length - 1];
+    return {
+      loss: last.loss,
+      gradNorm: last.gradNorm,
+      diagnostics: { ...last.diagnostics, 'epochs/count': result.epochs.length, 'epochs/first_loss': result.loss },
+    };
+  }
+
+  dispose(): void {
+    this.trainer?.dispose();
+    this.policy?.dispose();
+    this.trainer = undefined;
+    this.policy = undefined;
+  }
+
+  private install(policy: Policy): void {
+    this.dispose();
+    this.policy = policy;
+    this.trainer = this.makeTrainer(policy, { objective: undefined, temperature: 1 });
+    this.trainerKey = '';
+  }
+
+  private makeTrainer(policy: Policy, extra: { objective?: ObjectiveConfig; temperature: number }): SrpoTrainer {
+    return new SrpoTrainer(policy, {
+      objective: extra.objective,
+      temperature: extra.temperature,
+      adam: this.options.adam,
+      maxGradNorm: this.options.maxGradNorm,
+      schedule: { kind: 'constant', lr: this.options.lr },
+      epochs: this.options.epochs,
+    });
+  }
+
+  /** The trainer for this objective and temperature, carrying the Adam state over when it has to be rebuilt. */
+  private async trainerFor(objective: ObjectiveConfig, temperature: number): Promise<SrpoTrainer> {
+    const key = JSON.stringify({ objective, temperature });
+    const current = this.requireTrainer();
+    if (key === this.trainerKey) return current;
+    const next = this.makeTrainer(this.requirePolicy(), { objective, temperature });
+    next.optimizer.setState(await current.optimizer.getState());
+    current.dispose();
+    this.trainer = next;
+    this.trainerKey = key;
+    return next;
+  }
+
+  private requirePolicy(): Policy {
+    if (!this.policy) throw new SrpoError(ErrorCode.CONFLICT, 'policy trainer has no weights yet: call init() or load() first');
+    return this.policy;
+  }
+
+  private requireTrainer(): SrpoTrainer {
+    this.requirePolicy();
+    return this.trainer as SrpoTrainer;
+  }
+}
+
+function toSetInput(s: TrainingSet) {
+  return {
+    setId: s.setId,
+    advantage: s.advantage,
+    members: s.members.map((m) => ({ outputId: m.outputId, logpOld: [...m.logpOld], mask: [...m.mask] })),
+  };
+}
+
+/** The one temperature of every member; ValidationError naming the first member that differs. */
+export function batchTemperature(sets: readonly TrainingSet[]): number {
+  const first = sets[0]?.members[0]?.temperature;
+  sets.forEach((s, i) =>
+    s.members.forEach((m, j) => {
+      if (typeof m.temperature !== 'number' || !(m.temperature > 0) || !Number.isFinite(m.temperature)) {
+        throw new ValidationError(`sets[${i}].members[${j}].temperature`, `must be a finite number > 0, got ${String(m.temperature)}`);
+      }
+      if (m.temperature !== first) {
+        throw new ValidationError(
+          `sets[${i}].members[${j}].temperature`,
+          `is ${m.temperature} but the mini-batch was sampled at ${first}; one update scores every member at one temperature`,
+        );
+      }
+    }),
+  );
+  return first as number;
+}

@@ -1,0 +1,442 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { createHash } from 'crypto';
+import { ErrorCode, errorMessage, Logger, SrpoError, ValidationError } from '@srpo/core';
+import { decodeMemberOutput, EventCodec, type AdvantageGroup, type PolicyUpdate, type PolicyVersion } from '@srpo/events';
+import { ledgerEntryFromGroup, type AuditStore, type SkippedGroupInput, type UpdateDetail } from '@srpo/store';
+import type { LearnerEventsPublisher } from './events-publisher';
+import { FaultInjector } from './fault-injection';
+import type { ReadyGroup } from './group-source';
+import type { LearnerConfig } from './learner-config';
+import { LearnerMetrics } from './learner-metrics.service';
+import { LearnerStateService } from './learner-state.service';
+import { AUDIT_STORE, BACKEND_INFO, CLOCK, EVENTS_PUBLISHER, FAULT_INJECTOR, LEARNER_CONFIG, POLICY_TRAINER, type Clock } from './learner-tokens';
+import type { PolicyTrainer, StepResult, TrainingSet } from './policy-trainer';
+
+/** Why a consumed group was not trained on. */
+export type SkipReason =
+  /** A member was sampled more than SRPO_MAX_POLICY_LAG versions ago. */
+  | 'stale'
+  /** A member claims a version this learner has not committed. */
+  | 'future-version'
+  /** A set is not COMPLETE or has no members. */
+  | 'invalid-set'
+  /** A member belongs to another policy, whose log-probs this learner cannot compute. */
+  | 'foreign-member'
+  /** The group's members were sampled at different temperatures (one update scores at one temperature). */
+  | 'mixed-temperature'
+  /** The group was sampled at another temperature than the rest of the mini-batch. */
+  | 'temperature-mismatch'
+  /** A set or output id already appears in another group of the mini-batch. */
+  | 'duplicate-set'
+  /** Tokens, log-probs or masks the trainer refuses (message in `detail`). */
+  | 'invalid-input'
+  /** The update produced a non-finite loss or gradient norm; its weights were discarded. */
+  | 'non-finite-loss';
+
+export interface SkippedGroupInfo {
+  groupId: string;
+  reason: SkipReason;
+  detail: string | null;
+  lag: number | null;
+}
+
+/** What one call of {@link UpdateService.applyBatch} did. */
+export interface UpdateOutcome {
+  /** The committed update; undefined when no group was trained on. */
+  update?: UpdateDetail;
+  /** Groups recorded as skipped by this call. */
+  skipped: SkippedGroupInfo[];
+  /** Groups already applied or skipped earlier (redeliveries, duplicates within the batch). */
+  redelivered: string[];
+  /** Groups of other policies, ignored (another learner's input). */
+  foreign: string[];
+}
+
+interface Candidate {
+  ready: ReadyGroup;
+  sets: TrainingSet[];
+  temperature: number;
+  lag: number;
+}
+
+/**
+ * Applies mini-batches of ready advantage groups as SRPO updates, one update
+ * per call, in this order:
+ *
+ * 1. triage: groups of other policies are ignored; groups already in the
+ *    ledger (or already skipped) are redeliveries and change nothing; stale,
+ *    future-version and malformed groups are recorded as skipped with their
+ *    reason (never silently dropped);
+ * 2. the SRPO step on the rest (ratios against the recorded behaviour log-probs);
+ * 3. the checkpoint of the new version (its own directory);
+ * 4. one database transaction: update record, ledger rows, policy version;
+ * 5. PolicyUpdate and PolicyVersion events.
+ *
+ * The caller (the consumer runner) commits the batch's offsets after the
+ * returned promise resolves. A crash before step 4 leaves no record: the
+ * restart restores the previous version and the redelivered batch is applied
+ * again. A crash after step 4 leaves the groups in the ledger: their
+ * redelivery is recognised, and the events are published again at start
+ * (at least once). SRPO_CRASH_AT kills the process at each boundary for tests.
+ */
+@Injectable()
+export class UpdateService {
+  private readonly log = new Logger('update-service');
+  private tail: Promise<unknown> = Promise.resolve();
+  private readonly pending: { update: PolicyUpdate; version: PolicyVersion }[] = [];
+  /** Set when a failed update could not be rolled back: the weights in memory are then unknown. */
+  private broken?: SrpoError;
+  private readonly codec = new EventCodec();
+
+  constructor(
+    @Inject(LEARNER_CONFIG) private readonly config: LearnerConfig,
+    @Inject(AUDIT_STORE) private readonly store: AuditStore,
+    @Inject(POLICY_TRAINER) private readonly trainer: PolicyTrainer,
+    @Inject(EVENTS_PUBLISHER) private readonly publisher: LearnerEventsPublisher,
+    @Inject(CLOCK) private readonly clock: Clock,
+    @Inject(FAULT_INJECTOR) private readonly faults: FaultInjector,
+    @Inject(BACKEND_INFO) private readonly backend: { name: string },
+    private readonly state: LearnerStateService,
+    private readonly metrics: LearnerMetrics,
+  ) {}
+
+  /** Applies one mini-batch (serialised: concurrent calls run one after another). */
+  applyBatch(batch: readonly ReadyGroup[]): Promise<UpdateOutcome> {
+    const run = this.tail.then(() => this.apply(batch));
+    this.tail = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Events not yet acknowledged by the publisher, oldest first. */
+  pendingPublications(): number {
+    return this.pending.length;
+  }
+
+  /**
+   * Queues the latest committed update's events again and tries to send them.
+   * Called at start: a crash between commit and publish must not lose them.
+   * A failure is logged and kept queued; the next batch sends it first.
+   */
+  async republishLatest(): Promise<void> {
+    const latest = await this.store.latestUpdate(this.config.policyId);
+    if (!latest) return;
+    const detail = await this.store.getUpdate(latest.updateId);
+    this.pending.push(eventsFor(detail));
+    try {
+      await this.flushPending();
+    } catch (e) {
+      this.log.warn('republishing the latest update failed; it stays queued', { updateId: latest.updateId, error: errorMessage(e) });
+    }
+  }
+
+  private async apply(batch: readonly ReadyGroup[]): Promise<UpdateOutcome> {
+    if (this.broken) throw this.broken;
+    await this.flushPending();
+    const { policyId, maxPolicyLag } = this.config;
+    const before = this.state.current();
+    const outcome: UpdateOutcome = { skipped: [], redelivered: [], foreign: [] };
+
+    // 1. Triage.
+    const ours: ReadyGroup[] = [];
+    const seen = new Set<string>();
+    for (const r of batch) {
+      if (r.group.policyId !== policyId) outcome.foreign.push(r.group.groupId);
+      else if (seen.has(r.group.groupId)) outcome.redelivered.push(r.group.groupId);
+      else {
+        seen.add(r.group.groupId);
+        ours.push(r);
+      }
+    }
+    const ids = ours.map((r) => r.group.groupId);
+    const [applied, skippedBefore] = await Promise.all([this.store.isGroupApplied(policyId, ids), this.store.skippedGroupIds(policyId, ids)]);
+    const skips: { ready: ReadyGroup; info: SkippedGroupInfo }[] = [];
+    const candidates: Candidate[] = [];
+    const usedIds = new Set<string>();
+    for (const r of ours) {
+      const id = r.group.groupId;
+      if (applied.has(id) || skippedBefore.has(id)) {
+        outcome.redelivered.push(id);
+        continue;
+      }
+      const verdict = this.triage(r.group, before.version, maxPolicyLag, usedIds);
+      if ('reason' in verdict) skips.push({ ready: r, info: { groupId: id, ...verdict } });
+      else candidates.push({ ready: r, ...verdict });
+    }
+    // One temperature per update: keep the one most sets were sampled at (ties: the lower).
+    const eligible = this.pickTemperature(candidates, skips);
+    await this.recordSkips(skips, before.version, outcome);
+    if (outcome.redelivered.length > 0) this.metrics.groupsRedelivered.inc(outcome.redelivered.length);
+    if (eligible.length === 0) return outcome;
+
+    // 2. Step.
+    const started = Date.now();
+    const sets = eligible.flatMap((c) => c.sets);
+    let result: StepResult;
+    try {
+      result = await this.trainer.step(sets, this.config.objective);
+    } catch (e) {
+      await this.rollbackAfter(e);
+      throw e;
+    }
+    if (!Number.isFinite(result.loss) || !Number.isFinite(result.gradNorm)) {
+      await this.rollbackAfter('non-finite loss');
+      const detail = `loss ${result.loss}, gradient norm ${result.gradNorm}`;
+      this.log.error('update produced a non-finite loss; weights discarded and its groups skipped', { policyId, detail });
+      await this.recordSkips(
+        eligible.map((c) => ({ ready: c.ready, info: { groupId: c.ready.group.groupId, reason: 'non-finite-loss', detail, lag: c.lag } })),
+        before.version,
+        outcome,
+      );
+      return outcome;
+    }
+    const versionAfter = before.version + 1;
+    this.faults.reached('after-step', { policyId, versionAfter });
+
+    // 3. Checkpoint.
+    const groupIds = eligible.map((c) => c.ready.group.groupId);
+    const updateId = `${policyId}.v${versionAfter}.${createHash('sha256').update(groupIds.join('\n')).digest('hex').slice(0, 12)}`;
+    let weightsHashAfter: string;
+    try {
+      weightsHashAfter = (await this.trainer.save(this.state.checkpointDir(versionAfter))).weightsHash;
+    } catch (e) {
+      await this.rollbackAfter(e);
+      throw new SrpoError(ErrorCode.UNAVAILABLE, `update ${updateId}: writing the checkpoint failed: ${errorMessage(e)}`, { retriable: true, cause: e });
+    }
+    this.faults.reached('after-checkpoint', { updateId });
+
+    // 4. One transaction.
+    const checkpointUri = this.state.checkpointUri(versionAfter);
+    const temperature = eligible[0].temperature;
+    let detail: UpdateDetail;
+    try {
+      detail = await this.store.recordUpdate(
+        {
+          updateId,
+          policyId,
+          versionBefore: before.version,
+          versionAfter,
+          weightsHashBefore: before.weightsHash,
+          weightsHashAfter,
+          hyperparameters: {
+            objective: { ...this.config.objective, progress: { ...this.config.objective.progress } },
+            lr: this.config.lr,
+            epochs: this.config.epochs,
+            maxGradNorm: this.config.maxGradNorm,
+            maxPolicyLag: this.config.maxPolicyLag,
+            setsPerUpdate: this.config.setsPerUpdate,
+            temperature,
+          },
+          seed: this.config.seed,
+          backend: this.backend.name,
+          codeVersion: this.config.codeVersion,
+          loss: result.loss,
+          gradNorm: result.gradNorm,
+          diagnostics: result.diagnostics,
+          wallTimeMs: Date.now() - started,
+          checkpointUri,
+          committedAtMs: this.clock(),
+        },
+        eligible.map((c) => ledgerEntryFromGroup(c.ready.group, c.ready.source)),
+      );
+    } catch (e) {
+      await this.rollbackAfter(e);
+      throw e;
+    }
+    this.faults.reached('after-db', { updateId });
+    this.state.advance({ policyId, version: versionAfter, weightsHash: weightsHashAfter, checkpointUri });
+    outcome.update = detail;
+    this.observe(detail, eligible);
+
+    // 5. Publish (after the commit; a failure keeps the events queued and fails the batch so it is retried).
+    this.pending.push(eventsFor(detail));
+    await this.flushPending();
+    this.faults.reached('after-publish', { updateId });
+    this.log.info('update applied', {
+      updateId,
+      policyId,
+      versionAfter,
+      groups: groupIds.length,
+      sets: sets.length,
+      loss: result.loss,
+      skipped: outcome.skipped.length,
+      redelivered: outcome.redelivered.length,
+    });
+    return outcome;
+  }
+
+  /** Puts the committed weights back; if even that fails, refuses every later batch until a restart. */
+  private async rollbackAfter(cause: unknown): Promise<void> {
+    try {
+      await this.state.rollback();
+    } catch (e) {
+      this.broken = new SrpoError(
+        ErrorCode.INTEGRITY_FAILED,
+        `the weights could not be rolled back after a failed update (${errorMessage(cause)}): ${errorMessage(e)}; restart the learner`,
+        { cause: e },
+      );
+      this.log.error('rollback failed; refusing further updates', { error: this.broken.message });
+      throw this.broken;
+    }
+  }
+
+  private triage(
+    group: AdvantageGroup,
+    current: number,
+    maxLag: number,
+    usedIds: Set<string>,
+  ): { reason: SkipReason; detail: string | null; lag: number | null } | { sets: TrainingSet[]; temperature: number; lag: number } {
+    const { policyId } = this.config;
+    if (group.sets.length === 0) return { reason: 'invalid-set', detail: 'the group has no sets', lag: null };
+    let oldest = Number.POSITIVE_INFINITY;
+    let newest = Number.NEGATIVE_INFINITY;
+    const temperatures = new Set<number>();
+    for (const gs of group.sets) {
+      const s = gs.set;
+      if (s.status !== 'COMPLETE' || s.members.length === 0) {
+        return { reason: 'invalid-set', detail: `set ${s.setId} is ${s.status} with ${s.members.length} member(s)`, lag: null };
+      }
+      for (const m of s.members) {
+        if (m.policyId !== policyId) {
+          return { reason: 'foreign-member', detail: `member ${m.outputId} of set ${s.setId} belongs to policy ${m.policyId}`, lag: null };
+        }
+        oldest = Math.min(oldest, m.policyVersion);
+        newest = Math.max(newest, m.policyVersion);
+        temperatures.add(m.temperature);
+      }
+    }
+    const lag = current - oldest;
+    if (newest > current) {
+      return { reason: 'future-version', detail: `a member was sampled at version ${newest}, the learner is at ${current}`, lag };
+    }
+    if (lag > maxLag) {
+      return { reason: 'stale', detail: `oldest member at version ${oldest}, learner at ${current}, SRPO_MAX_POLICY_LAG=${maxLag}`, lag };
+    }
+    if (temperatures.size > 1) {
+      return { reason: 'mixed-temperature', detail: `members sampled at temperatures ${[...temperatures].join(', ')}`, lag };
+    }
+    let sets: TrainingSet[];
+    try {
+      sets = group.sets.map((gs) => ({
+        setId: gs.set.setId,
+        advantage: gs.advantage,
+        members: gs.set.members.map((m) => {
+          // The member carries the original AgentOutput bytes: the importance ratio's logpOld
+          // is exactly what the agent recorded.
+          const output = decodeMemberOutput(this.codec, m);
+          return {
+            outputId: m.outputId,
+            contextTokens: output.contextTokenIds,
+            responseTokens: output.responseTokenIds,
+            logpOld: output.behaviourLogProbs,
+            mask: output.lossMask.map((b) => (b ? 1 : 0)),
+            temperature: m.temperature,
+          };
+        }),
+      }));
+    } catch (e) {
+      if (e instanceof SrpoError && !e.retriable) return { reason: 'invalid-input', detail: e.message, lag };
+      throw e;
+    }
+    try {
+      this.trainer.validate(sets);
+    } catch (e) {
+      if (e instanceof ValidationError) return { reason: 'invalid-input', detail: e.message, lag };
+      throw e;
+    }
+    const ids = sets.flatMap((s) => [`set:${s.setId}`, ...s.members.map((m) => `output:${m.outputId}`)]);
+    const dup = ids.find((id) => usedIds.has(id));
+    if (dup) return { reason: 'duplicate-set', detail: `${dup.replace(':', ' ')} is already in another group of this mini-batch`, lag };
+    for (const id of ids) usedIds.add(id);
+    return { sets, temperature: [...temperatures][0], lag };
+  }
+
+  private pickTemperature(candidates: Candidate[], skips: { ready: ReadyGroup; info: SkippedGroupInfo }[]): Candidate[] {
+    if (candidates.length === 0) return [];
+    const weight = new Map<number, number>();
+    for (const c of candidates) weight.set(c.temperature, (weight.get(c.temperature) ?? 0) + c.sets.length);
+    const chosen = [...weight.entries()].sort((a, b) => b[1] - a[1] || a[0] - b[0])[0][0];
+    for (const c of candidates) {
+      if (c.temperature !== chosen) {
+        skips.push({
+          ready: c.ready,
+          info: { groupId: c.ready.group.groupId, reason: 'temperature-mismatch', detail: `sampled at ${c.temperature}, this update at ${chosen}`, lag: c.lag },
+        });
+      }
+    }
+    return candidates.filter((c) => c.temperature === chosen);
+  }
+
+  private async recordSkips(skips: { ready: ReadyGroup; info: SkippedGroupInfo }[], version: number, outcome: UpdateOutcome): Promise<void> {
+    if (skips.length === 0) return;
+    const now = this.clock();
+    const entries: SkippedGroupInput[] = skips.map((s) => ({
+      policyId: this.config.policyId,
+      groupId: s.info.groupId,
+      reason: s.info.reason,
+      detail: s.info.detail,
+      lag: s.info.lag,
+      policyVersion: version,
+      source: { ...s.ready.source },
+      createdAtMs: now,
+    }));
+    const recorded = new Set((await this.store.recordSkipped(entries)).map((r) => r.groupId));
+    for (const s of skips) {
+      if (!recorded.has(s.info.groupId)) continue;
+      outcome.skipped.push(s.info);
+      this.metrics.groupsSkipped.inc({ reason: s.info.reason });
+      this.log.warn('group skipped', { groupId: s.info.groupId, reason: s.info.reason, detail: s.info.detail, ...s.ready.source });
+    }
+  }
+
+  private observe(detail: UpdateDetail, eligible: Candidate[]): void {
+    this.metrics.updates.inc();
+    this.metrics.groupsConsumed.inc(eligible.length);
+    this.metrics.loss.set(detail.loss);
+    this.metrics.gradNorm.set(detail.gradNorm);
+    this.metrics.clipFrac.set({ side: 'low' }, detail.diagnostics['losses/clip_frac_low'] ?? Number.NaN);
+    this.metrics.clipFrac.set({ side: 'high' }, detail.diagnostics['losses/clip_frac_high'] ?? Number.NaN);
+    this.metrics.policyLag.set(Math.max(...eligible.map((c) => c.lag)));
+  }
+
+  private async flushPending(): Promise<void> {
+    while (this.pending.length > 0) {
+      const next = this.pending[0];
+      await this.publisher.publish(next.update, next.version);
+      this.pending.shift();
+    }
+  }
+}
+
+/** The events of a committed update, rebuilt from its record (so a republish sends the same content). */
+export function eventsFor(detail: UpdateDetail): { update: PolicyUpdate; version: PolicyVersion } {
+  const objective = detail.hyperparameters.objective;
+  const objectiveName =
+    typeof objective === 'object' && objective !== null && !Array.isArray(objective) && typeof objective.objective === 'string' ? objective.objective : 'srpo';
+  return {
+    update: {
+      updateId: detail.updateId,
+      policyId: detail.policyId,
+      versionBefore: detail.versionBefore,
+      versionAfter: detail.versionAfter,
+      weightsHashBefore: detail.weightsHashBefore,
+      weightsHashAfter: detail.weightsHashAfter,
+      groupIds: detail.groups.map((g) => g.groupId),
+      groupSources: detail.groups.map((g) => ({ ...g.source })),
+      objective: objectiveName,
+      loss: detail.loss,
+      gradNorm: detail.gradNorm,
+      diagnostics: { ...detail.diagnostics },
+      checkpointUri: detail.checkpointUri,
+      backend: detail.backend,
+      eventTimeMs: detail.committedAtMs,
+    },
+    version: {
+      policyId: detail.policyId,
+      version: detail.versionAfter,
+      weightsHash: detail.weightsHashAfter,
+      checkpointUri: detail.checkpointUri,
+      updateId: detail.updateId,
+      eventTimeMs: detail.committedAtMs,
+    },
+  };
+}

@@ -1,0 +1,131 @@
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { tokenLogProbs, TransformerModel, type TransformerConfig } from '@srpo/policy';
+import { EventCodec, type ActiveSet, type AdvantageGroup, type AgentOutput, type KafkaCoordinates, type SetMember } from '@srpo/events';
+import type { ReadyGroup } from '../src/group-source';
+
+/** A model small enough that an update takes milliseconds. */
+export const TINY_MODEL: TransformerConfig = { vocabSize: 16, dModel: 8, nLayers: 1, nHeads: 2, maxSeqLen: 16 };
+export const TINY_MODEL_JSON = JSON.stringify(TINY_MODEL);
+export const SEED = 7;
+
+export function tempDir(label: string): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), `srpo-learner-${label}-`));
+}
+
+/** The per-token log-probs the version-0 policy (seed {@link SEED}) gives a response: what an agent would have recorded. */
+export async function versionZeroLogProbs(context: number[], response: number[], temperature = 1): Promise<number[]> {
+  const model = TransformerModel.create(TINY_MODEL, SEED);
+  try {
+    const { logProbs, mask } = tokenLogProbs(model, [{ contextTokens: context, responseTokens: response }], { temperature });
+    const values = Array.from(await logProbs.data()).slice(0, response.length);
+    logProbs.dispose();
+    mask.dispose();
+    return values;
+  } finally {
+    model.dispose();
+  }
+}
+
+let nextOffset = 1000;
+const coords = (topic: string, partition = 0): KafkaCoordinates => ({ topic, partition, offset: nextOffset++ });
+
+export interface MemberSpec {
+  outputId: string;
+  context?: number[];
+  response?: number[];
+  logpOld: number[];
+  lossMask?: boolean[];
+  policyId?: string;
+  version?: number;
+  temperature?: number;
+}
+
+const codec = new EventCodec();
+
+/**
+ * A set member as the materializer builds it: a summary plus the AgentOutput's bytes.
+ * Log-probs go through Avro as float32, so tests compare against `Math.fround` values.
+ */
+export function member(spec: MemberSpec): SetMember {
+  const response = spec.response ?? [4, 5, 6];
+  const output: AgentOutput = {
+    outputId: spec.outputId,
+    episodeId: `ep-${spec.outputId}`,
+    step: 0,
+    agentId: `agent-${spec.outputId}`,
+    role: 'solver',
+    policyId: spec.policyId ?? 'solver',
+    policyVersion: spec.version ?? 0,
+    contextRef: 'ctx',
+    contextTokenIds: spec.context ?? [1, 2, 3],
+    responseTokenIds: response,
+    behaviourLogProbs: spec.logpOld,
+    lossMask: spec.lossMask ?? response.map(() => true),
+    sampling: { temperature: spec.temperature ?? 1, topK: 0, maxNewTokens: response.length, seed: null, stopTokenIds: [] },
+    startedAtMs: 1_767_225_600_000,
+    eventTimeMs: 1_767_225_600_000,
+  };
+  return {
+    outputId: output.outputId,
+    agentId: output.agentId,
+    role: output.role,
+    policyId: output.policyId,
+    policyVersion: output.policyVersion,
+    temperature: output.sampling.temperature,
+    output: codec.encode('AgentOutput', output),
+    source: coords('srpo.agent-outputs', 1),
+  };
+}
+
+export function activeSet(setId: string, members: SetMember[]): ActiveSet {
+  return {
+    setId,
+    episodeId: `ep-${setId}`,
+    taskId: 'task-1',
+    step: 0,
+    position: 'solve',
+    workflowKind: 'JOINT',
+    groupKey: 'task-1/solve',
+    expectedGroupSize: null,
+    policyId: 'solver',
+    status: 'COMPLETE',
+    invalidReason: null,
+    missingOutputIds: [],
+    members,
+    reward: 1,
+    rewardSource: 'OUTCOME',
+    success: true,
+    progress: null,
+    transitionSource: coords('srpo.transitions', 1),
+    outcomeSource: coords('srpo.episode-outcomes', 1),
+    eventTimeMs: 1_767_225_600_000,
+  };
+}
+
+export function advantageGroup(groupId: string, sets: { set: ActiveSet; advantage: number }[], policyId = 'solver'): AdvantageGroup {
+  return {
+    groupId,
+    groupKey: 'task-1/solve',
+    policyId,
+    closeReason: 'SIZE',
+    expectedSize: sets.length,
+    sets: sets.map((s) => ({ set: s.set, advantage: s.advantage, advantageFromProgress: false, setSource: coords('srpo.active-sets', 2) })),
+    rewardMean: 0,
+    rewardStd: 1,
+    degenerate: false,
+    objectiveConfig: '{"advantageStd":"sample","advantageEps":1e-6}',
+    eventTimeMs: 1_767_225_600_000,
+  };
+}
+
+export function ready(group: AdvantageGroup): ReadyGroup {
+  return { group, source: coords('srpo.advantage-groups', 0) };
+}
+
+/** A simple valid group of one single-member set whose behaviour log-probs are made up (any valid values). */
+export function simpleGroup(groupId: string, options: { version?: number; temperature?: number; policyId?: string } = {}): ReadyGroup {
+  const m = member({ outputId: `${groupId}/o`, logpOld: [-2.5, -2.75, -3], version: options.version, temperature: options.temperature, policyId: options.policyId });
+  return ready(advantageGroup(groupId, [{ set: activeSet(`${groupId}/s`, [m]), advantage: 1 }], options.policyId));
+}
