@@ -1,4 +1,4 @@
-import { errorMessage, Logger } from '@srpo/core';
+import { errorMessage, isRetriable, Logger } from '@srpo/core';
 import { loadMaterializerConfig } from './materializer-config';
 import { Materializer } from './materializer.service';
 
@@ -11,7 +11,7 @@ async function main(): Promise<void> {
     process.stderr.write(`materializer: ${errorMessage(e)}\n`);
     process.exit(2);
   }
-  const materializer = new Materializer(config);
+  let materializer = new Materializer(config);
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) return;
@@ -27,7 +27,20 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
-  await materializer.start();
+  // A cluster that is restarting, or topics another instance is creating right now, are
+  // transient: keep trying instead of exiting.
+  for (let attempt = 1; !stopping; attempt++) {
+    try {
+      await materializer.start();
+      return;
+    } catch (e) {
+      if (!isRetriable(e)) throw e;
+      log.warn('start failed; retrying', { attempt, error: errorMessage(e) });
+      await materializer.stop().catch(() => undefined);
+      materializer = new Materializer(config);
+      await new Promise((r) => setTimeout(r, Math.min(10_000, 500 * attempt)));
+    }
+  }
 }
 
 void main().catch((e) => {

@@ -101,13 +101,15 @@ export async function ensureTopics(admin: Admin, specs: TopicSpec[]): Promise<{ 
   const existing = new Set(await admin.listTopics());
   const missing = specs.filter((s) => !existing.has(s.name));
   if (missing.length > 0) {
-    const topics: ITopicConfig[] = missing.map((s) => ({
-      topic: s.name,
-      numPartitions: s.partitions,
-      replicationFactor: -1,
-      configEntries: Object.entries(s.config).map(([name, value]) => ({ name, value })),
-    }));
-    await admin.createTopics({ topics, waitForLeaders: true });
+    await createTopicsIdempotent(
+      admin,
+      missing.map((s) => ({
+        topic: s.name,
+        numPartitions: s.partitions,
+        replicationFactor: -1,
+        configEntries: Object.entries(s.config).map(([name, value]) => ({ name, value })),
+      })),
+    );
   }
   const present = specs.filter((s) => existing.has(s.name) && s.coPartitioned);
   if (present.length > 0) {
@@ -123,4 +125,31 @@ export async function ensureTopics(admin: Admin, specs: TopicSpec[]): Promise<{ 
     }
   }
   return { created: missing.map((s) => s.name) };
+}
+
+/**
+ * Creates topics, tolerating another process creating them at the same moment
+ * (two instances starting together), and waits until every partition has a
+ * leader, so that the next produce or offset request does not race the election.
+ */
+export async function createTopicsIdempotent(admin: Admin, topics: ITopicConfig[], timeoutMs = 30_000): Promise<void> {
+  try {
+    await admin.createTopics({ topics, waitForLeaders: true });
+  } catch (e) {
+    const errors = (e as { errors?: { type?: string }[] }).errors ?? [];
+    const onlyExists = errors.length > 0 && errors.every((x) => x.type === 'TOPIC_ALREADY_EXISTS');
+    if (!onlyExists) throw e;
+  }
+  const names = topics.map((t) => t.topic);
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const meta = await admin.fetchTopicMetadata({ topics: names });
+      if (meta.topics.length === names.length && meta.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0))) return;
+    } catch (e) {
+      if (Date.now() > deadline) throw e;
+    }
+    if (Date.now() > deadline) throw new SrpoError(ErrorCode.UNAVAILABLE, `topics ${names.join(', ')} have no leaders after ${timeoutMs} ms`, { retriable: true });
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'crypto';
 import { Admin, Kafka } from 'kafkajs';
-import { ErrorCode, SrpoError } from '@srpo/core';
+import { ErrorCode, isRetriable, SrpoError } from '@srpo/core';
 
 export interface RawRecord {
   topic: string;
@@ -73,11 +73,19 @@ export async function readTopicsToEnd(kafka: Kafka, topics: string[], options: {
   return out.sort((a, b) => (a.topic === b.topic ? a.partition - b.partition || a.offset - b.offset : a.topic < b.topic ? -1 : 1));
 }
 
-/** High-water marks per `topic:partition`. */
+/** High-water marks per `topic:partition`; retries while a fresh topic's leaders settle. */
 export async function endOffsets(admin: Admin, topics: string[]): Promise<Map<string, number>> {
   const result = new Map<string, number>();
   for (const topic of topics) {
-    for (const p of await admin.fetchTopicOffsets(topic)) result.set(`${topic}:${p.partition}`, Number(p.high));
+    for (let attempt = 1; ; attempt++) {
+      try {
+        for (const p of await admin.fetchTopicOffsets(topic)) result.set(`${topic}:${p.partition}`, Number(p.high));
+        break;
+      } catch (e) {
+        if (!isRetriable(e) || attempt >= 20) throw e;
+        await new Promise((r) => setTimeout(r, 100 * attempt));
+      }
+    }
   }
   return result;
 }

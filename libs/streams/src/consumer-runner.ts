@@ -1,6 +1,6 @@
 import { Admin, Consumer, EachBatchPayload, Kafka, KafkaMessage, Message, Partitioners, Producer } from 'kafkajs';
 import { ErrorCode, errorMessage, isRetriable, Logger, SrpoError } from '@srpo/core';
-import { DecodeError, EventCodec, readRanges, readTopicsToEnd, ReasonCode } from '@srpo/events';
+import { createTopicsIdempotent, DecodeError, EventCodec, readRanges, readTopicsToEnd, ReasonCode } from '@srpo/events';
 import { CoPartitionAssigner } from './co-partition-assigner';
 import { deadLetterOf } from './dead-letter';
 import { jsonSerde, SourceBackedValue, sourceBackedSerde, StoreSerde, TransactionalStore } from './key-value-store';
@@ -522,7 +522,7 @@ export class ConsumerRunner<S extends Stores> {
             { name: 'min.compaction.lag.ms', value: '0' },
           ],
         }));
-      if (topics.length > 0) await admin.createTopics({ topics, waitForLeaders: true });
+      if (topics.length > 0) await createTopicsIdempotent(admin, topics);
     } finally {
       await admin.disconnect();
     }
