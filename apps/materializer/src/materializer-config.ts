@@ -1,5 +1,5 @@
 import { ConfigError, EnvReader, Logger, LogLevel } from '@srpo/core';
-import { DEFAULT_EVENT_LIMITS, EventLimits, KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
+import { DEFAULT_EVENT_LIMITS, EventLimits, KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
 import { ObjectiveConfig, resolveObjectiveConfig } from '@srpo/srpo';
 
 /**
@@ -21,6 +21,7 @@ import { ObjectiveConfig, resolveObjectiveConfig } from '@srpo/srpo';
  * | SRPO_RECORDS_PER_TRANSACTION | 500 | chunk size of one Kafka transaction |
  * | SRPO_MATERIALIZER_ROLES | sets,groups | sub-topologies this process runs; run `sets` and `groups` in separate processes to use two cores |
  * | SRPO_SESSION_TIMEOUT_MS | 30000 | consumer session timeout: how fast a dead instance's tasks move |
+ * | SRPO_SCHEMA_REGISTRY_URL (+ _USER, _PASSWORD) | unset | Confluent wire format with this registry; unset: single-object encoding |
  * | SRPO_METRICS_PORT | 0 (off) | `/metrics` and `/health` on 127.0.0.1 |
  * | SRPO_LOG_LEVEL | info | debug, info, warn, error |
  */
@@ -38,6 +39,7 @@ export interface MaterializerConfig {
   recordsPerTransaction: number;
   sessionTimeoutMs: number;
   roles: ('sets' | 'groups')[];
+  schemaRegistry?: SchemaRegistryClient;
   metricsPort: number;
   limits: EventLimits;
   logLevel: LogLevel;
@@ -68,6 +70,7 @@ export function loadMaterializerConfig(env: Readonly<Record<string, string | und
     recordsPerTransaction: r.int('SRPO_RECORDS_PER_TRANSACTION', 500, { min: 1, max: 100_000 }),
     sessionTimeoutMs: r.int('SRPO_SESSION_TIMEOUT_MS', 30_000, { min: 6_000, max: 300_000 }),
     roles: readRoles(r),
+    schemaRegistry: readSchemaRegistry(r),
     metricsPort: r.int('SRPO_METRICS_PORT', 0, { min: 0, max: 65535 }),
     limits: DEFAULT_EVENT_LIMITS,
     logLevel: r.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),

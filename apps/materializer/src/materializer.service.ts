@@ -18,13 +18,15 @@ export class Materializer {
   readonly sets: ConsumerRunner<ActiveSetStores>;
   readonly groups: ConsumerRunner<AdvantageGroupStores>;
   private readonly kafka: Kafka;
+  private readonly codec: EventCodec;
   private server?: http.Server;
   private readonly log = new Logger('materializer');
 
   constructor(private readonly config: MaterializerConfig) {
     this.kafka = createKafka(config.kafka);
     this.catalog = topicCatalog(config.topics);
-    const codec = new EventCodec(undefined, { maxPayloadBytes: config.maxPayloadBytes });
+    const codec = new EventCodec(undefined, { maxPayloadBytes: config.maxPayloadBytes, registry: config.schemaRegistry });
+    this.codec = codec;
     const count = (metric: string, labels?: Record<string, string>) => this.metrics.count(metric, labels);
     this.sets = new ConsumerRunner({
       appId: `${config.appId}.sets`,
@@ -61,6 +63,7 @@ export class Materializer {
   }
 
   async start(): Promise<void> {
+    await this.codec.useRegistry();
     const admin = this.kafka.admin();
     await admin.connect();
     try {

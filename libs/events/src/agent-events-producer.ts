@@ -75,6 +75,7 @@ export class AgentEventsProducer {
 
   async connect(): Promise<void> {
     if (this.connected) return;
+    await this.codec.useRegistry();
     await this.producer.connect();
     this.connected = true;
   }
@@ -102,6 +103,7 @@ export class AgentEventsProducer {
    * is invalid, none is sent.
    */
   async emitBatch(events: AgentEvent[]): Promise<EmitResult> {
+    await this.connect();
     const prepared = events.map((e) => this.prepare(e));
     const byTopic = new Map<string, Message[]>();
     for (const p of prepared) {
@@ -109,7 +111,6 @@ export class AgentEventsProducer {
       list.push(p.message);
       byTopic.set(p.topic, list);
     }
-    await this.connect();
     const topicMessages = [...byTopic.entries()].map(([topic, messages]) => ({ topic, messages }));
     let metadata: RecordMetadata[];
     if (this.options.transactionalId) {

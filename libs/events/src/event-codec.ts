@@ -5,6 +5,7 @@ import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import { crc64Avro, fingerprintBytes, fingerprintHex } from './crc64-avro';
 import { EVENT_TYPES, EventMap, EventType } from './event-types';
 import { ReasonCode } from './reason-codes';
+import { CONFLUENT_HEADER_BYTES, CONFLUENT_MAGIC, confluentFrame, confluentSchemaId, SchemaRegistryClient } from './schema-registry';
 
 /** Avro single-object encoding marker (Avro spec, "Single-object encoding"). */
 export const SINGLE_OBJECT_MAGIC = Buffer.from([0xc3, 0x01]);
@@ -116,6 +117,12 @@ export interface DecodedEvent<T extends EventType = EventType> {
 export interface EventCodecOptions {
   /** Messages larger than this are refused on both sides (default 1 MiB). */
   maxPayloadBytes?: number;
+  /**
+   * When set, `encode` writes the Confluent wire format with ids from this
+   * registry (call `useRegistry()` once before encoding), and Confluent-framed
+   * input is decoded after `prefetch()` loaded its writer schemas.
+   */
+  registry?: SchemaRegistryClient;
 }
 
 /**
@@ -127,12 +134,44 @@ export interface EventCodecOptions {
 export class EventCodec {
   readonly maxPayloadBytes: number;
   private readonly resolvers = new Map<string, avro.Resolver>();
+  private readonly registry?: SchemaRegistryClient;
+  /** Registry id of each current reader schema (Confluent mode). */
+  private readonly registeredIds = new Map<EventType, number>();
+  /** Writer schemas by registry id. */
+  private readonly confluentWriters = new Map<number, SchemaEntry>();
 
   constructor(
     readonly schemas: SchemaSet = SchemaSet.fromDirectory(),
     options: EventCodecOptions = {},
   ) {
     this.maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
+    this.registry = options.registry;
+  }
+
+  /** Confluent mode: registers every current schema (record-name subjects) so `encode` can frame with ids. */
+  async useRegistry(): Promise<void> {
+    if (!this.registry) return;
+    for (const type of EVENT_TYPES) {
+      const entry = this.schemas.reader(type);
+      const id = await this.registry.register(entry.avroType.name ?? type, JSON.parse(entry.canonical) as avro.Schema);
+      this.registeredIds.set(type, id);
+      this.confluentWriters.set(id, entry);
+    }
+  }
+
+  /** Loads the writer schemas of any Confluent-framed messages whose ids are not known yet. */
+  async prefetch(messages: readonly (Buffer | null)[]): Promise<void> {
+    if (!this.registry) return;
+    for (const m of messages) {
+      const id = m ? confluentSchemaId(m) : undefined;
+      if (id === undefined || this.confluentWriters.has(id)) continue;
+      try {
+        this.confluentWriters.set(id, makeEntry(await this.registry.schemaById(id)));
+      } catch (e) {
+        // An id the registry does not know stays unknown: decode dead-letters it as UNKNOWN_SCHEMA.
+        if (!(e instanceof SrpoError) || e.code !== ErrorCode.UNKNOWN_SCHEMA) throw e;
+      }
+    }
   }
 
   /**
@@ -151,7 +190,11 @@ export class EventCodec {
       assertSchemaValid(entry, value);
       throw e;
     }
-    const out = Buffer.concat([SINGLE_OBJECT_MAGIC, fingerprintBytes(entry.fingerprint), body]);
+    const registryId = this.registry ? this.registeredIds.get(type) : undefined;
+    if (this.registry && registryId === undefined) {
+      throw new SrpoError(ErrorCode.CONFIG_INVALID, 'a schema registry is configured but useRegistry() was not awaited before encoding');
+    }
+    const out = registryId !== undefined ? confluentFrame(registryId, body) : Buffer.concat([SINGLE_OBJECT_MAGIC, fingerprintBytes(entry.fingerprint), body]);
     if (out.length > this.maxPayloadBytes) {
       throw new SrpoError(ErrorCode.PAYLOAD_TOO_LARGE, `${type}: encoded size ${out.length} B exceeds the limit of ${this.maxPayloadBytes} B`);
     }
@@ -164,8 +207,9 @@ export class EventCodec {
     if (buf.length > this.maxPayloadBytes) {
       throw new DecodeError(ReasonCode.PAYLOAD_TOO_LARGE, `message of ${buf.length} B exceeds the limit of ${this.maxPayloadBytes} B`);
     }
+    if (buf[0] === CONFLUENT_MAGIC) return this.decodeConfluent(buf);
     if (buf.length >= 2 && (buf[0] !== SINGLE_OBJECT_MAGIC[0] || buf[1] !== SINGLE_OBJECT_MAGIC[1])) {
-      throw new DecodeError(ReasonCode.DECODE_BAD_MAGIC, `bad magic bytes ${buf.subarray(0, 2).toString('hex')}; expected c301 (Avro single-object encoding)`);
+      throw new DecodeError(ReasonCode.DECODE_BAD_MAGIC, `bad magic bytes ${buf.subarray(0, 2).toString('hex')}; expected c301 (Avro single-object encoding) or 00 (Confluent wire format)`);
     }
     if (buf.length < SINGLE_OBJECT_HEADER_BYTES) {
       throw new DecodeError(ReasonCode.DECODE_TRUNCATED, `message of ${buf.length} B is shorter than the ${SINGLE_OBJECT_HEADER_BYTES}-byte header`);
@@ -176,6 +220,18 @@ export class EventCodec {
     const reader = this.schemas.reader(writer.eventType);
     const value = decodeBody(writer, reader, buf, SINGLE_OBJECT_HEADER_BYTES, this.resolvers);
     return { type: writer.eventType, value, writerFingerprint: fp } as DecodedEvent;
+  }
+
+  private decodeConfluent(buf: Buffer): DecodedEvent {
+    if (buf.length < CONFLUENT_HEADER_BYTES) throw new DecodeError(ReasonCode.DECODE_TRUNCATED, `Confluent-framed message of ${buf.length} B is shorter than its 5-byte header`);
+    const id = buf.readUInt32BE(1);
+    const writer = this.confluentWriters.get(id);
+    if (!writer) {
+      throw new DecodeError(ReasonCode.UNKNOWN_SCHEMA, this.registry ? `schema registry id ${id} is unknown` : `Confluent-framed message (schema id ${id}) but no schema registry is configured`);
+    }
+    const reader = this.schemas.reader(writer.eventType);
+    const value = decodeBody(writer, reader, buf, CONFLUENT_HEADER_BYTES, this.resolvers);
+    return { type: writer.eventType, value, writerFingerprint: writer.fingerprintHex } as DecodedEvent;
   }
 
   /** Decodes and checks that the event is of the expected type. */

@@ -8,3 +8,4 @@ export * from './kafka-connection';
 export * from './agent-events-producer';
 export * from './sample-events';
 export * from './topic-reader';
+export * from './schema-registry';

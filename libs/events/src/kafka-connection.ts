@@ -1,6 +1,7 @@
 import * as fs from 'fs';
 import { Kafka, KafkaConfig, logLevel, LogEntry, SASLOptions } from 'kafkajs';
-import { EnvReader, Logger } from '@srpo/core';
+import { ConfigError, EnvReader, Logger } from '@srpo/core';
+import { SchemaRegistryClient } from './schema-registry';
 
 /**
  * How to reach the cluster. Read from configuration by each app's config module
@@ -95,4 +96,21 @@ function forward(logger: Logger, entry: LogEntry): void {
   if (entry.level <= logLevel.ERROR) logger.error(message, fields);
   else if (entry.level === logLevel.WARN) logger.warn(message, fields);
   else logger.debug(message, fields);
+}
+
+/**
+ * SRPO_SCHEMA_REGISTRY_URL switches producers to the Confluent wire format with
+ * ids from that registry (SRPO_SCHEMA_REGISTRY_USER / SRPO_SCHEMA_REGISTRY_PASSWORD
+ * for basic auth). Unset: Avro single-object encoding, no registry needed.
+ */
+export function readSchemaRegistry(env: EnvReader): SchemaRegistryClient | undefined {
+  const url = env.optionalStr('SRPO_SCHEMA_REGISTRY_URL');
+  if (!url) return undefined;
+  try {
+    new URL(url);
+  } catch {
+    throw new ConfigError('SRPO_SCHEMA_REGISTRY_URL', `not a URL: "${url}"`);
+  }
+  const username = env.optionalStr('SRPO_SCHEMA_REGISTRY_USER');
+  return new SchemaRegistryClient({ url, basicAuth: username ? { username, password: env.str('SRPO_SCHEMA_REGISTRY_PASSWORD') } : undefined });
 }

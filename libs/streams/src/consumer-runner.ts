@@ -176,6 +176,8 @@ export class ConsumerRunner<S extends Stores> {
 
   private async processChunk(task: Task<S>, topic: string, messages: KafkaMessage[]): Promise<boolean> {
     const { processor, codec } = this.options;
+    // Confluent-framed input: load unknown writer schemas from the registry first (no-op otherwise).
+    await codec.prefetch(messages.map((m) => m.value));
     const outputs: { topic: string; message: Message }[] = [];
     const streamTimeBefore = task.streamTimeMs;
     const input = task.inputs.get(topic) as InputProgress;

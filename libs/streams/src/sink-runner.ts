@@ -107,6 +107,7 @@ export class SinkRunner<T> {
     const partition = batch.partition;
     const queue = this.pending.get(partition) ?? [];
     this.pending.set(partition, queue);
+    await codec.prefetch(batch.messages.map((m) => m.value));
     for (const m of batch.messages) {
       if (!isRunning() || isStale() || this.stopping) return;
       const offset = Number(m.offset);
