@@ -12,8 +12,12 @@
 #   SRPO_KAFKA_DIR    data, logs and pid file (default <repo>/.srpo/kafka)
 #   SRPO_KAFKA_PORT   client port (default 9092); the controller uses port+1
 #   SRPO_KAFKA_HEAP   JVM heap (default 768m)
-#   SRPO_KAFKA_EXTRA_PROPERTIES  a file appended to server.properties (SASL/TLS)
-#   SRPO_KAFKA_LISTENER  listener spec for clients (default PLAINTEXT)
+#   SRPO_KAFKA_EXTRA_PROPERTIES  a file appended to server.properties
+#   SRPO_KAFKA_SECURITY  plaintext (default) or sasl_ssl: clients must use TLS and
+#                        SCRAM-SHA-512; needs SRPO_KAFKA_SSL_DIR (from make-certs.sh),
+#                        SRPO_KAFKA_SCRAM_USER and SRPO_KAFKA_SCRAM_PASSWORD (the user
+#                        is created when the storage is formatted). Brokers talk to
+#                        each other on a plaintext loopback listener at port+2.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
@@ -44,16 +48,48 @@ running_pid() {
 
 accepting() { (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
 
+SECURITY="${SRPO_KAFKA_SECURITY:-plaintext}"
+
+listener_properties() {
+  case "$SECURITY" in
+    plaintext)
+      cat <<PROPS
+listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$PORT
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+PROPS
+      ;;
+    sasl_ssl)
+      local ssl="${SRPO_KAFKA_SSL_DIR:?SRPO_KAFKA_SSL_DIR is required with SRPO_KAFKA_SECURITY=sasl_ssl}"
+      cat <<PROPS
+listeners=SASL_SSL://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT,INTERNAL://127.0.0.1:$((PORT + 2))
+advertised.listeners=SASL_SSL://127.0.0.1:$PORT,INTERNAL://127.0.0.1:$((PORT + 2))
+inter.broker.listener.name=INTERNAL
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,SASL_SSL:SASL_SSL
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$ssl/broker.p12
+ssl.keystore.password=$(cat "$ssl/password")
+ssl.key.password=$(cat "$ssl/password")
+ssl.client.auth=none
+PROPS
+      ;;
+    *) log "unknown SRPO_KAFKA_SECURITY=$SECURITY (plaintext or sasl_ssl)"; exit 2 ;;
+  esac
+}
+
 write_properties() {
-  cat > "$DIR/server.properties" <<PROPS
+  {
+  cat <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
-listeners=${SRPO_KAFKA_LISTENER:-PLAINTEXT}://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CONTROLLER_PORT
-advertised.listeners=${SRPO_KAFKA_LISTENER:-PLAINTEXT}://127.0.0.1:$PORT
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=${SRPO_KAFKA_LISTENER:-PLAINTEXT}
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL
+PROPS
+  listener_properties
+  cat <<PROPS
 log.dirs=$DIR/data
 num.partitions=3
 offsets.topic.replication.factor=1
@@ -70,6 +106,8 @@ log.retention.hours=-1
 transaction.max.timeout.ms=900000
 message.max.bytes=4194304
 PROPS
+  } > "$DIR/server.properties"
+  chmod 600 "$DIR/server.properties"
   if [[ -n "${SRPO_KAFKA_EXTRA_PROPERTIES:-}" ]]; then cat "$SRPO_KAFKA_EXTRA_PROPERTIES" >> "$DIR/server.properties"; fi
 }
 
@@ -88,7 +126,11 @@ start() {
     local cluster_id
     cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
     log "formatting storage in $DIR/data (cluster $cluster_id)"
-    java "${jvm[@]}" -cp "$cp" kafka.tools.StorageTool format -t "$cluster_id" -c "$DIR/server.properties" ${SRPO_KAFKA_FORMAT_ARGS:-} > "$DIR/logs/format.log" 2>&1 \
+    local scram=()
+    if [[ "$SECURITY" == sasl_ssl ]]; then
+      scram=(--add-scram "SCRAM-SHA-512=[name=${SRPO_KAFKA_SCRAM_USER:?},password=${SRPO_KAFKA_SCRAM_PASSWORD:?}]")
+    fi
+    java "${jvm[@]}" -cp "$cp" kafka.tools.StorageTool format -t "$cluster_id" -c "$DIR/server.properties" "${scram[@]}" > "$DIR/logs/format.log" 2>&1 \
       || { cat "$DIR/logs/format.log" >&2; exit 1; }
   fi
   log "starting on 127.0.0.1:$PORT"
