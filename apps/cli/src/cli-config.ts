@@ -1,5 +1,8 @@
 import { BACKEND_REQUESTS, BackendRequest, EnvReader, Logger, LogLevel } from '@srpo/core';
+import * as path from 'path';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
+import type { StoreConfig } from '@srpo/store';
+import { readStore } from '../../learner/src/learner-config';
 
 /**
  * The CLI's configuration, validated once at start. The only place in the CLI
@@ -17,6 +20,12 @@ export interface CliConfig {
   backend: BackendRequest;
   logLevel: LogLevel;
   maxPayloadBytes: number;
+  /** The learner's audit store (same variables as the learner: SRPO_DATABASE_URL, SRPO_DATABASE_SCHEMA, SRPO_SQLITE_PATH). */
+  store: StoreConfig;
+  /** SRPO_CHECKPOINT_DIR when set: audits load checkpoints from `<dir>/<policy>/v<N>` instead of the recorded URIs. */
+  checkpointDir?: string;
+  /** SRPO_REPLAY_DIR (default `.srpo/replays`): each replay run's store and checkpoints live in `<dir>/<run>/`. */
+  replayDir: string;
 }
 
 export function loadCliConfig(env: Readonly<Record<string, string | undefined>> = process.env): CliConfig {
@@ -37,6 +46,9 @@ export function loadCliConfig(env: Readonly<Record<string, string | undefined>> 
     backend: reader.oneOf('SRPO_BACKEND', BACKEND_REQUESTS, 'auto'),
     logLevel: reader.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'warn'),
     maxPayloadBytes: reader.int('SRPO_MAX_PAYLOAD_BYTES', 1024 * 1024, { min: 1024 }),
+    store: readStore(reader, process.cwd()),
+    checkpointDir: reader.has('SRPO_CHECKPOINT_DIR') ? path.resolve(reader.str('SRPO_CHECKPOINT_DIR')) : undefined,
+    replayDir: path.resolve(reader.str('SRPO_REPLAY_DIR', '.srpo/replays')),
   };
   Logger.configure({ level: config.logLevel });
   return config;

@@ -5,6 +5,9 @@ import { CliConfig, loadCliConfig } from './cli-config';
 import { eventsCommand } from './commands/events.command';
 import { kafkaCommand } from './commands/kafka.command';
 import { objectiveCommand } from './commands/objective.command';
+import { auditCommand } from './commands/audit.command';
+import { replayCommand } from './commands/replay.command';
+import { runsCommand } from './commands/runs.command';
 
 /** `env` is the process environment unless a test passes its own. */
 export function buildProgram(env: Readonly<Record<string, string | undefined>> = process.env): Command {
@@ -16,6 +19,9 @@ export function buildProgram(env: Readonly<Record<string, string | undefined>> =
   program.addCommand(kafkaCommand(config));
   program.addCommand(eventsCommand(config));
   program.addCommand(objectiveCommand(config));
+  program.addCommand(auditCommand(config));
+  program.addCommand(replayCommand(config));
+  program.addCommand(runsCommand(config));
   return program;
 }
 

@@ -124,7 +124,8 @@ export function applyLearnerConfig(config: LearnerConfig): void {
   Logger.configure({ level: config.logLevel });
 }
 
-function readStore(r: EnvReader, cwd: string): StoreConfig {
+/** SRPO_DATABASE_URL / SRPO_DATABASE_SCHEMA / SRPO_SQLITE_PATH; shared with the CLI so both find the same store. */
+export function readStore(r: EnvReader, cwd: string): StoreConfig {
   const url = r.optionalStr('SRPO_DATABASE_URL');
   if (url === undefined) {
     if (r.has('SRPO_DATABASE_SCHEMA')) throw new ConfigError('SRPO_DATABASE_SCHEMA', 'only applies to PostgreSQL; set SRPO_DATABASE_URL too');

@@ -9,6 +9,7 @@ export const CONSUMPTION_CONTROL = Symbol('CONSUMPTION_CONTROL');
 export const CLOCK = Symbol('CLOCK');
 export const FAULT_INJECTOR = Symbol('FAULT_INJECTOR');
 export const BACKEND_INFO = Symbol('BACKEND_INFO');
+export const AUDIT_SERVICE = Symbol('AUDIT_SERVICE');
 
 /** Epoch milliseconds; injected so tests and replays control recorded times. */
 export type Clock = () => number;

@@ -11,6 +11,9 @@ import { MetricsController } from './http/metrics.controller';
 import { PoliciesController } from './http/policies.controller';
 import { SrpoExceptionFilter } from './http/srpo-exception.filter';
 import { UpdatesController } from './http/updates.controller';
+import { SetsController } from './http/sets.controller';
+import { DashboardController } from './http/dashboard.controller';
+import { AuditService } from './audit/audit.service';
 import { WriteTokenGuard, ReadTokenGuard } from './http/api-token.guard';
 import { KafkaAdminHealth } from './kafka-health';
 import { KafkaLearnerEventsPublisher } from './kafka-publisher';
@@ -19,6 +22,7 @@ import { LearnerLifecycle } from './learner-lifecycle.service';
 import { LearnerMetrics } from './learner-metrics.service';
 import { LearnerStateService } from './learner-state.service';
 import {
+  AUDIT_SERVICE,
   AUDIT_STORE,
   BACKEND_INFO,
   CLOCK,
@@ -43,7 +47,7 @@ export class LearnerModule {
   static forRoot(config: LearnerConfig): DynamicModule {
     return {
       module: LearnerModule,
-      controllers: [HealthController, MetricsController, PoliciesController, UpdatesController, ConsumptionController],
+      controllers: [HealthController, MetricsController, PoliciesController, UpdatesController, SetsController, ConsumptionController, DashboardController],
       providers: [
         { provide: LEARNER_CONFIG, useValue: config },
         { provide: CLOCK, useValue: () => Date.now() },
@@ -83,6 +87,11 @@ export class LearnerModule {
             }),
         },
         { provide: CONSUMPTION_CONTROL, useExisting: GROUP_SOURCE },
+        {
+          provide: AUDIT_SERVICE,
+          inject: [AUDIT_STORE, BACKEND_INFO],
+          useFactory: (store: AuditStore, backend: { name: string }) => new AuditService({ store, kafka: createKafka(config.kafka), backend: backend.name }),
+        },
         LearnerMetrics,
         LearnerStateService,
         UpdateService,

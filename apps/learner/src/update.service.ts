@@ -316,23 +316,7 @@ export class UpdateService {
     }
     let sets: TrainingSet[];
     try {
-      sets = group.sets.map((gs) => ({
-        setId: gs.set.setId,
-        advantage: gs.advantage,
-        members: gs.set.members.map((m) => {
-          // The member carries the original AgentOutput bytes: the importance ratio's logpOld
-          // is exactly what the agent recorded.
-          const output = decodeMemberOutput(this.codec, m);
-          return {
-            outputId: m.outputId,
-            contextTokens: output.contextTokenIds,
-            responseTokens: output.responseTokenIds,
-            logpOld: output.behaviourLogProbs,
-            mask: output.lossMask.map((b) => (b ? 1 : 0)),
-            temperature: m.temperature,
-          };
-        }),
-      }));
+      sets = trainingSetsFromGroup(this.codec, group);
     } catch (e) {
       if (e instanceof SrpoError && !e.retriable) return { reason: 'invalid-input', detail: e.message, lag };
       throw e;
@@ -405,6 +389,30 @@ export class UpdateService {
       this.pending.shift();
     }
   }
+}
+
+/**
+ * The trainer's view of a group: each member's original AgentOutput bytes,
+ * decoded, so the importance ratio's logpOld is exactly what the agent
+ * recorded. Shared with audit and replay, which must feed the trainer the very
+ * same sets the learner did.
+ */
+export function trainingSetsFromGroup(codec: EventCodec, group: AdvantageGroup): TrainingSet[] {
+  return group.sets.map((gs) => ({
+    setId: gs.set.setId,
+    advantage: gs.advantage,
+    members: gs.set.members.map((m) => {
+      const output = decodeMemberOutput(codec, m);
+      return {
+        outputId: m.outputId,
+        contextTokens: output.contextTokenIds,
+        responseTokens: output.responseTokenIds,
+        logpOld: output.behaviourLogProbs,
+        mask: output.lossMask.map((b) => (b ? 1 : 0)),
+        temperature: m.temperature,
+      };
+    }),
+  }));
 }
 
 /** The events of a committed update, rebuilt from its record (so a republish sends the same content). */

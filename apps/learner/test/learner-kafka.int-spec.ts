@@ -75,6 +75,8 @@ describe('learner on the real broker (real processes)', () => {
       KAFKA_BROKERS: brokers.join(','),
       SRPO_TOPIC_PREFIX: prefix,
       SRPO_POLICY_ID: 'solver',
+      // A group of its own: another run of this test on the same broker must not share partitions.
+      SRPO_CONSUMER_GROUP: `${prefix}learner`,
       SRPO_SQLITE_PATH: path.join(dir, 'learner.sqlite'),
       SRPO_CHECKPOINT_DIR: path.join(dir, 'checkpoints'),
       SRPO_SETS_PER_UPDATE: String(SETS_PER_UPDATE),
@@ -88,7 +90,7 @@ describe('learner on the real broker (real processes)', () => {
       ...extra,
     });
     const log = path.join(dir, 'learner.log');
-    return { catalog, port, env, log, dir };
+    return { catalog, port, env, log, dir, groupId: `${prefix}learner` };
   }
 
   async function finish(s: Awaited<ReturnType<typeof scenario>>, child: ChildProcess) {
@@ -134,7 +136,7 @@ describe('learner on the real broker (real processes)', () => {
 
     const admin = kafka.admin();
     await admin.connect();
-    const committed = await admin.fetchOffsets({ groupId: 'srpo-learner.solver', topics: [s.catalog.advantageGroups.name] });
+    const committed = await admin.fetchOffsets({ groupId: s.groupId, topics: [s.catalog.advantageGroups.name] });
     await admin.disconnect();
     expect(committed[0].partitions.map((p) => Number(p.offset))).toEqual([GROUPS]);
     baselineHash = updates[2].weightsHashAfter;

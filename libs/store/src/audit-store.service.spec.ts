@@ -257,6 +257,19 @@ describe.each(STORE_KINDS)('AuditStore on %s', (kind) => {
     expect((await store.getPolicy('solver'))?.currentVersion).toBe(0);
   });
 
+  it('finds the ledger row of a set by exact set id, with LIKE wildcards taken literally', async () => {
+    const odd = { ...group('g%_1', 1), setIds: ['a%b', 'a_b\\"c'] };
+    odd.sources = odd.sources.map((src, i) => ({ ...src, setId: odd.setIds[i] }));
+    await store.recordUpdate(record('solver', 0, T0 + 1), [group('g1', 2), odd]);
+    expect((await store.findGroupsWithSet('g1/s1')).map((g) => [g.groupId, g.updateId, g.position])).toEqual([['g1', 'solver.v1', 0]]);
+    expect((await store.findGroupsWithSet('a_b\\"c')).map((g) => g.groupId)).toEqual(['g%_1']);
+    // '%' and '_' must not act as wildcards: 'axb' is no set, 'a%b' is exactly one.
+    expect(await store.findGroupsWithSet('axb')).toEqual([]);
+    expect((await store.findGroupsWithSet('a%b')).map((g) => g.groupId)).toEqual(['g%_1']);
+    // A prefix of a set id is not that set.
+    expect(await store.findGroupsWithSet('g1/s')).toEqual([]);
+  });
+
   it('answers NOT_FOUND for unknown updates and policies', async () => {
     await expectSrpoError(store.getUpdate('nope'), ErrorCode.NOT_FOUND, /no update nope/);
     await expectSrpoError(store.listVersions('nope'), ErrorCode.NOT_FOUND, /no policy nope/);

@@ -333,6 +333,27 @@ export class AuditStore {
     return rows.map(recordFromEntity);
   }
 
+  /**
+   * Ledger rows whose group contains the set `setId` (normally one; a set id
+   * reused across policies gives one per policy), oldest first. The set ids
+   * live in a JSON text column, so the LIKE only narrows the scan; the exact
+   * match is checked on the decoded list.
+   */
+  async findGroupsWithSet(setId: string): Promise<GroupLedgerRecord[]> {
+    checkNonEmpty(setId, 'setId', MAX_GROUP_ID_LENGTH);
+    const needle = JSON.stringify(setId).replace(/[\\%_]/g, (c) => '\\' + c);
+    const rows = await this.run('findGroupsWithSet', () =>
+      this.dataSource
+        .getRepository(UpdateGroupEntity)
+        .createQueryBuilder('g')
+        .where("g.set_ids LIKE :needle ESCAPE '\\'", { needle: `%${needle}%` })
+        .orderBy('g.created_at_ms', 'ASC')
+        .addOrderBy('g.position', 'ASC')
+        .getMany(),
+    );
+    return rows.map(groupFromEntity).filter((g) => g.setIds.includes(setId));
+  }
+
   async getPolicy(policyId: string): Promise<PolicyRecord | undefined> {
     const row = await this.run('getPolicy', () => this.dataSource.getRepository(PolicyEntity).findOneBy({ policyId }));
     return row ? policyFromEntity(row) : undefined;

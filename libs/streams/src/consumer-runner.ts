@@ -94,6 +94,7 @@ export class ConsumerRunner<S extends Stores> {
   private stopping = false;
   private admin?: Admin;
   private poller?: NodeJS.Timeout;
+  private restarting = false;
 
   constructor(private readonly options: ConsumerRunnerOptions<S>) {
     this.log = options.logger ?? new Logger('consumer-runner', { appId: options.appId });
@@ -103,8 +104,23 @@ export class ConsumerRunner<S extends Stores> {
   }
 
   async start(): Promise<void> {
-    const { kafka, appId, inputTopics } = this.options;
+    const { kafka } = this.options;
     await this.ensureChangelogTopics();
+    await this.startConsumer();
+    this.admin = kafka.admin();
+    await this.admin.connect();
+    let polling = false;
+    this.poller = setInterval(() => {
+      if (polling) return;
+      polling = true;
+      this.pollIdle()
+        .catch((e) => this.log.warn('idle poll failed', { error: errorMessage(e) }))
+        .finally(() => (polling = false));
+    }, this.options.idlePollMs ?? 1000);
+  }
+
+  private async startConsumer(): Promise<void> {
+    const { kafka, appId, inputTopics } = this.options;
     const consumer = kafka.consumer({
       groupId: appId,
       partitionAssigners: [CoPartitionAssigner],
@@ -122,6 +138,11 @@ export class ConsumerRunner<S extends Stores> {
       this.assigned = partitions;
       this.log.info('assignment', { partitions: [...partitions].sort((a, b) => a - b) });
     });
+    consumer.on(consumer.events.CRASH, (e) => {
+      // kafkajs restarts itself after retriable errors only; after a non-retriable one (e.g. the
+      // coordinator forgot this member while the broker was down) the consumer stays dead.
+      if (!e.payload.restart && !this.stopping) void this.restartConsumer(errorMessage(e.payload.error));
+    });
     await consumer.connect();
     await consumer.subscribe({ topics: inputTopics, fromBeginning: true });
     await consumer.run({
@@ -130,16 +151,31 @@ export class ConsumerRunner<S extends Stores> {
       partitionsConsumedConcurrently: 1,
       eachBatch: (payload) => this.onBatch(payload),
     });
-    this.admin = kafka.admin();
-    await this.admin.connect();
-    let polling = false;
-    this.poller = setInterval(() => {
-      if (polling) return;
-      polling = true;
-      this.pollIdle()
-        .catch((e) => this.log.warn('idle poll failed', { error: errorMessage(e) }))
-        .finally(() => (polling = false));
-    }, this.options.idlePollMs ?? 1000);
+  }
+
+  /** Replaces a crashed consumer; tasks are rebuilt from their changelogs on the next batch. */
+  private async restartConsumer(reason: string): Promise<void> {
+    if (this.restarting) return;
+    this.restarting = true;
+    this.log.warn('consumer crashed; recreating it', { reason });
+    this.count('stream_consumer_restarts_total');
+    try {
+      const old = this.consumer;
+      this.consumer = undefined;
+      await old?.disconnect().catch(() => undefined);
+      for (const p of [...this.tasks.keys()]) await this.closeTask(p);
+      for (let attempt = 1; !this.stopping; attempt++) {
+        try {
+          await this.startConsumer();
+          return;
+        } catch (e) {
+          this.log.warn('consumer restart failed; retrying', { attempt, error: errorMessage(e) });
+          await sleep(Math.min(10_000, 500 * attempt));
+        }
+      }
+    } finally {
+      this.restarting = false;
+    }
   }
 
   async stop(): Promise<void> {
@@ -242,7 +278,11 @@ export class ConsumerRunner<S extends Stores> {
         error: errorMessage(e),
         fenced,
       });
-      if (fenced) await this.closeTask(task.partition);
+      // A producer whose transaction failed midway (broker gone, request timed out) may be
+      // left mid-transaction; it is never reused. The task is rebuilt on the next batch: a
+      // fresh producer with the same transactional id aborts whatever the old one left open,
+      // and state is restored from the changelog, which holds only committed writes.
+      await this.closeTask(task.partition);
       this.consumer?.seek({ topic, partition: task.partition, offset: messages[0].offset });
       if (!fenced && isRetriable(e)) await sleep(500);
       return false;
@@ -324,7 +364,7 @@ export class ConsumerRunner<S extends Stores> {
       task.lastPunctuatedWatermark = watermarkBefore;
       for (const s of task.storeList) s.rollback();
       this.log.warn('punctuation aborted', { partition: task.partition, error: errorMessage(e) });
-      if (isFencing(e)) await this.closeTask(task.partition);
+      await this.closeTask(task.partition);
     }
   }
 

@@ -52,17 +52,23 @@ export class SinkRunner<T> {
   private readonly log: Logger;
   private paused = false;
   private stopping = false;
+  private restarting = false;
 
   constructor(private readonly options: SinkRunnerOptions<T>) {
     this.log = options.logger ?? new Logger('sink-runner', { groupId: options.groupId, topic: options.topic });
   }
 
   async start(): Promise<void> {
-    const { kafka, groupId, topic } = this.options;
+    const { kafka } = this.options;
     if (this.options.deadLetterTopic) {
       this.dlqProducer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
       await this.dlqProducer.connect();
     }
+    await this.startConsumer();
+  }
+
+  private async startConsumer(): Promise<void> {
+    const { kafka, groupId, topic } = this.options;
     const sessionTimeout = this.options.sessionTimeoutMs ?? 30_000;
     this.consumer = kafka.consumer({
       groupId,
@@ -77,9 +83,41 @@ export class SinkRunner<T> {
       this.pending.clear();
       this.readUpTo.clear();
     });
+    this.consumer.on(this.consumer.events.CRASH, (e) => {
+      // kafkajs restarts itself after retriable errors only; e.g. a commit refused because the
+      // coordinator forgot this member during a broker outage would leave the consumer dead.
+      if (!e.payload.restart && !this.stopping) void this.restartConsumer(errorMessage(e.payload.error));
+    });
     await this.consumer.connect();
     await this.consumer.subscribe({ topics: [topic], fromBeginning: true });
     await this.consumer.run({ autoCommit: false, eachBatchAutoResolve: false, partitionsConsumedConcurrently: 1, eachBatch: (p) => this.onBatch(p) });
+  }
+
+  /** Replaces a crashed consumer; uncommitted items are read again (the sink is idempotent). */
+  private async restartConsumer(reason: string): Promise<void> {
+    if (this.restarting) return;
+    this.restarting = true;
+    this.log.warn('consumer crashed; recreating it', { reason });
+    this.options.count?.('sink_consumer_restarts_total');
+    try {
+      const old = this.consumer;
+      this.consumer = undefined;
+      await old?.disconnect().catch(() => undefined);
+      this.pending.clear();
+      this.readUpTo.clear();
+      for (let attempt = 1; !this.stopping; attempt++) {
+        try {
+          await this.startConsumer();
+          if (this.paused) this.pause();
+          return;
+        } catch (e) {
+          this.log.warn('consumer restart failed; retrying', { attempt, error: errorMessage(e) });
+          await new Promise((r) => setTimeout(r, Math.min(10_000, 500 * attempt)));
+        }
+      }
+    } finally {
+      this.restarting = false;
+    }
   }
 
   async stop(): Promise<void> {

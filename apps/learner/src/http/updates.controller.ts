@@ -1,13 +1,17 @@
-import { BadRequestException, Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common';
+import { BadRequestException, Controller, Get, HttpCode, Inject, Param, Post, Query, UseGuards } from '@nestjs/common';
 import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, type AuditStore, type UpdateDetail, type UpdateRecord } from '@srpo/store';
-import { AUDIT_STORE } from '../learner-tokens';
+import type { AuditService, VerifyReport } from '../audit/audit.service';
+import { AUDIT_SERVICE, AUDIT_STORE } from '../learner-tokens';
 import { ReadTokenGuard } from './api-token.guard';
 import { parseLimitParam, parseStringParam, parseTimeParam } from './query-params';
 
 @Controller('updates')
 @UseGuards(ReadTokenGuard)
 export class UpdatesController {
-  constructor(@Inject(AUDIT_STORE) private readonly store: AuditStore) {}
+  constructor(
+    @Inject(AUDIT_STORE) private readonly store: AuditStore,
+    @Inject(AUDIT_SERVICE) private readonly audit: AuditService,
+  ) {}
 
   /**
    * `GET /updates?policy=&from=&to=&limit=`: updates with `from <= committed < to`
@@ -30,5 +34,17 @@ export class UpdatesController {
   @Get(':id')
   get(@Param('id') id: string): Promise<UpdateDetail> {
     return this.store.getUpdate(id);
+  }
+
+  /**
+   * `POST /updates/:id/verify`: recomputes the update from its recorded source
+   * events and checkpoint. 200 with the report either way (`ok` says whether the
+   * weights hash matched); 404 for an unknown update. Read guard: it changes
+   * nothing, it only costs one training step.
+   */
+  @Post(':id/verify')
+  @HttpCode(200)
+  verify(@Param('id') id: string): Promise<VerifyReport> {
+    return this.audit.verify(id);
   }
 }

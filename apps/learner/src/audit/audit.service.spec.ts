@@ -1,0 +1,97 @@
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { ErrorCode, Logger, SrpoError } from '@srpo/core';
+import { AuditStore, ledgerEntryFromGroup, type UpdateDetail } from '@srpo/store';
+import { activeSet, advantageGroup, member } from '../../test/fixtures';
+import { AuditService, recordedHyperparameters } from './audit.service';
+
+Logger.configure({ level: 'warn' });
+
+const HASH_0 = '0'.repeat(64);
+const HASH_1 = '1'.repeat(64);
+const T0 = 1_767_225_600_000;
+
+describe('AuditService (store only)', () => {
+  let dir: string;
+  let store: AuditStore;
+  let detail: UpdateDetail;
+
+  beforeEach(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-audit-unit-'));
+    store = await AuditStore.open({ kind: 'sqlite', path: path.join(dir, 'store.sqlite') });
+    await store.ensurePolicy('solver', ['solver'], { version: 0, weightsHash: HASH_0, checkpointUri: 'file:///ckpt/solver/v0', createdAtMs: T0 });
+    const g = advantageGroup('g1', [
+      { set: activeSet('g1/a', [member({ outputId: 'o1', logpOld: [-1, -1, -1] })]), advantage: 0.5 },
+      { set: activeSet('g1/b', [member({ outputId: 'o2', logpOld: [-1, -1, -1] }), member({ outputId: 'o3', logpOld: [-1, -1, -1] })]), advantage: -0.5 },
+    ]);
+    detail = await store.recordUpdate(
+      {
+        updateId: 'solver.v1.x',
+        policyId: 'solver',
+        versionBefore: 0,
+        versionAfter: 1,
+        weightsHashBefore: HASH_0,
+        weightsHashAfter: HASH_1,
+        hyperparameters: { objective: { objective: 'gspo', clipLow: 0.1 }, lr: 0.01, epochs: 2, maxGradNorm: 0.5 },
+        seed: 7,
+        backend: 'cpu',
+        codeVersion: 'test',
+        loss: 0.25,
+        gradNorm: 1,
+        diagnostics: {},
+        wallTimeMs: 1,
+        checkpointUri: 'file:///ckpt/solver/v1',
+        committedAtMs: T0 + 1,
+      },
+      [ledgerEntryFromGroup(g, { topic: 'srpo.advantage-groups', partition: 2, offset: 41 })],
+    );
+  });
+
+  afterEach(async () => {
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('traces a set to its group, advantage, source events and update', async () => {
+    const [t, ...rest] = await new AuditService({ store, backend: 'cpu' }).trace('g1/b');
+    expect(rest).toEqual([]);
+    const recorded = detail.groups[0].sources[1];
+    expect(t).toEqual({
+      setId: 'g1/b',
+      policyId: 'solver',
+      groupId: 'g1',
+      groupKey: 'task-1/solve',
+      groupSource: { topic: 'srpo.advantage-groups', partition: 2, offset: 41 },
+      advantage: -0.5,
+      position: 1,
+      setSource: recorded.set,
+      transition: recorded.transition,
+      outcome: recorded.outcome,
+      outputs: [
+        { outputId: 'o2', source: recorded.members[0].source },
+        { outputId: 'o3', source: recorded.members[1].source },
+      ],
+      update: { updateId: 'solver.v1.x', versionBefore: 0, versionAfter: 1, weightsHashAfter: HASH_1, committedAtMs: T0 + 1, loss: 0.25 },
+    });
+    await expect(new AuditService({ store, backend: 'cpu' }).trace('g1')).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
+  });
+
+  it('reports a failed source check, not a crash, when the events cannot be fetched', async () => {
+    const report = await new AuditService({ store, backend: 'cpu' }).verify('solver.v1.x');
+    expect(report.ok).toBe(false);
+    expect(report.checks.map((c) => [c.name, c.ok])).toEqual([
+      ['record', true],
+      ['source-events', false],
+    ]);
+    expect(report.failure).toBe('source-events: no Kafka connection configured: source events cannot be fetched');
+    expect(report.recomputedWeightsHashAfter).toBeUndefined();
+  });
+
+  it('reads the recorded hyperparameters, filling objective defaults, and refuses incomplete ones', () => {
+    const h = recordedHyperparameters(detail);
+    expect(h).toMatchObject({ lr: 0.01, epochs: 2, maxGradNorm: 0.5, objective: { objective: 'gspo', clipLow: 0.1, clipHigh: 0.2, eventReduction: 'sqrt' } });
+    const broken = { ...detail, hyperparameters: { ...detail.hyperparameters, lr: 'fast' } };
+    expect(() => recordedHyperparameters(broken)).toThrow(new SrpoError(ErrorCode.INTEGRITY_FAILED, 'hyperparameters.lr is missing or not a number'));
+  });
+});

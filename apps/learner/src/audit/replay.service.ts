@@ -1,0 +1,318 @@
+import * as fs from 'fs';
+import * as path from 'path';
+import { fileURLToPath, pathToFileURL } from 'url';
+import type { Kafka } from 'kafkajs';
+import { ErrorCode, errorMessage, SrpoError } from '@srpo/core';
+import { EventCodec, ensureTopics, topicCatalog } from '@srpo/events';
+import { CheckpointStore } from '@srpo/policy';
+import { resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
+import { AuditStore, ledgerEntryFromGroup, type JsonValue, type UpdateRecord } from '@srpo/store';
+import { KafkaLearnerEventsPublisher } from '../kafka-publisher';
+import { DEFAULT_MODEL } from '../learner-config';
+import { TfPolicyTrainer } from '../policy-trainer';
+import { eventsFor } from '../update.service';
+import { AuditService, recomputeStep, recordedHyperparameters, type ReplayHyperparameters } from './audit.service';
+
+/** Changes a counterfactual replay applies on top of every recorded update's hyperparameters. */
+export interface ReplayOverrides {
+  objective?: Partial<Pick<ObjectiveConfig, 'objective' | 'eventReduction' | 'clipLow' | 'clipHigh'>>;
+  lr?: number;
+  epochs?: number;
+  maxGradNorm?: number;
+}
+
+export interface ReplayOptions {
+  /** Run name: `[A-Za-z0-9._-]+`; names the run directory and the topic prefix `srpo.replay.<run>.`. */
+  run: string;
+  /** Where the run's SQLite store and checkpoints go (`<dir>/<run>/`). */
+  runDir: string;
+  /** Source updates: only this policy (required when the store holds several). */
+  policyId?: string;
+  /** Epoch ms, inclusive / exclusive, on the original commit time. */
+  from?: number;
+  to?: number;
+  /**
+   * Start at the first update whose every group was read at or after these
+   * offsets: `{ "<advantage-groups topic>": { "<partition>": offset } }` (a consumer
+   * group's committed offsets, for instance). Partitions not listed do not restrict.
+   */
+  fromOffsets?: Record<string, Record<string, number>>;
+  overrides?: ReplayOverrides;
+  /** Prefix of the run's own derived topics (PolicyUpdate/PolicyVersion); default `srpo.replay.<run>.`. */
+  topicPrefix?: string;
+  onProgress?: (p: ReplayProgress) => void;
+}
+
+export interface ReplayProgress {
+  done: number;
+  total: number;
+  events: number;
+  eventsPerSecond: number;
+  etaMs: number;
+}
+
+export type DivergenceCause = 'different inputs' | 'different config' | 'different backend' | 'inherited' | 'unexplained';
+
+export interface ReplayRow {
+  updateId: string;
+  versionAfter: number;
+  originalHash: string;
+  replayHash: string | null;
+  match: boolean;
+  /** Set when the hashes differ. */
+  cause?: DivergenceCause;
+  detail?: string;
+  originalLoss: number;
+  replayLoss: number | null;
+}
+
+export interface ReplayReport {
+  run: string;
+  runDir: string;
+  topicPrefix: string;
+  backend: string;
+  counterfactual: boolean;
+  rows: ReplayRow[];
+  matched: number;
+  /** First row whose hash differs, with its cause. */
+  firstDivergence?: ReplayRow;
+  complete: boolean;
+}
+
+const RUN_NAME = /^[A-Za-z0-9._-]+$/;
+
+/**
+ * Re-runs recorded updates into an isolated run: its own SQLite store and
+ * checkpoints under `<runDir>/<run>/` and its own PolicyUpdate/PolicyVersion
+ * topics; source topics are only read. Each update is recomputed through
+ * {@link recomputeStep} (the learner's own step) on the AdvantageGroup events
+ * at the ledger's coordinates, with the recorded mini-batch boundaries, from
+ * the checkpoint the first replayed update started from. Without overrides on
+ * the same backend every weights hash must match the original's.
+ */
+export class ReplayService {
+  private readonly codec = new EventCodec();
+
+  constructor(
+    private readonly source: { store: AuditStore; kafka: Kafka; backend: string; checkpointDir?: string },
+  ) {}
+
+  async replay(options: ReplayOptions): Promise<ReplayReport> {
+    if (!RUN_NAME.test(options.run) || options.run === '.' || options.run === '..') {
+      throw new SrpoError(ErrorCode.VALIDATION_FAILED, `--run must match [A-Za-z0-9._-]+, got "${options.run}"`, { field: 'run' });
+    }
+    const originals = await this.startingAt(await this.sourceUpdates(options), options.fromOffsets);
+    const first = originals[0];
+    const runDir = path.resolve(options.runDir, options.run);
+    if (fs.existsSync(path.join(runDir, 'store.sqlite'))) {
+      throw new SrpoError(ErrorCode.CONFLICT, `run ${options.run} already exists in ${runDir}; pick another name or remove it`);
+    }
+    fs.mkdirSync(runDir, { recursive: true });
+    const topicPrefix = options.topicPrefix ?? `srpo.replay.${options.run}.`;
+    const audit = new AuditService({ store: this.source.store, kafka: this.source.kafka, backend: this.source.backend, checkpointDir: this.source.checkpointDir });
+    const runStore = await AuditStore.open({ kind: 'sqlite', path: path.join(runDir, 'store.sqlite') });
+    const checkpoints = new CheckpointStore(path.join(runDir, 'checkpoints'));
+    const catalog = topicCatalog({ prefix: topicPrefix });
+    const admin = this.source.kafka.admin();
+    await admin.connect();
+    try {
+      await ensureTopics(admin, [catalog.policyUpdates, catalog.policyVersions]);
+    } finally {
+      await admin.disconnect();
+    }
+    const publisher = new KafkaLearnerEventsPublisher({ kafka: this.source.kafka, topics: catalog });
+    const firstHyper = recordedHyperparameters(await this.source.store.getUpdate(first.updateId));
+    const trainer = new TfPolicyTrainer({ policyId: first.policyId, model: DEFAULT_MODEL, ...this.applied(firstHyper, options.overrides) });
+    const report: ReplayReport = {
+      run: options.run,
+      runDir,
+      topicPrefix,
+      backend: this.source.backend,
+      counterfactual: hasOverrides(options.overrides),
+      rows: [],
+      matched: 0,
+      complete: false,
+    };
+    try {
+      // The starting point: the checkpoint the first replayed update was computed from, verified against its record.
+      const startDir = await this.checkpointDir(first.policyId, first.versionBefore);
+      const start = await trainer.load(startDir);
+      if (start.weightsHash !== first.weightsHashBefore) {
+        throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `starting checkpoint ${startDir} has weights ${start.weightsHash}, the record says ${first.weightsHashBefore}`);
+      }
+      const startCopy = checkpoints.dirFor(first.policyId, first.versionBefore);
+      await trainer.save(startCopy);
+      await runStore.ensurePolicy(first.policyId, [first.policyId], {
+        version: first.versionBefore,
+        weightsHash: start.weightsHash,
+        checkpointUri: pathToFileURL(path.resolve(startCopy)).href,
+        createdAtMs: first.committedAtMs,
+      });
+      const started = Date.now();
+      let events = 0;
+      let hashBefore = start.weightsHash;
+      let diverged: ReplayRow | undefined;
+      for (const [i, summary] of originals.entries()) {
+        const original = await this.source.store.getUpdate(summary.updateId);
+        const recorded = recordedHyperparameters(original);
+        const hyper = this.applied(recorded, options.overrides);
+        const row: ReplayRow = {
+          updateId: original.updateId,
+          versionAfter: original.versionAfter,
+          originalHash: original.weightsHashAfter,
+          replayHash: null,
+          match: false,
+          originalLoss: original.loss,
+          replayLoss: null,
+        };
+        report.rows.push(row);
+        let groups;
+        try {
+          groups = await audit.fetchGroups(original.groups);
+        } catch (e) {
+          row.cause = 'different inputs';
+          row.detail = errorMessage(e);
+          report.firstDivergence ??= row;
+          break;
+        }
+        events += groups.length;
+        const wallStart = Date.now();
+        // The trainer is rebuilt only if lr/epochs/grad-norm change mid-run; otherwise it carries its state like the live learner.
+        const result = await recomputeStep(trainer, this.codec, groups, hyper.objective);
+        row.replayHash = result.weightsHash;
+        row.replayLoss = result.loss;
+        row.match = result.weightsHash === original.weightsHashAfter;
+        if (row.match) report.matched++;
+        else {
+          const cause = divergenceCause(recorded, hyper, original.backend, this.source.backend, hashBefore, original.weightsHashBefore, diverged);
+          row.cause = cause.cause;
+          row.detail = cause.detail;
+          diverged ??= row;
+          report.firstDivergence ??= row;
+        }
+        const dir = checkpoints.dirFor(original.policyId, original.versionAfter);
+        await trainer.save(dir);
+        const detail = await runStore.recordUpdate(
+          {
+            updateId: original.updateId,
+            policyId: original.policyId,
+            versionBefore: original.versionBefore,
+            versionAfter: original.versionAfter,
+            weightsHashBefore: hashBefore,
+            weightsHashAfter: result.weightsHash,
+            hyperparameters: { ...original.hyperparameters, ...hyperJson(hyper) },
+            seed: original.seed,
+            backend: this.source.backend,
+            codeVersion: original.codeVersion,
+            loss: result.loss,
+            gradNorm: result.gradNorm,
+            diagnostics: result.diagnostics,
+            wallTimeMs: Date.now() - wallStart,
+            checkpointUri: pathToFileURL(path.resolve(dir)).href,
+            // Replays keep the original commit time, so time windows and comparisons line up.
+            committedAtMs: original.committedAtMs,
+          },
+          groups.map((g, k) => ledgerEntryFromGroup(g, original.groups[k].source)),
+        );
+        const ev = eventsFor(detail);
+        await publisher.publish(ev.update, ev.version);
+        hashBefore = result.weightsHash;
+        const elapsed = Math.max(1, Date.now() - started);
+        options.onProgress?.({
+          done: i + 1,
+          total: originals.length,
+          events,
+          eventsPerSecond: (events * 1000) / elapsed,
+          etaMs: ((originals.length - i - 1) * elapsed) / (i + 1),
+        });
+      }
+      report.complete = report.rows.length === originals.length && report.rows.every((r) => r.replayHash !== null);
+      fs.writeFileSync(path.join(runDir, 'replay.json'), JSON.stringify({ ...report, overrides: options.overrides ?? {} }, null, 2));
+      return report;
+    } finally {
+      trainer.dispose();
+      await publisher.disconnect().catch(() => undefined);
+      await runStore.close();
+    }
+  }
+
+  private async sourceUpdates(options: ReplayOptions): Promise<UpdateRecord[]> {
+    const all: UpdateRecord[] = [];
+    let from = options.from;
+    // Paged by commit time; the page boundary repeats rows with equal times, filtered by id.
+    for (;;) {
+      const page = await this.source.store.listUpdates({ policyId: options.policyId, from, to: options.to, limit: 1000 });
+      const fresh = page.filter((u) => !all.some((a) => a.updateId === u.updateId));
+      all.push(...fresh);
+      if (page.length < 1000 || fresh.length === 0) break;
+      from = page[page.length - 1].committedAtMs;
+    }
+    if (all.length === 0) throw new SrpoError(ErrorCode.NOT_FOUND, 'no recorded updates in the requested range');
+    const policies = new Set(all.map((u) => u.policyId));
+    if (policies.size > 1) throw new SrpoError(ErrorCode.VALIDATION_FAILED, `the range holds updates of several policies (${[...policies].join(', ')}); pass --policy`, { field: 'policy' });
+    all.sort((a, b) => a.versionAfter - b.versionAfter);
+    for (let i = 1; i < all.length; i++) {
+      if (all[i].versionBefore !== all[i - 1].versionAfter) {
+        throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `recorded updates are not a chain: v${all[i - 1].versionAfter} is followed by an update from v${all[i].versionBefore}`);
+      }
+    }
+    return all;
+  }
+
+  private async startingAt(chain: UpdateRecord[], fromOffsets: ReplayOptions['fromOffsets']): Promise<UpdateRecord[]> {
+    if (!fromOffsets) return chain;
+    for (let i = 0; i < chain.length; i++) {
+      const detail = await this.source.store.getUpdate(chain[i].updateId);
+      const after = detail.groups.every((g) => {
+        const min = fromOffsets[g.source.topic]?.[String(g.source.partition)];
+        return min === undefined || g.source.offset >= min;
+      });
+      if (after) return chain.slice(i);
+    }
+    throw new SrpoError(ErrorCode.NOT_FOUND, 'no recorded update read its groups at or after the given offsets');
+  }
+
+  private applied(recorded: ReplayHyperparameters, o: ReplayOverrides | undefined): ReplayHyperparameters {
+    if (!o) return recorded;
+    return {
+      objective: o.objective ? resolveObjectiveConfig({ ...recorded.objective, ...o.objective }, 'objective') : recorded.objective,
+      lr: o.lr ?? recorded.lr,
+      epochs: o.epochs ?? recorded.epochs,
+      maxGradNorm: o.maxGradNorm ?? recorded.maxGradNorm,
+    };
+  }
+
+  private async checkpointDir(policyId: string, version: number): Promise<string> {
+    if (this.source.checkpointDir) return path.resolve(new CheckpointStore(this.source.checkpointDir).dirFor(policyId, version));
+    const v = await this.source.store.getVersion(policyId, version);
+    if (!v) throw new SrpoError(ErrorCode.NOT_FOUND, `policy ${policyId} has no recorded version ${version}`);
+    return v.checkpointUri.startsWith('file:') ? fileURLToPath(v.checkpointUri) : v.checkpointUri;
+  }
+}
+
+function hasOverrides(o: ReplayOverrides | undefined): boolean {
+  return !!o && (o.lr !== undefined || o.epochs !== undefined || o.maxGradNorm !== undefined || (o.objective !== undefined && Object.keys(o.objective).length > 0));
+}
+
+function hyperJson(h: ReplayHyperparameters): Record<string, JsonValue> {
+  return { objective: JSON.parse(JSON.stringify(h.objective)) as JsonValue, lr: h.lr, epochs: h.epochs, maxGradNorm: h.maxGradNorm };
+}
+
+function divergenceCause(
+  recorded: ReplayHyperparameters,
+  used: ReplayHyperparameters,
+  recordedBackend: string,
+  backend: string,
+  hashBefore: string,
+  recordedHashBefore: string,
+  earlier: ReplayRow | undefined,
+): { cause: DivergenceCause; detail: string } {
+  if (JSON.stringify(recorded) !== JSON.stringify(used)) {
+    return { cause: 'different config', detail: `recorded ${JSON.stringify(recorded)}, replayed with ${JSON.stringify(used)}` };
+  }
+  if (hashBefore !== recordedHashBefore && earlier) {
+    return { cause: 'inherited', detail: `started from weights ${hashBefore}, the original from ${recordedHashBefore} (diverged at ${earlier.updateId})` };
+  }
+  if (recordedBackend !== backend) return { cause: 'different backend', detail: `recorded on ${recordedBackend}, replayed on ${backend}` };
+  return { cause: 'unexplained', detail: 'same inputs, config and backend gave different weights: nondeterminism in the step' };
+}
