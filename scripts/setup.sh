@@ -16,6 +16,12 @@ need java "Java 17 or newer, for the local Kafka broker"
 need mvn "Apache Maven, to fetch the Kafka jars from Maven Central"
 need python3 "Python 3 with pip, for the offline libtensorflow route"
 
+# Optional system libraries: Vulkan loader and lavapipe for the WebGPU backend (apt; needs root
+# or sudo). The project works without them; the WebGPU test then skips unless
+# SRPO_REQUIRE_WEBGPU=1 (CI sets it).
+log "Vulkan loader and lavapipe for WebGPU"
+infra/webgpu/install.sh || log "WebGPU system libraries not installed (optional; see infra/webgpu/install.sh)"
+
 lock_hash=$(sha256sum package-lock.json package.json | sha256sum | cut -c1-16)
 stamp=node_modules/.srpo-setup-stamp
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$lock_hash" && "${SRPO_FORCE_INSTALL:-0}" != 1 ]]; then

@@ -1,20 +1,33 @@
 /**
- * Learner benchmark: SRPO update throughput (tokens/s) of @srpo/policy on the
- * native TensorFlow backend, next to the same model and step in PyTorch CPU
- * (when `python3 -c "import torch"` works) and, for reference, tfjs's pure-JS
- * `cpu` backend on fewer steps.
+ * Learner benchmark: SRPO update throughput (tokens/s) of @srpo/policy on one
+ * tfjs backend, next to the same model and step on the others.
  *
- *   npm run build && node dist/bench/learner/run.js [--rounds 3] [--steps 30] [--warmup 5] [--cpu-steps 3] [--threads N] [--no-torch] [--json]
+ *   npm run build && node dist/bench/learner/run.js [--backend tensorflow|webgpu|tensorflow-gpu]
+ *       [--config reference|large] [--rounds 3] [--steps 30] [--warmup 5] [--cpu-steps 3]
+ *       [--threads N] [--sequences N] [--no-native] [--no-torch] [--torch-device cpu|cuda]
+ *       [--webgpu-layout on|off] [--out FILE] [--json]
+ *
+ * `--backend tensorflow` (default) is the CPU comparison of RESULTS.md: native
+ * TensorFlow against PyTorch CPU and, for reference, tfjs's pure-JS `cpu`.
+ * A GPU backend (`webgpu`, `tensorflow-gpu`) runs against native TensorFlow
+ * on the CPU (`--no-native` where tfjs-node is not installed) and PyTorch
+ * (`--torch-device cuda` puts PyTorch on the GPU too). `--config large` is the
+ * GPU-sized model of docs/gpu.md.
  *
  * Each side runs in its own process with the same intra-op thread count
- * (TF_NUM_INTRAOP_THREADS / torch.set_num_threads / OMP_NUM_THREADS). A
- * "token" is one model input position of a member (context' + response − 1),
- * forward + backward + optimizer included; both sides count the same way.
+ * (TF_NUM_INTRAOP_THREADS / torch.set_num_threads / OMP_NUM_THREADS) and the
+ * same initial weights and batch (the first side writes them, the others read
+ * them). A "token" is one model input position of a member (context' +
+ * response − 1), forward + backward + optimizer included; every side counts
+ * the same way.
  */
 import { spawnSync } from 'node:child_process';
-import { promises as fs, existsSync, mkdtempSync } from 'node:fs';
+import { promises as fs, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+
+type Backend = 'tensorflow' | 'webgpu' | 'tensorflow-gpu' | 'cpu';
+const BACKENDS: readonly Backend[] = ['tensorflow', 'webgpu', 'tensorflow-gpu', 'cpu'];
 
 interface SideResult {
   side: string;
@@ -25,24 +38,48 @@ interface SideResult {
   tokensPerSecond: number;
   firstLoss: number;
   firstGradNorm: number;
+  /** Where it ran: the WebGPU adapter, libtensorflow's version, PyTorch's device. */
+  device?: string;
   [key: string]: unknown;
 }
 
 interface Args {
-  /** Native and PyTorch sides alternate this many times; median and best of each are reported (the machine may be shared). */
+  /** Sides alternate this many times; median and best of each are reported (the machine may be shared). */
   rounds: number;
   steps: number;
   warmup: number;
+  /** Steps of the pure-JS `cpu` side (0 skips it; the default skips it for `large`). */
   cpuSteps: number;
   threads: number;
   torch: boolean;
+  torchDevice: 'cpu' | 'cuda';
+  native: boolean;
   json: boolean;
-  worker?: 'tensorflow' | 'cpu';
+  backend: Backend;
+  config: string;
+  sequences?: number;
+  /** `off`: the plain composite ops on webgpu too (configureWebGpuKernels), for A/B runs. */
+  webgpuLayout: 'on' | 'off';
+  out?: string;
+  worker?: Backend;
   jobDir?: string;
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { rounds: 3, steps: 30, warmup: 5, cpuSteps: 3, threads: os.availableParallelism(), torch: true, json: false };
+  const a: Args = {
+    rounds: 3,
+    steps: 30,
+    warmup: 5,
+    cpuSteps: -1,
+    threads: os.availableParallelism(),
+    torch: true,
+    torchDevice: 'cpu',
+    native: true,
+    json: false,
+    backend: 'tensorflow',
+    config: 'reference',
+    webgpuLayout: 'on',
+  };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const next = (): string => {
@@ -50,65 +87,88 @@ function parseArgs(argv: string[]): Args {
       if (v === undefined) throw new Error(`${k} needs a value`);
       return v;
     };
-    const int = (): number => {
+    const int = (min = 1): number => {
       const v = Number(next());
-      if (!Number.isInteger(v) || v < 1) throw new Error(`${k} must be a positive integer`);
+      if (!Number.isInteger(v) || v < min) throw new Error(`${k} must be an integer >= ${min}`);
       return v;
+    };
+    const oneOf = <T extends string>(values: readonly T[]): T => {
+      const v = next();
+      if (!values.includes(v as T)) throw new Error(`${k} must be one of ${values.join(', ')}, got ${v}`);
+      return v as T;
     };
     if (k === '--steps') a.steps = int();
     else if (k === '--rounds') a.rounds = int();
     else if (k === '--warmup') a.warmup = int();
-    else if (k === '--cpu-steps') a.cpuSteps = int();
+    else if (k === '--cpu-steps') a.cpuSteps = int(0);
     else if (k === '--threads') a.threads = int();
+    else if (k === '--sequences') a.sequences = int();
     else if (k === '--no-torch') a.torch = false;
+    else if (k === '--torch-device') a.torchDevice = oneOf(['cpu', 'cuda'] as const);
+    else if (k === '--no-native') a.native = false;
     else if (k === '--json') a.json = true;
-    else if (k === '--worker') a.worker = next() as Args['worker'];
+    else if (k === '--backend') a.backend = oneOf(BACKENDS);
+    else if (k === '--config') a.config = oneOf(['reference', 'large'] as const);
+    else if (k === '--out') a.out = next();
+    else if (k === '--webgpu-layout') a.webgpuLayout = oneOf(['on', 'off'] as const);
+    else if (k === '--worker') a.worker = oneOf(BACKENDS);
     else if (k === '--job-dir') a.jobDir = next();
     else throw new Error(`unknown argument ${k}`);
   }
+  if (a.cpuSteps < 0) a.cpuSteps = a.config === 'reference' && a.backend === 'tensorflow' ? 3 : 0;
   return a;
 }
 
-/** Worker: one backend, one process. Prints one JSON line on stdout. */
+/**
+ * Worker: one backend, one process. Prints one JSON line on stdout. The first
+ * worker of a run writes the initial weights and the batch to the job dir; later
+ * ones read that batch, so every side trains on identical data.
+ */
 async function worker(args: Args): Promise<void> {
-  const { initTfBackend } = await import('@srpo/core');
-  const backend = args.worker as 'tensorflow' | 'cpu';
-  await initTfBackend(backend);
+  const { initTfBackend, releaseTfBackend, describeAdapter } = await import('@srpo/core');
+  const backend = args.worker as Backend;
+  const info = await initTfBackend(backend);
   const tf = await import('@tensorflow/tfjs');
-  const { SrpoTrainer, saveCheckpoint } = await import('@srpo/policy');
-  const { buildWorkload, REFERENCE } = await import('./workload');
-  const { policy, sets } = await buildWorkload();
-  if (args.jobDir) {
-    // Hand the exact initial weights and batch to the PyTorch side.
+  const { SrpoTrainer, saveCheckpoint, configureWebGpuKernels } = await import('@srpo/policy');
+  configureWebGpuKernels({ enabled: args.webgpuLayout === 'on' });
+  const { buildWorkload, WORKLOADS } = await import('./workload');
+  const w = WORKLOADS[args.config];
+  const jobFile = args.jobDir ? path.join(args.jobDir, 'job.json') : undefined;
+  const built = await buildWorkload(w, args.sequences);
+  const { policy } = built;
+  let sets = built.sets;
+  if (jobFile && existsSync(jobFile)) {
+    sets = (JSON.parse(readFileSync(jobFile, 'utf8')) as { sets: typeof sets }).sets;
+  } else if (args.jobDir && jobFile) {
+    // Hand the exact initial weights and batch to the other sides.
     await saveCheckpoint(path.join(args.jobDir, 'init'), policy);
-    await fs.writeFile(
-      path.join(args.jobDir, 'job.json'),
+    writeFileSync(
+      jobFile,
       JSON.stringify({
         checkpoint: path.join(args.jobDir, 'init'),
         sets,
-        lr: REFERENCE.lr,
-        maxGradNorm: REFERENCE.maxGradNorm,
-        objective: REFERENCE.objective,
+        lr: w.lr,
+        maxGradNorm: w.maxGradNorm,
+        objective: w.objective,
         threads: args.threads,
         steps: args.steps,
         warmup: args.warmup,
+        device: args.torchDevice,
       }),
     );
   }
-  const trainer = new SrpoTrainer(policy, {
-    objective: REFERENCE.objective,
-    schedule: { kind: 'constant', lr: REFERENCE.lr },
-    maxGradNorm: REFERENCE.maxGradNorm,
-  });
+  const trainer = new SrpoTrainer(policy, { objective: w.objective, schedule: { kind: 'constant', lr: w.lr }, maxGradNorm: w.maxGradNorm });
   const first = await trainer.update(sets);
   for (let i = 1; i < args.warmup; i++) await trainer.update(sets);
   const tensorsBefore = tf.memory().numTensors;
   const t0 = process.hrtime.bigint();
   let tokens = 0;
+  // Each update ends with one host read (loss, diagnostics, gradient norm), so the GPU's queue is drained per step.
   for (let i = 0; i < args.steps; i++) tokens = (await trainer.update(sets)).tokens;
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
   const result: SideResult = {
     side: `tfjs-${backend}`,
+    webgpuLayout: backend === 'webgpu' ? args.webgpuLayout : undefined,
     steps: args.steps,
     seconds,
     msPerStep: (1000 * seconds) / args.steps,
@@ -116,11 +176,14 @@ async function worker(args: Args): Promise<void> {
     tokensPerSecond: (tokens * args.steps) / seconds,
     firstLoss: first.loss,
     firstGradNorm: first.gradNorm,
+    device: info.adapter ? describeAdapter(info.adapter) : info.nativeVersion ? `libtensorflow ${info.nativeVersion}` : info.package,
     tensorsLeaked: tf.memory().numTensors - tensorsBefore,
   };
   process.stdout.write(JSON.stringify(result) + '\n');
   trainer.dispose();
   policy.dispose();
+  // Dawn keeps the process alive until its device is released.
+  releaseTfBackend();
 }
 
 function lastJsonLine(stdout: string): SideResult {
@@ -129,11 +192,15 @@ function lastJsonLine(stdout: string): SideResult {
   return JSON.parse(line) as SideResult;
 }
 
-function runNodeWorker(args: Args, backend: 'tensorflow' | 'cpu', steps: number, warmup: number, jobDir?: string): SideResult {
-  const argv = [...process.execArgv, __filename, '--worker', backend, '--steps', String(steps), '--warmup', String(warmup), '--threads', String(args.threads)];
+function runNodeWorker(args: Args, backend: Backend, steps: number, warmup: number, jobDir?: string): SideResult {
+  const argv = [...process.execArgv, __filename, '--worker', backend, '--config', args.config, '--steps', String(steps), '--warmup', String(warmup), '--threads', String(args.threads), '--torch-device', args.torchDevice, '--webgpu-layout', args.webgpuLayout];
+  if (args.sequences) argv.push('--sequences', String(args.sequences));
   if (jobDir) argv.push('--job-dir', jobDir);
   const r = spawnSync(process.execPath, argv, { env: threadEnv(args.threads), encoding: 'utf8', maxBuffer: 64 << 20 });
-  if (r.status !== 0) throw new Error(`${backend} worker failed (${r.status}):\n${r.stderr}`);
+  if (r.status !== 0) {
+    const err = (r.stderr ?? '').split('\n').filter((l) => l && !/artificially reduced/.test(l));
+    throw new Error(`${backend} worker failed (${r.status ?? r.signal}):\n${err.slice(-15).join('\n')}`);
+  }
   return lastJsonLine(r.stdout);
 }
 
@@ -157,68 +224,96 @@ function findTorchScript(): string | undefined {
   return candidates.find((c) => existsSync(c));
 }
 
-function torchAvailable(): string | undefined {
-  const r = spawnSync('python3', ['-c', 'import torch; print(torch.__version__)'], { encoding: 'utf8' });
+function torchAvailable(device: 'cpu' | 'cuda'): string | undefined {
+  const check = device === 'cuda' ? 'import torch; assert torch.cuda.is_available(); print(torch.__version__)' : 'import torch; print(torch.__version__)';
+  const r = spawnSync('python3', ['-c', check], { encoding: 'utf8' });
   return r.status === 0 ? r.stdout.trim() : undefined;
+}
+
+interface Side {
+  label: string;
+  results: SideResult[];
+  /** Why the side did not run, when it did not. */
+  skipped?: string;
 }
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   if (args.worker) return worker(args);
+  const { WORKLOADS, describeWorkload } = await import('./workload');
+  const w = WORKLOADS[args.config];
 
   const jobDir = mkdtempSync(path.join(os.tmpdir(), 'srpo-bench-'));
-  const natives: SideResult[] = [];
-  const torches: SideResult[] = [];
+  const primary: Side = { label: `tfjs-${args.backend}`, results: [] };
+  const native: Side = { label: 'tfjs-tensorflow', results: [] };
+  const torch: Side = { label: `pytorch-${args.torchDevice}`, results: [] };
+  const gpuRun = args.backend !== 'tensorflow';
+  const sides: Side[] = gpuRun ? [primary, native, torch] : [primary, torch];
   const notes: string[] = [];
   try {
     const script = findTorchScript();
-    const torchVersion = args.torch ? torchAvailable() : undefined;
-    if (!args.torch) notes.push('PyTorch side skipped (--no-torch)');
-    else if (!torchVersion) notes.push('PyTorch side skipped: python3 cannot import torch');
-    else if (!script) notes.push('PyTorch side skipped: bench/learner/torch_learner.py not found');
-    const withTorch = args.torch && torchVersion !== undefined && script !== undefined;
-    // Alternate the sides so that load from other processes hits both alike.
+    const torchVersion = args.torch ? torchAvailable(args.torchDevice) : undefined;
+    if (!args.torch) torch.skipped = 'skipped (--no-torch)';
+    else if (!torchVersion) torch.skipped = `skipped: python3 cannot import torch${args.torchDevice === 'cuda' ? ' with CUDA' : ''}`;
+    else if (!script) torch.skipped = 'skipped: bench/learner/torch_learner.py not found';
+    if (gpuRun && !args.native) native.skipped = 'skipped (--no-native)';
+    // Alternate the sides so that load from other processes hits them alike.
     for (let round = 0; round < args.rounds; round++) {
-      natives.push(runNodeWorker(args, 'tensorflow', args.steps, args.warmup, jobDir));
-      if (withTorch) {
-        const r = spawnSync('python3', [script as string, '--job', path.join(jobDir, 'job.json')], {
-          env: threadEnv(args.threads),
-          encoding: 'utf8',
-          maxBuffer: 64 << 20,
-        });
+      primary.results.push(runNodeWorker(args, args.backend, args.steps, args.warmup, jobDir));
+      if (gpuRun && !native.skipped) {
+        try {
+          native.results.push(runNodeWorker(args, 'tensorflow', args.steps, args.warmup, jobDir));
+        } catch (e) {
+          // A GPU machine may lack libtensorflow (850 MB): report, do not abort the GPU figures.
+          native.skipped = `failed: ${(e instanceof Error ? e.message : String(e)).split('\n').slice(0, 3).join(' ')}`;
+        }
+      }
+      if (!torch.skipped) {
+        const r = spawnSync('python3', [script as string, '--job', path.join(jobDir, 'job.json')], { env: threadEnv(args.threads), encoding: 'utf8', maxBuffer: 64 << 20 });
         if (r.status !== 0) throw new Error(`PyTorch side failed (${r.status}):\n${r.stderr}`);
-        torches.push(lastJsonLine(r.stdout));
+        torch.results.push(lastJsonLine(r.stdout));
       }
     }
-    const cpu = runNodeWorker(args, 'cpu', args.cpuSteps, 1);
-    const native = median(natives);
-    const torch = torches.length > 0 ? median(torches) : undefined;
-    const summary = [native, ...(torch ? [torch] : []), cpu];
+    const cpu: Side = { label: 'tfjs-cpu', results: [] };
+    if (args.cpuSteps > 0) {
+      cpu.results.push(runNodeWorker(args, 'cpu', args.cpuSteps, 1, jobDir));
+      sides.push(cpu);
+    }
+    for (const s of sides) if (s.skipped) notes.push(`${s.label}: ${s.skipped}`);
+    const ran = sides.filter((s) => s.results.length > 0);
 
+    const header = `learner benchmark, ${describeWorkload(w)}${args.sequences ? ` (batch overridden: ${args.sequences} sequences)` : ''}; ${args.threads} threads; ${os.cpus()[0]?.model ?? 'cpu'}`;
+    const summary = {
+      header,
+      config: args.config,
+      threads: args.threads,
+      date: new Date().toISOString(),
+      sides: ran.map((s) => ({ label: s.label, median: median(s.results), best: best(s.results), rounds: s.results })),
+      notes,
+    };
+    if (args.out) writeFileSync(args.out, JSON.stringify(summary, null, 2) + '\n');
     if (args.json) {
-      process.stdout.write(JSON.stringify({ threads: args.threads, rounds: { native: natives, torch: torches }, summary, notes }, null, 2) + '\n');
+      process.stdout.write(JSON.stringify(summary, null, 2) + '\n');
       return;
     }
-    const best = (rs: SideResult[]): SideResult => [...rs].sort((a, b) => b.tokensPerSecond - a.tokensPerSecond)[0];
     const row = (label: string, r: SideResult): string =>
-      `${label.padEnd(24)}${String(r.steps).padStart(6)}${r.msPerStep.toFixed(1).padStart(10)}${Math.round(r.tokensPerSecond).toString().padStart(11)}${r.firstLoss.toFixed(7).padStart(14)}`;
+      `${label.padEnd(28)}${String(r.steps).padStart(6)}${r.msPerStep.toFixed(1).padStart(10)}${Math.round(r.tokensPerSecond).toString().padStart(11)}${r.firstLoss.toFixed(7).padStart(14)}`;
     const lines = [
-      `learner benchmark: vocab 64, width 128, 2 layers, 4 heads, sequence 64, 32 sequences/step, sets of 1-4; ${args.threads} threads; ${os.cpus()[0]?.model ?? 'cpu'}`,
+      header,
       `rounds: ${args.rounds} x ${args.steps} timed steps (after ${args.warmup} warm-up) per side, sides alternating`,
-      `${'side'.padEnd(24)}${'steps'.padStart(6)}${'ms/step'.padStart(10)}${'tokens/s'.padStart(11)}${'first loss'.padStart(14)}`,
-      row('tfjs-tensorflow median', native),
-      row('tfjs-tensorflow best', best(natives)),
-      ...(torch ? [row('pytorch median', torch), row('pytorch best', best(torches))] : []),
-      row('tfjs-cpu', cpu),
-      `per-round tokens/s: tfjs-tensorflow ${natives.map((r) => Math.round(r.tokensPerSecond)).join(', ')}` +
-        (torches.length > 0 ? `; pytorch ${torches.map((r) => Math.round(r.tokensPerSecond)).join(', ')}` : ''),
+      `${'side'.padEnd(28)}${'steps'.padStart(6)}${'ms/step'.padStart(10)}${'tokens/s'.padStart(11)}${'first loss'.padStart(14)}`,
     ];
-    if (torch) {
-      lines.push(
-        `tfjs-tensorflow / pytorch tokens/s: median ${(native.tokensPerSecond / torch.tokensPerSecond).toFixed(2)}x, ` +
-          `best ${(best(natives).tokensPerSecond / best(torches).tokensPerSecond).toFixed(2)}x (goal >= 0.90x)`,
-      );
-      lines.push(`first-step loss difference |tfjs - torch|: ${Math.abs(native.firstLoss - torch.firstLoss).toExponential(2)} (same weights and batch)`);
+    for (const s of ran) {
+      if (s.results.length > 1) lines.push(row(`${s.label} median`, median(s.results)), row(`${s.label} best`, best(s.results)));
+      else lines.push(row(s.label, s.results[0]));
+    }
+    for (const s of ran) if (s.results[0].device) lines.push(`${s.label} ran on: ${s.results[0].device}`);
+    lines.push(`per-round tokens/s: ${ran.map((s) => `${s.label} ${s.results.map((r) => Math.round(r.tokensPerSecond)).join(', ')}`).join('; ')}`);
+    const ref = median(primary.results);
+    for (const other of ran.filter((s) => s !== primary && s.label !== 'tfjs-cpu')) {
+      const o = median(other.results);
+      lines.push(`${primary.label} / ${other.label} tokens/s: median ${(ref.tokensPerSecond / o.tokensPerSecond).toFixed(2)}x, best ${(best(primary.results).tokensPerSecond / best(other.results).tokensPerSecond).toFixed(2)}x`);
+      lines.push(`first-step loss difference |${primary.label} - ${other.label}|: ${Math.abs(ref.firstLoss - o.firstLoss).toExponential(2)} (same weights and batch)`);
     }
     lines.push(...notes);
     process.stdout.write(lines.join('\n') + '\n');
@@ -231,6 +326,10 @@ async function main(): Promise<void> {
 function median(results: SideResult[]): SideResult {
   const sorted = [...results].sort((a, b) => a.tokensPerSecond - b.tokensPerSecond);
   return sorted[(sorted.length - 1) >> 1];
+}
+
+function best(results: SideResult[]): SideResult {
+  return [...results].sort((a, b) => b.tokensPerSecond - a.tokensPerSecond)[0];
 }
 
 main().catch((e: unknown) => {

@@ -1,4 +1,4 @@
-"""PyTorch (CPU) twin of the @srpo/policy learner step, for bench/learner.
+"""PyTorch twin of the @srpo/policy learner step, for bench/learner (CPU, or CUDA with job.device).
 
 Reads the batch and the initial weights that run.ts wrote (the weights as an
 @srpo/policy checkpoint: model.json + weights.bin), builds the same model
@@ -34,6 +34,8 @@ def main() -> None:
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
+    # run.ts --torch-device cuda: the same step on the GPU, for context next to tfjs's WebGPU side.
+    device = torch.device(job.get("device", "cpu"))
 
     ckpt = job["checkpoint"]
     with open(os.path.join(ckpt, "model.json")) as f:
@@ -139,11 +141,14 @@ def main() -> None:
     set_size = torch.zeros(S).index_add_(0, member_set, torch.ones(M))
     obj = job["objective"]
     red = {"sqrt": set_size.rsqrt(), "sum": torch.ones(S), "mean": 1.0 / set_size}[obj["eventReduction"]]
+    inputs, targets, gather, mask, logp_old, member_set, adv, red = (
+        t.to(device) for t in (inputs, targets, gather, mask, logp_old, member_set, adv, red)
+    )
     clip_low, clip_high = obj["clipLow"], obj["clipHigh"]
     if obj["objective"] != "srpo":
         sys.exit("torch_learner.py implements the srpo objective only")
 
-    model = Model()
+    model = Model().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=job["lr"], betas=(0.9, 0.999), eps=1e-8)
 
     def step():
@@ -152,7 +157,7 @@ def main() -> None:
         logp_new = logp_all.gather(1, gather) * mask
         tok = torch.where(mask > 0, logp_new - logp_old, torch.zeros_like(logp_new))
         member = tok.sum(1)
-        set_lr = red * torch.zeros(S).index_add(0, member_set, member)
+        set_lr = red * torch.zeros(S, device=device).index_add(0, member_set, member)
         rho = set_lr.exp()
         surr = torch.minimum(rho * adv, rho.clamp(1 - clip_low, 1 + clip_high) * adv)
         loss = -surr.mean()
@@ -173,7 +178,8 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "side": "pytorch",
+                "side": f"pytorch-{device.type}",
+                "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
                 "torch": torch.__version__,
                 "threads": torch.get_num_threads(),
                 "steps": job["steps"],

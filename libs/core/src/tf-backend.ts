@@ -1,33 +1,65 @@
 import type * as tfjs from '@tensorflow/tfjs';
 import { ErrorCode, SrpoError } from './errors';
+import { checkCudaEnvironment, cudaMismatchMessage } from './gpu-cuda';
+import {
+  describeAdapter,
+  dawnGpu,
+  installWebGpuGlobals,
+  probeAdapter,
+  releaseWebGpuGlobals,
+  selectedAdapter,
+  WEBGPU_BACKEND_PACKAGE,
+  webgpuPackages,
+  type GpuAdapterReport,
+} from './gpu-webgpu';
 import { Logger } from './logger';
+
+// index.ts re-exports this module; the GPU helpers travel with it.
+export { checkCudaLibraries, cudaMismatchMessage, parseLdconfigCache, CUDA11_TF291, CUDA12_TF_WHEEL } from './gpu-cuda';
+export type { CudaCheck, CudaLibrary, CudaRequirement } from './gpu-cuda';
+export { describeAdapter, isSoftwareAdapter } from './gpu-webgpu';
+export type { GpuAdapterInfoLike, GpuAdapterReport } from './gpu-webgpu';
 
 /**
  * TensorFlow.js backend selection.
  *
- * Automatic order: `tensorflow-gpu` (@tensorflow/tfjs-node-gpu, when installed and
- * it sees a GPU) > `tensorflow` (@tensorflow/tfjs-node, native libtensorflow) >
+ * Automatic order: `tensorflow-gpu` (@tensorflow/tfjs-node-gpu, when installed,
+ * its CUDA libraries are present and TensorFlow registers a GPU) > `webgpu`
+ * (@tensorflow/tfjs-backend-webgpu on Dawn, only when Dawn offers a hardware
+ * adapter: a software one such as lavapipe is slower than native TensorFlow on
+ * the same CPU) > `tensorflow` (@tensorflow/tfjs-node, native libtensorflow) >
  * `cpu` (pure JS). `SRPO_BACKEND` (read by each app's config module and passed
  * here as `requested`) forces one; a forced backend that fails to start is an
- * error, never a silent fallback, because `tf.setBackend` only returns false.
+ * error naming the cause, never a silent fallback, because `tf.setBackend`
+ * only returns false. A forced `webgpu` accepts a software adapter (that is how
+ * CI exercises the GPU code path) and logs a warning.
  */
-export type BackendRequest = 'auto' | 'tensorflow-gpu' | 'tensorflow' | 'cpu';
-export const BACKEND_REQUESTS: readonly BackendRequest[] = ['auto', 'tensorflow-gpu', 'tensorflow', 'cpu'];
+export type BackendRequest = 'auto' | 'tensorflow-gpu' | 'webgpu' | 'tensorflow' | 'cpu';
+// webgpu last: the order of the list is what config errors print, not the automatic order.
+export const BACKEND_REQUESTS: readonly BackendRequest[] = ['auto', 'tensorflow-gpu', 'tensorflow', 'cpu', 'webgpu'];
 
 export interface BackendInfo {
   /** What the caller asked for. */
   requested: BackendRequest;
   /** The package that provides it (`@tensorflow/tfjs-node`, ...). */
   package: string;
-  /** `tf.getBackend()` after selection: `tensorflow` for both native packages. */
+  /** `tf.getBackend()` after selection: `tensorflow` for both native packages, `webgpu`, `cpu`. */
   name: string;
   /** libtensorflow's version for native backends. */
   nativeVersion?: string;
-  /** True when the native backend runs on a GPU. */
+  /** True when the backend computes on a GPU (not on a software WebGPU adapter). */
   gpu: boolean;
+  /** WebGPU: the adapter Dawn gave the backend. */
+  adapter?: GpuAdapterReport;
 }
 
 let selected: { info: BackendInfo; tf: typeof tfjs } | undefined;
+/**
+ * tfjs-node-gpu once loaded: it cannot be unloaded, and loading tfjs-node beside
+ * it would put a second libtensorflow in the process, so the `tensorflow`
+ * candidate reuses it (its libtensorflow runs on the CPU as well).
+ */
+let nativeGpuPackage: typeof tfjs | undefined;
 const log = new Logger('tf-backend');
 
 /** The TensorFlow.js namespace; valid after {@link initTfBackend}. */
@@ -41,45 +73,80 @@ export function currentBackend(): BackendInfo | undefined {
 }
 
 /**
+ * A candidate that does not apply here; in auto mode the next one is tried.
+ * `notable`: installed but unusable (the user meant to use it), worth a warning.
+ */
+class Unavailable extends Error {
+  constructor(
+    message: string,
+    readonly notable = false,
+  ) {
+    super(message);
+  }
+}
+
+/**
  * Loads and activates a backend once per process; later calls return the first
  * choice (tfjs backends cannot be unloaded). Logs the choice once.
  */
 export async function initTfBackend(requested: BackendRequest = 'auto'): Promise<BackendInfo> {
   if (selected) return selected.info;
-  // libtensorflow prints oneDNN and CPU-feature notices on stderr at load.
-  process.env.TF_CPP_MIN_LOG_LEVEL = '2';
-  const attempts: BackendRequest[] = requested === 'auto' ? ['tensorflow-gpu', 'tensorflow', 'cpu'] : [requested];
+  if (!BACKEND_REQUESTS.includes(requested)) {
+    throw new SrpoError(ErrorCode.CONFIG_INVALID, `unknown backend '${String(requested)}' (one of ${BACKEND_REQUESTS.join(', ')})`, { field: 'SRPO_BACKEND' });
+  }
+  // libtensorflow prints oneDNN and CPU-feature notices on stderr at load; a value
+  // set by the user wins (0 shows why a GPU was not registered).
+  process.env.TF_CPP_MIN_LOG_LEVEL ??= '2';
+  const auto = requested === 'auto';
+  const attempts: BackendRequest[] = auto ? ['tensorflow-gpu', 'webgpu', 'tensorflow', 'cpu'] : [requested];
   const failures: string[] = [];
   for (const candidate of attempts) {
     try {
-      const result = await tryBackend(candidate);
-      if (result) {
-        selected = { info: { ...result.info, requested }, tf: result.tf };
-        log.info('tensorflow backend selected', { ...selected.info });
-        return selected.info;
-      }
-      failures.push(`${candidate}: not available`);
+      const result = await tryBackend(candidate, auto);
+      selected = { info: { ...result.info, requested }, tf: result.tf };
+      log.info('tensorflow backend selected', { ...selected.info, adapter: selected.info.adapter && describeAdapter(selected.info.adapter) });
+      return selected.info;
     } catch (e) {
-      failures.push(`${candidate}: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}`);
+      const reason = e instanceof Error ? e.message.split('\n')[0] : String(e);
+      if (!auto) {
+        throw e instanceof SrpoError ? e : new SrpoError(ErrorCode.ENVIRONMENT, `SRPO_BACKEND=${requested}: ${reason}`, { cause: e });
+      }
+      if (!(e instanceof Unavailable) || e.notable) log.warn(`backend ${candidate} skipped`, { reason });
+      else log.debug(`backend ${candidate} skipped`, { reason });
+      failures.push(`${candidate}: ${reason}`);
     }
   }
   throw new SrpoError(ErrorCode.ENVIRONMENT, `no usable TensorFlow.js backend for SRPO_BACKEND=${requested} (${failures.join('; ')})`);
 }
 
-async function tryBackend(candidate: BackendRequest): Promise<{ info: Omit<BackendInfo, 'requested'>; tf: typeof tfjs } | null> {
+/**
+ * Releases what the backend holds outside the JS heap. Needed for `webgpu`:
+ * Dawn keeps the event loop alive until its device and `navigator.gpu` are gone.
+ * After this, {@link initTfBackend} may be called again.
+ */
+export function releaseTfBackend(): void {
+  if (!selected) return;
+  const { tf: t, info } = selected;
+  if (info.name === 'webgpu') {
+    const device = (t.findBackend('webgpu') as unknown as { device?: { destroy?: () => void } } | null)?.device;
+    t.removeBackend('webgpu');
+    device?.destroy?.();
+    releaseWebGpuGlobals();
+  }
+  selected = undefined;
+}
+
+async function tryBackend(candidate: BackendRequest, auto: boolean): Promise<{ info: Omit<BackendInfo, 'requested'>; tf: typeof tfjs }> {
   switch (candidate) {
-    case 'tensorflow-gpu': {
-      if (!isInstalled('@tensorflow/tfjs-node-gpu')) return null;
-      const tf = require('@tensorflow/tfjs-node-gpu') as typeof tfjs;
-      await activate(tf, 'tensorflow');
-      const gpu = nativeHasGpu(tf);
-      if (!gpu) return null;
-      return { info: { package: '@tensorflow/tfjs-node-gpu', name: tf.getBackend(), nativeVersion: nativeVersion(tf), gpu }, tf };
-    }
+    case 'tensorflow-gpu':
+      return tensorflowGpu(auto);
+    case 'webgpu':
+      return webgpu(auto);
     case 'tensorflow': {
-      const tf = require('@tensorflow/tfjs-node') as typeof tfjs;
+      const pkg = nativeGpuPackage ? '@tensorflow/tfjs-node-gpu' : '@tensorflow/tfjs-node';
+      const tf = nativeGpuPackage ?? (require('@tensorflow/tfjs-node') as typeof tfjs);
       await activate(tf, 'tensorflow');
-      return { info: { package: '@tensorflow/tfjs-node', name: tf.getBackend(), nativeVersion: nativeVersion(tf), gpu: false }, tf };
+      return { info: { package: pkg, name: tf.getBackend(), nativeVersion: nativeVersion(tf), gpu: false }, tf };
     }
     case 'cpu': {
       const tf = require('@tensorflow/tfjs') as typeof tfjs;
@@ -87,7 +154,103 @@ async function tryBackend(candidate: BackendRequest): Promise<{ info: Omit<Backe
       return { info: { package: '@tensorflow/tfjs', name: tf.getBackend(), gpu: false }, tf };
     }
     default:
-      return null;
+      throw new Unavailable(`unknown backend ${candidate}`);
+  }
+}
+
+async function tensorflowGpu(auto: boolean): Promise<{ info: Omit<BackendInfo, 'requested'>; tf: typeof tfjs }> {
+  const pkg = '@tensorflow/tfjs-node-gpu';
+  if (!isInstalled(pkg)) throw new Unavailable(`${pkg} is not installed`);
+  // Check the CUDA libraries before loading: libtensorflow would only log the
+  // dlopen failures and run on the CPU, and once loaded it cannot be unloaded.
+  const check = checkCudaEnvironment();
+  if (check.missing.length > 0) {
+    const message = cudaMismatchMessage(check);
+    if (auto) throw new Unavailable(message, true);
+    throw new SrpoError(ErrorCode.ENVIRONMENT, message, { details: { missing: check.missing.map((l) => l.soname), otherVersions: check.otherVersions } });
+  }
+  let tf: typeof tfjs;
+  try {
+    tf = require(pkg) as typeof tfjs;
+  } catch (e) {
+    throw new SrpoError(ErrorCode.ENVIRONMENT, `${pkg} failed to load (${firstLine(e)}); its libtensorflow is in ${pkg}/deps/lib`, { cause: e });
+  }
+  nativeGpuPackage = tf;
+  await activate(tf, 'tensorflow');
+  if (!nativeHasGpu(tf)) {
+    throw new SrpoError(
+      ErrorCode.ENVIRONMENT,
+      `${pkg} loaded libtensorflow ${nativeVersion(tf) ?? '?'} but it registered no GPU device (a CPU-only libtensorflow, an old driver, or a GPU it was not built for; TF_CPP_MIN_LOG_LEVEL=0 shows why)`,
+    );
+  }
+  return { info: { package: pkg, name: tf.getBackend(), nativeVersion: nativeVersion(tf), gpu: true }, tf };
+}
+
+async function webgpu(auto: boolean): Promise<{ info: Omit<BackendInfo, 'requested'>; tf: typeof tfjs }> {
+  const { missing } = webgpuPackages();
+  if (missing.length > 0) throw new Unavailable(`not installed: ${missing.join(', ')} (npm packages)`);
+  const probe = await probeAdapter(dawnGpu());
+  if (!probe) {
+    releaseWebGpuGlobals();
+    throw new Unavailable('Dawn found no WebGPU adapter (no Vulkan driver? infra/webgpu/install.sh installs the loader and lavapipe)');
+  }
+  if (auto && probe.software) {
+    releaseWebGpuGlobals();
+    throw new Unavailable(`only a software adapter: ${describeAdapter(probe)}; SRPO_BACKEND=webgpu uses it anyway`);
+  }
+  installWebGpuGlobals();
+  const tf = require('@tensorflow/tfjs') as typeof tfjs;
+  try {
+    // Registers the backend; must come after navigator.gpu exists (see gpu-webgpu.ts).
+    // A literal name, so that bundlers inline the package.
+    require('@tensorflow/tfjs-backend-webgpu');
+  } catch (e) {
+    releaseWebGpuGlobals();
+    throw new SrpoError(ErrorCode.ENVIRONMENT, `cannot load ${WEBGPU_BACKEND_PACKAGE}: ${firstLine(e)}`, { cause: e });
+  }
+  try {
+    applyWebGpuFlags(tf);
+    await activate(tf, 'webgpu');
+  } catch (e) {
+    releaseWebGpuGlobals();
+    throw e;
+  }
+  const adapter = selectedAdapter() ?? probe;
+  if (adapter.software) {
+    log.warn('WebGPU runs on a software adapter: numerically the GPU code path, but slower than the native CPU backend', { adapter: describeAdapter(adapter) });
+  }
+  return { info: { package: WEBGPU_BACKEND_PACKAGE, name: tf.getBackend(), gpu: !adapter.software, adapter }, tf };
+}
+
+/**
+ * tfjs-backend-webgpu flags. By default its matmul splits the inner dimension
+ * across workgroups when the output is small and sums the parts with atomic
+ * float adds, whose order varies from run to run; a threshold below one
+ * workgroup keeps every product on the tiled program, so the same weights and
+ * batch give the same bits (as on the CPU backends). `SRPO_WEBGPU_FLAGS` (a JSON
+ * object of tfjs flag values) overrides, for tuning runs.
+ */
+function applyWebGpuFlags(tf: typeof tfjs): void {
+  const flags: Record<string, number | boolean | string> = { WEBGPU_THRESHOLD_TO_INCREASE_WORKGROUPS_FOR_MATMUL: 0.5 };
+  const extra = process.env.SRPO_WEBGPU_FLAGS;
+  if (extra) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(extra);
+    } catch (e) {
+      throw new SrpoError(ErrorCode.CONFIG_INVALID, `SRPO_WEBGPU_FLAGS must be a JSON object of tfjs flags: ${firstLine(e)}`, { field: 'SRPO_WEBGPU_FLAGS' });
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      throw new SrpoError(ErrorCode.CONFIG_INVALID, 'SRPO_WEBGPU_FLAGS must be a JSON object of tfjs flags', { field: 'SRPO_WEBGPU_FLAGS' });
+    }
+    Object.assign(flags, parsed);
+  }
+  for (const [k, v] of Object.entries(flags)) {
+    try {
+      tf.env().set(k, v);
+    } catch (e) {
+      throw new SrpoError(ErrorCode.CONFIG_INVALID, `tfjs flag ${k}: ${firstLine(e)}`, { field: 'SRPO_WEBGPU_FLAGS' });
+    }
   }
 }
 
@@ -106,6 +269,10 @@ function isInstalled(pkg: string): boolean {
   } catch {
     return false;
   }
+}
+
+function firstLine(e: unknown): string {
+  return (e instanceof Error ? e.message : String(e)).split('\n')[0];
 }
 
 interface NativeBinding {

@@ -8,4 +8,4 @@ export * from './lr-schedule';
 export * from './adam-optimizer';
 export * from './checkpoint-store';
 export * from './srpo-step';
-export { configureNativeKernels, nativeKernelsActive, type NativeKernelOptions } from './native-ops';
+export { configureNativeKernels, configureWebGpuKernels, nativeKernelsActive, webgpuActive, type NativeKernelOptions, type WebGpuKernelOptions } from './native-ops';

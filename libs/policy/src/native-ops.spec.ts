@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { batchMatMul, configureNativeKernels, matMul2d, nativeKernelsActive, sigmoidGrad, sumToLastAxis, targetLogProbs } from './native-ops';
+import { batchMatMul, configureNativeKernels, configureWebGpuKernels, matMul2d, nativeKernelsActive, rowMean, sigmoidGrad, sumToLastAxis, targetLogProbs, webgpuActive } from './native-ops';
 import { nativeBackend } from './test/fixtures';
 
 /** The fused native kernels must compute what their composite fallbacks compute (the cpu backend uses the latter). */
@@ -35,6 +35,16 @@ describe('native-ops', () => {
     expect(n.shape).toEqual([7]);
     await close(n, c);
     await close(n, tf.sum(x.reshape([15, 7]), 0));
+  });
+
+  it('rowMean equals the row mean (WebGPU-shaped paths stay off on this backend)', async () => {
+    const x = tf.randomNormal([6, 8], 0, 1, 'float32', 14) as tf.Tensor2D;
+    const meanCol = tf.fill([8, 1], 1 / 8) as tf.Tensor2D;
+    await close(rowMean(x, meanCol), tf.mean(x, 1, true));
+    await close(rowMean(x, meanCol, true), tf.mean(x, 1, true));
+    expect(webgpuActive()).toBe(false);
+    expect(configureWebGpuKernels({ enabled: false })).toEqual({ enabled: false });
+    expect(configureWebGpuKernels({ enabled: true })).toEqual({ enabled: true });
   });
 
   it('sigmoidGrad equals dy·y·(1 − y)', async () => {

@@ -11,8 +11,15 @@ import * as tf from '@tensorflow/tfjs';
  * products) into kernels TensorFlow already has removes much of that overhead.
  *
  * Every function has a composite fallback built from public tfjs ops, taken
- * on other backends (pure-JS `cpu`, WebGL) or when `composite` is true. Both
- * paths compute the same mathematical function; specs compare them.
+ * on other backends (pure-JS `cpu`, WebGL, WebGPU) or when `composite` is true.
+ * Both paths compute the same mathematical function; specs compare them.
+ *
+ * On `webgpu` the composite paths are shaped for tfjs-backend-webgpu's kernels
+ * (see {@link webgpuActive}): its matmul shader has a vec4 path only when B is
+ * not transposed, so `A·Bᵀ` transposes B first (a pass over B, which is a weight
+ * or one attention operand, far smaller than the product), and row means use
+ * the reduction kernel, since an `[N, D]·[D, 1]` product runs the scalar matmul
+ * path with 1 of every 32 output columns used.
  *
  * Only the documented surface of tfjs-node's backend is used
  * (`executeSingleOutput` / `executeMultipleOutputs` and the binding's attribute
@@ -52,6 +59,19 @@ export interface NativeKernelOptions {
 
 const options: Required<NativeKernelOptions> = { enabled: true, matMulOp: 'MatMul' };
 
+export interface WebGpuKernelOptions {
+  /** false: on `webgpu`, take the same composite forms as other backends (for A/B runs). Default true. */
+  enabled?: boolean;
+}
+
+const webgpuOptions: Required<WebGpuKernelOptions> = { enabled: true };
+
+/** Process-wide switch for the WebGPU-shaped composite paths; returns the settings now in force. */
+export function configureWebGpuKernels(next: WebGpuKernelOptions): Readonly<Required<WebGpuKernelOptions>> {
+  if (next.enabled !== undefined) webgpuOptions.enabled = next.enabled;
+  return { ...webgpuOptions };
+}
+
 /** Process-wide switches for the native fast paths; returns the settings now in force. */
 export function configureNativeKernels(next: NativeKernelOptions): Readonly<Required<NativeKernelOptions>> {
   if (next.enabled !== undefined) options.enabled = next.enabled;
@@ -70,6 +90,20 @@ function native(): NativeBackend | undefined {
 /** True when the fused native kernels are in use. */
 export function nativeKernelsActive(): boolean {
   return native() !== undefined;
+}
+
+/** True when the WebGPU-shaped composite paths are in use (active backend `webgpu`). */
+export function webgpuActive(): boolean {
+  return webgpuOptions.enabled && tf.getBackend() === 'webgpu';
+}
+
+/** `x` with its last two axes swapped. */
+function transposeInner<T extends tf.Tensor>(x: T): T {
+  const r = x.rank;
+  const perm = Array.from({ length: r }, (_, i) => i);
+  perm[r - 2] = r - 1;
+  perm[r - 1] = r - 2;
+  return tf.transpose(x, perm) as T;
 }
 
 function floatT(b: NativeBinding, name = 'T'): TfeAttr {
@@ -99,7 +133,10 @@ export function sumToLastAxis(x: tf.Tensor, composite = false): tf.Tensor1D {
  */
 export function matMul2d(a: tf.Tensor2D, b: tf.Tensor2D, transposeA = false, transposeB = false, composite = false): tf.Tensor2D {
   const be = composite ? undefined : native();
-  if (!be) return tf.matMul(a, b, transposeA, transposeB);
+  if (!be) {
+    if (transposeB && webgpuActive()) return tf.matMul(a, transposeInner(b), transposeA, false);
+    return tf.matMul(a, b, transposeA, transposeB);
+  }
   const bb = be.binding;
   if (options.matMulOp === 'BatchMatMulV2') {
     return be.executeSingleOutput(
@@ -121,13 +158,27 @@ export function matMul2d(a: tf.Tensor2D, b: tf.Tensor2D, transposeA = false, tra
  */
 export function batchMatMul<T extends tf.Tensor>(a: T, b: T, adjA = false, adjB = false, composite = false): T {
   const be = composite ? undefined : native();
-  if (!be) return tf.matMul(a as unknown as tf.Tensor3D, b as unknown as tf.Tensor3D, adjA, adjB) as unknown as T;
+  if (!be) {
+    if (adjB && webgpuActive()) return tf.matMul(a as unknown as tf.Tensor3D, transposeInner(b) as unknown as tf.Tensor3D, adjA, false) as unknown as T;
+    return tf.matMul(a as unknown as tf.Tensor3D, b as unknown as tf.Tensor3D, adjA, adjB) as unknown as T;
+  }
   const bb = be.binding;
   return be.executeSingleOutput(
     'BatchMatMulV2',
     [floatT(bb), { name: 'adj_x', type: bb.TF_ATTR_BOOL, value: adjA }, { name: 'adj_y', type: bb.TF_ATTR_BOOL, value: adjB }],
     [a, b],
   ) as T;
+}
+
+/**
+ * Row means of `[N, D]` as `[N, 1]`, given `meanCol` (`[D, 1]` filled with 1/D).
+ * Native and the other composite backends: one matrix–vector product, which
+ * TensorFlow runs several times faster than its `Mean`; `webgpu`: its reduction kernel.
+ * Tape-free like {@link matMul2d}.
+ */
+export function rowMean(x: tf.Tensor2D, meanCol: tf.Tensor2D, composite = false): tf.Tensor2D {
+  if (!composite && native() === undefined && webgpuActive()) return tf.mean(x, 1, true) as tf.Tensor2D;
+  return matMul2d(x, meanCol, false, false, composite);
 }
 
 /** `dy · y · (1 − y)` where y = sigmoid(x): the sigmoid gradient from its output. Native: `SigmoidGrad`. */

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { batchMatMul, matMul2d, sigmoidGrad, sumToLastAxis, targetLogProbs } from './native-ops';
+import { batchMatMul, matMul2d, rowMean, sigmoidGrad, sumToLastAxis, targetLogProbs } from './native-ops';
 
 /**
  * Differentiable building blocks of the transformer, each with a hand-written
@@ -82,8 +82,8 @@ export function normLinear(
       c = tf.mul(c, colScale);
     }
     // Row statistics (large, [N, D]).
-    const xc = tf.sub(xi, matMul2d(xi, meanCol));
-    const rstd = tf.rsqrt(tf.add(matMul2d(tf.square(xc) as tf.Tensor2D, meanCol), eps)) as tf.Tensor2D; // [N, 1]
+    const xc = tf.sub(xi, rowMean(xi, meanCol));
+    const rstd = tf.rsqrt(tf.add(rowMean(tf.square(xc) as tf.Tensor2D, meanCol), eps)) as tf.Tensor2D; // [N, 1]
     const xhat = tf.mul(xc, rstd) as tf.Tensor2D;
     // colScale may be a caller temporary that is gone by the time gradients run: save it too.
     save([xhat, rstd, wc, wi, gCol, sRow, ...(colScale ? [colScale] : [])]);
@@ -94,7 +94,7 @@ export function normLinear(
         const g = dy as tf.Tensor2D;
         const dxhat = matMul2d(g, swc, false, true); // row-centred because swc is column-centred
         // dx = rstd · (dx̂ − mean(dx̂) − x̂ · mean(dx̂ ∘ x̂)), with mean(dx̂) = 0
-        const proj = matMul2d(tf.mul(dxhat, sxhat) as tf.Tensor2D, meanCol); // [N, 1]
+        const proj = rowMean(tf.mul(dxhat, sxhat) as tf.Tensor2D, meanCol); // [N, 1]
         const dx = tf.mul(tf.sub(dxhat, tf.mul(sxhat, proj)), srstd);
         let dwc = matMul2d(sxhat, g, true, false); // [D, O]
         let dc = sumToLastAxis(g); // [O]
