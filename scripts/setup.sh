@@ -53,6 +53,9 @@ if (tf.getBackend() !== 'tensorflow') { console.error('tfjs-node loaded but back
 console.error('[setup] native TensorFlow ' + tf.backend().binding.TF_Version + ' ready');
 " 2>&1 | grep -v -E '^(WARNING|I0000|E0000)|oneDNN|cpu_feature_guard|absl::' >&2 || true
 
+log "Python example's packages (fastavro, confluent-kafka)"
+python3 -m pip install -q -r examples/python/requirements.txt
+
 log "fetching Kafka broker jars"
 infra/kafka/kafka.sh fetch
 

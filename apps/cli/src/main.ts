@@ -6,6 +6,7 @@ import { eventsCommand } from './commands/events.command';
 import { kafkaCommand } from './commands/kafka.command';
 import { objectiveCommand } from './commands/objective.command';
 import { auditCommand } from './commands/audit.command';
+import { demoCommand } from './commands/demo.command';
 import { replayCommand } from './commands/replay.command';
 import { runsCommand } from './commands/runs.command';
 
@@ -19,6 +20,7 @@ export function buildProgram(env: Readonly<Record<string, string | undefined>> =
   program.addCommand(kafkaCommand(config));
   program.addCommand(eventsCommand(config));
   program.addCommand(objectiveCommand(config));
+  program.addCommand(demoCommand(env));
   program.addCommand(auditCommand(config));
   program.addCommand(replayCommand(config));
   program.addCommand(runsCommand(config));

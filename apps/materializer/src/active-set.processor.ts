@@ -343,7 +343,9 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       stores.claims.delete(id);
     }
     ep.pending = ep.pending.filter((id) => id !== t.transitionId);
-    if (ep.pending.length === 0 && (ep.outcome !== null || ep.doneSeen)) {
+    // The three raw topics are read independently, so an outcome can overtake its episode's
+    // later transitions: close only once the last transition (`done`) or all `turns` of them arrived.
+    if (ep.pending.length === 0 && (ep.doneSeen || (ep.outcome !== null && ep.transitionIds.length >= ep.outcome.turns))) {
       this.closeEpisode(ep, stores);
     }
     stores.episodes.put(ep.episodeId, ep);

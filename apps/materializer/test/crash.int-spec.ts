@@ -39,6 +39,16 @@ describe('materializer exactly-once under failures (real broker, real processes)
   const brokers = ensureKafka();
   let kafka: Kafka;
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-crash-'));
+  // Every process a test starts is killed at the end, also when an assertion failed midway.
+  const started: ChildProcess[] = [];
+  const spawn = (env: Record<string, string>, log: string): ChildProcess => {
+    const child = spawnApp('materializer', env, log);
+    started.push(child);
+    return child;
+  };
+  afterAll(() => {
+    for (const child of started) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
 
   beforeAll(() => {
     kafka = createKafka({ brokers, clientId: 'crash-test' });
@@ -89,7 +99,7 @@ describe('materializer exactly-once under failures (real broker, real processes)
     const { events, setIds } = workload(6000, 1_700_000_000_000);
     expect(events.length).toBeGreaterThanOrEqual(20_000);
     const log = path.join(logDir, 'crash.log');
-    let child: ChildProcess = spawnApp('materializer', env, log);
+    let child: ChildProcess = spawn(env, log);
     let kills = 0;
     const killer = (async () => {
       // Random kill points while events are still flowing and while the backlog drains.
@@ -98,7 +108,7 @@ describe('materializer exactly-once under failures (real broker, real processes)
         child.kill('SIGKILL');
         await waitForExit(child);
         kills++;
-        child = spawnApp('materializer', env, log);
+        child = spawn(env, log);
       }
     })();
     // Events keep flowing for the whole kill window, so kills land mid-stream.
@@ -130,8 +140,8 @@ describe('materializer exactly-once under failures (real broker, real processes)
     const { catalog, env, sdk } = await setup('pair');
     const { events, setIds } = workload(2400, 1_700_000_000_000);
     const log = path.join(logDir, 'pair.log');
-    const a = spawnApp('materializer', env, log);
-    const b = spawnApp('materializer', env, log);
+    const a = spawn(env, log);
+    const b = spawn(env, log);
     await produce(sdk, events.slice(0, events.length / 2));
     await sleep(4000);
     b.kill('SIGTERM');

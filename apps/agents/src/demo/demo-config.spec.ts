@@ -1,0 +1,59 @@
+import { ConfigError } from '@srpo/core';
+import { loadDemoConfig } from './demo-config';
+
+describe('demo configuration', () => {
+  it('plans one learner per policy with its roles, ports and files, under a fresh topic prefix', () => {
+    const c = loadDemoConfig({ SRPO_DEMO_RUN_ID: 'r1', SRPO_DEMO_DIR: '/tmp/demo-r1' }, {}, '/work');
+    expect(c.seconds).toBe(300);
+    expect(c.topics.prefix).toBe('srpo.demo.r1.');
+    expect(c.externalKafka).toBe(false);
+    expect(c.learners.map((l) => [l.policyId, l.roles, l.httpPort])).toEqual([
+      ['actor', ['solver', 'worker'], 3000],
+      ['aggregator', ['aggregator'], 3001],
+      ['judge', ['checker', 'router'], 3002],
+    ]);
+    const env = c.learnerEnv(c.learners[2]);
+    expect(env).toMatchObject({
+      SRPO_POLICY_ID: 'judge',
+      SRPO_POLICY_ROLES: 'checker,router',
+      SRPO_SQLITE_PATH: '/tmp/demo-r1/learner-judge.sqlite',
+      SRPO_CHECKPOINT_DIR: '/tmp/demo-r1/checkpoints',
+      SRPO_TOPIC_PREFIX: 'srpo.demo.r1.',
+      SRPO_SETS_PER_UPDATE: '64',
+      SRPO_CONSUMER_GROUP: 'srpo.demo.r1.learner.judge',
+    });
+    // Agents and learners agree on the flow-control unit and the checkpoint root.
+    expect(c.agents.setsPerUpdate).toBe(64);
+    expect(c.agents.checkpointDir).toBe('/tmp/demo-r1/checkpoints');
+    expect(c.agents.outcomeGate.groupId).toBe('srpo.demo.r1.materializer.sets');
+    expect(c.endWindowMs).toBe(60_000);
+  });
+
+  it('--seconds wins over SRPO_DEMO_SECONDS; a short run shortens the end window to half of it', () => {
+    const c = loadDemoConfig({ SRPO_DEMO_SECONDS: '600', SRPO_DEMO_DIR: '/tmp/x' }, { seconds: 40 }, '/work');
+    expect(c.seconds).toBe(40);
+    expect(c.endWindowMs).toBe(20_000);
+  });
+
+  it('uses KAFKA_BROKERS when set and passes other variables through to the children', () => {
+    const c = loadDemoConfig({ KAFKA_BROKERS: 'k1:9092,k2:9092', SRPO_OBJECTIVE: 'gspo', SRPO_DEMO_DIR: '/tmp/x' }, {}, '/work');
+    expect(c.externalKafka).toBe(true);
+    expect(c.childEnv.KAFKA_BROKERS).toBe('k1:9092,k2:9092');
+    expect(c.childEnv.SRPO_OBJECTIVE).toBe('gspo');
+  });
+
+  it('turns on the progress fallback when search is played', () => {
+    expect(loadDemoConfig({ SRPO_AGENTS_WORKFLOWS: 'fixed,search', SRPO_DEMO_DIR: '/tmp/x' }, {}, '/work').childEnv.SRPO_PROGRESS_FALLBACK).toBe('true');
+    expect(loadDemoConfig({ SRPO_DEMO_DIR: '/tmp/x' }, {}, '/work').childEnv.SRPO_PROGRESS_FALLBACK).toBeUndefined();
+  });
+
+  it.each([
+    [{ SRPO_DEMO_SECONDS: '2' }, 'SRPO_DEMO_SECONDS'],
+    [{ SRPO_DEMO_RUN_ID: 'bad id' }, 'SRPO_DEMO_RUN_ID'],
+    [{ SRPO_DEMO_HTTP_PORT: 'x' }, 'SRPO_DEMO_HTTP_PORT'],
+    [{ SRPO_AGENTS_WORKFLOWS: 'poker' }, 'SRPO_AGENTS_WORKFLOWS'],
+  ])('fails fast naming the variable: %j', (env, variable) => {
+    expect(() => loadDemoConfig({ SRPO_DEMO_DIR: '/tmp/x', ...(env as Record<string, string>) }, {}, '/work')).toThrow(ConfigError);
+    expect(() => loadDemoConfig({ SRPO_DEMO_DIR: '/tmp/x', ...(env as Record<string, string>) }, {}, '/work')).toThrow(variable);
+  });
+});

@@ -1,0 +1,242 @@
+import { randomUUID } from 'crypto';
+import * as fs from 'fs';
+import * as path from 'path';
+import { fileURLToPath } from 'url';
+import type { Consumer, Kafka } from 'kafkajs';
+import { ErrorCode, errorMessage, Logger, SrpoError } from '@srpo/core';
+import { EventCodec, readTopicsToEnd, type PolicyVersion, type TopicCatalog } from '@srpo/events';
+import { CheckpointStore, loadCheckpoint, Policy, PolicyRegistry } from '@srpo/policy';
+import type { Role } from './rollout';
+import { VOCAB_SIZE } from './tokenizer';
+
+export interface PolicyPoolOptions {
+  kafka: Kafka;
+  catalog: TopicCatalog;
+  codec?: EventCodec;
+  rolePolicies: Partial<Record<Role, string>>;
+  /** The learners' checkpoint root: where version 0 is found before any version is announced. */
+  checkpointDir: string;
+  /** Longest context + response a workflow needs; a loaded model must accept it. */
+  requiredSeqLen: number;
+  startupTimeoutMs: number;
+  logger?: Logger;
+}
+
+/**
+ * The policies the agents sample with, kept current from the policy-versions
+ * topic. The agents know the learners only through events: a `PolicyVersion`
+ * names a checkpoint (a `file://` directory by default), which is loaded and
+ * verified against the announced weights hash in the background; the new
+ * weights are swapped in at the next {@link applyPending} (between tasks, never
+ * under a running sample). Version 0 comes from the checkpoint store (the
+ * learner writes it at start and announces only updates).
+ */
+export class PolicyPool {
+  readonly registry = new PolicyRegistry();
+  private readonly log: Logger;
+  private readonly codec: EventCodec;
+  private readonly policyIds: string[];
+  private readonly pending = new Map<string, Policy>();
+  /** Newest version announced per policy (loaded or not). */
+  private readonly announced = new Map<string, PolicyVersion>();
+  private readonly loading = new Map<string, Promise<void>>();
+  private readonly waiters = new Set<() => void>();
+  private consumer?: Consumer;
+  private stopped = false;
+  /** Versions loaded and swapped in, per policy, since start. */
+  readonly swaps = new Map<string, number>();
+
+  constructor(private readonly options: PolicyPoolOptions) {
+    this.log = options.logger ?? new Logger('policy-pool');
+    this.codec = options.codec ?? new EventCodec();
+    this.policyIds = [...new Set(Object.values(options.rolePolicies))].sort() as string[];
+  }
+
+  /** Loads the newest announced version of every policy (or version 0), then follows the topic. */
+  async start(): Promise<void> {
+    const topic = this.options.catalog.policyVersions.name;
+    for (const r of await readTopicsToEnd(this.options.kafka, [topic])) this.note(this.decode(r.value));
+    for (const id of this.policyIds) {
+      const v = this.announced.get(id);
+      const policy = v ? await this.loadAnnounced(v) : await this.loadInitial(id);
+      this.registry.add(policy);
+      this.swaps.set(id, 0);
+      this.log.info('policy loaded', { policyId: id, version: policy.version });
+    }
+    for (const [role, id] of Object.entries(this.options.rolePolicies)) this.registry.assignRole(role, id as string);
+    const consumer = this.options.kafka.consumer({ groupId: `srpo-agents-versions-${randomUUID()}`, maxWaitTimeInMs: 100, readUncommitted: false });
+    this.consumer = consumer;
+    await consumer.connect();
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ message }) => {
+        const v = this.decode(message.value);
+        if (this.note(v)) this.scheduleLoad(v.policyId);
+      },
+    });
+  }
+
+  /** Swaps in every verified version loaded since the last call; returns the policies that changed. */
+  applyPending(): string[] {
+    const changed: string[] = [];
+    for (const [id, policy] of this.pending) {
+      const current = this.registry.get(id);
+      if (policy.version <= current.version) {
+        policy.dispose();
+      } else {
+        this.registry.replace(policy);
+        this.swaps.set(id, (this.swaps.get(id) ?? 0) + 1);
+        changed.push(id);
+      }
+    }
+    this.pending.clear();
+    return changed;
+  }
+
+  /** Current (swapped-in) version of each policy. */
+  versions(): Record<string, number> {
+    return Object.fromEntries(this.policyIds.map((id) => [id, this.registry.get(id).version]));
+  }
+
+  /** Newest announced version of a policy (maybe not loaded yet), or the current one. */
+  announcedVersion(policyId: string): number {
+    return Math.max(this.announced.get(policyId)?.version ?? 0, this.registry.has(policyId) ? this.registry.get(policyId).version : 0);
+  }
+
+  /** Resolves when any new version is announced, or after `timeoutMs`; true if one was. */
+  waitForAnnouncement(timeoutMs: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      let done = false;
+      const finish = (v: boolean) => {
+        if (done) return;
+        done = true;
+        this.waiters.delete(wake);
+        clearTimeout(timer);
+        resolve(v);
+      };
+      const wake = () => finish(true);
+      const timer = setTimeout(() => finish(false), timeoutMs);
+      this.waiters.add(wake);
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.consumer?.disconnect().catch((e) => this.log.warn('version consumer disconnect failed', { error: errorMessage(e) }));
+    await Promise.allSettled([...this.loading.values()]);
+    for (const p of this.pending.values()) p.dispose();
+    this.pending.clear();
+    this.registry.dispose();
+    for (const w of [...this.waiters]) w();
+  }
+
+  private decode(value: Buffer | null): PolicyVersion {
+    return this.codec.decodeAs('PolicyVersion', value);
+  }
+
+  /** Records an announcement; true when it is newer than anything known for a policy this pool serves. */
+  private note(v: PolicyVersion): boolean {
+    if (!this.policyIds.includes(v.policyId)) return false;
+    const prev = this.announced.get(v.policyId);
+    if (prev && prev.version >= v.version) return false;
+    this.announced.set(v.policyId, v);
+    for (const w of [...this.waiters]) w();
+    return true;
+  }
+
+  /** One load at a time per policy; a newer announcement during a load is picked up right after it. */
+  private scheduleLoad(policyId: string): void {
+    if (this.loading.has(policyId) || this.stopped) return;
+    const run = (async () => {
+      try {
+        for (;;) {
+          const target = this.announced.get(policyId) as PolicyVersion;
+          const have = Math.max(this.registry.has(policyId) ? this.registry.get(policyId).version : -1, this.pending.get(policyId)?.version ?? -1);
+          if (target.version <= have || this.stopped) return;
+          try {
+            const policy = await this.loadAnnounced(target);
+            if (this.stopped) {
+              policy.dispose();
+              return;
+            }
+            this.pending.get(policyId)?.dispose();
+            this.pending.set(policyId, policy);
+          } catch (e) {
+            // A checkpoint that fails verification is never sampled with; the next announcement may be fine.
+            this.log.error('announced checkpoint could not be loaded; keeping the current weights', {
+              policyId,
+              version: target.version,
+              checkpointUri: target.checkpointUri,
+              error: errorMessage(e),
+            });
+            return;
+          }
+        }
+      } finally {
+        this.loading.delete(policyId);
+      }
+    })();
+    this.loading.set(policyId, run);
+  }
+
+  private async loadAnnounced(v: PolicyVersion): Promise<Policy> {
+    const dir = checkpointDirOf(v.checkpointUri);
+    const loaded = await loadCheckpoint(dir);
+    const { manifest } = loaded;
+    if (manifest.policyId !== v.policyId || manifest.version !== v.version || manifest.weightsHash !== v.weightsHash) {
+      loaded.policy.dispose();
+      throw new SrpoError(
+        ErrorCode.INTEGRITY_FAILED,
+        `checkpoint ${dir} holds ${manifest.policyId} v${manifest.version} with weights ${manifest.weightsHash}; the announcement says ${v.policyId} v${v.version} with ${v.weightsHash}`,
+      );
+    }
+    this.checkShape(loaded.policy, dir);
+    return loaded.policy;
+  }
+
+  private async loadInitial(policyId: string): Promise<Policy> {
+    const store = new CheckpointStore(this.options.checkpointDir);
+    const dir = store.dirFor(policyId, 0);
+    const deadline = Date.now() + this.options.startupTimeoutMs;
+    let waited = false;
+    while (!fs.existsSync(path.join(dir, 'model.json'))) {
+      if (this.stopped) throw new SrpoError(ErrorCode.CONFLICT, 'policy pool stopped during startup');
+      if (Date.now() > deadline) {
+        throw new SrpoError(
+          ErrorCode.UNAVAILABLE,
+          `no PolicyVersion announced for ${policyId} and no version 0 at ${dir} after ${this.options.startupTimeoutMs} ms: is its learner running with SRPO_CHECKPOINT_DIR=${this.options.checkpointDir}?`,
+        );
+      }
+      if (!waited) this.log.info('waiting for version 0 of a policy', { policyId, dir });
+      waited = true;
+      await new Promise((r) => setTimeout(r, 250));
+      // A version may have been announced meanwhile.
+      const v = this.announced.get(policyId);
+      if (v) return this.loadAnnounced(v);
+    }
+    const loaded = await store.load(policyId, 0);
+    this.checkShape(loaded.policy, dir);
+    return loaded.policy;
+  }
+
+  private checkShape(policy: Policy, dir: string): void {
+    const { vocabSize, maxSeqLen } = policy.model.config;
+    if (vocabSize < VOCAB_SIZE || maxSeqLen < this.options.requiredSeqLen) {
+      policy.dispose();
+      throw new SrpoError(
+        ErrorCode.CONFIG_INVALID,
+        `checkpoint ${dir}: the model (vocabSize ${vocabSize}, maxSeqLen ${maxSeqLen}) cannot serve the agents' workflows (vocabSize >= ${VOCAB_SIZE}, maxSeqLen >= ${this.options.requiredSeqLen}); set the learners' SRPO_MODEL_CONFIG accordingly`,
+      );
+    }
+  }
+}
+
+/** A checkpoint location from an announcement: a `file://` URI or a plain path. */
+export function checkpointDirOf(uri: string): string {
+  if (uri.startsWith('file:')) return fileURLToPath(uri);
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(uri)) {
+    throw new SrpoError(ErrorCode.CONFIG_INVALID, `checkpoint URI ${uri}: only file:// locations are supported by the agents`);
+  }
+  return path.resolve(uri);
+}
