@@ -1,4 +1,4 @@
-import { errorMessage, initTfBackend, Logger, SrpoError } from '@srpo/core';
+import { errorMessage, initTfBackend, Logger, onShutdownSignals, SrpoError } from '@srpo/core';
 import { applyAgentsConfig, loadAgentsConfig, type AgentsConfig } from './agents-config';
 import { AgentsService } from './agents.service';
 
@@ -15,24 +15,10 @@ async function main(): Promise<void> {
   applyAgentsConfig(config);
   await initTfBackend(config.backend);
   const agents = new AgentsService(config);
-  let stopping = false;
-  const shutdown = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info('shutting down', { signal });
-    agents.stop().then(
-      () => process.exit(0),
-      (e) => {
-        log.error('shutdown failed', { error: errorMessage(e) });
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  const signals = onShutdownSignals(() => agents.stop(), log);
   await agents.start();
   await agents.done();
-  if (!stopping) shutdown('done');
+  signals.shutdown('done');
 }
 
 void main().catch((e: unknown) => {

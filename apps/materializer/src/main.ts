@@ -1,4 +1,4 @@
-import { errorMessage, isRetriable, Logger } from '@srpo/core';
+import { errorMessage, isRetriable, Logger, onShutdownSignals } from '@srpo/core';
 import { loadMaterializerConfig } from './materializer-config';
 import { Materializer } from './materializer.service';
 
@@ -12,24 +12,10 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   let materializer = new Materializer(config);
-  let stopping = false;
-  const shutdown = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info('shutting down', { signal });
-    materializer.stop().then(
-      () => process.exit(0),
-      (e) => {
-        log.error('shutdown failed', { error: errorMessage(e) });
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  const signals = onShutdownSignals(() => materializer.stop(), log);
   // A cluster that is restarting, or topics another instance is creating right now, are
   // transient: keep trying instead of exiting.
-  for (let attempt = 1; !stopping; attempt++) {
+  for (let attempt = 1; !signals.stopping; attempt++) {
     try {
       await materializer.start();
       return;

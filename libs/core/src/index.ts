@@ -4,3 +4,4 @@ export * from './config';
 export * from './tf-backend';
 export * from './paths';
 export * from './metrics';
+export * from './shutdown';

@@ -1,5 +1,5 @@
 import type { Admin, ITopicConfig } from 'kafkajs';
-import { ErrorCode, SrpoError } from '@srpo/core';
+import { ErrorCode, isRetriable, SrpoError } from '@srpo/core';
 import type { EventType } from './event-types';
 
 /**
@@ -138,7 +138,9 @@ export async function createTopicsIdempotent(admin: Admin, topics: ITopicConfig[
   } catch (e) {
     const errors = (e as { errors?: { type?: string }[] }).errors ?? [];
     const onlyExists = errors.length > 0 && errors.every((x) => x.type === 'TOPIC_ALREADY_EXISTS');
-    if (!onlyExists) throw e;
+    // kafkajs's own leader wait gives up with a retriable error on a busy broker (one just
+    // restarted with many partitions); the topics exist by then, so poll below instead.
+    if (!onlyExists && !isRetriable(e)) throw e;
   }
   const names = topics.map((t) => t.topic);
   const deadline = Date.now() + timeoutMs;
