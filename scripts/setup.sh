@@ -22,6 +22,10 @@ need python3 "Python 3 with pip, for the offline libtensorflow route"
 log "Vulkan loader and lavapipe for WebGPU"
 infra/webgpu/install.sh || log "WebGPU system libraries not installed (optional; see infra/webgpu/install.sh)"
 
+# Optional: Debian's Chromium for the dashboard's browser test (playwright-core drives it).
+log "Chromium for the dashboard browser test"
+infra/chromium/install.sh || log "Chromium not installed (optional; see infra/chromium/install.sh)"
+
 lock_hash=$(sha256sum package-lock.json package.json | sha256sum | cut -c1-16)
 stamp=node_modules/.srpo-setup-stamp
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$lock_hash" && "${SRPO_FORCE_INSTALL:-0}" != 1 ]]; then
