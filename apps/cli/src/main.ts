@@ -8,6 +8,7 @@ import { objectiveCommand } from './commands/objective.command';
 import { auditCommand } from './commands/audit.command';
 import { demoCommand } from './commands/demo.command';
 import { replayCommand } from './commands/replay.command';
+import { offlineCommand } from './commands/offline.command';
 import { runsCommand } from './commands/runs.command';
 
 /** `env` is the process environment unless a test passes its own. */
@@ -23,6 +24,7 @@ export function buildProgram(env: Readonly<Record<string, string | undefined>> =
   program.addCommand(demoCommand(env));
   program.addCommand(auditCommand(config));
   program.addCommand(replayCommand(config));
+  program.addCommand(offlineCommand(config));
   program.addCommand(runsCommand(config));
   return program;
 }

@@ -45,6 +45,8 @@ describe('event contract on the real broker', () => {
       ['PolicyUpdate', true],
       ['PolicyVersion', true],
       ['DeadLetter', true],
+      ['InferredTask', true],
+      ['ActionCredit', true],
     ]);
     for (const r of report.results) expect(r.offset).toBeGreaterThanOrEqual(0);
   });

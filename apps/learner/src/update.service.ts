@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { createHash } from 'crypto';
 import { ErrorCode, errorMessage, Logger, SrpoError, ValidationError } from '@srpo/core';
 import { decodeMemberOutput, EventCodec, type AdvantageGroup, type PolicyUpdate, type PolicyVersion } from '@srpo/events';
-import { ledgerEntryFromGroup, type AuditStore, type SkippedGroupInput, type UpdateDetail } from '@srpo/store';
+import { groupStatsFromGroup, ledgerEntryFromGroup, type AuditStore, type SkippedGroupInput, type UpdateDetail } from '@srpo/store';
 import type { LearnerEventsPublisher } from './events-publisher';
 import { FaultInjector } from './fault-injection';
 import type { ReadyGroup } from './group-source';
@@ -237,6 +237,7 @@ export class UpdateService {
           committedAtMs: this.clock(),
         },
         eligible.map((c) => ledgerEntryFromGroup(c.ready.group, c.ready.source)),
+        eligible.map((c) => groupStatsFromGroup(c.ready.group, before.version, this.codec)),
       );
     } catch (e) {
       await this.rollbackAfter(e);

@@ -6,8 +6,8 @@ import { outcome, output, transition } from './test-events';
 const topics = topicCatalog({ prefix: 't.' });
 const codec = new EventCodec();
 
-function setup(ttl = 10_000) {
-  const h = new ProcessorHarness<ActiveSetStores>(new ActiveSetProcessor({ topics, codec, setTtlMs: ttl, scanIntervalMs: 0, dedupeRetentionMs: 50_000 }));
+function setup(ttl = 10_000, latestPolicyVersion?: (policyId: string) => number | undefined) {
+  const h = new ProcessorHarness<ActiveSetStores>(new ActiveSetProcessor({ topics, codec, setTtlMs: ttl, scanIntervalMs: 0, dedupeRetentionMs: 50_000, latestPolicyVersion }));
   const o = (v: ReturnType<typeof output>) => h.record(topics.agentOutputs.name, { type: 'AgentOutput', value: v }, v.episodeId, codec);
   const t = (v: ReturnType<typeof transition>) => h.record(topics.transitions.name, { type: 'Transition', value: v }, v.episodeId, codec);
   const r = (v: ReturnType<typeof outcome>) => h.record(topics.episodeOutcomes.name, { type: 'EpisodeOutcome', value: v }, v.episodeId, codec);
@@ -136,7 +136,85 @@ describe('ActiveSetProcessor', () => {
     expect(s.h.stores.outputs.size).toBe(0);
     expect(s.h.stores.transitions.size).toBe(0);
     expect(s.h.stores.episodes.size).toBe(1);
+    // Claims and ownerships outlive the set (later relation checks need them), not the episode.
+    expect(s.h.stores.claims.size).toBe(1);
+    expect(s.h.stores.owners.size).toBe(1);
     s.h.advanceTo(1000 + 50_000);
     expect(s.h.stores.episodes.size).toBe(0);
+    expect(s.h.stores.claims.size).toBe(0);
+    expect(s.h.stores.owners.size).toBe(0);
+  });
+
+  it('forgets an episode that never finishes once it has been idle for the retention window', () => {
+    const s = setup();
+    // An immediate reward emits the set, but no `done` transition and no outcome ever come.
+    s.h.feedAll([s.o(output('e11', 0)), s.t(transition('e11', [0], { reward: 1, done: false }))]);
+    expect(s.sets().map((x) => x.setId)).toEqual(['e11/t0']);
+    expect(s.h.stores.episodes.get('e11')?.closed).toBe(false);
+    // Last event at 1000; retention 50 000: still kept at 50 999, gone at 51 000.
+    s.h.advanceTo(50_999);
+    expect(s.h.stores.episodes.size).toBe(1);
+    s.h.advanceTo(51_000);
+    expect(s.h.stores.episodes.size).toBe(0);
+    expect(s.h.stores.claims.size).toBe(0);
+    expect(s.h.stores.owners.size).toBe(0);
+    expect(s.h.counters.get('episodes_abandoned_total')).toBe(1);
+  });
+
+  it('judges relations against sets already emitted, not only waiting ones', () => {
+    const s = setup();
+    s.h.feedAll([s.o(output('r1', 0)), s.o(output('r1', 1)), s.t(transition('r1', [0, 1])), s.r(outcome('r1', 1))]);
+    expect(s.sets().map((x) => x.setId)).toEqual(['r1/t0']);
+    // Episode r1 is closed and its outputs' bytes are dropped; every late contradiction still has its own reason.
+    s.h.feedAll([
+      s.t({ ...transition('r1', [0]), transitionId: 'r1/t1', step: 1 }),
+      s.t({ ...transition('r2', []), consumedOutputIds: ['r1/o1'], expectedCardinality: 1 }),
+      s.t(transition('r1', [0, 1], { observationDigest: 'other' })),
+      s.o(output('r1', 1, { responseTokenIds: [7, 7] })),
+      s.o({ ...output('r3', 0), outputId: 'r1/o0' }),
+    ]);
+    expect(s.h.deadLetters.map((d) => [d.reasonCode, d.details.field])).toEqual([
+      [ReasonCode.OUTPUT_CLAIMED_TWICE, 'Transition.consumedOutputIds[0]'],
+      [ReasonCode.FOREIGN_EPISODE_OUTPUT, 'Transition.consumedOutputIds[0]'],
+      [ReasonCode.CONFLICTING_DUPLICATE, 'Transition.transitionId'],
+      [ReasonCode.CONFLICTING_DUPLICATE, 'AgentOutput.outputId'],
+      [ReasonCode.CONFLICTING_DUPLICATE, 'AgentOutput.outputId'],
+    ]);
+    // Exact duplicates of emitted events are still just duplicates.
+    s.h.feedAll([s.o(output('r1', 1)), s.t(transition('r1', [0, 1]))]);
+    expect(s.h.deadLetters).toHaveLength(5);
+    expect(s.sets()).toHaveLength(1);
+  });
+
+  it('dead-letters an output stamped with a policy version newer than the newest published one', () => {
+    const published = new Map([['worker', 5]]);
+    const s = setup(10_000, (id) => published.get(id));
+    s.h.feedAll([s.o(output('p1', 0, { policyVersion: 5 })), s.o(output('p1', 1, { policyVersion: 6 })), s.o({ ...output('p1', 2, { policyVersion: 99 }), policyId: 'unannounced' })]);
+    expect(s.h.deadLetters.map((d) => [d.reasonCode, d.details.field, d.record.source.offset])).toEqual([[ReasonCode.FUTURE_POLICY_VERSION, 'AgentOutput.policyVersion', 1]]);
+    // Once the learner announces version 6, the same output is accepted.
+    published.set('worker', 6);
+    s.h.feed(s.o(output('p1', 1, { policyVersion: 6 })));
+    expect(s.h.deadLetters).toHaveLength(1);
+    expect(s.h.stores.outputs.has('p1/o1')).toBe(true);
+  });
+
+  it('dead-letters a valid event on another raw topic than its own', () => {
+    const s = setup();
+    s.h.feed(s.h.record(topics.agentOutputs.name, { type: 'Transition', value: transition('w1', [0]) }, 'w1', codec));
+    s.h.feed(s.h.record(topics.episodeOutcomes.name, { type: 'AgentOutput', value: output('w1', 0) }, 'w1', codec));
+    expect(s.h.deadLetters.map((d) => d.reasonCode)).toEqual([ReasonCode.WRONG_EVENT_TYPE, ReasonCode.WRONG_EVENT_TYPE]);
+    expect(s.h.stores.transitions.size + s.h.stores.outputs.size).toBe(0);
+  });
+
+  it('does not let a refused event move stream time', () => {
+    const s = setup(5_000);
+    s.h.feedAll([s.o(output('s1', 0, { eventTimeMs: 1000 })), s.t(transition('s1', [0], { eventTimeMs: 1000 }))]);
+    // 30 minutes ahead (inside the 1 h skew bound) but invalid: were it to count, the set would expire now.
+    s.h.feed(s.o(output('s2', 0, { eventTimeMs: 1_801_000, startedAtMs: 1000, behaviourLogProbs: [NaN, -1] })));
+    expect(s.h.deadLetters.map((d) => d.reasonCode)).toEqual([ReasonCode.INVALID_FIELD]);
+    expect(s.h.streamTimeMs).toBe(1000);
+    expect(s.invalid()).toHaveLength(0);
+    s.h.feed(s.r(outcome('s1', 1, { eventTimeMs: 1001 })));
+    expect(s.sets().map((x) => x.setId)).toEqual(['s1/t0']);
   });
 });

@@ -48,6 +48,14 @@ export interface ActiveSetProcessorOptions {
   /** Deadline scans run at most once per this much stream time (default 1 s). */
   scanIntervalMs: number;
   limits: EventLimits;
+  /**
+   * The newest version of a policy its learner has published (the PolicyVersion
+   * topic), or undefined while none is known. An output sampled with a newer
+   * version is dead-lettered as FUTURE_POLICY_VERSION: agents learn of versions
+   * only from that topic, so no honest output can be ahead of it. Left out, the
+   * check is off (replays, tools).
+   */
+  latestPolicyVersion?: (policyId: string) => number | undefined;
 }
 
 export const DEFAULT_ACTIVE_SET_OPTIONS: Omit<ActiveSetProcessorOptions, 'topics' | 'codec'> = {
@@ -97,6 +105,16 @@ interface StoredEpisode {
   outcome: EpisodeOutcome | null;
   outcomeSource: KafkaCoordinates | null;
   outcomeDigest: string | null;
+  /**
+   * Digests by id of every output and transition accepted, kept until the episode
+   * expires: a same-id event with other content must be caught after its set was
+   * emitted and the stored copy dropped, not only while it waits. Optional because
+   * changelogs written before these fields existed restore without them.
+   */
+  outputDigests?: Record<string, string>;
+  transitionDigests?: Record<string, string>;
+  /** Outputs this episode's transitions claimed; their claims live as long as the episode. */
+  claimedOutputIds?: string[];
   /** Raw bytes of an outcome that arrived before any other event, for its dead letter. */
   orphanOutcomeRaw: string | null;
   orphanKey: string | null;
@@ -112,8 +130,14 @@ export type ActiveSetStores = {
   outputs: KeyValueStore<StoredOutput>;
   transitions: KeyValueStore<StoredTransition>;
   episodes: KeyValueStore<StoredEpisode>;
-  /** outputId -> transitionId that listed it. */
+  /** outputId -> transitionId that listed it; kept until the claiming episode expires. */
   claims: KeyValueStore<string>;
+  /**
+   * outputId -> episodeId of the output, kept until that episode expires, so a
+   * transition listing another episode's output is recognised even after the
+   * output's own set was emitted and its bytes dropped.
+   */
+  owners: KeyValueStore<string>;
   clock: KeyValueStore<number>;
 };
 
@@ -132,7 +156,7 @@ function relationError(reason: ReasonCode, field: string, message: string): Srpo
 
 export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   readonly name = 'active-set-materializer';
-  readonly storeNames: (keyof ActiveSetStores & string)[] = ['outputs', 'transitions', 'episodes', 'claims', 'clock'];
+  readonly storeNames: (keyof ActiveSetStores & string)[] = ['outputs', 'transitions', 'episodes', 'claims', 'owners', 'clock'];
   private readonly options: ActiveSetProcessorOptions;
 
   /** Stores whose changelog keeps coordinates only; the runner re-reads their bytes. */
@@ -151,6 +175,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
 
   process(record: InputRecord, stores: ActiveSetStores, ctx: ProcessorContext): void {
     const { event } = record;
+    this.checkTopic(record);
     switch (event.type) {
       case 'AgentOutput':
         return this.onOutput(record, event.value, stores, ctx);
@@ -160,6 +185,23 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
         return this.onOutcome(record, event.value, stores, ctx);
       default:
         throw relationError(ReasonCode.WRONG_EVENT_TYPE, 'event', `${event.type} events do not belong on ${record.source.topic}`);
+    }
+  }
+
+  /**
+   * Each raw topic carries one event type. Topics are compared by their name without the
+   * catalog prefix, because re-materialization feeds records of another prefix's topics.
+   */
+  private checkTopic(record: InputRecord): void {
+    const { topics } = this.options;
+    const home: Partial<Record<string, string>> = {
+      AgentOutput: topics.agentOutputs.name.slice(topics.prefix.length),
+      Transition: topics.transitions.name.slice(topics.prefix.length),
+      EpisodeOutcome: topics.episodeOutcomes.name.slice(topics.prefix.length),
+    };
+    const suffix = home[record.event.type];
+    if (suffix !== undefined && !record.source.topic.endsWith(suffix)) {
+      throw relationError(ReasonCode.WRONG_EVENT_TYPE, 'event', `${record.event.type} events do not belong on ${record.source.topic}`);
     }
   }
 
@@ -200,15 +242,25 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   private onOutput(record: InputRecord, output: AgentOutput, stores: ActiveSetStores, ctx: ProcessorContext): void {
     validateAgentOutput(output, this.options.limits);
     this.checkCommon(record, output.episodeId, output.eventTimeMs, ctx, 'AgentOutput');
+    const latest = this.options.latestPolicyVersion?.(output.policyId);
+    if (latest !== undefined && output.policyVersion > latest) {
+      throw relationError(
+        ReasonCode.FUTURE_POLICY_VERSION,
+        'AgentOutput.policyVersion',
+        `is ${output.policyVersion} but the newest version of policy ${output.policyId} its learner published is ${latest}`,
+      );
+    }
     const digest = digestOfBytes(record.raw);
-    const existing = stores.outputs.get(output.outputId);
-    if (existing) {
-      if (existing.digest !== digest) throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'AgentOutput.outputId', `output ${output.outputId} was already received with different content`);
-      ctx.count('duplicates_total', { type: 'AgentOutput' });
-      return;
+    const owner = stores.owners.get(output.outputId) ?? stores.outputs.get(output.outputId)?.episodeId;
+    if (owner !== undefined && owner !== output.episodeId) {
+      throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'AgentOutput.outputId', `output ${output.outputId} was already received for episode ${owner}`);
     }
     const ep = this.episode(stores, output.episodeId, output.eventTimeMs);
-    if (ep.outputIds.includes(output.outputId)) {
+    const known = stores.outputs.get(output.outputId)?.digest ?? ep.outputDigests?.[output.outputId];
+    if (known !== undefined || ep.outputIds.includes(output.outputId)) {
+      if (known !== undefined && known !== digest) {
+        throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'AgentOutput.outputId', `output ${output.outputId} was already received with different content`);
+      }
       ctx.count('duplicates_total', { type: 'AgentOutput' });
       return;
     }
@@ -235,7 +287,9 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       eventTimeMs: output.eventTimeMs,
       raw: record.raw,
     });
+    stores.owners.put(output.outputId, output.episodeId);
     ep.outputIds.push(output.outputId);
+    ep.outputDigests = { ...ep.outputDigests, [output.outputId]: digest };
     ep.lastEventMs = Math.max(ep.lastEventMs, output.eventTimeMs);
     stores.episodes.put(ep.episodeId, ep);
     if (claimant) this.tryComplete(claimant, stores, ctx);
@@ -254,28 +308,33 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     const existing = stores.transitions.get(t.transitionId);
     const ep = this.episode(stores, t.episodeId, t.eventTimeMs);
     if (existing || ep.transitionIds.includes(t.transitionId)) {
-      const same = existing ? existing.digest === digest : true;
-      if (!same) throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'Transition.transitionId', `transition ${t.transitionId} was already received with different content`);
+      const known = existing?.digest ?? ep.transitionDigests?.[t.transitionId];
+      if (known !== undefined && known !== digest) {
+        throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'Transition.transitionId', `transition ${t.transitionId} was already received with different content`);
+      }
       ctx.count('duplicates_total', { type: 'Transition' });
       return;
     }
-    if (ep.closed) {
-      throw relationError(ReasonCode.INVALID_FIELD, 'Transition.episodeId', `episode ${t.episodeId} is closed; transition ${t.transitionId} arrived too late`);
-    }
+    // Relations first: they name the actual fault, where "episode closed" would only describe its timing.
     for (let i = 0; i < ids.length; i++) {
+      const owner = stores.owners.get(ids[i]) ?? stores.outputs.get(ids[i])?.episodeId;
+      if (owner !== undefined && owner !== t.episodeId) {
+        throw relationError(ReasonCode.FOREIGN_EPISODE_OUTPUT, `Transition.consumedOutputIds[${i}]`, `output ${ids[i]} belongs to episode ${owner}, not ${t.episodeId}`);
+      }
       const other = stores.claims.get(ids[i]);
       if (other !== undefined && other !== t.transitionId) {
         throw relationError(ReasonCode.OUTPUT_CLAIMED_TWICE, `Transition.consumedOutputIds[${i}]`, `output ${ids[i]} is already consumed by transition ${other}`);
       }
-      const out = stores.outputs.get(ids[i]);
-      if (out && out.episodeId !== t.episodeId) {
-        throw relationError(ReasonCode.FOREIGN_EPISODE_OUTPUT, `Transition.consumedOutputIds[${i}]`, `output ${ids[i]} belongs to episode ${out.episodeId}, not ${t.episodeId}`);
-      }
+    }
+    if (ep.closed) {
+      throw relationError(ReasonCode.INVALID_FIELD, 'Transition.episodeId', `episode ${t.episodeId} is closed; transition ${t.transitionId} arrived too late`);
     }
     for (const id of ids) stores.claims.put(id, t.transitionId);
     stores.transitions.put(t.transitionId, { transition: t, source: record.source, digest, deadlineMs: t.eventTimeMs + this.options.setTtlMs });
     ep.pending.push(t.transitionId);
     ep.transitionIds.push(t.transitionId);
+    ep.transitionDigests = { ...ep.transitionDigests, [t.transitionId]: digest };
+    ep.claimedOutputIds = [...(ep.claimedOutputIds ?? []), ...ids];
     ep.digests.push(t.observationDigest);
     ep.doneSeen ||= t.done;
     ep.lastEventMs = Math.max(ep.lastEventMs, t.eventTimeMs);
@@ -338,10 +397,8 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   private resolve(st: StoredTransition, ep: StoredEpisode, stores: ActiveSetStores): void {
     const t = st.transition;
     stores.transitions.delete(t.transitionId);
-    for (const id of t.consumedOutputIds) {
-      stores.outputs.delete(id);
-      stores.claims.delete(id);
-    }
+    // Claims stay until the episode expires (see forgetEpisode): a second claim must be refused later too.
+    for (const id of t.consumedOutputIds) stores.outputs.delete(id);
     ep.pending = ep.pending.filter((id) => id !== t.transitionId);
     // The three raw topics are read independently, so an outcome can overtake its episode's
     // later transitions: close only once the last transition (`done`) or all `turns` of them arrived.
@@ -349,6 +406,18 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       this.closeEpisode(ep, stores);
     }
     stores.episodes.put(ep.episodeId, ep);
+  }
+
+  /** Drops an expired episode with the claims and ownerships it holds. */
+  private forgetEpisode(ep: StoredEpisode, stores: ActiveSetStores): void {
+    for (const id of ep.claimedOutputIds ?? []) {
+      const claimant = stores.claims.get(id);
+      if (claimant !== undefined && ep.transitionIds.includes(claimant)) stores.claims.delete(id);
+    }
+    for (const id of ep.outputIds) {
+      if (stores.owners.get(id) === ep.episodeId) stores.owners.delete(id);
+    }
+    stores.episodes.delete(ep.episodeId);
   }
 
   private closeEpisode(ep: StoredEpisode, stores: ActiveSetStores): void {
@@ -416,6 +485,14 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       }
     }
     for (const [id, ep] of [...stores.episodes.entries()]) {
+      if (!ep.closed && ep.pending.length === 0 && ep.orphanOutcomeRaw === null && ep.lastEventMs + this.options.dedupeRetentionMs <= now) {
+        // Never finished (no `done` transition, no outcome) and idle for the whole retention
+        // window: nothing of it can still complete, and keeping it would leak its ids forever.
+        this.closeEpisode(ep, stores);
+        this.forgetEpisode(ep, stores);
+        ctx.count('episodes_abandoned_total');
+        continue;
+      }
       if (ep.expiresAtMs === null || ep.expiresAtMs > now) continue;
       if (ep.orphanOutcomeRaw !== null && ep.transitionIds.length === 0 && ep.outputIds.length === 0) {
         const raw = Buffer.from(ep.orphanOutcomeRaw, 'base64');
@@ -427,7 +504,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
         );
         stores.episodes.delete(id);
       } else if (ep.closed) {
-        stores.episodes.delete(id);
+        this.forgetEpisode(ep, stores);
       }
     }
     for (const [id, out] of [...stores.outputs.entries()]) {

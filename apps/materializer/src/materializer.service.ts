@@ -1,11 +1,103 @@
+import { randomUUID } from 'crypto';
 import * as http from 'http';
-import { Kafka } from 'kafkajs';
-import { Logger, MetricsSink, serveMetrics } from '@srpo/core';
+import { Admin, Consumer, Kafka } from 'kafkajs';
+import { ErrorCode, errorMessage, Logger, MetricsSink, serveMetrics, SrpoError } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog } from '@srpo/events';
 import { ConsumerRunner } from '@srpo/streams';
 import { ActiveSetProcessor, ActiveSetStores } from './active-set.processor';
 import { AdvantageGroupProcessor, AdvantageGroupStores } from './advantage-group.processor';
 import { MaterializerConfig } from './materializer-config';
+
+/**
+ * The newest version of each policy its learner announced on the PolicyVersion
+ * topic: a read-only global table (every instance reads the whole topic, as a
+ * Kafka Streams GlobalKTable). Agents learn of versions only from this topic, so
+ * once `catchUp` has read it to its current end, an output stamped with a newer
+ * version than the table holds cannot come from an honest agent.
+ */
+export class PublishedPolicyVersions {
+  private readonly latest = new Map<string, number>();
+  /** Next offset to read, per partition. */
+  private readonly positions = new Map<number, number>();
+  private readonly waiters = new Set<() => void>();
+  private consumer?: Consumer;
+  private admin?: Admin;
+  private readonly log = new Logger('policy-versions');
+
+  constructor(
+    private readonly kafka: Kafka,
+    private readonly topic: string,
+    private readonly codec: EventCodec,
+    private readonly appId: string,
+  ) {}
+
+  get(policyId: string): number | undefined {
+    return this.latest.get(policyId);
+  }
+
+  async start(): Promise<void> {
+    this.admin = this.kafka.admin();
+    await this.admin.connect();
+    // A group of its own per process: every instance needs every version, and nothing is committed.
+    const consumer = this.kafka.consumer({ groupId: `${this.appId}.policy-versions.${randomUUID()}`, readUncommitted: false, maxWaitTimeInMs: 100 });
+    this.consumer = consumer;
+    consumer.on(consumer.events.END_BATCH_PROCESS, (e) => {
+      // Batches of transaction markers only never reach eachBatch but still move the position.
+      this.advance(e.payload.partition, Number(e.payload.lastOffset) + 1);
+    });
+    await consumer.connect();
+    await consumer.subscribe({ topics: [this.topic], fromBeginning: true });
+    await consumer.run({
+      autoCommit: false,
+      eachBatch: async ({ batch }) => {
+        for (const m of batch.messages) {
+          try {
+            const v = this.codec.decodeAs('PolicyVersion', m.value);
+            if (v.version > (this.latest.get(v.policyId) ?? -1)) this.latest.set(v.policyId, v.version);
+          } catch (e) {
+            // Not ours to dead-letter (the learner owns the topic); a bad record only cannot raise the bound.
+            this.log.warn('unreadable policy version', { topic: batch.topic, partition: batch.partition, offset: Number(m.offset), error: errorMessage(e) });
+          }
+          this.advance(batch.partition, Number(m.offset) + 1);
+        }
+      },
+    });
+  }
+
+  /** Resolves once every version written before the call has been read. */
+  async catchUp(timeoutMs = 30_000): Promise<void> {
+    if (!this.admin) return;
+    const ends = await this.admin.fetchTopicOffsets(this.topic);
+    const behind = () => ends.some((o) => (this.positions.get(o.partition) ?? 0) < Number(o.high));
+    if (!behind()) return;
+    await new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (behind()) return;
+        this.waiters.delete(check);
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.waiters.delete(check);
+        reject(new SrpoError(ErrorCode.UNAVAILABLE, `policy versions on ${this.topic} not read to their end after ${timeoutMs} ms`, { retriable: true }));
+      }, timeoutMs);
+      this.waiters.add(check);
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.consumer?.disconnect().catch(() => undefined);
+    await this.admin?.disconnect().catch(() => undefined);
+    this.consumer = undefined;
+    this.admin = undefined;
+  }
+
+  private advance(partition: number, next: number): void {
+    if (next <= (this.positions.get(partition) ?? 0)) return;
+    this.positions.set(partition, next);
+    for (const w of [...this.waiters]) w();
+  }
+}
 
 /**
  * Wires the two sub-topologies: raw events -> active sets (repartitioned by group
@@ -17,6 +109,7 @@ export class Materializer {
   readonly catalog: TopicCatalog;
   readonly sets: ConsumerRunner<ActiveSetStores>;
   readonly groups: ConsumerRunner<AdvantageGroupStores>;
+  readonly policyVersions: PublishedPolicyVersions;
   private readonly kafka: Kafka;
   private readonly codec: EventCodec;
   private server?: http.Server;
@@ -28,6 +121,8 @@ export class Materializer {
     const codec = new EventCodec(undefined, { maxPayloadBytes: config.maxPayloadBytes, registry: config.schemaRegistry });
     this.codec = codec;
     const count = (metric: string, labels?: Record<string, string>) => this.metrics.count(metric, labels);
+    const versions = new PublishedPolicyVersions(this.kafka, this.catalog.policyVersions.name, codec, config.appId);
+    this.policyVersions = versions;
     this.sets = new ConsumerRunner({
       appId: `${config.appId}.sets`,
       kafka: this.kafka,
@@ -41,12 +136,15 @@ export class Materializer {
         maxFutureSkewMs: config.maxFutureSkewMs,
         maxLatenessMs: config.maxLatenessMs,
         limits: config.limits,
+        latestPolicyVersion: (policyId) => versions.get(policyId),
       }),
       deadLetterTopic: this.catalog.deadLetter.name,
       partitions: this.catalog.agentOutputs.partitions,
       maxRecordsPerTransaction: config.recordsPerTransaction,
       sessionTimeoutMs: config.sessionTimeoutMs,
       count,
+      // Only outputs carry a policy version; other topics need no fresh view of the table.
+      syncGlobalState: (topic) => (topic === this.catalog.agentOutputs.name ? versions.catchUp() : Promise.resolve()),
     });
     this.groups = new ConsumerRunner({
       appId: `${config.appId}.groups`,
@@ -71,7 +169,10 @@ export class Materializer {
     } finally {
       await admin.disconnect();
     }
-    if (this.config.roles.includes('sets')) await this.sets.start();
+    if (this.config.roles.includes('sets')) {
+      await this.policyVersions.start();
+      await this.sets.start();
+    }
     if (this.config.roles.includes('groups')) await this.groups.start();
     if (this.config.metricsPort > 0) this.server = await serveMetrics(this.metrics, this.config.metricsPort);
     this.log.info('materializer running', { appId: this.config.appId, prefix: this.catalog.prefix, roles: this.config.roles });
@@ -79,6 +180,7 @@ export class Materializer {
 
   async stop(): Promise<void> {
     await Promise.all([this.sets.stop(), this.groups.stop()]);
+    await this.policyVersions.stop();
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
     this.log.info('materializer stopped');
   }

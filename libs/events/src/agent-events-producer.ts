@@ -103,8 +103,11 @@ export class AgentEventsProducer {
    * is invalid, none is sent.
    */
   async emitBatch(events: AgentEvent[]): Promise<EmitResult> {
+    // Refuse bad events before touching the network: a caller learns of its bug even with the
+    // broker down, and nothing of the batch can have left. Confluent framing needs the registry ids first.
+    let prepared = this.codec.usesRegistry ? [] : events.map((e) => this.prepare(e));
     await this.connect();
-    const prepared = events.map((e) => this.prepare(e));
+    if (this.codec.usesRegistry) prepared = events.map((e) => this.prepare(e));
     const byTopic = new Map<string, Message[]>();
     for (const p of prepared) {
       const list = byTopic.get(p.topic) ?? [];

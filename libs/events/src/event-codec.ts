@@ -148,6 +148,11 @@ export class EventCodec {
     this.registry = options.registry;
   }
 
+  /** Whether `encode` needs `useRegistry()` (Confluent mode) before it can frame a message. */
+  get usesRegistry(): boolean {
+    return this.registry !== undefined;
+  }
+
   /** Confluent mode: registers every current schema (record-name subjects) so `encode` can frame with ids. */
   async useRegistry(): Promise<void> {
     if (!this.registry) return;
@@ -178,8 +183,10 @@ export class EventCodec {
    * Encodes `value`; a value that does not fit the schema throws a
    * `ValidationError` naming the field. With `strict`, fields the schema does not
    * declare are refused too (the SDK uses it: a typo must not vanish silently).
+   * `maxBytes` replaces the codec's limit for this message: a dead letter carries
+   * a message that may itself be at or over the limit.
    */
-  encode<T extends EventType>(type: T, value: EventMap[T], options: { strict?: boolean } = {}): Buffer {
+  encode<T extends EventType>(type: T, value: EventMap[T], options: { strict?: boolean; maxBytes?: number } = {}): Buffer {
     const entry = this.schemas.reader(type);
     if (options.strict) assertSchemaValid(entry, value);
     let body: Buffer;
@@ -195,8 +202,9 @@ export class EventCodec {
       throw new SrpoError(ErrorCode.CONFIG_INVALID, 'a schema registry is configured but useRegistry() was not awaited before encoding');
     }
     const out = registryId !== undefined ? confluentFrame(registryId, body) : Buffer.concat([SINGLE_OBJECT_MAGIC, fingerprintBytes(entry.fingerprint), body]);
-    if (out.length > this.maxPayloadBytes) {
-      throw new SrpoError(ErrorCode.PAYLOAD_TOO_LARGE, `${type}: encoded size ${out.length} B exceeds the limit of ${this.maxPayloadBytes} B`);
+    const limit = options.maxBytes ?? this.maxPayloadBytes;
+    if (out.length > limit) {
+      throw new SrpoError(ErrorCode.PAYLOAD_TOO_LARGE, `${type}: encoded size ${out.length} B exceeds the limit of ${limit} B`);
     }
     return out;
   }

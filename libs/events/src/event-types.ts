@@ -176,6 +176,42 @@ export interface DeadLetter {
   deadLetteredAtMs: number;
 }
 
+/** AgentBrew offline training: the instruction a raw trajectory is inferred to have fulfilled. */
+export interface InferredTask {
+  runId: string;
+  episodeId: string;
+  originalTaskId: string;
+  inferrer: string;
+  usable: boolean;
+  excludedReason: string | null;
+  instructionTokenIds: number[];
+  label: string;
+  successfulSteps: number;
+  failedSteps: number;
+  scorerPolicyId: string;
+  scorerVersion: number;
+  sources: KafkaCoordinates[];
+  eventTimeMs: number;
+}
+
+/** AgentBrew offline training: the PMI credit and training weight of one action. */
+export interface ActionCredit {
+  runId: string;
+  episodeId: string;
+  outputId: string;
+  step: number;
+  role: string;
+  creditMode: string;
+  successful: boolean;
+  prefixIndex: number | null;
+  nllBefore: number | null;
+  nllAfter: number | null;
+  credit: number;
+  weight: number;
+  source: KafkaCoordinates;
+  eventTimeMs: number;
+}
+
 export interface EventMap {
   AgentOutput: AgentOutput;
   Transition: Transition;
@@ -185,6 +221,8 @@ export interface EventMap {
   PolicyUpdate: PolicyUpdate;
   PolicyVersion: PolicyVersion;
   DeadLetter: DeadLetter;
+  InferredTask: InferredTask;
+  ActionCredit: ActionCredit;
 }
 
 export type EventType = keyof EventMap;
@@ -197,6 +235,8 @@ export const EVENT_TYPES: readonly EventType[] = [
   'PolicyUpdate',
   'PolicyVersion',
   'DeadLetter',
+  'InferredTask',
+  'ActionCredit',
 ];
 
 /** A decoded event of any type, discriminated by `type`. */

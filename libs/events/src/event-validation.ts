@@ -1,5 +1,5 @@
 import { ValidationError } from '@srpo/core';
-import { AgentOutput, EpisodeOutcome, Transition } from './event-types';
+import { ActionCredit, AgentOutput, EpisodeOutcome, InferredTask, KafkaCoordinates, Transition } from './event-types';
 
 /**
  * Domain rules beyond the Avro schema. The SDK applies them before sending (so a
@@ -127,4 +127,54 @@ export function validateEpisodeOutcome(o: EpisodeOutcome, limits: EventLimits = 
   nonNegativeInt('EpisodeOutcome.turns', o.turns, limits.maxStep);
   o.observationDigests.forEach((d, i) => id(`EpisodeOutcome.observationDigests[${i}]`, d, limits));
   time('EpisodeOutcome.eventTimeMs', o.eventTimeMs);
+}
+
+function coordinates(field: string, c: KafkaCoordinates, limits: EventLimits): void {
+  id(`${field}.topic`, c.topic, limits);
+  if (!Number.isInteger(c.partition) || c.partition < 0) throw new ValidationError(`${field}.partition`, `must be a non-negative integer, got ${c.partition}`);
+  if (!Number.isSafeInteger(c.offset) || c.offset < 0) throw new ValidationError(`${field}.offset`, `must be a non-negative integer, got ${c.offset}`);
+}
+
+export function validateInferredTask(t: InferredTask, limits: EventLimits = DEFAULT_EVENT_LIMITS): void {
+  id('InferredTask.runId', t.runId, limits);
+  id('InferredTask.episodeId', t.episodeId, limits);
+  id('InferredTask.originalTaskId', t.originalTaskId, limits);
+  id('InferredTask.inferrer', t.inferrer, limits);
+  id('InferredTask.scorerPolicyId', t.scorerPolicyId, limits);
+  nonNegativeInt('InferredTask.scorerVersion', t.scorerVersion, Number.MAX_SAFE_INTEGER);
+  nonNegativeInt('InferredTask.successfulSteps', t.successfulSteps, limits.maxStep);
+  nonNegativeInt('InferredTask.failedSteps', t.failedSteps, limits.maxStep);
+  if (t.usable && t.excludedReason !== null) throw new ValidationError('InferredTask.excludedReason', `must be null for a usable trajectory, got ${t.excludedReason}`);
+  if (!t.usable && (t.excludedReason === null || t.excludedReason.length === 0)) throw new ValidationError('InferredTask.excludedReason', 'must say why an unusable trajectory was excluded');
+  if (t.usable && t.instructionTokenIds.length === 0) throw new ValidationError('InferredTask.instructionTokenIds', 'is empty; a usable trajectory has an instruction');
+  if (t.usable && t.successfulSteps === 0) throw new ValidationError('InferredTask.successfulSteps', 'is 0; a usable trajectory has at least one successful step');
+  t.instructionTokenIds.forEach((tok, i) => {
+    if (!Number.isInteger(tok) || tok < 0) throw new ValidationError(`InferredTask.instructionTokenIds[${i}]`, `must be a non-negative token id, got ${tok}`);
+  });
+  t.sources.forEach((c, i) => coordinates(`InferredTask.sources[${i}]`, c, limits));
+  time('InferredTask.eventTimeMs', t.eventTimeMs);
+}
+
+export function validateActionCredit(c: ActionCredit, limits: EventLimits = DEFAULT_EVENT_LIMITS): void {
+  id('ActionCredit.runId', c.runId, limits);
+  id('ActionCredit.episodeId', c.episodeId, limits);
+  id('ActionCredit.outputId', c.outputId, limits);
+  id('ActionCredit.role', c.role, limits);
+  nonNegativeInt('ActionCredit.step', c.step, limits.maxStep);
+  if (c.creditMode !== 'adjacent' && c.creditMode !== 'best_prefix') throw new ValidationError('ActionCredit.creditMode', `must be adjacent or best_prefix, got ${c.creditMode}`);
+  finite('ActionCredit.credit', c.credit);
+  if (!(c.weight >= 0 && c.weight <= 1)) throw new ValidationError('ActionCredit.weight', `must be in [0, 1], got ${c.weight}`);
+  if (c.successful) {
+    if (c.prefixIndex === null || !Number.isInteger(c.prefixIndex) || c.prefixIndex < 1) throw new ValidationError('ActionCredit.prefixIndex', `must be an integer >= 1 for a successful action, got ${c.prefixIndex}`);
+    if (c.nllBefore === null) throw new ValidationError('ActionCredit.nllBefore', 'must be set for a successful action');
+    if (c.nllAfter === null) throw new ValidationError('ActionCredit.nllAfter', 'must be set for a successful action');
+    finite('ActionCredit.nllBefore', c.nllBefore);
+    finite('ActionCredit.nllAfter', c.nllAfter);
+  } else {
+    if (c.credit !== 0) throw new ValidationError('ActionCredit.credit', `must be 0 for a failed action, got ${c.credit}`);
+    if (c.weight !== 0) throw new ValidationError('ActionCredit.weight', `must be 0 for a failed action, got ${c.weight}`);
+    if (c.prefixIndex !== null) throw new ValidationError('ActionCredit.prefixIndex', 'must be null for a failed action');
+  }
+  coordinates('ActionCredit.source', c.source, limits);
+  time('ActionCredit.eventTimeMs', c.eventTimeMs);
 }

@@ -1,5 +1,5 @@
 import { EventCodec } from './event-codec';
-import type { ActiveSet, AdvantageGroup, AgentOutput, DeadLetter, EpisodeOutcome, EventMap, EventType, KafkaCoordinates, PolicyUpdate, PolicyVersion, Transition } from './event-types';
+import type { ActionCredit, ActiveSet, AdvantageGroup, AgentOutput, DeadLetter, EpisodeOutcome, EventMap, EventType, InferredTask, KafkaCoordinates, PolicyUpdate, PolicyVersion, Transition } from './event-types';
 
 /**
  * One valid, fully populated example of every event type. Used by
@@ -139,6 +139,38 @@ export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventTy
     details: { field: 'header' },
     deadLetteredAtMs: timeMs + 11,
   };
+  const inferredTask: InferredTask = {
+    runId: 'offline-1',
+    episodeId,
+    originalTaskId: `task-${n}`,
+    inferrer: 'demo-env@1',
+    usable: true,
+    excludedReason: null,
+    instructionTokenIds: [0, 13, 5, 1],
+    label: '[BOS SOLVE 3 SEP]',
+    successfulSteps: 1,
+    failedSteps: 0,
+    scorerPolicyId: 'solver',
+    scorerVersion: 3,
+    sources: [coords('srpo.agent-outputs', 10 + n), coords('srpo.transitions', 20 + n), coords('srpo.episode-outcomes', 30 + n)],
+    eventTimeMs: timeMs + 12,
+  };
+  const actionCredit: ActionCredit = {
+    runId: 'offline-1',
+    episodeId,
+    outputId: output.outputId,
+    step: 0,
+    role: 'solver',
+    creditMode: 'adjacent',
+    successful: true,
+    prefixIndex: 1,
+    nllBefore: 2.5,
+    nllAfter: 1.25,
+    credit: 1.25,
+    weight: 1,
+    source: coords('srpo.agent-outputs', 10 + n),
+    eventTimeMs: timeMs + 13,
+  };
   return {
     AgentOutput: output,
     Transition: transition,
@@ -148,5 +180,7 @@ export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventTy
     PolicyUpdate: update,
     PolicyVersion: version,
     DeadLetter: deadLetter,
+    InferredTask: inferredTask,
+    ActionCredit: actionCredit,
   };
 }

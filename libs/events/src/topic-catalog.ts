@@ -33,6 +33,10 @@ export interface TopicCatalog {
   policyUpdates: TopicSpec;
   policyVersions: TopicSpec;
   deadLetter: TopicSpec;
+  /** AgentBrew offline runs: the inferred task of every trajectory read, keyed by episode id. */
+  inferredTasks: TopicSpec;
+  /** AgentBrew offline runs: per-action PMI credits and training weights, keyed by episode id. */
+  actionCredits: TopicSpec;
   all(): TopicSpec[];
 }
 
@@ -76,6 +80,8 @@ export function topicCatalog(options: TopicCatalogOptions = {}): TopicCatalog {
     policyUpdates: spec('policy-updates', 1, 'policyId', ['PolicyUpdate']),
     policyVersions: spec('policy-versions', 1, 'policyId', ['PolicyVersion']),
     deadLetter: spec('dead-letter', 1, 'originalKey', ['DeadLetter']),
+    inferredTasks: spec('inferred-tasks', derived, 'episodeId', ['InferredTask']),
+    actionCredits: spec('action-credits', derived, 'episodeId', ['ActionCredit']),
   };
   return {
     ...catalog,
@@ -89,6 +95,8 @@ export function topicCatalog(options: TopicCatalogOptions = {}): TopicCatalog {
       catalog.policyUpdates,
       catalog.policyVersions,
       catalog.deadLetter,
+      catalog.inferredTasks,
+      catalog.actionCredits,
     ],
   };
 }

@@ -102,6 +102,15 @@ describe('readDiagnostics', () => {
     // ρ: a = exp(0.2) = 1.221403 > 1.2 with A > 0; b = 0.606531, c = exp(−0.3) = 0.740818 < 0.8 with A < 0
     const d = await diagnosticsFor(cfg({ objective: 'srpo', eventReduction: 'sum' }));
     expectMetrics(d, { 'losses/clip_frac_low': 2 / 3, 'losses/clip_frac_high': 1 / 3, 'ratio/max': 1.221403, 'ratio/mean_k3': 0.740818 });
+    // Per set size: a (K=2) is the high clip; b (K=1) and c (K=3) the low ones.
+    expectMetrics(d, {
+      'losses/clip_frac_low_k1': 1,
+      'losses/clip_frac_high_k1': 0,
+      'losses/clip_frac_low_k2': 0,
+      'losses/clip_frac_high_k2': 1,
+      'losses/clip_frac_low_k3': 1,
+      'losses/clip_frac_high_k3': 0,
+    });
   });
 
   it('gspo: fractions and statistics are per member', async () => {
@@ -119,6 +128,11 @@ describe('readDiagnostics', () => {
       'ratio/mean_k3': (0.904837 * 2 + 0.951229) / 3,
       'ratio/min_k3': 0.904837,
       'kl/approx_k3': KL_K3,
+      // o3, the one clipped member, is the K=1 set's.
+      'losses/clip_frac_low_k1': 1,
+      'losses/clip_frac_low_k2': 0,
+      'losses/clip_frac_low_k3': 0,
+      'losses/clip_frac_high_k2': 0,
     });
   });
 

@@ -39,6 +39,8 @@ export function approxKlK3(tokenLogRatios: tf.Tensor2D, mask: tf.Tensor2D): tf.S
  *   whose gradient the clip removed.
  * - `ratio/mean`, `ratio/min`, `ratio/max`: over all units.
  * - `ratio/mean_k{K}`, `ratio/min_k{K}`, `ratio/max_k{K}`: over units of sets with K members.
+ * - `losses/clip_frac_low_k{K}`, `losses/clip_frac_high_k{K}`: the clip fractions over units
+ *   of sets with K members (SRPO's one clip per set should not bind more often on large sets).
  * - `kl/approx_k3`: see {@link approxKlK3}.
  * - `batch/sets`, `batch/members`, `batch/tokens` (unmasked).
  * - With `advantageInfo` (usually the whole rollout batch, not only this mini-batch):
@@ -70,6 +72,7 @@ export async function readDiagnostics(
   let clippedHigh = 0;
   const overall = new RatioStats();
   const byK = new Map<number, RatioStats>();
+  const clippedByK = new Map<number, { low: number; high: number }>();
   for (let i = 0; i < ratios.length; i++) {
     if (weights[i] === 0) continue;
     units++;
@@ -80,6 +83,10 @@ export async function readDiagnostics(
     let stats = byK.get(k);
     if (!stats) byK.set(k, (stats = new RatioStats()));
     stats.add(ratios[i]);
+    const clipped = clippedByK.get(k) ?? { low: 0, high: 0 };
+    clipped.low += low[i];
+    clipped.high += high[i];
+    clippedByK.set(k, clipped);
   }
 
   const d: Record<string, number> = {
@@ -95,6 +102,9 @@ export async function readDiagnostics(
     d[`ratio/mean_k${k}`] = stats.mean();
     d[`ratio/min_k${k}`] = stats.min;
     d[`ratio/max_k${k}`] = stats.max;
+    const clipped = clippedByK.get(k) as { low: number; high: number };
+    d[`losses/clip_frac_low_k${k}`] = clipped.low / stats.count;
+    d[`losses/clip_frac_high_k${k}`] = clipped.high / stats.count;
   }
   d['kl/approx_k3'] = klValue[0];
   d['batch/sets'] = batch.numSets;
@@ -132,5 +142,9 @@ class RatioStats {
 
   mean(): number {
     return this.sum / this.n;
+  }
+
+  get count(): number {
+    return this.n;
   }
 }

@@ -1,10 +1,11 @@
 import { ErrorCode, Logger, SrpoError, ValidationError } from '@srpo/core';
-import { sampleEvents } from '@srpo/events';
+import { EventCodec, sampleEvents, type AdvantageGroup } from '@srpo/events';
 import { createStoreTarget, STORE_KINDS, type StoreTarget } from '../test/store-targets';
-import type { GroupLedgerInput, UpdateRecordInput } from './audit-types';
+import type { GroupLedgerInput, GroupStatsInput, UpdateRecordInput } from './audit-types';
 import { AuditStore } from './audit-store.service';
 import { ledgerEntryFromGroup } from './ledger-entry';
-import { APPEND_ONLY_TABLES } from './migrations';
+import { groupStatsFromGroup } from './group-stats';
+import { AUDIT_APPEND_ONLY_TABLES } from './migrations';
 
 Logger.configure({ level: 'warn' });
 
@@ -32,6 +33,23 @@ function group(id: string, offset: number): GroupLedgerInput {
       ],
     })),
     objectiveConfig: '{"advantageStd":"sample","advantageEps":1e-6}',
+  };
+}
+
+function stats(id: string, overrides: Partial<GroupStatsInput> = {}): GroupStatsInput {
+  return {
+    groupId: id,
+    workflowKind: 'JOINT',
+    setCount: 2,
+    memberCount: 4,
+    rewardMean: 0.25,
+    successCount: 1,
+    successKnown: 2,
+    lagMax: 3,
+    lagMean: 1.5,
+    fillLatencyMs: 1234,
+    groupEventTimeMs: T0 - 5,
+    ...overrides,
   };
 }
 
@@ -87,23 +105,27 @@ describe.each(STORE_KINDS)('AuditStore on %s', (kind) => {
   it('runs the migrations up, down and up again', async () => {
     const qr = store.dataSource.createQueryRunner();
     try {
-      const tables = ['policies', 'policy_versions', 'update_records', 'update_groups', 'skipped_groups'];
+      const tables = ['policies', 'policy_versions', 'update_records', 'update_groups', 'skipped_groups', 'update_group_stats'];
       for (const t of tables) expect(await qr.hasTable(t)).toBe(true);
+      await store.dataSource.undoLastMigration();
+      expect(await qr.hasTable('update_group_stats')).toBe(false);
+      expect(await qr.hasTable('update_groups')).toBe(true);
       await store.dataSource.undoLastMigration();
       await store.dataSource.undoLastMigration();
       for (const t of tables) expect(await qr.hasTable(t)).toBe(false);
       const executed = (await store.dataSource.query(`SELECT * FROM ${target.table('migrations')}`)) as unknown[];
       expect(executed).toHaveLength(0);
       const ran = await store.dataSource.runMigrations();
-      expect(ran.map((m) => m.name)).toEqual(['InitialSchema1767225600000', 'AppendOnlyGuards1767225600001']);
+      expect(ran.map((m) => m.name)).toEqual(['InitialSchema1767225600000', 'AppendOnlyGuards1767225600001', 'GroupStats1767225600002']);
       for (const t of tables) expect(await qr.hasTable(t)).toBe(true);
     } finally {
       await qr.release();
     }
     // The guards came back with the second up.
     await store.ensurePolicy('solver', ['solver'], { version: 0, weightsHash: HASH_0, checkpointUri: 'file:///ckpt/solver/v0', createdAtMs: T0 });
-    await store.recordUpdate(record('solver', 0, T0 + 1), [group('g1', 1)]);
+    await store.recordUpdate(record('solver', 0, T0 + 1), [group('g1', 1)], [stats('g1')]);
     await expect(store.dataSource.query(`UPDATE ${target.table('update_records')} SET loss = 0`)).rejects.toThrow(/append-only/);
+    await expect(store.dataSource.query(`DELETE FROM ${target.table('update_group_stats')}`)).rejects.toThrow(/update_group_stats is append-only/);
   });
 
   it('registers a policy once, with its initial version', async () => {
@@ -201,11 +223,11 @@ describe.each(STORE_KINDS)('AuditStore on %s', (kind) => {
   });
 
   it('refuses UPDATE and DELETE of audit rows at the database level', async () => {
-    await store.recordUpdate(record('solver', 0, T0 + 1), [group('g1', 1)]);
+    await store.recordUpdate(record('solver', 0, T0 + 1), [group('g1', 1)], [stats('g1')]);
     await store.recordSkipped([
       { policyId: 'solver', groupId: 'old', reason: 'stale', detail: null, lag: 9, policyVersion: 1, source: { topic: 't', partition: 0, offset: 3 }, createdAtMs: T0 },
     ]);
-    for (const t of APPEND_ONLY_TABLES) {
+    for (const t of AUDIT_APPEND_ONLY_TABLES) {
       const column = t === 'update_records' ? 'committed_at_ms' : 'created_at_ms';
       await expect(store.dataSource.query(`UPDATE ${target.table(t)} SET ${column} = 0`)).rejects.toThrow(new RegExp(`${t} is append-only: UPDATE refused`));
       await expect(store.dataSource.query(`DELETE FROM ${target.table(t)}`)).rejects.toThrow(new RegExp(`${t} is append-only: DELETE refused`));
@@ -213,10 +235,45 @@ describe.each(STORE_KINDS)('AuditStore on %s', (kind) => {
     if (kind === 'postgres') {
       await expect(store.dataSource.query(`TRUNCATE ${target.table('update_records')} CASCADE`)).rejects.toThrow(/append-only: TRUNCATE refused/);
     }
+    if (kind === 'postgres') {
+      await expect(store.dataSource.query(`TRUNCATE ${target.table('update_group_stats')}`)).rejects.toThrow(/append-only: TRUNCATE refused/);
+    }
+    expect(await store.listGroupStats()).toHaveLength(1);
     const after = await store.getUpdate('solver.v1');
     expect(after.loss).toBe(-0.125);
     expect(after.groups).toHaveLength(1);
     expect(await store.listSkipped('solver')).toHaveLength(1);
+  });
+
+  it('records group statistics with their update and lists them by policy and time', async () => {
+    await store.ensurePolicy('critic', ['critic'], { version: 0, weightsHash: HASH_0, checkpointUri: 'file:///ckpt/critic/v0', createdAtMs: T0 });
+    await store.recordUpdate(record('solver', 0, T0 + 1000), [group('a1', 1), group('a2', 2)], [stats('a1'), stats('a2', { workflowKind: null, fillLatencyMs: -7 })]);
+    await store.recordUpdate(record('critic', 0, T0 + 2000), [group('b1', 3)], [stats('b1', { lagMax: 0, lagMean: 0 })]);
+    // Without statistics (a replay run's store): the update is recorded, no stats row.
+    await store.recordUpdate(record('solver', 1, T0 + 3000), [group('a3', 4)]);
+    const all = await store.listGroupStats();
+    expect(all.map((s) => [s.policyId, s.groupId, s.updateId, s.versionAfter, s.createdAtMs])).toEqual([
+      ['solver', 'a1', 'solver.v1', 1, T0 + 1000],
+      ['solver', 'a2', 'solver.v1', 1, T0 + 1000],
+      ['critic', 'b1', 'critic.v1', 1, T0 + 2000],
+    ]);
+    expect(all[0]).toEqual({ ...stats('a1'), policyId: 'solver', updateId: 'solver.v1', versionAfter: 1, createdAtMs: T0 + 1000 });
+    expect(all[1].workflowKind).toBeNull();
+    expect(all[1].fillLatencyMs).toBe(-7);
+    expect((await store.listGroupStats({ policyId: 'critic' })).map((s) => s.groupId)).toEqual(['b1']);
+    expect((await store.listGroupStats({ from: T0 + 1001 })).map((s) => s.groupId)).toEqual(['b1']);
+    expect((await store.listGroupStats({ to: T0 + 2000 })).map((s) => s.groupId)).toEqual(['a1', 'a2']);
+    expect((await store.listGroupStats({ limit: 1 })).map((s) => s.groupId)).toEqual(['a1']);
+    await expect(store.listGroupStats({ limit: 0 })).rejects.toThrow(/limit: must be an integer in \[1, 20000\]/);
+  });
+
+  it('refuses statistics that do not belong to the update, and then records nothing', async () => {
+    await expect(store.recordUpdate(record('solver', 0, T0), [group('g1', 1)], [stats('other')])).rejects.toThrow(/stats\[0\]\.groupId: other is not one of the update's groups/);
+    await expect(store.recordUpdate(record('solver', 0, T0), [group('g1', 1)], [stats('g1'), stats('g1')])).rejects.toThrow(/appears twice/);
+    await expect(store.recordUpdate(record('solver', 0, T0), [group('g1', 1)], [stats('g1', { successCount: 3 })])).rejects.toThrow(/successCount: must not exceed/);
+    await expect(store.recordUpdate(record('solver', 0, T0), [group('g1', 1)], [stats('g1', { rewardMean: Number.NaN })])).rejects.toThrow(/rewardMean: must be a finite number/);
+    expect(await store.listUpdates()).toEqual([]);
+    expect(await store.listGroupStats()).toEqual([]);
   });
 
   it('filters updates by policy and by a half-open time range', async () => {
@@ -298,5 +355,44 @@ describe.each(STORE_KINDS)('AuditStore on %s', (kind) => {
     });
     await store.recordUpdate(record('solver', 0, T0), [entry]);
     expect((await store.getUpdate('solver.v1')).groups[0]).toMatchObject(entry);
+  });
+});
+
+describe('groupStatsFromGroup', () => {
+  const codec = new EventCodec();
+
+  function sample(): AdvantageGroup {
+    return sampleEvents(1).AdvantageGroup;
+  }
+
+  it('summarises reward, success, workflow, lag and fill latency from the group and its member outputs', () => {
+    const g = sample();
+    const base = g.sets[0];
+    const member = base.set.members[0];
+    const output = codec.decodeAs('AgentOutput', member.output);
+    const second = { ...base, set: { ...base.set, setId: 'second', reward: 0, success: false, eventTimeMs: output.eventTimeMs + 50, members: [{ ...member, policyVersion: member.policyVersion + 1 }] } };
+    const third = { ...base, set: { ...base.set, setId: 'third', reward: 0.5, success: null, members: [] } };
+    const group: AdvantageGroup = { ...g, sets: [base, second, third], eventTimeMs: output.eventTimeMs + 1000 };
+    const s = groupStatsFromGroup(group, member.policyVersion + 4, codec);
+    expect(s).toEqual({
+      groupId: g.groupId,
+      workflowKind: base.set.workflowKind,
+      setCount: 3,
+      memberCount: base.set.members.length + 1,
+      rewardMean: (base.set.reward + 0 + 0.5) / 3,
+      successCount: base.set.success === true ? 1 : 0,
+      successKnown: 2,
+      lagMax: 4,
+      lagMean: (4 * base.set.members.length + 3) / (base.set.members.length + 1),
+      // The member output is older than every set event: it is where the group started filling.
+      fillLatencyMs: 1000,
+      groupEventTimeMs: output.eventTimeMs + 1000,
+    });
+  });
+
+  it('has no workflow kind when the sets disagree', () => {
+    const g = sample();
+    const other = { ...g.sets[0], set: { ...g.sets[0].set, setId: 'x', workflowKind: g.sets[0].set.workflowKind === 'JOINT' ? 'FIXED' : 'JOINT' } } as AdvantageGroup['sets'][number];
+    expect(groupStatsFromGroup({ ...g, sets: [g.sets[0], other] }, 10, codec).workflowKind).toBeNull();
   });
 });

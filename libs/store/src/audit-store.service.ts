@@ -4,6 +4,9 @@ import { ErrorCode, errorMessage, Logger, SrpoError, ValidationError } from '@sr
 import type {
   GroupLedgerInput,
   GroupLedgerRecord,
+  GroupStatsInput,
+  GroupStatsQuery,
+  GroupStatsRecord,
   InitialVersion,
   PolicyRecord,
   PolicyVersionRecord,
@@ -16,7 +19,7 @@ import type {
   UpdateRecordInput,
 } from './audit-types';
 import { createDataSource, type DataSourceOptions } from './data-source';
-import { PolicyEntity, PolicyVersionEntity, SkippedGroupEntity, UpdateGroupEntity, UpdateRecordEntity } from './entities';
+import { GroupStatsEntity, PolicyEntity, PolicyVersionEntity, SkippedGroupEntity, UpdateGroupEntity, UpdateRecordEntity } from './entities';
 import { describeStore, type StoreConfig } from './store-config';
 
 const MAX_ID_LENGTH = 200;
@@ -26,6 +29,9 @@ const HASH = /^[0-9a-f]{64}$/;
 const IN_CHUNK = 500;
 export const DEFAULT_LIST_LIMIT = 100;
 export const MAX_LIST_LIMIT = 1000;
+/** Several groups per update: the dashboard needs more stats rows than updates. */
+export const DEFAULT_GROUP_STATS_LIMIT = 1000;
+export const MAX_GROUP_STATS_LIMIT = 20_000;
 
 /**
  * The learner's audit record: policies, their versions, one append-only record
@@ -116,16 +122,18 @@ export class AuditStore {
 
   /**
    * Writes one update in a single transaction: the update record, a ledger row
-   * per group, the new policy version, and the policy's current version
-   * (only if it still equals `versionBefore`). All or nothing.
+   * per group, the groups' statistics when given (at most one per group), the
+   * new policy version, and the policy's current version (only if it still
+   * equals `versionBefore`). All or nothing.
    *
    * @throws SrpoError CONFLICT when a group is already in the ledger or was
    *   skipped, when the policy is no longer at `versionBefore`, or when the
    *   update id or version exists; nothing is written then.
    */
-  async recordUpdate(record: UpdateRecordInput, groups: readonly GroupLedgerInput[]): Promise<UpdateDetail> {
+  async recordUpdate(record: UpdateRecordInput, groups: readonly GroupLedgerInput[], stats: readonly GroupStatsInput[] = []): Promise<UpdateDetail> {
     checkUpdateRecord(record);
     checkGroups(groups);
+    checkGroupStats(stats, groups);
     const createdAt = new Date(record.committedAtMs).toISOString();
     const ledger: GroupLedgerRecord[] = groups.map((g, position) => ({
       ...copyGroup(g),
@@ -180,6 +188,19 @@ export class AuditStore {
             createdAtMs: g.createdAtMs,
           })),
         );
+        if (stats.length > 0) {
+          await insertRows(
+            em,
+            GroupStatsEntity,
+            stats.map((g) => ({
+              ...copyStats(g),
+              policyId: record.policyId,
+              updateId: record.updateId,
+              versionAfter: record.versionAfter,
+              createdAtMs: record.committedAtMs,
+            })),
+          );
+        }
         await insertRows(em, PolicyVersionEntity, {
           policyId: record.policyId,
           version: record.versionAfter,
@@ -331,6 +352,27 @@ export class AuditStore {
     qb.orderBy('u.committed_at_ms', 'ASC').addOrderBy('u.policy_id', 'ASC').addOrderBy('u.version_after', 'ASC').take(limit);
     const rows = await this.run('listUpdates', () => qb.getMany());
     return rows.map(recordFromEntity);
+  }
+
+  /** Statistics of trained groups with `from <= createdAtMs < to` (the update's commit time), oldest first. */
+  async listGroupStats(query: GroupStatsQuery = {}): Promise<GroupStatsRecord[]> {
+    const limit = query.limit ?? DEFAULT_GROUP_STATS_LIMIT;
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_GROUP_STATS_LIMIT) {
+      throw new ValidationError('limit', `must be an integer in [1, ${MAX_GROUP_STATS_LIMIT}], got ${limit}`);
+    }
+    if (query.from !== undefined) checkEpochMs(query.from, 'from');
+    if (query.to !== undefined) checkEpochMs(query.to, 'to');
+    const qb = this.dataSource.getRepository(GroupStatsEntity).createQueryBuilder('s');
+    if (query.policyId !== undefined) qb.andWhere('s.policy_id = :policyId', { policyId: query.policyId });
+    if (query.from !== undefined) qb.andWhere('s.created_at_ms >= :from', { from: query.from });
+    if (query.to !== undefined) qb.andWhere('s.created_at_ms < :to', { to: query.to });
+    qb.orderBy('s.created_at_ms', 'ASC')
+      .addOrderBy('s.policy_id', 'ASC')
+      .addOrderBy('s.version_after', 'ASC')
+      .addOrderBy('s.group_id', 'ASC')
+      .take(limit);
+    const rows = await this.run('listGroupStats', () => qb.getMany());
+    return rows.map(statsFromEntity);
   }
 
   /**
@@ -488,6 +530,26 @@ function groupFromEntity(e: UpdateGroupEntity): GroupLedgerRecord {
   };
 }
 
+function copyStats(g: GroupStatsInput): GroupStatsInput {
+  return {
+    groupId: g.groupId,
+    workflowKind: g.workflowKind,
+    setCount: g.setCount,
+    memberCount: g.memberCount,
+    rewardMean: g.rewardMean,
+    successCount: g.successCount,
+    successKnown: g.successKnown,
+    lagMax: g.lagMax,
+    lagMean: g.lagMean,
+    fillLatencyMs: g.fillLatencyMs,
+    groupEventTimeMs: g.groupEventTimeMs,
+  };
+}
+
+function statsFromEntity(e: GroupStatsEntity): GroupStatsRecord {
+  return { ...copyStats(e), policyId: e.policyId, updateId: e.updateId, versionAfter: e.versionAfter, createdAtMs: e.createdAtMs };
+}
+
 function copySkipped(e: SkippedGroupInput): SkippedGroupRecord {
   return {
     policyId: e.policyId,
@@ -638,6 +700,35 @@ function checkGroups(groups: readonly GroupLedgerInput[]): void {
       });
     });
     if (typeof g.objectiveConfig !== 'string') throw new ValidationError(`${f}.objectiveConfig`, 'must be a string');
+  });
+}
+
+function checkGroupStats(stats: readonly GroupStatsInput[], groups: readonly GroupLedgerInput[]): void {
+  if (!Array.isArray(stats)) throw new ValidationError('stats', 'must be an array');
+  const ledger = new Set(groups.map((g) => g.groupId));
+  const seen = new Set<string>();
+  const count = (v: unknown, field: string): void => {
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 2_147_483_647) throw new ValidationError(field, `must be a non-negative 32-bit integer, got ${String(v)}`);
+  };
+  stats.forEach((g, i) => {
+    const f = `stats[${i}]`;
+    if (!ledger.has(g.groupId)) throw new ValidationError(`${f}.groupId`, `${String(g.groupId)} is not one of the update's groups`);
+    if (seen.has(g.groupId)) throw new ValidationError(`${f}.groupId`, `${g.groupId} appears twice`);
+    seen.add(g.groupId);
+    if (g.workflowKind !== null) checkNonEmpty(g.workflowKind, `${f}.workflowKind`, 32);
+    count(g.setCount, `${f}.setCount`);
+    count(g.memberCount, `${f}.memberCount`);
+    count(g.successCount, `${f}.successCount`);
+    count(g.successKnown, `${f}.successKnown`);
+    if (g.successCount > g.successKnown) throw new ValidationError(`${f}.successCount`, `must not exceed successKnown (${g.successKnown})`);
+    if (g.successKnown > g.setCount) throw new ValidationError(`${f}.successKnown`, `must not exceed setCount (${g.setCount})`);
+    checkFinite(g.rewardMean, `${f}.rewardMean`);
+    checkFinite(g.lagMean, `${f}.lagMean`);
+    // A lag can be negative only for a member from the future, which the learner skips; the column is signed anyway.
+    if (!Number.isInteger(g.lagMax) || Math.abs(g.lagMax) > 2_147_483_647) throw new ValidationError(`${f}.lagMax`, `must be a 32-bit integer, got ${String(g.lagMax)}`);
+    // Clocks of producers and materializer may disagree: a negative latency is recorded as measured.
+    if (!Number.isSafeInteger(g.fillLatencyMs)) throw new ValidationError(`${f}.fillLatencyMs`, `must be an integer, got ${String(g.fillLatencyMs)}`);
+    checkEpochMs(g.groupEventTimeMs, `${f}.groupEventTimeMs`);
   });
 }
 

@@ -122,3 +122,45 @@ export interface UpdateQuery {
   /** Default 100, at most 1000. */
   limit?: number;
 }
+
+/**
+ * Statistics of one trained group, recorded with its update (see
+ * {@link groupStatsFromGroup}). Times are the events' own (epoch ms).
+ */
+export interface GroupStatsInput {
+  groupId: string;
+  /** The sets' workflow kind (`FIXED`, `JOINT`, ...); null when the sets disagree. */
+  workflowKind: string | null;
+  setCount: number;
+  memberCount: number;
+  /** Mean reward of the group's sets. */
+  rewardMean: number;
+  /** Sets with `success === true`. */
+  successCount: number;
+  /** Sets whose success flag is known (not null). */
+  successKnown: number;
+  /** Learner version at training minus the oldest member's behaviour policy version. */
+  lagMax: number;
+  /** Same, averaged over members. */
+  lagMean: number;
+  /** The group event's time minus the earliest set or member event time. */
+  fillLatencyMs: number;
+  groupEventTimeMs: number;
+}
+
+export interface GroupStatsRecord extends GroupStatsInput {
+  policyId: string;
+  updateId: string;
+  versionAfter: number;
+  /** The update's commit time. */
+  createdAtMs: number;
+}
+
+/** Filters of {@link AuditStore.listGroupStats}: `from <= createdAtMs < to`, oldest first. */
+export interface GroupStatsQuery {
+  policyId?: string;
+  from?: number;
+  to?: number;
+  /** Default 1000, at most {@link MAX_GROUP_STATS_LIMIT}. */
+  limit?: number;
+}

@@ -10,3 +10,4 @@ export * from './migrations';
 export * from './data-source';
 export * from './audit-store.service';
 export * from './ledger-entry';
+export * from './group-stats';

@@ -1,8 +1,8 @@
 import { Admin, Consumer, EachBatchPayload, Kafka, KafkaMessage, Message, Partitioners, Producer } from 'kafkajs';
 import { ErrorCode, errorMessage, isRetriable, Logger, SrpoError } from '@srpo/core';
-import { createTopicsIdempotent, DecodeError, EventCodec, readRanges, readTopicsToEnd, ReasonCode } from '@srpo/events';
+import { createTopicsIdempotent, DeadLetter, DecodeError, EventCodec, readRanges, readTopicsToEnd, ReasonCode } from '@srpo/events';
 import { CoPartitionAssigner } from './co-partition-assigner';
-import { deadLetterOf } from './dead-letter';
+import { deadLetterOf, encodeDeadLetter } from './dead-letter';
 import { jsonSerde, SourceBackedValue, sourceBackedSerde, StoreSerde, TransactionalStore } from './key-value-store';
 import type { InputRecord, OutputRecord, Processor, ProcessorContext, Stores } from './processor';
 
@@ -29,6 +29,20 @@ export interface ConsumerRunnerOptions<S extends Stores> {
   sessionTimeoutMs?: number;
   /** How often input end offsets are polled to move the watermark of idle inputs (default 1000 ms). */
   idlePollMs?: number;
+  /**
+   * Awaited before each chunk of `topic` is processed: brings read-only global state
+   * (e.g. the newest published policy versions) up to date, so a processor never
+   * judges a record against state older than the record. A retriable error makes
+   * kafkajs hand the same batch over again.
+   */
+  syncGlobalState?: (topic: string) => Promise<void>;
+  /**
+   * Largest dead-letter record (default 3 MiB, under the catalog's 4 MiB
+   * max.message.bytes). A dead letter carries the original message, which may be
+   * over the codec's input limit (that can be why it is dead); past this bound the
+   * bytes are left out and found at `source` instead (details say so).
+   */
+  maxDeadLetterBytes?: number;
 }
 
 /** Progress of one input partition of a task, for the watermark. */
@@ -214,6 +228,7 @@ export class ConsumerRunner<S extends Stores> {
     const { processor, codec } = this.options;
     // Confluent-framed input: load unknown writer schemas from the registry first (no-op otherwise).
     await codec.prefetch(messages.map((m) => m.value));
+    await this.options.syncGlobalState?.(topic);
     const outputs: { topic: string; message: Message }[] = [];
     const streamTimeBefore = task.streamTimeMs;
     const input = task.inputs.get(topic) as InputProgress;
@@ -233,6 +248,8 @@ export class ConsumerRunner<S extends Stores> {
         continue;
       }
       const record: InputRecord = { source, key: m.key ? m.key.toString('utf8') : null, event, raw };
+      const recordStreamTimeBefore = task.streamTimeMs;
+      const recordInputMaxBefore = input.maxEventMs;
       const t = processor.eventTime(record, task.streamTimeMs);
       if (Number.isFinite(t)) {
         if (t > task.streamTimeMs) task.streamTimeMs = t;
@@ -242,6 +259,10 @@ export class ConsumerRunner<S extends Stores> {
         processor.process(record, task.stores, ctx);
       } catch (e) {
         if (e instanceof SrpoError && !e.retriable) {
+          // A refused record must not move event time: its timestamp is as untrusted as the rest
+          // of it, and deadlines of valid events would otherwise fire early (or late) because of it.
+          task.streamTimeMs = recordStreamTimeBefore;
+          input.maxEventMs = recordInputMaxBefore;
           const reason = (e.details?.reasonCode as string | undefined) ?? ReasonCode.INVALID_FIELD;
           this.pushDeadLetter(outputs, { key: m.key, value: m.value, source }, reason, e.message, e.field ? { field: e.field } : {});
           deadLetters++;
@@ -422,9 +443,15 @@ export class ConsumerRunner<S extends Stores> {
     details: Record<string, string>,
   ): void {
     const dl = deadLetterOf(original, reasonCode, reason, this.options.processor.name, details, this.now());
-    outputs.push({ topic: this.options.deadLetterTopic, message: { key: original.key, value: this.options.codec.encode('DeadLetter', dl) } });
+    outputs.push({ topic: this.options.deadLetterTopic, message: { key: original.key, value: this.encodeDeadLetter(dl) } });
     this.count('deadletter_total', { reason: reasonCode });
     this.log.warn('dead letter', { ...original.source, reasonCode, reason });
+  }
+
+  private encodeDeadLetter(dl: DeadLetter): Buffer {
+    const { bytes, omitted } = encodeDeadLetter(this.options.codec, dl, this.options.maxDeadLetterBytes);
+    if (omitted) this.log.warn('dead letter without its bytes: too large; they stay at the source coordinates', { ...dl.source, bytes: dl.originalValue?.length });
+    return bytes;
   }
 
   private async task(partition: number): Promise<Task<S>> {

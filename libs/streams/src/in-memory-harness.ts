@@ -41,12 +41,15 @@ export class ProcessorHarness<S extends Stores> {
 
   feed(record: InputRecord): void {
     const ctx = this.context();
+    const streamTimeBefore = this.streamTimeMs;
     const t = this.processor.eventTime(record, this.streamTimeMs);
     if (Number.isFinite(t) && t > this.streamTimeMs) this.streamTimeMs = t;
     try {
       this.processor.process(record, this.stores, ctx);
     } catch (e) {
       if (e instanceof SrpoError && !e.retriable) {
+        // As in the runner: a refused record does not move event time.
+        this.streamTimeMs = streamTimeBefore;
         ctx.deadLetter(record, (e.details?.reasonCode as ReasonCode) ?? ReasonCode.INVALID_FIELD, e.message, e.field ? { field: e.field } : {});
       } else throw e;
     }

@@ -5,3 +5,5 @@ export * from './dead-letter';
 export * from './consumer-runner';
 export * from './in-memory-harness';
 export * from './sink-runner';
+export * from './in-process-runner';
+export * from './bulk-io';

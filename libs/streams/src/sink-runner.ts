@@ -1,7 +1,7 @@
 import { Consumer, EachBatchPayload, Kafka, Partitioners, Producer } from 'kafkajs';
 import { errorMessage, isRetriable, Logger } from '@srpo/core';
 import { DecodeError, EventCodec } from '@srpo/events';
-import { deadLetterOf } from './dead-letter';
+import { deadLetterOf, encodeDeadLetter } from './dead-letter';
 import type { InputRecord } from './processor';
 
 export interface SinkRunnerOptions<T> {
@@ -201,6 +201,6 @@ export class SinkRunner<T> {
     this.log.warn('dead letter', { ...source, reasonCode: e.reasonCode, reason: e.message });
     if (!this.dlqProducer || !this.options.deadLetterTopic) return;
     const dl = deadLetterOf({ key, value, source }, e.reasonCode, e.message, this.options.processorName ?? this.options.groupId, {}, Date.now());
-    await this.dlqProducer.send({ topic: this.options.deadLetterTopic, acks: -1, messages: [{ key, value: this.options.codec.encode('DeadLetter', dl) }] });
+    await this.dlqProducer.send({ topic: this.options.deadLetterTopic, acks: -1, messages: [{ key, value: encodeDeadLetter(this.options.codec, dl).bytes }] });
   }
 }

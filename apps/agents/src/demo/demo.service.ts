@@ -75,6 +75,11 @@ export class DemoRunner {
     this.wake?.();
   }
 
+  /** The child processes started so far (for the soak bench's RSS sampling). */
+  processes(): { name: string; pid: number | undefined; alive: boolean }[] {
+    return this.children.map((c) => ({ name: c.name, pid: c.proc.pid, alive: c.proc.exitCode === null && c.proc.signalCode === null }));
+  }
+
   /** Second Ctrl-C: no more waiting. */
   forceKill(): void {
     for (const c of this.children) if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');

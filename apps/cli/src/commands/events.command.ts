@@ -45,6 +45,8 @@ export async function eventRoundTrip(config: CliConfig, catalog: TopicCatalog = 
     PolicyUpdate: catalog.policyUpdates.name,
     PolicyVersion: catalog.policyVersions.name,
     DeadLetter: catalog.deadLetter.name,
+    InferredTask: catalog.inferredTasks.name,
+    ActionCredit: catalog.actionCredits.name,
   };
   const sdk = new AgentEventsProducer({ kafka, codec, topics: catalog });
   await sdk.emitOutput(samples.AgentOutput);
@@ -53,7 +55,7 @@ export async function eventRoundTrip(config: CliConfig, catalog: TopicCatalog = 
   await sdk.disconnect();
   const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
   await producer.connect();
-  for (const type of ['ActiveSet', 'AdvantageGroup', 'PolicyUpdate', 'PolicyVersion', 'DeadLetter'] as const) {
+  for (const type of ['ActiveSet', 'AdvantageGroup', 'PolicyUpdate', 'PolicyVersion', 'DeadLetter', 'InferredTask', 'ActionCredit'] as const) {
     await producer.send({ topic: topicOf[type], acks: -1, messages: [{ key: `roundtrip-${marker}`, value: codec.encode(type, samples[type]) }] });
   }
   await producer.disconnect();

@@ -1,10 +1,12 @@
 import * as fs from 'fs';
 import { Command } from 'commander';
-import { ErrorCode, initTfBackend, SrpoError } from '@srpo/core';
+import { ErrorCode, initTfBackend, Logger, SrpoError } from '@srpo/core';
 import { createKafka } from '@srpo/events';
 import { EVENT_REDUCTIONS, OBJECTIVES, type ObjectiveConfig } from '@srpo/srpo';
 import { AuditStore } from '@srpo/store';
+import type { RematerializeProgress, RematerializeSettings } from '../../../learner/src/audit/rematerialize';
 import { ReplayService, type ReplayOverrides, type ReplayReport } from '../../../learner/src/audit/replay.service';
+import { loadMaterializerConfig } from '../../../materializer/src/materializer-config';
 import { CliConfig } from '../cli-config';
 
 interface ReplayCliOptions {
@@ -19,6 +21,7 @@ interface ReplayCliOptions {
   clipHigh?: string;
   lr?: string;
   epochs?: string;
+  rematerialize: boolean;
   json: boolean;
 }
 
@@ -37,6 +40,7 @@ export function replayCommand(config: () => CliConfig): Command {
     .option('--clip-high <x>', 'counterfactual: epsilon_high')
     .option('--lr <x>', 'counterfactual: learning rate')
     .option('--epochs <n>', 'counterfactual: optimizer epochs per update')
+    .option('--rematerialize', 're-derive active sets and advantage groups from the raw events into the run\'s own topics first, and train on those', false)
     .option('--json', 'print the report as JSON', false)
     .action(async (opts: ReplayCliOptions) => {
       const cfg = config();
@@ -60,6 +64,9 @@ export function replayCommand(config: () => CliConfig): Command {
           overrides,
           // Under the configured prefix, so a replay of a test or staging run stays beside it: srpo.replay.<run>. by default.
           topicPrefix: `${cfg.topics.prefix ?? 'srpo.'}replay.${opts.run}.`,
+          rematerialize: opts.rematerialize
+            ? { settings: materializerSettings(cfg), sourcePrefix: cfg.topics.prefix ?? 'srpo.', onProgress: progressBar(opts.run) }
+            : undefined,
           onProgress: (p) =>
             process.stderr.write(
               `replay ${opts.run}: ${p.done}/${p.total} updates, ${p.events} events, ${p.eventsPerSecond.toFixed(1)} events/s, ETA ${(p.etaMs / 1000).toFixed(1)} s\n`,
@@ -69,6 +76,11 @@ export function replayCommand(config: () => CliConfig): Command {
         await store.close();
       }
       process.stdout.write(opts.json ? JSON.stringify(report, null, 2) + '\n' : formatReport(report));
+      // Groups complete by declared size depend on no timing: any difference is a defect, whatever the hashes say.
+      const sizeDiffs = report.rematerialized?.differences.filter((d) => d.closeReason === 'SIZE') ?? [];
+      if (sizeDiffs.length > 0) {
+        throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `replay ${opts.run}: ${sizeDiffs.length} size-closed group(s) re-derived differently, first ${sizeDiffs[0].groupId}: ${sizeDiffs[0].detail}`);
+      }
       if (!report.complete) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `replay ${opts.run} stopped at ${report.firstDivergence?.updateId}: ${report.firstDivergence?.detail}`);
       // An unchanged replay that does not reproduce every hash is a failure; a counterfactual is expected to differ.
       if (!report.counterfactual && report.firstDivergence) {
@@ -76,6 +88,45 @@ export function replayCommand(config: () => CliConfig): Command {
         throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `replay ${opts.run} diverged first at ${d.updateId} (${d.cause}): ${d.detail}`);
       }
     });
+}
+
+/**
+ * The live materializer's settings (SRPO_SET_TTL_MS, SRPO_GROUP_TTL_MS, advantage
+ * settings, ...), read by its own config module from the CLI's environment so a
+ * re-materialization uses the same variables and defaults as the recorded run.
+ */
+function materializerSettings(cfg: CliConfig): RematerializeSettings {
+  const m = loadMaterializerConfig(cfg.childEnv);
+  // The materializer's loader sets its own log level; the CLI keeps its own.
+  Logger.configure({ level: cfg.logLevel });
+  return {
+    setTtlMs: m.setTtlMs,
+    groupTtlMs: m.groupTtlMs,
+    dedupeRetentionMs: m.dedupeRetentionMs,
+    maxFutureSkewMs: m.maxFutureSkewMs,
+    maxLatenessMs: m.maxLatenessMs,
+    objective: m.objective,
+    limits: m.limits,
+  };
+}
+
+/** A stderr progress bar for the re-materialization: a line per phase at most every 250 ms, and its last. */
+function progressBar(run: string): (p: RematerializeProgress) => void {
+  let last = 0;
+  let lastPhase = '';
+  return (p) => {
+    const now = Date.now();
+    const final = p.done >= p.total;
+    if (!final && p.phase === lastPhase && now - last < 250) return;
+    last = now;
+    lastPhase = p.phase;
+    const width = 30;
+    const filled = p.total > 0 ? Math.min(width, Math.round((p.done / p.total) * width)) : width;
+    const eta = p.phase === 'process' ? `, ETA ${(p.etaMs / 1000).toFixed(1)} s` : '';
+    process.stderr.write(
+      `rematerialize ${run}: ${p.phase.padEnd(7)} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${p.done}/${p.total}${p.phase === 'write' ? ' records' : ''}, ${Math.round(p.eventsPerSecond)} events/s${eta}\n`,
+    );
+  };
 }
 
 function parseOverrides(o: ReplayCliOptions): ReplayOverrides | undefined {
@@ -146,6 +197,14 @@ function formatReport(r: ReplayReport): string {
     );
   }
   lines.push(`${r.matched}/${r.rows.length} weights hashes match`);
+  const m = r.rematerialized;
+  if (m) {
+    lines.push(
+      `re-materialized ${m.events} raw events at ${Math.round(m.eventsPerSecond)} events/s (read ${m.readMs} ms, process ${m.processMs} ms, write ${m.writeMs} ms): ${m.setsComplete} sets, ${m.setsInvalid} invalid, ${m.deadLetters} dead letters, ${m.groups} groups`,
+    );
+    lines.push(`${m.identical}/${m.compared} recorded groups re-derived identically`);
+    for (const d of m.differences) lines.push(`  different: ${d.groupId} (${d.closeReason}, update ${d.updateId}): ${d.detail}`);
+  }
   if (r.firstDivergence) lines.push(`first divergence: ${r.firstDivergence.updateId}: ${r.firstDivergence.cause}: ${r.firstDivergence.detail}`);
   return lines.join('\n') + '\n';
 }

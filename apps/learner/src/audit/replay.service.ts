@@ -3,7 +3,7 @@ import * as path from 'path';
 import { fileURLToPath, pathToFileURL } from 'url';
 import type { Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, SrpoError } from '@srpo/core';
-import { EventCodec, ensureTopics, topicCatalog } from '@srpo/events';
+import { AdvantageGroup, EventCodec, ensureTopics, KafkaCoordinates, topicCatalog } from '@srpo/events';
 import { CheckpointStore } from '@srpo/policy';
 import { resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
 import { AuditStore, ledgerEntryFromGroup, type JsonValue, type UpdateRecord } from '@srpo/store';
@@ -12,6 +12,7 @@ import { DEFAULT_MODEL } from '../learner-config';
 import { TfPolicyTrainer } from '../policy-trainer';
 import { eventsFor } from '../update.service';
 import { AuditService, recomputeStep, recordedHyperparameters, type ReplayHyperparameters } from './audit.service';
+import { rematerialize, type RematerializeProgress, type RematerializeResult, type RematerializeSettings } from './rematerialize';
 
 /** Changes a counterfactual replay applies on top of every recorded update's hyperparameters. */
 export interface ReplayOverrides {
@@ -41,6 +42,41 @@ export interface ReplayOptions {
   /** Prefix of the run's own derived topics (PolicyUpdate/PolicyVersion); default `srpo.replay.<run>.`. */
   topicPrefix?: string;
   onProgress?: (p: ReplayProgress) => void;
+  /**
+   * Re-derive sets and groups from the raw events (the whole raw log up to its
+   * end offsets at the start) into the run's own topics, and train on those
+   * instead of the recorded AdvantageGroup events.
+   */
+  rematerialize?: { settings: RematerializeSettings; sourcePrefix: string; onProgress?: (p: RematerializeProgress) => void };
+}
+
+/** A recorded group whose re-derived counterpart is not identical. */
+export interface GroupDifference {
+  groupId: string;
+  closeReason: AdvantageGroup['closeReason'];
+  updateId: string;
+  detail: string;
+}
+
+export interface RematerializeReport {
+  /** Raw events re-processed, and the rate of the whole re-materialization (read, process, write). */
+  events: number;
+  eventsPerSecond: number;
+  readMs: number;
+  processMs: number;
+  writeMs: number;
+  setsComplete: number;
+  setsInvalid: number;
+  deadLetters: number;
+  groups: number;
+  /** Recorded groups of the replayed updates compared with their re-derived counterparts. */
+  compared: number;
+  identical: number;
+  /** Every compared group that came out different; a SIZE group here fails the replay. */
+  differences: GroupDifference[];
+  sizeGroupsIdentical: boolean;
+  /** The raw range read: exclusive end offset per `topic:partition`. */
+  sourceEnds: Record<string, number>;
 }
 
 export interface ReplayProgress {
@@ -77,6 +113,7 @@ export interface ReplayReport {
   /** First row whose hash differs, with its cause. */
   firstDivergence?: ReplayRow;
   complete: boolean;
+  rematerialized?: RematerializeReport;
 }
 
 const RUN_NAME = /^[A-Za-z0-9._-]+$/;
@@ -121,6 +158,18 @@ export class ReplayService {
       await admin.disconnect();
     }
     const publisher = new KafkaLearnerEventsPublisher({ kafka: this.source.kafka, topics: catalog });
+    let remat: RematerializeResult | undefined;
+    if (options.rematerialize) {
+      remat = await rematerialize({
+        kafka: this.source.kafka,
+        source: topicCatalog({ prefix: options.rematerialize.sourcePrefix }),
+        targetPrefix: topicPrefix,
+        settings: options.rematerialize.settings,
+        codec: this.codec,
+        groupId: `${topicPrefix}rematerializer`,
+        onProgress: options.rematerialize.onProgress,
+      });
+    }
     const firstHyper = recordedHyperparameters(await this.source.store.getUpdate(first.updateId));
     const trainer = new TfPolicyTrainer({ policyId: first.policyId, model: DEFAULT_MODEL, ...this.applied(firstHyper, options.overrides) });
     const report: ReplayReport = {
@@ -132,6 +181,26 @@ export class ReplayService {
       rows: [],
       matched: 0,
       complete: false,
+      ...(remat
+        ? {
+            rematerialized: {
+              events: remat.events,
+              eventsPerSecond: remat.eventsPerSecond,
+              readMs: remat.readMs,
+              processMs: remat.processMs,
+              writeMs: remat.writeMs,
+              setsComplete: remat.setsComplete,
+              setsInvalid: remat.setsInvalid,
+              deadLetters: remat.deadLetters,
+              groups: remat.groups.size,
+              compared: 0,
+              identical: 0,
+              differences: [],
+              sizeGroupsIdentical: true,
+              sourceEnds: Object.fromEntries(remat.sourceEnds),
+            },
+          }
+        : {}),
     };
     try {
       // The starting point: the checkpoint the first replayed update was computed from, verified against its record.
@@ -166,7 +235,7 @@ export class ReplayService {
           replayLoss: null,
         };
         report.rows.push(row);
-        let groups;
+        let groups: AdvantageGroup[];
         try {
           groups = await audit.fetchGroups(original.groups);
         } catch (e) {
@@ -174,6 +243,25 @@ export class ReplayService {
           row.detail = errorMessage(e);
           report.firstDivergence ??= row;
           break;
+        }
+        let sources: KafkaCoordinates[] = original.groups.map((g) => g.source);
+        let differences: GroupDifference[] = [];
+        if (remat && report.rematerialized) {
+          const picked = this.rederived(groups, original.updateId, remat);
+          differences = picked.differences;
+          const r = report.rematerialized;
+          r.compared += groups.length;
+          r.identical += groups.length - differences.length;
+          r.differences.push(...differences);
+          r.sizeGroupsIdentical &&= differences.every((d) => d.closeReason !== 'SIZE');
+          if (picked.groups.length === 0) {
+            row.cause = 'different inputs';
+            row.detail = `no re-derived group holds any set of this update: ${differences.map((d) => d.detail).join('; ')}`;
+            report.firstDivergence ??= row;
+            break;
+          }
+          groups = picked.groups.map((g) => g.group);
+          sources = picked.groups.map((g) => g.source);
         }
         events += groups.length;
         const wallStart = Date.now();
@@ -183,7 +271,12 @@ export class ReplayService {
         row.replayLoss = result.loss;
         row.match = result.weightsHash === original.weightsHashAfter;
         if (row.match) report.matched++;
-        else {
+        else if (differences.length > 0) {
+          row.cause = 'different inputs';
+          row.detail = `re-derived groups differ from the recorded ones: ${differences.map((d) => `${d.groupId} (${d.closeReason}): ${d.detail}`).join('; ')}`;
+          diverged ??= row;
+          report.firstDivergence ??= row;
+        } else {
           const cause = divergenceCause(recorded, hyper, original.backend, this.source.backend, hashBefore, original.weightsHashBefore, diverged);
           row.cause = cause.cause;
           row.detail = cause.detail;
@@ -212,7 +305,7 @@ export class ReplayService {
             // Replays keep the original commit time, so time windows and comparisons line up.
             committedAtMs: original.committedAtMs,
           },
-          groups.map((g, k) => ledgerEntryFromGroup(g, original.groups[k].source)),
+          groups.map((g, k) => ledgerEntryFromGroup(g, sources[k])),
         );
         const ev = eventsFor(detail);
         await publisher.publish(ev.update, ev.version);
@@ -234,6 +327,53 @@ export class ReplayService {
       await publisher.disconnect().catch(() => undefined);
       await runStore.close();
     }
+  }
+
+  /**
+   * The re-derived groups to train an update on, in the recorded order: the one
+   * with the recorded group's id (same key, same set ids) when it exists;
+   * otherwise (a deadline group that closed with other members) the re-derived
+   * groups holding the recorded sets. Each recorded group that is not re-derived
+   * identically, setSource aside (it points into the run's own active-sets
+   * topic), is reported with its first differing field.
+   */
+  private rederived(recorded: AdvantageGroup[], updateId: string, remat: RematerializeResult): { groups: { group: AdvantageGroup; source: KafkaCoordinates }[]; differences: GroupDifference[] } {
+    const picked = new Map<string, { group: AdvantageGroup; source: KafkaCoordinates }>();
+    const differences: GroupDifference[] = [];
+    // What the learner would have read: the written bytes decoded, so Avro's number types match the recorded events'.
+    const take = (groupId: string) => {
+      const g = remat.groups.get(groupId);
+      if (!g) return undefined;
+      const known = picked.get(groupId);
+      if (known) return known;
+      const value = { group: this.codec.decodeAs('AdvantageGroup', g.bytes), source: g.source };
+      picked.set(groupId, value);
+      return value;
+    };
+    for (const original of recorded) {
+      const same = take(original.groupId);
+      if (same) {
+        const diff = firstDifference(withoutSetSources(original), withoutSetSources(same.group), 'group');
+        if (diff) differences.push({ groupId: original.groupId, closeReason: original.closeReason, updateId, detail: diff });
+        continue;
+      }
+      const holders = new Set<string>();
+      const lost: string[] = [];
+      for (const s of original.sets) {
+        const holder = remat.groupOfSet.get(s.set.setId);
+        if (holder) holders.add(holder);
+        else lost.push(s.set.setId);
+      }
+      for (const h of holders) take(h);
+      const parts = [...holders].map((h) => `${h} (${remat.groups.get(h)?.group.closeReason})`);
+      differences.push({
+        groupId: original.groupId,
+        closeReason: original.closeReason,
+        updateId,
+        detail: `re-derived with other members: its sets are in ${parts.join(', ') || 'no group'}${lost.length > 0 ? `; not grouped: ${lost.join(', ')}` : ''}`,
+      });
+    }
+    return { groups: [...picked.values()], differences };
   }
 
   private async sourceUpdates(options: ReplayOptions): Promise<UpdateRecord[]> {
@@ -315,4 +455,33 @@ function divergenceCause(
   }
   if (recordedBackend !== backend) return { cause: 'different backend', detail: `recorded on ${recordedBackend}, replayed on ${backend}` };
   return { cause: 'unexplained', detail: 'same inputs, config and backend gave different weights: nondeterminism in the step' };
+}
+
+function withoutSetSources(g: AdvantageGroup): Omit<AdvantageGroup, 'sets'> & { sets: Omit<AdvantageGroup['sets'][number], 'setSource'>[] } {
+  return { ...g, sets: g.sets.map(({ setSource: _ignored, ...rest }) => rest) };
+}
+
+/** Path and values of the first difference between two decoded events (Buffers compared by content), or null. */
+function firstDifference(a: unknown, b: unknown, at: string): string | null {
+  if (Buffer.isBuffer(a) || Buffer.isBuffer(b)) {
+    return Buffer.isBuffer(a) && Buffer.isBuffer(b) && a.equals(b) ? null : `${at}: bytes differ`;
+  }
+  if (Array.isArray(a) || Array.isArray(b)) {
+    if (!Array.isArray(a) || !Array.isArray(b)) return `${at}: ${JSON.stringify(a)} vs ${JSON.stringify(b)}`;
+    if (a.length !== b.length) return `${at}: ${a.length} entries recorded, ${b.length} re-derived`;
+    for (let i = 0; i < a.length; i++) {
+      const d = firstDifference(a[i], b[i], `${at}[${i}]`);
+      if (d) return d;
+    }
+    return null;
+  }
+  if (a !== null && b !== null && typeof a === 'object' && typeof b === 'object') {
+    const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+    for (const k of keys) {
+      const d = firstDifference((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k], `${at}.${k}`);
+      if (d) return d;
+    }
+    return null;
+  }
+  return Object.is(a, b) ? null : `${at}: recorded ${JSON.stringify(a)}, re-derived ${JSON.stringify(b)}`;
 }

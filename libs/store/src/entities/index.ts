@@ -1,9 +1,10 @@
+import { GroupStatsEntity } from './group-stats.entity';
 import { PolicyEntity } from './policy.entity';
 import { PolicyVersionEntity } from './policy-version.entity';
 import { SkippedGroupEntity } from './skipped-group.entity';
 import { UpdateGroupEntity } from './update-group.entity';
 import { UpdateRecordEntity } from './update-record.entity';
 
-export { PolicyEntity, PolicyVersionEntity, SkippedGroupEntity, UpdateGroupEntity, UpdateRecordEntity };
+export { GroupStatsEntity, PolicyEntity, PolicyVersionEntity, SkippedGroupEntity, UpdateGroupEntity, UpdateRecordEntity };
 
-export const STORE_ENTITIES = [PolicyEntity, PolicyVersionEntity, UpdateRecordEntity, UpdateGroupEntity, SkippedGroupEntity];
+export const STORE_ENTITIES = [PolicyEntity, PolicyVersionEntity, UpdateRecordEntity, UpdateGroupEntity, SkippedGroupEntity, GroupStatsEntity];
