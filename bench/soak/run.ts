@@ -21,8 +21,8 @@ import type { Admin } from 'kafkajs';
 import { errorMessage, Logger } from '@srpo/core';
 import { createKafka } from '@srpo/events';
 import { loadDemoConfig } from '../../apps/agents/src/demo/demo-config';
-import { DemoRunner } from '../../apps/agents/src/demo/demo.service';
-import { consumerLag, parseVmRssMb, ratePerSecond, rssTrend, type RssSample } from './soak-stats';
+import { DemoRunner, freePort } from '../../apps/agents/src/demo/demo.service';
+import { consumerLag, parseGauge, parseVmRssMb, ratePerSecond, rssTrend, type RssSample } from './soak-stats';
 
 const arg = (name: string, fallback: number): number => {
   const i = process.argv.indexOf(`--${name}`);
@@ -42,6 +42,23 @@ interface Sample {
   updates: number;
   deadLetters: number;
   lag: Record<string, number>;
+  /** The materializer's V8 heap in use (its /metrics), MB. */
+  materializerHeapMb?: number;
+  /** The materializer's state: entries per store, summed over tasks. */
+  storeEntries?: Record<string, number>;
+}
+
+/** Heap and store sizes from the materializer's /metrics (SRPO_METRICS_PORT). */
+async function scrapeMaterializer(port: number): Promise<{ heapMb?: number; stores: Record<string, number> }> {
+  const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text());
+  const heap = parseGauge(text, 'srpo_process_heap_used_bytes').get('');
+  const stores: Record<string, number> = {};
+  for (const [labels, v] of parseGauge(text, 'srpo_stream_store_entries')) {
+    const app = /app="([^"]*)"/.exec(labels)?.[1] ?? '?';
+    const store = /store="([^"]*)"/.exec(labels)?.[1] ?? '?';
+    stores[`${app}.${store}`] = (stores[`${app}.${store}`] ?? 0) + v;
+  }
+  return { heapMb: heap === undefined ? undefined : heap / 2 ** 20, stores };
 }
 
 async function sumEnds(admin: Admin, topic: string): Promise<number> {
@@ -84,7 +101,12 @@ async function main(): Promise<void> {
   const sampleS = arg('sample', 30);
   const warmupS = arg('warmup-minutes', Math.min(12, minutes / 3)) * 60;
   const runId = `soak-${new Date().toISOString().slice(0, 16).replace(/[-:T]/g, '')}`;
-  const config = loadDemoConfig({ ...process.env, SRPO_DEMO_RUN_ID: process.env.SRPO_DEMO_RUN_ID ?? runId }, { seconds: Math.round(minutes * 60) });
+  // Only the materializer reads SRPO_METRICS_PORT: its heap and store sizes are sampled from it.
+  const metricsPort = await freePort(9464);
+  const config = loadDemoConfig(
+    { ...process.env, SRPO_DEMO_RUN_ID: process.env.SRPO_DEMO_RUN_ID ?? runId, SRPO_METRICS_PORT: String(metricsPort) },
+    { seconds: Math.round(minutes * 60) },
+  );
   Logger.configure({ level: 'warn' });
   fs.mkdirSync(config.runDir, { recursive: true });
   const progressFile = path.join(config.runDir, 'soak-progress.log');
@@ -117,6 +139,7 @@ async function main(): Promise<void> {
           'materializer.groups': await groupLag(admin, `${c.materializerAppId}.groups`, [cat.activeSets.name]),
         };
         for (const l of c.learners) lag[`learner ${l.policyId}`] = await groupLag(admin, `${c.topics.prefix}learner.${l.policyId}`, [cat.advantageGroups.name]);
+        const scraped = await scrapeMaterializer(metricsPort).catch(() => undefined);
         samples.push({
           t: (Date.now() - t0) / 1000,
           rssMb,
@@ -124,6 +147,8 @@ async function main(): Promise<void> {
           updates: await sumEnds(admin, cat.policyUpdates.name),
           deadLetters: await sumEnds(admin, cat.deadLetter.name),
           lag,
+          materializerHeapMb: scraped?.heapMb,
+          storeEntries: scraped?.stores,
         });
         const s = samples[samples.length - 1];
         process.stderr.write(
@@ -176,6 +201,19 @@ async function main(): Promise<void> {
       const series: RssSample[] = samples.filter((s) => s.rssMb[n] !== undefined).map((s) => ({ t: s.t, rssMb: s.rssMb[n] }));
       const tr = rssTrend(series, warmupS);
       out.push(tr ? `| ${n} | ${tr.warmMb.toFixed(0)} | ${tr.endMb.toFixed(0)} | ${tr.peakMb.toFixed(0)} | ${tr.slopeMbPerHour.toFixed(1)} |` : `| ${n} | - | - | - | - |`);
+    }
+    const heap = rssTrend(
+      samples.filter((s) => s.materializerHeapMb !== undefined).map((s) => ({ t: s.t, rssMb: s.materializerHeapMb as number })),
+      warmupS,
+    );
+    if (heap) out.push(`| materializer V8 heap used | ${heap.warmMb.toFixed(0)} | ${heap.endMb.toFixed(0)} | ${heap.peakMb.toFixed(0)} | ${heap.slopeMbPerHour.toFixed(1)} |`);
+    const warmStores = samples.find((s) => s.t >= warmupS && s.storeEntries)?.storeEntries;
+    const endStores = [...samples].reverse().find((s) => s.storeEntries)?.storeEntries;
+    if (warmStores && endStores) {
+      out.push('');
+      out.push('| materializer store | entries after warm-up | entries at end |');
+      out.push('| --- | ---: | ---: |');
+      for (const k of Object.keys(endStores).sort()) out.push(`| ${k} | ${warmStores[k] ?? 0} | ${endStores[k]} |`);
     }
   }
   const logs = fs.readdirSync(c.runDir).filter((f) => f.endsWith('.log') && f !== 'soak-progress.log');

@@ -1,4 +1,4 @@
-import { consumerLag, parseVmRssMb, ratePerSecond, rssTrend } from './soak-stats';
+import { consumerLag, parseGauge, parseVmRssMb, ratePerSecond, rssTrend } from './soak-stats';
 
 describe('rssTrend', () => {
   it('fits the slope over warm samples only, in MB per hour', () => {
@@ -58,5 +58,22 @@ describe('ratePerSecond and parseVmRssMb', () => {
     expect(ratePerSecond(5, 5, 0)).toBe(0);
     expect(parseVmRssMb('Name:\tnode\nVmPeak:\t 9 kB\nVmRSS:\t  204800 kB\nThreads: 11\n')).toBe(200);
     expect(parseVmRssMb('Name:\tzombie\n')).toBeUndefined();
+  });
+});
+
+describe('parseGauge', () => {
+  it('reads one metric by label set and ignores metrics sharing its prefix', () => {
+    const text = [
+      '# HELP srpo_stream_store_entries stream/store_entries',
+      'srpo_stream_store_entries{app="sets",store="episodes",partition="0"} 120',
+      'srpo_stream_store_entries{app="sets",store="episodes",partition="1"} 80',
+      'srpo_stream_store_entries_total 5',
+      'srpo_process_heap_used_bytes 1048576',
+    ].join('\n');
+    const g = parseGauge(text, 'srpo_stream_store_entries');
+    expect([...g.values()]).toEqual([120, 80]);
+    expect(g.get('{app="sets",store="episodes",partition="1"}')).toBe(80);
+    expect(parseGauge(text, 'srpo_process_heap_used_bytes').get('')).toBe(1048576);
+    expect(parseGauge(text, 'srpo_missing').size).toBe(0);
   });
 });

@@ -78,6 +78,21 @@ export function consumerLag(ends: readonly PartitionOffsets[], committed: Readon
   return lag;
 }
 
+/**
+ * Gauges from a Prometheus text scrape: `name{labels} value` lines of one metric, keyed by
+ * their label set (`""` without labels).
+ */
+export function parseGauge(text: string, name: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    out.set(m[2] ?? '', Number(m[3]));
+  }
+  return out;
+}
+
 /** The RSS of a process from `/proc/<pid>/status` text (`VmRSS:  123456 kB`), in MB. */
 export function parseVmRssMb(status: string): number | undefined {
   const m = /^VmRSS:\s+(\d+)\s+kB$/m.exec(status);

@@ -174,8 +174,20 @@ export class Materializer {
       await this.sets.start();
     }
     if (this.config.roles.includes('groups')) await this.groups.start();
-    if (this.config.metricsPort > 0) this.server = await serveMetrics(this.metrics, this.config.metricsPort);
+    if (this.config.metricsPort > 0) this.server = await serveMetrics(this.metrics, this.config.metricsPort, undefined, () => this.observeStores());
     this.log.info('materializer running', { appId: this.config.appId, prefix: this.catalog.prefix, roles: this.config.roles });
+  }
+
+  /** `stream/store_entries{app, store, partition}`: how much state each task holds (memory follows it). */
+  observeStores(): void {
+    for (const [app, runner] of [
+      ['sets', this.sets],
+      ['groups', this.groups],
+    ] as const) {
+      for (const t of runner.taskStats()) {
+        for (const [store, entries] of Object.entries(t.stores)) this.metrics.set('stream/store_entries', entries, { app, store, partition: String(t.partition) });
+      }
+    }
   }
 
   async stop(): Promise<void> {

@@ -33,6 +33,19 @@ export class MetricsSink {
     g.set(labels, value);
   }
 
+  /**
+   * Process memory as gauges (`process/rss_bytes`, `process/heap_used_bytes`,
+   * `process/heap_total_bytes`, `process/external_bytes`): set at each scrape, so a soak can
+   * tell a growing heap from an allocator that merely keeps pages.
+   */
+  observeProcessMemory(): void {
+    const m = process.memoryUsage();
+    this.set('process/rss_bytes', m.rss);
+    this.set('process/heap_used_bytes', m.heapUsed);
+    this.set('process/heap_total_bytes', m.heapTotal);
+    this.set('process/external_bytes', m.external + m.arrayBuffers);
+  }
+
   /** Current value of a counter (for tests and progress lines). */
   async value(metric: string, labels: Record<string, string> = {}): Promise<number> {
     const c = this.counters.get(this.name(metric));
@@ -47,11 +60,22 @@ export class MetricsSink {
   }
 }
 
-/** A bare `/metrics` (and `/health`) endpoint for apps without an HTTP framework. */
-export function serveMetrics(sink: MetricsSink, port: number, health: () => Promise<boolean> = async () => true): Promise<http.Server> {
+/**
+ * A bare `/metrics` (and `/health`) endpoint for apps without an HTTP framework. Each scrape
+ * first refreshes the process-memory gauges and runs `beforeScrape` (gauges read on demand,
+ * such as store sizes).
+ */
+export function serveMetrics(
+  sink: MetricsSink,
+  port: number,
+  health: () => Promise<boolean> = async () => true,
+  beforeScrape: () => void = () => undefined,
+): Promise<http.Server> {
   const server = http.createServer((req, res) => {
     void (async () => {
       if (req.url === '/metrics') {
+        sink.observeProcessMemory();
+        beforeScrape();
         res.setHeader('Content-Type', sink.registry.contentType);
         res.end(await sink.registry.metrics());
       } else if (req.url === '/health') {
