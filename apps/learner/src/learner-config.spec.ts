@@ -24,6 +24,7 @@ describe('loadLearnerConfig', () => {
       policyRoles: ['solver'],
       store: { kind: 'sqlite', path: path.join(CWD, '.srpo/learner.sqlite') },
       checkpointDir: path.join(CWD, '.srpo/checkpoints'),
+      checkpointRetention: { keepLast: 20, keepEvery: 100 },
       setsPerUpdate: 16,
       maxPolicyLag: 4,
       epochs: 1,
@@ -52,6 +53,8 @@ describe('loadLearnerConfig', () => {
       SRPO_DATABASE_URL: 'postgresql://u:secret@db:5432/srpo',
       SRPO_DATABASE_SCHEMA: 'learner',
       SRPO_CHECKPOINT_DIR: '/data/ckpt',
+      SRPO_CHECKPOINT_KEEP_LAST: '5',
+      SRPO_CHECKPOINT_KEEP_EVERY: '50',
       SRPO_SETS_PER_UPDATE: '32',
       SRPO_MAX_POLICY_LAG: '0',
       SRPO_EPOCHS: '3',
@@ -79,6 +82,7 @@ describe('loadLearnerConfig', () => {
       policyRoles: ['critic', 'judge'],
       store: { kind: 'postgres', url: 'postgresql://u:secret@db:5432/srpo', schema: 'learner' },
       checkpointDir: '/data/ckpt',
+      checkpointRetention: { keepLast: 5, keepEvery: 50 },
       setsPerUpdate: 32,
       maxPolicyLag: 0,
       epochs: 3,
@@ -105,6 +109,9 @@ describe('loadLearnerConfig', () => {
     [{ SRPO_POLICY_ID: '../etc' }, 'SRPO_POLICY_ID', /must match/],
     [{ SRPO_POLICY_ID: 'p', SRPO_SETS_PER_UPDATE: 'many' }, 'SRPO_SETS_PER_UPDATE', /expected an integer, got "many"/],
     [{ SRPO_POLICY_ID: 'p', SRPO_SETS_PER_UPDATE: '0' }, 'SRPO_SETS_PER_UPDATE', /must be >= 1/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_CHECKPOINT_KEEP_LAST: '-1' }, 'SRPO_CHECKPOINT_KEEP_LAST', /must be >= 0/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_CHECKPOINT_KEEP_LAST: 'all' }, 'SRPO_CHECKPOINT_KEEP_LAST', /expected an integer, got "all"/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_CHECKPOINT_KEEP_EVERY: '-5' }, 'SRPO_CHECKPOINT_KEEP_EVERY', /must be >= 0/],
     [{ SRPO_POLICY_ID: 'p', SRPO_MAX_POLICY_LAG: '-1' }, 'SRPO_MAX_POLICY_LAG', /must be >= 0/],
     [{ SRPO_POLICY_ID: 'p', SRPO_EPOCHS: '1.5' }, 'SRPO_EPOCHS', /expected an integer/],
     [{ SRPO_POLICY_ID: 'p', SRPO_LR: 'fast' }, 'SRPO_LR', /expected a number/],
@@ -131,6 +138,11 @@ describe('loadLearnerConfig', () => {
     expect(e.field).toBe(variable);
     expect(e.message).toMatch(new RegExp(`^invalid configuration ${variable}: `));
     expect(e.message).toMatch(problem);
+  });
+
+  it('keeps every checkpoint with SRPO_CHECKPOINT_KEEP_LAST=0 and allows no anchors with SRPO_CHECKPOINT_KEEP_EVERY=0', () => {
+    expect(load({ SRPO_POLICY_ID: 'p', SRPO_CHECKPOINT_KEEP_LAST: '0' }).checkpointRetention).toEqual({ keepLast: 0, keepEvery: 100 });
+    expect(load({ SRPO_POLICY_ID: 'p', SRPO_CHECKPOINT_KEEP_EVERY: '0' }).checkpointRetention).toEqual({ keepLast: 20, keepEvery: 0 });
   });
 
   it('never echoes a database URL (it may hold a password)', () => {

@@ -5,6 +5,7 @@ import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from
 import { resolveTransformerConfig, type TransformerConfig } from '@srpo/policy';
 import { EVENT_REDUCTIONS, OBJECTIVES, resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
 import type { StoreConfig } from '@srpo/store';
+import type { CheckpointRetention } from './checkpoint-retention';
 
 /** Step boundaries of an update at which {@link LearnerConfig.crashAt} can kill the process. */
 export type CrashPoint = 'after-step' | 'after-checkpoint' | 'after-db' | 'after-publish';
@@ -17,6 +18,8 @@ export interface LearnerConfig {
   store: StoreConfig;
   /** Absolute; checkpoints are `<dir>/<policyId>/v<version>/`. */
   checkpointDir: string;
+  /** Which checkpoint directories survive pruning after each committed update. */
+  checkpointRetention: CheckpointRetention;
   setsPerUpdate: number;
   maxPolicyLag: number;
   epochs: number;
@@ -61,6 +64,8 @@ const MIN_TOKEN_LENGTH = 16;
  * | `SRPO_DATABASE_SCHEMA` | server default | PostgreSQL schema holding the tables (must exist) |
  * | `SRPO_SQLITE_PATH` | `.srpo/learner.sqlite` | SQLite file when no database URL is set |
  * | `SRPO_CHECKPOINT_DIR` | `.srpo/checkpoints` | checkpoint root; one directory per version |
+ * | `SRPO_CHECKPOINT_KEEP_LAST` | 20 | after each committed update (and at start), delete checkpoints except the newest N committed versions, version 0 and the anchors below; 0 keeps every checkpoint (no pruning). 20 leaves agents that are still loading a recent announced version, and verify/replay of recent updates, a checkpoint to start from |
+ * | `SRPO_CHECKPOINT_KEEP_EVERY` | 100 | also keep every version divisible by M as an anchor: verify and replay rebuild a pruned version from the nearest earlier kept checkpoint by re-applying at most M − 1 recorded updates; 0 keeps no anchors but version 0 (rebuilds then start at version 0). Ignored when `SRPO_CHECKPOINT_KEEP_LAST=0` |
  * | `SRPO_SETS_PER_UPDATE` | 16 | active sets the consumer gathers for one update |
  * | `SRPO_MAX_POLICY_LAG` | 4 | a group with a member older than current version − lag is skipped as stale |
  * | `SRPO_EPOCHS` | 1 | optimizer epochs per update over the same mini-batch |
@@ -96,6 +101,10 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
     policyRoles: r.list('SRPO_POLICY_ROLES', [policyId]),
     store: readStore(r, cwd),
     checkpointDir: path.resolve(cwd, r.str('SRPO_CHECKPOINT_DIR', '.srpo/checkpoints')),
+    checkpointRetention: {
+      keepLast: r.int('SRPO_CHECKPOINT_KEEP_LAST', 20, { min: 0, max: 1_000_000_000 }),
+      keepEvery: r.int('SRPO_CHECKPOINT_KEEP_EVERY', 100, { min: 0, max: 1_000_000_000 }),
+    },
     setsPerUpdate: r.int('SRPO_SETS_PER_UPDATE', 16, { min: 1, max: 100_000 }),
     maxPolicyLag: r.int('SRPO_MAX_POLICY_LAG', 4, { min: 0 }),
     epochs: r.int('SRPO_EPOCHS', 1, { min: 1, max: 1000 }),

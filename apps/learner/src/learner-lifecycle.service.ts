@@ -9,7 +9,8 @@ import type { PolicyTrainer } from './policy-trainer';
 import { UpdateService } from './update.service';
 
 /**
- * Start and stop order. Start: restore the committed policy, re-send the
+ * Start and stop order. Start: restore the committed policy, prune
+ * checkpoints retention no longer keeps, re-send the
  * latest update's events, then start consuming. Stop: stop consuming (the
  * batch in flight finishes), then release the publisher, the store and the
  * model.
@@ -29,6 +30,8 @@ export class LearnerLifecycle implements OnApplicationBootstrap, OnApplicationSh
 
   async onApplicationBootstrap(): Promise<void> {
     await this.state.restore();
+    // A backlog from a run without retention (or a crash mid-prune) is cleared before consuming, not spread over the next updates.
+    await this.state.pruneCheckpoints();
     await this.updates.republishLatest();
     await this.source.start(async (batch) => {
       await this.updates.applyBatch(batch);

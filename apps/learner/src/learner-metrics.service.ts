@@ -40,6 +40,16 @@ export class LearnerMetrics {
     help: 'Largest version lag (current version minus a member version) among the groups of the last update',
     registers: [this.registry],
   });
+  readonly checkpointsPruned = new Counter({
+    name: 'learner_checkpoints_pruned_total',
+    help: 'Checkpoint directories deleted by retention (SRPO_CHECKPOINT_KEEP_LAST / SRPO_CHECKPOINT_KEEP_EVERY)',
+    registers: [this.registry],
+  });
+  readonly checkpointsRetained = new Gauge({
+    name: 'learner_checkpoints_retained',
+    help: 'Checkpoint directories of the policy left on disk after the last pruning',
+    registers: [this.registry],
+  });
   readonly policyVersion = new Gauge({ name: 'learner_policy_version', help: 'Current policy version', registers: [this.registry] });
 
   async render(): Promise<{ contentType: string; body: string }> {

@@ -8,6 +8,7 @@ import type { LearnerConfig } from './learner-config';
 import { LearnerMetrics } from './learner-metrics.service';
 import { AUDIT_STORE, CLOCK, LEARNER_CONFIG, POLICY_TRAINER, type Clock } from './learner-tokens';
 import type { PolicyTrainer } from './policy-trainer';
+import { checkpointsToPrune, removeCheckpointDirs } from './checkpoint-retention';
 
 /** The weights the learner holds, as committed in the audit store. */
 export interface PolicyState {
@@ -103,6 +104,39 @@ export class LearnerStateService {
     const cur = this.current();
     await this.loadVerified(cur.version, cur.weightsHash);
     this.log.warn('weights rolled back to the committed version', { policyId: cur.policyId, version: cur.version });
+  }
+
+  /**
+   * Deletes the checkpoints retention no longer keeps (see
+   * {@link checkpointsToPrune}), judged against the committed version: call it
+   * only once an update is committed (or after {@link restore}). The committed
+   * version, which restart and rollback load, is always kept; so is anything
+   * newer. A failure is logged and left for the next call, which lists the
+   * directory again: the update it follows is committed whatever happens here.
+   */
+  async pruneCheckpoints(): Promise<void> {
+    const { policyId, checkpointRetention } = this.config;
+    if (checkpointRetention.keepLast === 0) return;
+    const committed = this.current().version;
+    try {
+      const onDisk = await this.checkpoints.versions(policyId);
+      const decision = checkpointsToPrune(onDisk, committed, checkpointRetention);
+      const result = await removeCheckpointDirs(path.dirname(this.checkpointDir(0)), decision.prune);
+      this.metrics.checkpointsPruned.inc(result.removed.length);
+      this.metrics.checkpointsRetained.set(decision.keep.length);
+      if (decision.prune.length > 0 || result.sweptLeftovers > 0) {
+        this.log.debug('checkpoints pruned', {
+          policyId,
+          committedVersion: committed,
+          removed: result.removed.length,
+          alreadyMissing: result.missing.length,
+          sweptLeftovers: result.sweptLeftovers,
+          kept: decision.keep.length,
+        });
+      }
+    } catch (e) {
+      this.log.warn('pruning checkpoints failed; retried after the next update', { policyId, committedVersion: committed, error: errorMessage(e) });
+    }
   }
 
   checkpointDir(version: number): string {

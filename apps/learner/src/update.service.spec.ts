@@ -43,7 +43,7 @@ interface Learner {
 }
 
 /** One learner process: fresh objects over the given directory (a "restart" is a second call). */
-async function startLearner(dir: string, options: { crashAt?: CrashPoint; maxPolicyLag?: number } = {}): Promise<Learner> {
+async function startLearner(dir: string, options: { crashAt?: CrashPoint; maxPolicyLag?: number; env?: Record<string, string> } = {}): Promise<Learner> {
   const config = loadLearnerConfig(
     {
       SRPO_POLICY_ID: 'solver',
@@ -54,6 +54,7 @@ async function startLearner(dir: string, options: { crashAt?: CrashPoint; maxPol
       SRPO_LR: '0.01',
       SRPO_MAX_POLICY_LAG: String(options.maxPolicyLag ?? 4),
       SRPO_CODE_VERSION: 'test-code',
+      ...options.env,
     },
     dir,
   );
@@ -385,6 +386,42 @@ describe('UpdateService on SQLite with a real tiny policy', () => {
     expect(err).toBeInstanceOf(SrpoError);
     expect((err as SrpoError).code).toBe(ErrorCode.INTEGRITY_FAILED);
     expect((err as SrpoError).message).toMatch(/the audit record says version 1/);
+  });
+
+  it('prunes checkpoints retention no longer keeps once each update is committed, and restarts from the newest', async () => {
+    const retention = { env: { SRPO_CHECKPOINT_KEEP_LAST: '2', SRPO_CHECKPOINT_KEEP_EVERY: '3' } };
+    const onDisk = () =>
+      fs
+        .readdirSync(path.join(dir, 'checkpoints', 'solver'))
+        .sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)));
+    learner = await startLearner(dir, retention);
+    for (let i = 1; i <= 7; i++) await learner.updates.applyBatch([simpleGroup(`r${i}`, { version: i - 1 })]);
+    // v7 committed: last 2 are v6, v7; anchors v0, v3, v6. Pruned: v1, v2, v4, v5.
+    expect(onDisk()).toEqual(['v0', 'v3', 'v6', 'v7']);
+    expect(await metricValue(learner.metrics, 'learner_checkpoints_pruned_total')).toBe(4);
+    expect(await metricValue(learner.metrics, 'learner_checkpoints_retained')).toBe(4);
+    await learner.close();
+
+    // A crash after writing v8 but before its commit: the leftover is newer than the committed v7 and survives a prune.
+    learner = await startLearner(dir, { ...retention, crashAt: 'after-checkpoint' });
+    await expect(learner.updates.applyBatch([simpleGroup('r8', { version: 7 })])).rejects.toBeInstanceOf(Crash);
+    await learner.close();
+    learner = await startLearner(dir, retention);
+    expect(learner.state.current().version).toBe(7);
+    await learner.state.pruneCheckpoints();
+    expect(onDisk()).toEqual(['v0', 'v3', 'v6', 'v7', 'v8']);
+    const redo = await learner.updates.applyBatch([simpleGroup('r8', { version: 7 })]);
+    expect(redo.update?.versionAfter).toBe(8);
+    // v8 committed: last 2 are v7, v8; v6 stays as an anchor.
+    expect(onDisk()).toEqual(['v0', 'v3', 'v6', 'v7', 'v8']);
+    await learner.updates.applyBatch([simpleGroup('r9', { version: 8 })]);
+    expect(onDisk()).toEqual(['v0', 'v3', 'v6', 'v8', 'v9']);
+  });
+
+  it('keeps every checkpoint with SRPO_CHECKPOINT_KEEP_LAST=0', async () => {
+    learner = await startLearner(dir, { env: { SRPO_CHECKPOINT_KEEP_LAST: '0', SRPO_CHECKPOINT_KEEP_EVERY: '2' } });
+    for (let i = 1; i <= 3; i++) await learner.updates.applyBatch([simpleGroup(`k${i}`)]);
+    expect(fs.readdirSync(path.join(dir, 'checkpoints', 'solver')).sort()).toEqual(['v0', 'v1', 'v2', 'v3']);
   });
 
   describe.each([

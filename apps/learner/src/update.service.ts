@@ -70,7 +70,10 @@ interface Candidate {
  * 2. the SRPO step on the rest (ratios against the recorded behaviour log-probs);
  * 3. the checkpoint of the new version (its own directory);
  * 4. one database transaction: update record, ledger rows, policy version;
- * 5. PolicyUpdate and PolicyVersion events.
+ * 5. PolicyUpdate and PolicyVersion events;
+ * 6. checkpoint retention (SRPO_CHECKPOINT_KEEP_LAST / _KEEP_EVERY): older
+ *    checkpoints retention no longer keeps are deleted; a failure there is
+ *    logged and never fails the committed update.
  *
  * The caller (the consumer runner) commits the batch's offsets after the
  * returned promise resolves. A crash before step 4 leaves no record: the
@@ -252,6 +255,9 @@ export class UpdateService {
     this.pending.push(eventsFor(detail));
     await this.flushPending();
     this.faults.reached('after-publish', { updateId });
+
+    // 6. Retention: only now, so every checkpoint a restart or rollback could load is already superseded by a committed one.
+    await this.state.pruneCheckpoints();
     this.log.info('update applied', {
       updateId,
       policyId,

@@ -147,16 +147,18 @@ describe('learner on the real broker (real processes)', () => {
     async (point) => {
       expect(baselineHash).toBeDefined();
       const s = await scenario(`crash-${point}`);
-      const crashing = spawnApp('learner', s.env({ SRPO_CRASH_AT: point }), s.log);
+      // The tightest retention (only v0 and the committed version stay): pruning must never take what a restart loads.
+      const retention = { SRPO_CHECKPOINT_KEEP_LAST: '1', SRPO_CHECKPOINT_KEEP_EVERY: '0' };
+      const crashing = spawnApp('learner', s.env({ ...retention, SRPO_CRASH_AT: point }), s.log);
       await waitForExit(crashing);
       expect(crashing.signalCode).toBe('SIGKILL');
-      const child = spawnApp('learner', s.env(), s.log);
+      const child = spawnApp('learner', s.env(retention), s.log);
       const { updates, details } = await finish(s, child);
       expect(updates).toHaveLength(3);
       const ledger = details.flatMap((d) => d.groups.map((g) => g.groupId));
       expect(ledger).toEqual(['g0', 'g1', 'g2', 'g3', 'g4', 'g5']);
       expect(updates[2].weightsHashAfter).toBe(baselineHash);
-      expect(fs.existsSync(path.join(s.dir, 'checkpoints'))).toBe(true);
+      expect(fs.readdirSync(path.join(s.dir, 'checkpoints', 'solver')).sort()).toEqual(['v0', 'v3']);
     },
     180_000,
   );

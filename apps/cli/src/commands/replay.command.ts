@@ -205,6 +205,10 @@ function formatReport(r: ReplayReport): string {
     lines.push(`${m.identical}/${m.compared} recorded groups re-derived identically`);
     for (const d of m.differences) lines.push(`  different: ${d.groupId} (${d.closeReason}, update ${d.updateId}): ${d.detail}`);
   }
+  const start = r.startingCheckpoint;
+  if (start && start.reapplied > 0) {
+    lines.push(`started from v${start.version}, pruned by the learner: rebuilt from checkpoint v${start.fromVersion} by re-applying ${start.reapplied} recorded update(s)`);
+  }
   if (r.firstDivergence) lines.push(`first divergence: ${r.firstDivergence.updateId}: ${r.firstDivergence.cause}: ${r.firstDivergence.detail}`);
   return lines.join('\n') + '\n';
 }

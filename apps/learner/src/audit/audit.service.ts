@@ -1,3 +1,5 @@
+import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 import { fileURLToPath } from 'url';
 import type { Kafka } from 'kafkajs';
@@ -6,7 +8,7 @@ import { EventCodec, readRanges, type AdvantageGroup, type KafkaCoordinates } fr
 import { CheckpointStore } from '@srpo/policy';
 import { resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
 import { ledgerEntryFromGroup, type AuditStore, type GroupLedgerRecord, type UpdateDetail } from '@srpo/store';
-import { TfPolicyTrainer, type StepResult } from '../policy-trainer';
+import { TfPolicyTrainer, type CheckpointInfo, type StepResult } from '../policy-trainer';
 import { trainingSetsFromGroup } from '../update.service';
 import { DEFAULT_MODEL } from '../learner-config';
 
@@ -25,6 +27,18 @@ export interface VerifyCheck {
   detail: string;
 }
 
+/** Where the weights an update is recomputed from came from. */
+export interface CheckpointOrigin {
+  /** The version loaded into the trainer. */
+  version: number;
+  weightsHash: string;
+  /** The checkpoint read from disk: `version` itself, or the nearest earlier kept one it was rebuilt from. */
+  fromVersion: number;
+  fromDir: string;
+  /** Recorded updates re-applied on top of `fromVersion`, each checked against its record (0: `version` was on disk). */
+  reapplied: number;
+}
+
 export interface VerifyReport {
   updateId: string;
   /** True only when every check passed and the recomputed weights hash equals the recorded one. */
@@ -37,6 +51,8 @@ export interface VerifyReport {
   recomputedLoss?: number;
   recordedBackend: string;
   backend: string;
+  /** Set once `checkpoint-before` passed: the checkpoint read and the updates re-applied to reach `versionBefore`. */
+  startingCheckpoint?: CheckpointOrigin;
   /** First failed check's detail; absent when ok. */
   failure?: string;
 }
@@ -169,19 +185,21 @@ export class AuditService {
 
     const trainer = new TfPolicyTrainer({ policyId: detail.policyId, model: DEFAULT_MODEL, lr: hyper.lr, epochs: hyper.epochs, maxGradNorm: hyper.maxGradNorm });
     try {
-      const dir = await this.checkpointDirFor(detail.policyId, detail.versionBefore);
+      let origin: CheckpointOrigin;
       try {
-        const info = await trainer.load(dir);
-        if (info.version !== detail.versionBefore || info.weightsHash !== detail.weightsHashBefore) {
-          return fail(
-            'checkpoint-before',
-            `${dir} holds version ${info.version} with weights ${info.weightsHash}; the record says version ${detail.versionBefore} with ${detail.weightsHashBefore}`,
-          );
-        }
+        origin = await this.loadStartingPoint(trainer, detail.policyId, detail.versionBefore, detail.weightsHashBefore);
       } catch (e) {
-        return fail('checkpoint-before', `cannot load version ${detail.versionBefore} from ${dir}: ${errorMessage(e)}`);
+        return fail('checkpoint-before', errorMessage(e));
       }
-      report.checks.push({ name: 'checkpoint-before', ok: true, detail: `version ${detail.versionBefore} (${detail.weightsHashBefore}) loaded and verified` });
+      report.startingCheckpoint = origin;
+      report.checks.push({
+        name: 'checkpoint-before',
+        ok: true,
+        detail:
+          origin.reapplied === 0
+            ? `version ${detail.versionBefore} (${detail.weightsHashBefore}) loaded and verified`
+            : `version ${detail.versionBefore} (${detail.weightsHashBefore}) was pruned: rebuilt from checkpoint v${origin.fromVersion} (${origin.fromDir}) by re-applying ${origin.reapplied} recorded update(s), every weights hash matching its record`,
+      });
 
       // Informational: hashes are only expected to agree on one backend, so a mismatch names it as the likely cause.
       const sameBackend = detail.backend === this.options.backend;
@@ -204,6 +222,134 @@ export class AuditService {
     } finally {
       trainer.dispose();
     }
+  }
+
+  /**
+   * Loads `version` of a policy into `trainer` and checks it holds
+   * `weightsHash`. When its checkpoint is no longer on disk (pruned by the
+   * learner's retention), rebuilds it from the nearest earlier checkpoint still
+   * there (an anchor, version 0 at worst) by re-applying the recorded updates
+   * in between exactly as replay does: each one's groups fetched at their
+   * recorded coordinates ({@link fetchGroups}), one {@link recomputeStep} with
+   * its recorded hyperparameters, and its weights hash compared with its
+   * record. A checkpoint that is there but does not load or does not match is
+   * an error, never a reason to rebuild.
+   *
+   * @throws SrpoError INTEGRITY_FAILED naming the version and cause when a
+   *   checkpoint, source group or intermediate weights hash disagrees with the record.
+   */
+  async loadStartingPoint(trainer: TfPolicyTrainer, policyId: string, version: number, weightsHash: string): Promise<CheckpointOrigin> {
+    const dir = await this.checkpointDirFor(policyId, version);
+    let info: CheckpointInfo;
+    try {
+      info = await trainer.load(dir);
+    } catch (e) {
+      if (vanished(e, dir)) return this.rebuild(trainer, policyId, version, weightsHash, dir);
+      throw new SrpoError(e instanceof SrpoError ? e.code : ErrorCode.INTEGRITY_FAILED, `cannot load version ${version} from ${dir}: ${errorMessage(e)}`, { cause: e });
+    }
+    if (info.version !== version || info.weightsHash !== weightsHash) {
+      throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `${dir} holds version ${info.version} with weights ${info.weightsHash}; the record says version ${version} with ${weightsHash}`);
+    }
+    return { version, weightsHash, fromVersion: version, fromDir: dir, reapplied: 0 };
+  }
+
+  private async rebuild(target: TfPolicyTrainer, policyId: string, version: number, weightsHash: string, missingDir: string): Promise<CheckpointOrigin> {
+    const policyDir = path.dirname(missingDir);
+    const earlier = (await new CheckpointStore(path.dirname(policyDir)).versions(path.basename(policyDir))).filter((v) => v < version).reverse();
+    const failed = (msg: string) => new SrpoError(ErrorCode.INTEGRITY_FAILED, `version ${version} is not on disk (${missingDir}, pruned?) and rebuilding it failed: ${msg}`);
+    const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-rebuild-'));
+    let work: TfPolicyTrainer | undefined;
+    try {
+      let anchor: { version: number; dir: string; hash: string } | undefined;
+      for (const v of earlier) {
+        const dir = path.join(policyDir, `v${v}`);
+        const first = await this.options.store.getUpdate((await this.updateProducing(policyId, v + 1, failed)).updateId);
+        work = this.trainerFor(policyId, recordedHyperparameters(first));
+        let info: CheckpointInfo;
+        try {
+          info = await work.load(dir);
+        } catch (e) {
+          work.dispose();
+          work = undefined;
+          // Pruned between the listing and the load (the learner is running): the next earlier one will do.
+          if (vanished(e, dir)) continue;
+          throw failed(`cannot load checkpoint v${v} from ${dir}: ${errorMessage(e)}`);
+        }
+        const recorded = await this.options.store.getVersion(policyId, v);
+        if (!recorded) throw failed(`checkpoint v${v} (${dir}) has no version record`);
+        if (info.version !== v || info.weightsHash !== recorded.weightsHash) {
+          throw failed(`${dir} holds version ${info.version} with weights ${info.weightsHash}; the record says version ${v} with ${recorded.weightsHash}`);
+        }
+        anchor = { version: v, dir, hash: info.weightsHash };
+        break;
+      }
+      if (!anchor || !work) throw failed(`no earlier checkpoint of ${policyId} is left in ${policyDir} to start from`);
+      let hash = anchor.hash;
+      for (let v = anchor.version + 1; v <= version; v++) {
+        const summary = await this.updateProducing(policyId, v, failed);
+        const update = await this.options.store.getUpdate(summary.updateId);
+        const at = `from v${anchor.version}, update ${update.updateId} (v${update.versionBefore} -> v${update.versionAfter})`;
+        if (update.versionBefore !== v - 1 || update.weightsHashBefore !== hash) {
+          throw failed(`${at} starts from v${update.versionBefore} with weights ${update.weightsHashBefore}, the rebuilt v${v - 1} has ${hash}`);
+        }
+        let result: StepResult & { weightsHash: string };
+        try {
+          const hyper = recordedHyperparameters(update);
+          const groups = await this.fetchGroups(update.groups);
+          work = await this.withOptions(work, hyper, scratch);
+          result = await recomputeStep(work, this.codec, groups, hyper.objective);
+        } catch (e) {
+          throw failed(`${at}: ${errorMessage(e)}`);
+        }
+        if (result.weightsHash !== update.weightsHashAfter) {
+          const cause =
+            update.backend === this.options.backend ? 'its inputs, hyperparameters or starting weights differ from what the learner used' : `different backend (${update.backend} vs ${this.options.backend})`;
+          throw failed(`${at}: weights hash ${result.weightsHash} after re-applying it, recorded ${update.weightsHashAfter} (${cause})`);
+        }
+        hash = result.weightsHash;
+      }
+      if (hash !== weightsHash) throw failed(`the rebuilt v${version} has weights ${hash}, the update being checked records ${weightsHash} before it`);
+      // Through a checkpoint, so the caller's trainer starts exactly as it would from the pruned directory.
+      const rebuilt = path.join(scratch, 'rebuilt');
+      await work.save(rebuilt);
+      await target.load(rebuilt);
+      return { version, weightsHash, fromVersion: anchor.version, fromDir: anchor.dir, reapplied: version - anchor.version };
+    } finally {
+      work?.dispose();
+      fs.rmSync(scratch, { recursive: true, force: true });
+    }
+  }
+
+  /** The recorded update that produced `version`. */
+  private async updateProducing(policyId: string, version: number, failed: (msg: string) => SrpoError): Promise<{ updateId: string }> {
+    const v = await this.options.store.getVersion(policyId, version);
+    if (!v || v.updateId === null) throw failed(`no recorded update produced v${version} of ${policyId}`);
+    return { updateId: v.updateId };
+  }
+
+  private trainerFor(policyId: string, h: ReplayHyperparameters): TfPolicyTrainer {
+    return new TfPolicyTrainer({ policyId, model: DEFAULT_MODEL, lr: h.lr, epochs: h.epochs, maxGradNorm: h.maxGradNorm });
+  }
+
+  /**
+   * The trainer to apply an update recorded with `h`: `work` itself, or, when
+   * lr/epochs/clip changed (a learner restarted with other settings), a new
+   * trainer loaded from a checkpoint of `work`, as that restart did.
+   */
+  private async withOptions(work: TfPolicyTrainer, h: ReplayHyperparameters, scratch: string): Promise<TfPolicyTrainer> {
+    const o = work.options;
+    if (o.lr === h.lr && o.epochs === h.epochs && o.maxGradNorm === h.maxGradNorm) return work;
+    const dir = path.join(scratch, `v${work.version}`);
+    await work.save(dir);
+    const next = this.trainerFor(o.policyId, h);
+    try {
+      await next.load(dir);
+    } catch (e) {
+      next.dispose();
+      throw e;
+    }
+    work.dispose();
+    return next;
   }
 
   /**
@@ -260,6 +406,15 @@ export class AuditService {
     if (!v) throw new SrpoError(ErrorCode.NOT_FOUND, `policy ${policyId} has no recorded version ${version}`);
     return v.checkpointUri.startsWith('file:') ? fileURLToPath(v.checkpointUri) : v.checkpointUri;
   }
+}
+
+/**
+ * Whether a failed load means the checkpoint is not there: no model.json, or
+ * a directory that disappeared while it was read (a running learner pruned it
+ * after the rename; its files are never removed under the `v<N>` name).
+ */
+function vanished(e: unknown, dir: string): boolean {
+  return (e instanceof SrpoError && e.code === ErrorCode.NOT_FOUND) || !fs.existsSync(dir);
 }
 
 /** Loaded-checkpoint trainer + recorded groups → one step, exactly as UpdateService does it. */

@@ -1,6 +1,6 @@
 import * as fs from 'fs';
 import * as path from 'path';
-import { fileURLToPath, pathToFileURL } from 'url';
+import { pathToFileURL } from 'url';
 import type { Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, SrpoError } from '@srpo/core';
 import { AdvantageGroup, EventCodec, ensureTopics, KafkaCoordinates, topicCatalog } from '@srpo/events';
@@ -11,7 +11,7 @@ import { KafkaLearnerEventsPublisher } from '../kafka-publisher';
 import { DEFAULT_MODEL } from '../learner-config';
 import { TfPolicyTrainer } from '../policy-trainer';
 import { eventsFor } from '../update.service';
-import { AuditService, recomputeStep, recordedHyperparameters, type ReplayHyperparameters } from './audit.service';
+import { AuditService, recomputeStep, recordedHyperparameters, type CheckpointOrigin, type ReplayHyperparameters } from './audit.service';
 import { rematerialize, type RematerializeProgress, type RematerializeResult, type RematerializeSettings } from './rematerialize';
 
 /** Changes a counterfactual replay applies on top of every recorded update's hyperparameters. */
@@ -113,6 +113,8 @@ export interface ReplayReport {
   /** First row whose hash differs, with its cause. */
   firstDivergence?: ReplayRow;
   complete: boolean;
+  /** The checkpoint the run started from, or the anchor it was rebuilt from when the learner had pruned it. */
+  startingCheckpoint?: CheckpointOrigin;
   rematerialized?: RematerializeReport;
 }
 
@@ -203,12 +205,9 @@ export class ReplayService {
         : {}),
     };
     try {
-      // The starting point: the checkpoint the first replayed update was computed from, verified against its record.
-      const startDir = await this.checkpointDir(first.policyId, first.versionBefore);
-      const start = await trainer.load(startDir);
-      if (start.weightsHash !== first.weightsHashBefore) {
-        throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `starting checkpoint ${startDir} has weights ${start.weightsHash}, the record says ${first.weightsHashBefore}`);
-      }
+      // The starting point: the checkpoint the first replayed update was computed from, verified against its record (rebuilt from an anchor if pruned).
+      const start = await audit.loadStartingPoint(trainer, first.policyId, first.versionBefore, first.weightsHashBefore);
+      report.startingCheckpoint = start;
       const startCopy = checkpoints.dirFor(first.policyId, first.versionBefore);
       await trainer.save(startCopy);
       await runStore.ensurePolicy(first.policyId, [first.policyId], {
@@ -420,13 +419,6 @@ export class ReplayService {
       epochs: o.epochs ?? recorded.epochs,
       maxGradNorm: o.maxGradNorm ?? recorded.maxGradNorm,
     };
-  }
-
-  private async checkpointDir(policyId: string, version: number): Promise<string> {
-    if (this.source.checkpointDir) return path.resolve(new CheckpointStore(this.source.checkpointDir).dirFor(policyId, version));
-    const v = await this.source.store.getVersion(policyId, version);
-    if (!v) throw new SrpoError(ErrorCode.NOT_FOUND, `policy ${policyId} has no recorded version ${version}`);
-    return v.checkpointUri.startsWith('file:') ? fileURLToPath(v.checkpointUri) : v.checkpointUri;
   }
 }
 
