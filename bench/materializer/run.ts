@@ -18,39 +18,12 @@ import { ensureKafka, sleep, spawnApp } from '@srpo/testing';
 import * as fs from 'fs';
 import { loadMaterializerConfig } from '../../apps/materializer/src/materializer-config';
 import { Materializer } from '../../apps/materializer/src/materializer.service';
-import { output, transition } from '../../apps/materializer/src/test-events';
+import { bigOutput, workload } from './workload';
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? Number(process.argv[i + 1]) : fallback;
 };
-
-/** An output of about 1 KB encoded: 96 response tokens with log-probs and mask, 64 context tokens. */
-function bigOutput(episodeId: string, j: number, time: number) {
-  const n = 96;
-  return output(episodeId, j, {
-    contextTokenIds: Array.from({ length: 64 }, (_, i) => (i * 7) % 50_000),
-    responseTokenIds: Array.from({ length: n }, (_, i) => (i * 13 + j) % 50_000),
-    behaviourLogProbs: Array.from({ length: n }, (_, i) => -((i % 17) + 1) / 7),
-    lossMask: Array.from({ length: n }, () => true),
-    eventTimeMs: time,
-    startedAtMs: time,
-  });
-}
-
-function workload(episodes: number, time0: number): AgentEvent[] {
-  const events: AgentEvent[] = [];
-  for (let e = 0; e < episodes; e++) {
-    const id = `ep${e}`;
-    const k = 1 + (e % 4);
-    for (let j = 0; j < k; j++) events.push({ type: 'AgentOutput', value: bigOutput(id, j, time0 + e) });
-    events.push({
-      type: 'Transition',
-      value: transition(id, [...Array(k).keys()], { groupKey: `task-${Math.floor(e / 4)}`, expectedGroupSize: 4, reward: e % 3 === 0 ? 1 : 0, eventTimeMs: time0 + e }),
-    });
-  }
-  return events;
-}
 
 async function setupTopics(kafka: Kafka, prefix: string): Promise<TopicCatalog> {
   const catalog = topicCatalog({ prefix, rawPartitions: 2, derivedPartitions: 2 });

@@ -17,39 +17,12 @@ import { bulkReadToOffsets, decodeRecord } from '@srpo/streams';
 import { ensureKafka } from '@srpo/testing';
 import { rematerialize, RematerializeSettings } from '../../apps/learner/src/audit/rematerialize';
 import { loadMaterializerConfig } from '../../apps/materializer/src/materializer-config';
-import { output, transition } from '../../apps/materializer/src/test-events';
+import { workload } from '../materializer/workload';
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? Number(process.argv[i + 1]) : fallback;
 };
-
-/** The materializer benchmark's workload: outputs of ~870 B (64 context, 96 response tokens), sets of 1-4 members, groups of 4. */
-function bigOutput(episodeId: string, j: number, time: number) {
-  const n = 96;
-  return output(episodeId, j, {
-    contextTokenIds: Array.from({ length: 64 }, (_, i) => (i * 7) % 50_000),
-    responseTokenIds: Array.from({ length: n }, (_, i) => (i * 13 + j) % 50_000),
-    behaviourLogProbs: Array.from({ length: n }, (_, i) => -((i % 17) + 1) / 7),
-    lossMask: Array.from({ length: n }, () => true),
-    eventTimeMs: time,
-    startedAtMs: time,
-  });
-}
-
-function workload(episodes: number, time0: number): AgentEvent[] {
-  const events: AgentEvent[] = [];
-  for (let e = 0; e < episodes; e++) {
-    const id = `ep${e}`;
-    const k = 1 + (e % 4);
-    for (let j = 0; j < k; j++) events.push({ type: 'AgentOutput', value: bigOutput(id, j, time0 + e) });
-    events.push({
-      type: 'Transition',
-      value: transition(id, [...Array(k).keys()], { groupKey: `task-${Math.floor(e / 4)}`, expectedGroupSize: 4, reward: e % 3 === 0 ? 1 : 0, eventTimeMs: time0 + e }),
-    });
-  }
-  return events;
-}
 
 async function setup(kafka: Kafka, partitions: number, events: AgentEvent[]): Promise<TopicCatalog> {
   const catalog = topicCatalog({ prefix: `bench.replay.${randomUUID().slice(0, 8)}.`, rawPartitions: partitions, derivedPartitions: 3 });

@@ -23,7 +23,8 @@ import { loadLearnerConfig, type CrashPoint, type LearnerConfig } from './learne
 import { LearnerMetrics } from './learner-metrics.service';
 import { LearnerStateService } from './learner-state.service';
 import { TfPolicyTrainer } from './policy-trainer';
-import { eventsFor, UpdateService } from './update.service';
+import { eventsFor } from '@srpo/store';
+import { UpdateService } from './update.service';
 
 Logger.configure({ level: 'error' });
 

@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { createHash } from 'crypto';
 import { ErrorCode, errorMessage, Logger, SrpoError, ValidationError } from '@srpo/core';
 import { decodeMemberOutput, EventCodec, type AdvantageGroup, type PolicyUpdate, type PolicyVersion } from '@srpo/events';
-import { groupStatsFromGroup, ledgerEntryFromGroup, type AuditStore, type SkippedGroupInput, type UpdateDetail } from '@srpo/store';
+import { eventsFor, groupStatsFromGroup, ledgerEntryFromGroup, type AuditStore, type SkippedGroupInput, type UpdateDetail } from '@srpo/store';
 import type { LearnerEventsPublisher } from './events-publisher';
 import { FaultInjector } from './fault-injection';
 import type { ReadyGroup } from './group-source';
@@ -422,36 +422,3 @@ export function trainingSetsFromGroup(codec: EventCodec, group: AdvantageGroup):
   }));
 }
 
-/** The events of a committed update, rebuilt from its record (so a republish sends the same content). */
-export function eventsFor(detail: UpdateDetail): { update: PolicyUpdate; version: PolicyVersion } {
-  const objective = detail.hyperparameters.objective;
-  const objectiveName =
-    typeof objective === 'object' && objective !== null && !Array.isArray(objective) && typeof objective.objective === 'string' ? objective.objective : 'srpo';
-  return {
-    update: {
-      updateId: detail.updateId,
-      policyId: detail.policyId,
-      versionBefore: detail.versionBefore,
-      versionAfter: detail.versionAfter,
-      weightsHashBefore: detail.weightsHashBefore,
-      weightsHashAfter: detail.weightsHashAfter,
-      groupIds: detail.groups.map((g) => g.groupId),
-      groupSources: detail.groups.map((g) => ({ ...g.source })),
-      objective: objectiveName,
-      loss: detail.loss,
-      gradNorm: detail.gradNorm,
-      diagnostics: { ...detail.diagnostics },
-      checkpointUri: detail.checkpointUri,
-      backend: detail.backend,
-      eventTimeMs: detail.committedAtMs,
-    },
-    version: {
-      policyId: detail.policyId,
-      version: detail.versionAfter,
-      weightsHash: detail.weightsHashAfter,
-      checkpointUri: detail.checkpointUri,
-      updateId: detail.updateId,
-      eventTimeMs: detail.committedAtMs,
-    },
-  };
-}

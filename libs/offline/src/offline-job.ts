@@ -18,13 +18,11 @@ import {
   type InferredTask,
   type KafkaCoordinates,
   type OffsetRange,
-  type PolicyUpdate,
-  type PolicyVersion,
   type TopicCatalog,
   type Transition,
 } from '@srpo/events';
 import { CheckpointStore, loadCheckpoint, weightsHash, type Policy } from '@srpo/policy';
-import { AuditStore, type GroupLedgerInput, type UpdateDetail } from '@srpo/store';
+import { AuditStore, eventsFor, type GroupLedgerInput, type UpdateDetail } from '@srpo/store';
 import { brewTrajectory, DEFAULT_MAX_FAILED_SHARE, trainingExamples, type BrewedTrajectory } from './brew';
 import { CreditWeightedSftTrainer, trainWeighted, type SftRunResult } from './credit-weighted-sft';
 import { CREDIT_MODES, type CreditMode } from './credits';
@@ -358,31 +356,7 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
   const producer = o.kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
   await producer.connect();
   try {
-    const update: PolicyUpdate = {
-      updateId,
-      policyId: policy.id,
-      versionBefore,
-      versionAfter: detail.versionAfter,
-      weightsHashBefore: hashBefore,
-      weightsHashAfter: hashAfter,
-      groupIds: detail.groups.map((g) => g.groupId),
-      groupSources: detail.groups.map((g) => ({ ...g.source })),
-      objective: `agentbrew-${o.creditMode}`,
-      loss: detail.loss,
-      gradNorm: detail.gradNorm,
-      diagnostics: { ...detail.diagnostics },
-      checkpointUri: detail.checkpointUri,
-      backend: detail.backend,
-      eventTimeMs: detail.committedAtMs,
-    };
-    const version: PolicyVersion = {
-      policyId: policy.id,
-      version: detail.versionAfter,
-      weightsHash: hashAfter,
-      checkpointUri: detail.checkpointUri,
-      updateId,
-      eventTimeMs: detail.committedAtMs,
-    };
+    const { update, version } = eventsFor(detail, `agentbrew-${o.creditMode}`);
     await producer.send({ topic: runTopics.policyUpdates.name, acks: -1, messages: [{ key: policy.id, value: o.codec.encode('PolicyUpdate', update, { strict: true }) }] });
     await producer.send({ topic: runTopics.policyVersions.name, acks: -1, messages: [{ key: policy.id, value: o.codec.encode('PolicyVersion', version, { strict: true }) }] });
   } finally {

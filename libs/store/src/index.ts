@@ -11,3 +11,4 @@ export * from './data-source';
 export * from './audit-store.service';
 export * from './ledger-entry';
 export * from './group-stats';
+export * from './policy-events';

@@ -6,11 +6,10 @@ import { ErrorCode, errorMessage, SrpoError } from '@srpo/core';
 import { AdvantageGroup, EventCodec, ensureTopics, KafkaCoordinates, topicCatalog } from '@srpo/events';
 import { CheckpointStore } from '@srpo/policy';
 import { resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
-import { AuditStore, ledgerEntryFromGroup, type JsonValue, type UpdateRecord } from '@srpo/store';
+import { AuditStore, eventsFor, ledgerEntryFromGroup, type JsonValue, type UpdateRecord } from '@srpo/store';
 import { KafkaLearnerEventsPublisher } from '../kafka-publisher';
 import { DEFAULT_MODEL } from '../learner-config';
 import { TfPolicyTrainer } from '../policy-trainer';
-import { eventsFor } from '../update.service';
 import { AuditService, recomputeStep, recordedHyperparameters, type CheckpointOrigin, type ReplayHyperparameters } from './audit.service';
 import { rematerialize, type RematerializeProgress, type RematerializeResult, type RematerializeSettings } from './rematerialize';
 
