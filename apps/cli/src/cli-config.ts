@@ -1,6 +1,6 @@
 import { BACKEND_REQUESTS, BackendRequest, EnvReader, Logger, LogLevel } from '@srpo/core';
 import * as path from 'path';
-import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
+import { KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
 import type { StoreConfig } from '@srpo/store';
 import { readStore } from '../../learner/src/learner-config';
 
@@ -10,6 +10,8 @@ import { readStore } from '../../learner/src/learner-config';
  */
 export interface CliConfig {
   kafka: KafkaConnectionOptions;
+  /** SRPO_SCHEMA_REGISTRY_URL (+ _USER, _PASSWORD): audits and replays read Confluent-framed events with it. */
+  schemaRegistry?: SchemaRegistryClient;
   /** True when KAFKA_BROKERS points at an external cluster: nothing local is started. */
   externalKafka: boolean;
   /** The local broker (infra/kafka): client port and data directory. */
@@ -35,6 +37,7 @@ export function loadCliConfig(env: Readonly<Record<string, string | undefined>> 
   if (!reader.has('KAFKA_BROKERS')) kafka.brokers = [`127.0.0.1:${localKafka.port}`];
   const config: CliConfig = {
     kafka,
+    schemaRegistry: readSchemaRegistry(reader),
     externalKafka: reader.has('KAFKA_BROKERS'),
     localKafka,
     childEnv: env,

@@ -1,7 +1,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, errorMessage, Logger, LogLevel, repoRoot } from '@srpo/core';
-import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
+import { KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
 import { resolveTransformerConfig, type TransformerConfig } from '@srpo/policy';
 import { EVENT_REDUCTIONS, OBJECTIVES, resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
 import type { StoreConfig } from '@srpo/store';
@@ -36,6 +36,11 @@ export interface LearnerConfig {
   /** When set, read-only endpoints require it (or the write token) too. */
   apiReadToken?: string;
   kafka: KafkaConnectionOptions;
+  /**
+   * Set when agents or the materializer write Confluent-framed events: the learner then loads
+   * writer schemas by id, including those of the AgentOutput bytes nested in each set.
+   */
+  schemaRegistry?: SchemaRegistryClient;
   topics: TopicCatalogOptions;
   consumerGroupId: string;
   /** Consumer session timeout: how long a crashed learner holds its partitions. */
@@ -89,6 +94,7 @@ const MIN_TOKEN_LENGTH = 16;
  * | `SRPO_LOG_LEVEL` | `info` | `debug`, `info`, `warn`, `error` |
  * | `SRPO_CRASH_AT` | unset | **test-only fault injection**: `after-step`, `after-checkpoint`, `after-db` or `after-publish` makes the process SIGKILL itself at that boundary of the next update |
  * | `KAFKA_*` | see `readKafkaConnection` | brokers, TLS, SASL |
+ * | `SRPO_SCHEMA_REGISTRY_URL` (+ `_USER`, `_PASSWORD`) | unset | read Confluent-framed events (schemas by id from this registry); the learner's own events stay single-object |
  */
 export function loadLearnerConfig(env: Readonly<Record<string, string | undefined>> = process.env, cwd: string = process.cwd()): LearnerConfig {
   const r = new EnvReader(env);
@@ -118,6 +124,7 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
     apiToken: readToken(r, 'SRPO_API_TOKEN'),
     apiReadToken: readToken(r, 'SRPO_API_READ_TOKEN'),
     kafka: readKafkaConnection(r, r.str('SRPO_CLIENT_ID', 'srpo-learner')),
+    schemaRegistry: readSchemaRegistry(r),
     topics: { prefix: r.str('SRPO_TOPIC_PREFIX', 'srpo.') },
     consumerGroupId: r.str('SRPO_CONSUMER_GROUP', `srpo-learner.${policyId}`),
     sessionTimeoutMs: r.int('SRPO_SESSION_TIMEOUT_MS', 30_000, { min: 6_000, max: 300_000 }),

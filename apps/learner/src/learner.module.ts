@@ -78,7 +78,7 @@ export class LearnerModule {
           useFactory: () =>
             new KafkaGroupSource({
               kafka: createKafka(config.kafka),
-              codec: new EventCodec(),
+              codec: new EventCodec(undefined, { registry: config.schemaRegistry }),
               catalog: topicCatalog(config.topics),
               groupId: config.consumerGroupId,
               policyId: config.policyId,
@@ -90,7 +90,7 @@ export class LearnerModule {
         {
           provide: AUDIT_SERVICE,
           inject: [AUDIT_STORE, BACKEND_INFO],
-          useFactory: (store: AuditStore, backend: { name: string }) => new AuditService({ store, kafka: createKafka(config.kafka), backend: backend.name }),
+          useFactory: (store: AuditStore, backend: { name: string }) => new AuditService({ store, kafka: createKafka(config.kafka), backend: backend.name, codec: new EventCodec(undefined, { registry: config.schemaRegistry }) }),
         },
         LearnerMetrics,
         LearnerStateService,

@@ -3,7 +3,9 @@ import * as path from 'path';
 import { pathToFileURL } from 'url';
 import { ErrorCode, initTfBackend, Logger, SrpoError } from '@srpo/core';
 import { loadCheckpoint, Policy, weightsHash } from '@srpo/policy';
+import { EventCodec, SchemaRegistryClient, type AgentOutput } from '@srpo/events';
 import { AuditStore } from '@srpo/store';
+import { startFakeSchemaRegistry } from '@srpo/testing';
 import {
   activeSet,
   advantageGroup,
@@ -290,6 +292,49 @@ describe('UpdateService on SQLite with a real tiny policy', () => {
     expect(outcome.update?.groups.map((g) => g.groupId)).toEqual(['warm1', 'warm2']);
     expect((await learner.store.listSkipped('solver')).map((s) => s.groupId).sort()).toEqual(['bad', 'cold', 'future', 'mixed']);
     expect((await learner.store.isGroupApplied('solver', ['theirs'])).size).toBe(0);
+  });
+
+  it('trains on members written in the Confluent wire format when a schema registry is configured', async () => {
+    const registry = await startFakeSchemaRegistry();
+    try {
+      // Agents with a registry frame each AgentOutput as 00 + schema id; the materializer nests those bytes unchanged.
+      const agentCodec = new EventCodec(undefined, { registry: new SchemaRegistryClient({ url: registry.url }) });
+      await agentCodec.useRegistry();
+      const plain = new EventCodec();
+      const reframe = async () => {
+        const { batch, expected } = await shiftedBatch();
+        for (const r of batch) {
+          for (const gs of r.group.sets) {
+            for (const m of gs.set.members) m.output = agentCodec.encode('AgentOutput', plain.decodeAs('AgentOutput', m.output) as AgentOutput);
+          }
+        }
+        expect(batch[0].group.sets[0].set.members[0].output[0]).toBe(0);
+        return { batch, expected };
+      };
+
+      // Without the registry the learner cannot read them: the groups are skipped, not trained on garbage.
+      learner = await startLearner(dir);
+      const blind = await learner.updates.applyBatch((await reframe()).batch);
+      expect(blind.update).toBeUndefined();
+      expect(blind.skipped.map((s) => [s.groupId, s.reason])).toEqual([
+        ['g1', 'invalid-input'],
+        ['g2', 'invalid-input'],
+      ]);
+      await learner.close();
+      learner = undefined;
+
+      const second = path.join(dir, 'with-registry');
+      fs.mkdirSync(second);
+      learner = await startLearner(second, { env: { SRPO_SCHEMA_REGISTRY_URL: registry.url } });
+      const { batch, expected } = await reframe();
+      const outcome = await learner.updates.applyBatch(batch);
+      expect(outcome.skipped).toEqual([]);
+      // The same objective value as the single-object batch, worked out by hand in shiftedBatch.
+      expect(outcome.update?.loss).toBeCloseTo(-(expected.rhoA * 1 + expected.rhoB * -1 + 1 * 0.5) / 3, 5);
+      expect(registry.requests.some((r) => r.startsWith('GET /schemas/ids/'))).toBe(true);
+    } finally {
+      await new Promise<void>((resolve) => registry.server.close(() => resolve()));
+    }
   });
 
   it('applies nothing twice when a batch is redelivered', async () => {

@@ -89,7 +89,7 @@ export class UpdateService {
   private readonly pending: { update: PolicyUpdate; version: PolicyVersion }[] = [];
   /** Set when a failed update could not be rolled back: the weights in memory are then unknown. */
   private broken?: SrpoError;
-  private readonly codec = new EventCodec();
+  private readonly codec: EventCodec;
 
   constructor(
     @Inject(LEARNER_CONFIG) private readonly config: LearnerConfig,
@@ -101,7 +101,9 @@ export class UpdateService {
     @Inject(BACKEND_INFO) private readonly backend: { name: string },
     private readonly state: LearnerStateService,
     private readonly metrics: LearnerMetrics,
-  ) {}
+  ) {
+    this.codec = new EventCodec(undefined, { registry: config.schemaRegistry });
+  }
 
   /** Applies one mini-batch (serialised: concurrent calls run one after another). */
   applyBatch(batch: readonly ReadyGroup[]): Promise<UpdateOutcome> {
@@ -151,6 +153,7 @@ export class UpdateService {
       }
     }
     const ids = ours.map((r) => r.group.groupId);
+    await prefetchMemberSchemas(this.codec, ours.map((r) => r.group));
     const [applied, skippedBefore] = await Promise.all([this.store.isGroupApplied(policyId, ids), this.store.skippedGroupIds(policyId, ids)]);
     const skips: { ready: ReadyGroup; info: SkippedGroupInfo }[] = [];
     const candidates: Candidate[] = [];
@@ -396,6 +399,15 @@ export class UpdateService {
       this.pending.shift();
     }
   }
+}
+
+/**
+ * Loads the writer schemas of the members' original AgentOutput bytes: agents writing
+ * Confluent-framed events (schema registry) nest those frames inside each set, and the
+ * synchronous decode below only knows schemas fetched beforehand. No-op without a registry.
+ */
+export async function prefetchMemberSchemas(codec: EventCodec, groups: readonly AdvantageGroup[]): Promise<void> {
+  await codec.prefetch(groups.flatMap((g) => g.sets.flatMap((gs) => gs.set.members.map((m) => m.output))));
 }
 
 /**

@@ -1,3 +1,4 @@
 export * from './infra';
 export * from './eos-verifier';
 export * from './processes';
+export * from './fake-schema-registry';

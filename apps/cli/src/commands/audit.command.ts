@@ -1,7 +1,7 @@
 import * as path from 'path';
 import { Command } from 'commander';
 import { ErrorCode, initTfBackend, SrpoError } from '@srpo/core';
-import { createKafka } from '@srpo/events';
+import { createKafka, EventCodec } from '@srpo/events';
 import { AuditStore, type UpdateDetail } from '@srpo/store';
 import { AuditService, type SetTrace, type VerifyReport } from '../../../learner/src/audit/audit.service';
 import { CliConfig } from '../cli-config';
@@ -76,6 +76,7 @@ async function withService<T>(
       backend: opts.backend ?? 'none',
       checkpointDir: opts.checkpointDir,
       sourcePrefix: opts.sourcePrefix ? { from: prefix, to: opts.sourcePrefix } : undefined,
+      codec: new EventCodec(undefined, { registry: cfg.schemaRegistry }),
     });
     return await fn(svc);
   } finally {

@@ -1,7 +1,7 @@
 import * as fs from 'fs';
 import { Command } from 'commander';
 import { ErrorCode, initTfBackend, Logger, SrpoError } from '@srpo/core';
-import { createKafka } from '@srpo/events';
+import { createKafka, EventCodec } from '@srpo/events';
 import { EVENT_REDUCTIONS, OBJECTIVES, type ObjectiveConfig } from '@srpo/srpo';
 import { AuditStore } from '@srpo/store';
 import type { RematerializeProgress, RematerializeSettings } from '../../../learner/src/audit/rematerialize';
@@ -53,7 +53,13 @@ export function replayCommand(config: () => CliConfig): Command {
       const store = await AuditStore.open(cfg.store);
       let report: ReplayReport;
       try {
-        const svc = new ReplayService({ store, kafka: createKafka(cfg.kafka), backend: backend.name, checkpointDir: cfg.checkpointDir });
+        const svc = new ReplayService({
+          store,
+          kafka: createKafka(cfg.kafka),
+          backend: backend.name,
+          checkpointDir: cfg.checkpointDir,
+          codec: new EventCodec(undefined, { registry: cfg.schemaRegistry }),
+        });
         report = await svc.replay({
           run: opts.run,
           runDir: cfg.replayDir,

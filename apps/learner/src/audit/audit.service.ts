@@ -9,7 +9,7 @@ import { CheckpointStore } from '@srpo/policy';
 import { resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
 import { ledgerEntryFromGroup, type AuditStore, type GroupLedgerRecord, type UpdateDetail } from '@srpo/store';
 import { TfPolicyTrainer, type CheckpointInfo, type StepResult } from '../policy-trainer';
-import { trainingSetsFromGroup } from '../update.service';
+import { prefetchMemberSchemas, trainingSetsFromGroup } from '../update.service';
 import { DEFAULT_MODEL } from '../learner-config';
 
 /** The recorded hyperparameters an update can be recomputed with. */
@@ -86,6 +86,8 @@ export interface AuditServiceOptions {
    * copied to another machine). Layout `<root>/<policy>/v<N>/`.
    */
   checkpointDir?: string;
+  /** Decodes fetched events; give it the registry when events are Confluent-framed. */
+  codec?: EventCodec;
   /**
    * Read source events from topics with this prefix instead of the recorded one
    * (a mirrored or restored copy of the log); `from` is the recorded prefix.
@@ -102,9 +104,11 @@ export interface AuditServiceOptions {
  * really produced those weights. Usable without Nest (the CLI builds it directly).
  */
 export class AuditService {
-  private readonly codec = new EventCodec();
+  private readonly codec: EventCodec;
 
-  constructor(private readonly options: AuditServiceOptions) {}
+  constructor(private readonly options: AuditServiceOptions) {
+    this.codec = options.codec ?? new EventCodec();
+  }
 
   show(updateId: string): Promise<UpdateDetail> {
     return this.options.store.getUpdate(updateId);
@@ -424,6 +428,7 @@ export async function recomputeStep(
   groups: readonly AdvantageGroup[],
   objective: ObjectiveConfig,
 ): Promise<StepResult & { weightsHash: string }> {
+  await prefetchMemberSchemas(codec, groups);
   const sets = groups.flatMap((g) => trainingSetsFromGroup(codec, g));
   const result = await trainer.step(sets, objective);
   return { ...result, weightsHash: await trainer.weightsHash() };

@@ -129,11 +129,14 @@ const RUN_NAME = /^[A-Za-z0-9._-]+$/;
  * the same backend every weights hash must match the original's.
  */
 export class ReplayService {
-  private readonly codec = new EventCodec();
+  private readonly codec: EventCodec;
 
   constructor(
-    private readonly source: { store: AuditStore; kafka: Kafka; backend: string; checkpointDir?: string },
-  ) {}
+    /** `codec`: give it the schema registry when the recorded events are Confluent-framed. */
+    private readonly source: { store: AuditStore; kafka: Kafka; backend: string; checkpointDir?: string; codec?: EventCodec },
+  ) {
+    this.codec = source.codec ?? new EventCodec();
+  }
 
   async replay(options: ReplayOptions): Promise<ReplayReport> {
     if (!RUN_NAME.test(options.run) || options.run === '.' || options.run === '..') {
@@ -147,7 +150,7 @@ export class ReplayService {
     }
     fs.mkdirSync(runDir, { recursive: true });
     const topicPrefix = options.topicPrefix ?? `srpo.replay.${options.run}.`;
-    const audit = new AuditService({ store: this.source.store, kafka: this.source.kafka, backend: this.source.backend, checkpointDir: this.source.checkpointDir });
+    const audit = new AuditService({ store: this.source.store, kafka: this.source.kafka, backend: this.source.backend, checkpointDir: this.source.checkpointDir, codec: this.codec });
     const runStore = await AuditStore.open({ kind: 'sqlite', path: path.join(runDir, 'store.sqlite') });
     const checkpoints = new CheckpointStore(path.join(runDir, 'checkpoints'));
     const catalog = topicCatalog({ prefix: topicPrefix });
