@@ -135,7 +135,7 @@ interface UpdateSummary {
 }
 
 /** The learner's updates once it has consumed every group on the topic (and stopped changing). */
-async function learnerUpdates(run: Run, groups: number, timeoutMs = 60_000): Promise<{ update: UpdateSummary; groupIds: string[] }[]> {
+async function learnerUpdates(run: Run, groups: number, timeoutMs = 150_000): Promise<{ update: UpdateSummary; groupIds: string[] }[]> {
   const admin = kafka.admin();
   await admin.connect();
   try {
@@ -159,7 +159,7 @@ async function learnerUpdates(run: Run, groups: number, timeoutMs = 60_000): Pro
 }
 
 /** Waits until the sets sub-topology committed every record of the raw topics. */
-async function waitConsumed(run: Run, timeoutMs = 60_000): Promise<void> {
+async function waitConsumed(run: Run, timeoutMs = 150_000): Promise<void> {
   const { catalog } = run;
   const topics = [catalog.agentOutputs.name, catalog.transitions.name, catalog.episodeOutcomes.name];
   const admin = kafka.admin();
@@ -213,7 +213,7 @@ async function feed(run: Run, corpus: BadEvent[]): Promise<void> {
   }
 }
 
-async function readUntil<T>(read: () => Promise<T[]>, count: number, timeoutMs = 45_000): Promise<T[]> {
+async function readUntil<T>(read: () => Promise<T[]>, count: number, timeoutMs = 120_000): Promise<T[]> {
   const deadline = Date.now() + timeoutMs;
   let last: T[] = [];
   while (Date.now() < deadline) {
@@ -346,5 +346,5 @@ describe('the bad-input corpus through the real materializer', () => {
     }
     // ... and the materializers still stop cleanly.
     expect(await Promise.all([stop(clean.child), stop(dirty.child)])).toEqual([0, 0]);
-  }, 115_000);
+  }, 400_000);
 });

@@ -53,8 +53,19 @@ async function waitForCounter(read: () => Promise<number>, target: number, timeo
   throw new Error(`timed out waiting for ${target}`);
 }
 
+/** Events/s and this process's CPU seconds (user + system, all threads) over the timed window. */
+interface RunResult {
+  eventsPerSecond: number;
+  cpuSeconds: number;
+}
+
+function cpuSince(start: NodeJS.CpuUsage): number {
+  const d = process.cpuUsage(start);
+  return (d.user + d.system) / 1e6;
+}
+
 /** Materializer throughput: from start until every input record is committed. */
-async function materializerRun(kafka: Kafka, brokers: string[], events: AgentEvent[]): Promise<number> {
+async function materializerRun(kafka: Kafka, brokers: string[], events: AgentEvent[]): Promise<RunResult> {
   const prefix = `bench.mat.${randomUUID().slice(0, 8)}.`;
   const catalog = await setupTopics(kafka, prefix);
   const config = loadMaterializerConfig({ KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn' });
@@ -65,12 +76,14 @@ async function materializerRun(kafka: Kafka, brokers: string[], events: AgentEve
   await produceAll(kafka, catalog, events);
   const m = new Materializer(config);
   const start = Date.now();
+  const cpu = process.cpuUsage();
   await m.start();
   const groups = events.filter((e) => e.type === 'Transition').length / 4;
   await waitForCounter(() => m.metrics.value('advantage-group-materializer_groups_ready_total', { reason: 'SIZE' }), groups, 600_000);
   const elapsed = (Date.now() - start) / 1000;
+  const cpuSeconds = cpuSince(cpu);
   await m.stop();
-  return events.length / elapsed;
+  return { eventsPerSecond: events.length / elapsed, cpuSeconds };
 }
 
 async function scrape(port: number, metric: string): Promise<number> {
@@ -102,7 +115,7 @@ async function twoProcessRun(kafka: Kafka, brokers: string[], events: AgentEvent
 }
 
 /** Baseline: consume the raw topics and re-produce the same bytes in one transaction per chunk. */
-async function passThroughRun(kafka: Kafka, events: AgentEvent[]): Promise<number> {
+async function passThroughRun(kafka: Kafka, events: AgentEvent[]): Promise<RunResult> {
   const prefix = `bench.pass.${randomUUID().slice(0, 8)}.`;
   const catalog = await setupTopics(kafka, prefix);
   await produceAll(kafka, catalog, events);
@@ -111,6 +124,7 @@ async function passThroughRun(kafka: Kafka, events: AgentEvent[]): Promise<numbe
   const consumer = kafka.consumer({ groupId, readUncommitted: false, maxWaitTimeInMs: 250 });
   let done = 0;
   const start = Date.now();
+  const cpu = process.cpuUsage();
   await consumer.connect();
   await consumer.subscribe({ topics: [catalog.agentOutputs.name, catalog.transitions.name], fromBeginning: true });
   await consumer.run({
@@ -146,9 +160,10 @@ async function passThroughRun(kafka: Kafka, events: AgentEvent[]): Promise<numbe
   });
   await waitForCounter(async () => done, events.length, 600_000);
   const elapsed = (Date.now() - start) / 1000;
+  const cpuSeconds = cpuSince(cpu);
   await consumer.disconnect();
   for (const p of producers.values()) await p.disconnect();
-  return events.length / elapsed;
+  return { eventsPerSecond: events.length / elapsed, cpuSeconds };
 }
 
 function rssMb(child: ChildProcess): number {
@@ -201,10 +216,15 @@ async function main(): Promise<void> {
   const codec = new EventCodec();
   const outputBytes = codec.encode('AgentOutput', events[0].value as never).length;
   console.log(`workload: ${episodes} episodes, ${events.length} events (outputs ~${outputBytes} B, sets of 1-4 members), 2 partitions`);
-  const pass = process.argv.includes('--no-baseline') ? NaN : await passThroughRun(kafka, events);
-  console.log(`pass-through (consume + transactional re-produce): ${pass.toFixed(0)} events/s`);
-  const mat = await materializerRun(kafka, brokers, events);
-  console.log(`materializer, one process, raw events -> advantage groups:   ${mat.toFixed(0)} events/s  (ratio ${(mat / pass).toFixed(2)})`);
+  // CPU seconds of this process over each timed window: steadier than events/s on a shared
+  // machine, and the pass-through's figure is what the same events cost without any processing.
+  const cpuNote = (r: RunResult) => `CPU ${r.cpuSeconds.toFixed(2)} s, ${((r.cpuSeconds * 1e6) / events.length).toFixed(0)} µs/event`;
+  const passRun = process.argv.includes('--no-baseline') ? { eventsPerSecond: NaN, cpuSeconds: NaN } : await passThroughRun(kafka, events);
+  const pass = passRun.eventsPerSecond;
+  console.log(`pass-through (consume + transactional re-produce): ${pass.toFixed(0)} events/s  (${cpuNote(passRun)})`);
+  const matRun = await materializerRun(kafka, brokers, events);
+  const mat = matRun.eventsPerSecond;
+  console.log(`materializer, one process, raw events -> advantage groups:   ${mat.toFixed(0)} events/s  (ratio ${(mat / pass).toFixed(2)}; ${cpuNote(matRun)})`);
   const mat2 = await twoProcessRun(kafka, brokers, events);
   console.log(`materializer, sets and groups in two processes:            ${mat2.toFixed(0)} events/s  (ratio ${(mat2 / pass).toFixed(2)})`);
   if (open > 0) {

@@ -78,10 +78,13 @@ async function main(): Promise<void> {
     for (const records of again.partitions.values()) for (const r of records) if ('record' in decodeRecord(codec, r)) n++;
     decoded.push((n * 1000) / (Date.now() - t));
 
+    const cpu = process.cpuUsage();
     const result = await rematerialize({ kafka, source: catalog, targetPrefix: `${catalog.prefix}run${i}.`, settings, codec });
     if (result.events !== events.length || result.groups.size !== episodes / 4) throw new Error(`re-materialized ${result.events} events into ${result.groups.size} groups`);
     full.push(result.eventsPerSecond);
-    phases.push(`read ${result.readMs} ms, process ${result.processMs} ms, write ${result.writeMs} ms`);
+    const used = process.cpuUsage(cpu);
+    // CPU of the whole re-materialization (all threads): steadier than wall time on a shared machine.
+    phases.push(`read ${result.readMs} ms, process ${result.processMs} ms, write ${result.writeMs} ms; CPU ${((used.user + used.system) / 1000).toFixed(0)} ms`);
     console.log(`round ${i + 1}: plain read ${plain[i].toFixed(0)}, read + decode ${decoded[i].toFixed(0)}, re-materialize ${full[i].toFixed(0)} events/s (${phases[i]})`);
   }
   console.log(`median of ${repeat} (load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')} on ${os.cpus().length} cores):`);

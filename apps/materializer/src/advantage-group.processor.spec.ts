@@ -1,7 +1,8 @@
 import { ActiveSet, AdvantageGroup, EventCodec, sampleEvents, topicCatalog } from '@srpo/events';
 import { DEFAULT_OBJECTIVE_CONFIG } from '@srpo/srpo';
 import { ProcessorHarness } from '@srpo/streams';
-import { AdvantageGroupProcessor, AdvantageGroupStores } from './advantage-group.processor';
+import { sourceBackedSerde } from '@srpo/streams';
+import { AdvantageGroupProcessor, AdvantageGroupStores, asDecoded } from './advantage-group.processor';
 
 const topics = topicCatalog({ prefix: 't.' });
 const codec = new EventCodec();
@@ -85,5 +86,42 @@ describe('AdvantageGroupProcessor', () => {
     // progress 0.5 and 0: mean 0.25, sample std 0.353553; A = ±0.25/0.353553
     expect(g.sets[0].advantage).toBeCloseTo(0.25 / (Math.sqrt(0.125) + 1e-6), 9);
     expect(g.rewardMean).toBe(0.25);
+  });
+
+  it('asDecoded gives what decoding the set bytes gives (temperature is an Avro float)', () => {
+    const base = set('t', 1);
+    const v: ActiveSet = { ...base, members: base.members.map((m, i) => ({ ...m, temperature: i === 0 ? 0.7 : 1 })) };
+    const decoded = codec.decodeAs('ActiveSet', codec.encode('ActiveSet', v));
+    const normal = asDecoded(v);
+    // float32(0.7) = 0.699999988079071
+    expect(normal.members[0].temperature).toBe(Math.fround(0.7));
+    expect(normal.members[0].temperature).toBeCloseTo(0.699999988079071, 15);
+    expect(normal).toEqual(decoded);
+    expect(codec.encode('ActiveSet', normal).equals(codec.encode('ActiveSet', v))).toBe(true);
+    // A value already in decoded form is returned as it is, not copied.
+    expect(asDecoded(decoded)).toBe(decoded);
+  });
+
+  it('builds the same group bytes from in-memory sets, restored sets and plain values', () => {
+    const members = (id: string, reward: number) => {
+      const base = set(id, reward, { expectedGroupSize: 2 });
+      return { ...base, members: base.members.map((m) => ({ ...m, temperature: 0.7 })) };
+    };
+    const run = (restored: boolean) => {
+      const s = setup();
+      const stores = s.h.stores as AdvantageGroupStores;
+      s.feed(members('a', 1));
+      if (restored) {
+        // What a restore leaves: the changelogged fields plus the re-read bytes, no decoded form.
+        const serde = sourceBackedSerde<{ source: { topic: string; partition: number; offset: number }; raw?: Buffer; decoded?: unknown }>();
+        const kept = stores.sets.get('a');
+        const bytes = serde.serialize(kept as NonNullable<typeof kept>);
+        expect(JSON.parse(bytes.toString('utf8'))).toEqual({ source: kept?.source });
+        stores.sets.put('a', { source: serde.deserialize(bytes).source, raw: kept?.raw });
+      }
+      s.feed(members('b', 0));
+      return codec.encode('AdvantageGroup', s.groups()[0]);
+    };
+    expect(run(true).equals(run(false))).toBe(true);
   });
 });

@@ -1,6 +1,6 @@
-import { createHash } from 'crypto';
+import { hash } from 'crypto';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
-import { AdvantageGroup, EventCodec, KafkaCoordinates, ReasonCode, TopicCatalog } from '@srpo/events';
+import { ActiveSet, AdvantageGroup, EventCodec, KafkaCoordinates, ReasonCode, TopicCatalog } from '@srpo/events';
 import { groupAdvantages, groupMean, groupStd, ObjectiveConfig } from '@srpo/srpo';
 import { InputRecord, KeyValueStore, Processor, ProcessorContext } from '@srpo/streams';
 
@@ -38,6 +38,12 @@ interface OpenGroup {
 interface PendingSet {
   source: KafkaCoordinates;
   raw?: Buffer;
+  /**
+   * The set as decoding `raw` yields it, kept from the input record so the group is not
+   * built by decoding every set a second time. Never changelogged (like `raw`); after a
+   * restore it is absent and `raw` is decoded instead.
+   */
+  decoded?: ActiveSet;
 }
 
 export type AdvantageGroupStores = {
@@ -88,7 +94,7 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
       deadlineMs: set.eventTimeMs + this.options.groupTtlMs,
     };
     group.setIds.push(set.setId);
-    stores.sets.put(set.setId, { source: record.source, raw: record.raw });
+    stores.sets.put(set.setId, { source: record.source, raw: record.raw, decoded: asDecoded(set) });
     if (group.expectedSize !== null && group.setIds.length >= group.expectedSize) {
       this.emit(group, 'SIZE', stores, ctx);
       stores.groups.delete(group.groupKey);
@@ -117,7 +123,7 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
       const pending = stores.sets.get(id);
       if (!pending?.raw) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `set ${id} of group ${group.groupKey} has no stored bytes`);
       stores.sets.delete(id);
-      return { set: this.options.codec.decodeAs('ActiveSet', pending.raw), source: pending.source };
+      return { set: pending.decoded ?? this.options.codec.decodeAs('ActiveSet', pending.raw), source: pending.source };
     });
     const { objective } = this.options;
     const results = groupAdvantages(
@@ -128,7 +134,7 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
     const values = sets.map(({ set }) => (fromProgress ? (set.progress as number) : set.reward));
     const ids = sets.map(({ set }) => set.setId);
     const value: AdvantageGroup = {
-      groupId: `${group.groupKey}#${createHash('sha256').update(ids.join('\n')).digest('hex').slice(0, 16)}`,
+      groupId: `${group.groupKey}#${hash('sha256', ids.join('\n'), 'hex').slice(0, 16)}`,
       groupKey: group.groupKey,
       policyId: group.policyId,
       closeReason: reason,
@@ -147,4 +153,16 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
     if (value.degenerate) ctx.count('groups_degenerate_total');
     if (fromProgress) ctx.count('groups_progress_fallback_total');
   }
+}
+
+/**
+ * A set value handed over with its record, made equal to what decoding the record's bytes
+ * returns, so groups do not depend on whether a set was decoded or passed along in-process
+ * (a re-materialization feeds the group stage the set processor's value). The only field
+ * whose decoded value can differ is the members' `temperature`, an Avro float: decoding
+ * yields its float32 rounding. A decoded set (the live runner's) is returned as it is.
+ */
+export function asDecoded(set: ActiveSet): ActiveSet {
+  if (set.members.every((m) => Math.fround(m.temperature) === m.temperature)) return set;
+  return { ...set, members: set.members.map((m) => (Math.fround(m.temperature) === m.temperature ? m : { ...m, temperature: Math.fround(m.temperature) })) };
 }

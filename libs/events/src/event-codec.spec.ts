@@ -2,11 +2,13 @@ import * as avro from 'avsc';
 import * as fs from 'fs';
 import * as path from 'path';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
+import { startFakeSchemaRegistry } from '@srpo/testing';
 import { crc64Avro } from './crc64-avro';
 import { DecodeError, defaultSchemasDir, EventCodec, SchemaSet } from './event-codec';
 import { EVENT_TYPES, EventType } from './event-types';
 import { ReasonCode } from './reason-codes';
 import { sampleEvents } from './sample-events';
+import { confluentFrame, confluentSchemaId, SchemaRegistryClient } from './schema-registry';
 
 function readSchema(name: string): avro.Schema {
   return JSON.parse(fs.readFileSync(path.join(defaultSchemasDir(), `${name}.avsc`), 'utf8'));
@@ -175,5 +177,48 @@ describe('schema evolution', () => {
     const set = SchemaSet.fromDirectory();
     const types: EventType[] = [...EVENT_TYPES];
     expect(types.map((t) => set.reader(t).eventType)).toEqual(types);
+  });
+});
+
+describe('EventCodec.encode framing (in-place scratch)', () => {
+  const codec = new EventCodec();
+  const samples = sampleEvents(2);
+  const frame = (type: EventType, value: unknown): Buffer => {
+    const entry = codec.schemas.reader(type);
+    const fp = Buffer.alloc(8);
+    fp.writeBigUInt64LE(entry.fingerprint);
+    return Buffer.concat([Buffer.from([0xc3, 0x01]), fp, entry.avroType.toBuffer(value)]);
+  };
+
+  it.each(EVENT_TYPES)('writes C3 01, the fingerprint and the avsc body for a %s', (type) => {
+    expect(codec.encode(type, samples[type] as never).equals(frame(type, samples[type]))).toBe(true);
+  });
+
+  it('writes the Confluent frame of the avsc body with the registry id', async () => {
+    const registry = await startFakeSchemaRegistry();
+    try {
+      const framed = new EventCodec(SchemaSet.fromDirectory(), { registry: new SchemaRegistryClient({ url: registry.url }) });
+      await framed.useRegistry();
+      const bytes = framed.encode('Transition', samples.Transition);
+      const id = confluentSchemaId(bytes) as number;
+      expect(bytes.equals(confluentFrame(id, framed.schemas.reader('Transition').avroType.toBuffer(samples.Transition)))).toBe(true);
+    } finally {
+      registry.server.close();
+    }
+  });
+
+  it('grows the scratch for a value larger than it, and later encodes are not affected', () => {
+    const small = codec.encode('Transition', samples.Transition);
+    // 50,000 tokens of 1-3 varint bytes, log-probs of 4 bytes: well over the 64 KiB initial scratch.
+    const n = 50_000;
+    const big = { ...samples.AgentOutput, responseTokenIds: Array.from({ length: n }, (_, i) => i % 30_000), behaviourLogProbs: Array.from({ length: n }, () => -0.5), lossMask: Array.from({ length: n }, () => true) };
+    const bytes = codec.encode('AgentOutput', big as never, { maxBytes: 4 * 1024 * 1024 });
+    expect(bytes.length).toBeGreaterThan(64 * 1024);
+    expect(bytes.equals(frame('AgentOutput', big))).toBe(true);
+    // Each result owns its bytes: encoding again must not overwrite an earlier one.
+    const again = codec.encode('Transition', samples.Transition);
+    expect(again.equals(small)).toBe(true);
+    expect(small.equals(frame('Transition', samples.Transition))).toBe(true);
+    expect(bytes.equals(frame('AgentOutput', big))).toBe(true);
   });
 });

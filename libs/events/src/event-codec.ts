@@ -2,14 +2,18 @@ import * as avro from 'avsc';
 import * as fs from 'fs';
 import * as path from 'path';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
-import { crc64Avro, fingerprintBytes, fingerprintHex } from './crc64-avro';
+import { crc64Avro, fingerprintHex } from './crc64-avro';
 import { EVENT_TYPES, EventMap, EventType } from './event-types';
 import { ReasonCode } from './reason-codes';
-import { CONFLUENT_HEADER_BYTES, CONFLUENT_MAGIC, confluentFrame, confluentSchemaId, SchemaRegistryClient } from './schema-registry';
+import { CONFLUENT_HEADER_BYTES, CONFLUENT_MAGIC, confluentSchemaId, SchemaRegistryClient } from './schema-registry';
 
 /** Avro single-object encoding marker (Avro spec, "Single-object encoding"). */
 export const SINGLE_OBJECT_MAGIC = Buffer.from([0xc3, 0x01]);
 export const SINGLE_OBJECT_HEADER_BYTES = 10;
+
+/** Encoding scratch: starts at 64 KiB (a group of four sets of four outputs is ~15 KB), grows to at most 8 MiB. */
+const INITIAL_SCRATCH_BYTES = 64 * 1024;
+const MAX_SCRATCH_BYTES = 8 * 1024 * 1024;
 
 /** A decode failure; `reasonCode` is what the dead-letter record carries. */
 export class DecodeError extends SrpoError {
@@ -139,6 +143,12 @@ export class EventCodec {
   private readonly registeredIds = new Map<EventType, number>();
   /** Writer schemas by registry id. */
   private readonly confluentWriters = new Map<number, SchemaEntry>();
+  /**
+   * Header and body are encoded here in place and copied out once. avsc's `toBuffer`
+   * copies its own scratch into a new buffer and the frame then took a second copy
+   * (`Buffer.concat`); active sets and groups carry whole outputs, so that was KBs a record.
+   */
+  private scratch = Buffer.allocUnsafe(INITIAL_SCRATCH_BYTES);
 
   constructor(
     readonly schemas: SchemaSet = SchemaSet.fromDirectory(),
@@ -189,19 +199,38 @@ export class EventCodec {
   encode<T extends EventType>(type: T, value: EventMap[T], options: { strict?: boolean; maxBytes?: number } = {}): Buffer {
     const entry = this.schemas.reader(type);
     if (options.strict) assertSchemaValid(entry, value);
-    let body: Buffer;
+    const registryId = this.registry ? this.registeredIds.get(type) : undefined;
+    const headerBytes = registryId !== undefined ? CONFLUENT_HEADER_BYTES : SINGLE_OBJECT_HEADER_BYTES;
+    let buf = this.scratch;
+    let end: number;
     try {
-      body = entry.avroType.toBuffer(value);
+      end = entry.avroType.encode(value, buf, headerBytes);
+      if (end < 0) {
+        // avsc returned the bytes missing; encode again into a buffer that fits.
+        const needed = buf.length - end;
+        buf = Buffer.allocUnsafe(Math.max(needed, 2 * buf.length));
+        // Very large values get a one-off buffer: the scratch stays bounded.
+        if (buf.length <= MAX_SCRATCH_BYTES) this.scratch = buf;
+        end = entry.avroType.encode(value, buf, headerBytes);
+      }
     } catch (e) {
       // The fast path failed: find the field for the message.
       assertSchemaValid(entry, value);
       throw e;
     }
-    const registryId = this.registry ? this.registeredIds.get(type) : undefined;
     if (this.registry && registryId === undefined) {
       throw new SrpoError(ErrorCode.CONFIG_INVALID, 'a schema registry is configured but useRegistry() was not awaited before encoding');
     }
-    const out = registryId !== undefined ? confluentFrame(registryId, body) : Buffer.concat([SINGLE_OBJECT_MAGIC, fingerprintBytes(entry.fingerprint), body]);
+    if (registryId !== undefined) {
+      buf[0] = CONFLUENT_MAGIC;
+      buf.writeUInt32BE(registryId, 1);
+    } else {
+      buf[0] = SINGLE_OBJECT_MAGIC[0];
+      buf[1] = SINGLE_OBJECT_MAGIC[1];
+      buf.writeBigUInt64LE(entry.fingerprint, 2);
+    }
+    const out = Buffer.allocUnsafe(end);
+    buf.copy(out, 0, 0, end);
     const limit = options.maxBytes ?? this.maxPayloadBytes;
     if (out.length > limit) {
       throw new SrpoError(ErrorCode.PAYLOAD_TOO_LARGE, `${type}: encoded size ${out.length} B exceeds the limit of ${limit} B`);

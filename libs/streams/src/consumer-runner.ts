@@ -30,10 +30,13 @@ export interface ConsumerRunnerOptions<S extends Stores> {
   /** How often input end offsets are polled to move the watermark of idle inputs (default 1000 ms). */
   idlePollMs?: number;
   /**
-   * Awaited before each chunk of `topic` is processed: brings read-only global state
-   * (e.g. the newest published policy versions) up to date, so a processor never
-   * judges a record against state older than the record. A retriable error makes
-   * kafkajs hand the same batch over again.
+   * Awaited before each fetched batch of `topic` is processed: brings read-only global
+   * state (e.g. the newest published policy versions) up to date, so a processor never
+   * judges a record against state older than the record. Once per batch is enough: every
+   * record of the batch was written before the batch was fetched, so state read to its
+   * end after the fetch is newer than all of them (per chunk, it cost two ListOffsets
+   * round trips per transaction). A retriable error makes kafkajs hand the same batch
+   * over again.
    */
   syncGlobalState?: (topic: string) => Promise<void>;
   /**
@@ -214,6 +217,7 @@ export class ConsumerRunner<S extends Stores> {
     if (batch.messages.length === 0 || !isRunning() || isStale() || this.stopping) return;
     await this.closeRevokedTasks();
     const task = await this.task(batch.partition);
+    await this.options.syncGlobalState?.(batch.topic);
     for (let i = 0; i < batch.messages.length; i += this.maxRecords) {
       if (!isRunning() || isStale() || this.stopping) return;
       const chunk = batch.messages.slice(i, i + this.maxRecords);
@@ -228,7 +232,6 @@ export class ConsumerRunner<S extends Stores> {
     const { processor, codec } = this.options;
     // Confluent-framed input: load unknown writer schemas from the registry first (no-op otherwise).
     await codec.prefetch(messages.map((m) => m.value));
-    await this.options.syncGlobalState?.(topic);
     const outputs: { topic: string; message: Message }[] = [];
     const streamTimeBefore = task.streamTimeMs;
     const input = task.inputs.get(topic) as InputProgress;
@@ -340,9 +343,9 @@ export class ConsumerRunner<S extends Stores> {
 
   private flushChangelogs(task: Task<S>, outputs: { topic: string; message: Message }[]): void {
     for (const store of task.storeList) {
-      for (const r of store.changelogRecords()) {
-        outputs.push({ topic: changelogTopic(this.options.appId, store.name), message: { key: r.key, value: r.value, partition: task.partition } });
-      }
+      if (!store.dirty) continue;
+      const topic = changelogTopic(this.options.appId, store.name);
+      for (const r of store.changelogRecords()) outputs.push({ topic, message: { key: r.key, value: r.value, partition: task.partition } });
     }
   }
 

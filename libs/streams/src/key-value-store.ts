@@ -21,17 +21,39 @@ export interface StoreSerde<V> {
   deserialize(bytes: Buffer): V;
 }
 
-/** Values of source-backed stores: the original bytes travel beside their coordinates. */
+/**
+ * Values of source-backed stores: the original bytes travel beside their coordinates,
+ * optionally with their decoded form (`decoded`, an in-memory cache of decoding `raw`).
+ */
 export interface SourceBackedValue {
   source: { topic: string; partition: number; offset: number };
   raw?: Buffer;
+  decoded?: unknown;
 }
 
-/** JSON without the `raw` bytes; restore puts them back from the source topic. */
+/**
+ * JSON without the `raw` bytes and their `decoded` form; restore puts the bytes back
+ * from the source topic, and readers decode them again when `decoded` is absent.
+ */
 export const sourceBackedSerde = <V extends SourceBackedValue>(): StoreSerde<V> => ({
-  serialize: (value) => Buffer.from(JSON.stringify(value, (k, v) => (k === 'raw' ? undefined : v))),
+  serialize: (value) => Buffer.from(JSON.stringify(withoutSourceBytes(value), omitSourceBytes)),
   deserialize: (bytes) => JSON.parse(bytes.toString('utf8')) as V,
 });
+
+function omitSourceBytes(key: string, value: unknown): unknown {
+  return key === 'raw' || key === 'decoded' ? undefined : value;
+}
+
+/**
+ * A shallow copy without the top-level `raw` and `decoded`. JSON.stringify calls a
+ * Buffer's toJSON (an array of one number per byte) before a replacer sees the key, so
+ * leaving them to the replacer built and dropped a ~900-element array per changelog record.
+ */
+function withoutSourceBytes(value: SourceBackedValue): Record<string, unknown> {
+  const kept: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) if (k !== 'raw' && k !== 'decoded') kept[k] = v;
+  return kept;
+}
 
 export const jsonSerde = <V>(): StoreSerde<V> => ({
   serialize: (value) => Buffer.from(JSON.stringify(value)),
@@ -86,9 +108,20 @@ export class TransactionalStore<V> implements KeyValueStore<V> {
     }
   }
 
-  /** The pending writes as changelog records (null value = tombstone). */
+  /**
+   * The pending writes as changelog records (null value = tombstone). A delete of a key
+   * the committed state does not hold writes nothing: `committed` is the fold of the
+   * changelog, so that key's latest changelog record is already absent or a tombstone,
+   * and a value put and deleted within one transaction (a set completed in the chunk
+   * that opened it) never needs to reach the changelog at all.
+   */
   changelogRecords(): { key: string; value: Buffer | null }[] {
-    return [...this.pending].map(([key, v]) => ({ key, value: v === DELETED ? null : this.serde.serialize(v) }));
+    const records: { key: string; value: Buffer | null }[] = [];
+    for (const [key, v] of this.pending) {
+      if (v !== DELETED) records.push({ key, value: this.serde.serialize(v) });
+      else if (this.committed.has(key)) records.push({ key, value: null });
+    }
+    return records;
   }
 
   get dirty(): boolean {

@@ -52,7 +52,7 @@ export interface Processor<S extends Stores = Stores> {
   readonly storeNames: (keyof S & string)[];
   /**
    * Stores whose values carry an input record's original bytes as
-   * `{ source: KafkaCoordinates; raw?: Buffer }`. Their changelog keeps the
+   * `{ source: KafkaCoordinates; raw?: Buffer; decoded?: unknown }`. Their changelog keeps the
    * coordinates only and restore re-reads the bytes from the input topic (Kafka
    * Streams' source-topic changelog optimisation), so each input byte is written once.
    */
