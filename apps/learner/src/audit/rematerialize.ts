@@ -104,6 +104,8 @@ export async function rematerialize(options: RematerializeOptions): Promise<Rema
   const log = new Logger('rematerialize');
   const { kafka, source, settings } = options;
   const codec = options.codec ?? new EventCodec();
+  // With a registry the run's outputs are Confluent-framed like the live materializer's: register first.
+  await codec.useRegistry();
   reserveAvroScratch(4 * 1024 * 1024);
   const rawTopics = [source.agentOutputs.name, source.transitions.name, source.episodeOutcomes.name];
   const admin = kafka.admin();
@@ -205,6 +207,8 @@ export async function rematerialize(options: RematerializeOptions): Promise<Rema
   let done = 0;
   const total = read.count;
   const every = Math.max(1000, Math.floor(total / 100));
+  // Confluent-framed raw events: load their writer schemas once, before the synchronous decode (no-op without a registry).
+  await codec.prefetch(inputs.flatMap((records) => records.map((r) => r.value)));
   for (const d of mergeByEventTime(inputs, (r) => decodeRecord(codec, r), recordEventTime)) {
     const partition = 'record' in d ? d.record.source.partition : d.failed.partition;
     setTasks[partition].feedDecoded(d);
