@@ -55,7 +55,8 @@ describe.each([['stop'], ['kill']])('broker %s mid-run', (how) => {
     await ensureTopics(admin, catalog.all());
     await admin.disconnect();
     const common = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '1', SRPO_SESSION_TIMEOUT_MS: '6000', SRPO_LOG_LEVEL: 'info' };
-    const port = 35_000 + Math.floor(Math.random() * 1000);
+    // Below Linux's ephemeral range (32768-60999): a port there can be taken by any outgoing socket.
+    const port = 25_000 + Math.floor(Math.random() * 1000);
     const sqlite = path.join(dir, 'learner.sqlite');
     children.push(spawnApp('materializer', common, path.join(dir, 'materializer.log')));
     children.push(

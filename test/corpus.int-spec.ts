@@ -65,7 +65,8 @@ interface Run {
 }
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-corpus-'));
-let nextPort = 36_000 + Math.floor(Math.random() * 2000);
+// Below Linux's ephemeral range (32768-60999): a port there can be taken by any outgoing socket.
+let nextPort = 26_000 + Math.floor(Math.random() * 1000);
 const children: ChildProcess[] = [];
 
 /** SIGTERM, then SIGKILL after 10 s; resolves with the exit code. */

@@ -58,7 +58,8 @@ describe('pipeline on a SASL/SCRAM over TLS broker', () => {
     }
     await sdk.disconnect();
     const learnerDir = path.join(dir, 'learner');
-    const port = 34_000 + Math.floor(Math.random() * 1000);
+    // Below Linux's ephemeral range (32768-60999): a port there can be taken by any outgoing socket.
+    const port = 27_000 + Math.floor(Math.random() * 1000);
     const learner = spawnApp(
       'learner',
       {

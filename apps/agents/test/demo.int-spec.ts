@@ -20,7 +20,8 @@ describe('srpo demo (short run on the real broker)', () => {
   const kafka = createKafka({ brokers, clientId: 'demo-test' });
   const codec = new EventCodec();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-demo-test-'));
-  const port = 32_000 + Math.floor(Math.random() * 2000);
+  // Below Linux's ephemeral range (32768-60999): a port there can be taken by any outgoing socket.
+  const port = 21_000 + Math.floor(Math.random() * 1000);
   let stdout = '';
   let exitCode: number | null = null;
   let prefix = '';

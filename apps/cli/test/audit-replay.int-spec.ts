@@ -56,7 +56,8 @@ describe('audit and replay on a real learner run (real broker, real processes)',
   const prefix = uniquePrefix('audit');
   const catalog = topicCatalog({ prefix, rawPartitions: 1, derivedPartitions: 1 });
   const dir = tempDir('audit');
-  const port = 33_000 + Math.floor(Math.random() * 2000);
+  // Below Linux's ephemeral range (32768-60999): a port there can be taken by any outgoing socket.
+  const port = 22_000 + Math.floor(Math.random() * 1000);
   const sqlite = path.join(dir, 'learner.sqlite');
   let updates: UpdateSummary[] = [];
 

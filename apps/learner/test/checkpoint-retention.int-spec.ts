@@ -53,7 +53,8 @@ describe('checkpoint retention on a real learner run (real broker, real processe
   const dir = tempDir('retention');
   const sqlite = path.join(dir, 'learner.sqlite');
   const checkpoints = path.join(dir, 'checkpoints');
-  const port = 35_000 + Math.floor(Math.random() * 2000);
+  // Below Linux's ephemeral range (32768-60999): a port there can be taken by any outgoing socket.
+  const port = 24_000 + Math.floor(Math.random() * 1000);
   let updates: UpdateSummary[] = [];
   let learnerLog = '';
 

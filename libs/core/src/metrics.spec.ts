@@ -19,6 +19,16 @@ describe('MetricsSink', () => {
     expect(await m.registry.metrics()).toContain('srpo_losses_clip_frac 0.25');
   });
 
+  it('rejects, rather than crashing the process, when the port is taken', async () => {
+    const first = await serveMetrics(new MetricsSink(), 0);
+    try {
+      const taken = (first.address() as AddressInfo).port;
+      await expect(serveMetrics(new MetricsSink(), taken)).rejects.toMatchObject({ code: 'EADDRINUSE' });
+    } finally {
+      await new Promise<void>((resolve) => first.close(() => resolve()));
+    }
+  });
+
   it('serves process memory and on-demand gauges at each scrape', async () => {
     const m = new MetricsSink();
     let scrapes = 0;

@@ -88,5 +88,12 @@ export function serveMetrics(
       }
     })();
   });
-  return new Promise((resolve) => server.listen(port, '127.0.0.1', () => resolve(server)));
+  // A taken port must fail the caller's start with its error, not crash the process later as an unhandled 'error' event.
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve(server);
+    });
+  });
 }
