@@ -197,7 +197,8 @@ describe('replay --rematerialize on a short training from raw events (real broke
     };
     for (;;) {
       for (const c of children) if (c.exitCode !== null || c.signalCode !== null) throw new Error(`a child exited (${c.exitCode ?? c.signalCode}); logs in ${dir}`);
-      updates = await applied();
+      // Until the learner's HTTP server is up, fetch fails: keep polling.
+      updates = await applied().catch(() => []);
       if (updates.length > 0) break;
       if (Date.now() > deadline) throw new Error(`the learner did not apply the ${GROUPS} groups in time; logs in ${dir}`);
       await sleep(250);
