@@ -12,8 +12,8 @@
 import { randomUUID } from 'crypto';
 import * as os from 'os';
 import { Kafka } from 'kafkajs';
-import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog } from '@srpo/events';
-import { bulkReadToOffsets, decodeRecord } from '@srpo/streams';
+import { AgentEvent, AgentEventsProducer, bulkReadToOffsets, createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog } from '@srpo/events';
+import { decodeRecord } from '@srpo/streams';
 import { ensureKafka } from '@srpo/testing';
 import { rematerialize, RematerializeSettings } from '../../apps/learner/src/audit/rematerialize';
 import { loadMaterializerConfig } from '../../apps/materializer/src/materializer-config';

@@ -14,35 +14,89 @@ export interface RawRecord {
 /**
  * Reads every record of `topics` that exists now (from the beginning up to the
  * high-water marks taken at the start), read_committed, with a throwaway
- * consumer group that commits nothing. For tools, audits and tests; not a
- * processing loop (that is the consumer runner's job).
+ * consumer group that commits nothing; sorted by topic, partition and offset.
+ * For tools, audits and tests; not a processing loop (that is the consumer runner's job).
  */
 export async function readTopicsToEnd(kafka: Kafka, topics: string[], options: { timeoutMs?: number } = {}): Promise<RawRecord[]> {
-  const admin = kafka.admin();
-  await admin.connect();
-  let targets: Map<string, number>;
-  try {
-    targets = await endOffsets(admin, topics);
-  } finally {
-    await admin.disconnect();
+  const { partitions } = await bulkReadToOffsets(kafka, topics, { timeoutMs: options.timeoutMs ?? 30_000 });
+  const position = (key: string) => {
+    const i = key.lastIndexOf(':');
+    return { topic: key.slice(0, i), partition: Number(key.slice(i + 1)) };
+  };
+  return [...partitions.entries()]
+    .sort(([a], [b]) => {
+      const pa = position(a);
+      const pb = position(b);
+      return pa.topic === pb.topic ? pa.partition - pb.partition : pa.topic < pb.topic ? -1 : 1;
+    })
+    .flatMap(([, records]) => records);
+}
+
+export interface BulkReadOptions {
+  /** Stop offsets (exclusive) per `topic:partition`; default: the end offsets when the read starts. */
+  to?: ReadonlyMap<string, number>;
+  timeoutMs?: number;
+  /** Bytes per fetch response and per partition in it (defaults 64 MiB / 16 MiB): few, large fetches. */
+  maxBytes?: number;
+  maxBytesPerPartition?: number;
+  /** Consumer group of the read (it commits nothing); default a fresh random one. */
+  groupId?: string;
+  /** Called after each fetched batch with the records read so far. */
+  onProgress?: (read: number, total: number) => void;
+}
+
+export interface BulkReadResult {
+  /** Records per `topic:partition`, in offset order, from the start of the log up to `to`. */
+  partitions: Map<string, RawRecord[]>;
+  /** The stop offsets used. */
+  to: Map<string, number>;
+  /** Records read (committed data only). */
+  count: number;
+}
+
+/**
+ * Reads whole input ranges in few large fetches: read_committed, a throwaway
+ * consumer group that commits nothing, no per-record work beyond keeping the
+ * record. For replays of a recorded range; the live path is the ConsumerRunner.
+ */
+export async function bulkReadToOffsets(kafka: Kafka, topics: readonly string[], options: BulkReadOptions = {}): Promise<BulkReadResult> {
+  let to: Map<string, number>;
+  if (options.to) to = new Map(options.to);
+  else {
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      to = await endOffsets(admin, [...topics]);
+    } finally {
+      await admin.disconnect();
+    }
   }
-  const remaining = new Map([...targets].filter(([, end]) => end > 0));
-  const out: RawRecord[] = [];
-  if (remaining.size === 0) return out;
-  const consumer = kafka.consumer({ groupId: `srpo-reader-${randomUUID()}`, readUncommitted: false, maxWaitTimeInMs: 200 });
+  const partitions = new Map<string, RawRecord[]>();
+  for (const key of to.keys()) partitions.set(key, []);
+  const remaining = new Set([...to].filter(([, end]) => end > 0).map(([k]) => k));
+  let total = 0;
+  for (const end of to.values()) total += end;
+  let count = 0;
+  if (remaining.size === 0) return { partitions, to, count };
+  const consumer = kafka.consumer({
+    groupId: options.groupId ?? `srpo-bulk-reader-${randomUUID()}`,
+    readUncommitted: false,
+    maxWaitTimeInMs: 50,
+    maxBytes: options.maxBytes ?? 64 * 1024 * 1024,
+    maxBytesPerPartition: options.maxBytesPerPartition ?? 16 * 1024 * 1024,
+  });
   await consumer.connect();
   try {
-    await consumer.subscribe({ topics, fromBeginning: true });
+    await consumer.subscribe({ topics: [...topics], fromBeginning: true });
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(
-        () => reject(new SrpoError(ErrorCode.UNAVAILABLE, `timed out reading ${topics.join(',')}: ${[...remaining.keys()].join(',')} not at end (an open transaction holds read_committed readers back)`, { retriable: true })),
-        options.timeoutMs ?? 30_000,
+        () => reject(new SrpoError(ErrorCode.UNAVAILABLE, `timed out reading ${[...remaining].join(', ')} to their stop offsets (an open transaction holds read_committed readers back)`, { retriable: true })),
+        options.timeoutMs ?? 300_000,
       );
-      // Progress comes from the batch events, which kafkajs also emits for batches that held
-      // only transaction markers or aborted records and never reach eachBatch.
+      // Batches of only aborted records or markers never reach eachBatch; their end event still reports progress.
       consumer.on(consumer.events.END_BATCH_PROCESS, (e) => {
         const key = `${e.payload.topic}:${e.payload.partition}`;
-        const end = remaining.get(key);
+        const end = to.get(key);
         if (end !== undefined && Number(e.payload.lastOffset) + 1 >= end) remaining.delete(key);
         if (remaining.size === 0) {
           clearTimeout(timer);
@@ -52,17 +106,19 @@ export async function readTopicsToEnd(kafka: Kafka, topics: string[], options: {
       consumer
         .run({
           autoCommit: false,
+          partitionsConsumedConcurrently: 1,
           eachBatch: async ({ batch }) => {
+            const key = `${batch.topic}:${batch.partition}`;
+            const end = to.get(key) ?? 0;
+            const list = partitions.get(key);
+            if (!list) return;
             for (const m of batch.messages) {
-              out.push({
-                topic: batch.topic,
-                partition: batch.partition,
-                offset: Number(m.offset),
-                key: m.key,
-                value: m.value,
-                timestampMs: Number(m.timestamp),
-              });
+              const offset = Number(m.offset);
+              if (offset >= end) break;
+              list.push({ topic: batch.topic, partition: batch.partition, offset, key: m.key, value: m.value, timestampMs: Number(m.timestamp) });
+              count++;
             }
+            options.onProgress?.(count, total);
           },
         })
         .catch(reject);
@@ -70,7 +126,7 @@ export async function readTopicsToEnd(kafka: Kafka, topics: string[], options: {
   } finally {
     await consumer.disconnect();
   }
-  return out.sort((a, b) => (a.topic === b.topic ? a.partition - b.partition || a.offset - b.offset : a.topic < b.topic ? -1 : 1));
+  return { partitions, to, count };
 }
 
 /** High-water marks per `topic:partition`; retries while a fresh topic's leaders settle. */

@@ -2,6 +2,7 @@ import type { Kafka } from 'kafkajs';
 import { ErrorCode, Logger, SrpoError } from '@srpo/core';
 import {
   AdvantageGroup,
+  bulkReadToOffsets,
   DEFAULT_EVENT_LIMITS,
   endOffsets,
   ensureTopics,
@@ -15,7 +16,6 @@ import {
 import type { ObjectiveConfig } from '@srpo/srpo';
 import {
   BulkMessage,
-  bulkReadToOffsets,
   bulkWrite,
   decodeRecord,
   deadLetterOf,
