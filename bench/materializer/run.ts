@@ -12,6 +12,7 @@
  */
 import { ChildProcess } from 'child_process';
 import { randomUUID } from 'crypto';
+import { Session } from 'inspector';
 import { Kafka, Message, Partitioners } from 'kafkajs';
 import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog } from '@srpo/events';
 import { ensureKafka, sleep, spawnApp } from '@srpo/testing';
@@ -57,6 +58,8 @@ async function waitForCounter(read: () => Promise<number>, target: number, timeo
 interface RunResult {
   eventsPerSecond: number;
   cpuSeconds: number;
+  /** Offsets the run wrote (records and transaction markers), where counted. */
+  written?: { changelogs: number; outputs: number };
 }
 
 function cpuSince(start: NodeJS.CpuUsage): number {
@@ -64,17 +67,46 @@ function cpuSince(start: NodeJS.CpuUsage): number {
   return (d.user + d.system) / 1e6;
 }
 
+/** Materializer settings passed through from the command line (`--records-per-transaction N`). */
+function tuning(): Record<string, string> {
+  const n = argValue('records-per-transaction');
+  return n ? { SRPO_RECORDS_PER_TRANSACTION: n } : {};
+}
+
+function argValue(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+
+/** A V8 CPU profile of the timed window only (`--profile FILE`), for where a run's time went. */
+async function startProfiler(): Promise<{ stopTo(file: string): Promise<void> }> {
+  const session = new Session();
+  session.connect();
+  const post = <T>(method: string): Promise<T> => new Promise((resolve, reject) => session.post(method, (e, r) => (e ? reject(e) : resolve(r as T))));
+  await post('Profiler.enable');
+  await post('Profiler.start');
+  return {
+    async stopTo(file: string) {
+      const { profile } = await post<{ profile: unknown }>('Profiler.stop');
+      fs.writeFileSync(file, JSON.stringify(profile));
+      session.disconnect();
+    },
+  };
+}
+
 /** Materializer throughput: from start until every input record is committed. */
 async function materializerRun(kafka: Kafka, brokers: string[], events: AgentEvent[]): Promise<RunResult> {
   const prefix = `bench.mat.${randomUUID().slice(0, 8)}.`;
   const catalog = await setupTopics(kafka, prefix);
-  const config = loadMaterializerConfig({ KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn' });
+  const config = loadMaterializerConfig({ KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn', ...tuning() });
   // Warm-up on empty topics: creates the changelog topics, a one-time cost of a new application.
   const warm = new Materializer(config);
   await warm.start();
   await warm.stop();
   await produceAll(kafka, catalog, events);
   const m = new Materializer(config);
+  const profile = argValue('profile');
+  const profiler = profile ? await startProfiler() : undefined;
   const start = Date.now();
   const cpu = process.cpuUsage();
   await m.start();
@@ -82,8 +114,65 @@ async function materializerRun(kafka: Kafka, brokers: string[], events: AgentEve
   await waitForCounter(() => m.metrics.value('advantage-group-materializer_groups_ready_total', { reason: 'SIZE' }), groups, 600_000);
   const elapsed = (Date.now() - start) / 1000;
   const cpuSeconds = cpuSince(cpu);
+  if (profiler && profile) await profiler.stopTo(profile);
   await m.stop();
-  return { eventsPerSecond: events.length / elapsed, cpuSeconds };
+  return { eventsPerSecond: events.length / elapsed, cpuSeconds, written: await offsetsWritten(kafka, prefix) };
+}
+
+/**
+ * Offsets written under a prefix (records plus transaction markers), changelogs apart from
+ * the rest: the per-record cost of producing is most of a hop's cost, so these counts say
+ * where a run's producing went.
+ */
+async function offsetsWritten(kafka: Kafka, prefix: string): Promise<{ changelogs: number; outputs: number }> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const topics = (await admin.listTopics()).filter((t) => t.startsWith(prefix) && !/(agent-outputs|transitions|episode-outcomes)$/.test(t));
+    const totals = { changelogs: 0, outputs: 0 };
+    for (const topic of topics) {
+      const n = (await admin.fetchTopicOffsets(topic)).reduce((sum, p) => sum + Number(p.high) - Number(p.low), 0);
+      if (topic.endsWith('.changelog')) totals.changelogs += n;
+      else totals.outputs += n;
+    }
+    return totals;
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/**
+ * Each stage alone on the same input (`--stages`): raw events -> active sets until every set is
+ * out, then, on the sets that run wrote, active sets -> groups. CPU per raw event of each says
+ * which hop costs what.
+ */
+async function stageRuns(kafka: Kafka, brokers: string[], events: AgentEvent[]): Promise<{ sets: RunResult; groups: RunResult }> {
+  const prefix = `bench.stages.${randomUUID().slice(0, 8)}.`;
+  const catalog = await setupTopics(kafka, prefix);
+  const env = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn', ...tuning() };
+  for (const roles of ['sets', 'groups']) {
+    const warm = new Materializer(loadMaterializerConfig({ ...env, SRPO_MATERIALIZER_ROLES: roles }));
+    await warm.start();
+    await warm.stop();
+  }
+  await produceAll(kafka, catalog, events);
+  const transitions = events.filter((e) => e.type === 'Transition').length;
+  const timed = async (roles: string, done: (m: Materializer) => Promise<number>, target: number): Promise<RunResult> => {
+    const m = new Materializer(loadMaterializerConfig({ ...env, SRPO_MATERIALIZER_ROLES: roles }));
+    const profile = argValue('profile');
+    const profiler = profile ? await startProfiler() : undefined;
+    const start = Date.now();
+    const cpu = process.cpuUsage();
+    await m.start();
+    await waitForCounter(() => done(m), target, 600_000);
+    const result = { eventsPerSecond: events.length / ((Date.now() - start) / 1000), cpuSeconds: cpuSince(cpu) };
+    if (profiler && profile) await profiler.stopTo(`${profile}.${roles}`);
+    await m.stop();
+    return result;
+  };
+  const sets = await timed('sets', (m) => m.metrics.value('stream_records_out_total', { topic: catalog.activeSets.name }), transitions);
+  const groups = await timed('groups', (m) => m.metrics.value('advantage-group-materializer_groups_ready_total', { reason: 'SIZE' }), transitions / 4);
+  return { sets, groups };
 }
 
 async function scrape(port: number, metric: string): Promise<number> {
@@ -97,7 +186,7 @@ async function scrape(port: number, metric: string): Promise<number> {
 async function twoProcessRun(kafka: Kafka, brokers: string[], events: AgentEvent[]): Promise<number> {
   const prefix = `bench.mat2.${randomUUID().slice(0, 8)}.`;
   const catalog = await setupTopics(kafka, prefix);
-  const base = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn' };
+  const base = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn', ...tuning() };
   const warm = new Materializer(loadMaterializerConfig(base));
   await warm.start();
   await warm.stop();
@@ -115,22 +204,22 @@ async function twoProcessRun(kafka: Kafka, brokers: string[], events: AgentEvent
 }
 
 /** Baseline: consume the raw topics and re-produce the same bytes in one transaction per chunk. */
-async function passThroughRun(kafka: Kafka, events: AgentEvent[]): Promise<RunResult> {
-  const prefix = `bench.pass.${randomUUID().slice(0, 8)}.`;
-  const catalog = await setupTopics(kafka, prefix);
-  await produceAll(kafka, catalog, events);
-  const groupId = `${prefix}passthrough`;
+/**
+ * Consumes `from` and transactionally re-produces the same bytes to `to` (one transaction per
+ * 500 records, with the offsets; the materializer runner's producer settings). Resolves once
+ * started; `done()` counts the records re-produced.
+ */
+async function startRelay(kafka: Kafka, groupId: string, from: string[], to: string): Promise<{ done(): number; stop(): Promise<void> }> {
   const producers = new Map<number, ReturnType<Kafka['producer']>>();
   const consumer = kafka.consumer({ groupId, readUncommitted: false, maxWaitTimeInMs: 250 });
   let done = 0;
-  const start = Date.now();
-  const cpu = process.cpuUsage();
   await consumer.connect();
-  await consumer.subscribe({ topics: [catalog.agentOutputs.name, catalog.transitions.name], fromBeginning: true });
+  await consumer.subscribe({ topics: from, fromBeginning: true });
   await consumer.run({
     autoCommit: false,
     eachBatchAutoResolve: false,
     eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
+      // One producer per input partition, shared by the co-partitioned topics (batches run one at a time).
       let producer = producers.get(batch.partition);
       if (!producer) {
         // Same producer settings as the materializer's runner, so the comparison is fair.
@@ -148,7 +237,7 @@ async function passThroughRun(kafka: Kafka, events: AgentEvent[]): Promise<RunRe
         const chunk = batch.messages.slice(i, i + 500);
         const tx = await producer.transaction();
         const messages: Message[] = chunk.map((m) => ({ key: m.key, value: m.value }));
-        await tx.send({ topic: catalog.activeSets.name, messages });
+        await tx.send({ topic: to, messages });
         const last = chunk[chunk.length - 1].offset;
         await tx.sendOffsets({ consumerGroupId: groupId, topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: String(Number(last) + 1) }] }] });
         await tx.commit();
@@ -158,11 +247,35 @@ async function passThroughRun(kafka: Kafka, events: AgentEvent[]): Promise<RunRe
       }
     },
   });
-  await waitForCounter(async () => done, events.length, 600_000);
+  return {
+    done: () => done,
+    async stop() {
+      await consumer.disconnect();
+      for (const p of producers.values()) await p.disconnect();
+    },
+  };
+}
+
+/**
+ * The baseline: raw events consumed and re-produced as they are, exactly once. With `hops: 2`,
+ * a second relay re-produces the first one's output again, concurrently, in the same process:
+ * the least a topology of two exactly-once hops that carries every input byte through both
+ * (raw -> active sets -> groups) can cost with this client, whatever its processors do.
+ */
+async function passThroughRun(kafka: Kafka, events: AgentEvent[], hops: 1 | 2 = 1): Promise<RunResult> {
+  const prefix = `bench.pass.${randomUUID().slice(0, 8)}.`;
+  const catalog = await setupTopics(kafka, prefix);
+  await produceAll(kafka, catalog, events);
+  const start = Date.now();
+  const cpu = process.cpuUsage();
+  const first = await startRelay(kafka, `${prefix}passthrough`, [catalog.agentOutputs.name, catalog.transitions.name], catalog.activeSets.name);
+  const second = hops === 2 ? await startRelay(kafka, `${prefix}passthrough2`, [catalog.activeSets.name], catalog.advantageGroups.name) : undefined;
+  const last = second ?? first;
+  await waitForCounter(async () => last.done(), events.length, 600_000);
   const elapsed = (Date.now() - start) / 1000;
   const cpuSeconds = cpuSince(cpu);
-  await consumer.disconnect();
-  for (const p of producers.values()) await p.disconnect();
+  await first.stop();
+  await second?.stop();
   return { eventsPerSecond: events.length / elapsed, cpuSeconds };
 }
 
@@ -222,9 +335,20 @@ async function main(): Promise<void> {
   const passRun = process.argv.includes('--no-baseline') ? { eventsPerSecond: NaN, cpuSeconds: NaN } : await passThroughRun(kafka, events);
   const pass = passRun.eventsPerSecond;
   console.log(`pass-through (consume + transactional re-produce): ${pass.toFixed(0)} events/s  (${cpuNote(passRun)})`);
+  if (process.argv.includes('--two-hop')) {
+    const twoHop = await passThroughRun(kafka, events, 2);
+    console.log(`two-hop pass-through (the same, twice in a row): ${twoHop.eventsPerSecond.toFixed(0)} events/s  (ratio ${(twoHop.eventsPerSecond / pass).toFixed(2)}; ${cpuNote(twoHop)})`);
+  }
   const matRun = await materializerRun(kafka, brokers, events);
   const mat = matRun.eventsPerSecond;
   console.log(`materializer, one process, raw events -> advantage groups:   ${mat.toFixed(0)} events/s  (ratio ${(mat / pass).toFixed(2)}; ${cpuNote(matRun)})`);
+  if (matRun.written) console.log(`  offsets written: ${matRun.written.outputs} to output and internal topics, ${matRun.written.changelogs} to changelogs (pass-through: ${events.length} records plus markers)`);
+  if (process.argv.includes('--stages')) {
+    const stages = await stageRuns(kafka, brokers, events);
+    console.log(`  stage alone, raw events -> active sets:  ${stages.sets.eventsPerSecond.toFixed(0)} raw events/s  (${cpuNote(stages.sets)})`);
+    console.log(`  stage alone, active sets -> groups:      ${stages.groups.eventsPerSecond.toFixed(0)} raw events/s  (${cpuNote(stages.groups)})`);
+  }
+  if (process.argv.includes('--one-process')) return;
   const mat2 = await twoProcessRun(kafka, brokers, events);
   console.log(`materializer, sets and groups in two processes:            ${mat2.toFixed(0)} events/s  (ratio ${(mat2 / pass).toFixed(2)})`);
   if (open > 0) {

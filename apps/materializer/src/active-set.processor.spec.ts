@@ -1,5 +1,5 @@
 import { ActiveSet, EventCodec, ReasonCode, topicCatalog } from '@srpo/events';
-import { InputRecord, ProcessorHarness } from '@srpo/streams';
+import { InputRecord, ProcessorHarness, TransactionalStore } from '@srpo/streams';
 import { ActiveSetProcessor, ActiveSetStores } from './active-set.processor';
 import { outcome, output, transition } from './test-events';
 
@@ -133,16 +133,17 @@ describe('ActiveSetProcessor', () => {
   it('frees the state of closed episodes after the retention window', () => {
     const s = setup();
     s.h.feedAll([s.o(output('e10', 0)), s.t(transition('e10', [0])), s.r(outcome('e10', 1))]);
-    expect(s.h.stores.outputs.size).toBe(0);
-    expect(s.h.stores.transitions.size).toBe(0);
+    // The set is out: nothing of it waits any more.
+    expect(s.h.stores.episodes.get('e10')?.sourced).toEqual([]);
+    expect(s.h.stores.episodes.get('e10')?.transitions).toEqual({});
     expect(s.h.stores.episodes.size).toBe(1);
     // Claims and ownerships outlive the set (later relation checks need them), not the episode.
-    expect(s.h.stores.claims.size).toBe(1);
-    expect(s.h.stores.owners.size).toBe(1);
+    expect(s.h.stores.episodes.lookup('claims', 'e10/o0')).toBe('e10');
+    expect(s.h.stores.episodes.lookup('owners', 'e10/o0')).toBe('e10');
     s.h.advanceTo(1000 + 50_000);
     expect(s.h.stores.episodes.size).toBe(0);
-    expect(s.h.stores.claims.size).toBe(0);
-    expect(s.h.stores.owners.size).toBe(0);
+    expect(s.h.stores.episodes.lookup('claims', 'e10/o0')).toBeUndefined();
+    expect(s.h.stores.episodes.lookup('owners', 'e10/o0')).toBeUndefined();
   });
 
   it('forgets an episode that never finishes once it has been idle for the retention window', () => {
@@ -156,8 +157,8 @@ describe('ActiveSetProcessor', () => {
     expect(s.h.stores.episodes.size).toBe(1);
     s.h.advanceTo(51_000);
     expect(s.h.stores.episodes.size).toBe(0);
-    expect(s.h.stores.claims.size).toBe(0);
-    expect(s.h.stores.owners.size).toBe(0);
+    expect(s.h.stores.episodes.lookup('claims', 'e11/o0')).toBeUndefined();
+    expect(s.h.stores.episodes.lookup('owners', 'e11/o0')).toBeUndefined();
     expect(s.h.counters.get('episodes_abandoned_total')).toBe(1);
   });
 
@@ -186,6 +187,42 @@ describe('ActiveSetProcessor', () => {
     expect(s.sets()).toHaveLength(1);
   });
 
+  it('migrates state changelogged by the previous layout (outputs, transitions, bare claims in stores of their own)', () => {
+    // Transition e12/t0 waits for e12/o1; the previous layout kept it, the waiting output
+    // e12/o0 and the episode (claims as bare ids) in three stores.
+    const before = setup();
+    before.h.feedAll([before.o(output('e12', 0)), before.t(transition('e12', [0, 1]))]);
+    const current = before.h.stores.episodes.get('e12') as unknown as Record<string, unknown> & { transitions: Record<string, unknown>; sourced: { raw?: Buffer }[] };
+    const { claims, transitions, sourced, outputDigests: _o, transitionDigests: _t, ...legacyEpisode } = current;
+    const waiting = sourced[0];
+    const s = setup();
+    const stores = s.h.stores as unknown as Record<string, TransactionalStore<unknown>>;
+    const json = (v: unknown) => Buffer.from(JSON.stringify(v, (k, x) => (k === 'raw' ? undefined : x)));
+    stores.episodes.restore('e12', json({ ...legacyEpisode, claimedOutputIds: Object.keys(claims as object) }));
+    stores.transitions.restore('e12/t0', json(transitions['e12/t0']));
+    stores.outputs.restore('e12/o0', json(waiting));
+    // Hydration, as the runner does for source-backed stores.
+    (s.h.stores.outputs.get('e12/o0') as { raw?: Buffer }).raw = waiting.raw;
+    s.h.processor.migrate?.(s.h.stores);
+    expect(s.h.stores.outputs.size).toBe(0);
+    expect(s.h.stores.transitions.size).toBe(0);
+    expect(s.h.stores.episodes.get('e12')?.claims).toEqual({ 'e12/o0': 'e12/t0', 'e12/o1': 'e12/t0' });
+    expect(s.h.stores.episodes.lookup('claims', 'e12/o1')).toBe('e12');
+    // A second claim names the waiting transition.
+    s.h.feed(s.t({ ...transition('e12', [1]), transitionId: 'e12/t9', step: 9 }));
+    expect(s.h.deadLetters.map((d) => [d.reasonCode, d.reason])).toEqual([[ReasonCode.OUTPUT_CLAIMED_TWICE, expect.stringContaining('already consumed by transition e12/t0')]]);
+    // The missing output and the outcome complete the migrated set, with the migrated output's bytes.
+    s.h.feedAll([s.o(output('e12', 1)), s.r(outcome('e12', 1))]);
+    const [set] = s.sets();
+    expect([set.setId, set.members.map((m) => m.outputId)]).toEqual(['e12/t0', ['e12/o0', 'e12/o1']]);
+    expect(set.members[0].output.equals(waiting.raw as Buffer)).toBe(true);
+    // Migrating current state writes nothing.
+    const again = setup();
+    again.h.feedAll([again.o(output('e13', 0))]);
+    again.h.processor.migrate?.(again.h.stores);
+    expect((again.h.stores.episodes as unknown as TransactionalStore<unknown>).dirty).toBe(false);
+  });
+
   it('dead-letters an output stamped with a policy version newer than the newest published one', () => {
     const published = new Map([['worker', 5]]);
     const s = setup(10_000, (id) => published.get(id));
@@ -195,7 +232,7 @@ describe('ActiveSetProcessor', () => {
     published.set('worker', 6);
     s.h.feed(s.o(output('p1', 1, { policyVersion: 6 })));
     expect(s.h.deadLetters).toHaveLength(1);
-    expect(s.h.stores.outputs.has('p1/o1')).toBe(true);
+    expect(s.h.stores.episodes.get('p1')?.sourced.map((o) => o.outputId)).toEqual(['p1/o0', 'p1/o2', 'p1/o1']);
   });
 
   it('dead-letters a valid event on another raw topic than its own', () => {
@@ -203,7 +240,7 @@ describe('ActiveSetProcessor', () => {
     s.h.feed(s.h.record(topics.agentOutputs.name, { type: 'Transition', value: transition('w1', [0]) }, 'w1', codec));
     s.h.feed(s.h.record(topics.episodeOutcomes.name, { type: 'AgentOutput', value: output('w1', 0) }, 'w1', codec));
     expect(s.h.deadLetters.map((d) => d.reasonCode)).toEqual([ReasonCode.WRONG_EVENT_TYPE, ReasonCode.WRONG_EVENT_TYPE]);
-    expect(s.h.stores.transitions.size + s.h.stores.outputs.size).toBe(0);
+    expect(s.h.stores.episodes.size).toBe(0);
   });
 
   it('does not let a refused event move stream time', () => {

@@ -93,10 +93,20 @@ interface StoredTransition {
   deadlineMs: number;
 }
 
+/**
+ * Everything the processor keeps about one episode, in one record: one changelog record
+ * per episode per transaction, however many of its events the transaction carried.
+ * Source-backed: the waiting outputs' bytes are left out of the changelog and re-read
+ * from the agent-outputs topic on restore.
+ */
 interface StoredEpisode {
   episodeId: string;
-  /** Pending transitions (not yet emitted or invalidated). */
+  /** Pending transitions (not yet emitted or invalidated), in arrival order. */
   pending: string[];
+  /** The pending transitions by id. */
+  transitions: Record<string, StoredTransition>;
+  /** Outputs received and not yet in a set or dropped (the source-backed list). */
+  sourced: StoredOutput[];
   /** Every output and transition id seen, for duplicate detection after close. */
   outputIds: string[];
   transitionIds: string[];
@@ -108,13 +118,12 @@ interface StoredEpisode {
   /**
    * Digests by id of every output and transition accepted, kept until the episode
    * expires: a same-id event with other content must be caught after its set was
-   * emitted and the stored copy dropped, not only while it waits. Optional because
-   * changelogs written before these fields existed restore without them.
+   * emitted and the stored copy dropped, not only while it waits.
    */
-  outputDigests?: Record<string, string>;
-  transitionDigests?: Record<string, string>;
-  /** Outputs this episode's transitions claimed; their claims live as long as the episode. */
-  claimedOutputIds?: string[];
+  outputDigests: Record<string, string>;
+  transitionDigests: Record<string, string>;
+  /** Claims of this episode's transitions, output id -> transition id; they live as long as the episode. */
+  claims: Record<string, string>;
   /** Raw bytes of an outcome that arrived before any other event, for its dead letter. */
   orphanOutcomeRaw: string | null;
   orphanKey: string | null;
@@ -126,20 +135,31 @@ interface StoredEpisode {
   lastEventMs: number;
 }
 
+/** An episode as changelogs of the previous layout hold it (see `ActiveSetProcessor.migrate`). */
+type LegacyEpisode = Omit<StoredEpisode, 'transitions' | 'sourced' | 'claims' | 'outputDigests' | 'transitionDigests'> &
+  Partial<Pick<StoredEpisode, 'transitions' | 'sourced' | 'claims' | 'outputDigests' | 'transitionDigests'>> & { claimedOutputIds?: string[] };
+
+/**
+ * All state is in `episodes`, which is indexed by id (derived, never changelogged):
+ * - `owners`: output id -> the episode it was received for, kept until that episode expires,
+ *   so a transition listing another episode's output is recognised even after the output's
+ *   own set was emitted and its bytes dropped;
+ * - `claims`: output id -> the episode whose transition listed it;
+ * - `transitions`: transition id -> its episode, for same-id transitions of other episodes.
+ * The previous layout kept outputs, transitions, claims and ownerships in stores of their
+ * own, at one to two changelog records per event each. `outputs` and `transitions` are that
+ * layout's stores, restored only for `migrate` to move their contents into episodes.
+ */
 export type ActiveSetStores = {
+  episodes: KeyValueStore<StoredEpisode>;
+  clock: KeyValueStore<number>;
   outputs: KeyValueStore<StoredOutput>;
   transitions: KeyValueStore<StoredTransition>;
-  episodes: KeyValueStore<StoredEpisode>;
-  /** outputId -> transitionId that listed it; kept until the claiming episode expires. */
-  claims: KeyValueStore<string>;
-  /**
-   * outputId -> episodeId of the output, kept until that episode expires, so a
-   * transition listing another episode's output is recognised even after the
-   * output's own set was emitted and its bytes dropped.
-   */
-  owners: KeyValueStore<string>;
-  clock: KeyValueStore<number>;
 };
+
+const OWNERS = 'owners';
+const CLAIMS = 'claims';
+const TRANSITIONS = 'transitions';
 
 // One-shot `crypto.hash` (same SHA-256 as createHash) skips building a Hash object per event,
 // which cost about as much as hashing an ~870-byte output.
@@ -158,11 +178,18 @@ function relationError(reason: ReasonCode, field: string, message: string): Srpo
 
 export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   readonly name = 'active-set-materializer';
-  readonly storeNames: (keyof ActiveSetStores & string)[] = ['outputs', 'transitions', 'episodes', 'claims', 'owners', 'clock'];
-  private readonly options: ActiveSetProcessorOptions;
-
+  readonly storeNames: (keyof ActiveSetStores & string)[] = ['episodes', 'clock', 'outputs', 'transitions'];
   /** Stores whose changelog keeps coordinates only; the runner re-reads their bytes. */
-  readonly sourceBackedStores: (keyof ActiveSetStores & string)[] = ['outputs'];
+  readonly sourceBackedStores: (keyof ActiveSetStores & string)[] = ['episodes', 'outputs'];
+  readonly storeIndexes = {
+    episodes: {
+      [OWNERS]: (ep: StoredEpisode) => ep.outputIds,
+      // Records of the previous layout have no `claims` until `migrate` rewrites them.
+      [CLAIMS]: (ep: StoredEpisode) => (ep.claims ? Object.keys(ep.claims) : []),
+      [TRANSITIONS]: (ep: StoredEpisode) => ep.transitionIds,
+    },
+  };
+  private readonly options: ActiveSetProcessorOptions;
 
   constructor(options: Partial<ActiveSetProcessorOptions> & { topics: TopicCatalog; codec: EventCodec }) {
     this.options = { ...DEFAULT_ACTIVE_SET_OPTIONS, ...options };
@@ -187,6 +214,51 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
         return this.onOutcome(record, event.value, stores, ctx);
       default:
         throw relationError(ReasonCode.WRONG_EVENT_TYPE, 'event', `${event.type} events do not belong on ${record.source.topic}`);
+    }
+  }
+
+  /**
+   * Moves state restored from changelogs of the previous layout into episodes: waiting
+   * outputs and pending transitions from their own stores, claims from bare ids to
+   * id -> transition (a settled transition's id was not kept; only a pending one's matters).
+   * Runs once after restore; on current state it writes nothing.
+   */
+  migrate(stores: ActiveSetStores): void {
+    const touched = new Map<string, LegacyEpisode>();
+    const episode = (id: string) => {
+      const ep = (touched.get(id) ?? stores.episodes.get(id)) as LegacyEpisode | undefined;
+      if (ep) touched.set(id, ep);
+      return ep;
+    };
+    for (const [id, st] of [...stores.transitions.entries()]) {
+      const ep = episode(st.transition.episodeId);
+      if (ep) (ep.transitions ??= {})[id] = st;
+      stores.transitions.delete(id);
+    }
+    for (const [id, out] of [...stores.outputs.entries()]) {
+      const ep = episode(out.episodeId);
+      if (ep) (ep.sourced ??= []).push(out);
+      stores.outputs.delete(id);
+    }
+    for (const [id, value] of stores.episodes.entries()) {
+      const ep = value as LegacyEpisode;
+      if (!ep.transitions || !ep.sourced || !ep.claims || !ep.outputDigests || !ep.transitionDigests) touched.set(id, ep);
+    }
+    for (const [id, ep] of touched) {
+      ep.transitions ??= {};
+      ep.sourced ??= [];
+      ep.outputDigests ??= {};
+      ep.transitionDigests ??= {};
+      if (!ep.claims) {
+        const claims: Record<string, string> = {};
+        const pending = Object.values(ep.transitions);
+        for (const outputId of ep.claimedOutputIds ?? []) {
+          claims[outputId] = pending.find((st) => st.transition.consumedOutputIds.includes(outputId))?.transition.transitionId ?? `(a settled transition of episode ${id})`;
+        }
+        ep.claims = claims;
+      }
+      delete ep.claimedOutputIds;
+      stores.episodes.put(id, ep as StoredEpisode);
     }
   }
 
@@ -225,12 +297,17 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       stores.episodes.get(episodeId) ?? {
         episodeId,
         pending: [],
+        transitions: {},
+        sourced: [],
         outputIds: [],
         transitionIds: [],
         digests: [],
         outcome: null,
         outcomeSource: null,
         outcomeDigest: null,
+        outputDigests: {},
+        transitionDigests: {},
+        claims: {},
         orphanOutcomeRaw: null,
         orphanKey: null,
         expiresAtMs: null,
@@ -239,6 +316,17 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
         lastEventMs: now,
       }
     );
+  }
+
+  /** The transition that listed an output, with its episode, while that episode is kept. */
+  private claimOf(stores: ActiveSetStores, outputId: string): { transitionId: string; episode: StoredEpisode } | undefined {
+    const episodeId = stores.episodes.lookup(CLAIMS, outputId);
+    const episode = episodeId === undefined ? undefined : stores.episodes.get(episodeId);
+    return episode ? { transitionId: episode.claims[outputId], episode } : undefined;
+  }
+
+  private waiting(ep: StoredEpisode, outputId: string): StoredOutput | undefined {
+    return ep.sourced.find((o) => o.outputId === outputId);
   }
 
   private onOutput(record: InputRecord, output: AgentOutput, stores: ActiveSetStores, ctx: ProcessorContext): void {
@@ -253,12 +341,12 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       );
     }
     const digest = digestOfBytes(record.raw);
-    const owner = stores.owners.get(output.outputId) ?? stores.outputs.get(output.outputId)?.episodeId;
+    const owner = stores.episodes.lookup(OWNERS, output.outputId);
     if (owner !== undefined && owner !== output.episodeId) {
       throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'AgentOutput.outputId', `output ${output.outputId} was already received for episode ${owner}`);
     }
     const ep = this.episode(stores, output.episodeId, output.eventTimeMs);
-    const known = stores.outputs.get(output.outputId)?.digest ?? ep.outputDigests?.[output.outputId];
+    const known = ep.outputDigests[output.outputId];
     if (known !== undefined || ep.outputIds.includes(output.outputId)) {
       if (known !== undefined && known !== digest) {
         throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'AgentOutput.outputId', `output ${output.outputId} was already received with different content`);
@@ -266,17 +354,19 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       ctx.count('duplicates_total', { type: 'AgentOutput' });
       return;
     }
-    const claimant = stores.claims.get(output.outputId);
-    if (claimant) {
-      const t = stores.transitions.get(claimant);
-      if (t && t.transition.episodeId !== output.episodeId) {
-        throw relationError(ReasonCode.FOREIGN_EPISODE_OUTPUT, 'AgentOutput.episodeId', `output ${output.outputId} of episode ${output.episodeId} is listed by transition ${claimant} of episode ${t.transition.episodeId}`);
-      }
+    const claim = this.claimOf(stores, output.outputId);
+    const claimant = claim?.episode.transitions[claim.transitionId];
+    if (claimant && claimant.transition.episodeId !== output.episodeId) {
+      throw relationError(
+        ReasonCode.FOREIGN_EPISODE_OUTPUT,
+        'AgentOutput.episodeId',
+        `output ${output.outputId} of episode ${output.episodeId} is listed by transition ${claimant.transition.transitionId} of episode ${claimant.transition.episodeId}`,
+      );
     }
     if (ep.closed) {
       throw relationError(ReasonCode.INVALID_FIELD, 'AgentOutput.episodeId', `episode ${output.episodeId} is closed; output ${output.outputId} arrived after every set of the episode was resolved`);
     }
-    stores.outputs.put(output.outputId, {
+    ep.sourced.push({
       outputId: output.outputId,
       source: record.source,
       digest,
@@ -289,13 +379,13 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       eventTimeMs: output.eventTimeMs,
       raw: record.raw,
     });
-    stores.owners.put(output.outputId, output.episodeId);
     ep.outputIds.push(output.outputId);
     // In place, as `outputIds` above: a copy per event made each episode's arrivals quadratic.
-    (ep.outputDigests ??= {})[output.outputId] = digest;
+    ep.outputDigests[output.outputId] = digest;
     ep.lastEventMs = Math.max(ep.lastEventMs, output.eventTimeMs);
     stores.episodes.put(ep.episodeId, ep);
-    if (claimant) this.tryComplete(claimant, stores, ctx);
+    // A pending claimant is of this episode (a foreign one was refused above).
+    if (claimant) this.tryComplete(ep, claimant.transition.transitionId, stores, ctx);
   }
 
   private onTransition(record: InputRecord, t: Transition, stores: ActiveSetStores, ctx: ProcessorContext): void {
@@ -308,10 +398,13 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     validateTransition(t, this.options.limits);
     this.checkCommon(record, t.episodeId, t.eventTimeMs, ctx, 'Transition');
     const digest = digestOf(t);
-    const existing = stores.transitions.get(t.transitionId);
+    const elsewhere = stores.episodes.lookup(TRANSITIONS, t.transitionId);
+    if (elsewhere !== undefined && elsewhere !== t.episodeId) {
+      throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'Transition.transitionId', `transition ${t.transitionId} was already received for episode ${elsewhere}`);
+    }
     const ep = this.episode(stores, t.episodeId, t.eventTimeMs);
-    if (existing || ep.transitionIds.includes(t.transitionId)) {
-      const known = existing?.digest ?? ep.transitionDigests?.[t.transitionId];
+    if (ep.transitionIds.includes(t.transitionId)) {
+      const known = ep.transitionDigests[t.transitionId];
       if (known !== undefined && known !== digest) {
         throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'Transition.transitionId', `transition ${t.transitionId} was already received with different content`);
       }
@@ -320,29 +413,28 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     }
     // Relations first: they name the actual fault, where "episode closed" would only describe its timing.
     for (let i = 0; i < ids.length; i++) {
-      const owner = stores.owners.get(ids[i]) ?? stores.outputs.get(ids[i])?.episodeId;
+      const owner = stores.episodes.lookup(OWNERS, ids[i]);
       if (owner !== undefined && owner !== t.episodeId) {
         throw relationError(ReasonCode.FOREIGN_EPISODE_OUTPUT, `Transition.consumedOutputIds[${i}]`, `output ${ids[i]} belongs to episode ${owner}, not ${t.episodeId}`);
       }
-      const other = stores.claims.get(ids[i]);
-      if (other !== undefined && other !== t.transitionId) {
-        throw relationError(ReasonCode.OUTPUT_CLAIMED_TWICE, `Transition.consumedOutputIds[${i}]`, `output ${ids[i]} is already consumed by transition ${other}`);
+      const other = this.claimOf(stores, ids[i]);
+      if (other !== undefined && other.transitionId !== t.transitionId) {
+        throw relationError(ReasonCode.OUTPUT_CLAIMED_TWICE, `Transition.consumedOutputIds[${i}]`, `output ${ids[i]} is already consumed by transition ${other.transitionId}`);
       }
     }
     if (ep.closed) {
       throw relationError(ReasonCode.INVALID_FIELD, 'Transition.episodeId', `episode ${t.episodeId} is closed; transition ${t.transitionId} arrived too late`);
     }
-    for (const id of ids) stores.claims.put(id, t.transitionId);
-    stores.transitions.put(t.transitionId, { transition: t, source: record.source, digest, deadlineMs: t.eventTimeMs + this.options.setTtlMs });
+    ep.transitions[t.transitionId] = { transition: t, source: record.source, digest, deadlineMs: t.eventTimeMs + this.options.setTtlMs };
     ep.pending.push(t.transitionId);
     ep.transitionIds.push(t.transitionId);
-    (ep.transitionDigests ??= {})[t.transitionId] = digest;
-    (ep.claimedOutputIds ??= []).push(...ids);
+    ep.transitionDigests[t.transitionId] = digest;
+    for (const id of ids) ep.claims[id] = t.transitionId;
     ep.digests.push(t.observationDigest);
     ep.doneSeen ||= t.done;
     ep.lastEventMs = Math.max(ep.lastEventMs, t.eventTimeMs);
     stores.episodes.put(ep.episodeId, ep);
-    this.tryComplete(t.transitionId, stores, ctx);
+    this.tryComplete(ep, t.transitionId, stores, ctx);
   }
 
   private onOutcome(record: InputRecord, o: EpisodeOutcome, stores: ActiveSetStores, ctx: ProcessorContext): void {
@@ -366,16 +458,15 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       ep.expiresAtMs = o.eventTimeMs + this.options.setTtlMs;
     }
     stores.episodes.put(ep.episodeId, ep);
-    for (const id of [...ep.pending]) this.tryComplete(id, stores, ctx);
+    for (const id of [...ep.pending]) this.tryComplete(ep, id, stores, ctx);
   }
 
   /** Emits the set of `transitionId` when all members and its reward are there. */
-  private tryComplete(transitionId: string, stores: ActiveSetStores, ctx: ProcessorContext): void {
-    const st = stores.transitions.get(transitionId);
+  private tryComplete(ep: StoredEpisode, transitionId: string, stores: ActiveSetStores, ctx: ProcessorContext): void {
+    const st = ep.transitions[transitionId];
     if (!st) return;
     const t = st.transition;
-    const ep = this.episode(stores, t.episodeId, t.eventTimeMs);
-    const outputs = t.consumedOutputIds.map((id) => stores.outputs.get(id));
+    const outputs = t.consumedOutputIds.map((id) => this.waiting(ep, id));
     if (outputs.some((o) => o === undefined)) return;
     if (t.reward === null && ep.outcome === null) return;
     const present = outputs as StoredOutput[];
@@ -396,38 +487,29 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     ctx.count('sets_invalid_total', { reason });
   }
 
-  /** The transition is settled: drop it, its members and claims; close the episode when nothing is pending. */
+  /** The transition is settled: drop it and its members; close the episode when nothing is pending. */
   private resolve(st: StoredTransition, ep: StoredEpisode, stores: ActiveSetStores): void {
     const t = st.transition;
-    stores.transitions.delete(t.transitionId);
+    delete ep.transitions[t.transitionId];
     // Claims stay until the episode expires (see forgetEpisode): a second claim must be refused later too.
-    for (const id of t.consumedOutputIds) stores.outputs.delete(id);
+    ep.sourced = ep.sourced.filter((o) => !t.consumedOutputIds.includes(o.outputId));
     ep.pending = ep.pending.filter((id) => id !== t.transitionId);
     // The three raw topics are read independently, so an outcome can overtake its episode's
     // later transitions: close only once the last transition (`done`) or all `turns` of them arrived.
     if (ep.pending.length === 0 && (ep.doneSeen || (ep.outcome !== null && ep.transitionIds.length >= ep.outcome.turns))) {
-      this.closeEpisode(ep, stores);
+      this.closeEpisode(ep);
     }
     stores.episodes.put(ep.episodeId, ep);
   }
 
-  /** Drops an expired episode with the claims and ownerships it holds. */
+  /** Drops an expired episode, and with it (through the indexes) the claims and ownerships it holds. */
   private forgetEpisode(ep: StoredEpisode, stores: ActiveSetStores): void {
-    for (const id of ep.claimedOutputIds ?? []) {
-      const claimant = stores.claims.get(id);
-      if (claimant !== undefined && ep.transitionIds.includes(claimant)) stores.claims.delete(id);
-    }
-    for (const id of ep.outputIds) {
-      if (stores.owners.get(id) === ep.episodeId) stores.owners.delete(id);
-    }
     stores.episodes.delete(ep.episodeId);
   }
 
-  private closeEpisode(ep: StoredEpisode, stores: ActiveSetStores): void {
+  private closeEpisode(ep: StoredEpisode): void {
     // Unclaimed outputs of a finished episode will never join a set.
-    for (const id of ep.outputIds) {
-      if (!stores.claims.has(id)) stores.outputs.delete(id);
-    }
+    ep.sourced = ep.sourced.filter((o) => ep.claims[o.outputId] !== undefined);
     ep.closed = true;
     ep.orphanOutcomeRaw = null;
     ep.expiresAtMs = ep.lastEventMs + this.options.dedupeRetentionMs;
@@ -472,26 +554,39 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     const last = stores.clock.get('lastScanMs') ?? 0;
     if (now - last < this.options.scanIntervalMs) return;
     stores.clock.put('lastScanMs', now);
-    for (const [, st] of [...stores.transitions.entries()]) {
-      if (st.deadlineMs > now) continue;
-      const t = st.transition;
-      const ep = this.episode(stores, t.episodeId, t.eventTimeMs);
-      const present = t.consumedOutputIds.map((id) => stores.outputs.get(id)).filter((o): o is StoredOutput => o !== undefined);
-      const missing = t.consumedOutputIds.filter((id) => !stores.outputs.has(id));
-      const reason = missing.length > 0 ? ReasonCode.MEMBER_MISSING_AT_TTL : ReasonCode.REWARD_MISSING_AT_TTL;
-      this.emitInvalid(st, ep, present, missing, reason, ctx);
-      this.resolve(st, ep, stores);
-      // An expired set closes its episode once nothing else is pending.
-      if (ep.pending.length === 0 && !ep.closed) {
-        this.closeEpisode(ep, stores);
-        stores.episodes.put(ep.episodeId, ep);
+    // One snapshot for the whole scan: the loops below delete entries as they go.
+    const episodes = [...stores.episodes.entries()];
+    for (const [, ep] of episodes) {
+      if (ep.pending.length === 0) continue;
+      for (const id of [...ep.pending]) {
+        const st = ep.transitions[id];
+        if (!st || st.deadlineMs > now) continue;
+        const t = st.transition;
+        const present = t.consumedOutputIds.map((o) => this.waiting(ep, o)).filter((o): o is StoredOutput => o !== undefined);
+        const missing = t.consumedOutputIds.filter((o) => !this.waiting(ep, o));
+        const reason = missing.length > 0 ? ReasonCode.MEMBER_MISSING_AT_TTL : ReasonCode.REWARD_MISSING_AT_TTL;
+        this.emitInvalid(st, ep, present, missing, reason, ctx);
+        this.resolve(st, ep, stores);
+        // An expired set closes its episode once nothing else is pending.
+        if (ep.pending.length === 0 && !ep.closed) {
+          this.closeEpisode(ep);
+          stores.episodes.put(ep.episodeId, ep);
+        }
       }
     }
-    for (const [id, ep] of [...stores.episodes.entries()]) {
+    for (const [id, ep] of episodes) {
+      if (stores.episodes.get(id) !== ep) continue;
+      // Unclaimed outputs of episodes that never close are dropped after the retention window.
+      const orphans = ep.sourced.length === 0 ? [] : ep.sourced.filter((o) => ep.claims[o.outputId] === undefined && o.eventTimeMs + this.options.dedupeRetentionMs < now);
+      if (orphans.length > 0) {
+        ep.sourced = ep.sourced.filter((o) => !orphans.includes(o));
+        stores.episodes.put(id, ep);
+        for (let i = 0; i < orphans.length; i++) ctx.count('orphan_outputs_expired_total');
+      }
       if (!ep.closed && ep.pending.length === 0 && ep.orphanOutcomeRaw === null && ep.lastEventMs + this.options.dedupeRetentionMs <= now) {
         // Never finished (no `done` transition, no outcome) and idle for the whole retention
         // window: nothing of it can still complete, and keeping it would leak its ids forever.
-        this.closeEpisode(ep, stores);
+        this.closeEpisode(ep);
         this.forgetEpisode(ep, stores);
         ctx.count('episodes_abandoned_total');
         continue;
@@ -508,13 +603,6 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
         stores.episodes.delete(id);
       } else if (ep.closed) {
         this.forgetEpisode(ep, stores);
-      }
-    }
-    for (const [id, out] of [...stores.outputs.entries()]) {
-      // Unclaimed outputs of episodes that never close are dropped after the retention window.
-      if (!stores.claims.has(id) && out.eventTimeMs + this.options.dedupeRetentionMs < now) {
-        stores.outputs.delete(id);
-        ctx.count('orphan_outputs_expired_total');
       }
     }
   }

@@ -1,6 +1,6 @@
 import { ActiveSet, AdvantageGroup, EventCodec, sampleEvents, topicCatalog } from '@srpo/events';
 import { DEFAULT_OBJECTIVE_CONFIG } from '@srpo/srpo';
-import { ProcessorHarness } from '@srpo/streams';
+import { ProcessorHarness, TransactionalStore } from '@srpo/streams';
 import { sourceBackedSerde } from '@srpo/streams';
 import { AdvantageGroupProcessor, AdvantageGroupStores, asDecoded } from './advantage-group.processor';
 
@@ -88,6 +88,52 @@ describe('AdvantageGroupProcessor', () => {
     expect(g.rewardMean).toBe(0.25);
   });
 
+  it('drops a set already in another open group, and one of an emitted group until it expires', () => {
+    const s = setup();
+    s.feed(set('a', 1, { expectedGroupSize: 2 }));
+    // The same set id under another group key must not land in a second group.
+    s.feed(set('a', 1, { expectedGroupSize: 2, groupKey: 'solver|other/solve' }));
+    s.feed(set('b', 0, { expectedGroupSize: 2 }));
+    expect(s.groups().map((g) => g.sets.map((x) => x.set.setId))).toEqual([['a', 'b']]);
+    expect(s.h.counters.get('duplicates_total')).toBe(1);
+    // Emitted at stream time 1000: remembered for the 600 000 ms retention, then forgotten.
+    expect(s.h.stores.closed.size).toBe(1);
+    s.h.advanceTo(600_999);
+    s.feed(set('b', 0, { expectedGroupSize: 2, eventTimeMs: 600_999 }));
+    expect(s.h.counters.get('duplicates_total')).toBe(2);
+    s.h.advanceTo(601_000);
+    expect(s.h.stores.closed.size).toBe(0);
+    expect(s.h.stores.groups.size).toBe(0);
+  });
+
+  it('restores groups changelogged by the previous layout (sets and emitted ids in stores of their own)', () => {
+    const s = setup();
+    const stores = s.h.stores as unknown as Record<string, TransactionalStore<unknown>>;
+    const a = set('a', 1, { expectedGroupSize: 3 });
+    const aRaw = codec.encode('ActiveSet', a);
+    const source = { topic: topics.activeSets.name, partition: 0, offset: 7 };
+    stores.groups.restore('solver|task/solve', Buffer.from(JSON.stringify({ groupKey: 'solver|task/solve', policyId: a.policyId, expectedSize: 3, setIds: ['a'], deadlineMs: 11_000 })));
+    stores.sets.restore('a', Buffer.from(JSON.stringify({ source })));
+    (s.h.stores.sets.get('a') as { raw?: Buffer }).raw = aRaw;
+    stores.emitted.restore('z', Buffer.from('600000'));
+    s.h.processor.migrate?.(s.h.stores);
+    expect([s.h.stores.sets.size, s.h.stores.emitted.size, s.h.stores.closed.size]).toEqual([0, 0, 1]);
+    // Offsets in this harness: z 0, a 1, b 2, c 3; the restored a keeps its offset 7.
+    s.feed(set('z', 1, { expectedGroupSize: 3 }));
+    s.feed(set('a', 1, { expectedGroupSize: 3 }));
+    expect(s.h.counters.get('duplicates_total')).toBe(2);
+    s.feed(set('b', 0, { expectedGroupSize: 3 }));
+    expect(s.groups()).toHaveLength(0);
+    s.feed(set('c', 0, { expectedGroupSize: 3 }));
+    const [g] = s.groups();
+    expect(g.sets.map((x) => [x.set.setId, x.setSource.offset])).toEqual([['a', 7], ['b', 2], ['c', 3]]);
+    // rewards 1, 0, 0: mean 1/3, sample std sqrt(1/3); A(a) = (2/3) / (sqrt(1/3) + 1e-6)
+    expect(g.sets[0].advantage).toBeCloseTo((2 / 3) / (Math.sqrt(1 / 3) + 1e-6), 9);
+    // Emitted ids keep their expiry: z is forgotten at 600 000.
+    s.h.advanceTo(600_000);
+    expect(s.h.stores.closed.lookup('sets', 'z')).toBeUndefined();
+  });
+
   it('asDecoded gives what decoding the set bytes gives (temperature is an Avro float)', () => {
     const base = set('t', 1);
     const v: ActiveSet = { ...base, members: base.members.map((m, i) => ({ ...m, temperature: i === 0 ? 0.7 : 1 })) };
@@ -113,11 +159,21 @@ describe('AdvantageGroupProcessor', () => {
       s.feed(members('a', 1));
       if (restored) {
         // What a restore leaves: the changelogged fields plus the re-read bytes, no decoded form.
-        const serde = sourceBackedSerde<{ source: { topic: string; partition: number; offset: number }; raw?: Buffer; decoded?: unknown }>();
-        const kept = stores.sets.get('a');
-        const bytes = serde.serialize(kept as NonNullable<typeof kept>);
-        expect(JSON.parse(bytes.toString('utf8'))).toEqual({ source: kept?.source });
-        stores.sets.put('a', { source: serde.deserialize(bytes).source, raw: kept?.raw });
+        type Group = NonNullable<ReturnType<typeof stores.groups.get>>;
+        const serde = sourceBackedSerde<Group>();
+        const kept = stores.groups.get('solver|task/solve') as Group;
+        const bytes = serde.serialize(kept);
+        expect(JSON.parse(bytes.toString('utf8'))).toEqual({
+          groupKey: 'solver|task/solve',
+          policyId: kept.policyId,
+          expectedSize: 2,
+          deadlineMs: 11_000,
+          sourced: [{ setId: 'a', source: { topic: topics.activeSets.name, partition: 0, offset: 0 } }],
+        });
+        const back = serde.deserialize(bytes);
+        back.sourced[0].raw = kept.sourced[0].raw;
+        expect(back.sourced[0].decoded).toBeUndefined();
+        stores.groups.put('solver|task/solve', back);
       }
       s.feed(members('b', 0));
       return codec.encode('AdvantageGroup', s.groups()[0]);

@@ -26,16 +26,25 @@ export interface AdvantageGroupProcessorOptions {
   dedupeRetentionMs: number;
 }
 
+/**
+ * An open group with its sets. Source-backed: the changelog keeps each set's id and
+ * coordinates, and restore re-reads the sets' bytes from the repartition topic. One record
+ * per group per transaction, where a store of sets cost a put and a tombstone per set.
+ */
 interface OpenGroup {
   groupKey: string;
   policyId: string;
   expectedSize: number | null;
-  setIds: string[];
   deadlineMs: number;
+  sourced: PendingSet[];
 }
+
+/** An open group as the previous layout changelogged it: set ids, the sets in a store of their own. */
+type LegacyGroup = Omit<OpenGroup, 'sourced'> & { sourced?: PendingSet[]; setIds?: string[] };
 
 /** A set waiting in an open group; its bytes are re-read from the repartition topic on restore. */
 interface PendingSet {
+  setId: string;
   source: KafkaCoordinates;
   raw?: Buffer;
   /**
@@ -46,18 +55,36 @@ interface PendingSet {
   decoded?: ActiveSet;
 }
 
+/** The set ids of an emitted group, kept to drop late duplicates until `expiresAtMs` (stream time). */
+interface ClosedGroup {
+  setIds: string[];
+  expiresAtMs: number;
+}
+
+/**
+ * `groups` and `closed` are indexed by set id (`SETS`), so a duplicate is found in any open
+ * or recently emitted group without a record per set. `sets` and `emitted` are the previous
+ * layout's stores (a record per set), restored only for `migrate` to move their contents.
+ */
 export type AdvantageGroupStores = {
   groups: KeyValueStore<OpenGroup>;
-  sets: KeyValueStore<PendingSet>;
-  /** setId -> expiry, for sets already emitted in a group. */
+  closed: KeyValueStore<ClosedGroup>;
+  sets: KeyValueStore<Omit<PendingSet, 'setId'>>;
   emitted: KeyValueStore<number>;
   clock: KeyValueStore<number>;
 };
 
+const SETS = 'sets';
+
 export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> {
   readonly name = 'advantage-group-materializer';
-  readonly storeNames: (keyof AdvantageGroupStores & string)[] = ['groups', 'sets', 'emitted', 'clock'];
-  readonly sourceBackedStores: (keyof AdvantageGroupStores & string)[] = ['sets'];
+  readonly storeNames: (keyof AdvantageGroupStores & string)[] = ['groups', 'closed', 'sets', 'emitted', 'clock'];
+  readonly sourceBackedStores: (keyof AdvantageGroupStores & string)[] = ['groups', 'sets'];
+  readonly storeIndexes = {
+    // A group of the previous layout lists `setIds` until `migrate` rewrites it.
+    groups: { [SETS]: (g: OpenGroup) => (g.sourced ? g.sourced.map((x) => x.setId) : ((g as LegacyGroup).setIds ?? [])) },
+    closed: { [SETS]: (g: ClosedGroup) => g.setIds },
+  };
   private readonly options: AdvantageGroupProcessorOptions;
 
   constructor(options: Pick<AdvantageGroupProcessorOptions, 'topics' | 'objective' | 'codec'> & Partial<AdvantageGroupProcessorOptions>) {
@@ -77,25 +104,20 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
     if (set.status !== 'COMPLETE') {
       throw new ValidationError('ActiveSet.status', `only COMPLETE sets are grouped, got ${set.status}`, { reasonCode: ReasonCode.INVALID_FIELD });
     }
-    if (stores.emitted.has(set.setId)) {
+    if (stores.closed.lookup(SETS, set.setId) !== undefined || stores.groups.lookup(SETS, set.setId) !== undefined) {
       ctx.count('duplicates_total');
       return;
     }
     const open = stores.groups.get(set.groupKey);
-    if (open?.setIds.includes(set.setId)) {
-      ctx.count('duplicates_total');
-      return;
-    }
     const group: OpenGroup = open ?? {
       groupKey: set.groupKey,
       policyId: set.policyId,
       expectedSize: set.expectedGroupSize,
-      setIds: [],
       deadlineMs: set.eventTimeMs + this.options.groupTtlMs,
+      sourced: [],
     };
-    group.setIds.push(set.setId);
-    stores.sets.put(set.setId, { source: record.source, raw: record.raw, decoded: asDecoded(set) });
-    if (group.expectedSize !== null && group.setIds.length >= group.expectedSize) {
+    group.sourced.push({ setId: set.setId, source: record.source, raw: record.raw, decoded: asDecoded(set) });
+    if (group.expectedSize !== null && group.sourced.length >= group.expectedSize) {
       this.emit(group, 'SIZE', stores, ctx);
       stores.groups.delete(group.groupKey);
     } else {
@@ -113,17 +135,42 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
       this.emit(group, 'DEADLINE', stores, ctx);
       stores.groups.delete(key);
     }
-    for (const [setId, expiry] of [...stores.emitted.entries()]) {
-      if (expiry <= now) stores.emitted.delete(setId);
+    for (const [groupId, closed] of [...stores.closed.entries()]) {
+      if (closed.expiresAtMs <= now) stores.closed.delete(groupId);
+    }
+  }
+
+  /**
+   * Moves state restored from changelogs of the previous layout: each open group takes its
+   * sets (already hydrated) out of the `sets` store, and each emitted set id becomes a
+   * closed entry of its own with its expiry. Runs once after restore; on current state it
+   * writes nothing.
+   */
+  migrate(stores: AdvantageGroupStores): void {
+    for (const [key, value] of [...stores.groups.entries()]) {
+      const group = value as LegacyGroup;
+      if (!group.setIds) continue;
+      const sourced = group.setIds.map((setId) => {
+        const pending = stores.sets.get(setId);
+        if (!pending) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `set ${setId} of group ${group.groupKey} has no stored bytes`);
+        stores.sets.delete(setId);
+        return { setId, ...pending };
+      });
+      const { setIds: _setIds, ...rest } = group;
+      stores.groups.put(key, { ...rest, sourced: [...(group.sourced ?? []), ...sourced] });
+    }
+    for (const [setId] of [...stores.sets.entries()]) stores.sets.delete(setId);
+    for (const [setId, expiresAtMs] of [...stores.emitted.entries()]) {
+      stores.closed.put(`emitted:${setId}`, { setIds: [setId], expiresAtMs });
+      stores.emitted.delete(setId);
     }
   }
 
   private emit(group: OpenGroup, reason: AdvantageGroup['closeReason'], stores: AdvantageGroupStores, ctx: ProcessorContext): void {
-    const sets = [...group.setIds].sort().map((id) => {
-      const pending = stores.sets.get(id);
-      if (!pending?.raw) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `set ${id} of group ${group.groupKey} has no stored bytes`);
-      stores.sets.delete(id);
-      return { set: pending.decoded ?? this.options.codec.decodeAs('ActiveSet', pending.raw), source: pending.source };
+    const pending = [...group.sourced].sort((a, b) => (a.setId < b.setId ? -1 : a.setId > b.setId ? 1 : 0));
+    const sets = pending.map((p) => {
+      if (!p.raw) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `set ${p.setId} of group ${group.groupKey} has no stored bytes`);
+      return { set: p.decoded ?? this.options.codec.decodeAs('ActiveSet', p.raw), source: p.source };
     });
     const { objective } = this.options;
     const results = groupAdvantages(
@@ -147,8 +194,7 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
       eventTimeMs: Math.max(...sets.map(({ set }) => set.eventTimeMs)),
     };
     ctx.emit({ topic: this.options.topics.advantageGroups.name, key: group.policyId, type: 'AdvantageGroup', value });
-    const expiry = ctx.streamTimeMs + this.options.dedupeRetentionMs;
-    for (const id of ids) stores.emitted.put(id, expiry);
+    stores.closed.put(value.groupId, { setIds: ids, expiresAtMs: ctx.streamTimeMs + this.options.dedupeRetentionMs });
     ctx.count('groups_ready_total', { reason });
     if (value.degenerate) ctx.count('groups_degenerate_total');
     if (fromProgress) ctx.count('groups_progress_fallback_total');

@@ -3,8 +3,8 @@ import { ErrorCode, errorMessage, isRetriable, Logger, SrpoError } from '@srpo/c
 import { createTopicsIdempotent, DeadLetter, DecodeError, EventCodec, readRanges, readTopicsToEnd, ReasonCode } from '@srpo/events';
 import { CoPartitionAssigner } from './co-partition-assigner';
 import { deadLetterOf, encodeDeadLetter } from './dead-letter';
-import { jsonSerde, SourceBackedValue, sourceBackedSerde, StoreSerde, TransactionalStore } from './key-value-store';
-import type { InputRecord, OutputRecord, Processor, ProcessorContext, Stores } from './processor';
+import { jsonSerde, SourceBacked, SourceBackedValue, sourceBackedSerde, sourcedItems, StoreSerde, TransactionalStore } from './key-value-store';
+import { InputRecord, OutputRecord, Processor, ProcessorContext, storeIndexesOf, Stores } from './processor';
 
 export interface ConsumerRunnerOptions<S extends Stores> {
   /** Consumer group, transactional-id prefix and changelog prefix. Stable across restarts. */
@@ -492,7 +492,12 @@ export class ConsumerRunner<S extends Stores> {
     for (const [p, producer] of producers) {
       const sourceBacked = new Set<string>(processor.sourceBackedStores ?? []);
       const storeList = processor.storeNames.map(
-        (name) => new TransactionalStore<unknown>(name, this.options.serdes?.[name] ?? (sourceBacked.has(name) ? sourceBackedSerde<SourceBackedValue>() : jsonSerde())),
+        (name) =>
+          new TransactionalStore<unknown>(
+            name,
+            this.options.serdes?.[name] ?? (sourceBacked.has(name) ? sourceBackedSerde<SourceBacked>() : jsonSerde()),
+            storeIndexesOf(processor, name),
+          ),
       );
       const meta = new TransactionalStore<number>(META_STORE);
       const byTopic = new Map(storeList.map((s) => [changelogTopic(appId, s.name), s] as const));
@@ -503,8 +508,9 @@ export class ConsumerRunner<S extends Stores> {
         byTopic.get(r.topic)?.restore(r.key.toString('utf8'), r.value);
         restored++;
       }
-      for (const store of storeList.filter((s) => sourceBacked.has(s.name))) await this.hydrate(store as TransactionalStore<SourceBackedValue>);
+      for (const store of storeList.filter((s) => sourceBacked.has(s.name))) await this.hydrate(store as TransactionalStore<SourceBacked>);
       const stores = Object.fromEntries(storeList.map((s) => [s.name, s])) as unknown as S;
+      processor.migrate?.(stores);
       const inputs = new Map<string, InputProgress>(
         this.options.inputTopics.map((t) => [t, { maxEventMs: meta.get(`${MAX_EVENT_PREFIX}${t}`) ?? -Infinity, nextOffset: committed.get(`${t}:${p}`) ?? 0 }]),
       );
@@ -525,10 +531,10 @@ export class ConsumerRunner<S extends Stores> {
   }
 
   /** Puts the original bytes back into a restored source-backed store, read by their coordinates. */
-  private async hydrate(store: TransactionalStore<SourceBackedValue>): Promise<void> {
+  private async hydrate(store: TransactionalStore<SourceBacked>): Promise<void> {
     const byPosition = new Map<string, SourceBackedValue>();
     const ranges = new Map<string, Map<number, { partition: number; from: number; to: number }>>();
-    for (const [, value] of store.entries()) {
+    for (const value of [...store.entries()].flatMap(([, v]) => sourcedItems(v))) {
       const { topic, partition, offset } = value.source;
       byPosition.set(`${topic}:${partition}:${offset}`, value);
       const perTopic = ranges.get(topic) ?? new Map();

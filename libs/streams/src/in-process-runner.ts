@@ -1,8 +1,8 @@
 import * as avro from 'avsc';
 import { SrpoError } from '@srpo/core';
 import { DecodeError, EventCodec, RawRecord, ReasonCode } from '@srpo/events';
-import type { KeyValueStore } from './key-value-store';
-import type { InputRecord, OutputRecord, Processor, ProcessorContext, Stores } from './processor';
+import { KeyValueStore, StoreIndexes, UniqueIndexes } from './key-value-store';
+import { InputRecord, OutputRecord, Processor, ProcessorContext, storeIndexesOf, Stores } from './processor';
 
 /**
  * A store without transactions or changelog: an in-process replay keeps no
@@ -10,8 +10,18 @@ import type { InputRecord, OutputRecord, Processor, ProcessorContext, Stores } f
  */
 export class MapStore<V> implements KeyValueStore<V> {
   private readonly map = new Map<string, V>();
+  private readonly indexes: UniqueIndexes<V>;
 
-  constructor(readonly name: string) {}
+  constructor(
+    readonly name: string,
+    indexes: StoreIndexes<V> = {},
+  ) {
+    this.indexes = new UniqueIndexes(indexes);
+  }
+
+  lookup(index: string, key: string): string | undefined {
+    return this.indexes.lookup(index, key);
+  }
 
   get(key: string): V | undefined {
     return this.map.get(key);
@@ -23,10 +33,12 @@ export class MapStore<V> implements KeyValueStore<V> {
 
   put(key: string, value: V): void {
     this.map.set(key, value);
+    if (!this.indexes.empty) this.indexes.update(key, value);
   }
 
   delete(key: string): void {
     this.map.delete(key);
+    if (!this.indexes.empty) this.indexes.update(key, undefined);
   }
 
   entries(): IterableIterator<[string, V]> {
@@ -74,7 +86,7 @@ export class InProcessTask<S extends Stores> {
     pending: ReadonlyMap<string, number> = new Map(),
   ) {
     const stores: Record<string, KeyValueStore<unknown>> = {};
-    for (const name of processor.storeNames) stores[name] = new MapStore<unknown>(name);
+    for (const name of processor.storeNames) stores[name] = new MapStore<unknown>(name, storeIndexesOf(processor, name));
     this.stores = stores as unknown as S;
     for (const [topic, remaining] of pending) if (remaining > 0) this.inputs.set(topic, { maxEventMs: -Infinity, remaining });
     const self = this;

@@ -1,4 +1,4 @@
-import { jsonSerde, sourceBackedSerde, TransactionalStore } from './key-value-store';
+import { jsonSerde, SourceBacked, sourceBackedSerde, sourcedItems, TransactionalStore } from './key-value-store';
 
 function records(store: TransactionalStore<unknown>): [string, string | null][] {
   return store.changelogRecords().map((r) => [r.key, r.value === null ? null : r.value.toString('utf8')]);
@@ -78,5 +78,66 @@ describe('sourceBackedSerde', () => {
     expect(serde.deserialize(bytes)).toEqual({ source: { topic: 't', partition: 1, offset: 42 }, digest: 'ab' });
     // The value in the store keeps its bytes.
     expect(value.raw.length).toBe(3);
+  });
+});
+
+describe('TransactionalStore secondary indexes', () => {
+  type Owner = { members: string[] };
+  const make = () => new TransactionalStore<Owner>('owners', jsonSerde<Owner>(), { member: (v) => v.members });
+
+  it('finds a value by each key it lists, including keys added in place', () => {
+    const store = make();
+    const a: Owner = { members: ['x'] };
+    store.put('a', a);
+    expect(store.lookup('member', 'x')).toBe('a');
+    a.members.push('y');
+    store.put('a', a);
+    expect(store.lookup('member', 'y')).toBe('a');
+    // A key dropped from a value mutated in place is unindexed: the old keys are remembered, not recomputed.
+    a.members.splice(0, 1);
+    store.put('a', a);
+    expect(store.lookup('member', 'x')).toBeUndefined();
+    expect(store.lookup('member', 'y')).toBe('a');
+    store.delete('a');
+    expect(store.lookup('member', 'y')).toBeUndefined();
+    expect(() => store.lookup('nope', 'y')).toThrow('store has no index "nope"');
+  });
+
+  it('rolls back to the committed values and rebuilds from restored changelog records', () => {
+    const store = make();
+    store.restore('a', Buffer.from(JSON.stringify({ members: ['x'] })));
+    store.restore('b', Buffer.from(JSON.stringify({ members: ['z'] })));
+    store.restore('b', null);
+    expect(store.lookup('member', 'x')).toBe('a');
+    expect(store.lookup('member', 'z')).toBeUndefined();
+    store.put('a', { members: ['w'] });
+    store.put('c', { members: ['v'] });
+    store.delete('a');
+    expect(store.lookup('member', 'x')).toBeUndefined();
+    store.rollback();
+    expect(store.lookup('member', 'x')).toBe('a');
+    expect(store.lookup('member', 'w')).toBeUndefined();
+    expect(store.lookup('member', 'v')).toBeUndefined();
+    // The index is derived: nothing about it reaches the changelog.
+    store.put('c', { members: ['v'] });
+    expect(records(store as TransactionalStore<unknown>)).toEqual([['c', '{"members":["v"]}']]);
+  });
+
+  it('lets the later of two values listing one key win, and keeps it when the earlier goes', () => {
+    const store = make();
+    store.put('a', { members: ['k'] });
+    store.put('b', { members: ['k'] });
+    expect(store.lookup('member', 'k')).toBe('b');
+    store.delete('a');
+    expect(store.lookup('member', 'k')).toBe('b');
+  });
+});
+
+describe('sourcedItems', () => {
+  it('lists the records of a value, of a list, and none of a value stored before its store was source-backed', () => {
+    const source = { topic: 't', partition: 0, offset: 3 };
+    expect(sourcedItems({ source })).toEqual([{ source }]);
+    expect(sourcedItems({ sourced: [{ source }, { source: { ...source, offset: 4 } }] }).map((v) => v.source.offset)).toEqual([3, 4]);
+    expect(sourcedItems({ setIds: ['a'] } as unknown as SourceBacked)).toEqual([]);
   });
 });

@@ -13,6 +13,74 @@ export interface KeyValueStore<V> {
   /** Committed and pending entries; iteration order is unspecified. */
   entries(): IterableIterator<[string, V]>;
   readonly size: number;
+  /**
+   * The key of the value that lists `key` under the secondary index `index` (see
+   * `StoreIndexes`), in the same view as `get`; undefined when none does.
+   */
+  lookup(index: string, key: string): string | undefined;
+}
+
+/**
+ * Secondary keys of a store's values, by index name: `lookup(index, k)` finds the
+ * value whose `keysOf` lists `k`. An index is derived from the values, so it is
+ * never changelogged: restore rebuilds it as it folds in each value. That lets a
+ * processor keep a relation (output -> owning episode) inside the value that owns
+ * it, written once per transaction with that value, instead of one changelog
+ * record per related id in a store of its own.
+ *
+ * Indexes are unique: a secondary key is meant to belong to one value at a time
+ * (the processor refuses a second owner). If two values list it, the later write wins.
+ */
+/** Whether `keys` starts with every key of `prefix`, in order. */
+function hasPrefix(keys: readonly string[], prefix: readonly string[]): boolean {
+  if (keys.length < prefix.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (keys[i] !== prefix[i]) return false;
+  return true;
+}
+
+export type StoreIndexes<V> = Readonly<Record<string, (value: V) => readonly string[]>>;
+
+/** The unique secondary indexes of one store, kept in step with its current view. */
+export class UniqueIndexes<V> {
+  private readonly indexes = new Map<string, { keysOf: (value: V) => readonly string[]; byKey: Map<string, string>; byPrimary: Map<string, string[]> }>();
+
+  constructor(definitions: StoreIndexes<V> = {}) {
+    for (const [name, keysOf] of Object.entries(definitions)) this.indexes.set(name, { keysOf, byKey: new Map(), byPrimary: new Map() });
+  }
+
+  get empty(): boolean {
+    return this.indexes.size === 0;
+  }
+
+  lookup(index: string, key: string): string | undefined {
+    const ix = this.indexes.get(index);
+    if (!ix) throw new Error(`store has no index ${JSON.stringify(index)}`);
+    return ix.byKey.get(key);
+  }
+
+  /**
+   * Re-indexes `primary` as holding `value` (undefined: gone). The keys it was indexed
+   * under are remembered, not recomputed from the old value: processors update values
+   * in place, so the old value may already be the new one.
+   */
+  update(primary: string, value: V | undefined): void {
+    for (const ix of this.indexes.values()) {
+      const before = ix.byPrimary.get(primary);
+      const keys = value === undefined ? [] : ix.keysOf(value);
+      if (before && hasPrefix(keys, before)) {
+        // The common case (a value that only gained keys, such as an episode's ids): index the new ones.
+        for (let i = before.length; i < keys.length; i++) {
+          ix.byKey.set(keys[i], primary);
+          before.push(keys[i]);
+        }
+        continue;
+      }
+      if (before) for (const k of before) if (ix.byKey.get(k) === primary) ix.byKey.delete(k);
+      for (const k of keys) ix.byKey.set(k, primary);
+      if (keys.length > 0) ix.byPrimary.set(primary, [...keys]);
+      else ix.byPrimary.delete(primary);
+    }
+  }
 }
 
 /** Turns store values into changelog bytes and back. */
@@ -32,11 +100,35 @@ export interface SourceBackedValue {
 }
 
 /**
- * JSON without the `raw` bytes and their `decoded` form; restore puts the bytes back
- * from the source topic, and readers decode them again when `decoded` is absent.
+ * A source-backed value holding several input records (an open group's sets): each item
+ * of `sourced` is kept, changelogged and restored like a `SourceBackedValue`.
  */
-export const sourceBackedSerde = <V extends SourceBackedValue>(): StoreSerde<V> => ({
-  serialize: (value) => Buffer.from(JSON.stringify(withoutSourceBytes(value), omitSourceBytes)),
+export interface SourceBackedList {
+  sourced: SourceBackedValue[];
+}
+
+export type SourceBacked = SourceBackedValue | SourceBackedList;
+
+/**
+ * The input records a source-backed value holds. A value with neither `sourced` nor `source`
+ * holds none: a store that became source-backed restores its earlier values too.
+ */
+export function sourcedItems(value: SourceBacked): SourceBackedValue[] {
+  if ('sourced' in value) return value.sourced ?? [];
+  return 'source' in value && value.source ? [value] : [];
+}
+
+/**
+ * JSON without the `raw` bytes and their `decoded` form (of the value, or of each item
+ * of a `SourceBackedList`); restore puts the bytes back from the source topic, and
+ * readers decode them again when `decoded` is absent.
+ */
+export const sourceBackedSerde = <V extends SourceBacked>(): StoreSerde<V> => ({
+  serialize: (value) => {
+    const kept = withoutSourceBytes(value);
+    if ('sourced' in value) kept.sourced = value.sourced.map(withoutSourceBytes);
+    return Buffer.from(JSON.stringify(kept, omitSourceBytes));
+  },
   deserialize: (bytes) => JSON.parse(bytes.toString('utf8')) as V,
 });
 
@@ -49,7 +141,7 @@ function omitSourceBytes(key: string, value: unknown): unknown {
  * Buffer's toJSON (an array of one number per byte) before a replacer sees the key, so
  * leaving them to the replacer built and dropped a ~900-element array per changelog record.
  */
-function withoutSourceBytes(value: SourceBackedValue): Record<string, unknown> {
+function withoutSourceBytes(value: object): Record<string, unknown> {
   const kept: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) if (k !== 'raw' && k !== 'decoded') kept[k] = v;
   return kept;
@@ -65,11 +157,19 @@ const DELETED = Symbol('deleted');
 export class TransactionalStore<V> implements KeyValueStore<V> {
   private readonly committed = new Map<string, V>();
   private readonly pending = new Map<string, V | typeof DELETED>();
+  private readonly indexes: UniqueIndexes<V>;
 
   constructor(
     readonly name: string,
     readonly serde: StoreSerde<V> = jsonSerde<V>(),
-  ) {}
+    indexes: StoreIndexes<V> = {},
+  ) {
+    this.indexes = new UniqueIndexes(indexes);
+  }
+
+  lookup(index: string, key: string): string | undefined {
+    return this.indexes.lookup(index, key);
+  }
 
   get(key: string): V | undefined {
     const p = this.pending.get(key);
@@ -83,10 +183,12 @@ export class TransactionalStore<V> implements KeyValueStore<V> {
 
   put(key: string, value: V): void {
     this.pending.set(key, value);
+    if (!this.indexes.empty) this.indexes.update(key, value);
   }
 
   delete(key: string): void {
     this.pending.set(key, DELETED);
+    if (!this.indexes.empty) this.indexes.update(key, undefined);
   }
 
   get size(): number {
@@ -137,12 +239,15 @@ export class TransactionalStore<V> implements KeyValueStore<V> {
   }
 
   rollback(): void {
+    if (!this.indexes.empty) for (const key of this.pending.keys()) this.indexes.update(key, this.committed.get(key));
     this.pending.clear();
   }
 
   /** Applies one changelog record during restore (no pending state involved). */
   restore(key: string, value: Buffer | null): void {
-    if (value === null) this.committed.delete(key);
-    else this.committed.set(key, this.serde.deserialize(value));
+    const restored = value === null ? undefined : this.serde.deserialize(value);
+    if (restored === undefined) this.committed.delete(key);
+    else this.committed.set(key, restored);
+    if (!this.indexes.empty) this.indexes.update(key, restored);
   }
 }

@@ -1,5 +1,5 @@
 import type { AnyEvent, EventMap, EventType, KafkaCoordinates, ReasonCode } from '@srpo/events';
-import type { KeyValueStore } from './key-value-store';
+import type { KeyValueStore, StoreIndexes } from './key-value-store';
 
 /** One decoded input record, with where it came from. */
 export interface InputRecord {
@@ -41,6 +41,14 @@ export interface ProcessorContext {
 
 export type Stores = Record<string, KeyValueStore<unknown>>;
 
+/** The value type of a store. */
+export type StoreValue<T> = T extends KeyValueStore<infer V> ? V : never;
+
+/** The indexes a processor declares for one of its stores, for whoever builds the stores. */
+export function storeIndexesOf<S extends Stores>(processor: Processor<S>, name: string): StoreIndexes<unknown> {
+  return ((processor.storeIndexes as Record<string, StoreIndexes<unknown> | undefined> | undefined)?.[name] ?? {});
+}
+
 /**
  * A stream processor: a pure function of (record, stores, event time). It must
  * be idempotent on event id, since redelivery (after a crash) and replay both
@@ -58,12 +66,24 @@ export interface Processor<S extends Stores = Stores> {
    */
   readonly sourceBackedStores?: (keyof S & string)[];
   /**
+   * Secondary indexes of stores (see `StoreIndexes`): derived from the values, never
+   * changelogged, rebuilt on restore. Reached through the store's `lookup`.
+   */
+  readonly storeIndexes?: { [K in keyof S]?: StoreIndexes<StoreValue<S[K]>> };
+  /**
    * Event time of a record, for stream time. Return NaN for a record that must
    * not move stream time (e.g. one too far in the future: clock skew).
    */
   eventTime(record: InputRecord, streamTimeMs: number): number;
   /** Handles one record. Throwing a non-retriable error dead-letters the record. */
   process(record: InputRecord, stores: S, ctx: ProcessorContext): void;
+  /**
+   * Called once after a task's stores are restored (and source-backed ones hydrated),
+   * before its first record: rewrites state changelogged by an earlier layout of the
+   * processor into the current one. Its writes are committed with the task's first
+   * transaction; on current state it should write nothing.
+   */
+  migrate?(stores: S): void;
   /** Called after each chunk and whenever the watermark advances while idle: fires deadlines. */
   punctuate?(stores: S, ctx: ProcessorContext): void;
 }
