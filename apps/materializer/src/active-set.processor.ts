@@ -68,9 +68,9 @@ export const DEFAULT_ACTIVE_SET_OPTIONS: Omit<ActiveSetProcessorOptions, 'topics
 };
 
 /**
- * An output waiting for its set. Only these fields reach the changelog; `raw`
- * (the original Avro bytes) is re-read from the agent-outputs topic on restore,
- * so the changelog does not copy every output (a source-backed store).
+ * An output waiting for its set, an item of its episode's `sourced` list. Only these
+ * fields reach the changelog; `raw` (the original Avro bytes) is re-read from the
+ * agent-outputs topic on restore, so the changelog does not copy every output.
  */
 interface StoredOutput {
   outputId: string;

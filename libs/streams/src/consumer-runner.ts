@@ -99,6 +99,10 @@ export function changelogTopic(appId: string, store: string): string {
  * initialised when the task is first seen after an assignment: the epoch bump
  * aborts a dead owner's open transaction and fences a live zombie. A fenced
  * producer is never reused. The assignor keeps co-partitioned partitions together.
+ * Before a task's first chunk its stores are restored from their changelogs (indexes
+ * rebuilt as values fold in), source-backed values get their bytes back from the input
+ * topics, and the processor's `migrate` rewrites state of an earlier layout; those
+ * writes go out with the first transaction.
  */
 export class ConsumerRunner<S extends Stores> {
   private consumer?: Consumer;

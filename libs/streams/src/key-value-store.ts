@@ -1,3 +1,5 @@
+import { ErrorCode, SrpoError } from '@srpo/core';
+
 /**
  * Processor state. Reads see the task's committed state plus this
  * transaction's own writes; `commit` folds the writes in after the Kafka
@@ -54,7 +56,7 @@ export class UniqueIndexes<V> {
 
   lookup(index: string, key: string): string | undefined {
     const ix = this.indexes.get(index);
-    if (!ix) throw new Error(`store has no index ${JSON.stringify(index)}`);
+    if (!ix) throw new SrpoError(ErrorCode.INVARIANT_VIOLATED, `store has no index ${JSON.stringify(index)}`);
     return ix.byKey.get(key);
   }
 
