@@ -189,6 +189,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       [TRANSITIONS]: (ep: StoredEpisode) => ep.transitionIds,
     },
   };
+  readonly storeSchedules = { episodes: (ep: StoredEpisode) => this.dueOf(ep) };
   private readonly options: ActiveSetProcessorOptions;
 
   constructor(options: Partial<ActiveSetProcessorOptions> & { topics: TopicCatalog; codec: EventCodec }) {
@@ -549,61 +550,89 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     };
   }
 
+  /**
+   * The earliest stream time at which `punctuate` has something to do for an episode: a
+   * pending set's deadline, its expiry (closed, or an orphan outcome's deadline), the end of
+   * its idle window while nothing is pending, or an unclaimed output's retention. Each term
+   * is the boundary of the matching test in `punctuate`.
+   */
+  private dueOf(ep: StoredEpisode): number | undefined {
+    const retention = this.options.dedupeRetentionMs;
+    let due = Infinity;
+    for (const id of ep.pending) {
+      const st = ep.transitions?.[id];
+      if (st) due = Math.min(due, st.deadlineMs);
+    }
+    if (ep.expiresAtMs !== null) due = Math.min(due, ep.expiresAtMs);
+    if (!ep.closed && ep.pending.length === 0 && ep.orphanOutcomeRaw === null) due = Math.min(due, ep.lastEventMs + retention);
+    for (const o of ep.sourced ?? []) if (ep.claims?.[o.outputId] === undefined) due = Math.min(due, o.eventTimeMs + retention + 1);
+    return Number.isFinite(due) ? due : undefined;
+  }
+
   punctuate(stores: ActiveSetStores, ctx: ProcessorContext): void {
     const now = ctx.watermarkMs;
     const last = stores.clock.get('lastScanMs') ?? 0;
     if (now - last < this.options.scanIntervalMs) return;
     stores.clock.put('lastScanMs', now);
-    // One snapshot for the whole scan: the loops below delete entries as they go.
-    const episodes = [...stores.episodes.entries()];
-    for (const [, ep] of episodes) {
-      if (ep.pending.length === 0) continue;
-      for (const id of [...ep.pending]) {
-        const st = ep.transitions[id];
-        if (!st || st.deadlineMs > now) continue;
-        const t = st.transition;
-        const present = t.consumedOutputIds.map((o) => this.waiting(ep, o)).filter((o): o is StoredOutput => o !== undefined);
-        const missing = t.consumedOutputIds.filter((o) => !this.waiting(ep, o));
-        const reason = missing.length > 0 ? ReasonCode.MEMBER_MISSING_AT_TTL : ReasonCode.REWARD_MISSING_AT_TTL;
-        this.emitInvalid(st, ep, present, missing, reason, ctx);
-        this.resolve(st, ep, stores);
-        // An expired set closes its episode once nothing else is pending.
-        if (ep.pending.length === 0 && !ep.closed) {
-          this.closeEpisode(ep);
-          stores.episodes.put(ep.episodeId, ep);
-        }
+    // Only episodes due by their schedule (see `dueOf`). Deadlines first: an expired set can
+    // close its episode, which may then be due for expiry in the same scan.
+    for (const id of stores.episodes.due(now)) {
+      const ep = stores.episodes.get(id);
+      if (!ep) continue;
+      this.expireSets(ep, now, stores, ctx);
+      this.expireEpisode(ep, now, stores, ctx);
+    }
+  }
+
+  /** Sets whose deadline passed go to invalid-sets whole, with what is missing. */
+  private expireSets(ep: StoredEpisode, now: number, stores: ActiveSetStores, ctx: ProcessorContext): void {
+    for (const id of [...ep.pending]) {
+      const st = ep.transitions[id];
+      if (!st || st.deadlineMs > now) continue;
+      const t = st.transition;
+      const present = t.consumedOutputIds.map((o) => this.waiting(ep, o)).filter((o): o is StoredOutput => o !== undefined);
+      const missing = t.consumedOutputIds.filter((o) => !this.waiting(ep, o));
+      const reason = missing.length > 0 ? ReasonCode.MEMBER_MISSING_AT_TTL : ReasonCode.REWARD_MISSING_AT_TTL;
+      this.emitInvalid(st, ep, present, missing, reason, ctx);
+      this.resolve(st, ep, stores);
+      // An expired set closes its episode once nothing else is pending.
+      if (ep.pending.length === 0 && !ep.closed) {
+        this.closeEpisode(ep);
+        stores.episodes.put(ep.episodeId, ep);
       }
     }
-    for (const [id, ep] of episodes) {
-      if (stores.episodes.get(id) !== ep) continue;
-      // Unclaimed outputs of episodes that never close are dropped after the retention window.
-      const orphans = ep.sourced.length === 0 ? [] : ep.sourced.filter((o) => ep.claims[o.outputId] === undefined && o.eventTimeMs + this.options.dedupeRetentionMs < now);
-      if (orphans.length > 0) {
-        ep.sourced = ep.sourced.filter((o) => !orphans.includes(o));
-        stores.episodes.put(id, ep);
-        for (let i = 0; i < orphans.length; i++) ctx.count('orphan_outputs_expired_total');
-      }
-      if (!ep.closed && ep.pending.length === 0 && ep.orphanOutcomeRaw === null && ep.lastEventMs + this.options.dedupeRetentionMs <= now) {
-        // Never finished (no `done` transition, no outcome) and idle for the whole retention
-        // window: nothing of it can still complete, and keeping it would leak its ids forever.
-        this.closeEpisode(ep);
-        this.forgetEpisode(ep, stores);
-        ctx.count('episodes_abandoned_total');
-        continue;
-      }
-      if (ep.expiresAtMs === null || ep.expiresAtMs > now) continue;
-      if (ep.orphanOutcomeRaw !== null && ep.transitionIds.length === 0 && ep.outputIds.length === 0) {
-        const raw = Buffer.from(ep.orphanOutcomeRaw, 'base64');
-        ctx.deadLetter(
-          { source: ep.outcomeSource as KafkaCoordinates, key: ep.orphanKey, raw, event: { type: 'EpisodeOutcome', value: ep.outcome as EpisodeOutcome } },
-          ReasonCode.UNKNOWN_EPISODE,
-          `EpisodeOutcome.episodeId: no output or transition of episode ${id} arrived before its deadline`,
-          { field: 'EpisodeOutcome.episodeId' },
-        );
-        stores.episodes.delete(id);
-      } else if (ep.closed) {
-        this.forgetEpisode(ep, stores);
-      }
+  }
+
+  /** Retention: unclaimed outputs, idle unfinished episodes, orphan outcomes and closed episodes. */
+  private expireEpisode(ep: StoredEpisode, now: number, stores: ActiveSetStores, ctx: ProcessorContext): void {
+    const id = ep.episodeId;
+    // Unclaimed outputs of episodes that never close are dropped after the retention window.
+    const orphans = ep.sourced.filter((o) => ep.claims[o.outputId] === undefined && o.eventTimeMs + this.options.dedupeRetentionMs < now);
+    if (orphans.length > 0) {
+      ep.sourced = ep.sourced.filter((o) => !orphans.includes(o));
+      stores.episodes.put(id, ep);
+      for (let i = 0; i < orphans.length; i++) ctx.count('orphan_outputs_expired_total');
+    }
+    if (!ep.closed && ep.pending.length === 0 && ep.orphanOutcomeRaw === null && ep.lastEventMs + this.options.dedupeRetentionMs <= now) {
+      // Never finished (no `done` transition, no outcome) and idle for the whole retention
+      // window: nothing of it can still complete, and keeping it would leak its ids forever.
+      this.closeEpisode(ep);
+      this.forgetEpisode(ep, stores);
+      ctx.count('episodes_abandoned_total');
+      return;
+    }
+    if (ep.expiresAtMs === null || ep.expiresAtMs > now) return;
+    if (ep.orphanOutcomeRaw !== null && ep.transitionIds.length === 0 && ep.outputIds.length === 0) {
+      const raw = Buffer.from(ep.orphanOutcomeRaw, 'base64');
+      ctx.deadLetter(
+        { source: ep.outcomeSource as KafkaCoordinates, key: ep.orphanKey, raw, event: { type: 'EpisodeOutcome', value: ep.outcome as EpisodeOutcome } },
+        ReasonCode.UNKNOWN_EPISODE,
+        `EpisodeOutcome.episodeId: no output or transition of episode ${id} arrived before its deadline`,
+        { field: 'EpisodeOutcome.episodeId' },
+      );
+      stores.episodes.delete(id);
+    } else if (ep.closed) {
+      this.forgetEpisode(ep, stores);
     }
   }
 }

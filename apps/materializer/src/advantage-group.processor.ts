@@ -85,6 +85,10 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
     groups: { [SETS]: (g: OpenGroup) => (g.sourced ? g.sourced.map((x) => x.setId) : ((g as LegacyGroup).setIds ?? [])) },
     closed: { [SETS]: (g: ClosedGroup) => g.setIds },
   };
+  readonly storeSchedules = {
+    groups: (g: OpenGroup) => g.deadlineMs,
+    closed: (g: ClosedGroup) => g.expiresAtMs,
+  };
   private readonly options: AdvantageGroupProcessorOptions;
 
   constructor(options: Pick<AdvantageGroupProcessorOptions, 'topics' | 'objective' | 'codec'> & Partial<AdvantageGroupProcessorOptions>) {
@@ -130,14 +134,13 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
     const last = stores.clock.get('lastScanMs') ?? 0;
     if (now - last < this.options.scanIntervalMs) return;
     stores.clock.put('lastScanMs', now);
-    for (const [key, group] of [...stores.groups.entries()]) {
-      if (group.deadlineMs > now) continue;
+    for (const key of stores.groups.due(now)) {
+      const group = stores.groups.get(key);
+      if (!group) continue;
       this.emit(group, 'DEADLINE', stores, ctx);
       stores.groups.delete(key);
     }
-    for (const [groupId, closed] of [...stores.closed.entries()]) {
-      if (closed.expiresAtMs <= now) stores.closed.delete(groupId);
-    }
+    for (const groupId of stores.closed.due(now)) stores.closed.delete(groupId);
   }
 
   /**

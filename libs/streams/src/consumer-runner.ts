@@ -4,7 +4,7 @@ import { createTopicsIdempotent, DeadLetter, DecodeError, EventCodec, readRanges
 import { CoPartitionAssigner } from './co-partition-assigner';
 import { deadLetterOf, encodeDeadLetter } from './dead-letter';
 import { jsonSerde, SourceBacked, SourceBackedValue, sourceBackedSerde, sourcedItems, StoreSerde, TransactionalStore } from './key-value-store';
-import { InputRecord, OutputRecord, Processor, ProcessorContext, storeIndexesOf, Stores } from './processor';
+import { InputRecord, OutputRecord, Processor, ProcessorContext, storeDerivationsOf, Stores } from './processor';
 
 export interface ConsumerRunnerOptions<S extends Stores> {
   /** Consumer group, transactional-id prefix and changelog prefix. Stable across restarts. */
@@ -500,7 +500,7 @@ export class ConsumerRunner<S extends Stores> {
           new TransactionalStore<unknown>(
             name,
             this.options.serdes?.[name] ?? (sourceBacked.has(name) ? sourceBackedSerde<SourceBacked>() : jsonSerde()),
-            storeIndexesOf(processor, name),
+            storeDerivationsOf(processor, name),
           ),
       );
       const meta = new TransactionalStore<number>(META_STORE);

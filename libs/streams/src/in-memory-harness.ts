@@ -1,7 +1,7 @@
 import { SrpoError } from '@srpo/core';
 import { EventCodec, ReasonCode } from '@srpo/events';
 import { TransactionalStore } from './key-value-store';
-import { InputRecord, OutputRecord, Processor, ProcessorContext, storeIndexesOf, Stores } from './processor';
+import { InputRecord, OutputRecord, Processor, ProcessorContext, storeDerivationsOf, Stores } from './processor';
 
 export interface HarnessDeadLetter {
   record: InputRecord;
@@ -29,7 +29,7 @@ export class ProcessorHarness<S extends Stores> {
     readonly task = 0,
   ) {
     const stores: Record<string, TransactionalStore<unknown>> = {};
-    for (const name of processor.storeNames) stores[name] = new TransactionalStore(name, undefined, storeIndexesOf(processor, name));
+    for (const name of processor.storeNames) stores[name] = new TransactionalStore(name, undefined, storeDerivationsOf(processor, name));
     this.stores = stores as unknown as S;
   }
 

@@ -1,8 +1,8 @@
 import * as avro from 'avsc';
 import { SrpoError } from '@srpo/core';
 import { DecodeError, EventCodec, RawRecord, ReasonCode } from '@srpo/events';
-import { KeyValueStore, StoreIndexes, UniqueIndexes } from './key-value-store';
-import { InputRecord, OutputRecord, Processor, ProcessorContext, storeIndexesOf, Stores } from './processor';
+import { Derived, KeyValueStore, StoreDerivations } from './key-value-store';
+import { InputRecord, OutputRecord, Processor, ProcessorContext, storeDerivationsOf, Stores } from './processor';
 
 /**
  * A store without transactions or changelog: an in-process replay keeps no
@@ -10,17 +10,21 @@ import { InputRecord, OutputRecord, Processor, ProcessorContext, storeIndexesOf,
  */
 export class MapStore<V> implements KeyValueStore<V> {
   private readonly map = new Map<string, V>();
-  private readonly indexes: UniqueIndexes<V>;
+  private readonly derived: Derived<V>;
 
   constructor(
     readonly name: string,
-    indexes: StoreIndexes<V> = {},
+    derivations: StoreDerivations<V> = {},
   ) {
-    this.indexes = new UniqueIndexes(indexes);
+    this.derived = new Derived(derivations);
   }
 
   lookup(index: string, key: string): string | undefined {
-    return this.indexes.lookup(index, key);
+    return this.derived.lookup(index, key);
+  }
+
+  due(nowMs: number): string[] {
+    return this.derived.due(nowMs);
   }
 
   get(key: string): V | undefined {
@@ -33,12 +37,12 @@ export class MapStore<V> implements KeyValueStore<V> {
 
   put(key: string, value: V): void {
     this.map.set(key, value);
-    if (!this.indexes.empty) this.indexes.update(key, value);
+    this.derived.update(key, value);
   }
 
   delete(key: string): void {
     this.map.delete(key);
-    if (!this.indexes.empty) this.indexes.update(key, undefined);
+    this.derived.update(key, undefined);
   }
 
   entries(): IterableIterator<[string, V]> {
@@ -86,7 +90,7 @@ export class InProcessTask<S extends Stores> {
     pending: ReadonlyMap<string, number> = new Map(),
   ) {
     const stores: Record<string, KeyValueStore<unknown>> = {};
-    for (const name of processor.storeNames) stores[name] = new MapStore<unknown>(name, storeIndexesOf(processor, name));
+    for (const name of processor.storeNames) stores[name] = new MapStore<unknown>(name, storeDerivationsOf(processor, name));
     this.stores = stores as unknown as S;
     for (const [topic, remaining] of pending) if (remaining > 0) this.inputs.set(topic, { maxEventMs: -Infinity, remaining });
     const self = this;

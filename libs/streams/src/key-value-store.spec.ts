@@ -83,7 +83,7 @@ describe('sourceBackedSerde', () => {
 
 describe('TransactionalStore secondary indexes', () => {
   type Owner = { members: string[] };
-  const make = () => new TransactionalStore<Owner>('owners', jsonSerde<Owner>(), { member: (v) => v.members });
+  const make = () => new TransactionalStore<Owner>('owners', jsonSerde<Owner>(), { indexes: { member: (v) => v.members } });
 
   it('finds a value by each key it lists, including keys added in place', () => {
     const store = make();
@@ -139,5 +139,64 @@ describe('sourcedItems', () => {
     expect(sourcedItems({ source })).toEqual([{ source }]);
     expect(sourcedItems({ sourced: [{ source }, { source: { ...source, offset: 4 } }] }).map((v) => v.source.offset)).toEqual([3, 4]);
     expect(sourcedItems({ setIds: ['a'] } as unknown as SourceBacked)).toEqual([]);
+  });
+});
+
+describe('TransactionalStore schedule', () => {
+  type Job = { at: number | null };
+  const make = () => new TransactionalStore<Job>('jobs', jsonSerde<Job>(), { schedule: (v) => v.at ?? undefined });
+
+  it('returns the keys due by a time, earliest first, until a write moves them', () => {
+    const store = make();
+    store.put('late', { at: 300 });
+    store.put('early', { at: 100 });
+    store.put('never', { at: null });
+    store.put('tie-a', { at: 200 });
+    store.put('tie-b', { at: 200 });
+    expect(store.due(99)).toEqual([]);
+    expect(store.due(200)).toEqual(['early', 'tie-a', 'tie-b']);
+    // Nothing was written: still due.
+    expect(store.due(250)).toEqual(['early', 'tie-a', 'tie-b']);
+    store.put('early', { at: 1_000 });
+    store.delete('tie-a');
+    store.put('tie-b', { at: null });
+    expect(store.due(300)).toEqual(['late']);
+    expect(() => new TransactionalStore<Job>('plain').due(1)).toThrow('store has no schedule');
+  });
+
+  it('rolls back to the committed due times and rebuilds them on restore', () => {
+    const store = make();
+    store.restore('a', Buffer.from(JSON.stringify({ at: 10 })));
+    store.restore('b', Buffer.from(JSON.stringify({ at: 20 })));
+    store.restore('b', null);
+    expect(store.due(100)).toEqual(['a']);
+    store.put('a', { at: 500 });
+    store.put('c', { at: 5 });
+    expect(store.due(100)).toEqual(['c']);
+    store.rollback();
+    expect(store.due(100)).toEqual(['a']);
+  });
+
+  it('agrees with a scan of every value over many random writes', () => {
+    const store = make();
+    // A small linear congruential generator: the same sequence on every run.
+    let seed = 12345;
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    for (let step = 0; step < 20_000; step++) {
+      const key = `k${rand(300)}`;
+      const op = rand(10);
+      if (op < 6) store.put(key, { at: rand(5) === 0 ? null : rand(10_000) });
+      else if (op < 8) store.delete(key);
+      else if (op === 8) store.commit();
+      else store.rollback();
+      if (step % 500 === 0) {
+        const now = rand(10_000);
+        const expected = [...store.entries()].filter(([, v]) => v.at !== null && v.at <= now).map(([k]) => k).sort();
+        expect([...store.due(now)].sort()).toEqual(expected);
+      }
+    }
   });
 });

@@ -20,6 +20,12 @@ export interface KeyValueStore<V> {
    * `StoreIndexes`), in the same view as `get`; undefined when none does.
    */
   lookup(index: string, key: string): string | undefined;
+  /**
+   * Keys whose value is due at or before `nowMs` by the store's schedule (see
+   * `StoreDerivations`), earliest first. A key stays due until a write changes its due
+   * time, so a deadline scan touches only what is due instead of every value.
+   */
+  due(nowMs: number): string[];
 }
 
 /**
@@ -33,14 +39,24 @@ export interface KeyValueStore<V> {
  * Indexes are unique: a secondary key is meant to belong to one value at a time
  * (the processor refuses a second owner). If two values list it, the later write wins.
  */
+export type StoreIndexes<V> = Readonly<Record<string, (value: V) => readonly string[]>>;
+
+/**
+ * What a store derives from its values, in memory only: secondary indexes, and a schedule
+ * giving each value the event time at which it next needs attention (undefined: never).
+ * Both follow every write, rollback and restored record, so they are rebuilt on restore.
+ */
+export interface StoreDerivations<V> {
+  indexes?: StoreIndexes<V>;
+  schedule?: (value: V) => number | undefined;
+}
+
 /** Whether `keys` starts with every key of `prefix`, in order. */
 function hasPrefix(keys: readonly string[], prefix: readonly string[]): boolean {
   if (keys.length < prefix.length) return false;
   for (let i = 0; i < prefix.length; i++) if (keys[i] !== prefix[i]) return false;
   return true;
 }
-
-export type StoreIndexes<V> = Readonly<Record<string, (value: V) => readonly string[]>>;
 
 /** The unique secondary indexes of one store, kept in step with its current view. */
 export class UniqueIndexes<V> {
@@ -82,6 +98,124 @@ export class UniqueIndexes<V> {
       if (keys.length > 0) ix.byPrimary.set(primary, [...keys]);
       else ix.byPrimary.delete(primary);
     }
+  }
+}
+
+/**
+ * The due times of a store's values: a binary min-heap of (due, arrival) with lazy deletion.
+ * A write pushes an entry only when the value's due time changed; entries that no longer
+ * match their key's due time are dropped when they surface, and the heap is rebuilt from the
+ * live due times when stale entries outnumber them.
+ */
+export class DueSchedule<V> {
+  private readonly dueByKey = new Map<string, number>();
+  private heap: { due: number; seq: number; key: string }[] = [];
+  private seq = 0;
+  /** Keys the last `due` returned, with the time they were due at: back in the heap only if no write moved them since. */
+  private carried = new Map<string, number>();
+
+  constructor(private readonly schedule?: (value: V) => number | undefined) {}
+
+  get empty(): boolean {
+    return this.schedule === undefined;
+  }
+
+  update(key: string, value: V | undefined): void {
+    if (!this.schedule) return;
+    const due = value === undefined ? undefined : this.schedule(value);
+    const before = this.dueByKey.get(key);
+    if (due === undefined || !Number.isFinite(due)) {
+      this.dueByKey.delete(key);
+      return;
+    }
+    this.dueByKey.set(key, due);
+    if (before !== due) this.push(due, key);
+    if (this.heap.length > 2 * this.dueByKey.size + 1024) this.rebuild();
+  }
+
+  due(nowMs: number): string[] {
+    // A key returned last time stays due until a write moves it; one deleted or rescheduled
+    // since has its new entry already (or none), so it is not put back.
+    for (const [key, due] of this.carried) if (this.dueByKey.get(key) === due) this.push(due, key);
+    this.carried.clear();
+    const out: string[] = [];
+    while (this.heap.length > 0 && this.heap[0].due <= nowMs) {
+      const top = this.pop();
+      if (this.dueByKey.get(top.key) === top.due && !this.carried.has(top.key)) {
+        this.carried.set(top.key, top.due);
+        out.push(top.key);
+      }
+    }
+    return out;
+  }
+
+  private rebuild(): void {
+    this.heap = [];
+    this.carried.clear();
+    for (const [key, due] of this.dueByKey) this.push(due, key);
+  }
+
+  private less(a: { due: number; seq: number }, b: { due: number; seq: number }): boolean {
+    return a.due < b.due || (a.due === b.due && a.seq < b.seq);
+  }
+
+  private push(due: number, key: string): void {
+    const h = this.heap;
+    h.push({ due, seq: this.seq++, key });
+    for (let i = h.length - 1; i > 0; ) {
+      const parent = (i - 1) >> 1;
+      if (!this.less(h[i], h[parent])) break;
+      [h[i], h[parent]] = [h[parent], h[i]];
+      i = parent;
+    }
+  }
+
+  private pop(): { due: number; seq: number; key: string } {
+    const h = this.heap;
+    const top = h[0];
+    const last = h.pop() as (typeof h)[number];
+    if (h.length > 0) {
+      h[0] = last;
+      for (let i = 0; ; ) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < h.length && this.less(h[l], h[m])) m = l;
+        if (r < h.length && this.less(h[r], h[m])) m = r;
+        if (m === i) break;
+        [h[i], h[m]] = [h[m], h[i]];
+        i = m;
+      }
+    }
+    return top;
+  }
+}
+
+/** A store's indexes and schedule together, for the two store implementations. */
+export class Derived<V> {
+  private readonly indexes: UniqueIndexes<V>;
+  private readonly schedule: DueSchedule<V>;
+  readonly empty: boolean;
+
+  constructor(derivations: StoreDerivations<V> = {}) {
+    this.indexes = new UniqueIndexes(derivations.indexes);
+    this.schedule = new DueSchedule(derivations.schedule);
+    this.empty = this.indexes.empty && this.schedule.empty;
+  }
+
+  lookup(index: string, key: string): string | undefined {
+    return this.indexes.lookup(index, key);
+  }
+
+  due(nowMs: number): string[] {
+    if (this.schedule.empty) throw new SrpoError(ErrorCode.INVARIANT_VIOLATED, 'store has no schedule');
+    return this.schedule.due(nowMs);
+  }
+
+  update(key: string, value: V | undefined): void {
+    if (this.empty) return;
+    this.indexes.update(key, value);
+    this.schedule.update(key, value);
   }
 }
 
@@ -159,18 +293,22 @@ const DELETED = Symbol('deleted');
 export class TransactionalStore<V> implements KeyValueStore<V> {
   private readonly committed = new Map<string, V>();
   private readonly pending = new Map<string, V | typeof DELETED>();
-  private readonly indexes: UniqueIndexes<V>;
+  private readonly derived: Derived<V>;
 
   constructor(
     readonly name: string,
     readonly serde: StoreSerde<V> = jsonSerde<V>(),
-    indexes: StoreIndexes<V> = {},
+    derivations: StoreDerivations<V> = {},
   ) {
-    this.indexes = new UniqueIndexes(indexes);
+    this.derived = new Derived(derivations);
   }
 
   lookup(index: string, key: string): string | undefined {
-    return this.indexes.lookup(index, key);
+    return this.derived.lookup(index, key);
+  }
+
+  due(nowMs: number): string[] {
+    return this.derived.due(nowMs);
   }
 
   get(key: string): V | undefined {
@@ -185,12 +323,12 @@ export class TransactionalStore<V> implements KeyValueStore<V> {
 
   put(key: string, value: V): void {
     this.pending.set(key, value);
-    if (!this.indexes.empty) this.indexes.update(key, value);
+    this.derived.update(key, value);
   }
 
   delete(key: string): void {
     this.pending.set(key, DELETED);
-    if (!this.indexes.empty) this.indexes.update(key, undefined);
+    this.derived.update(key, undefined);
   }
 
   get size(): number {
@@ -241,7 +379,7 @@ export class TransactionalStore<V> implements KeyValueStore<V> {
   }
 
   rollback(): void {
-    if (!this.indexes.empty) for (const key of this.pending.keys()) this.indexes.update(key, this.committed.get(key));
+    if (!this.derived.empty) for (const key of this.pending.keys()) this.derived.update(key, this.committed.get(key));
     this.pending.clear();
   }
 
@@ -250,6 +388,6 @@ export class TransactionalStore<V> implements KeyValueStore<V> {
     const restored = value === null ? undefined : this.serde.deserialize(value);
     if (restored === undefined) this.committed.delete(key);
     else this.committed.set(key, restored);
-    if (!this.indexes.empty) this.indexes.update(key, restored);
+    this.derived.update(key, restored);
   }
 }

@@ -1,5 +1,5 @@
 import type { AnyEvent, EventMap, EventType, KafkaCoordinates, ReasonCode } from '@srpo/events';
-import type { KeyValueStore, StoreIndexes } from './key-value-store';
+import type { KeyValueStore, StoreDerivations, StoreIndexes } from './key-value-store';
 
 /** One decoded input record, with where it came from. */
 export interface InputRecord {
@@ -44,9 +44,11 @@ export type Stores = Record<string, KeyValueStore<unknown>>;
 /** The value type of a store. */
 export type StoreValue<T> = T extends KeyValueStore<infer V> ? V : never;
 
-/** The indexes a processor declares for one of its stores, for whoever builds the stores. */
-export function storeIndexesOf<S extends Stores>(processor: Processor<S>, name: string): StoreIndexes<unknown> {
-  return ((processor.storeIndexes as Record<string, StoreIndexes<unknown> | undefined> | undefined)?.[name] ?? {});
+/** The indexes and schedule a processor declares for one of its stores, for whoever builds the stores. */
+export function storeDerivationsOf<S extends Stores>(processor: Processor<S>, name: string): StoreDerivations<unknown> {
+  const indexes = (processor.storeIndexes as Record<string, StoreIndexes<unknown> | undefined> | undefined)?.[name];
+  const schedule = (processor.storeSchedules as Record<string, ((value: unknown) => number | undefined) | undefined> | undefined)?.[name];
+  return { ...(indexes ? { indexes } : {}), ...(schedule ? { schedule } : {}) };
 }
 
 /**
@@ -70,6 +72,12 @@ export interface Processor<S extends Stores = Stores> {
    * changelogged, rebuilt on restore. Reached through the store's `lookup`.
    */
   readonly storeIndexes?: { [K in keyof S]?: StoreIndexes<StoreValue<S[K]>> };
+  /**
+   * When each value of a store next needs `punctuate` (event time; undefined: never), so a
+   * deadline scan reads `store.due(watermark)` instead of walking every value. Derived like
+   * the indexes.
+   */
+  readonly storeSchedules?: { [K in keyof S]?: (value: StoreValue<S[K]>) => number | undefined };
   /**
    * Event time of a record, for stream time. Return NaN for a record that must
    * not move stream time (e.g. one too far in the future: clock skew).
