@@ -1,30 +1,21 @@
 import * as avro from 'avsc';
 import { SrpoError } from '@srpo/core';
 import { DecodeError, EventCodec, RawRecord, ReasonCode } from '@srpo/events';
-import { Derived, KeyValueStore, StoreDerivations } from './key-value-store';
+import { DerivingStore, KeyValueStore, StoreDerivations } from './key-value-store';
 import { InputRecord, OutputRecord, Processor, ProcessorContext, storeDerivationsOf, Stores } from './processor';
 
 /**
  * A store without transactions or changelog: an in-process replay keeps no
  * state beyond its own run, so there is nothing to fold in or roll back.
  */
-export class MapStore<V> implements KeyValueStore<V> {
+export class MapStore<V> extends DerivingStore<V> implements KeyValueStore<V> {
   private readonly map = new Map<string, V>();
-  private readonly derived: Derived<V>;
 
   constructor(
     readonly name: string,
     derivations: StoreDerivations<V> = {},
   ) {
-    this.derived = new Derived(derivations);
-  }
-
-  lookup(index: string, key: string): string | undefined {
-    return this.derived.lookup(index, key);
-  }
-
-  due(nowMs: number): string[] {
-    return this.derived.due(nowMs);
+    super(derivations);
   }
 
   get(key: string): V | undefined {

@@ -219,6 +219,23 @@ export class Derived<V> {
   }
 }
 
+/** What both store implementations share: their derivations, which they keep in step with their view. */
+export abstract class DerivingStore<V> {
+  protected readonly derived: Derived<V>;
+
+  constructor(derivations: StoreDerivations<V> = {}) {
+    this.derived = new Derived(derivations);
+  }
+
+  lookup(index: string, key: string): string | undefined {
+    return this.derived.lookup(index, key);
+  }
+
+  due(nowMs: number): string[] {
+    return this.derived.due(nowMs);
+  }
+}
+
 /** Turns store values into changelog bytes and back. */
 export interface StoreSerde<V> {
   serialize(value: V): Buffer;
@@ -290,25 +307,16 @@ export const jsonSerde = <V>(): StoreSerde<V> => ({
 
 const DELETED = Symbol('deleted');
 
-export class TransactionalStore<V> implements KeyValueStore<V> {
+export class TransactionalStore<V> extends DerivingStore<V> implements KeyValueStore<V> {
   private readonly committed = new Map<string, V>();
   private readonly pending = new Map<string, V | typeof DELETED>();
-  private readonly derived: Derived<V>;
 
   constructor(
     readonly name: string,
     readonly serde: StoreSerde<V> = jsonSerde<V>(),
     derivations: StoreDerivations<V> = {},
   ) {
-    this.derived = new Derived(derivations);
-  }
-
-  lookup(index: string, key: string): string | undefined {
-    return this.derived.lookup(index, key);
-  }
-
-  due(nowMs: number): string[] {
-    return this.derived.due(nowMs);
+    super(derivations);
   }
 
   get(key: string): V | undefined {
