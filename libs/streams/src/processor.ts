@@ -62,7 +62,8 @@ export interface Processor<S extends Stores = Stores> {
   readonly storeNames: (keyof S & string)[];
   /**
    * Stores whose values carry an input record's original bytes as
-   * `{ source: KafkaCoordinates; raw?: Buffer; decoded?: unknown }`. Their changelog keeps the
+   * `{ source: KafkaCoordinates; raw?: Buffer; decoded?: unknown }`, or several records'
+   * as `{ sourced: [...] }` (see `SourceBacked`). Their changelog keeps the
    * coordinates only and restore re-reads the bytes from the input topic (Kafka
    * Streams' source-topic changelog optimisation), so each input byte is written once.
    */
