@@ -130,6 +130,24 @@ describe('ActiveSetProcessor', () => {
     expect(s.h.deadLetters.map((d) => d.reasonCode)).toEqual([ReasonCode.UNKNOWN_EPISODE]);
   });
 
+  it('forgets an episode whose outcome came first and whose transition never does', () => {
+    const s = setup();
+    // Outcome first (an orphan, with a 10 s deadline), then an output; no transition ever.
+    s.h.feedAll([s.r(outcome('e14', 1, { eventTimeMs: 1000 })), s.o(output('e14', 0))]);
+    // Past the orphan deadline the outcome is the episode's, not an unknown episode's.
+    s.h.advanceTo(20_000);
+    expect(s.h.deadLetters).toHaveLength(0);
+    expect(s.h.stores.episodes.size).toBe(1);
+    // Last event at 1000, retention 50 000: idle until 51 000, then abandoned, output and all.
+    s.h.advanceTo(50_999);
+    expect(s.h.stores.episodes.size).toBe(1);
+    s.h.advanceTo(51_000);
+    expect(s.h.stores.episodes.size).toBe(0);
+    expect(s.h.stores.episodes.lookup('owners', 'e14/o0')).toBeUndefined();
+    expect(s.h.counters.get('episodes_abandoned_total')).toBe(1);
+    expect(s.h.deadLetters).toHaveLength(0);
+  });
+
   it('frees the state of closed episodes after the retention window', () => {
     const s = setup();
     s.h.feedAll([s.o(output('e10', 0)), s.t(transition('e10', [0])), s.r(outcome('e10', 1))]);

@@ -380,6 +380,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       eventTimeMs: output.eventTimeMs,
       raw: record.raw,
     });
+    this.adoptOutcome(ep);
     ep.outputIds.push(output.outputId);
     // In place, as `outputIds` above: a copy per event made each episode's arrivals quadratic.
     ep.outputDigests[output.outputId] = digest;
@@ -428,6 +429,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     }
     ep.transitions[t.transitionId] = { transition: t, source: record.source, digest, deadlineMs: t.eventTimeMs + this.options.setTtlMs };
     ep.pending.push(t.transitionId);
+    this.adoptOutcome(ep);
     ep.transitionIds.push(t.transitionId);
     ep.transitionDigests[t.transitionId] = digest;
     for (const id of ids) ep.claims[id] = t.transitionId;
@@ -460,6 +462,18 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     }
     stores.episodes.put(ep.episodeId, ep);
     for (const id of [...ep.pending]) this.tryComplete(ep, id, stores, ctx);
+  }
+
+  /**
+   * An outcome that came first is an orphan only until its episode's first event: from then on
+   * it is the episode's outcome, and the episode follows the usual close and abandonment rules.
+   * Left an orphan, an episode that never sends `done` would never be forgotten.
+   */
+  private adoptOutcome(ep: StoredEpisode): void {
+    if (ep.orphanOutcomeRaw === null || ep.closed) return;
+    ep.orphanOutcomeRaw = null;
+    ep.orphanKey = null;
+    ep.expiresAtMs = null;
   }
 
   /** Emits the set of `transitionId` when all members and its reward are there. */
