@@ -17,7 +17,7 @@ import { Kafka, Message, Partitioners } from 'kafkajs';
 import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog } from '@srpo/events';
 import { ensureKafka, sleep, spawnApp } from '@srpo/testing';
 import * as fs from 'fs';
-import { loadMaterializerConfig, MaterializerConfig } from '../../apps/materializer/src/materializer-config';
+import { loadMaterializerConfig } from '../../apps/materializer/src/materializer-config';
 import { Materializer } from '../../apps/materializer/src/materializer.service';
 import { bigOutput, workload } from './workload';
 
@@ -98,37 +98,25 @@ async function startProfiler(): Promise<{ stopTo(file: string): Promise<void> }>
 async function materializerRun(kafka: Kafka, brokers: string[], events: AgentEvent[]): Promise<RunResult> {
   const prefix = `bench.mat.${randomUUID().slice(0, 8)}.`;
   const catalog = await setupTopics(kafka, prefix);
-  const config = loadMaterializerConfig(materializerEnv(brokers, prefix));
+  const config = loadMaterializerConfig({ KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn', ...tuning() });
   // Warm-up on empty topics: creates the changelog topics, a one-time cost of a new application.
   const warm = new Materializer(config);
   await warm.start();
   await warm.stop();
   await produceAll(kafka, catalog, events);
-  const groups = events.filter((e) => e.type === 'Transition').length / 4;
-  const result = await timedRun(config, events.length, (m) => m.metrics.value('advantage-group-materializer_groups_ready_total', { reason: 'SIZE' }), groups, argValue('profile'));
-  return { ...result, written: await offsetsWritten(kafka, prefix) };
-}
-
-/** Bench settings of a materializer on `prefix`, with the command line's tuning. */
-function materializerEnv(brokers: string[], prefix: string): Record<string, string> {
-  return { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn', ...tuning() };
-}
-
-/**
- * One timed window: a materializer started on input already produced, until `done` reaches
- * `target`, with this process's CPU over it (and a CPU profile of it into `profile`, if given).
- */
-async function timedRun(config: MaterializerConfig, events: number, done: (m: Materializer) => Promise<number>, target: number, profile?: string): Promise<RunResult> {
   const m = new Materializer(config);
+  const profile = argValue('profile');
   const profiler = profile ? await startProfiler() : undefined;
   const start = Date.now();
   const cpu = process.cpuUsage();
   await m.start();
-  await waitForCounter(() => done(m), target, 600_000);
-  const result = { eventsPerSecond: events / ((Date.now() - start) / 1000), cpuSeconds: cpuSince(cpu) };
+  const groups = events.filter((e) => e.type === 'Transition').length / 4;
+  await waitForCounter(() => m.metrics.value('advantage-group-materializer_groups_ready_total', { reason: 'SIZE' }), groups, 600_000);
+  const elapsed = (Date.now() - start) / 1000;
+  const cpuSeconds = cpuSince(cpu);
   if (profiler && profile) await profiler.stopTo(profile);
   await m.stop();
-  return result;
+  return { eventsPerSecond: events.length / elapsed, cpuSeconds, written: await offsetsWritten(kafka, prefix) };
 }
 
 /**
@@ -161,17 +149,27 @@ async function offsetsWritten(kafka: Kafka, prefix: string): Promise<{ changelog
 async function stageRuns(kafka: Kafka, brokers: string[], events: AgentEvent[]): Promise<{ sets: RunResult; groups: RunResult }> {
   const prefix = `bench.stages.${randomUUID().slice(0, 8)}.`;
   const catalog = await setupTopics(kafka, prefix);
-  const config = (roles: string) => loadMaterializerConfig({ ...materializerEnv(brokers, prefix), SRPO_MATERIALIZER_ROLES: roles });
+  const env = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn', ...tuning() };
   for (const roles of ['sets', 'groups']) {
-    const warm = new Materializer(config(roles));
+    const warm = new Materializer(loadMaterializerConfig({ ...env, SRPO_MATERIALIZER_ROLES: roles }));
     await warm.start();
     await warm.stop();
   }
   await produceAll(kafka, catalog, events);
   const transitions = events.filter((e) => e.type === 'Transition').length;
-  const profile = argValue('profile');
-  const timed = (roles: string, done: (m: Materializer) => Promise<number>, target: number) =>
-    timedRun(config(roles), events.length, done, target, profile ? `${profile}.${roles}` : undefined);
+  const timed = async (roles: string, done: (m: Materializer) => Promise<number>, target: number): Promise<RunResult> => {
+    const m = new Materializer(loadMaterializerConfig({ ...env, SRPO_MATERIALIZER_ROLES: roles }));
+    const profile = argValue('profile');
+    const profiler = profile ? await startProfiler() : undefined;
+    const start = Date.now();
+    const cpu = process.cpuUsage();
+    await m.start();
+    await waitForCounter(() => done(m), target, 600_000);
+    const result = { eventsPerSecond: events.length / ((Date.now() - start) / 1000), cpuSeconds: cpuSince(cpu) };
+    if (profiler && profile) await profiler.stopTo(`${profile}.${roles}`);
+    await m.stop();
+    return result;
+  };
   const sets = await timed('sets', (m) => m.metrics.value('stream_records_out_total', { topic: catalog.activeSets.name }), transitions);
   const groups = await timed('groups', (m) => m.metrics.value('advantage-group-materializer_groups_ready_total', { reason: 'SIZE' }), transitions / 4);
   return { sets, groups };
@@ -188,7 +186,7 @@ async function scrape(port: number, metric: string): Promise<number> {
 async function twoProcessRun(kafka: Kafka, brokers: string[], events: AgentEvent[]): Promise<number> {
   const prefix = `bench.mat2.${randomUUID().slice(0, 8)}.`;
   const catalog = await setupTopics(kafka, prefix);
-  const base = materializerEnv(brokers, prefix);
+  const base = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn', ...tuning() };
   const warm = new Materializer(loadMaterializerConfig(base));
   await warm.start();
   await warm.stop();
@@ -291,7 +289,7 @@ function rssMb(child: ChildProcess): number {
 async function memoryRun(kafka: Kafka, brokers: string[], open: number): Promise<{ episodes: number; rssMb: number }[]> {
   const prefix = `bench.mem.${randomUUID().slice(0, 8)}.`;
   const catalog = await setupTopics(kafka, prefix);
-  const env = { ...materializerEnv(brokers, prefix), SRPO_SET_TTL_MS: String(3_600_000) };
+  const env = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn', SRPO_SET_TTL_MS: String(3_600_000) };
   const child = spawnApp('materializer', env);
   await sleep(3000);
   const points: { episodes: number; rssMb: number }[] = [{ episodes: 0, rssMb: rssMb(child) }];

@@ -28,12 +28,12 @@ export class MapStore<V> extends DerivingStore<V> implements KeyValueStore<V> {
 
   put(key: string, value: V): void {
     this.map.set(key, value);
-    this.derive(key, value);
+    this.derived.update(key, value);
   }
 
   delete(key: string): void {
     this.map.delete(key);
-    this.derive(key, undefined);
+    this.derived.update(key, undefined);
   }
 
   entries(): IterableIterator<[string, V]> {

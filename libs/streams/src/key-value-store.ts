@@ -191,20 +191,16 @@ export class DueSchedule<V> {
   }
 }
 
-/**
- * What both store implementations share: their derivations (indexes and schedule), kept in
- * step with the store's view by a call to `derive` on every change of a key.
- */
-export abstract class DerivingStore<V> {
+/** A store's indexes and schedule together, for the two store implementations. */
+export class Derived<V> {
   private readonly indexes: UniqueIndexes<V>;
   private readonly schedule: DueSchedule<V>;
-  /** Whether the store derives anything at all (most stores do not). */
-  protected readonly derives: boolean;
+  readonly empty: boolean;
 
   constructor(derivations: StoreDerivations<V> = {}) {
     this.indexes = new UniqueIndexes(derivations.indexes);
     this.schedule = new DueSchedule(derivations.schedule);
-    this.derives = !(this.indexes.empty && this.schedule.empty);
+    this.empty = this.indexes.empty && this.schedule.empty;
   }
 
   lookup(index: string, key: string): string | undefined {
@@ -216,11 +212,27 @@ export abstract class DerivingStore<V> {
     return this.schedule.due(nowMs);
   }
 
-  /** Re-derives `key` as holding `value` (undefined: gone). */
-  protected derive(key: string, value: V | undefined): void {
-    if (!this.derives) return;
+  update(key: string, value: V | undefined): void {
+    if (this.empty) return;
     this.indexes.update(key, value);
     this.schedule.update(key, value);
+  }
+}
+
+/** What both store implementations share: their derivations, which they keep in step with their view. */
+export abstract class DerivingStore<V> {
+  protected readonly derived: Derived<V>;
+
+  constructor(derivations: StoreDerivations<V> = {}) {
+    this.derived = new Derived(derivations);
+  }
+
+  lookup(index: string, key: string): string | undefined {
+    return this.derived.lookup(index, key);
+  }
+
+  due(nowMs: number): string[] {
+    return this.derived.due(nowMs);
   }
 }
 
@@ -319,12 +331,12 @@ export class TransactionalStore<V> extends DerivingStore<V> implements KeyValueS
 
   put(key: string, value: V): void {
     this.pending.set(key, value);
-    this.derive(key, value);
+    this.derived.update(key, value);
   }
 
   delete(key: string): void {
     this.pending.set(key, DELETED);
-    this.derive(key, undefined);
+    this.derived.update(key, undefined);
   }
 
   get size(): number {
@@ -375,7 +387,7 @@ export class TransactionalStore<V> extends DerivingStore<V> implements KeyValueS
   }
 
   rollback(): void {
-    if (this.derives) for (const key of this.pending.keys()) this.derive(key, this.committed.get(key));
+    if (!this.derived.empty) for (const key of this.pending.keys()) this.derived.update(key, this.committed.get(key));
     this.pending.clear();
   }
 
@@ -384,6 +396,6 @@ export class TransactionalStore<V> extends DerivingStore<V> implements KeyValueS
     const restored = value === null ? undefined : this.serde.deserialize(value);
     if (restored === undefined) this.committed.delete(key);
     else this.committed.set(key, restored);
-    this.derive(key, restored);
+    this.derived.update(key, restored);
   }
 }
