@@ -3,7 +3,8 @@
 # downloads no browser of its own). Debian's `chromium` package, from the machine's own apt
 # archive; nothing else is downloaded.
 #
-#   infra/chromium/install.sh          install when missing (idempotent)
+#   infra/chromium/install.sh          install when missing (idempotent); exit 3 when not root
+#                                      and no passwordless sudo (nothing installed, message says what to run)
 #   infra/chromium/install.sh check    exit 0 when a Chromium binary is present
 #   infra/chromium/install.sh path     print the binary's path
 #
@@ -31,11 +32,9 @@ case "${1:-install}" in
   install)
     if [[ "${SRPO_SKIP_BROWSER:-0}" == 1 ]]; then log "SRPO_SKIP_BROWSER=1: not installing"; exit 0; fi
     if b=$(find_binary); then log "already present: $b"; exit 0; fi
-    SUDO=""
-    if [[ $(id -u) -ne 0 ]]; then
-      command -v sudo >/dev/null 2>&1 || { log "need root (or sudo) to install chromium"; exit 1; }
-      SUDO="sudo"
-    fi
+    LOG_TAG=chromium
+    . "$(dirname "$0")/../lib/privileged.sh"
+    privileged "Chromium (optional: the dashboard's browser test)" "apt-get install chromium" || exit 3
     log "apt-get install chromium (a few minutes)"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >&2

@@ -31,10 +31,13 @@ as_owner() {
 
 install() {
   if bindir >/dev/null; then return 0; fi
+  LOG_TAG=postgres
+  . "$HERE/../lib/privileged.sh"
+  privileged "PostgreSQL (the PostgreSQL store tests need it)" "apt-get install postgresql" || exit 3
   log "installing PostgreSQL from Debian's packages"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2 || true
-  apt-get install -y -qq postgresql >&2
+  $SUDO apt-get update -qq >&2 || true
+  $SUDO apt-get install -y -qq postgresql >&2
 }
 
 start() {

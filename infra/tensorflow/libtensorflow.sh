@@ -44,7 +44,11 @@ build() {
   fi
   local work
   work=$(mktemp -d "$CACHE_DIR/libtf-build.XXXXXX")
-  trap 'rm -rf "$work"' RETURN
+  # Removed explicitly below, and on failure by the EXIT trap. Not a RETURN trap: bash keeps a
+  # RETURN trap set after the function returns, and it then fires when the caller (serve)
+  # returns, where `work` is out of scope and `set -u` aborts the first run.
+  BUILD_WORK="$work"
+  trap 'rm -rf "${BUILD_WORK:-}"' EXIT
   log "unpacking $wheel"
   (cd "$work" && unzip -q "$wheel" \
       'tensorflow/libtensorflow_cc.so.2' \
@@ -66,6 +70,9 @@ build() {
   log "packing $ARCHIVE"
   tar -C "$root" -cf - include lib | gzip -1 > "$ARCHIVE.partial"
   mv "$ARCHIVE.partial" "$ARCHIVE"
+  rm -rf "$work"
+  BUILD_WORK=""
+  trap - EXIT
   echo "$ARCHIVE"
 }
 
@@ -76,8 +83,11 @@ serve() {
   python3 - "$ARCHIVE_DIR" "$portfile" <<'PY' &
 import functools, http.server, os, sys
 directory, portfile = sys.argv[1], sys.argv[2]
-handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=directory)
-handler.log_message = lambda *a, **k: None
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    # One line per request would land in the middle of npm's install output.
+    def log_message(self, *args):
+        pass
+handler = functools.partial(Quiet, directory=directory)
 server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
 with open(portfile, "w") as f:
     f.write(f"{os.getpid()} {server.server_address[1]}\n")

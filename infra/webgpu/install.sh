@@ -7,7 +7,8 @@
 # mesa-vulkan-drivers comes from bookworm-backports (Mesa 25). Everything comes
 # from Debian's apt archive; nothing else is downloaded.
 #
-#   infra/webgpu/install.sh          install what is missing (idempotent)
+#   infra/webgpu/install.sh          install what is missing (idempotent); exit 3 when not root
+#                                    and no passwordless sudo (nothing installed, message says what to run)
 #   infra/webgpu/install.sh check    exit 0 when everything is present, 1 otherwise
 #
 # Environment: SRPO_WEBGPU_SOFTWARE=0 skips lavapipe (machines with a GPU
@@ -62,11 +63,9 @@ if all_ok; then
   exit 0
 fi
 
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then
-  command -v sudo >/dev/null 2>&1 || { log "need root (or sudo) to install Vulkan packages"; exit 1; }
-  SUDO="sudo"
-fi
+LOG_TAG=webgpu
+. "$(dirname "$0")/../lib/privileged.sh"
+privileged "the Vulkan loader and lavapipe (optional: the WebGPU backend)" "$(cd "$(dirname "$0")" && pwd)/install.sh" || exit 3
 
 . /etc/os-release
 packages=(libvulkan1)

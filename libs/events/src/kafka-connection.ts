@@ -81,8 +81,16 @@ export function createKafka(options: KafkaConnectionOptions, logger = new Logger
  */
 const EXPECTED_WARNINGS = [/Limiting retries for the idempotent producer/, /KafkaJS v2\.0\.0 switched default partitioner/];
 
-/** Errors kafkajs logs and then retries by itself; not worth an error line. */
-const RETRIED_ERRORS = /another concurrent operation on the same transaction|coordinator is loading|not the leader for that topic-partition|group coordinator is not available/;
+/**
+ * Errors kafkajs logs and then retries by itself; not worth an error line. All are retriable
+ * protocol errors of a cluster that is still settling: a transaction or group coordinator
+ * that moved or is loading (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+ * COORDINATOR_NOT_AVAILABLE), and metadata of a topic created a moment ago whose partitions
+ * have no leader yet (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE). Seen at every demo
+ * start; a failure that outlasts kafkajs's retries still surfaces as the caller's error.
+ */
+const RETRIED_ERRORS =
+  /another concurrent operation on the same transaction|coordinator is loading|not the leader for that topic-partition|group coordinator is not available|not the correct coordinator|does not host this topic-partition|no leader for this topic-partition/;
 
 function forward(logger: Logger, entry: LogEntry): void {
   const { message, ...rest } = entry.log;

@@ -4,7 +4,11 @@ import { loadDemoConfig } from './demo-config';
 describe('demo configuration', () => {
   it('plans one learner per policy with its roles, ports and files, under a fresh topic prefix', () => {
     const c = loadDemoConfig({ SRPO_DEMO_RUN_ID: 'r1', SRPO_DEMO_DIR: '/tmp/demo-r1' }, {}, '/work');
-    expect(c.seconds).toBe(300);
+    // At most 15 minutes; normally ended earlier by the target (every workflow ≥ 90 % over a minute).
+    expect(c.seconds).toBe(900);
+    expect(c.target).toBe(0.9);
+    expect(c.targetMinEpisodes).toBe(500);
+    expect(c.updates).toBe(0);
     expect(c.topics.prefix).toBe('srpo.demo.r1.');
     expect(c.externalKafka).toBe(false);
     expect(c.learners.map((l) => [l.policyId, l.roles, l.httpPort])).toEqual([
@@ -35,6 +39,11 @@ describe('demo configuration', () => {
     expect(c.endWindowMs).toBe(20_000);
   });
 
+  it('--target and --updates win over SRPO_DEMO_TARGET and SRPO_DEMO_UPDATES; 0 turns the early end off', () => {
+    expect(loadDemoConfig({ SRPO_DEMO_TARGET: '0.5', SRPO_DEMO_UPDATES: '7', SRPO_DEMO_DIR: '/tmp/x' }, {}, '/work')).toMatchObject({ target: 0.5, updates: 7 });
+    expect(loadDemoConfig({ SRPO_DEMO_TARGET: '0.5', SRPO_DEMO_DIR: '/tmp/x' }, { target: 0, updates: 160 }, '/work')).toMatchObject({ target: 0, updates: 160 });
+  });
+
   it('uses KAFKA_BROKERS when set and passes other variables through to the children', () => {
     const c = loadDemoConfig({ KAFKA_BROKERS: 'k1:9092,k2:9092', SRPO_OBJECTIVE: 'gspo', SRPO_DEMO_DIR: '/tmp/x' }, {}, '/work');
     expect(c.externalKafka).toBe(true);
@@ -49,6 +58,8 @@ describe('demo configuration', () => {
 
   it.each([
     [{ SRPO_DEMO_SECONDS: '2' }, 'SRPO_DEMO_SECONDS'],
+    [{ SRPO_DEMO_TARGET: '1.5' }, 'SRPO_DEMO_TARGET'],
+    [{ SRPO_DEMO_UPDATES: '-1' }, 'SRPO_DEMO_UPDATES'],
     [{ SRPO_DEMO_RUN_ID: 'bad id' }, 'SRPO_DEMO_RUN_ID'],
     [{ SRPO_DEMO_HTTP_PORT: 'x' }, 'SRPO_DEMO_HTTP_PORT'],
     [{ SRPO_AGENTS_WORKFLOWS: 'poker' }, 'SRPO_AGENTS_WORKFLOWS'],

@@ -6,7 +6,12 @@ import type { Role } from '../rollout';
 
 /** The demo's tuned defaults (see docs/demo.md for how they were chosen). */
 export const DEMO_DEFAULTS = {
-  seconds: 300,
+  /** The most training time: the demo normally ends before, once the target is held (docs/demo.md). */
+  seconds: 900,
+  /** End early once every workflow's success over the last `endWindowSeconds` is at least this (its 95 % interval's lower bound). */
+  target: 0.9,
+  /** Episodes each workflow needs in that window before the target can count as held. */
+  targetMinEpisodes: 500,
   model: '{"vocabSize":32,"dModel":32,"nLayers":2,"nHeads":2,"maxSeqLen":16}',
   lr: '5e-4',
   setsPerUpdate: 64,
@@ -47,6 +52,14 @@ export interface DemoConfig {
   childEnv: Record<string, string>;
   learnerEnv: (l: LearnerPlan) => Record<string, string>;
   serve: boolean;
+  /**
+   * End early once every workflow's success over the last `endWindowMs` has a 95 % Wilson
+   * interval wholly at or above this (0: never end early on success).
+   */
+  target: number;
+  targetMinEpisodes: number;
+  /** End once every policy has applied this many updates (0: no such limit). Progress, not wall time, for tests. */
+  updates: number;
   startEpisodes: number;
   endWindowMs: number;
   recentEpisodes: number;
@@ -57,6 +70,8 @@ export interface DemoConfig {
 export interface DemoFlags {
   seconds?: number;
   serve?: boolean;
+  target?: number;
+  updates?: number;
 }
 
 /**
@@ -67,7 +82,10 @@ export interface DemoFlags {
  *
  * | variable | default | meaning |
  * | --- | --- | --- |
- * | `SRPO_DEMO_SECONDS` | 300 | training time (`--seconds` wins) |
+ * | `SRPO_DEMO_SECONDS` | 900 | the most training time (`--seconds` wins); the run normally ends earlier, at the target |
+ * | `SRPO_DEMO_TARGET` | 0.9 | end once every workflow's last-`SRPO_DEMO_END_WINDOW_SECONDS` success has its 95 % interval at or above this (`--target`; 0: never early) |
+ * | `SRPO_DEMO_TARGET_MIN_EPISODES` | 500 | episodes per workflow in that window before the target can count |
+ * | `SRPO_DEMO_UPDATES` | 0 (off) | end once every policy has applied this many updates (`--updates`) |
  * | `SRPO_DEMO_DIR` | `.srpo/demo/<run id>` | audit databases, checkpoints and process logs |
  * | `SRPO_DEMO_HTTP_PORT` | 3000 | first learner's HTTP port; the next learners take the next free ports |
  * | `SRPO_DEMO_SERVE` | false | keep the learners (audit API) up after training until Ctrl-C (`--serve`) |
@@ -147,6 +165,10 @@ export function loadDemoConfig(env: Readonly<Record<string, string | undefined>>
     SRPO_CLIENT_ID: `srpo-learner-${l.policyId}`,
   });
   const endWindowSeconds = r.int('SRPO_DEMO_END_WINDOW_SECONDS', DEMO_DEFAULTS.endWindowSeconds, { min: 1 });
+  const target = flags.target ?? r.num('SRPO_DEMO_TARGET', DEMO_DEFAULTS.target, { min: 0, max: 1 });
+  if (!(target >= 0 && target <= 1)) throw new ConfigError('--target', `must be a success rate in [0, 1], got ${target}`);
+  const updates = flags.updates ?? r.int('SRPO_DEMO_UPDATES', 0, { min: 0, max: 10_000_000 });
+  if (!Number.isInteger(updates) || updates < 0) throw new ConfigError('--updates', `must be a non-negative integer, got ${updates}`);
   return {
     runId,
     runDir,
@@ -162,6 +184,9 @@ export function loadDemoConfig(env: Readonly<Record<string, string | undefined>>
     childEnv,
     learnerEnv,
     serve: flags.serve ?? r.bool('SRPO_DEMO_SERVE', false),
+    target,
+    targetMinEpisodes: r.int('SRPO_DEMO_TARGET_MIN_EPISODES', DEMO_DEFAULTS.targetMinEpisodes, { min: 1 }),
+    updates,
     startEpisodes: r.int('SRPO_DEMO_START_EPISODES', DEMO_DEFAULTS.startEpisodes, { min: 1 }),
     endWindowMs: Math.min(endWindowSeconds, seconds / 2) * 1000,
     recentEpisodes: r.int('SRPO_DEMO_RECENT_EPISODES', DEMO_DEFAULTS.recentEpisodes, { min: 1 }),

@@ -1,5 +1,5 @@
 import type { EpisodeOutcome, PolicyUpdate } from '@srpo/events';
-import { DemoStats, rateOf, startVersusEnd, wilson, workflowOf } from './demo-stats';
+import { DemoStats, rateOf, startVersusEnd, targetHeld, wilson, workflowOf } from './demo-stats';
 import { bar, clock, fit, renderLive, renderLogLine, renderSummary } from './progress-view';
 
 function outcome(workflow: string, success: boolean, eventTimeMs: number): EpisodeOutcome {
@@ -115,5 +115,45 @@ describe('progress view', () => {
     const summary = renderSummary(s, { runId: 'r', runDir: '/d', trainedMs: 60_000, startEpisodes: 1, endWindowMs: 10, rows, policies: ['actor'], auditUrls: view.auditUrls, serving: false }, false).join('\n');
     expect(summary).toMatch(/\| fixed +\| 100\.0% \(1\/1/);
     expect(summary).toMatch(/http:\/\/127\.0\.0\.1:3000\/updates\?policy=actor/);
+  });
+});
+
+describe('targetHeld: the early end of the demo', () => {
+  const T0 = 1_000_000;
+  /** `n` episodes spread evenly over [from, to), the first `ok` of them successes. */
+  function fill(stats: DemoStats, workflow: string, from: number, to: number, n: number, ok: number): void {
+    const list = stats.outcomes.get(workflow) ?? [];
+    for (let i = 0; i < n; i++) list.push({ eventTimeMs: from + ((to - from) * i) / n, success: i < ok });
+    stats.outcomes.set(workflow, list);
+  }
+
+  it('holds only when every workflow clears the target with its whole 95 % interval over the window', () => {
+    const stats = new DemoStats();
+    // Old failures before the window do not count against it.
+    fill(stats, 'fixed', T0 - 120_000, T0 - 60_000, 1000, 0);
+    fill(stats, 'fixed', T0 - 60_000, T0, 1000, 950);
+    fill(stats, 'joint', T0 - 60_000, T0, 1000, 950);
+    const opts = { target: 0.9, windowMs: 60_000, nowMs: T0, minEpisodes: 500 };
+    // 950/1000: Wilson 95 % lower bound = 0.9346 (by hand: p=.95, n=1000, z=1.96).
+    const both = targetHeld(stats, ['fixed', 'joint'], opts);
+    expect(both.held).toBe(true);
+    expect(both.workflows.map((w) => [w.workflow, w.rate.episodes, w.rate.successes])).toEqual([
+      ['fixed', 1000, 950],
+      ['joint', 1000, 950],
+    ]);
+    // A third workflow with no episode at all keeps the run going.
+    expect(targetHeld(stats, ['fixed', 'joint', 'routed'], opts).held).toBe(false);
+  });
+
+  it('a rate just above the target whose interval reaches below it does not count, nor too few episodes', () => {
+    const stats = new DemoStats();
+    // 905/1000 = 90.5 %, but the Wilson lower bound is 0.8856 < 0.9.
+    fill(stats, 'fixed', T0 - 60_000, T0, 1000, 905);
+    expect(targetHeld(stats, ['fixed'], { target: 0.9, windowMs: 60_000, nowMs: T0, minEpisodes: 500 }).held).toBe(false);
+    // 100/100 has lower bound 0.963 but only 100 episodes.
+    const few = new DemoStats();
+    fill(few, 'fixed', T0 - 60_000, T0, 100, 100);
+    expect(targetHeld(few, ['fixed'], { target: 0.9, windowMs: 60_000, nowMs: T0, minEpisodes: 500 }).held).toBe(false);
+    expect(targetHeld(few, ['fixed'], { target: 0.9, windowMs: 60_000, nowMs: T0, minEpisodes: 100 }).held).toBe(true);
   });
 });

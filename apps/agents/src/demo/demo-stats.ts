@@ -160,3 +160,42 @@ export function startVersusEnd(stats: DemoStats, options: { startEpisodes: numbe
     return { workflow, start, end, clearlyUp };
   });
 }
+
+export interface TargetCheck {
+  /** True when every workflow met the target over the window. */
+  held: boolean;
+  /** Per workflow: the window's rate and whether its 95 % interval lies at or above the target. */
+  workflows: { workflow: string; rate: Rate; met: boolean }[];
+}
+
+/**
+ * Whether every workflow has held `target` over the last `windowMs` before `nowMs`: the
+ * window's success has a 95 % Wilson interval wholly at or above `target`, over at least
+ * `minEpisodes` episodes. This is the test the demo's summary reports at the end ("end:
+ * last 1:00"), so a run that ends early on it ends with the figure a user was promised.
+ * A workflow with no episode yet never meets it.
+ */
+export function targetHeld(
+  stats: DemoStats,
+  workflows: readonly string[],
+  options: { target: number; windowMs: number; nowMs: number; minEpisodes: number },
+): TargetCheck {
+  const from = options.nowMs - options.windowMs;
+  const rows = workflows.map((workflow) => {
+    const list = stats.outcomes.get(workflow) ?? [];
+    // Outcomes arrive close to time order: walk back from the newest and stop well past the window.
+    let successes = 0;
+    let episodes = 0;
+    for (let i = list.length - 1; i >= 0; i--) {
+      const p = list[i];
+      if (p.eventTimeMs < from - 60_000) break;
+      if (p.eventTimeMs < from || p.eventTimeMs > options.nowMs) continue;
+      episodes++;
+      if (p.success) successes++;
+    }
+    const rate: Rate = { successes, episodes, rate: episodes === 0 ? Number.NaN : successes / episodes };
+    const met = episodes >= options.minEpisodes && wilson(rate)[0] >= options.target;
+    return { workflow, rate, met };
+  });
+  return { held: rows.length > 0 && rows.every((r) => r.met), workflows: rows };
+}

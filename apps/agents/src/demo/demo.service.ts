@@ -7,8 +7,8 @@ import { ErrorCode, errorMessage, Logger, repoRoot, SrpoError } from '@srpo/core
 import { createKafka, ensureTopics, topicCatalog, type TopicCatalog } from '@srpo/events';
 import type { DemoConfig, LearnerPlan } from './demo-config';
 import { DemoMonitor } from './demo-monitor.service';
-import { rateOf, sortedByTime, startVersusEnd, type StartEnd } from './demo-stats';
-import { ansi, fit, renderLive, renderLogLine, renderSummary, type LiveView } from './progress-view';
+import { rateOf, sortedByTime, startVersusEnd, targetHeld, type StartEnd } from './demo-stats';
+import { ansi, clock, fit, pct, renderLive, renderLogLine, renderSummary, type LiveView } from './progress-view';
 
 /** Where the demo writes: a TTY gets a redrawn panel, anything else periodic lines. */
 export interface DemoOutput {
@@ -30,7 +30,11 @@ export interface DemoResult {
   auditUrls: string[];
   /** Why the run ended early, when it did. */
   failure?: string;
+  /** What ended training: the target held, the update count reached, the time limit, or a request. */
+  endedBy?: EndReason;
 }
+
+export type EndReason = 'target' | 'updates' | 'time' | 'request';
 
 interface Child {
   name: string;
@@ -60,6 +64,7 @@ export class DemoRunner {
   private startedAtMs = 0;
   private trainedMs = 0;
   private drawn = 0;
+  private endedBy?: EndReason;
 
   constructor(
     private readonly config: DemoConfig,
@@ -111,14 +116,14 @@ export class DemoRunner {
       this.say(`starting ${c.learners.length} learner(s) (${c.learners.map((l) => `${l.policyId}: ${l.roles.join(', ')}`).join('; ')}) and the materializer`);
       await Promise.all(c.learners.map((l) => this.waitHealthy(l)));
       this.spawn('agents', 'agents', c.childEnv, path.join(c.runDir, 'agents.log'));
-      this.say(`agents playing ${c.agents.workflows.join(', ')} (G=${c.agents.groupSize}); training for ${c.seconds} s${this.out.isTTY ? ' (Ctrl-C stops early, cleanly)' : ''}`);
+      this.say(`agents playing ${c.agents.workflows.join(', ')} (G=${c.agents.groupSize}); training ${this.plan()}${this.out.isTTY ? ' (Ctrl-C stops early, cleanly)' : ''}`);
       failure = await this.train();
     } catch (e) {
       failure = errorMessage(e);
     }
     this.clearPanel();
     if (failure) this.say(`stopping: ${failure}`);
-    else this.say(this.stopRequested ? 'stopping on request' : 'training time is up; stopping');
+    else this.say(this.endMessage());
     await this.shutdown(this.config.serve && !failure);
     const result = this.report(failure);
     process.removeListener('exit', onExit);
@@ -177,7 +182,45 @@ export class DemoRunner {
     throw new SrpoError(ErrorCode.UNAVAILABLE, `learner ${l.policyId} not healthy after 180 s (log: ${l.logFile})`);
   }
 
-  /** Shows progress until the time is up, a stop is requested or a child dies; returns the failure, if any. */
+  /** What the run will do, in words: the stop conditions in force. */
+  private plan(): string {
+    const c = this.config;
+    const limits: string[] = [];
+    if (c.target > 0) limits.push(`until every workflow holds ≥ ${pct(c.target)} success over ${clock(c.endWindowMs)} (95 % interval)`);
+    if (c.updates > 0) limits.push(`until every policy has applied ${c.updates} updates`);
+    limits.push(`${limits.length > 0 ? 'at most ' : 'for '}${clock(c.seconds * 1000)}`);
+    return limits.join(', ');
+  }
+
+  private endMessage(): string {
+    const c = this.config;
+    const at = clock(this.trainedMs);
+    switch (this.endedBy) {
+      case 'target':
+        return `every workflow held ≥ ${pct(c.target)} success over the last ${clock(c.endWindowMs)} at ${at}: ending early; stopping`;
+      case 'updates':
+        return `every policy applied ${c.updates} updates at ${at}; stopping`;
+      case 'request':
+        return 'stopping on request';
+      default:
+        return c.target > 0 ? `training time is up (${at}) before every workflow held ${pct(c.target)}; stopping` : 'training time is up; stopping';
+    }
+  }
+
+  /** Why training should end now, if it should (the target held, or enough updates). */
+  private progressEnd(elapsedMs: number): EndReason | undefined {
+    const c = this.config;
+    const stats = this.stats();
+    if (c.updates > 0 && c.learners.every((l) => stats.policy(l.policyId).updates >= c.updates)) return 'updates';
+    // The window must lie wholly inside training: episodes of a previous run never count.
+    if (c.target > 0 && elapsedMs >= c.endWindowMs) {
+      const check = targetHeld(stats, c.agents.workflows, { target: c.target, windowMs: c.endWindowMs, nowMs: Date.now(), minEpisodes: c.targetMinEpisodes });
+      if (check.held) return 'target';
+    }
+    return undefined;
+  }
+
+  /** Shows progress until the time is up, the progress goal is met, a stop is requested or a child dies; returns the failure, if any. */
   private async train(): Promise<string | undefined> {
     const c = this.config;
     this.startedAtMs = Date.now();
@@ -190,7 +233,9 @@ export class DemoRunner {
         this.trainedMs = elapsed;
         return `${dead.name} exited unexpectedly (log: ${dead.logFile})\n${tail(dead.logFile)}`;
       }
-      if (elapsed >= totalMs || this.stopRequested) {
+      const reached = this.stopRequested ? 'request' : elapsed >= totalMs ? 'time' : this.progressEnd(elapsed);
+      if (reached) {
+        this.endedBy = reached;
         this.trainedMs = Math.min(elapsed, totalMs);
         return undefined;
       }
@@ -346,6 +391,7 @@ export class DemoRunner {
       deadLetters: stats?.deadLetterCount() ?? 0,
       auditUrls: this.auditUrls(),
       failure,
+      endedBy: this.endedBy,
     };
   }
 

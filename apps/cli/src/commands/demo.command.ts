@@ -3,6 +3,18 @@ import { Logger } from '@srpo/core';
 import { loadDemoConfig } from '../../../agents/src/demo/demo-config';
 import { DemoRunner } from '../../../agents/src/demo/demo.service';
 
+function rate(value: string): number {
+  const n = Number(value);
+  if (!(n >= 0 && n <= 1)) throw new InvalidArgumentError('must be a success rate in [0, 1] (0: never end early)');
+  return n;
+}
+
+function count(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
+  return n;
+}
+
 function seconds(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 5 || n > 86_400) throw new InvalidArgumentError('must be an integer number of seconds in [5, 86400]');
@@ -13,16 +25,21 @@ function seconds(value: string): number {
  * `srpo demo`: the main job. Starts the local broker (unless KAFKA_BROKERS is
  * set), creates the run's topics, runs one learner per policy, the
  * materializer and the agents as child processes, trains the mixed workflow
- * for `--seconds` (SRPO_DEMO_SECONDS, default 300) and reports start-versus-end
- * success per workflow. Ctrl-C stops early and cleanly; a second Ctrl-C kills.
+ * until every workflow holds the target success over the last minute
+ * (`--target`, default 0.9), at most `--seconds` (SRPO_DEMO_SECONDS, default 900),
+ * and reports start-versus-end success per workflow. `--updates N` ends once every
+ * policy has applied N updates instead (progress, not wall time: the tests use it).
+ * Ctrl-C stops early and cleanly; a second Ctrl-C kills.
  */
 export function demoCommand(env: Readonly<Record<string, string | undefined>> = process.env): Command {
   return new Command('demo')
     .description('train fixed, joint and routed multi-agent workflows end to end over Kafka, with live progress')
-    .option('--seconds <n>', 'training time (default SRPO_DEMO_SECONDS or 300)', seconds)
+    .option('--seconds <n>', 'the most training time (default SRPO_DEMO_SECONDS or 900)', seconds)
+    .option('--target <rate>', 'end once every workflow holds this success over the last minute, 95 % interval (default SRPO_DEMO_TARGET or 0.9; 0: never early)', rate)
+    .option('--updates <n>', 'end once every policy has applied this many updates (default SRPO_DEMO_UPDATES, off)', count)
     .option('--serve', 'keep the learners (audit API) up after training until Ctrl-C')
-    .action(async (opts: { seconds?: number; serve?: boolean }) => {
-      const config = loadDemoConfig(env, { seconds: opts.seconds, serve: opts.serve });
+    .action(async (opts: { seconds?: number; serve?: boolean; target?: number; updates?: number }) => {
+      const config = loadDemoConfig(env, { seconds: opts.seconds, serve: opts.serve, target: opts.target, updates: opts.updates });
       Logger.configure({ level: config.logLevel });
       const out = {
         write: (s: string) => void process.stdout.write(s),
