@@ -124,7 +124,10 @@ start() {
              "-Dkafka.logs.dir=$DIR/logs" "-Dlog4j2.configurationFile=$HERE/log4j2.properties")
   if [[ ! -f "$DIR/data/meta.properties" ]]; then
     local cluster_id
-    cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+    # A URL-safe base64 UUID, as kafka-storage random-uuid makes. It must not start with '-':
+    # the storage tool would read it as an option and refuse to format (1 first run in 64).
+    cluster_id="-"
+    while [[ "$cluster_id" == -* ]]; do cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '='); done
     log "formatting storage in $DIR/data (cluster $cluster_id)"
     local scram=()
     if [[ "$SECURITY" == sasl_ssl ]]; then

@@ -299,6 +299,8 @@ export class DemoRunner {
    */
   private async shutdown(keepLearners: boolean): Promise<void> {
     const c = this.config;
+    // Nothing started (e.g. the broker did not come up): nothing to drain, and no broker to ask.
+    if (this.children.length === 0) return;
     await this.stopChild('agents', 120_000);
     await this.waitForConsumers(`${c.materializerAppId}.sets`, [this.catalog.agentOutputs.name, this.catalog.transitions.name, this.catalog.episodeOutcomes.name], 20_000);
     await this.waitForConsumers(`${c.materializerAppId}.groups`, [this.catalog.activeSets.name], 20_000, 1);
@@ -353,8 +355,8 @@ export class DemoRunner {
    */
   private async waitForConsumers(groupId: string, topics: string[], timeoutMs: number, markers = 0): Promise<void> {
     const admin = this.kafka.admin();
-    await admin.connect();
     try {
+      await admin.connect();
       const deadline = Date.now() + timeoutMs;
       for (;;) {
         let behind = 0;
