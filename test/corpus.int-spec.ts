@@ -135,28 +135,28 @@ interface UpdateSummary {
   weightsHashAfter: string;
 }
 
-/** The learner's updates once it has consumed every group on the topic (and stopped changing). */
+/**
+ * The learner's updates once its ledger holds `groups` groups. The ledger, not the committed
+ * offsets: the groups topic is written in transactions, and each commit marker takes an offset,
+ * so the committed offset can pass `groups` while the last group is still being trained on.
+ */
 async function learnerUpdates(run: Run, groups: number, timeoutMs = 150_000): Promise<{ update: UpdateSummary; groupIds: string[] }[]> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const [offsets] = await admin.fetchOffsets({ groupId: `${run.catalog.prefix}learner`, topics: [run.catalog.advantageGroups.name] });
-      const committed = offsets?.partitions.reduce((n, p) => n + Math.max(0, Number(p.offset)), 0) ?? 0;
-      if (committed >= groups) break;
-      if (run.learner.exitCode !== null || run.learner.signalCode !== null) throw new Error(`learner of ${run.catalog.prefix} exited`);
-      if (Date.now() > deadline) throw new Error(`learner of ${run.catalog.prefix} committed ${committed} of ${groups} groups after ${timeoutMs} ms`);
-      await sleep(500);
-    }
-  } finally {
-    await admin.disconnect();
-  }
   const get = async <T>(url: string): Promise<T> => (await fetch(`http://127.0.0.1:${run.learnerPort}${url}`)).json() as Promise<T>;
-  const updates = await get<UpdateSummary[]>('/updates?policy=worker&limit=1000');
-  return Promise.all(
-    updates.map(async (update) => ({ update, groupIds: (await get<{ groups: { groupId: string }[] }>(`/updates/${update.updateId}`)).groups.map((g) => g.groupId) })),
-  );
+  const read = async () => {
+    const updates = await get<UpdateSummary[]>('/updates?policy=worker&limit=1000');
+    return Promise.all(
+      updates.map(async (update) => ({ update, groupIds: (await get<{ groups: { groupId: string }[] }>(`/updates/${update.updateId}`)).groups.map((g) => g.groupId) })),
+    );
+  };
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (run.learner.exitCode !== null || run.learner.signalCode !== null) throw new Error(`learner of ${run.catalog.prefix} exited`);
+    const updates = await read().catch(() => []);
+    const trained = updates.reduce((n, u) => n + u.groupIds.length, 0);
+    if (trained >= groups) return updates;
+    if (Date.now() > deadline) throw new Error(`learner of ${run.catalog.prefix} recorded ${trained} of ${groups} groups after ${timeoutMs} ms`);
+    await sleep(500);
+  }
 }
 
 /** Waits until the sets sub-topology committed every record of the raw topics. */

@@ -4,8 +4,8 @@ import { loadDemoConfig } from './demo-config';
 describe('demo configuration', () => {
   it('plans one learner per policy with its roles, ports and files, under a fresh topic prefix', () => {
     const c = loadDemoConfig({ SRPO_DEMO_RUN_ID: 'r1', SRPO_DEMO_DIR: '/tmp/demo-r1' }, {}, '/work');
-    // At most 15 minutes; normally ended earlier by the target (every workflow ≥ 90 % over a minute).
-    expect(c.seconds).toBe(900);
+    // At most 25 minutes; normally ended earlier by the target (every workflow ≥ 90 % over a minute).
+    expect(c.seconds).toBe(1500);
     expect(c.target).toBe(0.9);
     expect(c.targetMinEpisodes).toBe(500);
     expect(c.updates).toBe(0);
@@ -25,7 +25,9 @@ describe('demo configuration', () => {
       SRPO_TOPIC_PREFIX: 'srpo.demo.r1.',
       SRPO_SETS_PER_UPDATE: '64',
       SRPO_CONSUMER_GROUP: 'srpo.demo.r1.learner.judge',
+      SRPO_AGENTS_TEMPERATURE: '1.5',
     });
+    expect(c.agents.temperature).toBe(1.5);
     // Agents and learners agree on the flow-control unit and the checkpoint root.
     expect(c.agents.setsPerUpdate).toBe(64);
     expect(c.agents.checkpointDir).toBe('/tmp/demo-r1/checkpoints');

@@ -26,7 +26,7 @@ function seconds(value: string): number {
  * set), creates the run's topics, runs one learner per policy, the
  * materializer and the agents as child processes, trains the mixed workflow
  * until every workflow holds the target success over the last minute
- * (`--target`, default 0.9), at most `--seconds` (SRPO_DEMO_SECONDS, default 900),
+ * (`--target`, default 0.9), at most `--seconds` (SRPO_DEMO_SECONDS, default 1500),
  * and reports start-versus-end success per workflow. `--updates N` ends once every
  * policy has applied N updates instead (progress, not wall time: the tests use it).
  * Ctrl-C stops early and cleanly; a second Ctrl-C kills.
@@ -34,7 +34,7 @@ function seconds(value: string): number {
 export function demoCommand(env: Readonly<Record<string, string | undefined>> = process.env): Command {
   return new Command('demo')
     .description('train fixed, joint and routed multi-agent workflows end to end over Kafka, with live progress')
-    .option('--seconds <n>', 'the most training time (default SRPO_DEMO_SECONDS or 900)', seconds)
+    .option('--seconds <n>', 'the most training time (default SRPO_DEMO_SECONDS or 1500)', seconds)
     .option('--target <rate>', 'end once every workflow holds this success over the last minute, 95 % interval (default SRPO_DEMO_TARGET or 0.9; 0: never early)', rate)
     .option('--updates <n>', 'end once every policy has applied this many updates (default SRPO_DEMO_UPDATES, off)', count)
     .option('--serve', 'keep the learners (audit API) up after training until Ctrl-C')
