@@ -58,7 +58,14 @@ console.error('[setup] native TensorFlow ' + tf.backend().binding.TF_Version + '
 " 2>&1 | grep -v -E '^(WARNING|I0000|E0000)|oneDNN|cpu_feature_guard|absl::' >&2 || true
 
 log "Python example's packages (fastavro, confluent-kafka)"
-python3 -m pip install -q -r examples/python/requirements.txt
+pip_flags=(-q)
+# CI reinstalls them, so an already-installed package cannot hide a broken requirement.
+[[ "${SRPO_PIP_FORCE_REINSTALL:-0}" == 1 ]] && pip_flags+=(--force-reinstall)
+python3 -m pip install "${pip_flags[@]}" -r examples/python/requirements.txt || {
+  log "pip could not install examples/python/requirements.txt (the Python producer example and its test need it)"
+  log "fix: python3 -m pip install --user -r examples/python/requirements.txt, or run setup inside a virtualenv"
+  exit 1
+}
 
 log "fetching Kafka broker jars"
 infra/kafka/kafka.sh fetch
@@ -66,3 +73,7 @@ infra/kafka/kafka.sh fetch
 log "compiling"
 npm run -s build
 log "done"
+
+# The summary: one line per prerequisite, with the fix for anything missing. Optional items
+# (Chromium, Vulkan, PostgreSQL, a stopped broker) only warn; a missing required one fails setup.
+node bin/srpo.js doctor

@@ -78,9 +78,12 @@ describe('first run of the installers (empty caches)', () => {
     fs.chmodSync(bin, 0o755);
     const script = `. ${infra('lib', 'privileged.sh')}; privileged "Chromium (optional)" "apt-get install chromium"`;
     const asRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-    const cmd = asRoot ? ['runuser', ['-u', 'nobody', '--', path.join(bin, 'bash'), '-c', script]] : [path.join(bin, 'bash'), ['-c', script]];
+    // runuser by its full path: the child's PATH (the narrowed one) is where spawn looks it up.
+    const runuser = asRoot ? execFileSync('bash', ['-c', 'command -v runuser'], { encoding: 'utf8' }).trim() : '';
+    const cmd = asRoot ? [runuser, ['-u', 'nobody', '--', path.join(bin, 'bash'), '-c', script]] : [path.join(bin, 'bash'), ['-c', script]];
     const r = spawnSync(cmd[0] as string, cmd[1] as string[], { env: { PATH: bin }, encoding: 'utf8', timeout: 10_000 });
     fs.rmSync(bin, { recursive: true, force: true });
+    expect(r.error).toBeUndefined();
     expect(r.status).toBe(3);
     expect(r.stderr).toMatch(/not root and no passwordless sudo: Chromium \(optional\) skipped; to install it, run as root: apt-get install chromium/);
   });

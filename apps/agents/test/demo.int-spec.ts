@@ -51,13 +51,28 @@ describe('srpo demo (short run on the real broker)', () => {
     // Training, then the summary; with --serve the learners stay up until Ctrl-C.
     const deadline = Date.now() + (MAX_SECONDS + 150) * 1000;
     while (!/keep serving it until Ctrl-C/.test(stdout)) {
-      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`demo ended or timed out before its summary:\n${stdout}`);
+      if (child.exitCode !== null || Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`demo ended or timed out before its summary:\n${stdout}`);
+      }
       await sleep(500);
     }
     prefix = /topics (\S+)\*/.exec(stdout)?.[1] ?? '';
-    const updates = await fetch(`http://127.0.0.1:${port}/updates?policy=actor`).then((r) => r.json() as Promise<unknown[]>);
-    auditUpdates = updates.length;
-    child.kill('SIGINT');
+    // Bounded, retried: a request that never answers must fail the test, not hold it (and jest) open.
+    try {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const res = await fetch(`http://127.0.0.1:${port}/updates?policy=actor&limit=1000`, { signal: AbortSignal.timeout(15_000) });
+          auditUpdates = ((await res.json()) as unknown[]).length;
+          break;
+        } catch (e) {
+          if (attempt >= 5) throw e;
+          await sleep(1000);
+        }
+      }
+    } finally {
+      child.kill('SIGINT');
+    }
     exitCode = await exited;
   }, (MAX_SECONDS + 240) * 1000);
 

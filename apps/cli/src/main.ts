@@ -10,6 +10,7 @@ import { demoCommand } from './commands/demo.command';
 import { replayCommand } from './commands/replay.command';
 import { offlineCommand } from './commands/offline.command';
 import { runsCommand } from './commands/runs.command';
+import { doctorCommand } from './commands/doctor.command';
 
 /** `env` is the process environment unless a test passes its own. */
 export function buildProgram(env: Readonly<Record<string, string | undefined>> = process.env): Command {
@@ -26,6 +27,7 @@ export function buildProgram(env: Readonly<Record<string, string | undefined>> =
   program.addCommand(replayCommand(config));
   program.addCommand(offlineCommand(config));
   program.addCommand(runsCommand(config));
+  program.addCommand(doctorCommand(env));
   return program;
 }
 

@@ -5,3 +5,4 @@ export * from './tf-backend';
 export * from './paths';
 export * from './metrics';
 export * from './shutdown';
+export { runDoctor, systemDoctorHost, formatDoctorReport, formatDoctorJson, doctorExitCode, type DoctorHost, type DoctorLevel, type DoctorResult, type ProbeOutcome } from './doctor';
