@@ -40,14 +40,20 @@ describe('first run of the installers (empty caches)', () => {
     const cache = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-first-run-'));
     fakeWheel(path.join(cache, 'wheels'), 'tensorflow_cpu-9.9.9-cp311-cp311-manylinux_2_27_x86_64.whl');
     const portfile = path.join(cache, 'port');
+    // Output to a file, not a pipe: the server left in the background keeps a pipe open, and
+    // spawnSync would wait for it until its timeout.
+    const logFile = path.join(cache, 'serve.log');
+    const fd = fs.openSync(logFile, 'w');
     const r = spawnSync('bash', [infra('tensorflow', 'libtensorflow.sh'), 'serve', portfile], {
       env: { PATH: process.env.PATH ?? '', HOME: cache, SRPO_CACHE_DIR: cache, SRPO_TF_WHEEL_VERSION: '9.9.9' },
-      encoding: 'utf8',
+      stdio: ['ignore', fd, fd],
       timeout: 60_000,
     });
+    fs.closeSync(fd);
     let pid = 0;
     try {
-      expect(r.stderr).not.toMatch(/unbound variable/);
+      expect(r.error).toBeUndefined();
+      expect(fs.readFileSync(logFile, 'utf8')).not.toMatch(/unbound variable/);
       expect(r.status).toBe(0);
       const [pidText, port] = fs.readFileSync(portfile, 'utf8').trim().split(' ');
       pid = Number(pidText);
