@@ -5,6 +5,7 @@ export * from './event-codec';
 export * from './event-validation';
 export * from './topic-catalog';
 export * from './kafka-connection';
+export * from './kafka-socket';
 export * from './agent-events-producer';
 export * from './sample-events';
 export * from './topic-reader';

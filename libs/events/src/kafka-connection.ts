@@ -1,6 +1,7 @@
 import * as fs from 'fs';
 import { Kafka, KafkaConfig, logLevel, LogEntry, SASLOptions } from 'kafkajs';
 import { ConfigError, EnvReader, Logger } from '@srpo/core';
+import { guardedSocketFactory } from './kafka-socket';
 import { SchemaRegistryClient } from './schema-registry';
 
 /**
@@ -50,6 +51,11 @@ export function readKafkaConnection(env: EnvReader, clientId: string): KafkaConn
 }
 
 export function createKafka(options: KafkaConnectionOptions, logger = new Logger('kafkajs')): Kafka {
+  return new Kafka(kafkaConfig(options, logger));
+}
+
+/** The kafkajs configuration {@link createKafka} uses: our retry bounds, log routing and socket factory. */
+export function kafkaConfig(options: KafkaConnectionOptions, logger = new Logger('kafkajs')): KafkaConfig {
   const config: KafkaConfig = {
     clientId: options.clientId,
     brokers: options.brokers,
@@ -58,6 +64,8 @@ export function createKafka(options: KafkaConnectionOptions, logger = new Logger
     retry: { retries: options.retries ?? 8, initialRetryTime: 200, maxRetryTime: 5000 },
     logLevel: logLevel.WARN,
     logCreator: () => (entry: LogEntry) => forward(logger, entry),
+    // kafkajs's connect-timeout race left ended sockets marked connected (`write after end`).
+    socketFactory: guardedSocketFactory(),
   };
   if (options.ssl) {
     config.ssl = {
@@ -70,7 +78,7 @@ export function createKafka(options: KafkaConnectionOptions, logger = new Logger
   if (options.sasl) {
     config.sasl = { ...options.sasl } as SASLOptions;
   }
-  return new Kafka(config);
+  return config;
 }
 
 /**
