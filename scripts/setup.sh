@@ -67,6 +67,21 @@ python3 -m pip install "${pip_flags[@]}" -r examples/python/requirements.txt || 
   exit 1
 }
 
+# The Hugging Face checks (test/hf-roundtrip.int-spec.ts, the safetensors spec) load what
+# the project writes in Python transformers/safetensors. torch from PyPI is the CUDA build
+# (about 4 GB with its libraries; it runs on CPU). SRPO_SETUP_REFERENCE=0 skips it for a
+# machine that only runs the demo; those tests then fail saying what to install.
+if [[ "${SRPO_SETUP_REFERENCE:-1}" == 1 ]]; then
+  log "Python reference packages for the Hugging Face checks (torch, transformers, safetensors, peft; about 4 GB)"
+  python3 -m pip install "${pip_flags[@]}" -r scripts/reference/requirements.txt || {
+    log "pip could not install scripts/reference/requirements.txt (the Hugging Face reference tests need it)"
+    log "fix: python3 -m pip install --user -r scripts/reference/requirements.txt, or run setup inside a virtualenv"
+    exit 1
+  }
+else
+  log "skipping the Python reference packages (SRPO_SETUP_REFERENCE=0): test/hf-roundtrip and the safetensors spec will fail until python3 -m pip install -r scripts/reference/requirements.txt"
+fi
+
 log "fetching Kafka broker jars"
 infra/kafka/kafka.sh fetch
 

@@ -11,6 +11,7 @@ import { replayCommand } from './commands/replay.command';
 import { offlineCommand } from './commands/offline.command';
 import { runsCommand } from './commands/runs.command';
 import { doctorCommand } from './commands/doctor.command';
+import { modelCommand } from './commands/model.command';
 
 /** `env` is the process environment unless a test passes its own. */
 export function buildProgram(env: Readonly<Record<string, string | undefined>> = process.env): Command {
@@ -28,6 +29,7 @@ export function buildProgram(env: Readonly<Record<string, string | undefined>> =
   program.addCommand(offlineCommand(config));
   program.addCommand(runsCommand(config));
   program.addCommand(doctorCommand(env));
+  program.addCommand(modelCommand(config));
   return program;
 }
 

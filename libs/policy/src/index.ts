@@ -1,4 +1,5 @@
 export * from './rng';
+export * from './causal-lm';
 export * from './transformer';
 export * from './log-probs';
 export * from './sampler';
@@ -9,3 +10,4 @@ export * from './adam-optimizer';
 export * from './checkpoint-store';
 export * from './srpo-step';
 export { configureNativeKernels, configureWebGpuKernels, nativeKernelsActive, webgpuActive, type NativeKernelOptions, type WebGpuKernelOptions } from './native-ops';
+export * from './hf';

@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
-import type { TransformerModel } from './transformer';
+import type { CausalLm } from './causal-lm';
 import { pickLogProbs } from './transformer-ops';
 
 /** One (context, response) pair to score. */
@@ -50,7 +50,7 @@ export interface PackedPairs {
  */
 export function packPairs(
   pairs: readonly SequencePair[],
-  model: TransformerModel,
+  model: CausalLm,
   field: string | ((i: number) => string) = 'pairs',
 ): PackedPairs {
   const fieldOf = typeof field === 'function' ? field : (i: number): string => `${field}[${i}]`;
@@ -139,7 +139,7 @@ export function disposePacked(t: PackedTensors): void {
  * @returns float32 `[M, Tr]`: `log softmax(logits / temperature)[target]` for each
  *   response token, 0 where the mask is 0 (padding or masked tokens).
  */
-export function packedLogProbs(model: TransformerModel, t: PackedTensors, temperature: number): tf.Tensor2D {
+export function packedLogProbs(model: CausalLm, t: PackedTensors, temperature: number): tf.Tensor2D {
   return tf.tidy(() => {
     const logits = model.logits2d(t.inputs, temperature); // [M·Tin, V]
     const all = pickLogProbs(logits, t.targets); // [M·Tin]
@@ -167,7 +167,7 @@ export interface TokenLogProbs {
  * for callers (no variables are watched); the update step uses
  * {@link packedLogProbs} inside its gradient scope. The caller disposes both tensors.
  */
-export function tokenLogProbs(model: TransformerModel, pairs: readonly SequencePair[], options: TokenLogProbsOptions = {}): TokenLogProbs {
+export function tokenLogProbs(model: CausalLm, pairs: readonly SequencePair[], options: TokenLogProbsOptions = {}): TokenLogProbs {
   const temperature = checkTemperature(options.temperature ?? 1);
   const packed = packPairs(pairs, model);
   const t = packedToTensors(packed);

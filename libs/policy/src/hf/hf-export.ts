@@ -1,0 +1,56 @@
+import * as fs from 'fs';
+import * as path from 'path';
+import { ErrorCode, SrpoError } from '@srpo/core';
+import { saveHfWeights } from './hf-weights';
+import { hfWeightSpecs, type LlamaModel } from './llama-model';
+import type { SafetensorsDtype } from './safetensors';
+
+/** Files of the base model directory an export carries over unchanged: the tokenizer, chat template and generation settings. */
+export const HF_SIDE_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'chat_template.jinja', 'generation_config.json'] as const;
+
+const TORCH_DTYPE: Record<SafetensorsDtype, string> = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' };
+
+export interface HfExportOptions {
+  /** The directory the model was loaded from: its config.json and tokenizer files are carried over. */
+  baseDir: string;
+  outDir: string;
+  /** Stored dtype of the weights; default the base checkpoint's (BF16 rounds to nearest even). */
+  dtype?: SafetensorsDtype;
+  /** Shard size limit in bytes (transformers' `max_shard_size`); default 5 GB. */
+  maxShardBytes?: number;
+}
+
+/**
+ * Writes a model as a Hugging Face directory that transformers (and so vLLM, SGLang)
+ * loads: the base model's config.json with its dtype field set to the stored dtype (the
+ * style of the file, transformers 4 `torch_dtype` or 5 `dtype`, is kept), the current
+ * weights under transformers' names (sharded with an index above `maxShardBytes`), and the
+ * base directory's tokenizer, chat template and generation config. `outDir` must not be
+ * the base directory, and an existing non-empty `outDir` is refused: an export never
+ * overwrites a model. Returns the files written.
+ */
+export async function exportHfModel(model: LlamaModel, options: HfExportOptions): Promise<string[]> {
+  const { baseDir, outDir } = options;
+  if (path.resolve(baseDir) === path.resolve(outDir)) throw new SrpoError(ErrorCode.CONFLICT, `--out ${outDir}: is the base model directory; export to a new directory`, { field: 'out' });
+  if (fs.existsSync(outDir) && fs.readdirSync(outDir).length > 0) throw new SrpoError(ErrorCode.CONFLICT, `--out ${outDir}: exists and is not empty; export to a new directory`, { field: 'out' });
+  const raw = JSON.parse(fs.readFileSync(path.join(baseDir, 'config.json'), 'utf8')) as Record<string, unknown>;
+  const dtype = options.dtype ?? (Object.entries(TORCH_DTYPE).find(([, v]) => v === model.config.dtype)?.[0] as SafetensorsDtype | undefined) ?? 'F32';
+  const dtypeKey = 'dtype' in raw ? 'dtype' : 'torch_dtype';
+  const config = { ...raw, [dtypeKey]: TORCH_DTYPE[dtype] };
+  const tensors = [];
+  for (const spec of hfWeightSpecs(model.config)) {
+    tensors.push({ name: spec.name, shape: spec.shape, data: (await model.weight(spec.name).data()) as Float32Array, dtype });
+  }
+  fs.mkdirSync(outDir, { recursive: true });
+  const written = saveHfWeights(outDir, tensors, { maxShardBytes: options.maxShardBytes });
+  for (const f of HF_SIDE_FILES) {
+    if (fs.existsSync(path.join(baseDir, f))) {
+      fs.copyFileSync(path.join(baseDir, f), path.join(outDir, f));
+      written.push(path.join(outDir, f));
+    }
+  }
+  // config.json last: a directory without it is visibly incomplete to every loader.
+  fs.writeFileSync(path.join(outDir, 'config.json'), JSON.stringify(config, null, 2) + '\n');
+  written.push(path.join(outDir, 'config.json'));
+  return written;
+}

@@ -1,0 +1,64 @@
+import * as fs from 'fs';
+import * as path from 'path';
+import { ErrorCode, SrpoError } from '@srpo/core';
+import { parseHfConfig, type HfModelConfig } from './hf-config';
+import { openHfWeights, readHfTensor } from './hf-weights';
+import { HfTokenizer } from './hf-tokenizer';
+import { hfWeightSpecs, LlamaModel } from './llama-model';
+
+/** A Hugging Face model directory, loaded: the resolved config, the model and its tokenizer. */
+export interface HfModel {
+  dir: string;
+  config: HfModelConfig;
+  model: LlamaModel;
+  tokenizer: HfTokenizer;
+  /** `generation_config.json` as written, or undefined when the directory has none. */
+  generationConfig?: Record<string, unknown>;
+}
+
+/** Reads and resolves `DIR/config.json` (no weights). Errors name the file and the field. */
+export function readHfConfig(dir: string): HfModelConfig {
+  const file = path.join(dir, 'config.json');
+  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new SrpoError(ErrorCode.NOT_FOUND, `${dir}: not a directory (expected a Hugging Face model directory)`, { field: 'model' });
+  if (!fs.existsSync(file)) throw new SrpoError(ErrorCode.NOT_FOUND, `${file}: missing (a Hugging Face model directory holds config.json)`, { field: 'config.json' });
+  let raw: unknown;
+  try {
+    raw = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (e) {
+    throw new SrpoError(ErrorCode.VALIDATION_FAILED, `${file}: not valid JSON (${(e as Error).message})`, { field: 'config.json' });
+  }
+  return parseHfConfig(raw);
+}
+
+/**
+ * Loads the model of a Hugging Face directory: config, weights (single file or shards;
+ * F32, F16 and BF16 widened to float32), tokenizer and chat template. Checks that every id
+ * the tokenizer can produce has an embedding row (a larger, padded embedding is normal).
+ */
+export function loadHfModel(dir: string): HfModel {
+  const config = readHfConfig(dir);
+  const tokenizer = HfTokenizer.fromDirectory(dir);
+  if (tokenizer.idCount > config.vocabSize) {
+    throw new SrpoError(ErrorCode.VALIDATION_FAILED, `${dir}: tokenizer.json has ids up to ${tokenizer.idCount - 1}, beyond config.json vocab_size ${config.vocabSize}`, { field: 'vocab_size' });
+  }
+  const weights = openHfWeights(dir);
+  const tensors = new Map<string, { shape: number[]; data: Float32Array }>();
+  const needed = new Set(hfWeightSpecs(config).map((s) => s.name));
+  for (const name of weights.tensors.keys()) {
+    // Names the model does not read are still passed on (without their data) so that it can refuse them by name.
+    const t = needed.has(name) ? readHfTensor(weights, name) : { shape: weights.tensors.get(name)?.info.shape ?? [], data: new Float32Array(0) };
+    tensors.set(name, { shape: t.shape, data: t.data });
+  }
+  const model = LlamaModel.fromTensors(config, tensors);
+  const genFile = path.join(dir, 'generation_config.json');
+  let generationConfig: Record<string, unknown> | undefined;
+  if (fs.existsSync(genFile)) {
+    try {
+      generationConfig = JSON.parse(fs.readFileSync(genFile, 'utf8')) as Record<string, unknown>;
+    } catch (e) {
+      model.dispose();
+      throw new SrpoError(ErrorCode.VALIDATION_FAILED, `${genFile}: not valid JSON (${(e as Error).message})`, { field: 'generation_config.json' });
+    }
+  }
+  return { dir, config, model, tokenizer, generationConfig };
+}

@@ -1,0 +1,138 @@
+import * as fs from 'fs';
+import * as path from 'path';
+import { Template } from '@huggingface/jinja';
+import { Tokenizer } from '@huggingface/tokenizers';
+import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
+
+/** One chat message, as chat templates receive it. */
+export interface ChatMessage {
+  role: string;
+  content: string;
+}
+
+type Json = Record<string, unknown>;
+
+/** A special token in `tokenizer_config.json`: a plain string or an AddedToken object (`{"content": ...}`). */
+function tokenString(v: unknown): string | undefined {
+  if (typeof v === 'string') return v;
+  if (v && typeof v === 'object' && typeof (v as Json).content === 'string') return (v as Json).content as string;
+  return undefined;
+}
+
+function readJson(file: string, required: boolean): Json | undefined {
+  if (!fs.existsSync(file)) {
+    if (!required) return undefined;
+    throw new SrpoError(ErrorCode.NOT_FOUND, `${file}: missing (a Hugging Face model directory holds tokenizer.json)`, { field: path.basename(file) });
+  }
+  try {
+    const v = JSON.parse(fs.readFileSync(file, 'utf8')) as unknown;
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error('not a JSON object');
+    return v as Json;
+  } catch (e) {
+    throw new SrpoError(ErrorCode.VALIDATION_FAILED, `${file}: not valid JSON (${(e as Error).message})`, { field: path.basename(file) });
+  }
+}
+
+/**
+ * A model's tokenizer and chat template, from its Hugging Face directory:
+ * `tokenizer.json` through `@huggingface/tokenizers` (a JavaScript port of the Rust
+ * library transformers uses), `tokenizer_config.json` for the special tokens, and the chat
+ * template from `chat_template.jinja` (transformers 5 writes it there) or, failing that,
+ * `tokenizer_config.json`'s `chat_template`, rendered with `@huggingface/jinja`.
+ */
+export class HfTokenizer {
+  private readonly template?: Template;
+
+  private constructor(
+    private readonly tokenizer: Tokenizer,
+    private readonly specials: Record<string, string | undefined>,
+    readonly chatTemplate: string | undefined,
+    /** Size of the id space the tokenizer can produce (model vocabulary plus added tokens). */
+    readonly idCount: number,
+  ) {
+    if (chatTemplate !== undefined) this.template = new Template(chatTemplate);
+  }
+
+  static fromDirectory(dir: string): HfTokenizer {
+    const tokenizerJson = readJson(path.join(dir, 'tokenizer.json'), true) as Json;
+    const config = readJson(path.join(dir, 'tokenizer_config.json'), false) ?? {};
+    let tokenizer: Tokenizer;
+    try {
+      tokenizer = new Tokenizer(tokenizerJson, config);
+    } catch (e) {
+      throw new SrpoError(ErrorCode.VALIDATION_FAILED, `${path.join(dir, 'tokenizer.json')}: cannot build the tokenizer (${(e as Error).message})`, { field: 'tokenizer.json' });
+    }
+    const jinjaFile = path.join(dir, 'chat_template.jinja');
+    const template = fs.existsSync(jinjaFile) ? fs.readFileSync(jinjaFile, 'utf8') : pickTemplate(config.chat_template);
+    const specials: Record<string, string | undefined> = {};
+    for (const k of ['bos_token', 'eos_token', 'unk_token', 'pad_token']) specials[k] = tokenString(config[k]);
+    return new HfTokenizer(tokenizer, specials, template, idCount(tokenizerJson));
+  }
+
+  /** Token ids of `text`; `addSpecialTokens` runs the post-processor (a BOS for Llama-style tokenizers). */
+  encode(text: string, options: { addSpecialTokens?: boolean } = {}): number[] {
+    return this.tokenizer.encode(text, { add_special_tokens: options.addSpecialTokens ?? false }).ids;
+  }
+
+  decode(ids: readonly number[], options: { skipSpecialTokens?: boolean } = {}): string {
+    return this.tokenizer.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false });
+  }
+
+  tokenToId(token: string): number | undefined {
+    return this.tokenizer.token_to_id(token);
+  }
+
+  get bosToken(): string | undefined {
+    return this.specials.bos_token;
+  }
+
+  get eosToken(): string | undefined {
+    return this.specials.eos_token;
+  }
+
+  /**
+   * Renders messages with the chat template, as transformers' `apply_chat_template(…,
+   * tokenize=False)`: the template sees `messages`, `add_generation_prompt` and the special
+   * tokens (`bos_token`, `eos_token`, …); `@huggingface/jinja` provides `raise_exception`.
+   */
+  applyChatTemplate(messages: readonly ChatMessage[], options: { addGenerationPrompt?: boolean } = {}): string {
+    if (!this.template) throw new ValidationError('chat_template', 'this model directory has no chat template (chat_template.jinja or tokenizer_config.json chat_template)');
+    messages.forEach((m, i) => {
+      if (!m || typeof m.role !== 'string' || typeof m.content !== 'string') throw new ValidationError(`messages[${i}]`, 'must be {role: string, content: string}');
+    });
+    try {
+      return this.template.render({
+        messages: messages.map((m) => ({ role: m.role, content: m.content })),
+        add_generation_prompt: options.addGenerationPrompt ?? false,
+        ...this.specials,
+      });
+    } catch (e) {
+      if (e instanceof SrpoError) throw e;
+      throw new ValidationError('chat_template', `rendering failed: ${(e as Error).message}`);
+    }
+  }
+}
+
+/** `chat_template` is a string, or a list of `{name, template}` of which transformers uses `default`. */
+function pickTemplate(v: unknown): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v === 'string') return v;
+  if (Array.isArray(v)) {
+    const named = v.find((t) => t && typeof t === 'object' && (t as Json).name === 'default') as Json | undefined;
+    if (named && typeof named.template === 'string') return named.template;
+  }
+  throw new ValidationError('tokenizer_config.json chat_template', 'must be a string or a list holding {"name": "default", "template": ...}');
+}
+
+/** Highest id in the model vocabulary or the added tokens, plus one. */
+function idCount(tokenizerJson: Json): number {
+  let max = -1;
+  const vocab = (tokenizerJson.model as Json | undefined)?.vocab;
+  if (vocab && typeof vocab === 'object' && !Array.isArray(vocab)) {
+    for (const id of Object.values(vocab as Record<string, number>)) if (typeof id === 'number' && id > max) max = id;
+  } else if (Array.isArray(vocab)) {
+    max = vocab.length - 1; // Unigram: a list of [piece, score]
+  }
+  for (const t of (tokenizerJson.added_tokens as Json[] | undefined) ?? []) if (typeof t.id === 'number' && t.id > max) max = t.id;
+  return max + 1;
+}

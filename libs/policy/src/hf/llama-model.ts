@@ -1,0 +1,251 @@
+import * as tf from '@tensorflow/tfjs';
+import { ValidationError } from '@srpo/core';
+import type { HfModelConfig } from './hf-config';
+import { ropeTables } from './rope';
+
+/** One weight of a Llama-family checkpoint: its Hugging Face name and `[out, in]` shape. */
+export interface HfWeightSpec {
+  name: string;
+  shape: number[];
+}
+
+/**
+ * The tensors a config needs, under transformers' names (`model.layers.0.self_attn.q_proj.weight`)
+ * and shapes (linear weights `[out, in]`, as `nn.Linear` stores them). The same list is what
+ * a checkpoint must hold and what export writes.
+ */
+export function hfWeightSpecs(c: HfModelConfig): HfWeightSpec[] {
+  const d = c.hiddenSize;
+  const q = c.numHeads * c.headDim;
+  const kv = c.numKvHeads * c.headDim;
+  const f = c.intermediateSize;
+  const specs: HfWeightSpec[] = [{ name: 'model.embed_tokens.weight', shape: [c.vocabSize, d] }];
+  const linear = (name: string, out: number, inp: number, bias: boolean): void => {
+    specs.push({ name: `${name}.weight`, shape: [out, inp] });
+    if (bias) specs.push({ name: `${name}.bias`, shape: [out] });
+  };
+  for (let i = 0; i < c.numLayers; i++) {
+    const p = `model.layers.${i}.`;
+    specs.push({ name: `${p}input_layernorm.weight`, shape: [d] });
+    linear(`${p}self_attn.q_proj`, q, d, c.qkvBias);
+    linear(`${p}self_attn.k_proj`, kv, d, c.qkvBias);
+    linear(`${p}self_attn.v_proj`, kv, d, c.qkvBias);
+    linear(`${p}self_attn.o_proj`, d, q, c.oBias);
+    specs.push({ name: `${p}post_attention_layernorm.weight`, shape: [d] });
+    linear(`${p}mlp.gate_proj`, f, d, c.mlpBias);
+    linear(`${p}mlp.up_proj`, f, d, c.mlpBias);
+    linear(`${p}mlp.down_proj`, d, f, c.mlpBias);
+  }
+  specs.push({ name: 'model.norm.weight', shape: [d] });
+  if (!c.tieWordEmbeddings) specs.push({ name: 'lm_head.weight', shape: [c.vocabSize, d] });
+  return specs;
+}
+
+/** Tensors some checkpoints carry that the forward pass does not read (old Llama files saved the rotary buffer). */
+const IGNORED = /\.rotary_emb\.inv_freq$/;
+
+/**
+ * A Llama-family decoder (Llama, Qwen2, Mistral) in tfjs ops, computing in float32:
+ *
+ *   h₀ = E[x]
+ *   h  = h + o_proj(Attn(RoPE(q_proj(n)), RoPE(k_proj(n)), v_proj(n))),  n = RMSNorm(h)
+ *   h  = h + down_proj(SiLU(gate_proj(n)) ⊙ up_proj(n)),                  n = RMSNorm(h)
+ *   logits = RMSNorm(h) · Wₕᵀ / τ,  Wₕ = E when embeddings are tied
+ *
+ * with causal grouped-query attention (query head i reads key/value head ⌊i / (H / H_kv)⌋,
+ * transformers' `repeat_kv`) and RMSNorm(x) = w ⊙ x / √(mean(x²) + ε). Mirrors transformers'
+ * `modeling_llama.py` eager path step for step; Qwen2 adds q/k/v biases, Mistral is Llama
+ * without a sliding window (the loader refuses one).
+ *
+ * Owns its variables; {@link dispose} when done. Same surface as the project's own
+ * `TransformerModel` where the log-prob, sampling and update code needs it.
+ */
+export class LlamaModel {
+  readonly config: HfModelConfig;
+  readonly weights: ReadonlyMap<string, tf.Variable>;
+  private readonly ropeCache = new Map<number, { cos: tf.Tensor2D; sin: tf.Tensor2D }>();
+  private readonly maskCache = new Map<number, tf.Tensor2D>();
+  private disposed = false;
+
+  private constructor(config: HfModelConfig, weights: Map<string, tf.Variable>) {
+    this.config = config;
+    this.weights = weights;
+  }
+
+  /**
+   * Builds the model from float32 values keyed by Hugging Face name. Every tensor of
+   * {@link hfWeightSpecs} must be present with its shape; a tied checkpoint may also carry
+   * `lm_head.weight` (transformers ties it to the embedding and so does this), and the
+   * rotary buffer of old files is skipped. Anything else is refused, naming the tensor.
+   */
+  static fromTensors(config: HfModelConfig, tensors: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>): LlamaModel {
+    const specs = hfWeightSpecs(config);
+    const known = new Set(specs.map((s) => s.name));
+    for (const spec of specs) {
+      const t = tensors.get(spec.name);
+      if (!t) throw new ValidationError(`weights.${spec.name}`, 'is missing from the checkpoint');
+      if (t.shape.length !== spec.shape.length || t.shape.some((n, i) => n !== spec.shape[i])) {
+        throw new ValidationError(`weights.${spec.name}`, `shape [${t.shape}] does not match the config's [${spec.shape}]`);
+      }
+    }
+    for (const name of tensors.keys()) {
+      if (known.has(name) || IGNORED.test(name) || (config.tieWordEmbeddings && name === 'lm_head.weight')) continue;
+      throw new ValidationError(`weights.${name}`, 'is not part of this architecture (unexpected tensor)');
+    }
+    const weights = new Map<string, tf.Variable>();
+    for (const spec of specs) {
+      const t = tensors.get(spec.name) as { data: Float32Array };
+      const value = tf.tensor(t.data, spec.shape, 'float32');
+      weights.set(spec.name, tf.variable(value, true));
+      value.dispose();
+    }
+    return new LlamaModel(config, weights);
+  }
+
+  /** Names in sorted (code-unit) order: the order of hashes, checkpoints and gradients. */
+  weightNames(): string[] {
+    return [...this.weights.keys()].sort();
+  }
+
+  trainableVariables(): tf.Variable[] {
+    return this.weightNames().map((n) => this.weight(n));
+  }
+
+  parameterCount(): number {
+    let n = 0;
+    for (const v of this.weights.values()) n += v.size;
+    return n;
+  }
+
+  weight(name: string): tf.Variable {
+    const w = this.weights.get(name);
+    if (!w) throw new ValidationError('weight', `no weight named ${name}`);
+    return w;
+  }
+
+  /**
+   * Next-token logits for every position.
+   * @param tokens int32 `[B, T]`, `1 ≤ T ≤ maxSeqLen`; rows right-padded (causal attention
+   *   keeps padding from reaching real positions).
+   * @param temperature logits are divided by it; default 1.
+   * @returns float32 `[B·T, V]`; row `b·T + t` predicts the token after position t of row b.
+   */
+  logits2d(tokens: tf.Tensor2D, temperature = 1): tf.Tensor2D {
+    if (this.disposed) throw new ValidationError('model', 'has been disposed');
+    const [b, t] = tokens.shape;
+    const c = this.config;
+    if (t < 1 || t > c.maxSeqLen) throw new ValidationError('tokens', `sequence length must be in [1, ${c.maxSeqLen}], got ${t}`);
+    return tf.tidy((): tf.Tensor2D => {
+      const w = (name: string): tf.Tensor => this.weight(name);
+      let h = tf.gather(w('model.embed_tokens.weight'), tokens.reshape([b * t])) as tf.Tensor2D;
+      const rope = this.rope(t);
+      const mask = this.causalMask(t, c.numHeads / c.numKvHeads);
+      for (let i = 0; i < c.numLayers; i++) {
+        const p = `model.layers.${i}.`;
+        const n1 = rmsNorm(h, w(`${p}input_layernorm.weight`), c.rmsNormEps);
+        const attn = this.attention(n1, p, b, t, rope, mask);
+        h = tf.add(h, this.linear(attn, `${p}self_attn.o_proj`, c.oBias)) as tf.Tensor2D;
+        const n2 = rmsNorm(h, w(`${p}post_attention_layernorm.weight`), c.rmsNormEps);
+        const gate = this.linear(n2, `${p}mlp.gate_proj`, c.mlpBias);
+        const up = this.linear(n2, `${p}mlp.up_proj`, c.mlpBias);
+        h = tf.add(h, this.linear(tf.mul(silu(gate), up) as tf.Tensor2D, `${p}mlp.down_proj`, c.mlpBias)) as tf.Tensor2D;
+      }
+      const head = w(c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight') as tf.Tensor2D;
+      const logits = tf.matMul(rmsNorm(h, w('model.norm.weight'), c.rmsNormEps), head, false, true) as tf.Tensor2D;
+      return temperature === 1 ? logits : (tf.div(logits, temperature) as tf.Tensor2D);
+    });
+  }
+
+  /** `[B, T, V]` logits; see {@link logits2d}. */
+  logits(tokens: tf.Tensor2D): tf.Tensor3D {
+    const [b, t] = tokens.shape;
+    return tf.tidy(() => this.logits2d(tokens).reshape([b, t, this.config.vocabSize]));
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    for (const v of this.weights.values()) v.dispose();
+    for (const r of this.ropeCache.values()) tf.dispose([r.cos, r.sin]);
+    for (const m of this.maskCache.values()) m.dispose();
+  }
+
+  get isDisposed(): boolean {
+    return this.disposed;
+  }
+
+  /** `x · Wᵀ (+ b)` for a `[out, in]` weight. */
+  private linear(x: tf.Tensor2D, name: string, bias: boolean): tf.Tensor2D {
+    const y = tf.matMul(x, this.weight(`${name}.weight`) as unknown as tf.Tensor2D, false, true) as tf.Tensor2D;
+    return bias ? (tf.add(y, this.weight(`${name}.bias`)) as tf.Tensor2D) : y;
+  }
+
+  /**
+   * Causal grouped-query attention on normed input `[B·T, D]` → `[B·T, H·d]`:
+   * softmax(q kᵀ / √d + M) v per head, M = −∞ above the diagonal.
+   *
+   * Query head i reads key/value head ⌊i / r⌋, r = H / H_kv (transformers' `repeat_kv`).
+   * Rather than copying each key/value head r times, the r query heads of a group are
+   * stacked along the time axis, `[B, H_kv, r·T, d]`, against the group's single key/value
+   * head; the mask is stacked the same way. Same products, no copies (and no rank-5 tile,
+   * whose gradient tfjs lacks).
+   */
+  private attention(n: tf.Tensor2D, p: string, b: number, t: number, rope: { cos: tf.Tensor2D; sin: tf.Tensor2D }, mask: tf.Tensor2D): tf.Tensor2D {
+    const { numHeads: h, numKvHeads: kvh, headDim: d, qkvBias } = this.config;
+    const r = h / kvh;
+    const heads = (x: tf.Tensor2D, count: number): tf.Tensor4D => tf.transpose(x.reshape([b, t, count, d]), [0, 2, 1, 3]) as tf.Tensor4D;
+    const q = applyRope(heads(this.linear(n, `${p}self_attn.q_proj`, qkvBias), h), rope).reshape([b, kvh, r * t, d]);
+    const k = applyRope(heads(this.linear(n, `${p}self_attn.k_proj`, qkvBias), kvh), rope);
+    const v = heads(this.linear(n, `${p}self_attn.v_proj`, qkvBias), kvh);
+    const scores = tf.add(tf.mul(tf.matMul(q, k, false, true), 1 / Math.sqrt(d)), mask); // [B, H_kv, r·T, T]
+    const out = tf.matMul(tf.softmax(scores), v).reshape([b, h, t, d]);
+    return tf.transpose(out, [0, 2, 1, 3]).reshape([b * t, h * d]) as tf.Tensor2D;
+  }
+
+  private rope(t: number): { cos: tf.Tensor2D; sin: tf.Tensor2D } {
+    let r = this.ropeCache.get(t);
+    if (!r) {
+      const { cos, sin } = ropeTables(this.config, t);
+      const d = this.config.headDim;
+      r = { cos: tf.keep(tf.tensor2d(cos, [t, d])), sin: tf.keep(tf.tensor2d(sin, [t, d])) };
+      this.ropeCache.set(t, r);
+    }
+    return r;
+  }
+
+  /**
+   * Additive causal mask `[r·T, T]`: the `[T, T]` mask (0 on and below the diagonal, −1e9
+   * above; exp underflows to 0, as with transformers' finfo.min) stacked r times, one per
+   * query head of a key/value group. Cached per (T, r).
+   */
+  private causalMask(t: number, r: number): tf.Tensor2D {
+    const key = t * 1024 + r;
+    let m = this.maskCache.get(key);
+    if (!m) {
+      const data = new Float32Array(r * t * t);
+      for (let g = 0; g < r; g++) for (let i = 0; i < t; i++) for (let j = i + 1; j < t; j++) data[(g * t + i) * t + j] = -1e9;
+      m = tf.keep(tf.tensor2d(data, [r * t, t]));
+      this.maskCache.set(key, m);
+    }
+    return m;
+  }
+}
+
+/** RMSNorm(x) = w ⊙ x / √(mean(x²) + ε) over the last axis (Zhang & Sennrich 2019; transformers `LlamaRMSNorm`). */
+export function rmsNorm(x: tf.Tensor2D, weight: tf.Tensor, eps: number): tf.Tensor2D {
+  const variance = tf.mean(tf.square(x), -1, true);
+  return tf.mul(tf.mul(x, tf.rsqrt(tf.add(variance, eps))), weight) as tf.Tensor2D;
+}
+
+/** SiLU(x) = x · σ(x) (the "Swish" gate of SwiGLU; Shazeer 2020). */
+export function silu(x: tf.Tensor2D): tf.Tensor2D {
+  return tf.mul(x, tf.sigmoid(x)) as tf.Tensor2D;
+}
+
+/** RoPE on `[B, heads, T, d]`: x ⊙ cos + rotate_half(x) ⊙ sin, rotate_half(x) = [−x₂, x₁]. */
+export function applyRope(x: tf.Tensor4D, rope: { cos: tf.Tensor2D; sin: tf.Tensor2D }): tf.Tensor4D {
+  const d = x.shape[3];
+  const [x1, x2] = tf.split(x, [d / 2, d / 2], 3);
+  const rotated = tf.concat([tf.neg(x2), x1], 3);
+  return tf.add(tf.mul(x, rope.cos), tf.mul(rotated, rope.sin)) as tf.Tensor4D;
+}
