@@ -5,12 +5,16 @@ import type * as tf from '@tensorflow/tfjs';
  * `TransformerModel` and the Hugging Face `LlamaModel` both provide it.
  */
 export interface CausalLm {
+  /** The model family: `causal-transformer` (the project's own) or `hf-llama` (Hugging Face Llama/Qwen2/Mistral). */
+  readonly kind: string;
   readonly config: { readonly vocabSize: number; readonly maxSeqLen: number };
   /**
    * Next-token logits for every position: int32 `[B, T]` → float32 `[B·T, V]`, divided by
    * `temperature` (default 1); row `b·T + t` predicts the token after position t of row b.
    */
   logits2d(tokens: tf.Tensor2D, temperature?: number): tf.Tensor2D;
+  /** Next-token logits `[B, T, V]` at temperature 1. */
+  logits(tokens: tf.Tensor2D): tf.Tensor3D;
   /** Trainable weights by canonical name. */
   readonly weights: ReadonlyMap<string, tf.Variable>;
   /** Canonical names in sorted order: the order of hashes, checkpoints and gradients. */

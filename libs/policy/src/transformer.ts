@@ -110,6 +110,8 @@ export function weightSpecs(config: ResolvedTransformerConfig): WeightSpec[] {
  * running concurrently would be seen mid-way) — callers serialise updates.
  */
 export class TransformerModel {
+  /** Discriminates the model families a policy can hold (checkpoints record it). */
+  readonly kind = 'causal-transformer' as const;
   readonly config: ResolvedTransformerConfig;
   /** Live weights by canonical name (`blocks.0.attn.wqkv`, ...). */
   readonly weights: ReadonlyMap<string, tf.Variable>;

@@ -61,6 +61,8 @@ const IGNORED = /\.rotary_emb\.inv_freq$/;
  * `TransformerModel` where the log-prob, sampling and update code needs it.
  */
 export class LlamaModel {
+  /** Discriminates the model families a policy can hold (checkpoints record it). */
+  readonly kind = 'hf-llama' as const;
   readonly config: HfModelConfig;
   readonly weights: ReadonlyMap<string, tf.Variable>;
   private readonly ropeCache = new Map<number, { cos: tf.Tensor2D; sin: tf.Tensor2D }>();
