@@ -91,6 +91,7 @@ function parseArgs(argv: string[]): Args {
 async function copyOf(p: Policy): Promise<Policy> {
   const names = p.model.weightNames();
   const values = await Promise.all(names.map((n) => p.model.weight(n).data() as Promise<Float32Array>));
+  if (p.model.kind !== 'causal-transformer') throw new Error(`policy ${p.id}: this bench copies the project's transformer only`);
   return new Policy(p.id, TransformerModel.fromValues(p.model.config, new Map(names.map((n, i) => [n, values[i]]))), p.version);
 }
 

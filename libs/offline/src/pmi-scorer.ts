@@ -1,5 +1,5 @@
 import { ValidationError } from '@srpo/core';
-import { tokenLogProbs, type TransformerModel } from '@srpo/policy';
+import { tokenLogProbs, type CausalLm } from '@srpo/policy';
 import { meanTokenNll } from './credits';
 
 export interface InstructionScorerOptions {
@@ -28,7 +28,7 @@ export class InstructionScorer implements NllCurveScorer {
   private readonly temperature: number;
 
   constructor(
-    private readonly model: TransformerModel,
+    private readonly model: CausalLm,
     options: InstructionScorerOptions = {},
   ) {
     this.prefix = options.prefixTokens ?? [0];

@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
-import type { TransformerModel } from './transformer';
+import type { CausalLm } from './causal-lm';
 
 export interface AdamConfig {
   /** Default 0.9. */
@@ -53,7 +53,7 @@ export class AdamOptimizer {
   private steps = 0;
 
   constructor(
-    private readonly model: TransformerModel,
+    private readonly model: CausalLm,
     config: AdamConfig = {},
   ) {
     this.config = resolveAdamConfig(config);

@@ -17,6 +17,8 @@ export interface CausalLm {
   logits(tokens: tf.Tensor2D): tf.Tensor3D;
   /** Trainable weights by canonical name. */
   readonly weights: ReadonlyMap<string, tf.Variable>;
+  /** The live variable for a canonical name (throws naming it when unknown). */
+  weight(name: string): tf.Variable;
   /** Canonical names in sorted order: the order of hashes, checkpoints and gradients. */
   weightNames(): string[];
   trainableVariables(): tf.Variable[];

@@ -4,7 +4,10 @@ import * as path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, SrpoError, ValidationError, errorMessage } from '@srpo/core';
 import type { AdamOptimizer, AdamState } from './adam-optimizer';
-import { Policy } from './policy';
+import type { CausalLm } from './causal-lm';
+import type { HfModelConfig } from './hf/hf-config';
+import { LlamaModel, type HfModelSource } from './hf/llama-model';
+import { Policy, type PolicyModel } from './policy';
 import { TransformerModel, resolveTransformerConfig, type ResolvedTransformerConfig } from './transformer';
 
 export const CHECKPOINT_FORMAT = 'srpo-policy-checkpoint';
@@ -19,7 +22,11 @@ export interface CheckpointManifest {
   formatVersion: number;
   policyId: string;
   version: number;
-  config: ResolvedTransformerConfig;
+  /** Absent in checkpoints written before Hugging Face models: those are `causal-transformer`. */
+  modelKind?: PolicyModel['kind'];
+  config: ResolvedTransformerConfig | HfModelConfig;
+  /** For `hf-llama`: the Hugging Face directory of version 0 (tokenizer, config.json) and its hash. */
+  base?: HfModelSource;
   /** `tf.getBackend()` at save time. Informational: weights load on any backend. */
   backend: string;
   /** {@link weightsHash} of the model weights (optimizer state excluded). */
@@ -57,7 +64,7 @@ export function hashWeightValues(weights: readonly HashableWeight[]): string {
 }
 
 /** {@link hashWeightValues} of a policy's (or model's) current weights. */
-export async function weightsHash(source: Policy | TransformerModel): Promise<string> {
+export async function weightsHash(source: Policy | CausalLm): Promise<string> {
   const model = source instanceof Policy ? source.model : source;
   const names = model.weightNames();
   const values = await Promise.all(names.map((n) => model.weight(n).data()));
@@ -180,9 +187,15 @@ async function writeAtomically(file: string, data: Uint8Array): Promise<void> {
 }
 
 /** Topology stored in model.json: enough to rebuild the model. */
-interface PolicyTopology {
-  kind: 'causal-transformer';
-  config: ResolvedTransformerConfig;
+type PolicyTopology =
+  | { kind: 'causal-transformer'; config: ResolvedTransformerConfig }
+  | { kind: 'hf-llama'; config: HfModelConfig; base: HfModelSource };
+
+function topologyOf(model: PolicyModel, dir: string): PolicyTopology {
+  if (model.kind === 'causal-transformer') return { kind: model.kind, config: model.config };
+  // The weights alone do not make a usable model: export and the agents need its tokenizer and config.json.
+  if (!model.source) throw new SrpoError(ErrorCode.VALIDATION_FAILED, `checkpoint ${dir}: a Hugging Face model needs its source directory (load it with loadHfModel)`, { field: 'source' });
+  return { kind: model.kind, config: model.config, base: model.source };
 }
 
 /** Hash over everything in model.json that is not a hash of itself: manifest, topology, weight specs. */
@@ -217,18 +230,20 @@ export async function saveCheckpoint(dir: string, policy: Policy, optimizer?: Ad
     off += e.data.byteLength;
   }
   const specs: tf.io.WeightsManifestEntry[] = entries.map((e) => ({ name: e.name, shape: e.shape, dtype: 'float32' }));
+  const topology = topologyOf(model, dir);
   const manifest: CheckpointManifest = {
     formatVersion: CHECKPOINT_FORMAT_VERSION,
     policyId: policy.id,
     version: policy.version,
+    modelKind: model.kind,
     config: model.config,
+    ...(topology.kind === 'hf-llama' ? { base: topology.base } : {}),
     backend: tf.getBackend(),
     weightsHash: hashWeightValues(hashable),
     dataHash: sha256Hex(bin),
     optimizerStep: optState ? optState.step : null,
     createdAt: new Date().toISOString(),
   };
-  const topology: PolicyTopology = { kind: 'causal-transformer', config: model.config };
   await new FileSystemIOHandler(dir).save({
     modelTopology: topology,
     format: CHECKPOINT_FORMAT,
@@ -270,12 +285,20 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
   const dataHash = sha256Hex(bin);
   if (dataHash !== manifest.dataHash) throw integrity(dir, `weights.bin SHA-256 ${dataHash} does not match the manifest's ${manifest.dataHash}`);
 
-  let config: ResolvedTransformerConfig;
-  try {
-    config = resolveTransformerConfig(manifest.config);
-  } catch (e) {
-    throw integrity(dir, `invalid model config: ${errorMessage(e)}`, e);
+  const kind = manifest.modelKind ?? 'causal-transformer';
+  const topology = artifacts.modelTopology as PolicyTopology | undefined;
+  if (topology?.kind !== kind) throw integrity(dir, `model kind ${String(topology?.kind)} in the topology, ${kind} in the manifest`);
+  let config: ResolvedTransformerConfig | undefined;
+  if (kind === 'causal-transformer') {
+    try {
+      config = resolveTransformerConfig(manifest.config as ResolvedTransformerConfig);
+    } catch (e) {
+      throw integrity(dir, `invalid model config: ${errorMessage(e)}`, e);
+    }
+  } else if (kind !== 'hf-llama' || !manifest.base) {
+    throw integrity(dir, `unsupported model kind ${String(kind)}${kind === 'hf-llama' ? ' without its base directory' : ''}`);
   }
+  const shapes = new Map<string, number[]>();
   const weights = new Map<string, Float32Array>();
   const m = new Map<string, Float32Array>();
   const v = new Map<string, Float32Array>();
@@ -290,15 +313,23 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
     else if (spec.name.startsWith(OPT_V)) v.set(spec.name.slice(OPT_V.length), data);
     else {
       weights.set(spec.name, data);
+      shapes.set(spec.name, spec.shape);
       hashable.push({ name: spec.name, shape: spec.shape, dtype: 'float32', data });
     }
   }
   const hash = hashWeightValues(hashable);
   if (hash !== manifest.weightsHash) throw integrity(dir, `weights hash ${hash} does not match the manifest's ${manifest.weightsHash}`);
 
-  let model: TransformerModel;
+  let model: PolicyModel;
   try {
-    model = TransformerModel.fromValues(config, weights);
+    if (config) {
+      model = TransformerModel.fromValues(config, weights);
+    } else {
+      const tensors = new Map([...weights].map(([n, data]) => [n, { shape: shapes.get(n) as number[], data }] as const));
+      const llama = LlamaModel.fromTensors(manifest.config as HfModelConfig, tensors);
+      llama.source = manifest.base;
+      model = llama;
+    }
   } catch (e) {
     throw integrity(dir, `weights do not fit the config: ${errorMessage(e)}`, e);
   }

@@ -1,8 +1,13 @@
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
+import type { LlamaModel } from './hf/llama-model';
 import { TransformerModel, type TransformerConfig } from './transformer';
 
+/** The model families a policy can hold, told apart by `kind`. */
+export type PolicyModel = TransformerModel | LlamaModel;
+
 /**
- * A trainable policy: a transformer plus its identity. The version starts at
+ * A trainable policy: a model (the project's transformer, or a Hugging Face
+ * Llama-family checkpoint) plus its identity. The version starts at
  * the value given (0 for a fresh policy) and only ever goes up — each applied
  * update bumps it — so a (policyId, version) pair names one set of weights.
  */
@@ -11,7 +16,7 @@ export class Policy {
 
   constructor(
     readonly id: string,
-    readonly model: TransformerModel,
+    readonly model: PolicyModel,
     version = 0,
   ) {
     if (typeof id !== 'string' || id.length === 0) throw new ValidationError('policyId', 'must be a non-empty string');

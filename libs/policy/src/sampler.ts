@@ -2,7 +2,7 @@ import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
 import { checkTemperature } from './log-probs';
 import { SeededRng } from './rng';
-import type { TransformerModel } from './transformer';
+import type { CausalLm } from './causal-lm';
 
 export interface SamplingOptions {
   /** Softmax temperature τ > 0; default 1. */
@@ -43,7 +43,7 @@ export interface SampleResult {
 }
 
 /** Samples one continuation; see {@link sampleBatch}. */
-export async function sample(model: TransformerModel, contextTokens: readonly number[], options: SamplingOptions): Promise<SampleResult> {
+export async function sample(model: CausalLm, contextTokens: readonly number[], options: SamplingOptions): Promise<SampleResult> {
   const [result] = await sampleBatch(model, [contextTokens], options);
   return result;
 }
@@ -57,7 +57,7 @@ export async function sample(model: TransformerModel, contextTokens: readonly nu
  * tokens. Uniform draws are taken one per unfinished row per position, in row order.
  */
 export async function sampleBatch(
-  model: TransformerModel,
+  model: CausalLm,
   contexts: readonly (readonly number[])[],
   options: SamplingOptions,
 ): Promise<SampleResult[]> {

@@ -1,8 +1,10 @@
+import { createHash } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import { ErrorCode, SrpoError } from '@srpo/core';
 import { parseHfConfig, type HfModelConfig } from './hf-config';
 import { openHfWeights, readHfTensor } from './hf-weights';
+import { HF_SIDE_FILES } from './hf-export';
 import { HfTokenizer } from './hf-tokenizer';
 import { hfWeightSpecs, LlamaModel } from './llama-model';
 
@@ -14,6 +16,37 @@ export interface HfModel {
   tokenizer: HfTokenizer;
   /** `generation_config.json` as written, or undefined when the directory has none. */
   generationConfig?: Record<string, unknown>;
+}
+
+/**
+ * SHA-256 naming a Hugging Face directory's model: over `config.json`, the tokenizer,
+ * chat-template and generation files present, and the weight files with their index,
+ * each framed as `name\nbyteLength\n` + bytes, in that fixed order. Other files (a
+ * README, a stray adapter) do not change it. Reads every weight byte once (about a
+ * second per GB); callers compute it once per load.
+ */
+export function hfDirectoryHash(dir: string): string {
+  const h = createHash('sha256');
+  const weights = fs.readdirSync(dir).filter((f) => /^model(-\d{5}-of-\d{5})?\.safetensors$/.test(f) || f === 'model.safetensors.index.json').sort();
+  for (const f of ['config.json', ...HF_SIDE_FILES, ...weights]) {
+    const file = path.join(dir, f);
+    if (!fs.existsSync(file)) continue;
+    const size = fs.statSync(file).size;
+    h.update(`${f}\n${size}\n`, 'utf8');
+    const fd = fs.openSync(file, 'r');
+    try {
+      const buf = Buffer.allocUnsafe(Math.min(size, 8 << 20));
+      for (let pos = 0; pos < size; ) {
+        const n = fs.readSync(fd, buf, 0, Math.min(buf.length, size - pos), pos);
+        if (n <= 0) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `${file}: changed while being hashed`, { field: f });
+        h.update(buf.subarray(0, n));
+        pos += n;
+      }
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+  return h.digest('hex');
 }
 
 /** Reads and resolves `DIR/config.json` (no weights). Errors name the file and the field. */
@@ -50,6 +83,7 @@ export function loadHfModel(dir: string): HfModel {
     tensors.set(name, { shape: t.shape, data: t.data });
   }
   const model = LlamaModel.fromTensors(config, tensors);
+  model.source = { dir: path.resolve(dir), hash: hfDirectoryHash(dir) };
   const genFile = path.join(dir, 'generation_config.json');
   let generationConfig: Record<string, unknown> | undefined;
   if (fs.existsSync(genFile)) {

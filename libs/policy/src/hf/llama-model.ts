@@ -3,6 +3,12 @@ import { ValidationError } from '@srpo/core';
 import type { HfModelConfig } from './hf-config';
 import { ropeTables } from './rope';
 
+/** Where a Hugging Face model came from: its directory and the SHA-256 of its files. */
+export interface HfModelSource {
+  dir: string;
+  hash: string;
+}
+
 /** One weight of a Llama-family checkpoint: its Hugging Face name and `[out, in]` shape. */
 export interface HfWeightSpec {
   name: string;
@@ -65,6 +71,11 @@ export class LlamaModel {
   readonly kind = 'hf-llama' as const;
   readonly config: HfModelConfig;
   readonly weights: ReadonlyMap<string, tf.Variable>;
+  /**
+   * The Hugging Face directory the model was loaded from and the hash of its files
+   * ({@link hfDirectoryHash}): checkpoints name it, export takes config and tokenizer from it.
+   */
+  source?: HfModelSource;
   private readonly ropeCache = new Map<number, { cos: tf.Tensor2D; sin: tf.Tensor2D }>();
   private readonly maskCache = new Map<number, tf.Tensor2D>();
   private disposed = false;
