@@ -52,7 +52,7 @@ describe.each([
     let back: HfModel | undefined;
     try {
       perturb(hf, 7);
-      const ours = scoreCases(hf.model, cases);
+      const ours = await scoreCases(hf.model, cases);
       // Moved far enough that a stale export (the base weights) could not pass.
       expect(Math.max(...ours.map((o, i) => maxDiff(o.logprobs, ref.cases.concat(ref.idCases)[i].logprobs)))).toBeGreaterThan(1e-2);
       await exportHfModel(hf.model, { baseDir: base, outDir: out, dtype, maxShardBytes });
@@ -61,7 +61,7 @@ describe.each([
       expect(config.dtype ?? config.torch_dtype).toBe({ F32: 'float32', BF16: 'bfloat16', F16: 'float16' }[stored]);
       if (maxShardBytes) expect(openHfWeights(out).files.length).toBeGreaterThan(1);
       back = loadHfModel(out);
-      const reloaded = scoreCases(back.model, cases);
+      const reloaded = await scoreCases(back.model, cases);
       const theirs = transformersScores(out, cases);
       theirs.forEach((t, i) => expect(maxDiff(t, reloaded[i].logprobs)).toBeLessThan(1e-4));
       if (stored === 'F32') {

@@ -39,7 +39,7 @@ export function modelCommand(config: () => CliConfig): Command {
       await initTfBackend(config().backend);
       const hf = loadHfModel(opts.model);
       try {
-        process.stdout.write(JSON.stringify(scoreCases(hf.model, cases)) + '\n');
+        process.stdout.write(JSON.stringify(await scoreCases(hf.model, cases)) + '\n');
       } finally {
         hf.model.dispose();
       }

@@ -38,7 +38,7 @@ describe('Hugging Face policies in checkpoints', () => {
         expect(await weightsHash(loaded.policy)).toBe(await weightsHash(policy));
         expect(loaded.optimizerState?.step).toBe(1);
         const cases = [{ promptTokenIds: [5, 9, 33], responseTokenIds: [40, 2, 17] }];
-        expect(scoreCases(loaded.policy.model, cases)[0].logprobs).toEqual(scoreCases(hf.model, cases)[0].logprobs);
+        expect((await scoreCases(loaded.policy.model, cases))[0].logprobs).toEqual((await scoreCases(hf.model, cases))[0].logprobs);
       } finally {
         loaded.policy.dispose();
       }

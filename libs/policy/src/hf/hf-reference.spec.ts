@@ -62,21 +62,21 @@ describe.each(dirs)('%s against transformers', (name) => {
     for (const c of ref.chatCases) expect(hf.tokenizer.applyChatTemplate(c.messages, { addGenerationPrompt: true })).toBe(c.rendered);
   });
 
-  it('scores text cases within 1e-4 per token, from the same token ids', () => {
+  it('scores text cases within 1e-4 per token, from the same token ids', async () => {
     const cases = tokenizeCases(ref.cases.map((c) => ({ prompt: c.prompt, response: c.response })), hf.tokenizer);
     cases.forEach((c, i) => expect(c).toEqual({ promptTokenIds: ref.cases[i].promptTokenIds, responseTokenIds: ref.cases[i].responseTokenIds }));
-    const scored = scoreCases(hf.model, cases);
+    const scored = await scoreCases(hf.model, cases);
     scored.forEach((s, i) => expect(maxAbsDiff(s.logprobs, ref.cases[i].logprobs)).toBeLessThan(TOLERANCE));
   });
 
-  it('scores chat cases (template + generation prompt) within 1e-4 per token', () => {
+  it('scores chat cases (template + generation prompt) within 1e-4 per token', async () => {
     const cases = tokenizeCases(ref.chatCases.map((c) => ({ prompt: c.messages, response: c.response })), hf.tokenizer, { chat: true });
     cases.forEach((c, i) => expect(c).toEqual({ promptTokenIds: ref.chatCases[i].promptTokenIds, responseTokenIds: ref.chatCases[i].responseTokenIds }));
-    scoreCases(hf.model, cases).forEach((s, i) => expect(maxAbsDiff(s.logprobs, ref.chatCases[i].logprobs)).toBeLessThan(TOLERANCE));
+    (await scoreCases(hf.model, cases)).forEach((s, i) => expect(maxAbsDiff(s.logprobs, ref.chatCases[i].logprobs)).toBeLessThan(TOLERANCE));
   });
 
-  it('scores token-id cases (including the highest id) within 1e-4 per token', () => {
-    const scored = scoreCases(hf.model, ref.idCases);
+  it('scores token-id cases (including the highest id) within 1e-4 per token', async () => {
+    const scored = await scoreCases(hf.model, ref.idCases);
     expect(ref.idCases.some((c) => [...c.promptTokenIds, ...c.responseTokenIds].includes(hf.config.vocabSize - 1))).toBe(true);
     scored.forEach((s, i) => expect(maxAbsDiff(s.logprobs, ref.idCases[i].logprobs)).toBeLessThan(TOLERANCE));
   });
@@ -97,7 +97,7 @@ describe('llama3 rope scaling matters', () => {
     const plain = LlamaModel.fromTensors({ ...hf.config, ropeScaling: { type: 'none' } }, tensors);
     try {
       const c = ref.cases[0];
-      const [got] = scoreCases(plain, [{ promptTokenIds: c.promptTokenIds, responseTokenIds: c.responseTokenIds }]);
+      const [got] = await scoreCases(plain, [{ promptTokenIds: c.promptTokenIds, responseTokenIds: c.responseTokenIds }]);
       expect(maxAbsDiff(got.logprobs, want.logprobs)).toBeLessThan(TOLERANCE);
       expect(maxAbsDiff(want.logprobs, c.logprobs)).toBeGreaterThan(1e-3);
     } finally {

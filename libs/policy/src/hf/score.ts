@@ -84,7 +84,7 @@ export function checkScoreCases(cases: readonly { promptTokenIds: number[]; resp
  * micro-batches of `batchSize` cases (bounded memory). Nothing is truncated: a case longer
  * than the model's context is refused, as is an id outside the vocabulary.
  */
-export function scoreCases(model: CausalLm, cases: readonly { promptTokenIds: number[]; responseTokenIds: number[] }[], options: { batchSize?: number } = {}): ScoredCase[] {
+export async function scoreCases(model: CausalLm, cases: readonly { promptTokenIds: number[]; responseTokenIds: number[] }[], options: { batchSize?: number } = {}): Promise<ScoredCase[]> {
   checkScoreCases(cases, model.config);
   const batch = options.batchSize ?? 8;
   const out: ScoredCase[] = [];
@@ -94,7 +94,8 @@ export function scoreCases(model: CausalLm, cases: readonly { promptTokenIds: nu
       model,
       chunk.map((c) => ({ contextTokens: c.promptTokenIds, responseTokens: c.responseTokenIds })),
     );
-    const rows = logProbs.arraySync();
+    // Asynchronous read: WebGPU has no synchronous download.
+    const rows = await logProbs.array();
     tf.dispose([logProbs, mask]);
     chunk.forEach((c, k) => out.push({ promptTokenIds: c.promptTokenIds, responseTokenIds: c.responseTokenIds, logprobs: rows[k].slice(0, c.responseTokenIds.length) }));
   }
