@@ -68,6 +68,27 @@ describe('npx srpo objective', () => {
     expect(g[1][1][1]).toBe(0);
   });
 
+  it('returns a finite loss when a negative-advantage set has a floor behaviour log-prob (−9999), and counts the set', async () => {
+    // Set b (A = −0.707106): o2's logpOld −1 → −9999, so L_b = (9998.5 + 0)/√2 and ρ_b is not representable.
+    const floored = JSON.parse(JSON.stringify(input));
+    floored.sets[1].members[0].logpOld = [-9999];
+    const a = 0.5 / (Math.SQRT1_2 + 1e-6);
+    const { code, stdout } = await srpo(floored, '--grad');
+    expect(code).toBe(0);
+    expect(stdout).not.toContain('null');
+    const out = JSON.parse(stdout);
+    // Dual clip (default c = 3): b costs 3·A_b; loss = −(1·a + 3·(−a))/2 = a.
+    expect(out.loss).toBeCloseTo(a, 5);
+    expect(out.sets[1]).toMatchObject({ setId: 'b', clipped: true, outOfRange: true });
+    expect(out.diagnostics['ratio/out_of_range']).toBe(1);
+    expect((out.gradLogpNew as number[][][])[1].flat()).toEqual([0, 0, 0]);
+    expect((out.gradLogpNew as number[][][])[0][0][0]).toBeCloseTo(-0.5 * a, 5);
+    // Without the dual clip the term saturates at 2^64·A_b: large, but a number.
+    const off = await srpo({ ...floored, config: { dualClip: false } });
+    expect(off.code).toBe(0);
+    expect(JSON.parse(off.stdout).loss / ((2 ** 64 * a) / 2)).toBeCloseTo(1, 4);
+  });
+
   it('exits non-zero with one line naming the set, member and field on bad input', async () => {
     const bad = JSON.parse(JSON.stringify(input));
     bad.sets[1].members[1].mask = [1];

@@ -121,6 +121,9 @@ describe('loadLearnerConfig', () => {
     [{ SRPO_POLICY_ID: 'p', SRPO_EVENT_REDUCTION: 'max' }, 'SRPO_EVENT_REDUCTION', /expected one of sqrt, sum, mean/],
     [{ SRPO_POLICY_ID: 'p', SRPO_CLIP_LOW: '1.5' }, 'SRPO_CLIP_LOW', /must be <= 1/],
     [{ SRPO_POLICY_ID: 'p', SRPO_CLIP_HIGH: 'abc' }, 'SRPO_CLIP_HIGH', /expected a number, got "abc"/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_DUAL_CLIP: 'maybe' }, 'SRPO_DUAL_CLIP', /expected true or false, got "maybe"/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_CLIP_RATIO_C: '1' }, 'SRPO_CLIP_RATIO_C', /must be > 1/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_CLIP_RATIO_C: '0.5' }, 'SRPO_CLIP_RATIO_C', /must be > 1 \(the dual clip's c\), got 0.5/],
     [{ SRPO_POLICY_ID: 'p', SRPO_BACKEND: 'gpu' }, 'SRPO_BACKEND', /expected one of auto, tensorflow-gpu, tensorflow, cpu/],
     [{ SRPO_POLICY_ID: 'p', SRPO_HTTP_PORT: '70000' }, 'SRPO_HTTP_PORT', /must be <= 65535/],
     [{ SRPO_POLICY_ID: 'p', SRPO_API_TOKEN: 'short' }, 'SRPO_API_TOKEN', /at least 16 characters/],
@@ -138,6 +141,11 @@ describe('loadLearnerConfig', () => {
     expect(e.field).toBe(variable);
     expect(e.message).toMatch(new RegExp(`^invalid configuration ${variable}: `));
     expect(e.message).toMatch(problem);
+  });
+
+  it('reads the dual clip from SRPO_DUAL_CLIP and SRPO_CLIP_RATIO_C (default on, c = 3)', () => {
+    expect(load({ SRPO_POLICY_ID: 'p' }).objective).toMatchObject({ dualClip: true, clipRatioC: 3 });
+    expect(load({ SRPO_POLICY_ID: 'p', SRPO_DUAL_CLIP: 'false', SRPO_CLIP_RATIO_C: '5' }).objective).toMatchObject({ dualClip: false, clipRatioC: 5 });
   });
 
   it('keeps every checkpoint with SRPO_CHECKPOINT_KEEP_LAST=0 and allows no anchors with SRPO_CHECKPOINT_KEEP_EVERY=0', () => {

@@ -168,7 +168,10 @@ function readObjective(r: EnvReader): ObjectiveConfig {
     eventReduction: r.oneOf('SRPO_EVENT_REDUCTION', EVENT_REDUCTIONS, 'sqrt'),
     clipLow: r.num('SRPO_CLIP_LOW', 0.2, { min: 0, max: 1 }),
     clipHigh: r.num('SRPO_CLIP_HIGH', 0.2, { min: 0 }),
+    dualClip: r.bool('SRPO_DUAL_CLIP', true),
+    clipRatioC: r.num('SRPO_CLIP_RATIO_C', 3),
   };
+  if (!(partial.clipRatioC > 1)) throw new ConfigError('SRPO_CLIP_RATIO_C', `must be > 1 (the dual clip's c), got ${partial.clipRatioC}`);
   try {
     return resolveObjectiveConfig(partial, 'objective');
   } catch (e) {

@@ -39,6 +39,15 @@ export interface StepResult {
   diagnostics: Record<string, number>;
 }
 
+/** {@link PolicyTrainer.probe}: one set evaluated alone at the current weights. */
+export interface SetProbe {
+  setId: string;
+  /** The objective's loss on this set alone. */
+  loss: number;
+  /** Pre-clip global gradient norm of that loss. */
+  gradNorm: number;
+}
+
 export interface CheckpointInfo {
   version: number;
   weightsHash: string;
@@ -64,6 +73,13 @@ export interface PolicyTrainer {
   validate(sets: readonly TrainingSet[]): void;
   /** One SRPO update on a mini-batch of whole sets. */
   step(sets: readonly TrainingSet[], objective: ObjectiveConfig): Promise<StepResult>;
+  /**
+   * Each set alone, in order: its loss and gradient norm at the current weights, as the
+   * first epoch of {@link step} would compute them, without a step (weights, optimizer
+   * state and version unchanged). The learner calls it after a non-finite step to find
+   * the sets that caused it.
+   */
+  probe(sets: readonly TrainingSet[], objective: ObjectiveConfig): Promise<SetProbe[]>;
   dispose(): void;
 }
 
@@ -144,19 +160,7 @@ export class TfPolicyTrainer implements PolicyTrainer {
   async step(sets: readonly TrainingSet[], objective: ObjectiveConfig): Promise<StepResult> {
     this.validate(sets);
     const trainer = await this.trainerFor(objective, batchTemperature(sets));
-    const result = await trainer.update(
-      sets.map((s) => ({
-        setId: s.setId,
-        advantage: s.advantage,
-        members: s.members.map((m) => ({
-          outputId: m.outputId,
-          contextTokens: [...m.contextTokens],
-          responseTokens: [...m.responseTokens],
-          logpOld: [...m.logpOld],
-          mask: [...m.mask],
-        })),
-      })),
-    );
+    const result = await trainer.update(sets.map(toActiveSet));
     this.currentVersion += 1;
     const last = result.epochs[result.epochs.length - 1];
     return {
@@ -164,6 +168,14 @@ export class TfPolicyTrainer implements PolicyTrainer {
       gradNorm: last.gradNorm,
       diagnostics: { ...last.diagnostics, 'epochs/count': result.epochs.length, 'epochs/first_loss': result.loss },
     };
+  }
+
+  async probe(sets: readonly TrainingSet[], objective: ObjectiveConfig): Promise<SetProbe[]> {
+    this.validate(sets);
+    const trainer = await this.trainerFor(objective, batchTemperature(sets));
+    const probes: SetProbe[] = [];
+    for (const s of sets) probes.push({ setId: s.setId, ...(await trainer.evaluate([toActiveSet(s)])) });
+    return probes;
   }
 
   dispose(): void {
@@ -213,6 +225,20 @@ export class TfPolicyTrainer implements PolicyTrainer {
     this.requirePolicy();
     return this.trainer as SrpoTrainer;
   }
+}
+
+function toActiveSet(s: TrainingSet) {
+  return {
+    setId: s.setId,
+    advantage: s.advantage,
+    members: s.members.map((m) => ({
+      outputId: m.outputId,
+      contextTokens: [...m.contextTokens],
+      responseTokens: [...m.responseTokens],
+      logpOld: [...m.logpOld],
+      mask: [...m.mask],
+    })),
+  };
 }
 
 function toSetInput(s: TrainingSet) {

@@ -356,14 +356,88 @@ describe('UpdateService on SQLite with a real tiny policy', () => {
     expect(await metricValue(learner.metrics, 'learner_groups_redelivered_total')).toBe(3);
   });
 
-  it('discards the weights of an update whose loss is not finite and skips its groups', async () => {
+  it('trains past a floor behaviour log-prob (−9999) in a negative-advantage set: nothing skipped, the set dual-clipped and counted', async () => {
     learner = await startLearner(dir);
+    const { batch, expected } = await shiftedBatch();
+    const context = [1, 2, 3];
+    const response = [4, 5, 6];
+    const exact = await versionZeroLogProbs(context, response);
+    // One token of one member reported at the OpenAI API's floor: L_F = (1/√2)(Σ new − old) ≈ 7070, far past e^88.
+    const floored = activeSet('F', [
+      member({ outputId: 'F0', context, response, logpOld: [exact[0], -9999, exact[2]] }),
+      member({ outputId: 'F1', context, response, logpOld: exact }),
+    ]);
+    const outcome = await learner.updates.applyBatch([...batch, ready(advantageGroup('gF', [{ set: floored, advantage: -1 }]))]);
+    expect(outcome.skipped).toEqual([]);
+    const update = outcome.update;
+    if (!update) throw new Error('expected an update');
+    expect(update.groups.map((g) => g.groupId)).toEqual(['g1', 'g2', 'gF']);
+    // The dual clip (c = 3) bounds F's term at c·A = −3; the other three sets as in shiftedBatch.
+    expect(update.loss).toBeCloseTo(-(expected.rhoA * 1 + expected.rhoB * -1 + 1 * 0.5 + 3 * -1) / 4, 5);
+    expect(Number.isFinite(update.gradNorm)).toBe(true);
+    expect(update.diagnostics['ratio/out_of_range']).toBe(1);
+    expect(update.diagnostics['losses/clip_frac_dual']).toBe(0.25);
+    expect(update.diagnostics['ratio/max']).toBeCloseTo(2 ** 64, -14); // saturated, not ∞
+    expect(update.hyperparameters.objective).toMatchObject({ dualClip: true, clipRatioC: 3 });
+  });
+
+  it('isolates a set that still makes the step non-finite, records its group as non-finite-set, and trains the rest exactly as without it', async () => {
+    // Without the dual clip, a negative-advantage set whose log-ratio is just under the bound (44.1 < 44.36) has a
+    // finite loss ≈ 1.4e19 but a gradient whose squared norm overflows float32: the step's gradient norm is ∞.
+    const env = { SRPO_DUAL_CLIP: 'false' };
+    const context = [1, 2, 3];
+    const response = [4, 5, 6];
+    const exact = await versionZeroLogProbs(context, response);
+    const nearBound = activeSet('X', [member({ outputId: 'X0', context, response, logpOld: exact.map((x) => x - 14.7) })]);
+    const bad = ready(advantageGroup('gX', [{ set: nearBound, advantage: -1 }]));
+
+    // The reference: another learner trained on the good groups alone.
+    const refDir = path.join(dir, 'reference');
+    fs.mkdirSync(refDir);
+    learner = await startLearner(refDir, { env });
+    const reference = await learner.updates.applyBatch((await shiftedBatch()).batch);
+    await learner.close();
+
+    learner = await startLearner(dir, { env });
+    const v0 = learner.state.current();
+    const { batch } = await shiftedBatch();
+    const outcome = await learner.updates.applyBatch([batch[0], bad, batch[1]]);
+    expect(outcome.skipped).toHaveLength(1);
+    expect(outcome.skipped[0]).toMatchObject({ groupId: 'gX', reason: 'non-finite-set', lag: 0 });
+    expect(outcome.skipped[0].detail).toMatch(/^set X alone: loss [0-9.e+]+, gradient norm (Infinity|NaN) \(mini-batch step: loss [0-9.e+]+, gradient norm (Infinity|NaN)\)$/);
+    // The rest trains, to the very weights of the reference learner (the failed step was rolled back first).
+    const update = outcome.update;
+    if (!update) throw new Error('expected an update');
+    expect(update.groups.map((g) => g.groupId)).toEqual(['g1', 'g2']);
+    expect(update).toMatchObject({ versionBefore: 0, versionAfter: 1, weightsHashBefore: v0.weightsHash, weightsHashAfter: reference.update?.weightsHashAfter });
+    expect(update.loss).toBe(reference.update?.loss);
+    expect(await learner.trainer.weightsHash()).toBe(reference.update?.weightsHashAfter);
+    // Audit records: the group is skipped (never in the ledger), with its coordinates and reason.
+    expect(await learner.store.listSkipped('solver')).toEqual([
+      { policyId: 'solver', groupId: 'gX', reason: 'non-finite-set', detail: outcome.skipped[0].detail, lag: 0, policyVersion: 0, source: bad.source, createdAtMs: NOW },
+    ]);
+    expect((await learner.store.isGroupApplied('solver', ['gX'])).size).toBe(0);
+    expect(await metricValue(learner.metrics, 'learner_groups_skipped_total', { reason: 'non-finite-set' })).toBe(1);
+    // A redelivery changes nothing.
+    const again = await learner.updates.applyBatch([batch[0], bad, batch[1]]);
+    expect(again).toEqual({ skipped: [], redelivered: ['g1', 'gX', 'g2'], foreign: [] });
+  });
+
+  it('discards the weights of a non-finite update that no single set explains, and skips every group as non-finite-loss', async () => {
+    learner = await startLearner(dir, { env: { SRPO_DUAL_CLIP: 'false' } });
     const hash = await learner.trainer.weightsHash();
-    // log π_old = −1e30 makes ρ overflow to +∞; with a negative advantage the surrogate is −∞.
-    const m = member({ outputId: 'inf/o', logpOld: [-1e30, -1e30, -1e30] });
-    const outcome = await learner.updates.applyBatch([ready(advantageGroup('inf', [{ set: activeSet('inf/s', [m]), advantage: -1 }]))]);
+    const context = [1, 2, 3];
+    const response = [4, 5, 6];
+    const exact = await versionZeroLogProbs(context, response);
+    const nearBound = activeSet('X', [member({ outputId: 'X0', context, response, logpOld: exact.map((x) => x - 14.7) })]);
+    // Pretend every set is finite on its own (a collective overflow): nothing can be isolated.
+    jest.spyOn(learner.trainer, 'probe').mockImplementation(async (sets) => sets.map((s) => ({ setId: s.setId, loss: 0, gradNorm: 0 })));
+    const outcome = await learner.updates.applyBatch([simpleGroup('ok'), ready(advantageGroup('gX', [{ set: nearBound, advantage: -1 }]))]);
     expect(outcome.update).toBeUndefined();
-    expect(outcome.skipped.map((s) => [s.groupId, s.reason])).toEqual([['inf', 'non-finite-loss']]);
+    expect(outcome.skipped.map((s) => [s.groupId, s.reason])).toEqual([
+      ['ok', 'non-finite-loss'],
+      ['gX', 'non-finite-loss'],
+    ]);
     expect(learner.state.current().version).toBe(0);
     expect(await learner.trainer.weightsHash()).toBe(hash);
     expect(fs.existsSync(path.join(dir, 'checkpoints', 'solver', 'v1'))).toBe(false);

@@ -10,7 +10,7 @@ import type { LearnerConfig } from './learner-config';
 import { LearnerMetrics } from './learner-metrics.service';
 import { LearnerStateService } from './learner-state.service';
 import { AUDIT_STORE, BACKEND_INFO, CLOCK, EVENTS_PUBLISHER, FAULT_INJECTOR, LEARNER_CONFIG, POLICY_TRAINER, type Clock } from './learner-tokens';
-import type { PolicyTrainer, StepResult, TrainingSet } from './policy-trainer';
+import type { PolicyTrainer, SetProbe, StepResult, TrainingSet } from './policy-trainer';
 
 /** Why a consumed group was not trained on. */
 export type SkipReason =
@@ -30,8 +30,17 @@ export type SkipReason =
   | 'duplicate-set'
   /** Tokens, log-probs or masks the trainer refuses (message in `detail`). */
   | 'invalid-input'
-  /** The update produced a non-finite loss or gradient norm; its weights were discarded. */
-  | 'non-finite-loss';
+  /**
+   * The update produced a non-finite loss or gradient norm, and no set of this group on
+   * its own did (or isolating the sets that did was not enough); its weights were discarded.
+   */
+  | 'non-finite-loss'
+  /**
+   * A set of this group makes the step non-finite on its own (its loss or gradient norm,
+   * evaluated alone, is not finite; `detail` names it). The group is skipped whole; the
+   * rest of the mini-batch is trained on without it.
+   */
+  | 'non-finite-set';
 
 export interface SkippedGroupInfo {
   groupId: string;
@@ -67,7 +76,9 @@ interface Candidate {
  *    ledger (or already skipped) are redeliveries and change nothing; stale,
  *    future-version and malformed groups are recorded as skipped with their
  *    reason (never silently dropped);
- * 2. the SRPO step on the rest (ratios against the recorded behaviour log-probs);
+ * 2. the SRPO step on the rest (ratios against the recorded behaviour log-probs); a
+ *    non-finite step is rolled back, the groups of sets that are non-finite on their own
+ *    are skipped as `non-finite-set`, and the rest is stepped again (docs/objective.md);
  * 3. the checkpoint of the new version (its own directory);
  * 4. one database transaction: update record, ledger rows, policy version;
  * 5. PolicyUpdate and PolicyVersion events;
@@ -169,32 +180,18 @@ export class UpdateService {
       else candidates.push({ ready: r, ...verdict });
     }
     // One temperature per update: keep the one most sets were sampled at (ties: the lower).
-    const eligible = this.pickTemperature(candidates, skips);
+    let eligible = this.pickTemperature(candidates, skips);
     await this.recordSkips(skips, before.version, outcome);
     if (outcome.redelivered.length > 0) this.metrics.groupsRedelivered.inc(outcome.redelivered.length);
     if (eligible.length === 0) return outcome;
 
-    // 2. Step.
+    // 2. Step (a non-finite one: the offending sets' groups are isolated, the rest is stepped again).
     const started = Date.now();
+    const stepped = await this.finiteStep(eligible, before.version, outcome);
+    if (!stepped) return outcome;
+    const { result, trained } = stepped;
+    eligible = trained;
     const sets = eligible.flatMap((c) => c.sets);
-    let result: StepResult;
-    try {
-      result = await this.trainer.step(sets, this.config.objective);
-    } catch (e) {
-      await this.rollbackAfter(e);
-      throw e;
-    }
-    if (!Number.isFinite(result.loss) || !Number.isFinite(result.gradNorm)) {
-      await this.rollbackAfter('non-finite loss');
-      const detail = `loss ${result.loss}, gradient norm ${result.gradNorm}`;
-      this.log.error('update produced a non-finite loss; weights discarded and its groups skipped', { policyId, detail });
-      await this.recordSkips(
-        eligible.map((c) => ({ ready: c.ready, info: { groupId: c.ready.group.groupId, reason: 'non-finite-loss', detail, lag: c.lag } })),
-        before.version,
-        outcome,
-      );
-      return outcome;
-    }
     const versionAfter = before.version + 1;
     this.faults.reached('after-step', { policyId, versionAfter });
 
@@ -272,6 +269,70 @@ export class UpdateService {
       redelivered: outcome.redelivered.length,
     });
     return outcome;
+  }
+
+  /**
+   * The SRPO step on `eligible`, made finite if it can be: a step whose loss or gradient
+   * norm is not finite is rolled back, every set is evaluated alone at the committed
+   * weights ({@link PolicyTrainer.probe}), the groups of the sets that are non-finite on
+   * their own are recorded as skipped (`non-finite-set`, naming the set), and the rest of
+   * the mini-batch is stepped once more. Whatever is still non-finite then (or a step no
+   * single set explains) is recorded as `non-finite-loss`, as before. Skipping whole groups
+   * keeps the ledger exact: an update's groups are all it trained on.
+   *
+   * @returns the finite step and the groups it trained on; undefined when nothing was trained
+   */
+  private async finiteStep(
+    eligible: Candidate[],
+    version: number,
+    outcome: UpdateOutcome,
+  ): Promise<{ result: StepResult; trained: Candidate[] } | undefined> {
+    const { policyId, objective } = this.config;
+    let result = await this.stepOrRollback(eligible.flatMap((c) => c.sets));
+    if (isFiniteStep(result)) return { result, trained: eligible };
+    await this.rollbackAfter('non-finite loss');
+    const batchDetail = `loss ${result.loss}, gradient norm ${result.gradNorm}`;
+    const probes = new Map<string, SetProbe>((await this.trainer.probe(eligible.flatMap((c) => c.sets), objective)).map((p) => [p.setId, p]));
+    const bad: { ready: ReadyGroup; info: SkippedGroupInfo }[] = [];
+    const rest: Candidate[] = [];
+    for (const c of eligible) {
+      const culprits = c.sets.map((s) => probes.get(s.setId)).filter((p): p is SetProbe => p !== undefined && !isFiniteStep(p));
+      if (culprits.length === 0) {
+        rest.push(c);
+        continue;
+      }
+      const named = culprits.map((p) => `set ${p.setId} alone: loss ${p.loss}, gradient norm ${p.gradNorm}`).join('; ');
+      bad.push({ ready: c.ready, info: { groupId: c.ready.group.groupId, reason: 'non-finite-set', detail: `${named} (mini-batch step: ${batchDetail})`, lag: c.lag } });
+    }
+    if (bad.length === 0) {
+      this.log.error('update produced a non-finite loss that no single set explains; weights discarded and its groups skipped', { policyId, detail: batchDetail });
+      await this.recordSkips(eligible.map((c) => nonFiniteLoss(c, batchDetail)), version, outcome);
+      return undefined;
+    }
+    this.log.error('sets that make the step non-finite on their own were isolated; their groups are skipped and the rest trained', {
+      policyId,
+      groups: bad.map((b) => b.info.groupId),
+      detail: batchDetail,
+    });
+    await this.recordSkips(bad, version, outcome);
+    if (rest.length === 0) return undefined;
+    result = await this.stepOrRollback(rest.flatMap((c) => c.sets));
+    if (isFiniteStep(result)) return { result, trained: rest };
+    await this.rollbackAfter('non-finite loss');
+    const detail = `loss ${result.loss}, gradient norm ${result.gradNorm} after skipping ${bad.map((b) => b.info.groupId).join(', ')}`;
+    this.log.error('update still non-finite after isolating sets; weights discarded and its groups skipped', { policyId, detail });
+    await this.recordSkips(rest.map((c) => nonFiniteLoss(c, detail)), version, outcome);
+    return undefined;
+  }
+
+  /** `trainer.step`, rolling the weights back before rethrowing when it throws. */
+  private async stepOrRollback(sets: TrainingSet[]): Promise<StepResult> {
+    try {
+      return await this.trainer.step(sets, this.config.objective);
+    } catch (e) {
+      await this.rollbackAfter(e);
+      throw e;
+    }
   }
 
   /** Puts the committed weights back; if even that fails, refuses every later batch until a restart. */
@@ -399,6 +460,14 @@ export class UpdateService {
       this.pending.shift();
     }
   }
+}
+
+function isFiniteStep(r: { loss: number; gradNorm: number }): boolean {
+  return Number.isFinite(r.loss) && Number.isFinite(r.gradNorm);
+}
+
+function nonFiniteLoss(c: Candidate, detail: string): { ready: ReadyGroup; info: SkippedGroupInfo } {
+  return { ready: c.ready, info: { groupId: c.ready.group.groupId, reason: 'non-finite-loss', detail, lag: c.lag } };
 }
 
 /**

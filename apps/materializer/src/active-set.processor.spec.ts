@@ -121,6 +121,24 @@ describe('ActiveSetProcessor', () => {
     expect(s.h.streamTimeMs).toBe(10_000);
   });
 
+  it('accepts floor behaviour log-probs (−9999) as data, keeps them verbatim in the set, and counts them', () => {
+    const s = setup();
+    s.h.feedAll([
+      s.o(output('ef', 0, { behaviourLogProbs: [-9999, -0.25] })),
+      // A masked floor token never enters a ratio and is not counted.
+      s.o(output('ef', 1, { behaviourLogProbs: [-9999, -9999], lossMask: [true, false] })),
+      s.o(output('ef', 2)),
+      s.t(transition('ef', [0, 1, 2])),
+      s.r(outcome('ef', 1)),
+    ]);
+    expect(s.h.deadLetters).toHaveLength(0);
+    const [set] = s.sets();
+    expect(set.status).toBe('COMPLETE');
+    expect(codec.decodeAs('AgentOutput', set.members[0].output).behaviourLogProbs).toEqual([-9999, -0.25]);
+    expect(s.h.counters.get('behaviour_logprob_floor_outputs_total{"policy":"worker"}')).toBe(2);
+    expect(s.h.counters.get('behaviour_logprob_floor_tokens_total{"policy":"worker"}')).toBe(2);
+  });
+
   it('dead-letters an outcome whose episode never shows up, at its deadline', () => {
     const s = setup(5_000);
     s.h.feed(s.r(outcome('ghost', 1, { eventTimeMs: 1000 })));

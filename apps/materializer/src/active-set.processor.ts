@@ -10,6 +10,7 @@ import {
   TopicCatalog,
   Transition,
   validateAgentOutput,
+  floorLogProbCount,
   validateEpisodeOutcome,
   validateTransition,
   EventLimits,
@@ -366,6 +367,12 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     }
     if (ep.closed) {
       throw relationError(ReasonCode.INVALID_FIELD, 'AgentOutput.episodeId', `episode ${output.episodeId} is closed; output ${output.outputId} arrived after every set of the episode was resolved`);
+    }
+    // Floor behaviour log-probs (e.g. −9999) are data: accepted and counted (docs/bad-input.md).
+    const floorTokens = floorLogProbCount(output);
+    if (floorTokens > 0) {
+      ctx.count('behaviour_logprob_floor_outputs_total', { policy: output.policyId });
+      for (let i = 0; i < floorTokens; i++) ctx.count('behaviour_logprob_floor_tokens_total', { policy: output.policyId });
     }
     ep.sourced.push({
       outputId: output.outputId,

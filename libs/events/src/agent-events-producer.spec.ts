@@ -58,3 +58,41 @@ describe('AgentEventsProducer and the bad-input corpus', () => {
     expect((error as Error).name).toMatch(/KafkaJS/);
   });
 });
+
+describe('AgentEventsProducer and floor behaviour log-probs', () => {
+  /** A Kafka stand-in whose producer records what it was asked to send. */
+  function fakeKafka(): { kafka: Kafka; sent: { topic: string; messages: { key: string; value: Buffer }[] }[] } {
+    const sent: { topic: string; messages: { key: string; value: Buffer }[] }[] = [];
+    const producer = {
+      connect: async () => undefined,
+      disconnect: async () => undefined,
+      sendBatch: async (batch: { topicMessages: { topic: string; messages: { key: string; value: Buffer }[] }[] }) => {
+        sent.push(...batch.topicMessages);
+        return [];
+      },
+    };
+    return { kafka: { producer: () => producer } as unknown as Kafka, sent };
+  }
+
+  it('sends an output with a −9999 log-prob unchanged and counts it (trained tokens only)', async () => {
+    const { kafka: fake, sent } = fakeKafka();
+    const seen: { outputId: string; policyId: string; tokens: number }[] = [];
+    const codec = new EventCodec();
+    const producer = new AgentEventsProducer({ kafka: fake, codec, topics: topicCatalog({ prefix: 'sdk-spec.' }), onFloorLogProbs: (i) => seen.push(i) });
+    const outputs = validStream().outputs.filter((e) => e.type === 'AgentOutput');
+    const [a, b] = outputs.map((e) => e.value as Parameters<AgentEventsProducer['emitOutput']>[0]);
+    const floored = { ...a, behaviourLogProbs: a.behaviourLogProbs.map((x, i) => (i === 0 ? -9999 : x)), lossMask: a.responseTokenIds.map(() => true) };
+    const maskedOnly = { ...b, behaviourLogProbs: b.behaviourLogProbs.map(() => -9999), lossMask: b.responseTokenIds.map((_, i) => i !== 0) };
+    await producer.emitBatch([
+      { type: 'AgentOutput', value: floored },
+      { type: 'AgentOutput', value: maskedOnly },
+    ]);
+    const messages = sent.flatMap((t) => t.messages);
+    expect(messages).toHaveLength(2);
+    expect(codec.decodeAs('AgentOutput', messages[0].value).behaviourLogProbs[0]).toBe(-9999);
+    // The corpus outputs have two tokens; maskedOnly floors both but trains only the second: 1 + 1 tokens counted.
+    expect(b.responseTokenIds).toHaveLength(2);
+    expect(producer.floorLogProbs).toEqual({ outputs: 2, tokens: 2 });
+    expect(seen[0]).toEqual({ outputId: a.outputId, policyId: a.policyId, tokens: 1 });
+  });
+});

@@ -1,7 +1,7 @@
 import { CompressionTypes, Kafka, Message, Partitioners, Producer, RecordMetadata } from 'kafkajs';
 import { EventCodec } from './event-codec';
 import { AgentOutput, EpisodeOutcome, EventMap, EventType, Transition } from './event-types';
-import { DEFAULT_EVENT_LIMITS, EventLimits, validateAgentOutput, validateEpisodeOutcome, validateTransition } from './event-validation';
+import { DEFAULT_EVENT_LIMITS, EventLimits, floorLogProbCount, validateAgentOutput, validateEpisodeOutcome, validateTransition } from './event-validation';
 import { topicCatalog, TopicCatalog } from './topic-catalog';
 
 /** Fields with schema defaults may be left out by callers. */
@@ -40,6 +40,20 @@ export interface AgentEventsProducerOptions {
   limits?: EventLimits;
   /** Transactional id: when set, `emitBatch` writes atomically. */
   transactionalId?: string;
+  /**
+   * Called once per sent AgentOutput that has trained tokens with a floor behaviour
+   * log-prob (<= BEHAVIOUR_LOGPROB_FLOOR, e.g. the −9999 the OpenAI API reports), after the
+   * batch was written. The output is sent unchanged: floor values are accepted as data.
+   */
+  onFloorLogProbs?: (info: { outputId: string; policyId: string; tokens: number }) => void;
+}
+
+/** {@link AgentEventsProducer.floorLogProbs}: floor behaviour log-probs sent so far. */
+export interface FloorLogProbStats {
+  /** AgentOutputs with at least one trained token at or below BEHAVIOUR_LOGPROB_FLOOR. */
+  outputs: number;
+  /** Such tokens. */
+  tokens: number;
 }
 
 export type AgentEvent =
@@ -53,6 +67,9 @@ export type AgentEvent =
  * writes it keyed by episode id with an idempotent producer (acks=all), so
  * producer retries never duplicate a record. A refused event throws a
  * `ValidationError` naming the field, and nothing from that call reaches Kafka.
+ *
+ * Floor behaviour log-probs (e.g. −9999 from an inference server) are valid data: they
+ * are sent unchanged and counted in {@link floorLogProbs} (and `onFloorLogProbs`).
  */
 export class AgentEventsProducer {
   private readonly producer: Producer;
@@ -60,6 +77,7 @@ export class AgentEventsProducer {
   private readonly topics: TopicCatalog;
   private readonly limits: EventLimits;
   private connected = false;
+  private readonly floor: FloorLogProbStats = { outputs: 0, tokens: 0 };
 
   constructor(private readonly options: AgentEventsProducerOptions) {
     this.codec = options.codec ?? new EventCodec();
@@ -84,6 +102,11 @@ export class AgentEventsProducer {
     if (!this.connected) return;
     await this.producer.disconnect();
     this.connected = false;
+  }
+
+  /** Floor behaviour log-probs in the AgentOutputs written so far (a copy). */
+  get floorLogProbs(): FloorLogProbStats {
+    return { ...this.floor };
   }
 
   async emitOutput(output: AgentOutputInit): Promise<EmitResult> {
@@ -128,15 +151,23 @@ export class AgentEventsProducer {
     } else {
       metadata = await this.producer.sendBatch({ topicMessages, acks: -1, compression: CompressionTypes.None });
     }
+    for (const p of prepared) {
+      if (!p.floor) continue;
+      this.floor.outputs++;
+      this.floor.tokens += p.floor.tokens;
+      this.options.onFloorLogProbs?.(p.floor);
+    }
     return metadata;
   }
 
-  private prepare(event: AgentEvent): { topic: string; message: Message } {
+  private prepare(event: AgentEvent): { topic: string; message: Message; floor?: { outputId: string; policyId: string; tokens: number } } {
     switch (event.type) {
       case 'AgentOutput': {
         const value = completeAgentOutput(event.value);
         validateAgentOutput(value, this.limits);
-        return this.message('AgentOutput', value, this.topics.agentOutputs.name, value.episodeId);
+        const tokens = floorLogProbCount(value);
+        const prepared = this.message('AgentOutput', value, this.topics.agentOutputs.name, value.episodeId);
+        return tokens > 0 ? { ...prepared, floor: { outputId: value.outputId, policyId: value.policyId, tokens } } : prepared;
       }
       case 'Transition': {
         const value = completeTransition(event.value);

@@ -1,6 +1,6 @@
 import { ValidationError } from '@srpo/core';
 import { AgentOutput, EpisodeOutcome, Transition } from './event-types';
-import { validateAgentOutput, validateEpisodeOutcome, validateTransition } from './event-validation';
+import { BEHAVIOUR_LOGPROB_FLOOR, floorLogProbCount, validateAgentOutput, validateEpisodeOutcome, validateTransition } from './event-validation';
 import { sampleEvents } from './sample-events';
 
 function fieldOf(fn: () => void): string | undefined {
@@ -40,6 +40,16 @@ describe('validateAgentOutput', () => {
 
   it.each(cases)('refuses %s, naming %s', (_name, patch, field) => {
     expect(fieldOf(() => validateAgentOutput({ ...base, ...patch }))).toBe(field);
+  });
+
+  it('accepts floor log-probs (the OpenAI API and vLLM report −9999) and the most negative float32; floorLogProbCount counts trained ones', () => {
+    for (const behaviourLogProbs of [[-9999, -1, -1], [-3.4e38, -1e4, -100]]) {
+      expect(() => validateAgentOutput({ ...base, behaviourLogProbs })).not.toThrow();
+    }
+    expect(BEHAVIOUR_LOGPROB_FLOOR).toBe(-100);
+    expect(floorLogProbCount({ behaviourLogProbs: [-9999, -1, -100], lossMask: [true, true, true] })).toBe(2);
+    expect(floorLogProbCount({ behaviourLogProbs: [-9999, -1, -99.99], lossMask: [false, true, true] })).toBe(0);
+    expect(floorLogProbCount(base)).toBe(0);
   });
 });
 

@@ -45,6 +45,32 @@ function time(field: string, value: number): void {
   if (!Number.isSafeInteger(value) || value < 0) throw new ValidationError(field, `must be epoch milliseconds, got ${value}`);
 }
 
+/**
+ * Behaviour log-probs at or below this (−100 nats, a probability under 3.8e−44) are floor
+ * values, not measurements: no float32 or bfloat16 sampler draws a token that unlikely
+ * (their smallest normal probability is 1.2e−38 = e^−87.3), so such a value is what an
+ * inference server reports for "less likely than I represent" (the OpenAI API and vLLM's
+ * OpenAI server clamp to −9999.0).
+ *
+ * They are accepted as data (finite and <= 0, so valid): refusing them would drop the whole
+ * active set, since a set missing a member is never trained on. The objective stays finite
+ * on them and counts the set as `ratio/out_of_range`; its clip (high for A > 0, dual for
+ * A < 0) removes the set's gradient. The SDK and the materializer count them
+ * (docs/objective.md, docs/bad-input.md).
+ */
+export const BEHAVIOUR_LOGPROB_FLOOR = -100;
+
+/**
+ * Number of trained tokens (loss mask on) whose behaviour log-prob is at or below
+ * {@link BEHAVIOUR_LOGPROB_FLOOR}. Masked tokens are not counted: they never enter a ratio.
+ */
+export function floorLogProbCount(o: Pick<AgentOutput, 'behaviourLogProbs' | 'lossMask'>, floor = BEHAVIOUR_LOGPROB_FLOOR): number {
+  let n = 0;
+  const lp = o.behaviourLogProbs;
+  for (let i = 0; i < lp.length; i++) if (o.lossMask[i] && lp[i] <= floor) n++;
+  return n;
+}
+
 export function validateAgentOutput(o: AgentOutput, limits: EventLimits = DEFAULT_EVENT_LIMITS): void {
   id('AgentOutput.outputId', o.outputId, limits);
   id('AgentOutput.episodeId', o.episodeId, limits);

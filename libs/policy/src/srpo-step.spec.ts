@@ -95,6 +95,38 @@ describe('SrpoTrainer', () => {
     expect(c).not.toBe(a);
   });
 
+  it("evaluate: the first epoch's loss and gradient norm, without a step (weights, Adam state and version unchanged)", async () => {
+    const policy = Policy.create('p', TINY, 11);
+    const trainer = new SrpoTrainer(policy, { maxGradNorm: 1 });
+    try {
+      const sets = await makeSets(policy, 3, 3);
+      const hash = await weightsHash(policy);
+      const before = tf.memory().numTensors;
+      const e = await trainer.evaluate(sets);
+      expect(tf.memory().numTensors).toBe(before);
+      expect(await weightsHash(policy)).toBe(hash);
+      expect(policy.version).toBe(0);
+      expect(trainer.optimizer.step).toBe(0);
+      const r = await trainer.update(sets);
+      expect(e.loss).toBe(r.loss);
+      expect(e.gradNorm).toBeCloseTo(r.gradNorm, 5);
+      // A set whose gradient overflows float32's squared norm shows up alone (no dual clip, log-ratio just under 44.36).
+      const hot: ActiveSet = { ...sets[0], advantage: -1, members: [{ ...sets[0].members[0], logpOld: sets[0].members[0].logpOld.map((x) => x - 44.1 / sets[0].members[0].logpOld.length) }] };
+      const noDual = new SrpoTrainer(policy, { objective: { dualClip: false } });
+      try {
+        const bad = await noDual.evaluate([hot]);
+        expect(Number.isFinite(bad.loss)).toBe(true);
+        expect(Number.isFinite(bad.gradNorm)).toBe(false);
+        expect(Number.isFinite((await noDual.evaluate([sets[1]])).gradNorm)).toBe(true);
+      } finally {
+        noDual.dispose();
+      }
+    } finally {
+      trainer.dispose();
+      policy.dispose();
+    }
+  });
+
   it('does not leak tensors over 100 steps', async () => {
     const policy = Policy.create('p', TINY, 8);
     const trainer = new SrpoTrainer(policy, { schedule: { kind: 'constant', lr: 1e-4 }, epochs: 1 });

@@ -5,6 +5,7 @@ import {
   disposeObjectiveOutput,
   disposePaddedSetBatch,
   objectiveLoss,
+  objectiveOutputTensors,
   readDiagnostics,
   resolveObjectiveConfig,
   type ObjectiveConfig,
@@ -154,15 +155,7 @@ export class SrpoTrainer {
           const logpNew = packedLogProbs(model, tensors, this.temperature);
           const o = objectiveLoss(logpNew, batch, this.objective);
           // The diagnostics tensors must outlive the gradient scope; the loss is kept by variableGrads.
-          tf.keep(o.ratio);
-          tf.keep(o.unitWeight);
-          tf.keep(o.unitSet);
-          tf.keep(o.unitSetSize);
-          tf.keep(o.unitAdvantage);
-          tf.keep(o.clippedLow);
-          tf.keep(o.clippedHigh);
-          tf.keep(o.memberLogRatio);
-          tf.keep(o.tokenLogRatio);
+          for (const t of objectiveOutputTensors(o)) tf.keep(t);
           out = o;
           return o.loss;
         }, vars);
@@ -207,9 +200,52 @@ export class SrpoTrainer {
     };
   }
 
+  /**
+   * The objective's loss and pre-clip global gradient norm on one mini-batch at the
+   * current weights, without an optimizer step: weights, Adam state and version stay as
+   * they are. It is what the first epoch of {@link update} would see (same forward pass,
+   * same norm, in float32), so a caller can find which set makes a step non-finite by
+   * evaluating the sets one by one.
+   *
+   * @throws ValidationError like {@link update} for malformed input
+   */
+  async evaluate(sets: readonly ActiveSet[]): Promise<SrpoEvaluation> {
+    if (this.busy) throw new ValidationError('evaluate', 'an update is already running on this trainer; await it first');
+    this.busy = true;
+    try {
+      const model = this.policy.model;
+      const { setInputs, pairs, fields } = flatten(sets);
+      const packed = packPairs(pairs, model, (i) => fields[i]);
+      const batch = buildPaddedSetBatch(setInputs);
+      const tensors = packedToTensors(packed);
+      try {
+        const { value, grads } = tf.variableGrads(() => objectiveLoss(packedLogProbs(model, tensors, this.temperature), batch, this.objective).loss, model.trainableVariables());
+        const normT = tf.tidy(() => tf.sqrt(tf.addN(Object.values(grads).map((g) => tf.sum(tf.square(g))))) as tf.Scalar);
+        try {
+          const [loss, norm] = await Promise.all([value.data(), normT.data()]);
+          return { loss: loss[0], gradNorm: norm[0] };
+        } finally {
+          tf.dispose([value, normT, ...Object.values(grads)]);
+        }
+      } finally {
+        disposePacked(tensors);
+        disposePaddedSetBatch(batch);
+      }
+    } finally {
+      this.busy = false;
+    }
+  }
+
   dispose(): void {
     this.optimizer.dispose();
   }
+}
+
+/** {@link SrpoTrainer.evaluate}: loss and gradient norm of one mini-batch, no step taken. */
+export interface SrpoEvaluation {
+  loss: number;
+  /** Global L2 norm of the gradient before clipping, computed as the optimizer would (float32). */
+  gradNorm: number;
 }
 
 function flatten(sets: readonly ActiveSet[]): { setInputs: SetInput[]; pairs: SequencePair[]; fields: string[] } {

@@ -37,6 +37,15 @@ export interface ObjectiveConfig {
   clipLow: number;
   /** Upper clip width ε_high: ratios are clipped above at 1 + ε_high. >= 0. */
   clipHigh: number;
+  /**
+   * Dual clip for negative advantages (Ye et al. 2020, arXiv:1912.09729; verl's
+   * `clip_ratio_c`): with A < 0 the surrogate is `max(min(rA, clip(r)A), c·A)`, so a set
+   * whose ratio ran far above 1 costs at most c·|A| and gets no gradient once r > c.
+   * Default true (docs/objective.md says why).
+   */
+  dualClip: boolean;
+  /** c of the dual clip, > 1; only read when `dualClip` is true. Default 3 (verl's default). */
+  clipRatioC: number;
   advantageStd: AdvantageStd;
   /** Added to the group standard deviation before dividing. >= 0. */
   advantageEps: number;
@@ -48,12 +57,14 @@ export const DEFAULT_OBJECTIVE_CONFIG: ObjectiveConfig = Object.freeze({
   eventReduction: 'sqrt',
   clipLow: 0.2,
   clipHigh: 0.2,
+  dualClip: true,
+  clipRatioC: 3,
   advantageStd: 'sample',
   advantageEps: 1e-6,
   progress: Object.freeze({ enabled: false, rewardThreshold: 0.001, stdThreshold: 0.0001 }),
 }) as ObjectiveConfig;
 
-const TOP_KEYS = ['objective', 'eventReduction', 'clipLow', 'clipHigh', 'advantageStd', 'advantageEps', 'progress'] as const;
+const TOP_KEYS = ['objective', 'eventReduction', 'clipLow', 'clipHigh', 'dualClip', 'clipRatioC', 'advantageStd', 'advantageEps', 'progress'] as const;
 const PROGRESS_KEYS = ['enabled', 'rewardThreshold', 'stdThreshold'] as const;
 
 function oneOf<T extends string>(value: unknown, allowed: readonly T[], field: string): T {
@@ -69,6 +80,18 @@ function numberInRange(value: unknown, field: string, min: number, max = Number.
     throw new ValidationError(field, max === Number.POSITIVE_INFINITY ? `must be >= ${min}, got ${n}` : `must be in [${min}, ${max}], got ${n}`);
   }
   return n;
+}
+
+/** c of the dual clip: a finite number > 1 (c <= 1 would bound a negative-advantage term above its unclipped value at r = 1). */
+function dualClipC(value: unknown, field: string): number {
+  const n = requireFiniteNumber(value, field);
+  if (!(n > 1)) throw new ValidationError(field, `must be > 1, got ${n}`);
+  return n;
+}
+
+/** The dual-clip constant the surrogate uses: `clipRatioC`, or null when `dualClip` is off. */
+export function dualClipRatio(config: Pick<ObjectiveConfig, 'dualClip' | 'clipRatioC'>): number | null {
+  return config.dualClip ? config.clipRatioC : null;
 }
 
 /**
@@ -107,6 +130,8 @@ export function resolveObjectiveConfig(partial: unknown, path = 'config'): Objec
     // clipLow above 1 would put the lower clip bound below 0, where no ratio can be.
     clipLow: has('clipLow') ? numberInRange(partial.clipLow, `${path}.clipLow`, 0, 1) : d.clipLow,
     clipHigh: has('clipHigh') ? numberInRange(partial.clipHigh, `${path}.clipHigh`, 0) : d.clipHigh,
+    dualClip: has('dualClip') ? requireBoolean(partial.dualClip, `${path}.dualClip`) : d.dualClip,
+    clipRatioC: has('clipRatioC') ? dualClipC(partial.clipRatioC, `${path}.clipRatioC`) : d.clipRatioC,
     advantageStd: has('advantageStd') ? oneOf(partial.advantageStd, ADVANTAGE_STDS, `${path}.advantageStd`) : d.advantageStd,
     advantageEps: has('advantageEps') ? numberInRange(partial.advantageEps, `${path}.advantageEps`, 0) : d.advantageEps,
     progress,

@@ -4,6 +4,7 @@ import type { AdvantageResult } from './advantages';
 import type { ObjectiveConfig } from './config';
 import type { ObjectiveOutput } from './objective';
 import type { PaddedSetBatch } from './padded-batch';
+import { MAX_LOG_RATIO } from './surrogate';
 
 /**
  * Approximate KL divergence with Schulman's k3 estimator ("Approximating KL
@@ -15,6 +16,8 @@ import type { PaddedSetBatch } from './padded-batch';
  * this is a (slightly biased) estimate of KL(π_new ‖ π_old); it agrees with the
  * unbiased k3 of KL(π_old ‖ π_new) to second order in δ.
  *
+ * A token with δ > MAX_LOG_RATIO (44.36) counts as e^44.36 − 1 − δ: a saturated, finite value.
+ *
  * @param tokenLogRatios [M, T] masked log π_new − log π_old (0 where masked)
  * @param mask [M, T]
  * @returns scalar
@@ -22,7 +25,8 @@ import type { PaddedSetBatch } from './padded-batch';
 export function approxKlK3(tokenLogRatios: tf.Tensor2D, mask: tf.Tensor2D): tf.Scalar {
   return tf.tidy(() => {
     const delta = tf.neg(tokenLogRatios);
-    const k3 = tf.sub(tf.sub(tf.exp(delta), 1), delta);
+    // exp(δ) saturates at e^MAX_LOG_RATIO like the reported ratios, so the estimate stays finite.
+    const k3 = tf.sub(tf.sub(tf.exp(tf.minimum(delta, MAX_LOG_RATIO)), 1), delta);
     return tf.div(tf.sum(tf.mul(k3, mask)), tf.sum(mask)) as tf.Scalar;
   });
 }
@@ -37,7 +41,14 @@ export function approxKlK3(tokenLogRatios: tf.Tensor2D, mask: tf.Tensor2D): tf.S
  * - `losses/clip_frac_low`, `losses/clip_frac_high`: share of units whose clip is
  *   active on that side (r < 1 − ε_low with A < 0; r > 1 + ε_high with A > 0), i.e.
  *   whose gradient the clip removed.
- * - `ratio/mean`, `ratio/min`, `ratio/max`: over all units.
+ * - `losses/clip_frac_dual`: share of units whose dual clip is active (r > c with A < 0;
+ *   always 0 with `dualClip` off).
+ * - `ratio/mean`, `ratio/min`, `ratio/max`: over all units, of the reported ratio (saturated
+ *   at e^±44.36 ≈ 1.8e19 / 5.4e−20, so never ∞).
+ * - `ratio/out_of_range`: number of units (not a share) whose ratio left the representable
+ *   range, |log r| > MAX_LOG_RATIO = 44.36: a set with a floor behaviour log-prob such as
+ *   −9999, for example. Their loss is evaluated through the bounds of
+ *   `boundedClippedSurrogate` (docs/objective.md).
  * - `ratio/mean_k{K}`, `ratio/min_k{K}`, `ratio/max_k{K}`: over units of sets with K members.
  * - `losses/clip_frac_low_k{K}`, `losses/clip_frac_high_k{K}`: the clip fractions over units
  *   of sets with K members (SRPO's one clip per set should not bind more often on large sets).
@@ -61,15 +72,19 @@ export async function readDiagnostics(
   const [kl, tokens] = tf.tidy(() => [approxKlK3(out.tokenLogRatio, batch.mask), tf.sum(batch.mask)]);
   let values: (Float32Array | Int32Array | Uint8Array)[];
   try {
-    values = await Promise.all([out.loss, out.ratio, out.unitWeight, out.unitSetSize, out.clippedLow, out.clippedHigh, kl, tokens].map((t) => t.data()));
+    values = await Promise.all(
+      [out.loss, out.ratio, out.unitWeight, out.unitSetSize, out.clippedLow, out.clippedHigh, out.clippedDual, out.outOfRange, kl, tokens].map((t) => t.data()),
+    );
   } finally {
     tf.dispose([kl, tokens]);
   }
-  const [loss, ratios, weights, sizes, low, high, klValue, tokenCount] = values;
+  const [loss, ratios, weights, sizes, low, high, dual, outside, klValue, tokenCount] = values;
 
   let units = 0;
   let clippedLow = 0;
   let clippedHigh = 0;
+  let clippedDual = 0;
+  let outOfRange = 0;
   const overall = new RatioStats();
   const byK = new Map<number, RatioStats>();
   const clippedByK = new Map<number, { low: number; high: number }>();
@@ -78,6 +93,8 @@ export async function readDiagnostics(
     units++;
     clippedLow += low[i];
     clippedHigh += high[i];
+    clippedDual += dual[i];
+    outOfRange += outside[i];
     overall.add(ratios[i]);
     const k = Math.round(sizes[i]);
     let stats = byK.get(k);
@@ -93,9 +110,11 @@ export async function readDiagnostics(
     'losses/loss': loss[0],
     'losses/clip_frac_low': clippedLow / units,
     'losses/clip_frac_high': clippedHigh / units,
+    'losses/clip_frac_dual': clippedDual / units,
     'ratio/mean': overall.mean(),
     'ratio/min': overall.min,
     'ratio/max': overall.max,
+    'ratio/out_of_range': outOfRange,
   };
   for (const k of [...byK.keys()].sort((a, b) => a - b)) {
     const stats = byK.get(k) as RatioStats;

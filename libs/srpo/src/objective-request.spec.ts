@@ -120,6 +120,35 @@ describe('evaluateObjectiveRequest', () => {
     expect(report.diagnostics['advantages/from_progress']).toBe(2);
   });
 
+  it('a floor behaviour log-prob (−9999) in the negative-advantage set: finite loss and gradient, the set reported and counted', async () => {
+    const req = request();
+    // t-18 (A = −0.7071058): o-3's first token old −0.2 → −9999, so ℓ = (−0.7 + 9999) + (−0.2 + 0.3) = 9998.4 = L.
+    (req.sets[1].members as { logpOld: number[] }[])[0].logpOld[0] = -9999;
+    const report = await evaluateObjectiveRequest(req, { grad: true });
+    // Dual clip (default, c = 3): t-18 costs 3·A; loss = −(exp(0.1/√2)·A − 3A + 0)/3 = 0.454134.
+    expect(report.loss).toBeCloseTo(0.45413382, 5);
+    expect(report.sets[1]).toMatchObject({ setId: 't-18', clipped: true, outOfRange: true });
+    expect(report.sets[1].logRatio).toBeCloseTo(9998.4, 1);
+    expect(Math.abs((report.sets[1].ratio as number) / 2 ** 64 - 1)).toBeLessThan(1e-6); // saturated, not ∞
+    expect(report.sets[0].outOfRange).toBe(false);
+    expect(report.diagnostics['ratio/out_of_range']).toBe(1);
+    expect(report.diagnostics['losses/clip_frac_dual']).toBeCloseTo(1 / 3, 7);
+    // t-17 keeps its gradient −(1/3)·A·ρ·(1/√2); t-18's is 0 (the dual clip); t-19 has A = 0.
+    const g17 = -(1 / 3) * A * Math.exp(0.1 / Math.SQRT2) * Math.SQRT1_2;
+    report.gradLogpNew?.[0].flat().forEach((x) => expect(x).toBeCloseTo(g17, 6));
+    expect(report.gradLogpNew?.[1].flat().every((x) => x === 0)).toBe(true);
+    // Everything prints as JSON numbers (no null from an ∞ or NaN).
+    expect(JSON.stringify(report)).not.toContain('null');
+
+    // With the dual clip off: the set's ratio saturates at 2^64, its term at 2^64·A; still finite, gradient 0 past the bound.
+    const off = await evaluateObjectiveRequest({ ...req, config: { dualClip: false } }, { grad: true });
+    expect(off.loss / ((2 ** 64 * Math.fround(A)) / 3)).toBeCloseTo(1, 5);
+    expect(off.gradLogpNew?.flat(2).every(Number.isFinite)).toBe(true);
+    expect(off.gradLogpNew?.[1].flat().every((x) => x === 0)).toBe(true);
+    expect(off.diagnostics['ratio/out_of_range']).toBe(1);
+    expect(JSON.stringify(off)).not.toContain('null');
+  });
+
   it('leaves no tensors behind', async () => {
     const before = tf.memory().numTensors;
     await evaluateObjectiveRequest(request(), { grad: true });

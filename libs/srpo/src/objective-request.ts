@@ -59,13 +59,24 @@ export interface ObjectiveSetReport {
   setId: string;
   /** The set's group-normalised advantage (float64, before the float32 cast). */
   advantage: number;
-  /** ρ_e under `srpo`; absent under the baselines, whose ratios are per member or per token. */
-  ratio?: number;
   /**
-   * Under `srpo`: the set's clip is active (its gradient is zeroed). Under the
+   * ρ_e under `srpo`, saturated at e^44.36 ≈ 1.8e19 when it is not representable (see
+   * `outOfRange`); absent under the baselines, whose ratios are per member or per token.
+   */
+  ratio?: number;
+  /** L_e = log ρ_e under `srpo` (finite, even where ρ_e is not representable); absent under the baselines. */
+  logRatio?: number;
+  /**
+   * Under `srpo`: the set's clip (low, high or dual) is active (its gradient is zeroed). Under the
    * baselines: at least one of the set's members (`gspo`) or unmasked tokens (`grpo-token`) is.
    */
   clipped: boolean;
+  /**
+   * The set's ratio (`srpo`), or one of its members' (`gspo`) or unmasked tokens'
+   * (`grpo-token`), left the representable range |log r| <= 44.36; counted in the
+   * diagnostics as `ratio/out_of_range`.
+   */
+  outOfRange: boolean;
 }
 
 export interface ObjectiveReport {
@@ -175,18 +186,22 @@ async function reportSets(
   sets: readonly ObjectiveRequestSet[],
   advantages: readonly number[],
 ): Promise<ObjectiveSetReport[]> {
-  const [ratios, weights, unitSet, low, high] = await Promise.all(
-    [out.ratio, out.unitWeight, out.unitSet, out.clippedLow, out.clippedHigh].map((t) => t.data()),
+  const [ratios, logRatios, weights, unitSet, low, high, dual, outside] = await Promise.all(
+    [out.ratio, out.logRatio, out.unitWeight, out.unitSet, out.clippedLow, out.clippedHigh, out.clippedDual, out.outOfRange].map((t) => t.data()),
   );
   const clipped = new Array<boolean>(batch.numSets).fill(false);
+  const outOfRange = new Array<boolean>(batch.numSets).fill(false);
   for (let i = 0; i < ratios.length; i++) {
-    if (weights[i] !== 0 && (low[i] !== 0 || high[i] !== 0)) clipped[unitSet[i]] = true;
+    if (weights[i] === 0) continue;
+    if (low[i] !== 0 || high[i] !== 0 || dual[i] !== 0) clipped[unitSet[i]] = true;
+    if (outside[i] !== 0) outOfRange[unitSet[i]] = true;
   }
   return sets.map((s, e) => ({
     setId: s.setId,
     advantage: advantages[e],
-    ...(out.unit === 'set' ? { ratio: ratios[e] } : {}),
+    ...(out.unit === 'set' ? { ratio: ratios[e], logRatio: logRatios[e] } : {}),
     clipped: clipped[e],
+    outOfRange: outOfRange[e],
   }));
 }
 

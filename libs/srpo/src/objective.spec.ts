@@ -34,7 +34,9 @@ const refReduction: Record<EventReduction, (k: number) => number> = {
 
 function refSurrogate(r: number, a: number, cfg: ObjectiveConfig): number {
   const clipped = Math.min(Math.max(r, 1 - cfg.clipLow), 1 + cfg.clipHigh);
-  return Math.min(r * a, clipped * a);
+  const ppo = Math.min(r * a, clipped * a);
+  // Dual clip (Ye et al. 2020): a negative-advantage term is bounded below by c·A.
+  return cfg.dualClip && a < 0 ? Math.max(ppo, cfg.clipRatioC * a) : ppo;
 }
 
 function refMemberLogRatio(m: RefMember): number {
@@ -231,10 +233,13 @@ const objectiveArb = fc.constantFrom<Objective>(...OBJECTIVES);
 const reductionArb = fc.constantFrom<EventReduction>(...EVENT_REDUCTIONS);
 const clipArb = fc.double({ min: 0.05, max: 0.5, noNaN: true });
 
-/** True when every clipped ratio is at least `margin` (relative) away from both clip bounds. */
+/** True when every clipped ratio is at least `margin` (relative) away from both clip bounds (and the dual clip's c). */
 function offTheKinks(sets: RefSet[], config: ObjectiveConfig, margin = 1e-3): boolean {
   return refUnitRatios(sets, config).every(
-    (r) => Math.abs(r / (1 - config.clipLow) - 1) > margin && Math.abs(r / (1 + config.clipHigh) - 1) > margin,
+    (r) =>
+      Math.abs(r / (1 - config.clipLow) - 1) > margin &&
+      Math.abs(r / (1 + config.clipHigh) - 1) > margin &&
+      (!config.dualClip || Math.abs(r / config.clipRatioC - 1) > margin),
   );
 }
 
@@ -424,7 +429,7 @@ describe('objectiveLoss: properties', () => {
     );
   });
 
-  it("a set clipped on its advantage's side gets a zero gradient; past the other bound it keeps its gradient", () => {
+  it("a set clipped on its advantage's side gets a zero gradient; past the other bound it keeps its gradient (no dual clip)", () => {
     // Every counted token of a forced set moves by ±0.5, so its set, member and token
     // ratios are all exp(±0.5·...) — beyond [0.8, 1.2] for every objective and reduction.
     const kinds = ['clippedHigh', 'clippedLow', 'pastHighWithNegativeA', 'pastLowWithPositiveA', 'free'] as const;
@@ -442,7 +447,8 @@ describe('objectiveLoss: properties', () => {
             members: s.members.map((m) => ({ ...m, logpNew: m.logpOld.map((x, u) => (m.mask[u] === 1 ? x + (up ? 0.5 : -0.5) : x)) })),
           };
         });
-        const g = gradOf(forced, cfg({ objective, eventReduction }));
+        // Without the dual clip: with it, a negative-advantage unit past c loses its gradient too (tested below).
+        const g = gradOf(forced, cfg({ objective, eventReduction, dualClip: false }));
         forced.forEach((s, e) => {
           const counted = s.members.flatMap((m, j) => g[e][j].filter((_, u) => m.mask[u] === 1));
           if (kindPerSet[e] === 'clippedHigh' || kindPerSet[e] === 'clippedLow') {
@@ -514,7 +520,7 @@ describe('objectiveLoss: training-loop use', () => {
         const config = cfg({ objective });
         const before = tf.memory().numTensors;
         const out = objectiveLoss(logpNew, batch, config);
-        expect(tf.memory().numTensors).toBe(before + 10);
+        expect(tf.memory().numTensors).toBe(before + 13);
         disposeObjectiveOutput(out);
         expect(tf.memory().numTensors).toBe(before);
         tf.tidy(() => {

@@ -1,9 +1,19 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
+import { dualClipRatio } from './config';
 import type { Objective, ObjectiveConfig } from './config';
 import type { PaddedSetBatch } from './padded-batch';
-import { memberCount, setLogRatio, setRatio, tokenLogRatio } from './set-ratio';
-import { clipActiveHigh, clipActiveLow, clippedSurrogate, ratio } from './surrogate';
+import { memberCount, setLogRatio, tokenLogRatio } from './set-ratio';
+import {
+  boundedClippedSurrogate,
+  clipActiveDual,
+  clipActiveHigh,
+  clipActiveLow,
+  ratio,
+  ratioOutOfRange,
+  reportedRatio,
+  type SurrogateClip,
+} from './surrogate';
 
 /** The unit one ratio (and one clip) belongs to: a set (SRPO), a member (GSPO) or a token (GRPO). */
 export type RatioUnit = 'set' | 'member' | 'token';
@@ -22,8 +32,13 @@ export interface ObjectiveOutput {
   loss: tf.Scalar;
   objective: Objective;
   unit: RatioUnit;
-  /** [U] the clipped quantity: ρ_e (srpo), s_j (gspo), r_{j,u} (grpo-token). */
+  /**
+   * [U] the clipped quantity: ρ_e (srpo), s_j (gspo), r_{j,u} (grpo-token), as
+   * `reportedRatio(logRatio)`: saturated at e^±44.36 outside the representable range.
+   */
   ratio: tf.Tensor1D;
+  /** [U] its log: L_e (srpo), ℓ_j/|y_j| (gspo), the token log-ratio (grpo-token; 0 where masked). Finite. */
+  logRatio: tf.Tensor1D;
   /** [U] 1 where the unit counts in the loss; 0 only for masked tokens under grpo-token. */
   unitWeight: tf.Tensor1D;
   /** [U] int32 set index of each unit. */
@@ -36,6 +51,10 @@ export interface ObjectiveOutput {
   clippedLow: tf.Tensor1D;
   /** [U] 1 where the high clip is active (r > 1 + ε_high, A > 0, weight 1). */
   clippedHigh: tf.Tensor1D;
+  /** [U] 1 where the dual clip is active (dual clip on, r > c, A < 0, weight 1). */
+  clippedDual: tf.Tensor1D;
+  /** [U] 1 where |log r| > MAX_LOG_RATIO: the ratio left the representable range (weight 1). */
+  outOfRange: tf.Tensor1D;
   /** [M] ℓ_j, the masked sum of token log-ratios per member. */
   memberLogRatio: tf.Tensor1D;
   /** [M, T] masked per-token log-ratio log π_new − log π_old (0 where masked). */
@@ -63,15 +82,56 @@ export function memberAdvantage(advantage: tf.Tensor1D, memberSet: tf.Tensor1D):
  * @returns [M]
  */
 export function sequenceRatio(memberLogRatios: tf.Tensor1D, tokenCount: tf.Tensor1D): tf.Tensor1D {
-  return tf.tidy(() => ratio(tf.div(memberLogRatios, tokenCount)));
+  return tf.tidy(() => ratio(sequenceLogRatio(memberLogRatios, tokenCount)));
+}
+
+/**
+ * GSPO sequence log-ratio `log s_j = ℓ_j / |y_j|`, what {@link gspoObjective} clips.
+ *
+ * @param memberLogRatios [M] ℓ_j
+ * @param tokenCount [M] Σ_u m_u, each >= 1
+ * @returns [M]
+ */
+export function sequenceLogRatio(memberLogRatios: tf.Tensor1D, tokenCount: tf.Tensor1D): tf.Tensor1D {
+  return tf.div(memberLogRatios, tokenCount);
+}
+
+/** The clip parameters of the configured surrogate. */
+export function surrogateClip(config: ObjectiveConfig): SurrogateClip {
+  return { clipLow: config.clipLow, clipHigh: config.clipHigh, clipRatioC: dualClipRatio(config) };
+}
+
+/**
+ * The per-unit clip and range flags every objective reports, from the unit's log-ratio.
+ *
+ * @param logRatio [U] (or [M, T] for tokens, with `advantage` [M, 1])
+ */
+function unitFlags<R extends tf.Rank>(
+  logRatio: tf.Tensor<R>,
+  advantage: tf.Tensor,
+  config: ObjectiveConfig,
+): { ratio: tf.Tensor<R>; clippedLow: tf.Tensor<R>; clippedHigh: tf.Tensor<R>; clippedDual: tf.Tensor<R>; outOfRange: tf.Tensor<R> } {
+  const r = reportedRatio(logRatio);
+  return {
+    ratio: r,
+    clippedLow: clipActiveLow(r, advantage, config.clipLow),
+    clippedHigh: clipActiveHigh(r, advantage, config.clipHigh),
+    clippedDual: clipActiveDual(r, advantage, dualClipRatio(config)),
+    outOfRange: ratioOutOfRange(logRatio),
+  };
 }
 
 /**
  * SRPO objective: one ratio and one clip per active set, averaged per set.
  *
  * `loss = −(1/|B|) Σ_e min(ρ_e A_e, clip(ρ_e, 1 − ε_low, 1 + ε_high) A_e)`,
- * `ρ_e = exp(c(K_e) Σ_{j∈e} ℓ_j)` (SRPO: Setwise Relative Policy Optimization).
+ * `ρ_e = exp(L_e)`, `L_e = c(K_e) Σ_{j∈e} ℓ_j` (SRPO: Setwise Relative Policy Optimization);
+ * with `dualClip`, `max(·, c·A_e)` for A_e < 0 (Ye et al. 2020).
  * A set moves, and is clipped, as one joint action of its K agents.
+ *
+ * Evaluated from L_e without forming an infinite ρ_e (`boundedClippedSurrogate`): loss
+ * and gradient are finite for every finite input, and the same as the formula's wherever
+ * that one is finite; a set with |L_e| > 44.36 is flagged in `outOfRange`.
  */
 export function srpoObjective(logpNew: tf.Tensor2D, batch: PaddedSetBatch, config: ObjectiveConfig): ObjectiveOutput {
   return tidyOutput(() => {
@@ -79,20 +139,19 @@ export function srpoObjective(logpNew: tf.Tensor2D, batch: PaddedSetBatch, confi
     const tokens = tokenLogRatio(logpNew, batch.logpOld, batch.mask);
     // ℓ_j as in memberLogRatio, summed from the token log-ratios already at hand.
     const members = tf.sum(tokens, 1) as tf.Tensor1D;
-    const rho = setRatio(setLogRatio(members, batch.memberSet, S, config.eventReduction));
+    const logRho = setLogRatio(members, batch.memberSet, S, config.eventReduction);
     const setSize = memberCount(batch.memberSet, S);
-    const surrogate = clippedSurrogate(rho, batch.advantage, config.clipLow, config.clipHigh);
+    const surrogate = boundedClippedSurrogate(logRho, batch.advantage, surrogateClip(config));
     return {
       loss: tf.neg(tf.mean(surrogate)) as tf.Scalar,
       objective: 'srpo',
       unit: 'set',
-      ratio: rho,
+      ...unitFlags(logRho, batch.advantage, config),
+      logRatio: logRho,
       unitWeight: tf.ones([S]) as tf.Tensor1D,
       unitSet: tf.range(0, S, 1, 'int32') as tf.Tensor1D,
       unitSetSize: setSize,
       unitAdvantage: tf.clone(batch.advantage),
-      clippedLow: clipActiveLow(rho, batch.advantage, config.clipLow),
-      clippedHigh: clipActiveHigh(rho, batch.advantage, config.clipHigh),
       memberLogRatio: members,
       tokenLogRatio: tokens,
     };
@@ -104,26 +163,26 @@ export function srpoObjective(logpNew: tf.Tensor2D, batch: PaddedSetBatch, confi
  * all members of the batch; every member carries its set's advantage.
  *
  * `loss = −(1/M) Σ_j min(s_j A_j, clip(s_j, 1 − ε_low, 1 + ε_high) A_j)`, `s_j = exp(ℓ_j / Σ_u m_u)`
- * (Zheng et al. 2025, GSPO). `eventReduction` has no effect.
+ * (Zheng et al. 2025, GSPO); with `dualClip`, `max(·, c·A_j)` for A_j < 0. `eventReduction`
+ * has no effect. Evaluated from `log s_j` like {@link srpoObjective}.
  */
 export function gspoObjective(logpNew: tf.Tensor2D, batch: PaddedSetBatch, config: ObjectiveConfig): ObjectiveOutput {
   return tidyOutput(() => {
     const tokens = tokenLogRatio(logpNew, batch.logpOld, batch.mask);
     const members = tf.sum(tokens, 1) as tf.Tensor1D; // ℓ_j
-    const s = sequenceRatio(members, tf.sum(batch.mask, 1) as tf.Tensor1D);
+    const logS = sequenceLogRatio(members, tf.sum(batch.mask, 1) as tf.Tensor1D);
     const adv = memberAdvantage(batch.advantage, batch.memberSet);
-    const surrogate = clippedSurrogate(s, adv, config.clipLow, config.clipHigh);
+    const surrogate = boundedClippedSurrogate(logS, adv, surrogateClip(config));
     return {
       loss: tf.neg(tf.mean(surrogate)) as tf.Scalar,
       objective: 'gspo',
       unit: 'member',
-      ratio: s,
+      ...unitFlags(logS, adv, config),
+      logRatio: logS,
       unitWeight: tf.onesLike(members),
       unitSet: tf.clone(batch.memberSet),
       unitSetSize: tf.gather(memberCount(batch.memberSet, batch.numSets), batch.memberSet),
       unitAdvantage: adv,
-      clippedLow: clipActiveLow(s, adv, config.clipLow),
-      clippedHigh: clipActiveHigh(s, adv, config.clipHigh),
       memberLogRatio: members,
       tokenLogRatio: tokens,
     };
@@ -137,29 +196,34 @@ export function gspoObjective(logpNew: tf.Tensor2D, batch: PaddedSetBatch, confi
  * `loss = −(Σ_{j,u} m_u min(r_{j,u} A_j, clip(r_{j,u}, 1 − ε_low, 1 + ε_high) A_j)) / Σ_{j,u} m_u`,
  * `r_{j,u} = exp(log π_new(u) − log π_old(u))`
  * (Shao et al. 2024, DeepSeekMath, arXiv:2402.03300, without the KL penalty
- * and with the batch-level token mean instead of the per-sequence mean).
- * `eventReduction` has no effect.
+ * and with the batch-level token mean instead of the per-sequence mean); with `dualClip`,
+ * `max(·, c·A_j)` for A_j < 0 per token. `eventReduction` has no effect. Evaluated from the
+ * token log-ratio like {@link srpoObjective}.
  */
 export function grpoTokenObjective(logpNew: tf.Tensor2D, batch: PaddedSetBatch, config: ObjectiveConfig): ObjectiveOutput {
   return tidyOutput(() => {
     const [M, T] = batch.mask.shape;
+    // log r = 0 (r = 1) at masked positions; they are weighted out below.
     const tokens = tokenLogRatio(logpNew, batch.logpOld, batch.mask);
-    const r = ratio(tokens); // exp(0) = 1 at masked positions; they are weighted out below
     const adv = tf.expandDims(memberAdvantage(batch.advantage, batch.memberSet), 1) as tf.Tensor2D; // [M, 1]
-    const surrogate = clippedSurrogate(r, adv, config.clipLow, config.clipHigh);
+    const surrogate = boundedClippedSurrogate(tokens, adv, surrogateClip(config));
     const flat = (x: tf.Tensor): tf.Tensor1D => tf.reshape(x, [M * T]);
     const perToken = (x: tf.Tensor): tf.Tensor1D => flat(tf.mul(tf.onesLike(batch.mask), x)); // [M, 1] → [M·T]
+    const flags = unitFlags(tokens, adv, config);
     return {
       loss: tf.neg(tf.div(tf.sum(tf.mul(surrogate, batch.mask)), tf.sum(batch.mask))) as tf.Scalar,
       objective: 'grpo-token',
       unit: 'token',
-      ratio: flat(r),
+      ratio: flat(flags.ratio),
+      logRatio: flat(tokens),
       unitWeight: flat(batch.mask),
       unitSet: flat(tf.tile(tf.expandDims(batch.memberSet, 1), [1, T])),
       unitSetSize: perToken(tf.expandDims(tf.gather(memberCount(batch.memberSet, batch.numSets), batch.memberSet), 1)),
       unitAdvantage: perToken(adv),
-      clippedLow: flat(tf.mul(clipActiveLow(r, adv, config.clipLow), batch.mask)),
-      clippedHigh: flat(tf.mul(clipActiveHigh(r, adv, config.clipHigh), batch.mask)),
+      clippedLow: flat(tf.mul(flags.clippedLow, batch.mask)),
+      clippedHigh: flat(tf.mul(flags.clippedHigh, batch.mask)),
+      clippedDual: flat(tf.mul(flags.clippedDual, batch.mask)),
+      outOfRange: flat(tf.mul(flags.outOfRange, batch.mask)),
       memberLogRatio: tf.sum(tokens, 1) as tf.Tensor1D,
       tokenLogRatio: tokens,
     };
@@ -172,8 +236,9 @@ export function grpoTokenObjective(logpNew: tf.Tensor2D, batch: PaddedSetBatch, 
  * Differentiable in `logpNew`; usable inside `tf.grad`, `tf.variableGrads` and
  * `optimizer.minimize` (return `.loss`). Does not read tensor values, so it never
  * stalls an accelerator; value checks (finite, non-empty masks) are done when the
- * batch is built by `buildPaddedSetBatch`. A NaN in unmasked `logpNew` propagates
- * to the loss; `readDiagnostics` reports it as `losses/loss`.
+ * batch is built by `buildPaddedSetBatch`. Loss and gradient are finite for every
+ * finite input (ratios are never formed beyond e^44.36; see docs/objective.md). A NaN
+ * in unmasked `logpNew` propagates to the loss; `readDiagnostics` reports it as `losses/loss`.
  *
  * @param logpNew [M, T] current-policy log-probs, padded like `batch.logpOld`
  * @throws ValidationError when shapes disagree
@@ -192,20 +257,27 @@ export function objectiveLoss(logpNew: tf.Tensor2D, batch: PaddedSetBatch, confi
   }
 }
 
-/** Frees every tensor of an output. */
-export function disposeObjectiveOutput(out: ObjectiveOutput): void {
-  tf.dispose([
-    out.loss,
+/** Every tensor of an output except `loss`, e.g. to `tf.keep` inside a gradient scope. */
+export function objectiveOutputTensors(out: ObjectiveOutput): tf.Tensor[] {
+  return [
     out.ratio,
+    out.logRatio,
     out.unitWeight,
     out.unitSet,
     out.unitSetSize,
     out.unitAdvantage,
     out.clippedLow,
     out.clippedHigh,
+    out.clippedDual,
+    out.outOfRange,
     out.memberLogRatio,
     out.tokenLogRatio,
-  ]);
+  ];
+}
+
+/** Frees every tensor of an output. */
+export function disposeObjectiveOutput(out: ObjectiveOutput): void {
+  tf.dispose([out.loss, ...objectiveOutputTensors(out)]);
 }
 
 // tf.tidy keeps every tensor reachable from the returned object; the cast is only

@@ -1,5 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import type { EventReduction } from './config';
+import { TOKEN_LOG_RATIO_LIMIT } from './surrogate';
 
 /**
  * Importance ratios of SRPO (Setwise Relative Policy Optimization): one ratio per
@@ -10,11 +11,16 @@ import type { EventReduction } from './config';
  */
 
 /**
- * Masked per-token log-ratio `m_u · (log π_new(u) − log π_old(u))`.
+ * Masked per-token log-ratio `m_u · clip(log π_new(u) − log π_old(u), −B, B)`, B =
+ * {@link TOKEN_LOG_RATIO_LIMIT} = 1e6 nats.
  *
  * Implemented with a select rather than a product: padded positions of
  * `logpNew` may hold −∞ (a log-softmax over a masked vocabulary), and 0 · (−∞)
  * would turn the loss and its gradient into NaN. The gradient at masked positions is exactly 0.
+ *
+ * The bound B changes nothing for real log-probs (floor values such as −9999 are far
+ * inside it); it keeps every sum of token log-ratios finite (a behaviour log-prob of
+ * −1e39 is −∞ in float32) and has gradient 0 beyond. NaN still propagates.
  *
  * @param logpNew [M, T] current-policy log-probs
  * @param logpOld [M, T] behaviour-policy log-probs
@@ -22,7 +28,14 @@ import type { EventReduction } from './config';
  * @returns [M, T], 0 where masked
  */
 export function tokenLogRatio(logpNew: tf.Tensor2D, logpOld: tf.Tensor2D, mask: tf.Tensor2D): tf.Tensor2D {
-  return tf.tidy(() => tf.where(tf.greater(mask, 0), tf.sub(logpNew, logpOld), tf.zerosLike(logpNew)) as tf.Tensor2D);
+  return tf.tidy(
+    () =>
+      tf.where(
+        tf.greater(mask, 0),
+        tf.clipByValue(tf.sub(logpNew, logpOld), -TOKEN_LOG_RATIO_LIMIT, TOKEN_LOG_RATIO_LIMIT),
+        tf.zerosLike(logpNew),
+      ) as tf.Tensor2D,
+  );
 }
 
 /**
@@ -84,6 +97,10 @@ export function setLogRatio(memberLogRatios: tf.Tensor1D, memberSet: tf.Tensor1D
 
 /**
  * Set ratio `ρ_e = exp(L_e)`: the importance ratio SRPO clips, one per active set.
+ *
+ * Overflows to +∞ for L_e > 88.72 (a sum over hundreds of tokens gets there easily, e.g.
+ * with one behaviour log-prob floored at −9999). The objective never forms it: it evaluates
+ * the surrogate from L_e (`boundedClippedSurrogate`) and reports `reportedRatio(L_e)`.
  *
  * @param setLogRatios [S] L_e
  * @returns [S]

@@ -1,6 +1,19 @@
 import * as tf from '@tensorflow/tfjs';
 import { initTfBackend } from '@srpo/core';
-import { clipActiveHigh, clipActiveLow, clippedRatio, clippedSurrogate, ratio } from './surrogate';
+import {
+  boundedClippedSurrogate,
+  boundedLogRatio,
+  clipActiveDual,
+  clipActiveHigh,
+  clipActiveLow,
+  clippedRatio,
+  clippedSurrogate,
+  dualClippedSurrogate,
+  MAX_LOG_RATIO,
+  ratio,
+  ratioOutOfRange,
+  reportedRatio,
+} from './surrogate';
 
 beforeAll(async () => {
   await initTfBackend('tensorflow');
@@ -55,6 +68,90 @@ describe('clipActiveLow / clipActiveHigh', () => {
       const aa = tf.tensor1d([1, -1, 1, -1, 2, 0, -1, 1]);
       expect(values(clipActiveLow(rr, aa, 0.2))).toEqual([0, 0, 0, 1, 0, 0, 0, 0]);
       expect(values(clipActiveHigh(rr, aa, 0.2))).toEqual([1, 0, 0, 0, 0, 0, 0, 0]);
+    });
+  });
+});
+
+describe('dualClippedSurrogate (Ye et al. 2020)', () => {
+  // c = 3. A < 0: max(min(rA, clip(r)A), cA).
+  //   r = 5,   A = −1: max(min(−5, −1.2), −3) = −3   (dual clip active)
+  //   r = 2,   A = −1: max(−2, −3) = −2              (PPO term, below c)
+  //   r = 5,   A = +1: min(5, 1.2) = 1.2            (high clip; the dual clip is for A < 0 only)
+  //   r = 0.5, A = −1: −0.8                          (low clip)
+  const r = [5, 2, 5, 0.5];
+  const a = [-1, -1, 1, -1];
+
+  it('bounds negative-advantage terms at c·A and has gradient 0 there', () => {
+    const out = tf.tidy(() => values(dualClippedSurrogate(tf.tensor1d(r), tf.tensor1d(a), 0.2, 0.2, 3)));
+    [-3, -2, 1.2, -0.8].forEach((v, i) => expect(out[i]).toBeCloseTo(v, 6));
+    const g = tf.tidy(() => values(tf.grad((x: tf.Tensor) => tf.sum(dualClippedSurrogate(x, tf.tensor1d(a), 0.2, 0.2, 3)))(tf.tensor1d(r))));
+    expect(g).toEqual([0, -1, 0, 0]);
+  });
+
+  it('with c = null is the PPO clipped surrogate', () => {
+    const out = tf.tidy(() => values(dualClippedSurrogate(tf.tensor1d(r), tf.tensor1d(a), 0.2, 0.2, null)));
+    const ppo = tf.tidy(() => values(clippedSurrogate(tf.tensor1d(r), tf.tensor1d(a), 0.2, 0.2)));
+    expect(out).toEqual(ppo);
+  });
+
+  it('clipActiveDual flags r > c with A < 0 only', () => {
+    tf.tidy(() => {
+      expect(values(clipActiveDual(tf.tensor1d([5, 2, 5, 3]), tf.tensor1d([-1, -1, 1, -1]), 3))).toEqual([1, 0, 0, 0]);
+      expect(values(clipActiveDual(tf.tensor1d([5]), tf.tensor1d([-1]), null))).toEqual([0]);
+    });
+  });
+});
+
+describe('bounded evaluation from log-ratios', () => {
+  it('boundedLogRatio: log(1 + ε_high) + 1 for A > 0, log(c) + 1 for A < 0 with the dual clip, MAX_LOG_RATIO without', () => {
+    tf.tidy(() => {
+      const big = tf.tensor1d([1000, 1000, 1000, 0.1]);
+      const adv = tf.tensor1d([1, -1, 0, -1]);
+      const withDual = values(boundedLogRatio(big, adv, 0.2, 3));
+      [Math.log(1.2) + 1, Math.log(3) + 1, Math.log(3) + 1, 0.1].forEach((v, i) => expect(withDual[i]).toBeCloseTo(v, 5));
+      const without = values(boundedLogRatio(big, adv, 0.2, null));
+      [Math.log(1.2) + 1, MAX_LOG_RATIO, MAX_LOG_RATIO, 0.1].forEach((v, i) => expect(without[i]).toBeCloseTo(v, 4));
+    });
+  });
+
+  it('boundedClippedSurrogate equals the surrogate of exp(log r) wherever that is finite, value and gradient', () => {
+    const logR = [-3, -0.5, -0.1, 0, 0.1, 0.5, 2, 10, 80];
+    const adv = [1, -1, 2, -2, 0.5, -0.5, 1, -1, 1];
+    for (const c of [3, null]) {
+      tf.tidy(() => {
+        const f = (x: tf.Tensor) => tf.sum(boundedClippedSurrogate(x, tf.tensor1d(adv), { clipLow: 0.2, clipHigh: 0.2, clipRatioC: c }));
+        const ref = (x: tf.Tensor) => tf.sum(dualClippedSurrogate(tf.exp(x), tf.tensor1d(adv), 0.2, 0.2, c));
+        const x = tf.tensor1d(logR);
+        expect(values(f(x))[0]).toBeCloseTo(values(ref(x))[0], 3);
+        expect(values(tf.grad(f)(x))).toEqual(values(tf.grad(ref)(x)));
+      });
+    }
+  });
+
+  it('stays finite for log-ratios whose exp is +∞ in float32', () => {
+    tf.tidy(() => {
+      const x = tf.tensor1d([100, 1e4, 1e30, 100]);
+      const adv = tf.tensor1d([1, -1, -1, 0]);
+      for (const c of [3, null]) {
+        const f = (t: tf.Tensor) => tf.sum(boundedClippedSurrogate(t, adv, { clipLow: 0.2, clipHigh: 0.2, clipRatioC: c }));
+        expect(values(f(x)).every(Number.isFinite)).toBe(true);
+        expect(values(tf.grad(f)(x)).every((g) => g === 0)).toBe(true);
+      }
+      // Unbounded, the same input gives ∞ and NaN.
+      expect(values(clippedSurrogate(tf.exp(x), adv, 0.2, 0.2)).some((v) => !Number.isFinite(v))).toBe(true);
+    });
+  });
+
+  it('reportedRatio saturates at e^±MAX_LOG_RATIO = 2^±64; ratioOutOfRange flags |log r| > MAX_LOG_RATIO and NaN', () => {
+    tf.tidy(() => {
+      const x = tf.tensor1d([0, 44, 45, -45, 1e4, Number.NaN]);
+      const r = values(reportedRatio(x));
+      expect(r[0]).toBe(1);
+      // float32 exp is within an ulp or so of 2^64.
+      expect(Math.abs(r[2] / 2 ** 64 - 1)).toBeLessThan(1e-6);
+      expect(Math.abs(r[3] / 2 ** -64 - 1)).toBeLessThan(1e-6);
+      expect(r[4]).toBe(r[2]);
+      expect(values(ratioOutOfRange(x))).toEqual([0, 0, 1, 1, 1, 1]);
     });
   });
 });

@@ -91,6 +91,10 @@ describe('AuditService (store only)', () => {
   it('reads the recorded hyperparameters, filling objective defaults, and refuses incomplete ones', () => {
     const h = recordedHyperparameters(detail);
     expect(h).toMatchObject({ lr: 0.01, epochs: 2, maxGradNorm: 0.5, objective: { objective: 'gspo', clipLow: 0.1, clipHigh: 0.2, eventReduction: 'sqrt' } });
+    // Recorded before the dual clip existed: computed without it, so read back without it.
+    expect(h.objective).toMatchObject({ dualClip: false, clipRatioC: 3 });
+    const recent = { ...detail, hyperparameters: { ...detail.hyperparameters, objective: { objective: 'srpo', dualClip: true, clipRatioC: 4 } } };
+    expect(recordedHyperparameters(recent).objective).toMatchObject({ dualClip: true, clipRatioC: 4 });
     const broken = { ...detail, hyperparameters: { ...detail.hyperparameters, lr: 'fast' } };
     expect(() => recordedHyperparameters(broken)).toThrow(new SrpoError(ErrorCode.INTEGRITY_FAILED, 'hyperparameters.lr is missing or not a number'));
   });

@@ -434,7 +434,13 @@ export async function recomputeStep(
   return { ...result, weightsHash: await trainer.weightsHash() };
 }
 
-/** The hyperparameters UpdateService records, validated; INTEGRITY_FAILED naming the first bad field. */
+/**
+ * The hyperparameters UpdateService records, validated; INTEGRITY_FAILED naming the first bad field.
+ *
+ * An objective recorded without `dualClip` was computed before the dual clip existed, i.e.
+ * without it: it is read as `dualClip: false`, so `audit verify` and `replay` recompute
+ * such updates as they were made (the default is now on; docs/objective.md).
+ */
 export function recordedHyperparameters(detail: UpdateDetail): ReplayHyperparameters {
   const h = detail.hyperparameters;
   const num = (name: string): number => {
@@ -444,7 +450,10 @@ export function recordedHyperparameters(detail: UpdateDetail): ReplayHyperparame
   };
   if (h.objective === undefined) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, 'hyperparameters.objective is missing');
   return {
-    objective: resolveObjectiveConfig(h.objective, 'hyperparameters.objective'),
+    objective: resolveObjectiveConfig(
+      isPlainObject(h.objective) && h.objective.dualClip === undefined ? { ...h.objective, dualClip: false } : h.objective,
+      'hyperparameters.objective',
+    ),
     lr: num('lr'),
     epochs: num('epochs'),
     maxGradNorm: num('maxGradNorm'),
@@ -461,4 +470,8 @@ function ledgerDifference(recorded: GroupLedgerRecord, now: ReturnType<typeof le
   if (JSON.stringify(recorded.sources) !== JSON.stringify(now.sources)) return 'source coordinates of its sets differ from the ledger';
   if (recorded.objectiveConfig !== now.objectiveConfig) return 'advantage settings differ from the ledger';
   return undefined;
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
