@@ -1,9 +1,12 @@
+import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
-import { ConfigError, ErrorCode } from '@srpo/core';
+import { ConfigError, ErrorCode, repoRoot } from '@srpo/core';
 import { DEFAULT_OBJECTIVE_CONFIG } from '@srpo/srpo';
 import { DEFAULT_MODEL, loadLearnerConfig } from './learner-config';
 
 const CWD = '/srv/learner';
+const HF_QWEN2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
 const load = (env: Record<string, string>) => loadLearnerConfig(env, CWD);
 
 function failure(env: Record<string, string>): ConfigError {
@@ -133,6 +136,8 @@ describe('loadLearnerConfig', () => {
     [{ SRPO_POLICY_ID: 'p', SRPO_DATABASE_SCHEMA: 's' }, 'SRPO_DATABASE_SCHEMA', /only applies to PostgreSQL/],
     [{ SRPO_POLICY_ID: 'p', SRPO_MODEL_CONFIG: '{"vocabSize":64' }, 'SRPO_MODEL_CONFIG', /not valid JSON/],
     [{ SRPO_POLICY_ID: 'p', SRPO_MODEL_CONFIG: '{"vocabSize":64,"dModel":10,"nLayers":1,"nHeads":3,"maxSeqLen":8}' }, 'SRPO_MODEL_CONFIG', /config\.nHeads: must divide dModel/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: '/nonexistent/model' }, 'SRPO_MODEL_DIR', /\/nonexistent\/model: not a directory/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_MODEL_CONFIG: '{"vocabSize":64,"dModel":16,"nLayers":1,"nHeads":2,"maxSeqLen":32}' }, 'SRPO_MODEL_DIR', /not both/],
     [{ SRPO_POLICY_ID: 'p', SRPO_CRASH_AT: 'before-step' }, 'SRPO_CRASH_AT', /expected one of after-step, after-checkpoint, after-db, after-publish/],
     [{ SRPO_POLICY_ID: 'p', KAFKA_SASL_MECHANISM: 'plain' }, 'KAFKA_SASL_USERNAME', /is required/],
   ] as [Record<string, string>, string, RegExp][])('refuses %j naming %s', (env, variable, problem) => {
@@ -141,6 +146,15 @@ describe('loadLearnerConfig', () => {
     expect(e.field).toBe(variable);
     expect(e.message).toMatch(new RegExp(`^invalid configuration ${variable}: `));
     expect(e.message).toMatch(problem);
+  });
+
+  it('takes a Hugging Face directory as version 0 (SRPO_MODEL_DIR), checking its config at boot', () => {
+    expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2 }).modelDir).toBe(HF_QWEN2);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-modeldir-'));
+    const config = JSON.parse(fs.readFileSync(path.join(HF_QWEN2, 'config.json'), 'utf8'));
+    fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ ...config, hidden_act: 'gelu' }));
+    const e = failure({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: dir });
+    expect([e.field, e.message]).toEqual(['SRPO_MODEL_DIR', 'invalid configuration SRPO_MODEL_DIR: config.json hidden_act="gelu": only silu (SwiGLU MLP) is implemented']);
   });
 
   it('reads the dual clip from SRPO_DUAL_CLIP and SRPO_CLIP_RATIO_C (default on, c = 3)', () => {

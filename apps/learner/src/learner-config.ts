@@ -2,7 +2,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, errorMessage, Logger, LogLevel, repoRoot } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
-import { resolveTransformerConfig, type TransformerConfig } from '@srpo/policy';
+import { readHfConfig, resolveTransformerConfig, type TransformerConfig } from '@srpo/policy';
 import { EVENT_REDUCTIONS, OBJECTIVES, resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
 import type { StoreConfig } from '@srpo/store';
 import type { CheckpointRetention } from './checkpoint-retention';
@@ -27,8 +27,10 @@ export interface LearnerConfig {
   maxGradNorm: number;
   seed: number;
   objective: ObjectiveConfig;
-  /** Shape of version 0 (a restored checkpoint carries its own). */
+  /** Shape of version 0 (a restored checkpoint carries its own); unused when `modelDir` is set. */
   model: TransformerConfig;
+  /** A Hugging Face model directory (Llama/Qwen2/Mistral) as version 0, instead of a seeded transformer. */
+  modelDir?: string;
   backend: BackendRequest;
   httpPort: number;
   /** Bearer token for state-changing endpoints; unset disables them. */
@@ -82,6 +84,7 @@ const MIN_TOKEN_LENGTH = 16;
  * | `SRPO_CLIP_LOW` | 0.2 | ε_low, in [0, 1] |
  * | `SRPO_CLIP_HIGH` | 0.2 | ε_high, >= 0 |
  * | `SRPO_MODEL_CONFIG` | `{"vocabSize":256,"dModel":64,"nLayers":2,"nHeads":4,"maxSeqLen":128}` | JSON transformer shape of version 0; must match the agents' tokenizer |
+ * | `SRPO_MODEL_DIR` | unset | a Hugging Face model directory (config.json, safetensors, tokenizer.json) as version 0 instead; its config is checked at boot; exclusive with `SRPO_MODEL_CONFIG` |
  * | `SRPO_BACKEND` | `auto` | `auto`, `tensorflow-gpu`, `tensorflow` or `cpu`; a forced backend that fails is an error |
  * | `SRPO_HTTP_PORT` | 3000 | HTTP API port |
  * | `SRPO_API_TOKEN` | unset | bearer token (>= 16 chars) for `POST /consumption/*`; unset: those endpoints answer 403 |
@@ -119,6 +122,7 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
     seed: r.int('SRPO_SEED', 0, { min: 0, max: Number.MAX_SAFE_INTEGER }),
     objective: readObjective(r),
     model: readModel(r),
+    modelDir: readModelDir(r, cwd),
     backend: r.oneOf('SRPO_BACKEND', BACKEND_REQUESTS, 'auto'),
     httpPort: r.int('SRPO_HTTP_PORT', 3000, { min: 0, max: 65535 }),
     apiToken: readToken(r, 'SRPO_API_TOKEN'),
@@ -177,6 +181,20 @@ function readObjective(r: EnvReader): ObjectiveConfig {
   } catch (e) {
     throw new ConfigError('SRPO_OBJECTIVE', errorMessage(e));
   }
+}
+
+/** Checked at boot (config.json read and resolved) so an unsupported model fails fast, naming the variable and the field. */
+function readModelDir(r: EnvReader, cwd: string): string | undefined {
+  const raw = r.optionalStr('SRPO_MODEL_DIR');
+  if (raw === undefined) return undefined;
+  const dir = path.resolve(cwd, raw);
+  if (r.has('SRPO_MODEL_CONFIG')) throw new ConfigError('SRPO_MODEL_DIR', 'set either SRPO_MODEL_DIR (a Hugging Face directory) or SRPO_MODEL_CONFIG (the project transformer), not both');
+  try {
+    readHfConfig(dir);
+  } catch (e) {
+    throw new ConfigError('SRPO_MODEL_DIR', errorMessage(e));
+  }
+  return dir;
 }
 
 function readModel(r: EnvReader): TransformerConfig {

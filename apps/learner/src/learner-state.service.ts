@@ -175,7 +175,7 @@ export class LearnerStateService {
     if (registered && registered.weightsHash !== weightsHash) {
       throw new SrpoError(
         ErrorCode.INTEGRITY_FAILED,
-        `policy ${policyId} was registered with initial weights ${registered.weightsHash}, but SRPO_SEED=${seed} and SRPO_MODEL_CONFIG give ${weightsHash}`,
+        `policy ${policyId} was registered with initial weights ${registered.weightsHash}, but ${this.config.modelDir ? `SRPO_MODEL_DIR=${this.config.modelDir} gives` : `SRPO_SEED=${seed} and SRPO_MODEL_CONFIG give`} ${weightsHash}`,
       );
     }
     const dir = this.checkpointDir(0);

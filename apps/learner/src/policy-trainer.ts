@@ -1,6 +1,7 @@
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import {
   loadCheckpoint,
+  loadHfModel,
   packPairs,
   Policy,
   saveCheckpoint,
@@ -87,6 +88,8 @@ export interface TfPolicyTrainerOptions {
   policyId: string;
   /** Shape of the model created by {@link PolicyTrainer.init}; a loaded checkpoint carries its own. */
   model: TransformerConfig;
+  /** When set, {@link PolicyTrainer.init} loads this Hugging Face directory as version 0 (the seed is then unused). */
+  modelDir?: string;
   lr: number;
   epochs: number;
   maxGradNorm: number;
@@ -120,7 +123,8 @@ export class TfPolicyTrainer implements PolicyTrainer {
   }
 
   async init(seed: number): Promise<void> {
-    this.install(Policy.create(this.options.policyId, this.options.model, seed));
+    const { policyId, modelDir, model } = this.options;
+    this.install(modelDir ? new Policy(policyId, loadHfModel(modelDir).model) : Policy.create(policyId, model, seed));
     this.currentVersion = 0;
   }
 

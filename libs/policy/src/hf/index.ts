@@ -7,3 +7,5 @@ export * from './score';
 export * from './safetensors';
 export * from './hf-weights';
 export * from './hf-export';
+export * from './lora';
+export * from './peft-adapter';

@@ -47,6 +47,20 @@ export function hfWeightSpecs(c: HfModelConfig): HfWeightSpec[] {
   return specs;
 }
 
+/**
+ * A trainable addition to the model's linear layers (LoRA, see `lora.ts`). While one is
+ * attached ({@link LlamaModel.setAdapter}) the forward adds {@link delta} to each linear's
+ * output, the base weights are frozen, and the adapter's weights are what the model reports
+ * as trainable: parameter-efficient fine-tuning trains the small adapter, never the base.
+ */
+export interface LinearAdapter {
+  /** The term added to the output of linear `name` (`model.layers.0.self_attn.q_proj`) at input x `[N, in]`, or null where this adapter adds nothing. */
+  delta(x: tf.Tensor2D, name: string): tf.Tensor2D | null;
+  /** The adapter's own variables by canonical name (disjoint from the base names). */
+  readonly weights: ReadonlyMap<string, tf.Variable>;
+  dispose(): void;
+}
+
 /** Tensors some checkpoints carry that the forward pass does not read (old Llama files saved the rotary buffer). */
 const IGNORED = /\.rotary_emb\.inv_freq$/;
 
@@ -70,7 +84,8 @@ export class LlamaModel {
   /** Discriminates the model families a policy can hold (checkpoints record it). */
   readonly kind = 'hf-llama' as const;
   readonly config: HfModelConfig;
-  readonly weights: ReadonlyMap<string, tf.Variable>;
+  private readonly base: ReadonlyMap<string, tf.Variable>;
+  private linearAdapter: LinearAdapter | undefined;
   /**
    * The Hugging Face directory the model was loaded from and the hash of its files
    * ({@link hfDirectoryHash}): checkpoints name it, export takes config and tokenizer from it.
@@ -82,7 +97,37 @@ export class LlamaModel {
 
   private constructor(config: HfModelConfig, weights: Map<string, tf.Variable>) {
     this.config = config;
-    this.weights = weights;
+    this.base = weights;
+  }
+
+  /** The trainable weights by canonical name: the base weights, or an attached adapter's alone (the base is then frozen). */
+  get weights(): ReadonlyMap<string, tf.Variable> {
+    return this.linearAdapter?.weights ?? this.base;
+  }
+
+  /** The base checkpoint's weights under their HF names, adapter or not (what export writes). */
+  get baseWeights(): ReadonlyMap<string, tf.Variable> {
+    return this.base;
+  }
+
+  get adapter(): LinearAdapter | undefined {
+    return this.linearAdapter;
+  }
+
+  /**
+   * Attaches an adapter (or detaches with undefined; the caller then owns, and disposes, the
+   * old one). Attaching freezes the base variables (`trainable = false`, so even
+   * `tf.variableGrads` without a list leaves them alone) and detaching thaws them. The base
+   * variables are the same objects throughout: nothing is copied.
+   */
+  setAdapter(adapter: LinearAdapter | undefined): void {
+    if (this.disposed) throw new ValidationError('model', 'has been disposed');
+    if (adapter && this.linearAdapter) throw new ValidationError('adapter', 'the model already has one attached; detach it first');
+    for (const name of adapter?.weights.keys() ?? []) {
+      if (this.base.has(name)) throw new ValidationError(`adapter.weights.${name}`, 'collides with a base weight name');
+    }
+    this.linearAdapter = adapter;
+    for (const v of this.base.values()) v.trainable = adapter === undefined;
   }
 
   /**
@@ -115,7 +160,7 @@ export class LlamaModel {
     return new LlamaModel(config, weights);
   }
 
-  /** Names in sorted (code-unit) order: the order of hashes, checkpoints and gradients. */
+  /** Trainable names ({@link weights}) in sorted (code-unit) order: the order of hashes, checkpoints and gradients. */
   weightNames(): string[] {
     return [...this.weights.keys()].sort();
   }
@@ -124,14 +169,17 @@ export class LlamaModel {
     return this.weightNames().map((n) => this.weight(n));
   }
 
+  /** Every parameter the forward reads: base and adapter. */
   parameterCount(): number {
     let n = 0;
-    for (const v of this.weights.values()) n += v.size;
+    for (const v of this.base.values()) n += v.size;
+    for (const v of this.linearAdapter?.weights.values() ?? []) n += v.size;
     return n;
   }
 
+  /** A base weight by HF name, or an attached adapter's weight by its name. */
   weight(name: string): tf.Variable {
-    const w = this.weights.get(name);
+    const w = this.base.get(name) ?? this.linearAdapter?.weights.get(name);
     if (!w) throw new ValidationError('weight', `no weight named ${name}`);
     return w;
   }
@@ -178,7 +226,9 @@ export class LlamaModel {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    for (const v of this.weights.values()) v.dispose();
+    for (const v of this.base.values()) v.dispose();
+    this.linearAdapter?.dispose();
+    this.linearAdapter = undefined;
     for (const r of this.ropeCache.values()) tf.dispose([r.cos, r.sin]);
     for (const m of this.maskCache.values()) m.dispose();
   }
@@ -187,10 +237,12 @@ export class LlamaModel {
     return this.disposed;
   }
 
-  /** `x · Wᵀ (+ b)` for a `[out, in]` weight. */
+  /** `x · Wᵀ (+ b)` for a `[out, in]` weight, plus the attached adapter's term (added last, as peft's LoRA `Linear.forward` does). */
   private linear(x: tf.Tensor2D, name: string, bias: boolean): tf.Tensor2D {
     const y = tf.matMul(x, this.weight(`${name}.weight`) as unknown as tf.Tensor2D, false, true) as tf.Tensor2D;
-    return bias ? (tf.add(y, this.weight(`${name}.bias`)) as tf.Tensor2D) : y;
+    const out = bias ? (tf.add(y, this.weight(`${name}.bias`)) as tf.Tensor2D) : y;
+    const delta = this.linearAdapter?.delta(x, name);
+    return delta ? (tf.add(out, delta) as tf.Tensor2D) : out;
   }
 
   /**

@@ -1,0 +1,147 @@
+import { spawnSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { Partitioners } from 'kafkajs';
+import * as tf from '@tensorflow/tfjs';
+import { initTfBackend, repoRoot } from '@srpo/core';
+import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain, type AdvantageGroup } from '@srpo/events';
+import { exportHfModel, hfDirectoryHash, loadCheckpoint, loadHfModel, sampleBatch, scoreCases, weightsHash, type LlamaModel } from '@srpo/policy';
+import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
+import { activeSet, advantageGroup, member, tempDir } from './fixtures';
+
+/**
+ * The learner trains a Hugging Face model over Kafka: SRPO_MODEL_DIR names the qwen2
+ * fixture (GQA 4:1, tied embeddings, q/k/v biases, BF16 on disk) as version 0. The groups'
+ * responses are sampled from that model here, with their true behaviour log-probs, so the
+ * first ratios are 1. The trained version's checkpoint is an `hf-llama` policy naming its
+ * base directory by hash; exported, it loads in Python transformers with our log-probs.
+ */
+const root = repoRoot();
+const BASE = path.join(root, 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+const GROUPS = 3;
+
+interface Sampled {
+  context: number[];
+  response: number[];
+  logpOld: number[];
+}
+
+async function sampleResponses(model: LlamaModel, n: number): Promise<Sampled[]> {
+  const contexts = Array.from({ length: n }, (_, i) => [10 + i, 40 + 3 * i, 7, 99]);
+  const out = await sampleBatch(model, contexts, { maxNewTokens: 6, temperature: 1, seed: 11 });
+  return out.map((s, i) => ({ context: contexts[i], response: s.tokens, logpOld: s.logProbs }));
+}
+
+async function meanLogProb(model: LlamaModel, s: Sampled[]): Promise<number> {
+  const scored = await scoreCases(model, s.map((x) => ({ promptTokenIds: x.context, responseTokenIds: x.response })));
+  const all = scored.flatMap((c) => c.logprobs);
+  return all.reduce((a, b) => a + b, 0) / all.length;
+}
+
+describe('learner on a Hugging Face model (SRPO_MODEL_DIR)', () => {
+  const brokers = ensureKafka();
+  const kafka = createKafka({ brokers, clientId: 'learner-hf-test' });
+
+  it('trains it over Kafka, checkpoints it as hf-llama, and the export loads in transformers', async () => {
+    await initTfBackend('tensorflow');
+    const base = loadHfModel(BASE);
+    const samples = await sampleResponses(base.model, GROUPS * 2);
+    const positive = samples.filter((_, i) => i % 2 === 0);
+    const negative = samples.filter((_, i) => i % 2 === 1);
+    const groups: AdvantageGroup[] = Array.from({ length: GROUPS }, (_, g) =>
+      advantageGroup(
+        `g${g}`,
+        [0, 1].map((k) => {
+          const s = samples[2 * g + k];
+          const m = member({ outputId: `g${g}/o${k}`, context: s.context, response: s.response, logpOld: s.logpOld, version: 0 });
+          return { set: activeSet(`g${g}/s${k}`, [m]), advantage: k === 0 ? 1 : -1 };
+        }),
+      ),
+    );
+    const prefix = uniquePrefix('learner-hf');
+    const catalog = topicCatalog({ prefix, rawPartitions: 1, derivedPartitions: 1 });
+    const admin = kafka.admin();
+    await admin.connect();
+    await ensureTopics(admin, catalog.all());
+    await admin.disconnect();
+    const codec = new EventCodec();
+    const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
+    await producer.connect();
+    await producer.send({ topic: catalog.advantageGroups.name, acks: -1, messages: groups.map((g) => ({ key: g.policyId, value: codec.encode('AdvantageGroup', g) })) });
+    await producer.disconnect();
+
+    const dir = tempDir('hf');
+    const port = 24_000 + Math.floor(Math.random() * 1000);
+    const log = path.join(dir, 'learner.log');
+    const child = spawnApp(
+      'learner',
+      {
+        KAFKA_BROKERS: brokers.join(','),
+        SRPO_TOPIC_PREFIX: prefix,
+        SRPO_POLICY_ID: 'solver',
+        SRPO_CONSUMER_GROUP: `${prefix}learner`,
+        SRPO_SQLITE_PATH: path.join(dir, 'learner.sqlite'),
+        SRPO_CHECKPOINT_DIR: path.join(dir, 'checkpoints'),
+        SRPO_SETS_PER_UPDATE: '2',
+        SRPO_MODEL_DIR: BASE,
+        SRPO_LR: '0.01',
+        SRPO_MAX_POLICY_LAG: '100',
+        SRPO_SESSION_TIMEOUT_MS: '6000',
+        SRPO_HTTP_PORT: String(port),
+        SRPO_BACKEND: 'tensorflow',
+        SRPO_LOG_LEVEL: 'info',
+      },
+      log,
+    );
+    let updates: { versionBefore: number; versionAfter: number; weightsHashBefore: string; weightsHashAfter: string }[] = [];
+    try {
+      const deadline = Date.now() + 90_000;
+      while (updates.length < GROUPS && Date.now() < deadline) {
+        if (child.exitCode !== null || child.signalCode !== null) throw new Error(`learner exited (${child.exitCode ?? child.signalCode}); log ${log}:\n${fs.readFileSync(log, 'utf8').slice(-3000)}`);
+        updates = (await fetch(`http://127.0.0.1:${port}/updates?policy=solver`)
+          .then((r) => (r.ok ? r.json() : []))
+          .catch(() => [])) as typeof updates;
+        await sleep(500);
+      }
+    } finally {
+      child.kill('SIGTERM');
+      await waitForExit(child);
+    }
+    expect(fs.readFileSync(log, 'utf8')).not.toMatch(/"level":"error"/);
+    expect(updates.map((u) => [u.versionBefore, u.versionAfter])).toEqual([
+      [0, 1],
+      [1, 2],
+      [2, 3],
+    ]);
+    // Version 0 is the directory's weights, as loaded here.
+    expect(updates[0].weightsHashBefore).toBe(await weightsHash(base.model));
+
+    const ckpt = await loadCheckpoint(path.join(dir, 'checkpoints', 'solver', 'v3'));
+    const trained = ckpt.policy.model as LlamaModel;
+    try {
+      expect([ckpt.manifest.modelKind, ckpt.manifest.base?.hash, ckpt.manifest.weightsHash]).toEqual(['hf-llama', hfDirectoryHash(BASE), updates[2].weightsHashAfter]);
+      // SRPO moved probability towards the positive-advantage responses and away from the negative ones.
+      expect(await meanLogProb(trained, positive)).toBeGreaterThan(await meanLogProb(base.model, positive));
+      expect(await meanLogProb(trained, negative)).toBeLessThan(await meanLogProb(base.model, negative));
+
+      const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-hf-export-')), 'solver-v3');
+      await exportHfModel(trained, { baseDir: BASE, outDir: out, dtype: 'F32' });
+      const cases = samples.map((s) => ({ promptTokenIds: s.context, responseTokenIds: s.response }));
+      const casesFile = path.join(out, '..', 'cases.json');
+      fs.writeFileSync(casesFile, JSON.stringify(cases));
+      const py = spawnSync('python3', [path.join(root, 'scripts', 'reference', 'score_hf.py'), out, casesFile], { encoding: 'utf8' });
+      if (py.status !== 0) throw new Error(`transformers could not load the export (python3 -m pip install -r scripts/reference/requirements.txt):\n${py.stderr.slice(-2000)}`);
+      const theirs = JSON.parse(py.stdout) as number[][];
+      const ours = await scoreCases(trained, cases);
+      theirs.forEach((t, i) => t.forEach((v, j) => expect(Math.abs(v - ours[i].logprobs[j])).toBeLessThan(1e-4)));
+    } finally {
+      ckpt.policy.dispose();
+      base.model.dispose();
+      tf.disposeVariables();
+    }
+
+    const versions = (await readTopicsToEnd(kafka, [catalog.policyVersions.name])).map((r) => toPlain(codec.decodeAs('PolicyVersion', r.value)));
+    expect(versions.find((v) => v.version === 3)?.weightsHash).toBe(updates[2].weightsHashAfter);
+  });
+});
