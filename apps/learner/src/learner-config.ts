@@ -2,7 +2,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, errorMessage, Logger, LogLevel, repoRoot } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
-import { readHfConfig, resolveTransformerConfig, type TransformerConfig } from '@srpo/policy';
+import { readHfConfig, resolveLoraConfig, resolveTransformerConfig, type LoraConfig, type TransformerConfig } from '@srpo/policy';
 import { EVENT_REDUCTIONS, OBJECTIVES, resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
 import type { StoreConfig } from '@srpo/store';
 import type { CheckpointRetention } from './checkpoint-retention';
@@ -31,6 +31,8 @@ export interface LearnerConfig {
   model: TransformerConfig;
   /** A Hugging Face model directory (Llama/Qwen2/Mistral) as version 0, instead of a seeded transformer. */
   modelDir?: string;
+  /** With `modelDir`: train a LoRA adapter (seeded by SRPO_SEED) on the frozen base instead of the full weights. */
+  lora?: LoraConfig;
   backend: BackendRequest;
   httpPort: number;
   /** Bearer token for state-changing endpoints; unset disables them. */
@@ -84,6 +86,7 @@ const MIN_TOKEN_LENGTH = 16;
  * | `SRPO_CLIP_LOW` | 0.2 | ε_low, in [0, 1] |
  * | `SRPO_CLIP_HIGH` | 0.2 | ε_high, >= 0 |
  * | `SRPO_MODEL_CONFIG` | `{"vocabSize":256,"dModel":64,"nLayers":2,"nHeads":4,"maxSeqLen":128}` | JSON transformer shape of version 0; must match the agents' tokenizer |
+ * | `SRPO_LORA` | unset | with `SRPO_MODEL_DIR`: JSON LoRA settings, e.g. `{"r":8,"alpha":16,"dropout":0,"targetModules":["q_proj","v_proj"]}` (missing fields take these defaults); the policy then trains an adapter on the frozen base, checkpoints hold the adapter only |
  * | `SRPO_MODEL_DIR` | unset | a Hugging Face model directory (config.json, safetensors, tokenizer.json) as version 0 instead; its config is checked at boot; exclusive with `SRPO_MODEL_CONFIG` |
  * | `SRPO_BACKEND` | `auto` | `auto`, `tensorflow-gpu`, `tensorflow` or `cpu`; a forced backend that fails is an error |
  * | `SRPO_HTTP_PORT` | 3000 | HTTP API port |
@@ -123,6 +126,7 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
     objective: readObjective(r),
     model: readModel(r),
     modelDir: readModelDir(r, cwd),
+    lora: readLora(r, cwd),
     backend: r.oneOf('SRPO_BACKEND', BACKEND_REQUESTS, 'auto'),
     httpPort: r.int('SRPO_HTTP_PORT', 3000, { min: 0, max: 65535 }),
     apiToken: readToken(r, 'SRPO_API_TOKEN'),
@@ -195,6 +199,24 @@ function readModelDir(r: EnvReader, cwd: string): string | undefined {
     throw new ConfigError('SRPO_MODEL_DIR', errorMessage(e));
   }
   return dir;
+}
+
+function readLora(r: EnvReader, cwd: string): LoraConfig | undefined {
+  const raw = r.optionalStr('SRPO_LORA');
+  if (raw === undefined) return undefined;
+  const dir = r.optionalStr('SRPO_MODEL_DIR');
+  if (dir === undefined) throw new ConfigError('SRPO_LORA', 'needs SRPO_MODEL_DIR: adapters train on a Hugging Face base model');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch (e) {
+    throw new ConfigError('SRPO_LORA', `is not valid JSON (${errorMessage(e)})`);
+  }
+  try {
+    return resolveLoraConfig(parsed, readHfConfig(path.resolve(cwd, dir)).architecture, 'SRPO_LORA');
+  } catch (e) {
+    throw new ConfigError('SRPO_LORA', errorMessage(e));
+  }
 }
 
 function readModel(r: EnvReader): TransformerConfig {

@@ -1,5 +1,6 @@
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import {
+  attachLora,
   loadCheckpoint,
   loadHfModel,
   packPairs,
@@ -8,6 +9,7 @@ import {
   SrpoTrainer,
   weightsHash,
   type AdamConfig,
+  type LoraConfig,
   type TransformerConfig,
 } from '@srpo/policy';
 import { buildPaddedSetBatch, disposePaddedSetBatch, type ObjectiveConfig } from '@srpo/srpo';
@@ -90,6 +92,8 @@ export interface TfPolicyTrainerOptions {
   model: TransformerConfig;
   /** When set, {@link PolicyTrainer.init} loads this Hugging Face directory as version 0 (the seed is then unused). */
   modelDir?: string;
+  /** With `modelDir`: a LoRA adapter, initialised from the seed, is what trains. */
+  lora?: LoraConfig;
   lr: number;
   epochs: number;
   maxGradNorm: number;
@@ -123,8 +127,14 @@ export class TfPolicyTrainer implements PolicyTrainer {
   }
 
   async init(seed: number): Promise<void> {
-    const { policyId, modelDir, model } = this.options;
-    this.install(modelDir ? new Policy(policyId, loadHfModel(modelDir).model) : Policy.create(policyId, model, seed));
+    const { policyId, modelDir, model, lora } = this.options;
+    if (modelDir) {
+      const hf = loadHfModel(modelDir).model;
+      if (lora) attachLora(hf, lora, { seed });
+      this.install(new Policy(policyId, hf));
+    } else {
+      this.install(Policy.create(policyId, model, seed));
+    }
     this.currentVersion = 0;
   }
 

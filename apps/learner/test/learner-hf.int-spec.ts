@@ -6,7 +6,7 @@ import { Partitioners } from 'kafkajs';
 import * as tf from '@tensorflow/tfjs';
 import { initTfBackend, repoRoot } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain, type AdvantageGroup } from '@srpo/events';
-import { exportHfModel, hfDirectoryHash, loadCheckpoint, loadHfModel, sampleBatch, scoreCases, weightsHash, type LlamaModel } from '@srpo/policy';
+import { attachLora, detachLora, exportHfModel, hfDirectoryHash, loadCheckpoint, loadHfModel, mergeLora, sampleBatch, scoreCases, weightsHash, type LlamaModel, type LoraConfig } from '@srpo/policy';
 import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
 import { activeSet, advantageGroup, member, tempDir } from './fixtures';
 
@@ -39,11 +39,16 @@ async function meanLogProb(model: LlamaModel, s: Sampled[]): Promise<number> {
   return all.reduce((a, b) => a + b, 0) / all.length;
 }
 
-describe('learner on a Hugging Face model (SRPO_MODEL_DIR)', () => {
+const LORA: Partial<LoraConfig> = { r: 4, alpha: 8, targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] };
+
+describe.each([
+  ['full weights', undefined],
+  ['a LoRA adapter', LORA],
+] as [string, Partial<LoraConfig> | undefined][])('learner on a Hugging Face model (SRPO_MODEL_DIR), training %s', (_label, lora) => {
   const brokers = ensureKafka();
   const kafka = createKafka({ brokers, clientId: 'learner-hf-test' });
 
-  it('trains it over Kafka, checkpoints it as hf-llama, and the export loads in transformers', async () => {
+  it('trains it over Kafka, checkpoints it as hf-llama, verifies an update bit for bit, and the export loads in transformers', async () => {
     await initTfBackend('tensorflow');
     const base = loadHfModel(BASE);
     const samples = await sampleResponses(base.model, GROUPS * 2);
@@ -91,9 +96,11 @@ describe('learner on a Hugging Face model (SRPO_MODEL_DIR)', () => {
         SRPO_HTTP_PORT: String(port),
         SRPO_BACKEND: 'tensorflow',
         SRPO_LOG_LEVEL: 'info',
+        ...(lora ? { SRPO_LORA: JSON.stringify(lora), SRPO_SEED: '5' } : {}),
       },
       log,
     );
+    let verified: { ok: boolean; failure?: string; recomputedWeightsHashAfter?: string } | undefined;
     let updates: { versionBefore: number; versionAfter: number; weightsHashBefore: string; weightsHashAfter: string }[] = [];
     try {
       const deadline = Date.now() + 90_000;
@@ -103,6 +110,11 @@ describe('learner on a Hugging Face model (SRPO_MODEL_DIR)', () => {
           .then((r) => (r.ok ? r.json() : []))
           .catch(() => [])) as typeof updates;
         await sleep(500);
+      }
+      // audit verify: re-run update 2 from the v1 checkpoint with the recorded inputs and hyperparameters.
+      if (updates.length >= 2) {
+        const res = await fetch(`http://127.0.0.1:${port}/updates/${encodeURIComponent((updates[1] as unknown as { updateId: string }).updateId)}/verify`, { method: 'POST' });
+        verified = (await res.json()) as typeof verified;
       }
     } finally {
       child.kill('SIGTERM');
@@ -114,18 +126,30 @@ describe('learner on a Hugging Face model (SRPO_MODEL_DIR)', () => {
       [1, 2],
       [2, 3],
     ]);
-    // Version 0 is the directory's weights, as loaded here.
+    expect(verified).toMatchObject({ ok: true, recomputedWeightsHashAfter: updates[1].weightsHashAfter });
+    // Version 0 is the directory's weights, as loaded here (for LoRA: the adapter at init, B = 0, seeded by SRPO_SEED).
+    if (lora) attachLora(base.model, lora, { seed: 5 });
     expect(updates[0].weightsHashBefore).toBe(await weightsHash(base.model));
+    if (lora) detachLora(base.model);
 
     const ckpt = await loadCheckpoint(path.join(dir, 'checkpoints', 'solver', 'v3'));
     const trained = ckpt.policy.model as LlamaModel;
     try {
       expect([ckpt.manifest.modelKind, ckpt.manifest.base?.hash, ckpt.manifest.weightsHash]).toEqual(['hf-llama', hfDirectoryHash(BASE), updates[2].weightsHashAfter]);
+      if (lora) {
+        // The checkpoint holds the adapter only: 2 layers x 7 modules x (A, B), against the base's 26 tensors.
+        expect(ckpt.manifest.lora).toMatchObject(lora);
+        expect(trained.weightNames()).toHaveLength(28);
+        expect(trained.weightNames().every((n) => /lora_[AB]\.weight$/.test(n))).toBe(true);
+      }
       // SRPO moved probability towards the positive-advantage responses and away from the negative ones.
       expect(await meanLogProb(trained, positive)).toBeGreaterThan(await meanLogProb(base.model, positive));
       expect(await meanLogProb(trained, negative)).toBeLessThan(await meanLogProb(base.model, negative));
 
       const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-hf-export-')), 'solver-v3');
+      const before = await scoreCases(trained, samples.map((x) => ({ promptTokenIds: x.context, responseTokenIds: x.response })));
+      // An adapter is merged into the base weights for a full export (vLLM could also load the PEFT adapter as it is).
+      if (lora) expect(mergeLora(trained).length).toBe(14);
       await exportHfModel(trained, { baseDir: BASE, outDir: out, dtype: 'F32' });
       const cases = samples.map((s) => ({ promptTokenIds: s.context, responseTokenIds: s.response }));
       const casesFile = path.join(out, '..', 'cases.json');
@@ -133,7 +157,7 @@ describe('learner on a Hugging Face model (SRPO_MODEL_DIR)', () => {
       const py = spawnSync('python3', [path.join(root, 'scripts', 'reference', 'score_hf.py'), out, casesFile], { encoding: 'utf8' });
       if (py.status !== 0) throw new Error(`transformers could not load the export (python3 -m pip install -r scripts/reference/requirements.txt):\n${py.stderr.slice(-2000)}`);
       const theirs = JSON.parse(py.stdout) as number[][];
-      const ours = await scoreCases(trained, cases);
+      const ours = before;
       theirs.forEach((t, i) => t.forEach((v, j) => expect(Math.abs(v - ours[i].logprobs[j])).toBeLessThan(1e-4)));
     } finally {
       ckpt.policy.dispose();

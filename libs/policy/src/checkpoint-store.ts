@@ -6,7 +6,9 @@ import { ErrorCode, SrpoError, ValidationError, errorMessage } from '@srpo/core'
 import type { AdamOptimizer, AdamState } from './adam-optimizer';
 import type { CausalLm } from './causal-lm';
 import type { HfModelConfig } from './hf/hf-config';
+import { loadHfModel } from './hf/hf-model-dir';
 import { LlamaModel, type HfModelSource } from './hf/llama-model';
+import { LoraAdapter, loraOf, resolveLoraConfig, type LoraConfig } from './hf/lora';
 import { Policy, type PolicyModel } from './policy';
 import { TransformerModel, resolveTransformerConfig, type ResolvedTransformerConfig } from './transformer';
 
@@ -27,6 +29,12 @@ export interface CheckpointManifest {
   config: ResolvedTransformerConfig | HfModelConfig;
   /** For `hf-llama`: the Hugging Face directory of version 0 (tokenizer, config.json) and its hash. */
   base?: HfModelSource;
+  /**
+   * For a LoRA policy: the adapter's settings. The checkpoint then holds the adapter's
+   * factors only (`weightsHash` is theirs); the frozen base weights are `base`'s, shared by
+   * every version and verified by its hash on load.
+   */
+  lora?: LoraConfig;
   /** `tf.getBackend()` at save time. Informational: weights load on any backend. */
   backend: string;
   /** {@link weightsHash} of the model weights (optimizer state excluded). */
@@ -189,13 +197,14 @@ async function writeAtomically(file: string, data: Uint8Array): Promise<void> {
 /** Topology stored in model.json: enough to rebuild the model. */
 type PolicyTopology =
   | { kind: 'causal-transformer'; config: ResolvedTransformerConfig }
-  | { kind: 'hf-llama'; config: HfModelConfig; base: HfModelSource };
+  | { kind: 'hf-llama'; config: HfModelConfig; base: HfModelSource; lora?: LoraConfig };
 
 function topologyOf(model: PolicyModel, dir: string): PolicyTopology {
   if (model.kind === 'causal-transformer') return { kind: model.kind, config: model.config };
   // The weights alone do not make a usable model: export and the agents need its tokenizer and config.json.
   if (!model.source) throw new SrpoError(ErrorCode.VALIDATION_FAILED, `checkpoint ${dir}: a Hugging Face model needs its source directory (load it with loadHfModel)`, { field: 'source' });
-  return { kind: model.kind, config: model.config, base: model.source };
+  const lora = loraOf(model);
+  return { kind: model.kind, config: model.config, base: model.source, ...(lora ? { lora: lora.config } : {}) };
 }
 
 /** Hash over everything in model.json that is not a hash of itself: manifest, topology, weight specs. */
@@ -237,7 +246,7 @@ export async function saveCheckpoint(dir: string, policy: Policy, optimizer?: Ad
     version: policy.version,
     modelKind: model.kind,
     config: model.config,
-    ...(topology.kind === 'hf-llama' ? { base: topology.base } : {}),
+    ...(topology.kind === 'hf-llama' ? { base: topology.base, ...(topology.lora ? { lora: topology.lora } : {}) } : {}),
     backend: tf.getBackend(),
     weightsHash: hashWeightValues(hashable),
     dataHash: sha256Hex(bin),
@@ -326,9 +335,8 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
       model = TransformerModel.fromValues(config, weights);
     } else {
       const tensors = new Map([...weights].map(([n, data]) => [n, { shape: shapes.get(n) as number[], data }] as const));
-      const llama = LlamaModel.fromTensors(manifest.config as HfModelConfig, tensors);
-      llama.source = manifest.base;
-      model = llama;
+      model = manifest.lora ? loraPolicyModel(dir, manifest, tensors) : LlamaModel.fromTensors(manifest.config as HfModelConfig, tensors);
+      model.source = manifest.base;
     }
   } catch (e) {
     throw integrity(dir, `weights do not fit the config: ${errorMessage(e)}`, e);
@@ -349,6 +357,25 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
     optimizerState = { step: manifest.optimizerStep, m, v };
   }
   return { policy, manifest, optimizerState };
+}
+
+/**
+ * A LoRA checkpoint's model: the base directory loaded (its hash must still be the one
+ * recorded, or the adapter would sit on other weights) with the checkpoint's factors attached.
+ */
+function loraPolicyModel(dir: string, manifest: CheckpointManifest, tensors: ReadonlyMap<string, { shape: number[]; data: Float32Array }>): LlamaModel {
+  const base = manifest.base as HfModelSource;
+  const llama = loadHfModel(base.dir).model;
+  try {
+    const hash = llama.source?.hash;
+    if (hash !== base.hash) throw integrity(dir, `the base model ${base.dir} has changed since this adapter was trained (hash ${hash}, recorded ${base.hash})`);
+    const config = resolveLoraConfig(manifest.lora, llama.config.architecture, 'manifest.lora');
+    llama.setAdapter(LoraAdapter.fromTensors(llama.config, config, tensors, { field: 'weights' }));
+  } catch (e) {
+    llama.dispose();
+    throw e;
+  }
+  return llama;
 }
 
 /**

@@ -9,6 +9,8 @@ import { Policy } from '../policy';
 import { nativeBackend } from '../test/fixtures';
 import { hfDirectoryHash, loadHfModel } from './hf-model-dir';
 import { LlamaModel } from './llama-model';
+import { attachLora, detachLora, loraOf } from './lora';
+import { SeededRng } from '../rng';
 import { scoreCases } from './score';
 
 const FIXTURES = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf');
@@ -70,5 +72,64 @@ describe('Hugging Face policies in checkpoints', () => {
     const tok = path.join(dir, 'tokenizer_config.json');
     fs.writeFileSync(tok, fs.readFileSync(tok, 'utf8').replace('}', ' }'));
     expect(hfDirectoryHash(dir)).not.toBe(h0);
+  });
+});
+
+describe('LoRA policies in checkpoints', () => {
+  beforeAll(nativeBackend);
+
+  it('save the adapter only, name the base by hash, and load back onto the base with the same log-probs', async () => {
+    const dir = path.join(FIXTURES, 'llama');
+    const hf = loadHfModel(dir);
+    attachLora(hf.model, { r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'down_proj'] }, { seed: 3 });
+    // B = 0 at init: give it values so the adapter changes the model.
+    const rng = new SeededRng(5);
+    for (const n of hf.model.weightNames()) if (n.includes('lora_B')) hf.model.weight(n).assign(tf.tensor(rng.normalArray(hf.model.weight(n).size, 0.05), hf.model.weight(n).shape));
+    const policy = new Policy('solver', hf.model, 2);
+    const ckpt = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-lora-ckpt-'));
+    try {
+      const manifest = await saveCheckpoint(ckpt, policy);
+      expect(manifest.lora).toMatchObject({ r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'down_proj'] });
+      expect(manifest.base?.hash).toBe(hfDirectoryHash(dir));
+      // 2 layers x 3 targets x (A, B): the base's weights are not in the checkpoint.
+      const saved = JSON.parse(fs.readFileSync(path.join(ckpt, 'model.json'), 'utf8')).weightsManifest[0].weights as { name: string }[];
+      expect(saved.map((w) => w.name).every((n) => /\.lora_[AB]\.weight$/.test(n))).toBe(true);
+      expect(saved).toHaveLength(12);
+      const loaded = await loadCheckpoint(ckpt);
+      try {
+        const model = loaded.policy.model as LlamaModel;
+        expect(loraOf(model)?.config.r).toBe(4);
+        expect(await weightsHash(loaded.policy)).toBe(manifest.weightsHash);
+        const cases = [{ promptTokenIds: [5, 9, 33, 2], responseTokenIds: [40, 2, 17, 300] }];
+        const [got] = await scoreCases(model, cases);
+        const [want] = await scoreCases(hf.model, cases);
+        expect(got.logprobs).toEqual(want.logprobs);
+        detachLora(hf.model);
+        const [plain] = await scoreCases(hf.model, cases);
+        expect(Math.max(...plain.logprobs.map((v, i) => Math.abs(v - want.logprobs[i])))).toBeGreaterThan(1e-3);
+      } finally {
+        loaded.policy.dispose();
+      }
+    } finally {
+      policy.dispose();
+    }
+  });
+
+  it('refuses an adapter whose base directory changed since', async () => {
+    const src = path.join(FIXTURES, 'qwen2');
+    const base = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-lora-base-'));
+    for (const f of fs.readdirSync(src)) fs.copyFileSync(path.join(src, f), path.join(base, f));
+    const hf = loadHfModel(base);
+    attachLora(hf.model, {}, { seed: 1 });
+    const policy = new Policy('p', hf.model);
+    const ckpt = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-lora-ckpt-'));
+    try {
+      await saveCheckpoint(ckpt, policy);
+      const gen = path.join(base, 'generation_config.json');
+      fs.writeFileSync(gen, fs.readFileSync(gen, 'utf8') + ' ');
+      await expect(loadCheckpoint(ckpt)).rejects.toThrow(/has changed since this adapter was trained/);
+    } finally {
+      policy.dispose();
+    }
   });
 });
