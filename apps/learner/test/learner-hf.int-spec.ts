@@ -6,7 +6,7 @@ import { Partitioners } from 'kafkajs';
 import * as tf from '@tensorflow/tfjs';
 import { initTfBackend, repoRoot } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain, type AdvantageGroup } from '@srpo/events';
-import { attachLora, detachLora, exportHfModel, hfDirectoryHash, loadCheckpoint, loadHfModel, mergeLora, sampleBatch, scoreCases, weightsHash, type LlamaModel, type LoraConfig } from '@srpo/policy';
+import { attachLora, detachLora, hfDirectoryHash, loadCheckpoint, loadHfModel, sampleBatch, scoreCases, weightsHash, type LlamaModel, type LoraConfig } from '@srpo/policy';
 import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
 import { activeSet, advantageGroup, member, tempDir } from './fixtures';
 
@@ -48,7 +48,7 @@ describe.each([
   const brokers = ensureKafka();
   const kafka = createKafka({ brokers, clientId: 'learner-hf-test' });
 
-  it('trains it over Kafka, checkpoints it as hf-llama, verifies an update bit for bit, and the export loads in transformers', async () => {
+  it('trains it over Kafka, checkpoints it as hf-llama, verifies an update bit for bit; srpo model score/export read it from the store, and the exports load in transformers and peft', async () => {
     await initTfBackend('tensorflow');
     const base = loadHfModel(BASE);
     const samples = await sampleResponses(base.model, GROUPS * 2);
@@ -146,19 +146,38 @@ describe.each([
       expect(await meanLogProb(trained, positive)).toBeGreaterThan(await meanLogProb(base.model, positive));
       expect(await meanLogProb(trained, negative)).toBeLessThan(await meanLogProb(base.model, negative));
 
-      const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-hf-export-')), 'solver-v3');
-      const before = await scoreCases(trained, samples.map((x) => ({ promptTokenIds: x.context, responseTokenIds: x.response })));
-      // An adapter is merged into the base weights for a full export (vLLM could also load the PEFT adapter as it is).
-      if (lora) expect(mergeLora(trained).length).toBe(14);
-      await exportHfModel(trained, { baseDir: BASE, outDir: out, dtype: 'F32' });
-      const cases = samples.map((s) => ({ promptTokenIds: s.context, responseTokenIds: s.response }));
-      const casesFile = path.join(out, '..', 'cases.json');
+      const cases = samples.map((x) => ({ promptTokenIds: x.context, responseTokenIds: x.response }));
+      const ours = await scoreCases(trained, cases);
+      const work = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-hf-export-'));
+      const casesFile = path.join(work, 'cases.json');
       fs.writeFileSync(casesFile, JSON.stringify(cases));
-      const py = spawnSync('python3', [path.join(root, 'scripts', 'reference', 'score_hf.py'), out, casesFile], { encoding: 'utf8' });
-      if (py.status !== 0) throw new Error(`transformers could not load the export (python3 -m pip install -r scripts/reference/requirements.txt):\n${py.stderr.slice(-2000)}`);
-      const theirs = JSON.parse(py.stdout) as number[][];
-      const ours = before;
-      theirs.forEach((t, i) => t.forEach((v, j) => expect(Math.abs(v - ours[i].logprobs[j])).toBeLessThan(1e-4)));
+      const cliEnv = { ...process.env, SRPO_SQLITE_PATH: path.join(dir, 'learner.sqlite'), SRPO_BACKEND: 'tensorflow', SRPO_LOG_LEVEL: 'error' };
+      const srpo = (...args: string[]) => {
+        const r = spawnSync(process.execPath, [path.join(root, 'bin', 'srpo.js'), ...args], { encoding: 'utf8', env: cliEnv });
+        if (r.status !== 0) throw new Error(`srpo ${args.join(' ')} exited ${r.status}:\n${r.stderr.slice(-2000)}`);
+        return r.stdout;
+      };
+      const python = (script: string, ...args: string[]): number[][] => {
+        const py = spawnSync('python3', [path.join(root, 'scripts', 'reference', script), ...args], { encoding: 'utf8' });
+        if (py.status !== 0) throw new Error(`${script} failed (python3 -m pip install -r scripts/reference/requirements.txt):\n${py.stderr.slice(-2000)}`);
+        return JSON.parse(py.stdout) as number[][];
+      };
+      const close = (theirs: number[][]) => theirs.forEach((t, i) => t.forEach((v, j) => expect(Math.abs(v - ours[i].logprobs[j])).toBeLessThan(1e-4)));
+      // The recorded version, scored by the CLI from the audit store's checkpoint.
+      const scored = JSON.parse(srpo('model', 'score', '--model', 'policy:solver@v3', '--in', casesFile)) as { logprobs: number[] }[];
+      close(scored.map((c) => c.logprobs));
+      // Full weights (a LoRA policy merged into its base) for transformers / vLLM / SGLang.
+      const hfOut = path.join(work, 'hf');
+      srpo('model', 'export', '--policy', 'solver', '--version', '3', '--format', 'hf', '--dtype', 'F32', '--out', hfOut);
+      close(python('score_hf.py', hfOut, casesFile));
+      if (lora) {
+        // The adapter alone, in the PEFT layout, on the untouched base.
+        const peftOut = path.join(work, 'peft');
+        srpo('model', 'export', '--policy', 'solver', '--version', '3', '--format', 'peft', '--out', peftOut);
+        close(python('score_peft.py', BASE, peftOut, casesFile));
+      } else {
+        expect(() => srpo('model', 'export', '--policy', 'solver', '--version', '3', '--format', 'peft', '--out', path.join(work, 'peft'))).toThrow(/has no adapter: use --format hf/);
+      }
     } finally {
       ckpt.policy.dispose();
       base.model.dispose();

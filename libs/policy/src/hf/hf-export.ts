@@ -2,7 +2,10 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { ErrorCode, SrpoError } from '@srpo/core';
 import { saveHfWeights } from './hf-weights';
-import { hfWeightSpecs, type LlamaModel } from './llama-model';
+import type { CausalLm } from '../causal-lm';
+import { hfWeightSpecs, LlamaModel } from './llama-model';
+import { loraOf, mergeLora } from './lora';
+import { saveLoraAdapter } from './peft-adapter';
 import type { SafetensorsDtype } from './safetensors';
 
 /** Files of the base model directory an export carries over unchanged: the tokenizer, chat template and generation settings. */
@@ -53,4 +56,28 @@ export async function exportHfModel(model: LlamaModel, options: HfExportOptions)
   fs.writeFileSync(path.join(outDir, 'config.json'), JSON.stringify(config, null, 2) + '\n');
   written.push(path.join(outDir, 'config.json'));
   return written;
+}
+
+/**
+ * Writes a Hugging Face policy for an inference server:
+ * - `hf`: a full model directory ({@link exportHfModel}); a LoRA policy is merged into its
+ *   base weights first (W + (α/r)·B·A, as peft's `merge_and_unload`);
+ * - `peft`: the adapter alone in the PEFT layout (`adapter_config.json` +
+ *   `adapter_model.safetensors`), naming the base directory, for servers that load LoRA
+ *   adapters (vLLM `--enable-lora`). Only a LoRA policy has one.
+ * The project's own transformer has no Hugging Face form and is refused. Merging changes
+ * the model in place: pass a policy loaded for the export (a checkpoint), not a live one.
+ */
+export async function exportHfPolicy(model: CausalLm, options: { format: 'hf' | 'peft'; outDir: string; dtype?: SafetensorsDtype }): Promise<string[]> {
+  if (!(model instanceof LlamaModel)) throw new SrpoError(ErrorCode.VALIDATION_FAILED, `the policy is the project's ${model.kind} model, which has no Hugging Face form; only policies trained from SRPO_MODEL_DIR export`, { field: 'policy' });
+  const base = model.source;
+  if (!base) throw new SrpoError(ErrorCode.VALIDATION_FAILED, 'the model does not know its base directory', { field: 'policy' });
+  const lora = loraOf(model);
+  if (options.format === 'peft') {
+    if (!lora) throw new SrpoError(ErrorCode.VALIDATION_FAILED, 'the policy trains full weights and has no adapter: use --format hf', { field: 'format' });
+    if (fs.existsSync(options.outDir) && fs.readdirSync(options.outDir).length > 0) throw new SrpoError(ErrorCode.CONFLICT, `--out ${options.outDir}: exists and is not empty; export to a new directory`, { field: 'out' });
+    return saveLoraAdapter(model, options.outDir, { baseModelNameOrPath: base.dir });
+  }
+  if (lora) mergeLora(model);
+  return exportHfModel(model, { baseDir: base.dir, outDir: options.outDir, dtype: options.dtype });
 }

@@ -11,6 +11,8 @@ import { hfDirectoryHash, loadHfModel } from './hf-model-dir';
 import { LlamaModel } from './llama-model';
 import { attachLora, detachLora, loraOf } from './lora';
 import { SeededRng } from '../rng';
+import { TransformerModel } from '../transformer';
+import { exportHfPolicy } from './hf-export';
 import { scoreCases } from './score';
 
 const FIXTURES = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf');
@@ -130,6 +132,22 @@ describe('LoRA policies in checkpoints', () => {
       await expect(loadCheckpoint(ckpt)).rejects.toThrow(/has changed since this adapter was trained/);
     } finally {
       policy.dispose();
+    }
+  });
+});
+
+describe('exportHfPolicy refusals', () => {
+  beforeAll(nativeBackend);
+
+  it("refuses the project's own transformer, and peft for a full-weight policy", async () => {
+    const own = TransformerModel.create({ vocabSize: 16, dModel: 8, nLayers: 1, nHeads: 2, maxSeqLen: 8 }, 1);
+    const hf = loadHfModel(path.join(FIXTURES, 'qwen2'));
+    try {
+      await expect(exportHfPolicy(own, { format: 'hf', outDir: fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-x-')) })).rejects.toThrow(/causal-transformer model, which has no Hugging Face form/);
+      await expect(exportHfPolicy(hf.model, { format: 'peft', outDir: fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-x-')) })).rejects.toThrow(/has no adapter: use --format hf/);
+    } finally {
+      own.dispose();
+      hf.model.dispose();
     }
   });
 });
