@@ -25,6 +25,8 @@ export interface LearnerConfig {
   epochs: number;
   lr: number;
   maxGradNorm: number;
+  /** Largest padded forward pass (positions); above it an update accumulates over micro-batches. 0: one pass. */
+  microBatchTokens: number;
   seed: number;
   objective: ObjectiveConfig;
   /** Shape of version 0 (a restored checkpoint carries its own); unused when `modelDir` is set. */
@@ -86,6 +88,7 @@ const MIN_TOKEN_LENGTH = 16;
  * | `SRPO_CLIP_LOW` | 0.2 | ε_low, in [0, 1] |
  * | `SRPO_CLIP_HIGH` | 0.2 | ε_high, >= 0 |
  * | `SRPO_MODEL_CONFIG` | `{"vocabSize":256,"dModel":64,"nLayers":2,"nHeads":4,"maxSeqLen":128}` | JSON transformer shape of version 0; must match the agents' tokenizer |
+ * | `SRPO_MICRO_BATCH_TOKENS` | 0 | largest padded forward pass in positions (sequences × longest); an update above it runs in micro-batches with gradient accumulation and activation recomputation: one optimizer step, the same loss and diagnostics; 0 = one pass. Recorded with each update so verify and replay recompute it the same way |
  * | `SRPO_LORA` | unset | with `SRPO_MODEL_DIR`: JSON LoRA settings, e.g. `{"r":8,"alpha":16,"dropout":0,"targetModules":["q_proj","v_proj"]}` (missing fields take these defaults); the policy then trains an adapter on the frozen base, checkpoints hold the adapter only |
  * | `SRPO_MODEL_DIR` | unset | a Hugging Face model directory (config.json, safetensors, tokenizer.json) as version 0 instead; its config is checked at boot; exclusive with `SRPO_MODEL_CONFIG` |
  * | `SRPO_BACKEND` | `auto` | `auto`, `tensorflow-gpu`, `tensorflow` or `cpu`; a forced backend that fails is an error |
@@ -122,6 +125,7 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
     epochs: r.int('SRPO_EPOCHS', 1, { min: 1, max: 1000 }),
     lr: r.num('SRPO_LR', 3e-4, { min: 0 }),
     maxGradNorm: r.num('SRPO_MAX_GRAD_NORM', 1.0, { min: 0 }),
+    microBatchTokens: r.int('SRPO_MICRO_BATCH_TOKENS', 0, { min: 0, max: 1_000_000_000 }),
     seed: r.int('SRPO_SEED', 0, { min: 0, max: Number.MAX_SAFE_INTEGER }),
     objective: readObjective(r),
     model: readModel(r),

@@ -62,7 +62,7 @@ export class LearnerModule {
           provide: POLICY_TRAINER,
           inject: [BACKEND_INFO],
           useFactory: () =>
-            new TfPolicyTrainer({ policyId: config.policyId, model: config.model, modelDir: config.modelDir, lora: config.lora, lr: config.lr, epochs: config.epochs, maxGradNorm: config.maxGradNorm }),
+            new TfPolicyTrainer({ policyId: config.policyId, model: config.model, modelDir: config.modelDir, lora: config.lora, lr: config.lr, epochs: config.epochs, maxGradNorm: config.maxGradNorm, microBatchTokens: config.microBatchTokens }),
         },
         {
           provide: EVENTS_PUBLISHER,

@@ -97,6 +97,8 @@ export interface TfPolicyTrainerOptions {
   lr: number;
   epochs: number;
   maxGradNorm: number;
+  /** See SrpoTrainerConfig.microBatchTokens; default 0 (one pass). */
+  microBatchTokens?: number;
   adam?: AdamConfig;
 }
 
@@ -212,6 +214,7 @@ export class TfPolicyTrainer implements PolicyTrainer {
       temperature: extra.temperature,
       adam: this.options.adam,
       maxGradNorm: this.options.maxGradNorm,
+      microBatchTokens: this.options.microBatchTokens ?? 0,
       schedule: { kind: 'constant', lr: this.options.lr },
       epochs: this.options.epochs,
     });

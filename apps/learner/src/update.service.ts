@@ -225,6 +225,7 @@ export class UpdateService {
             lr: this.config.lr,
             epochs: this.config.epochs,
             maxGradNorm: this.config.maxGradNorm,
+            microBatchTokens: this.config.microBatchTokens,
             maxPolicyLag: this.config.maxPolicyLag,
             setsPerUpdate: this.config.setsPerUpdate,
             temperature,

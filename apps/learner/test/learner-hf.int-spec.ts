@@ -96,11 +96,13 @@ describe.each([
         SRPO_HTTP_PORT: String(port),
         SRPO_BACKEND: 'tensorflow',
         SRPO_LOG_LEVEL: 'info',
-        ...(lora ? { SRPO_LORA: JSON.stringify(lora), SRPO_SEED: '5' } : {}),
+        // The LoRA run also takes each sequence in a micro-batch of its own (2 per update), and verify must follow.
+        ...(lora ? { SRPO_LORA: JSON.stringify(lora), SRPO_SEED: '5', SRPO_MICRO_BATCH_TOKENS: '12' } : {}),
       },
       log,
     );
     let verified: { ok: boolean; failure?: string; recomputedWeightsHashAfter?: string } | undefined;
+    let microBatches: number | undefined;
     let updates: { versionBefore: number; versionAfter: number; weightsHashBefore: string; weightsHashAfter: string }[] = [];
     try {
       const deadline = Date.now() + 90_000;
@@ -115,6 +117,8 @@ describe.each([
       if (updates.length >= 2) {
         const res = await fetch(`http://127.0.0.1:${port}/updates/${encodeURIComponent((updates[1] as unknown as { updateId: string }).updateId)}/verify`, { method: 'POST' });
         verified = (await res.json()) as typeof verified;
+        const detail = (await (await fetch(`http://127.0.0.1:${port}/updates/${encodeURIComponent((updates[1] as unknown as { updateId: string }).updateId)}`)).json()) as { diagnostics: Record<string, number> };
+        microBatches = detail.diagnostics['memory/micro_batches'];
       }
     } finally {
       child.kill('SIGTERM');
@@ -127,6 +131,7 @@ describe.each([
       [2, 3],
     ]);
     expect(verified).toMatchObject({ ok: true, recomputedWeightsHashAfter: updates[1].weightsHashAfter });
+    expect(microBatches).toBe(lora ? 2 : 1);
     // Version 0 is the directory's weights, as loaded here (for LoRA: the adapter at init, B = 0, seeded by SRPO_SEED).
     if (lora) attachLora(base.model, lora, { seed: 5 });
     expect(updates[0].weightsHashBefore).toBe(await weightsHash(base.model));

@@ -15,6 +15,7 @@ import {
 import { AdamOptimizer, type AdamConfig } from './adam-optimizer';
 import { checkTemperature, disposePacked, packPairs, packedLogProbs, packedToTensors, type SequencePair } from './log-probs';
 import { learningRateAt, validateLrSchedule, type LrSchedule } from './lr-schedule';
+import { accumulatedGradients } from './micro-batch';
 import type { Policy } from './policy';
 
 /** One agent output of an active set, with what the model needs to re-score it. */
@@ -49,6 +50,14 @@ export interface SrpoTrainerConfig {
   schedule?: LrSchedule;
   /** Optimizer steps per call over the same mini-batch (PPO-style epochs). Default 1. */
   epochs?: number;
+  /**
+   * Largest padded model input (rows × longest row, in positions) one forward pass may
+   * take. A mini-batch above it is processed in micro-batches with gradient accumulation
+   * and activation recomputation (`accumulatedGradients`): still one optimizer step per
+   * epoch, the same loss and diagnostics, the gradient up to float32 summation order.
+   * Default 0: one pass, whatever the size.
+   */
+  microBatchTokens?: number;
 }
 
 export interface SrpoEpochResult {
@@ -102,6 +111,7 @@ export class SrpoTrainer {
   readonly maxGradNorm: number;
   readonly schedule: LrSchedule;
   readonly epochs: number;
+  readonly microBatchTokens: number;
   private busy = false;
 
   constructor(
@@ -115,6 +125,10 @@ export class SrpoTrainer {
     this.schedule = validateLrSchedule(config.schedule ?? { kind: 'constant', lr: 3e-4 }, 'config.schedule');
     this.epochs = config.epochs ?? 1;
     if (!Number.isInteger(this.epochs) || this.epochs < 1) throw new ValidationError('config.epochs', `must be a positive integer, got ${this.epochs}`);
+    this.microBatchTokens = config.microBatchTokens ?? 0;
+    if (!Number.isInteger(this.microBatchTokens) || this.microBatchTokens < 0) {
+      throw new ValidationError('config.microBatchTokens', `must be a non-negative integer (0: one pass), got ${this.microBatchTokens}`);
+    }
     this.optimizer = new AdamOptimizer(policy.model, config.adam);
   }
 
@@ -147,24 +161,38 @@ export class SrpoTrainer {
     const vars = model.trainableVariables();
     const names = model.weightNames();
     const results: SrpoEpochResult[] = [];
+    const micro = this.microBatchTokens > 0 && packed.m * packed.inputLength > this.microBatchTokens;
     try {
       for (let e = 0; e < this.epochs; e++) {
         const lr = learningRateAt(this.schedule, this.optimizer.step);
         let out: ObjectiveOutput | undefined;
-        const { grads } = tf.variableGrads(() => {
-          const logpNew = packedLogProbs(model, tensors, this.temperature);
-          const o = objectiveLoss(logpNew, batch, this.objective);
-          // The diagnostics tensors must outlive the gradient scope; the loss is kept by variableGrads.
-          for (const t of objectiveOutputTensors(o)) tf.keep(t);
-          out = o;
-          return o.loss;
-        }, vars);
-        const byName = new Map<string, tf.Tensor>(names.map((n, i) => [n, grads[vars[i].name]]));
+        let byName: Map<string, tf.Tensor>;
+        let peakBytes = 0;
+        let microBatches = 1;
+        if (micro) {
+          const acc = accumulatedGradients(model, pairs, batch, this.objective, this.temperature, this.microBatchTokens);
+          byName = acc.grads;
+          out = acc.out;
+          peakBytes = acc.peakBytes;
+          microBatches = acc.microBatches;
+        } else {
+          const { grads } = tf.variableGrads(() => {
+            const logpNew = packedLogProbs(model, tensors, this.temperature);
+            const o = objectiveLoss(logpNew, batch, this.objective);
+            // Activations of the whole pass are alive here: the step's peak, give or take its gradients.
+            peakBytes = tf.memory().numBytes;
+            // The diagnostics tensors must outlive the gradient scope; the loss is kept by variableGrads.
+            for (const t of objectiveOutputTensors(o)) tf.keep(t);
+            out = o;
+            return o.loss;
+          }, vars);
+          byName = new Map<string, tf.Tensor>(names.map((n, i) => [n, grads[vars[i].name]]));
+        }
         let normT: tf.Scalar;
         try {
           normT = this.optimizer.apply(byName, lr, this.maxGradNorm);
         } finally {
-          tf.dispose(Object.values(grads));
+          tf.dispose([...byName.values()]);
         }
         this.policy.bumpVersion();
         const o = out as unknown as ObjectiveOutput;
@@ -180,6 +208,8 @@ export class SrpoTrainer {
         }
         diagnostics['grad/norm'] = gradNorm;
         diagnostics['optim/lr'] = lr;
+        diagnostics['memory/peak_bytes'] = peakBytes;
+        diagnostics['memory/micro_batches'] = microBatches;
         results.push({ loss: diagnostics['losses/loss'], gradNorm, learningRate: lr, diagnostics });
       }
     } finally {

@@ -18,6 +18,8 @@ export interface ReplayHyperparameters {
   lr: number;
   epochs: number;
   maxGradNorm: number;
+  /** Micro-batch budget the update ran with (0: one pass; records before it existed read as 0). */
+  microBatchTokens: number;
 }
 
 /** One check of `verify`, in the order they ran. */
@@ -187,7 +189,7 @@ export class AuditService {
     }
     report.checks.push({ name: 'source-events', ok: true, detail: `${groups.length} AdvantageGroup event(s) at their recorded coordinates match the ledger` });
 
-    const trainer = new TfPolicyTrainer({ policyId: detail.policyId, model: DEFAULT_MODEL, lr: hyper.lr, epochs: hyper.epochs, maxGradNorm: hyper.maxGradNorm });
+    const trainer = new TfPolicyTrainer({ policyId: detail.policyId, model: DEFAULT_MODEL, lr: hyper.lr, epochs: hyper.epochs, maxGradNorm: hyper.maxGradNorm, microBatchTokens: hyper.microBatchTokens });
     try {
       let origin: CheckpointOrigin;
       try {
@@ -332,7 +334,7 @@ export class AuditService {
   }
 
   private trainerFor(policyId: string, h: ReplayHyperparameters): TfPolicyTrainer {
-    return new TfPolicyTrainer({ policyId, model: DEFAULT_MODEL, lr: h.lr, epochs: h.epochs, maxGradNorm: h.maxGradNorm });
+    return new TfPolicyTrainer({ policyId, model: DEFAULT_MODEL, lr: h.lr, epochs: h.epochs, maxGradNorm: h.maxGradNorm, microBatchTokens: h.microBatchTokens });
   }
 
   /**
@@ -342,7 +344,7 @@ export class AuditService {
    */
   private async withOptions(work: TfPolicyTrainer, h: ReplayHyperparameters, scratch: string): Promise<TfPolicyTrainer> {
     const o = work.options;
-    if (o.lr === h.lr && o.epochs === h.epochs && o.maxGradNorm === h.maxGradNorm) return work;
+    if (o.lr === h.lr && o.epochs === h.epochs && o.maxGradNorm === h.maxGradNorm && (o.microBatchTokens ?? 0) === h.microBatchTokens) return work;
     const dir = path.join(scratch, `v${work.version}`);
     await work.save(dir);
     const next = this.trainerFor(o.policyId, h);
@@ -457,6 +459,7 @@ export function recordedHyperparameters(detail: UpdateDetail): ReplayHyperparame
     lr: num('lr'),
     epochs: num('epochs'),
     maxGradNorm: num('maxGradNorm'),
+    microBatchTokens: h.microBatchTokens === undefined ? 0 : num('microBatchTokens'),
   };
 }
 

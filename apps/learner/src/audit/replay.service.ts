@@ -420,6 +420,7 @@ export class ReplayService {
       lr: o.lr ?? recorded.lr,
       epochs: o.epochs ?? recorded.epochs,
       maxGradNorm: o.maxGradNorm ?? recorded.maxGradNorm,
+      microBatchTokens: recorded.microBatchTokens,
     };
   }
 }
@@ -429,7 +430,7 @@ function hasOverrides(o: ReplayOverrides | undefined): boolean {
 }
 
 function hyperJson(h: ReplayHyperparameters): Record<string, JsonValue> {
-  return { objective: JSON.parse(JSON.stringify(h.objective)) as JsonValue, lr: h.lr, epochs: h.epochs, maxGradNorm: h.maxGradNorm };
+  return { objective: JSON.parse(JSON.stringify(h.objective)) as JsonValue, lr: h.lr, epochs: h.epochs, maxGradNorm: h.maxGradNorm, microBatchTokens: h.microBatchTokens };
 }
 
 function divergenceCause(

@@ -1,0 +1,234 @@
+import { spawnSync } from 'child_process';
+import * as fs from 'fs';
+import * as path from 'path';
+import { Partitioners } from 'kafkajs';
+import * as tf from '@tensorflow/tfjs';
+import { initTfBackend, repoRoot } from '@srpo/core';
+import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain, type AdvantageGroup, type SetMember } from '@srpo/events';
+import { loadHfModel, sampleBatch } from '@srpo/policy';
+import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
+import { activeSet, advantageGroup, member, tempDir } from './fixtures';
+
+/**
+ * examples/python-trainer against the learner, on the real broker and the same HF model
+ * (the qwen2 fixture): the same AdvantageGroup events go to one topic; the learner
+ * (SRPO_MODEL_DIR, SRPO_SETS_PER_UPDATE=4) applies two updates; the PyTorch trainer reads
+ * the same topic with --loss-only and its first mini-batch (same groups, same coordinates)
+ * has the learner's recorded loss within 1e-5. Trained for real (Adam), it records its
+ * updates as the learner does: the same update ids, the same version-0 weights hash, the same
+ * ledger rows, and PolicyUpdate/PolicyVersion events the TypeScript codec decodes.
+ *
+ * The groups: K = 1 and K = 2 sets, both signs of advantage, responses sampled at
+ * temperature 0.8, behaviour log-probs moved off the sampled ones so ratios differ from 1
+ * (one set past the high clip), a masked-out token, and a context longer than the model's
+ * 256 positions (left-truncated by both).
+ */
+const root = repoRoot();
+const BASE = path.join(root, 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+const SCRIPT = path.join(root, 'examples', 'python-trainer', 'srpo_trainer.py');
+const INSTALL = 'python3 -m pip install -r examples/python-trainer/requirements.txt';
+const SETS_PER_UPDATE = 4;
+const TEMPERATURE = 0.8;
+const LR = '0.001';
+
+interface SetSpec {
+  k: number;
+  advantage: number;
+  /** Added to the sampled log-probs (per token j) to make logpOld. */
+  shift: (j: number) => number;
+}
+/** Two groups per update; sets K = 2/1, 1/2, 1/1, 2/1. */
+const GROUPS: SetSpec[][] = [
+  [
+    { k: 2, advantage: 1, shift: (j) => 0.04 * ((j % 3) - 1) },
+    { k: 1, advantage: -1, shift: () => -0.05 },
+  ],
+  [
+    { k: 1, advantage: 0.7, shift: () => -0.06 }, // ratio e^0.36: past the high clip
+    { k: 2, advantage: -0.7, shift: () => 0.03 }, // one member with a long context and a masked token
+  ],
+  [
+    { k: 1, advantage: 0.5, shift: () => 0.02 },
+    { k: 1, advantage: -0.5, shift: () => -0.02 },
+  ],
+  [
+    { k: 2, advantage: -1.2, shift: (j) => 0.03 * (j % 2) },
+    { k: 1, advantage: 1.2, shift: () => 0 },
+  ],
+];
+
+interface PyLine {
+  groupIds: string[];
+  loss: number;
+  sets: number;
+  coordinates: { topic: string; partition: number; offset: number }[];
+  diagnostics: Record<string, number>;
+}
+
+function python(args: string[]): { lines: unknown[]; stderr: string } {
+  const r = spawnSync('python3', [SCRIPT, ...args], { encoding: 'utf8', timeout: 180_000, env: { ...process.env, PYTHONUNBUFFERED: '1' } });
+  if (r.status !== 0) throw new Error(`python3 ${path.relative(root, SCRIPT)} ${args.join(' ')} failed (${r.status ?? r.signal}):\n${r.stderr.slice(-3000)}\n(requirements: ${INSTALL})`);
+  return { lines: r.stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as unknown), stderr: r.stderr };
+}
+
+describe('examples/python-trainer (PyTorch) against the learner on a Hugging Face model', () => {
+  const brokers = ensureKafka();
+  const kafka = createKafka({ brokers, clientId: 'python-trainer-test' });
+
+  beforeAll(() => {
+    // Fail, never skip, when the Python side is not installed: this test is the contract's check.
+    const r = spawnSync('python3', ['-c', 'import torch, transformers, fastavro, confluent_kafka'], { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`the Python trainer's packages are missing (${(r.stderr || r.error?.message || '').trim().split('\n').pop()}); install them with: ${INSTALL}`);
+  });
+
+  it('computes the learner loss of the same mini-batch within 1e-5, and records its updates the way the learner does', async () => {
+    await initTfBackend('tensorflow');
+    const base = loadHfModel(BASE);
+    let groups: AdvantageGroup[];
+    let firstContext: number[];
+    try {
+      const specs = GROUPS.flatMap((g, gi) => g.flatMap((s, si) => Array.from({ length: s.k }, (_, mi) => ({ gi, si, mi }))));
+      const longContext = Array.from({ length: 300 }, (_, i) => (i * 37 + 11) % 440);
+      const contexts = specs.map(({ gi, si, mi }) => (gi === 1 && si === 1 && mi === 0 ? longContext : [10 + gi, 40 + 3 * si, 7 + mi, 99, 5 * gi + mi]));
+      firstContext = contexts[0];
+      const sampled = await sampleBatch(base.model, contexts, { maxNewTokens: 6, temperature: TEMPERATURE, seed: 23 });
+      let n = 0;
+      groups = GROUPS.map((g, gi) =>
+        advantageGroup(
+          `pt-g${gi}`,
+          g.map((s, si) => {
+            const members: SetMember[] = Array.from({ length: s.k }, (_, mi) => {
+              const x = sampled[n];
+              const context = contexts[n++];
+              const logpOld = x.logProbs.map((lp, j) => Math.min(0, lp + s.shift(j)));
+              const lossMask = gi === 1 && si === 1 && mi === 1 ? x.tokens.map((_, j) => j !== 1) : undefined;
+              return member({ outputId: `pt-g${gi}/s${si}/o${mi}`, context, response: x.tokens, logpOld, lossMask, version: 0, temperature: TEMPERATURE });
+            });
+            return { set: activeSet(`pt-g${gi}/s${si}`, members), advantage: s.advantage };
+          }),
+        ),
+      );
+    } finally {
+      base.model.dispose();
+      tf.disposeVariables();
+    }
+
+    const prefix = uniquePrefix('python-trainer');
+    const pyPrefix = `${prefix}py.`;
+    const catalog = topicCatalog({ prefix, rawPartitions: 1, derivedPartitions: 1 });
+    const pyCatalog = topicCatalog({ prefix: pyPrefix, rawPartitions: 1, derivedPartitions: 1 });
+    const admin = kafka.admin();
+    await admin.connect();
+    await ensureTopics(admin, [...catalog.all(), pyCatalog.policyUpdates, pyCatalog.policyVersions]);
+    await admin.disconnect();
+    const codec = new EventCodec();
+    const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
+    await producer.connect();
+    await producer.send({ topic: catalog.advantageGroups.name, acks: -1, messages: groups.map((g) => ({ key: g.policyId, value: codec.encode('AdvantageGroup', g) })) });
+    await producer.disconnect();
+
+    // The learner: two updates of two groups (4 sets) each.
+    const dir = tempDir('python-trainer');
+    const port = 25_000 + Math.floor(Math.random() * 1000);
+    const log = path.join(dir, 'learner.log');
+    const child = spawnApp(
+      'learner',
+      {
+        KAFKA_BROKERS: brokers.join(','),
+        SRPO_TOPIC_PREFIX: prefix,
+        SRPO_POLICY_ID: 'solver',
+        SRPO_CONSUMER_GROUP: `${prefix}learner`,
+        SRPO_SQLITE_PATH: path.join(dir, 'learner.sqlite'),
+        SRPO_CHECKPOINT_DIR: path.join(dir, 'checkpoints'),
+        SRPO_SETS_PER_UPDATE: String(SETS_PER_UPDATE),
+        SRPO_MODEL_DIR: BASE,
+        SRPO_LR: LR,
+        SRPO_MAX_POLICY_LAG: '100',
+        SRPO_SESSION_TIMEOUT_MS: '6000',
+        SRPO_HTTP_PORT: String(port),
+        SRPO_BACKEND: 'tensorflow',
+        SRPO_LOG_LEVEL: 'info',
+      },
+      log,
+    );
+    type Update = { updateId: string; versionBefore: number; versionAfter: number; weightsHashBefore: string; weightsHashAfter: string; loss: number; gradNorm: number; diagnostics: Record<string, number> };
+    type Detail = Update & { groups: { groupId: string; groupKey: string; source: object; setIds: string[]; advantages: number[]; sources: object[]; objectiveConfig: string }[] };
+    let updates: Update[] = [];
+    let details: Detail[] = [];
+    try {
+      const deadline = Date.now() + 90_000;
+      while (updates.length < 2 && Date.now() < deadline) {
+        if (child.exitCode !== null || child.signalCode !== null) throw new Error(`learner exited (${child.exitCode ?? child.signalCode}); log ${log}:\n${fs.readFileSync(log, 'utf8').slice(-3000)}`);
+        updates = (await fetch(`http://127.0.0.1:${port}/updates?policy=solver`)
+          .then((r) => (r.ok ? r.json() : []))
+          .catch(() => [])) as Update[];
+        await sleep(500);
+      }
+      details = await Promise.all(updates.map((u) => fetch(`http://127.0.0.1:${port}/updates/${encodeURIComponent(u.updateId)}`).then((r) => r.json() as Promise<Detail>)));
+    } finally {
+      child.kill('SIGTERM');
+      await waitForExit(child);
+    }
+    expect(updates.map((u) => [u.versionBefore, u.versionAfter])).toEqual([
+      [0, 1],
+      [1, 2],
+    ]);
+    expect(details.map((d) => d.groups.map((g) => g.groupId))).toEqual([
+      ['pt-g0', 'pt-g1'],
+      ['pt-g2', 'pt-g3'],
+    ]);
+
+    const common = ['--model-dir', BASE, '--policy', 'solver', '--brokers', brokers.join(','), '--topic-prefix', prefix, '--sets-per-update', String(SETS_PER_UPDATE), '--exit-at-end', '--device', 'cpu'];
+
+    // 1. --loss-only: one line per mini-batch at version 0, nothing stepped or committed.
+    const lossOnly = python([...common, '--loss-only', '--group-id', `${prefix}py-loss`]);
+    const batches = lossOnly.lines as PyLine[];
+    expect(batches.map((b) => [b.groupIds, b.sets])).toEqual([
+      [['pt-g0', 'pt-g1'], 4],
+      [['pt-g2', 'pt-g3'], 4],
+    ]);
+    expect(batches[0].coordinates).toEqual(details[0].groups.map((g) => g.source));
+    const lossDiff = Math.abs(batches[0].loss - updates[0].loss);
+    const py = batches[0].diagnostics;
+    const ts = updates[0].diagnostics;
+    console.log(
+      `python-trainer: learner loss ${updates[0].loss}, PyTorch ${batches[0].loss}, |diff| ${lossDiff.toExponential(2)}; ` +
+        `ratio/mean diff ${Math.abs(py['ratio/mean'] - ts['ratio/mean']).toExponential(2)}, kl diff ${Math.abs(py['kl/approx_k3'] - ts['kl/approx_k3']).toExponential(2)}`,
+    );
+    expect(lossDiff).toBeLessThan(1e-5);
+    for (const key of ['ratio/mean', 'ratio/min', 'ratio/max', 'kl/approx_k3']) expect(Math.abs(py[key] - ts[key])).toBeLessThan(1e-5);
+    for (const key of ['losses/clip_frac_low', 'losses/clip_frac_high', 'losses/clip_frac_dual', 'batch/sets', 'batch/members', 'batch/tokens']) expect(py[key]).toBe(ts[key]);
+    expect(py['losses/clip_frac_high']).toBeGreaterThan(0); // the clipped set is in the first mini-batch
+    // No prompt or response content in anything the trainer printed.
+    expect(lossOnly.stderr + JSON.stringify(lossOnly.lines)).not.toContain(firstContext.join(', '));
+    expect(lossOnly.stderr + JSON.stringify(lossOnly.lines)).not.toContain(firstContext.join(','));
+
+    // 2. Training (Adam, as the learner): records, a checkpoint per version, published events.
+    const records = path.join(dir, 'py-updates.jsonl');
+    const trainArgs = [...common, '--lr', LR, '--group-id', `${prefix}py-train`, '--records', records, '--checkpoint-dir', path.join(dir, 'py-checkpoints'), '--publish', '--output-prefix', pyPrefix];
+    const trained = python(trainArgs).lines as Detail[];
+    expect(trained.map((u) => [u.updateId, u.versionBefore, u.versionAfter])).toEqual(updates.map((u) => [u.updateId, u.versionBefore, u.versionAfter]));
+    // Version 0 is the same weights, hashed the same way in both languages.
+    expect(trained[0].weightsHashBefore).toBe(updates[0].weightsHashBefore);
+    expect(trained[1].weightsHashBefore).toBe(trained[0].weightsHashAfter);
+    expect(Math.abs(trained[0].loss - updates[0].loss)).toBeLessThan(1e-5);
+    const gradRel = Math.abs(trained[0].gradNorm - updates[0].gradNorm) / updates[0].gradNorm;
+    const secondDiff = Math.abs(trained[1].loss - updates[1].loss);
+    console.log(`python-trainer: gradient norm learner ${updates[0].gradNorm}, PyTorch ${trained[0].gradNorm} (relative ${gradRel.toExponential(2)}); second update's loss (after one Adam step each) |diff| ${secondDiff.toExponential(2)}`);
+    expect(gradRel).toBeLessThan(1e-4);
+    expect(secondDiff).toBeLessThan(1e-3);
+    // The ledger rows are the learner's, field for field.
+    const ledger = (d: Detail) => d.groups.map((g) => ({ groupId: g.groupId, groupKey: g.groupKey, source: g.source, setIds: g.setIds, advantages: g.advantages, sources: g.sources, objectiveConfig: g.objectiveConfig }));
+    expect(trained.map(ledger)).toEqual(details.map(ledger));
+    const versions = (await readTopicsToEnd(kafka, [pyCatalog.policyVersions.name])).map((r) => toPlain(codec.decodeAs('PolicyVersion', r.value)));
+    const published = (await readTopicsToEnd(kafka, [pyCatalog.policyUpdates.name])).map((r) => toPlain(codec.decodeAs('PolicyUpdate', r.value)));
+    expect(versions.map((v) => [v.version, v.weightsHash, v.updateId])).toEqual(trained.map((u) => [u.versionAfter, u.weightsHashAfter, u.updateId]));
+    expect(published.map((u) => [u.updateId, u.groupIds, u.loss])).toEqual(trained.map((u) => [u.updateId, u.groups.map((g) => g.groupId), u.loss]));
+
+    // 3. A restart resumes from the records: version 2 from its checkpoint (hash checked), nothing re-applied.
+    const resumed = python(trainArgs);
+    expect(resumed.lines).toEqual([]);
+    expect(resumed.stderr).toContain(`"version": 2, "weightsHash": "${trained[1].weightsHashAfter}"`);
+    expect(fs.readFileSync(records, 'utf8').trim().split('\n')).toHaveLength(2);
+  });
+});
