@@ -131,6 +131,7 @@ describe('doctor: decisions on a fake host', () => {
       backendModule: '/repo/dist/libs/core/src/tf-backend.js',
       run: (command, args) => {
         if (command === 'python3' && args[0] === '-m') return answers['pip'] ?? done('pip 24.0 from /x\n');
+        if (command === 'python3' && args[0] === '-c') return answers['python-reference'] ?? done('torch 2.15.0+cu132 transformers 5.24.0 peft 0.21.2\n');
         if (command === 'bash' && args[0].endsWith('install.sh')) return answers['webgpu'] ?? { status: 0, signal: null, stdout: '', stderr: '[webgpu] Vulkan loader and lavapipe present\n' };
         return answers[command] ?? absent;
       },
@@ -151,6 +152,14 @@ describe('doctor: decisions on a fake host', () => {
     expect(byName(rs, 'libtensorflow')?.detail).toBe('2.21.0 (tfjs 4.22.0, backend tensorflow)');
     expect(byName(rs, 'tf-backend')?.detail).toMatch(/SRPO_BACKEND=auto selects tensorflow/);
     expect(byName(rs, 'kafka-broker')).toMatchObject({ level: 'info', fix: 'npx srpo kafka start' });
+    expect(doctorExitCode(rs)).toBe(0);
+  });
+
+  it('reports the Python reference packages, and their install command when one is missing (optional)', async () => {
+    expect(byName(await runDoctor(host()), 'python-reference')).toMatchObject({ ok: true, level: 'optional', detail: 'torch 2.15.0+cu132, transformers 5.24.0, peft 0.21.2' });
+    const missing = { status: 1, signal: null, stdout: '', stderr: "Traceback (most recent call last):\nModuleNotFoundError: No module named 'peft'\n" };
+    const rs = await runDoctor(host({ 'python-reference': missing }));
+    expect(byName(rs, 'python-reference')).toMatchObject({ ok: false, level: 'optional', detail: expect.stringContaining("No module named 'peft'"), fix: 'python3 -m pip install -r scripts/reference/requirements.txt' });
     expect(doctorExitCode(rs)).toBe(0);
   });
 
