@@ -6,7 +6,7 @@ import { parseHfConfig, type HfModelConfig } from './hf-config';
 import { openHfWeights, readHfTensor } from './hf-weights';
 import { HF_SIDE_FILES } from './hf-export';
 import { HfTokenizer } from './hf-tokenizer';
-import { hfWeightSpecs, LlamaModel } from './llama-model';
+import { LlamaModel } from './llama-model';
 
 /** A Hugging Face model directory, loaded: the resolved config, the model and its tokenizer. */
 export interface HfModel {
@@ -75,14 +75,9 @@ export function loadHfModel(dir: string): HfModel {
     throw new SrpoError(ErrorCode.VALIDATION_FAILED, `${dir}: tokenizer.json has ids up to ${tokenizer.idCount - 1}, beyond config.json vocab_size ${config.vocabSize}`, { field: 'vocab_size' });
   }
   const weights = openHfWeights(dir);
-  const tensors = new Map<string, { shape: number[]; data: Float32Array }>();
-  const needed = new Set(hfWeightSpecs(config).map((s) => s.name));
-  for (const name of weights.tensors.keys()) {
-    // Names the model does not read are still passed on (without their data) so that it can refuse them by name.
-    const t = needed.has(name) ? readHfTensor(weights, name) : { shape: weights.tensors.get(name)?.info.shape ?? [], data: new Float32Array(0) };
-    tensors.set(name, { shape: t.shape, data: t.data });
-  }
-  const model = LlamaModel.fromTensors(config, tensors);
+  // Shapes from the headers first (every name checked), then one tensor read at a time.
+  const shapes = new Map([...weights.tensors].map(([name, t]) => [name, t.info.shape] as const));
+  const model = LlamaModel.fromSource(config, shapes, (name) => readHfTensor(weights, name).data);
   model.source = { dir: path.resolve(dir), hash: hfDirectoryHash(dir) };
   const genFile = path.join(dir, 'generation_config.json');
   let generationConfig: Record<string, unknown> | undefined;

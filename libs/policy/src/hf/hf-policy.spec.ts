@@ -13,6 +13,7 @@ import { attachLora, detachLora, loraOf } from './lora';
 import { SeededRng } from '../rng';
 import { TransformerModel } from '../transformer';
 import { exportHfPolicy } from './hf-export';
+import { openHfWeights, readHfTensor } from './hf-weights';
 import { scoreCases } from './score';
 
 const FIXTURES = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf');
@@ -149,5 +150,28 @@ describe('exportHfPolicy refusals', () => {
       own.dispose();
       hf.model.dispose();
     }
+  });
+});
+
+describe('LlamaModel.fromSource', () => {
+  beforeAll(nativeBackend);
+
+  it('reads one tensor at a time, in the spec order, and leaves nothing behind when a read fails', () => {
+    const dir = path.join(FIXTURES, 'qwen2');
+    const weights = openHfWeights(dir);
+    const shapes = new Map([...weights.tensors].map(([n, t]) => [n, t.info.shape] as const));
+    const config = loadHfModel(dir);
+    config.model.dispose();
+    const before = tf.memory().numTensors;
+    const read: string[] = [];
+    expect(() =>
+      LlamaModel.fromSource(config.config, shapes, (name) => {
+        if (read.length === 3) throw new Error('disk error');
+        read.push(name);
+        return readHfTensor(weights, name).data;
+      }),
+    ).toThrow('disk error');
+    expect(read).toHaveLength(3);
+    expect(tf.memory().numTensors).toBe(before);
   });
 });

@@ -137,25 +137,40 @@ export class LlamaModel {
    * rotary buffer of old files is skipped. Anything else is refused, naming the tensor.
    */
   static fromTensors(config: HfModelConfig, tensors: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>): LlamaModel {
+    const shapes = new Map([...tensors].map(([n, t]) => [n, t.shape] as const));
+    return LlamaModel.fromSource(config, shapes, (name) => (tensors.get(name) as { data: Float32Array }).data);
+  }
+
+  /**
+   * {@link fromTensors} with the values read one tensor at a time: names and shapes are
+   * checked first (from file headers), then each weight is read, made a variable and its
+   * host copy dropped, so loading peaks at the model plus its largest tensor instead of
+   * twice the model. A read that fails disposes what was made.
+   */
+  static fromSource(config: HfModelConfig, shapes: ReadonlyMap<string, readonly number[]>, read: (name: string) => Float32Array): LlamaModel {
     const specs = hfWeightSpecs(config);
     const known = new Set(specs.map((s) => s.name));
     for (const spec of specs) {
-      const t = tensors.get(spec.name);
-      if (!t) throw new ValidationError(`weights.${spec.name}`, 'is missing from the checkpoint');
-      if (t.shape.length !== spec.shape.length || t.shape.some((n, i) => n !== spec.shape[i])) {
-        throw new ValidationError(`weights.${spec.name}`, `shape [${t.shape}] does not match the config's [${spec.shape}]`);
+      const shape = shapes.get(spec.name);
+      if (!shape) throw new ValidationError(`weights.${spec.name}`, 'is missing from the checkpoint');
+      if (shape.length !== spec.shape.length || shape.some((n, i) => n !== spec.shape[i])) {
+        throw new ValidationError(`weights.${spec.name}`, `shape [${shape}] does not match the config's [${spec.shape}]`);
       }
     }
-    for (const name of tensors.keys()) {
+    for (const name of shapes.keys()) {
       if (known.has(name) || IGNORED.test(name) || (config.tieWordEmbeddings && name === 'lm_head.weight')) continue;
       throw new ValidationError(`weights.${name}`, 'is not part of this architecture (unexpected tensor)');
     }
     const weights = new Map<string, tf.Variable>();
-    for (const spec of specs) {
-      const t = tensors.get(spec.name) as { data: Float32Array };
-      const value = tf.tensor(t.data, spec.shape, 'float32');
-      weights.set(spec.name, tf.variable(value, true));
-      value.dispose();
+    try {
+      for (const spec of specs) {
+        const value = tf.tensor(read(spec.name), spec.shape, 'float32');
+        weights.set(spec.name, tf.variable(value, true));
+        value.dispose();
+      }
+    } catch (e) {
+      for (const v of weights.values()) v.dispose();
+      throw e;
     }
     return new LlamaModel(config, weights);
   }
