@@ -25,6 +25,7 @@ import { spawnSync } from 'node:child_process';
 import { promises as fs, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { best, findBenchScript, lastJsonLine, median, threadEnv } from './bench-common';
 
 type Backend = 'tensorflow' | 'webgpu' | 'tensorflow-gpu' | 'cpu';
 const BACKENDS: readonly Backend[] = ['tensorflow', 'webgpu', 'tensorflow-gpu', 'cpu'];
@@ -186,12 +187,6 @@ async function worker(args: Args): Promise<void> {
   releaseTfBackend();
 }
 
-function lastJsonLine(stdout: string): SideResult {
-  const line = stdout.trim().split('\n').filter((l) => l.startsWith('{')).pop();
-  if (!line) throw new Error(`no result line in output:\n${stdout}`);
-  return JSON.parse(line) as SideResult;
-}
-
 function runNodeWorker(args: Args, backend: Backend, steps: number, warmup: number, jobDir?: string): SideResult {
   const argv = [...process.execArgv, __filename, '--worker', backend, '--config', args.config, '--steps', String(steps), '--warmup', String(warmup), '--threads', String(args.threads), '--torch-device', args.torchDevice, '--webgpu-layout', args.webgpuLayout];
   if (args.sequences) argv.push('--sequences', String(args.sequences));
@@ -201,27 +196,7 @@ function runNodeWorker(args: Args, backend: Backend, steps: number, warmup: numb
     const err = (r.stderr ?? '').split('\n').filter((l) => l && !/artificially reduced/.test(l));
     throw new Error(`${backend} worker failed (${r.status ?? r.signal}):\n${err.slice(-15).join('\n')}`);
   }
-  return lastJsonLine(r.stdout);
-}
-
-function threadEnv(threads: number): NodeJS.ProcessEnv {
-  return {
-    ...process.env,
-    TF_NUM_INTRAOP_THREADS: String(threads),
-    TF_NUM_INTEROP_THREADS: String(threads),
-    OMP_NUM_THREADS: String(threads),
-    MKL_NUM_THREADS: String(threads),
-    TF_CPP_MIN_LOG_LEVEL: '2',
-  };
-}
-
-function findTorchScript(): string | undefined {
-  const candidates = [
-    path.join(__dirname, 'torch_learner.py'),
-    path.resolve(__dirname, '../../../bench/learner/torch_learner.py'), // dist/bench/learner -> repo
-    path.resolve(process.cwd(), 'bench/learner/torch_learner.py'),
-  ];
-  return candidates.find((c) => existsSync(c));
+  return lastJsonLine<SideResult>(r.stdout);
 }
 
 function torchAvailable(device: 'cpu' | 'cuda'): string | undefined {
@@ -251,7 +226,7 @@ async function main(): Promise<void> {
   const sides: Side[] = gpuRun ? [primary, native, torch] : [primary, torch];
   const notes: string[] = [];
   try {
-    const script = findTorchScript();
+    const script = findBenchScript(__dirname, 'torch_learner.py', 0);
     const torchVersion = args.torch ? torchAvailable(args.torchDevice) : undefined;
     if (!args.torch) torch.skipped = 'skipped (--no-torch)';
     else if (!torchVersion) torch.skipped = `skipped: python3 cannot import torch${args.torchDevice === 'cuda' ? ' with CUDA' : ''}`;
@@ -271,7 +246,7 @@ async function main(): Promise<void> {
       if (!torch.skipped) {
         const r = spawnSync('python3', [script as string, '--job', path.join(jobDir, 'job.json')], { env: threadEnv(args.threads), encoding: 'utf8', maxBuffer: 64 << 20 });
         if (r.status !== 0) throw new Error(`PyTorch side failed (${r.status}):\n${r.stderr}`);
-        torch.results.push(lastJsonLine(r.stdout));
+        torch.results.push(lastJsonLine<SideResult>(r.stdout));
       }
     }
     const cpu: Side = { label: 'tfjs-cpu', results: [] };
@@ -320,16 +295,6 @@ async function main(): Promise<void> {
   } finally {
     await fs.rm(jobDir, { recursive: true, force: true });
   }
-}
-
-/** The result with the median tokens/s. */
-function median(results: SideResult[]): SideResult {
-  const sorted = [...results].sort((a, b) => a.tokensPerSecond - b.tokensPerSecond);
-  return sorted[(sorted.length - 1) >> 1];
-}
-
-function best(results: SideResult[]): SideResult {
-  return [...results].sort((a, b) => b.tokensPerSecond - a.tokensPerSecond)[0];
 }
 
 main().catch((e: unknown) => {

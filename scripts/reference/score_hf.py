@@ -15,13 +15,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 
-def main() -> None:
-    model_dir, cases_file = sys.argv[1], sys.argv[2]
-    torch.set_num_threads(1)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
-    model.eval()
-    with open(cases_file) as f:
-        cases = json.load(f)
+def score(model, cases):
+    """logprobs[i] = log p(response[i] | prompt ++ response[<i]) per case, from float32 logits, log_softmax in float64."""
     out = []
     with torch.no_grad():
         for c in cases:
@@ -30,7 +25,17 @@ def main() -> None:
             logp = torch.log_softmax(logits.double(), dim=-1)
             p = len(c["promptTokenIds"])
             out.append([float(logp[p - 1 + i, t]) for i, t in enumerate(c["responseTokenIds"])])
-    json.dump(out, sys.stdout)
+    return out
+
+
+def main() -> None:
+    model_dir, cases_file = sys.argv[1], sys.argv[2]
+    torch.set_num_threads(1)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+    model.eval()
+    with open(cases_file) as f:
+        cases = json.load(f)
+    json.dump(score(model, cases), sys.stdout)
     sys.stdout.write("\n")
 
 

@@ -28,6 +28,7 @@ from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM
 
 from make_hf_grad_fixture import srpo_loss
+from score_hf import score
 
 
 def load(base_dir: str, adapter_dir: str, trainable: bool):
@@ -35,18 +36,6 @@ def load(base_dir: str, adapter_dir: str, trainable: bool):
     model = PeftModel.from_pretrained(base, adapter_dir, is_trainable=trainable)
     model.eval()  # dropout off; the adapters we compare have lora_dropout 0 anyway
     return model
-
-
-def score(model, cases):
-    out = []
-    with torch.no_grad():
-        for c in cases:
-            seq = c["promptTokenIds"] + c["responseTokenIds"]
-            logits = model(input_ids=torch.tensor([seq[:-1]])).logits[0].float()
-            logp = torch.log_softmax(logits.double(), dim=-1)
-            p = len(c["promptTokenIds"])
-            out.append([float(logp[p - 1 + i, t]) for i, t in enumerate(c["responseTokenIds"])])
-    return out
 
 
 def grads(model, case_file: str, out_file: str) -> None:

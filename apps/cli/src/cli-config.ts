@@ -1,8 +1,7 @@
 import { BACKEND_REQUESTS, BackendRequest, EnvReader, Logger, LogLevel } from '@srpo/core';
 import * as path from 'path';
 import { KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
-import type { StoreConfig } from '@srpo/store';
-import { readStore } from '../../learner/src/learner-config';
+import { readStore, type StoreConfig } from '@srpo/store';
 
 /**
  * The CLI's configuration, validated once at start. The only place in the CLI

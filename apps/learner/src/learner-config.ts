@@ -4,7 +4,7 @@ import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, errorMessage,
 import { KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
 import { readHfConfig, resolveLoraConfig, resolveTransformerConfig, type LoraConfig, type TransformerConfig } from '@srpo/policy';
 import { EVENT_REDUCTIONS, OBJECTIVES, resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
-import type { StoreConfig } from '@srpo/store';
+import { readStore, type StoreConfig } from '@srpo/store';
 import type { CheckpointRetention } from './checkpoint-retention';
 
 /** Step boundaries of an update at which {@link LearnerConfig.crashAt} can kill the process. */
@@ -153,25 +153,6 @@ export function applyLearnerConfig(config: LearnerConfig): void {
 }
 
 /** SRPO_DATABASE_URL / SRPO_DATABASE_SCHEMA / SRPO_SQLITE_PATH; shared with the CLI so both find the same store. */
-export function readStore(r: EnvReader, cwd: string): StoreConfig {
-  const url = r.optionalStr('SRPO_DATABASE_URL');
-  if (url === undefined) {
-    if (r.has('SRPO_DATABASE_SCHEMA')) throw new ConfigError('SRPO_DATABASE_SCHEMA', 'only applies to PostgreSQL; set SRPO_DATABASE_URL too');
-    return { kind: 'sqlite', path: path.resolve(cwd, r.str('SRPO_SQLITE_PATH', '.srpo/learner.sqlite')) };
-  }
-  let scheme: string;
-  try {
-    scheme = new URL(url).protocol;
-  } catch {
-    // Never echo the URL: it may carry a password.
-    throw new ConfigError('SRPO_DATABASE_URL', 'is not a valid URL (expected postgres://user:password@host:port/database)');
-  }
-  if (scheme !== 'postgres:' && scheme !== 'postgresql:') {
-    throw new ConfigError('SRPO_DATABASE_URL', `scheme must be postgres:// or postgresql://, got ${scheme}//; leave it unset for SQLite`);
-  }
-  const schema = r.optionalStr('SRPO_DATABASE_SCHEMA');
-  return schema === undefined ? { kind: 'postgres', url } : { kind: 'postgres', url, schema };
-}
 
 function readObjective(r: EnvReader): ObjectiveConfig {
   // Each variable is range-checked here so the error names it; resolveObjectiveConfig fills the rest.

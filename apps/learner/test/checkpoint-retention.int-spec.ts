@@ -5,7 +5,7 @@ import { promisify } from 'util';
 import { Partitioners } from 'kafkajs';
 import { AdvantageGroup, createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain } from '@srpo/events';
 import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
-import { activeSet, advantageGroup, member, SEED, tempDir, TINY_MODEL_JSON } from './fixtures';
+import { activeSet, advantageGroup, member, produceGroups, SEED, tempDir, TINY_MODEL_JSON } from './fixtures';
 
 const run = promisify(execFile);
 const bin = path.resolve(__dirname, '..', '..', '..', 'bin', 'srpo.js');
@@ -89,10 +89,7 @@ describe('checkpoint retention on a real learner run (real broker, real processe
     await admin.connect();
     await ensureTopics(admin, catalog.all());
     await admin.disconnect();
-    const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
-    await producer.connect();
-    await producer.send({ topic: catalog.advantageGroups.name, acks: -1, messages: groups().map((g) => ({ key: g.policyId, value: codec.encode('AdvantageGroup', g) })) });
-    await producer.disconnect();
+    await produceGroups(kafka, catalog.advantageGroups.name, groups());
     const logFile = path.join(dir, 'learner.log');
     const learner = spawnApp(
       'learner',

@@ -2,15 +2,14 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import type { INestApplication } from '@nestjs/common';
-import { Partitioners } from 'kafkajs';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { Logger } from '@srpo/core';
-import { createKafka, ensureTopics, EventCodec, topicCatalog, type AdvantageGroup } from '@srpo/events';
+import { createKafka, ensureTopics, topicCatalog, type AdvantageGroup } from '@srpo/events';
 import type { AuditStore, GroupStatsRecord, UpdateDetail, UpdateRecord } from '@srpo/store';
 import { ensureKafka, sleep, uniquePrefix } from '@srpo/testing';
 import { AUDIT_STORE } from '../src/learner-tokens';
 import { bootstrap } from '../src/main';
-import { activeSet, advantageGroup, member, SEED, tempDir, TINY_MODEL_JSON } from './fixtures';
+import { activeSet, advantageGroup, member, produceGroups, SEED, tempDir, TINY_MODEL_JSON } from './fixtures';
 
 Logger.configure({ level: 'error' });
 
@@ -150,11 +149,7 @@ describeBrowser('learner dashboard in headless Chromium (real run: broker, learn
     await admin.connect();
     await ensureTopics(admin, catalog.all());
     await admin.disconnect();
-    const codec = new EventCodec();
-    const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
-    await producer.connect();
-    await producer.send({ topic: catalog.advantageGroups.name, acks: -1, messages: groups().map((g) => ({ key: g.policyId, value: codec.encode('AdvantageGroup', g) })) });
-    await producer.disconnect();
+    await produceGroups(kafka, catalog.advantageGroups.name, groups());
 
     dir = tempDir('dashboard');
     app = await bootstrap({

@@ -2,6 +2,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { tokenLogProbs, TransformerModel, type TransformerConfig } from '@srpo/policy';
+import { Partitioners, type Kafka } from 'kafkajs';
 import { EventCodec, type ActiveSet, type AdvantageGroup, type AgentOutput, type KafkaCoordinates, type SetMember } from '@srpo/events';
 import type { ReadyGroup } from '../src/group-source';
 
@@ -128,4 +129,15 @@ export function ready(group: AdvantageGroup): ReadyGroup {
 export function simpleGroup(groupId: string, options: { version?: number; temperature?: number; policyId?: string } = {}): ReadyGroup {
   const m = member({ outputId: `${groupId}/o`, logpOld: [-2.5, -2.75, -3], version: options.version, temperature: options.temperature, policyId: options.policyId });
   return ready(advantageGroup(groupId, [{ set: activeSet(`${groupId}/s`, [m]), advantage: 1 }], options.policyId));
+}
+
+/** Writes groups to a topic (idempotent producer, acks from all replicas, keyed by policy), as the materializer would. */
+export async function produceGroups(kafka: Kafka, topic: string, groups: readonly AdvantageGroup[]): Promise<void> {
+  const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
+  await producer.connect();
+  try {
+    await producer.send({ topic, acks: -1, messages: groups.map((g) => ({ key: g.policyId, value: codec.encode('AdvantageGroup', g) })) });
+  } finally {
+    await producer.disconnect();
+  }
 }

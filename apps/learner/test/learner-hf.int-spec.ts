@@ -2,13 +2,12 @@ import { spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { Partitioners } from 'kafkajs';
 import * as tf from '@tensorflow/tfjs';
 import { initTfBackend, repoRoot } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain, type AdvantageGroup } from '@srpo/events';
 import { attachLora, detachLora, hfDirectoryHash, loadCheckpoint, loadHfModel, sampleBatch, scoreCases, weightsHash, type LlamaModel, type LoraConfig } from '@srpo/policy';
 import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
-import { activeSet, advantageGroup, member, tempDir } from './fixtures';
+import { activeSet, advantageGroup, member, produceGroups, tempDir } from './fixtures';
 
 /**
  * The learner trains a Hugging Face model over Kafka: SRPO_MODEL_DIR names the qwen2
@@ -71,10 +70,7 @@ describe.each([
     await ensureTopics(admin, catalog.all());
     await admin.disconnect();
     const codec = new EventCodec();
-    const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
-    await producer.connect();
-    await producer.send({ topic: catalog.advantageGroups.name, acks: -1, messages: groups.map((g) => ({ key: g.policyId, value: codec.encode('AdvantageGroup', g) })) });
-    await producer.disconnect();
+    await produceGroups(kafka, catalog.advantageGroups.name, groups);
 
     const dir = tempDir('hf');
     const port = 24_000 + Math.floor(Math.random() * 1000);

@@ -1,10 +1,9 @@
 import { ChildProcess } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
-import { Kafka, Partitioners } from 'kafkajs';
-import { AdvantageGroup, createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, TopicCatalog, toPlain } from '@srpo/events';
+import { AdvantageGroup, createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain } from '@srpo/events';
 import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
-import { activeSet, advantageGroup, member, SEED, tempDir, TINY_MODEL_JSON } from './fixtures';
+import { activeSet, advantageGroup, member, produceGroups, SEED, tempDir, TINY_MODEL_JSON } from './fixtures';
 
 interface UpdateSummary {
   updateId: string;
@@ -28,14 +27,6 @@ function groups(): AdvantageGroup[] {
     const m = member({ outputId: `g${i}/o`, response: [4 + (i % 3), 5, 6], logpOld: [-2.5, -2.75, -3], version: 0 });
     return advantageGroup(`g${i}`, [{ set: activeSet(`g${i}/s`, [m]), advantage: i % 2 === 0 ? 1 : -1 }]);
   });
-}
-
-async function produceGroups(kafka: Kafka, catalog: TopicCatalog): Promise<void> {
-  const codec = new EventCodec();
-  const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
-  await producer.connect();
-  await producer.send({ topic: catalog.advantageGroups.name, acks: -1, messages: groups().map((g) => ({ key: g.policyId, value: codec.encode('AdvantageGroup', g) })) });
-  await producer.disconnect();
 }
 
 async function getJson<T>(port: number, url: string): Promise<T> {
@@ -69,7 +60,7 @@ describe('learner on the real broker (real processes)', () => {
     await admin.connect();
     await ensureTopics(admin, catalog.all());
     await admin.disconnect();
-    await produceGroups(kafka, catalog);
+    await produceGroups(kafka, catalog.advantageGroups.name, groups());
     const dir = tempDir(label);
     const port = nextPort++;
     const env = (extra: Record<string, string> = {}) => ({

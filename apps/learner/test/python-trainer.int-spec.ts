@@ -1,14 +1,13 @@
 import { spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
-import { Partitioners } from 'kafkajs';
 import * as tf from '@tensorflow/tfjs';
 import { initTfBackend, repoRoot } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain, type AdvantageGroup, type SetMember } from '@srpo/events';
 import { loadHfModel, Policy, sampleBatch, SrpoTrainer, weightsHash } from '@srpo/policy';
 import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
 import { trainingSetsFromGroup } from '../src/update.service';
-import { activeSet, advantageGroup, member, tempDir } from './fixtures';
+import { activeSet, advantageGroup, member, produceGroups, tempDir } from './fixtures';
 
 /**
  * examples/python-trainer against the learner, on the real broker and the same HF model
@@ -124,10 +123,7 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
     await ensureTopics(admin, [...catalog.all(), pyCatalog.policyUpdates, pyCatalog.policyVersions]);
     await admin.disconnect();
     const codec = new EventCodec();
-    const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
-    await producer.connect();
-    await producer.send({ topic: catalog.advantageGroups.name, acks: -1, messages: groups.map((g) => ({ key: g.policyId, value: codec.encode('AdvantageGroup', g) })) });
-    await producer.disconnect();
+    await produceGroups(kafka, catalog.advantageGroups.name, groups);
 
     // The learner: two updates of two groups (4 sets) each.
     const dir = tempDir('python-trainer');

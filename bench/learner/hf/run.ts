@@ -32,6 +32,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync, cpSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { best, findBenchScript, lastJsonLine, median, threadEnv } from '../bench-common';
 
 type Attn = 'eager' | 'sdpa';
 
@@ -304,23 +305,6 @@ function clipFraction(d: Record<string, number>): number {
   return (d['losses/clip_frac_low'] ?? 0) + (d['losses/clip_frac_high'] ?? 0) + (d['losses/clip_frac_dual'] ?? 0);
 }
 
-function threadEnv(threads: number): NodeJS.ProcessEnv {
-  return {
-    ...process.env,
-    TF_NUM_INTRAOP_THREADS: String(threads),
-    TF_NUM_INTEROP_THREADS: String(threads),
-    OMP_NUM_THREADS: String(threads),
-    MKL_NUM_THREADS: String(threads),
-    TF_CPP_MIN_LOG_LEVEL: '2',
-  };
-}
-
-function lastJsonLine(stdout: string): SideResult {
-  const line = stdout.trim().split('\n').filter((l) => l.startsWith('{')).pop();
-  if (!line) throw new Error(`no result line in output:\n${stdout}`);
-  return JSON.parse(line) as SideResult;
-}
-
 function workerArgv(args: Args): string[] {
   const out = ['--preset', args.preset, '--steps', String(args.steps), '--warmup', String(args.warmup), '--threads', String(args.threads), '--profile-ops', String(args.profileOps)];
   if (args.profileShapes) out.push('--profile-shapes');
@@ -341,16 +325,7 @@ function runNode(args: Args, role: 'prepare' | 'tfjs', jobDir: string): SideResu
     const err = (r.stderr ?? '').split('\n').filter((l) => l && !/artificially reduced/.test(l));
     throw new Error(`${role} worker failed (${r.status ?? r.signal}):\n${err.slice(-20).join('\n')}`);
   }
-  return role === 'tfjs' ? lastJsonLine(r.stdout) : undefined;
-}
-
-function findTorchScript(): string | undefined {
-  const candidates = [
-    path.resolve(__dirname, '../torch_hf_learner.py'),
-    path.resolve(__dirname, '../../../../bench/learner/torch_hf_learner.py'), // dist/bench/learner/hf -> repo
-    path.resolve(process.cwd(), 'bench/learner/torch_hf_learner.py'),
-  ];
-  return candidates.find((c) => existsSync(c));
+  return role === 'tfjs' ? lastJsonLine<SideResult>(r.stdout) : undefined;
 }
 
 function transformersAvailable(): string | undefined {
@@ -397,7 +372,7 @@ async function main(): Promise<void> {
   const torchSides: Side[] = args.torchAttn.map((a) => ({ label: `pytorch-${a}`, results: [] }));
   const notes: string[] = [];
   try {
-    const script = findTorchScript();
+    const script = findBenchScript(__dirname, 'torch_hf_learner.py', 1);
     const versions = transformersAvailable();
     let torchSkip: string | undefined;
     if (!args.torch) torchSkip = 'skipped (--no-torch)';
@@ -428,7 +403,7 @@ async function main(): Promise<void> {
           maxBuffer: 64 << 20,
         });
         if (r.status !== 0) throw new Error(`PyTorch side (${attn}) failed (${r.status}):\n${r.stderr}`);
-        s.results.push(lastJsonLine(r.stdout));
+        s.results.push(lastJsonLine<SideResult>(r.stdout));
       }
     }
     const sides = [tfjs, ...torchSides];
@@ -516,16 +491,6 @@ async function main(): Promise<void> {
   } finally {
     rmSync(jobDir, { recursive: true, force: true });
   }
-}
-
-/** The result with the median tokens/s. */
-function median(results: SideResult[]): SideResult {
-  const sorted = [...results].sort((a, b) => a.tokensPerSecond - b.tokensPerSecond);
-  return sorted[(sorted.length - 1) >> 1];
-}
-
-function best(results: SideResult[]): SideResult {
-  return [...results].sort((a, b) => b.tokensPerSecond - a.tokensPerSecond)[0];
 }
 
 main().catch((e: unknown) => {
