@@ -1,6 +1,7 @@
 import { createHash } from 'crypto';
 import type { AgentEvent, AgentOutputInit, EpisodeOutcomeInit, TransitionInit } from '@srpo/events';
 import { groupKeyOf, transitionIdOf, type EpisodeTrace, type SampledOutput, type StepTrace, type TaskRollouts } from './rollout';
+import { IDENTITY_BINDING, type SymbolBinding } from './symbol-binding';
 
 /** Name and version of the verifiers, recorded with every outcome. */
 export const VERIFIER_VERSION = 1;
@@ -14,7 +15,10 @@ export function contextRefOf(tokens: readonly number[]): string {
   return `ctx:${createHash('sha256').update(tokens.join(',')).digest('hex').slice(0, 16)}`;
 }
 
-export function outputEvent(o: SampledOutput, episodeId: string): AgentOutputInit {
+/** The event of one output, in model ids (`binding` maps the workflow's symbols). */
+export function outputEvent(o: SampledOutput, episodeId: string, binding: SymbolBinding = IDENTITY_BINDING): AgentOutputInit {
+  const contextTokenIds = binding.toModel(o.contextTokens);
+  const responseTokenIds = binding.toModel(o.tokens);
   return {
     outputId: o.outputId,
     episodeId,
@@ -23,9 +27,9 @@ export function outputEvent(o: SampledOutput, episodeId: string): AgentOutputIni
     role: o.role,
     policyId: o.policyId,
     policyVersion: o.policyVersion,
-    contextRef: contextRefOf(o.contextTokens),
-    contextTokenIds: [...o.contextTokens],
-    responseTokenIds: [...o.tokens],
+    contextRef: contextRefOf(contextTokenIds),
+    contextTokenIds,
+    responseTokenIds,
     behaviourLogProbs: [...o.logProbs],
     lossMask: o.tokens.map(() => true),
     sampling: { temperature: o.temperature, topK: 0, maxNewTokens: o.maxNewTokens },
@@ -78,12 +82,12 @@ export function outcomeEvent(ep: EpisodeTrace, eventTimeMs: number): EpisodeOutc
  * an outcome that overtook a later transition would close the episode early
  * and get that transition dead-lettered.
  */
-export function eventsOf(r: TaskRollouts, eventTimeMs: number): { body: AgentEvent[]; outcomes: AgentEvent[] } {
+export function eventsOf(r: TaskRollouts, eventTimeMs: number, binding: SymbolBinding = IDENTITY_BINDING): { body: AgentEvent[]; outcomes: AgentEvent[] } {
   const body: AgentEvent[] = [];
   const outcomes: AgentEvent[] = [];
   for (const ep of r.episodes) {
     for (const st of ep.steps) {
-      for (const o of st.consumed) body.push({ type: 'AgentOutput', value: outputEvent(o, ep.episodeId) });
+      for (const o of st.consumed) body.push({ type: 'AgentOutput', value: outputEvent(o, ep.episodeId, binding) });
       body.push({ type: 'Transition', value: transitionEvent(ep, st, r.taskInstanceId, r.groupSize, Math.max(eventTimeMs, ...st.consumed.map((o) => o.finishedAtMs))) });
     }
     outcomes.push({ type: 'EpisodeOutcome', value: outcomeEvent(ep, eventTimeMs) });

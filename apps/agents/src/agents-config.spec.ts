@@ -1,5 +1,5 @@
 import * as path from 'path';
-import { ConfigError } from '@srpo/core';
+import { ConfigError, repoRoot } from '@srpo/core';
 import { loadAgentsConfig, policiesInUse } from './agents-config';
 
 const load = (env: Record<string, string>) => loadAgentsConfig(env, '/work');
@@ -25,7 +25,15 @@ describe('agents configuration', () => {
     expect(load({ SRPO_APP_ID: 'mat' }).outcomeGate.groupId).toBe('mat.sets');
   });
 
+  it('takes SRPO_MODEL_DIR (a Hugging Face directory, resolved against the working directory) for the symbol binding', () => {
+    const qwen2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+    expect(load({ SRPO_MODEL_DIR: qwen2 }).modelDir).toBe(qwen2);
+    expect(load({}).modelDir).toBeUndefined();
+  });
+
   it.each([
+    [{ SRPO_MODEL_DIR: '/nonexistent/model' }, 'SRPO_MODEL_DIR', /not a directory/],
+    [{ SRPO_MODEL_DIR: path.join(repoRoot(), 'libs', 'policy', 'fixtures') }, 'SRPO_MODEL_DIR', /config\.json: missing/],
     [{ SRPO_AGENTS_WORKFLOWS: 'fixed,chess' }, 'SRPO_AGENTS_WORKFLOWS', /unknown workflow "chess"/],
     [{ SRPO_AGENTS_WORKFLOWS: 'fixed,fixed' }, 'SRPO_AGENTS_WORKFLOWS', /twice/],
     [{ SRPO_AGENTS_POLICIES: 'solver' }, 'SRPO_AGENTS_POLICIES', /role=policyId/],

@@ -1,6 +1,7 @@
 import * as path from 'path';
 import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, errorMessage, Logger, LogLevel } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
+import { HfTokenizer, readHfConfig } from '@srpo/policy';
 import { checkArithmeticSettings, DEFAULT_ARITHMETIC, type ArithmeticSettings } from './envs/arithmetic.env';
 import { checkSearchSettings, DEFAULT_SEARCH, type SearchSettings } from './envs/doc-search.env';
 import { ROLES, WORKFLOW_NAMES, type Role, type WorkflowName } from './rollout';
@@ -37,6 +38,12 @@ export interface AgentsConfig {
   rolePolicies: Partial<Record<Role, string>>;
   /** Absolute; version 0 is read from `<dir>/<policyId>/v0/` when no PolicyVersion was announced yet. */
   checkpointDir: string;
+  /**
+   * Absolute; the Hugging Face directory the learners' SRPO_MODEL_DIR names. Its tokenizer binds the
+   * workflows' symbols to model ids (symbol-binding.ts), and every policy loaded must be on this base.
+   * Unset: the policies are the project's transformer, whose ids are the symbols.
+   */
+  modelDir?: string;
   groupSize: number;
   temperature: number;
   seed: number;
@@ -75,6 +82,7 @@ const RUN_ID = /^[A-Za-z0-9_-]{1,40}$/;
  * | `SRPO_AGENTS_WORKFLOWS` | `fixed,joint,routed` | workflows played, interleaved round-robin (`fixed`, `joint`, `routed`, `search`) |
  * | `SRPO_AGENTS_POLICIES` | `solver=actor,worker=actor,searcher=actor,checker=judge,router=judge,aggregator=aggregator` | `role=policyId` pairs; one id for every role shares one policy |
  * | `SRPO_CHECKPOINT_DIR` | `.srpo/checkpoints` | the learners' checkpoint root (version 0 is read from it) |
+ * | `SRPO_MODEL_DIR` | unset | the learners' Hugging Face model directory: its tokenizer binds the workflow symbols to token ids, and every policy must be on this base |
  * | `SRPO_AGENTS_GROUP_SIZE` | 16 | rollouts per task: the declared advantage-group size G |
  * | `SRPO_AGENTS_TEMPERATURE` | 1 | sampling temperature |
  * | `SRPO_AGENTS_SEED` | 0 | seed of tasks and sampling |
@@ -127,6 +135,7 @@ export function loadAgentsConfig(env: Readonly<Record<string, string | undefined
     workflows,
     rolePolicies,
     checkpointDir: path.resolve(cwd, r.str('SRPO_CHECKPOINT_DIR', '.srpo/checkpoints')),
+    modelDir: readModelDir(r, cwd),
     groupSize: r.int('SRPO_AGENTS_GROUP_SIZE', 16, { min: 2, max: 256 }),
     temperature: r.num('SRPO_AGENTS_TEMPERATURE', 1, { min: 0.05, max: 10 }),
     seed: r.int('SRPO_AGENTS_SEED', 0, { min: 0, max: 2 ** 31 - 1 }),
@@ -153,6 +162,18 @@ export function loadAgentsConfig(env: Readonly<Record<string, string | undefined
 /** Applies the process-wide settings of a loaded config (log level). */
 export function applyAgentsConfig(config: AgentsConfig): void {
   Logger.configure({ level: config.logLevel });
+}
+
+/** Checked at boot: config.json resolves and tokenizer.json builds, so a bad directory fails before Kafka is touched. */
+function readModelDir(r: EnvReader, cwd: string): string | undefined {
+  const raw = r.optionalStr('SRPO_MODEL_DIR');
+  if (raw === undefined) return undefined;
+  const dir = path.resolve(cwd, raw);
+  guard('SRPO_MODEL_DIR', () => {
+    readHfConfig(dir);
+    HfTokenizer.fromDirectory(dir);
+  });
+  return dir;
 }
 
 function readWorkflows(r: EnvReader): WorkflowName[] {

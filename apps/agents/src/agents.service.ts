@@ -1,11 +1,13 @@
 import type { Kafka } from 'kafkajs';
 import { errorMessage, Logger } from '@srpo/core';
+import { hfDirectoryHash, HfTokenizer, readHfConfig } from '@srpo/policy';
 import { AgentEventsProducer, createKafka, EventCodec, topicCatalog, type TopicCatalog } from '@srpo/events';
 import { eventsOf, setsPerPolicy } from './agent-events';
 import { policiesInUse, type AgentsConfig } from './agents-config';
 import { OutcomeGate } from './outcome-gate';
 import { PolicyPool } from './policy-pool.service';
 import { PolicySampler } from './policy-sampler';
+import { hfSymbolBinding, IDENTITY_BINDING, type SymbolBinding } from './symbol-binding';
 import type { TaskRollouts, Workflow, WorkflowName } from './rollout';
 import { createWorkflow } from './workflows';
 
@@ -57,6 +59,8 @@ export class AgentsService {
   readonly pool: PolicyPool;
   readonly gate?: OutcomeGate;
   private readonly workflows: Workflow[];
+  /** Workflow symbols ↔ model ids: the HF tokenizer's when SRPO_MODEL_DIR is set. */
+  readonly binding: SymbolBinding;
   private stopping = false;
   private loop?: Promise<void>;
   private statsTimer?: NodeJS.Timeout;
@@ -70,6 +74,8 @@ export class AgentsService {
     this.catalog = topicCatalog(config.topics);
     const codec = new EventCodec();
     this.sdk = new AgentEventsProducer({ kafka: this.kafka, codec, topics: this.catalog });
+    const dir = config.modelDir;
+    this.binding = dir ? hfSymbolBinding(HfTokenizer.fromDirectory(dir), readHfConfig(dir).vocabSize) : IDENTITY_BINDING;
     this.pool = new PolicyPool({
       kafka: this.kafka,
       catalog: this.catalog,
@@ -77,6 +83,7 @@ export class AgentsService {
       rolePolicies: config.rolePolicies,
       checkpointDir: config.checkpointDir,
       requiredSeqLen: requiredSeqLen(config),
+      ...(dir ? { base: { dir, hash: hfDirectoryHash(dir) } } : {}),
       startupTimeoutMs: config.startupTimeoutMs,
     });
     if (config.outcomeGate.enabled) {
@@ -105,6 +112,7 @@ export class AgentsService {
       rolePolicies: this.config.rolePolicies,
       versions: this.pool.versions(),
       groupSize: this.config.groupSize,
+      ...(this.config.modelDir ? { modelDir: this.config.modelDir, symbols: this.binding.describe() } : {}),
     });
     this.statsTimer = setInterval(() => this.logStats(), this.config.statsIntervalMs);
     this.loop = this.run();
@@ -128,7 +136,7 @@ export class AgentsService {
   }
 
   private async run(): Promise<void> {
-    const sampler = new PolicySampler(this.pool.registry, { seed: this.config.seed + 1, temperature: this.config.temperature });
+    const sampler = new PolicySampler(this.pool.registry, { seed: this.config.seed + 1, temperature: this.config.temperature, binding: this.binding });
     for (let task = 0; !this.stopping && (this.config.maxTasks === 0 || task < this.config.maxTasks); task++) {
       const wf = this.workflows[task % this.workflows.length];
       await this.waitForBudget(wf);
@@ -173,7 +181,7 @@ export class AgentsService {
   }
 
   private async emit(r: TaskRollouts): Promise<void> {
-    const { body, outcomes } = eventsOf(r, Date.now());
+    const { body, outcomes } = eventsOf(r, Date.now(), this.binding);
     const written = await this.sdk.emitBatch(body);
     if (this.gate) {
       const partitions = [...new Set(written.filter((m) => m.topicName === this.catalog.transitions.name).map((m) => m.partition))];

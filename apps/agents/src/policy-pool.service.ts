@@ -5,7 +5,7 @@ import { fileURLToPath } from 'url';
 import type { Consumer, Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, Logger, SrpoError } from '@srpo/core';
 import { EventCodec, readTopicsToEnd, type PolicyVersion, type TopicCatalog } from '@srpo/events';
-import { CheckpointStore, loadCheckpoint, Policy, PolicyRegistry } from '@srpo/policy';
+import { CheckpointStore, loadCheckpoint, Policy, PolicyRegistry, type HfModelSource } from '@srpo/policy';
 import type { Role } from './rollout';
 import { VOCAB_SIZE } from './tokenizer';
 
@@ -18,6 +18,8 @@ export interface PolicyPoolOptions {
   checkpointDir: string;
   /** Longest context + response a workflow needs; a loaded model must accept it. */
   requiredSeqLen: number;
+  /** The agents' SRPO_MODEL_DIR and its hash: every policy loaded must be a Hugging Face model on this base. Unset: the project's transformer. */
+  base?: HfModelSource;
   startupTimeoutMs: number;
   logger?: Logger;
 }
@@ -220,16 +222,38 @@ export class PolicyPool {
     return loaded.policy;
   }
 
+  /** A policy the workflows cannot use is refused before it is ever sampled with. */
   private checkShape(policy: Policy, dir: string): void {
-    const { vocabSize, maxSeqLen } = policy.model.config;
-    if (vocabSize < VOCAB_SIZE || maxSeqLen < this.options.requiredSeqLen) {
-      policy.dispose();
-      throw new SrpoError(
-        ErrorCode.CONFIG_INVALID,
-        `checkpoint ${dir}: the model (vocabSize ${vocabSize}, maxSeqLen ${maxSeqLen}) cannot serve the agents' workflows (vocabSize >= ${VOCAB_SIZE}, maxSeqLen >= ${this.options.requiredSeqLen}); set the learners' SRPO_MODEL_CONFIG accordingly`,
-      );
-    }
+    const problem = policyShapeProblem(policy, this.options.requiredSeqLen, this.options.base);
+    if (problem === undefined) return;
+    policy.dispose();
+    throw new SrpoError(ErrorCode.CONFIG_INVALID, `checkpoint ${dir}: ${problem}`);
   }
+}
+
+/**
+ * Why the agents' workflows cannot sample with `policy`, or undefined when they can: it must
+ * accept `requiredSeqLen` positions, and be a Hugging Face model on `base` exactly when the
+ * agents have one (the base's tokenizer binds the symbols), else the project's transformer
+ * with at least the 32 symbols.
+ */
+export function policyShapeProblem(policy: Policy, requiredSeqLen: number, base: HfModelSource | undefined): string | undefined {
+  const { model } = policy;
+  const { vocabSize, maxSeqLen } = model.config;
+  if (maxSeqLen < requiredSeqLen) {
+    return `the model accepts ${maxSeqLen} positions; the agents' workflows need ${requiredSeqLen}`;
+  }
+  if (model.kind === 'hf-llama') {
+    const source = model.source;
+    if (!base) return `the policy is a Hugging Face model${source ? ` on ${source.dir}` : ''}; set the agents' SRPO_MODEL_DIR to the learners' model directory so that its tokenizer binds the workflow symbols`;
+    if (!source || source.hash !== base.hash) {
+      return `the policy's base model ${source ? `${source.dir} (hash ${source.hash})` : '(unrecorded)'} is not the agents' SRPO_MODEL_DIR ${base.dir} (hash ${base.hash})`;
+    }
+    return undefined;
+  }
+  if (base) return `the policy is the project's transformer, but the agents' SRPO_MODEL_DIR names the Hugging Face model ${base.dir}; unset it or train the policy from that directory`;
+  if (vocabSize < VOCAB_SIZE) return `the model's vocabSize ${vocabSize} is below the workflows' ${VOCAB_SIZE} symbols; set the learners' SRPO_MODEL_CONFIG accordingly`;
+  return undefined;
 }
 
 /** A checkpoint location from an announcement: a `file://` URI or a plain path. */

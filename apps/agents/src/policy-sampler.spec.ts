@@ -1,8 +1,9 @@
-import { initTfBackend } from '@srpo/core';
-import { Policy, PolicyRegistry, tokenLogProbs } from '@srpo/policy';
+import * as path from 'path';
+import { initTfBackend, repoRoot } from '@srpo/core';
+import { hfDirectoryHash, loadHfModel, Policy, PolicyRegistry, tokenLogProbs } from '@srpo/policy';
 import { requiredSeqLen } from './agents.service';
 import { DEFAULT_ARITHMETIC } from './envs/arithmetic.env';
-import { checkpointDirOf } from './policy-pool.service';
+import { checkpointDirOf, policyShapeProblem } from './policy-pool.service';
 import { PolicySampler } from './policy-sampler';
 import { VOCAB_SIZE } from './tokenizer';
 
@@ -61,5 +62,26 @@ describe('agents helpers', () => {
     expect(checkpointDirOf('file:///tmp/ck/actor/v3')).toBe('/tmp/ck/actor/v3');
     expect(checkpointDirOf('/tmp/ck/actor/v3')).toBe('/tmp/ck/actor/v3');
     expect(() => checkpointDirOf('s3://bucket/actor/v3')).toThrow(/only file:\/\//);
+  });
+
+  it('refuses policies the workflows cannot sample with: too short, too small a vocabulary, or the wrong kind of model for SRPO_MODEL_DIR', () => {
+    const qwen2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+    const base = { dir: qwen2, hash: hfDirectoryHash(qwen2) };
+    const small = Policy.create('p', MODEL, 1);
+    const hf = new Policy('h', loadHfModel(qwen2).model, 0);
+    try {
+      expect(policyShapeProblem(small, 6, undefined)).toBeUndefined();
+      expect(policyShapeProblem(small, 17, undefined)).toMatch(/accepts 16 positions; the agents' workflows need 17/);
+      const tiny = Policy.create('t', { ...MODEL, vocabSize: 20 }, 1);
+      expect(policyShapeProblem(tiny, 6, undefined)).toMatch(/vocabSize 20 is below the workflows' 32 symbols/);
+      tiny.dispose();
+      expect(policyShapeProblem(small, 6, base)).toMatch(/project's transformer, but the agents' SRPO_MODEL_DIR names/);
+      expect(policyShapeProblem(hf, 6, undefined)).toMatch(/Hugging Face model on .*qwen2; set the agents' SRPO_MODEL_DIR/);
+      expect(policyShapeProblem(hf, 6, base)).toBeUndefined();
+      expect(policyShapeProblem(hf, 6, { dir: '/other', hash: 'ab' })).toMatch(/is not the agents' SRPO_MODEL_DIR \/other \(hash ab\)/);
+    } finally {
+      small.dispose();
+      hf.dispose();
+    }
   });
 });

@@ -1,4 +1,5 @@
-import { ConfigError } from '@srpo/core';
+import * as path from 'path';
+import { ConfigError, repoRoot } from '@srpo/core';
 import { loadDemoConfig } from './demo-config';
 
 describe('demo configuration', () => {
@@ -33,6 +34,19 @@ describe('demo configuration', () => {
     expect(c.agents.checkpointDir).toBe('/tmp/demo-r1/checkpoints');
     expect(c.agents.outcomeGate.groupId).toBe('srpo.demo.r1.materializer.sets');
     expect(c.endWindowMs).toBe(60_000);
+  });
+
+  it('--model gives learners and agents SRPO_MODEL_DIR instead of the default SRPO_MODEL_CONFIG; both at once are refused', () => {
+    const qwen2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+    const c = loadDemoConfig({ SRPO_DEMO_DIR: '/tmp/x' }, { model: path.relative('/work', qwen2) }, '/work');
+    const env = c.learnerEnv(c.learners[0]);
+    expect(env.SRPO_MODEL_DIR).toBe(path.resolve('/work', path.relative('/work', qwen2)));
+    expect(env.SRPO_MODEL_CONFIG).toBeUndefined();
+    expect(c.agents.modelDir).toBe(qwen2);
+    expect(loadDemoConfig({ SRPO_DEMO_DIR: '/tmp/x' }, {}, '/work').learnerEnv(c.learners[0]).SRPO_MODEL_CONFIG).toMatch(/"vocabSize":32/);
+    expect(() => loadDemoConfig({ SRPO_DEMO_DIR: '/tmp/x', SRPO_MODEL_CONFIG: '{}' }, { model: qwen2 }, '/work')).toThrow(ConfigError);
+    expect(() => loadDemoConfig({ SRPO_DEMO_DIR: '/tmp/x', SRPO_MODEL_CONFIG: '{}' }, { model: qwen2 }, '/work')).toThrow(/--model.*not both/);
+    expect(() => loadDemoConfig({ SRPO_DEMO_DIR: '/tmp/x' }, { model: '/nonexistent' }, '/work')).toThrow(/SRPO_MODEL_DIR.*not a directory/);
   });
 
   it('--seconds wins over SRPO_DEMO_SECONDS; a short run shortens the end window to half of it', () => {

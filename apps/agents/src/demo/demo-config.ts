@@ -81,6 +81,8 @@ export interface DemoFlags {
   serve?: boolean;
   target?: number;
   updates?: number;
+  /** `--model DIR`: a Hugging Face model directory as every policy's version 0 (SRPO_MODEL_DIR). */
+  model?: string;
 }
 
 /**
@@ -103,6 +105,7 @@ export interface DemoFlags {
  * | `SRPO_DEMO_RECENT_EPISODES` | 256 | window of the live success rates |
  * | `SRPO_TOPIC_PREFIX` | `srpo.demo.<run id>.` | fresh topics per run, so runs never mix |
  * | `SRPO_MODEL_CONFIG` | `{"vocabSize":32,"dModel":32,"nLayers":2,"nHeads":2,"maxSeqLen":16}` | shape of every policy |
+ * | `SRPO_MODEL_DIR` | unset | a Hugging Face model directory as every policy's version 0 instead (`--model`); learners and agents get it |
  * | `SRPO_LR` / `SRPO_SETS_PER_UPDATE` / `SRPO_MAX_POLICY_LAG` | 5e-4 / 64 / 8 | learner settings |
  * | `SRPO_AGENTS_GROUP_SIZE` / `SRPO_AGENTS_WORKFLOWS` / `SRPO_AGENTS_POLICIES` | 16 / `fixed,joint,routed` / three policies | agents settings; one learner per policy |
  * | `SRPO_AGENTS_TEMPERATURE` | 1.5 | the agents' sampling temperature (their own default is 1) |
@@ -130,6 +133,10 @@ export function loadDemoConfig(env: Readonly<Record<string, string | undefined>>
   const setsPerUpdate = r.int('SRPO_SETS_PER_UPDATE', DEMO_DEFAULTS.setsPerUpdate, { min: 1, max: 100_000 });
   const seed = r.int('SRPO_SEED', 0, { min: 0, max: 2 ** 31 - 1 });
 
+  const modelDir = flags.model !== undefined ? path.resolve(cwd, flags.model) : r.has('SRPO_MODEL_DIR') ? path.resolve(cwd, r.str('SRPO_MODEL_DIR', '')) : undefined;
+  if (modelDir !== undefined && r.has('SRPO_MODEL_CONFIG')) {
+    throw new ConfigError(flags.model !== undefined ? '--model' : 'SRPO_MODEL_DIR', 'set either a Hugging Face model directory or SRPO_MODEL_CONFIG (the project transformer), not both');
+  }
   const childEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) if (v !== undefined) childEnv[k] = v;
   Object.assign(childEnv, {
@@ -142,7 +149,7 @@ export function loadDemoConfig(env: Readonly<Record<string, string | undefined>>
     SRPO_SETS_PER_UPDATE: String(setsPerUpdate),
     SRPO_AGENTS_GROUP_SIZE: r.str('SRPO_AGENTS_GROUP_SIZE', String(DEMO_DEFAULTS.groupSize)),
     SRPO_AGENTS_RUN_ID: r.str('SRPO_AGENTS_RUN_ID', runId.replace(/[^A-Za-z0-9_-]/g, '')),
-    SRPO_MODEL_CONFIG: r.str('SRPO_MODEL_CONFIG', DEMO_DEFAULTS.model),
+    ...(modelDir !== undefined ? { SRPO_MODEL_DIR: modelDir } : { SRPO_MODEL_CONFIG: r.str('SRPO_MODEL_CONFIG', DEMO_DEFAULTS.model) }),
     SRPO_LR: r.str('SRPO_LR', DEMO_DEFAULTS.lr),
     SRPO_AGENTS_TEMPERATURE: r.str('SRPO_AGENTS_TEMPERATURE', DEMO_DEFAULTS.temperature),
     SRPO_MAX_POLICY_LAG: r.str('SRPO_MAX_POLICY_LAG', String(DEMO_DEFAULTS.maxPolicyLag)),

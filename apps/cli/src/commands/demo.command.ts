@@ -38,8 +38,9 @@ export function demoCommand(env: Readonly<Record<string, string | undefined>> = 
     .option('--target <rate>', 'end once every workflow holds this success over the last minute, 95 % interval (default SRPO_DEMO_TARGET or 0.9; 0: never early)', rate)
     .option('--updates <n>', 'end once every policy has applied this many updates (default SRPO_DEMO_UPDATES, off)', count)
     .option('--serve', 'keep the learners (audit API) up after training until Ctrl-C')
-    .action(async (opts: { seconds?: number; serve?: boolean; target?: number; updates?: number }) => {
-      const config = loadDemoConfig(env, { seconds: opts.seconds, serve: opts.serve, target: opts.target, updates: opts.updates });
+    .option('--model <dir>', 'a Hugging Face model directory (Llama, Qwen2, Mistral) as every policy\'s version 0 (default SRPO_MODEL_DIR; unset: the project transformer)')
+    .action(async (opts: { seconds?: number; serve?: boolean; target?: number; updates?: number; model?: string }) => {
+      const config = loadDemoConfig(env, { seconds: opts.seconds, serve: opts.serve, target: opts.target, updates: opts.updates, model: opts.model });
       Logger.configure({ level: config.logLevel });
       const out = {
         write: (s: string) => void process.stdout.write(s),
