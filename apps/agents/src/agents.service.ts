@@ -5,7 +5,8 @@ import { AgentEventsProducer, createKafka, EventCodec, topicCatalog, type TopicC
 import { eventsOf, setsPerPolicy } from './agent-events';
 import { policiesInUse, type AgentsConfig } from './agents-config';
 import { OutcomeGate } from './outcome-gate';
-import { PolicyPool } from './policy-pool.service';
+import { PolicyPool } from '@srpo/serving';
+import { policyShapeProblem } from './policy-shape';
 import { PolicySampler } from './policy-sampler';
 import { hfSymbolBinding, IDENTITY_BINDING, type SymbolBinding } from './symbol-binding';
 import type { TaskRollouts, Workflow, WorkflowName } from './rollout';
@@ -75,15 +76,16 @@ export class AgentsService {
     const codec = new EventCodec();
     this.sdk = new AgentEventsProducer({ kafka: this.kafka, codec, topics: this.catalog });
     const dir = config.modelDir;
+    const seqLen = requiredSeqLen(config);
+    const base = dir ? { dir, hash: hfDirectoryHash(dir) } : undefined;
     this.binding = dir ? hfSymbolBinding(HfTokenizer.fromDirectory(dir), readHfConfig(dir).vocabSize) : IDENTITY_BINDING;
     this.pool = new PolicyPool({
       kafka: this.kafka,
       catalog: this.catalog,
       codec,
-      rolePolicies: config.rolePolicies,
+      rolePolicies: config.rolePolicies as Record<string, string>,
       checkpointDir: config.checkpointDir,
-      requiredSeqLen: requiredSeqLen(config),
-      ...(dir ? { base: { dir, hash: hfDirectoryHash(dir) } } : {}),
+      accept: (policy) => policyShapeProblem(policy, seqLen, base),
       startupTimeoutMs: config.startupTimeoutMs,
     });
     if (config.outcomeGate.enabled) {

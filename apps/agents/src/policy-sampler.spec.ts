@@ -3,7 +3,8 @@ import { initTfBackend, repoRoot } from '@srpo/core';
 import { hfDirectoryHash, loadHfModel, Policy, PolicyRegistry, tokenLogProbs } from '@srpo/policy';
 import { requiredSeqLen } from './agents.service';
 import { DEFAULT_ARITHMETIC } from './envs/arithmetic.env';
-import { checkpointDirOf, policyShapeProblem } from './policy-pool.service';
+import { checkpointDirOf } from '@srpo/serving';
+import { policyShapeProblem } from './policy-shape';
 import { PolicySampler } from './policy-sampler';
 import { VOCAB_SIZE } from './tokenizer';
 

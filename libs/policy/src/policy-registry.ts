@@ -30,17 +30,17 @@ export class PolicyRegistry {
 
   /**
    * Swaps in a new object for a registered id (e.g. loaded from a checkpoint) and
-   * disposes the old one. Refuses (CONFLICT) a version lower than the current
-   * one, keeping versions monotonic per id.
+   * disposes the old one (unless `disposeOld` is false: the caller then owns it). Refuses
+   * (CONFLICT) a version lower than the current one, keeping versions monotonic per id.
    */
-  replace(policy: Policy): Policy {
+  replace(policy: Policy, options: { disposeOld?: boolean } = {}): Policy {
     const old = this.get(policy.id);
     if (policy.version < old.version) {
       throw conflict(`policy ${policy.id}: replacement version ${policy.version} is older than the current ${old.version}`, 'version');
     }
     if (old !== policy) {
       this.byId.set(policy.id, policy);
-      old.dispose();
+      if (options.disposeOld ?? true) old.dispose();
     }
     return policy;
   }

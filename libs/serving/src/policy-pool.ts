@@ -5,28 +5,30 @@ import { fileURLToPath } from 'url';
 import type { Consumer, Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, Logger, SrpoError } from '@srpo/core';
 import { EventCodec, readTopicsToEnd, type PolicyVersion, type TopicCatalog } from '@srpo/events';
-import { CheckpointStore, loadCheckpoint, Policy, PolicyRegistry, type HfModelSource } from '@srpo/policy';
-import type { Role } from './rollout';
-import { VOCAB_SIZE } from './tokenizer';
+import { CheckpointStore, loadCheckpoint, Policy, PolicyRegistry } from '@srpo/policy';
 
 export interface PolicyPoolOptions {
   kafka: Kafka;
   catalog: TopicCatalog;
   codec?: EventCodec;
-  rolePolicies: Partial<Record<Role, string>>;
+  /** role → policy id: the policies followed, and the roles the registry maps to them. */
+  rolePolicies: Readonly<Record<string, string>>;
   /** The learners' checkpoint root: where version 0 is found before any version is announced. */
   checkpointDir: string;
-  /** Longest context + response a workflow needs; a loaded model must accept it. */
-  requiredSeqLen: number;
-  /** The agents' SRPO_MODEL_DIR and its hash: every policy loaded must be a Hugging Face model on this base. Unset: the project's transformer. */
-  base?: HfModelSource;
+  /** Why a loaded policy cannot be used (it is then refused, never swapped in), or undefined when it can. */
+  accept?: (policy: Policy) => string | undefined;
+  /**
+   * Takes a policy that a newer version replaced, instead of disposing it at once: a server
+   * whose requests still generate with it disposes it once they end.
+   */
+  retire?: (old: Policy) => void;
   startupTimeoutMs: number;
   logger?: Logger;
 }
 
 /**
- * The policies the agents sample with, kept current from the policy-versions
- * topic. The agents know the learners only through events: a `PolicyVersion`
+ * The policies a sampler (the agents, `srpo serve`) samples with, kept current from the
+ * policy-versions topic. It knows the learners only through events: a `PolicyVersion`
  * names a checkpoint (a `file://` directory by default), which is loaded and
  * verified against the announced weights hash in the background; the new
  * weights are swapped in at the next {@link applyPending} (between tasks, never
@@ -51,7 +53,7 @@ export class PolicyPool {
   constructor(private readonly options: PolicyPoolOptions) {
     this.log = options.logger ?? new Logger('policy-pool');
     this.codec = options.codec ?? new EventCodec();
-    this.policyIds = [...new Set(Object.values(options.rolePolicies))].sort() as string[];
+    this.policyIds = [...new Set(Object.values(options.rolePolicies))].sort();
   }
 
   /** Loads the newest announced version of every policy (or version 0), then follows the topic. */
@@ -65,7 +67,7 @@ export class PolicyPool {
       this.swaps.set(id, 0);
       this.log.info('policy loaded', { policyId: id, version: policy.version });
     }
-    for (const [role, id] of Object.entries(this.options.rolePolicies)) this.registry.assignRole(role, id as string);
+    for (const [role, id] of Object.entries(this.options.rolePolicies)) this.registry.assignRole(role, id);
     const consumer = this.options.kafka.consumer({ groupId: `srpo-agents-versions-${randomUUID()}`, maxWaitTimeInMs: 100, readUncommitted: false });
     this.consumer = consumer;
     await consumer.connect();
@@ -87,7 +89,9 @@ export class PolicyPool {
       if (policy.version <= current.version) {
         policy.dispose();
       } else {
-        this.registry.replace(policy);
+        const old = this.registry.get(id);
+        this.registry.replace(policy, { disposeOld: !this.options.retire });
+        this.options.retire?.(old);
         this.swaps.set(id, (this.swaps.get(id) ?? 0) + 1);
         changed.push(id);
       }
@@ -222,45 +226,20 @@ export class PolicyPool {
     return loaded.policy;
   }
 
-  /** A policy the workflows cannot use is refused before it is ever sampled with. */
+  /** A policy the sampler cannot use is refused before it is ever sampled with. */
   private checkShape(policy: Policy, dir: string): void {
-    const problem = policyShapeProblem(policy, this.options.requiredSeqLen, this.options.base);
+    const problem = this.options.accept?.(policy);
     if (problem === undefined) return;
     policy.dispose();
     throw new SrpoError(ErrorCode.CONFIG_INVALID, `checkpoint ${dir}: ${problem}`);
   }
 }
 
-/**
- * Why the agents' workflows cannot sample with `policy`, or undefined when they can: it must
- * accept `requiredSeqLen` positions, and be a Hugging Face model on `base` exactly when the
- * agents have one (the base's tokenizer binds the symbols), else the project's transformer
- * with at least the 32 symbols.
- */
-export function policyShapeProblem(policy: Policy, requiredSeqLen: number, base: HfModelSource | undefined): string | undefined {
-  const { model } = policy;
-  const { vocabSize, maxSeqLen } = model.config;
-  if (maxSeqLen < requiredSeqLen) {
-    return `the model accepts ${maxSeqLen} positions; the agents' workflows need ${requiredSeqLen}`;
-  }
-  if (model.kind === 'hf-llama') {
-    const source = model.source;
-    if (!base) return `the policy is a Hugging Face model${source ? ` on ${source.dir}` : ''}; set the agents' SRPO_MODEL_DIR to the learners' model directory so that its tokenizer binds the workflow symbols`;
-    if (!source || source.hash !== base.hash) {
-      return `the policy's base model ${source ? `${source.dir} (hash ${source.hash})` : '(unrecorded)'} is not the agents' SRPO_MODEL_DIR ${base.dir} (hash ${base.hash})`;
-    }
-    return undefined;
-  }
-  if (base) return `the policy is the project's transformer, but the agents' SRPO_MODEL_DIR names the Hugging Face model ${base.dir}; unset it or train the policy from that directory`;
-  if (vocabSize < VOCAB_SIZE) return `the model's vocabSize ${vocabSize} is below the workflows' ${VOCAB_SIZE} symbols; set the learners' SRPO_MODEL_CONFIG accordingly`;
-  return undefined;
-}
-
 /** A checkpoint location from an announcement: a `file://` URI or a plain path. */
 export function checkpointDirOf(uri: string): string {
   if (uri.startsWith('file:')) return fileURLToPath(uri);
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(uri)) {
-    throw new SrpoError(ErrorCode.CONFIG_INVALID, `checkpoint URI ${uri}: only file:// locations are supported by the agents`);
+    throw new SrpoError(ErrorCode.CONFIG_INVALID, `checkpoint URI ${uri}: only file:// locations are supported`);
   }
   return path.resolve(uri);
 }

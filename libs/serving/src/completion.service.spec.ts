@@ -1,0 +1,145 @@
+import * as path from 'path';
+import { initTfBackend, repoRoot } from '@srpo/core';
+import { loadHfModel, Policy, PolicyRegistry, SeededRng, tokenLogProbs, type CausalLm } from '@srpo/policy';
+import { CompletionService } from './completion.service';
+import { drawTopP, GenerationEngine, topK } from './generation-engine';
+import { parseRequest } from './openai-protocol';
+import { ServedModels } from './served-models';
+import { SYMBOL_TEXTS, SymbolTextCodec } from './text-codec';
+
+const MODEL = { vocabSize: 32, dModel: 16, nLayers: 1, nHeads: 2, maxSeqLen: 16 };
+const QWEN2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+
+async function recomputed(model: CausalLm, context: number[], response: number[], temperature: number): Promise<number[]> {
+  const { logProbs, mask } = tokenLogProbs(model, [{ contextTokens: context, responseTokens: response }], { temperature });
+  const out = Array.from(await logProbs.data()).slice(0, response.length);
+  logProbs.dispose();
+  mask.dispose();
+  return out;
+}
+
+describe('sampling helpers', () => {
+  it('top-k lists the most likely ids first, ties by lower id', () => {
+    expect(topK([-3, -1, -2, -1, -5], 3)).toEqual([
+      { id: 1, logprob: -1 },
+      { id: 3, logprob: -1 },
+      { id: 2, logprob: -2 },
+    ]);
+    expect(topK([-1, -2], 0)).toEqual([]);
+  });
+
+  it('top-p keeps the smallest most likely set reaching p: p below the top mass always draws the top token', () => {
+    const logp = [Math.log(0.6), Math.log(0.3), Math.log(0.1)];
+    const rng = new SeededRng(1);
+    for (let i = 0; i < 50; i++) expect(drawTopP(logp, 0.5, rng)).toBe(0);
+    const seen = new Set(Array.from({ length: 200 }, () => drawTopP(logp, 0.85, rng)));
+    expect([...seen].sort()).toEqual([0, 1]);
+  });
+});
+
+describe('completion service on native TensorFlow', () => {
+  const registry = new PolicyRegistry();
+  let models: ServedModels;
+  let service: CompletionService;
+  beforeAll(async () => {
+    await initTfBackend('tensorflow');
+    registry.add(new Policy('tiny', Policy.create('tiny', MODEL, 5).model, 3));
+    registry.add(new Policy('qwen2', loadHfModel(QWEN2).model, 0));
+    models = new ServedModels(registry);
+    service = new CompletionService(models, new GenerationEngine({ maxBatchRows: 64, maxQueuedRows: 256 }));
+  });
+  afterAll(() => registry.dispose());
+
+  it('completes symbol text on the project transformer; log-probs are what the learner recomputes at that temperature', async () => {
+    const req = parseRequest('completions', { model: 'tiny', prompt: '^S12|', max_tokens: 4, n: 3, temperature: 0.7, logprobs: 2, seed: 9, return_token_ids: true });
+    const { body, result } = await service.run(req);
+    expect(body).toMatchObject({ object: 'text_completion', model: 'tiny', system_fingerprint: 'srpo-tiny-v3', prompt_token_ids: [0, 13, 3, 4, 1] });
+    expect(result.choices).toHaveLength(3);
+    const tiny = registry.get('tiny').model;
+    for (const c of result.choices) {
+      expect(c.tokenIds).toHaveLength(4);
+      expect(c.finishReason).toBe('length');
+      expect(c.text).toBe(c.tokenIds.map((id) => SYMBOL_TEXTS[id]).join(''));
+      const again = await recomputed(tiny, result.promptTokenIds, c.tokenIds, 0.7);
+      c.draws.forEach((d, j) => {
+        expect(Math.abs(d.logprob - again[j])).toBeLessThan(1e-5);
+        expect(d.top).toHaveLength(2);
+        expect(d.top[0].logprob).toBeGreaterThanOrEqual(d.top[1].logprob);
+      });
+    }
+    const choices = body.choices as { text: string; logprobs: { tokens: string[]; token_logprobs: number[]; top_logprobs: Record<string, number>[] } }[];
+    expect(choices[0].logprobs.tokens.join('')).toBe(choices[0].text);
+    expect(choices[0].logprobs.token_logprobs).toEqual(result.choices[0].draws.map((d) => d.logprob));
+    expect(body.usage).toEqual({ prompt_tokens: 5, completion_tokens: 12, total_tokens: 17 });
+  });
+
+  it('a seed reproduces every choice; choices of one request differ in their seeds', async () => {
+    const run = async () => (await service.run(parseRequest('completions', { model: 'tiny', prompt: '^W', max_tokens: 8, n: 4, seed: 1 }))).result.choices.map((c) => c.tokenIds.join(','));
+    const a = await run();
+    expect(await run()).toEqual(a);
+    expect(new Set(a).size).toBeGreaterThan(1);
+  });
+
+  it('temperature 0 is greedy: each token is the argmax of the recomputed distribution', async () => {
+    const { result } = await service.run(parseRequest('completions', { model: 'tiny', prompt: '^Q', max_tokens: 5, temperature: 0 }));
+    const tiny = registry.get('tiny').model;
+    const ctx = [...result.promptTokenIds];
+    for (const id of result.choices[0].tokenIds) {
+      const all = await Promise.all(Array.from({ length: 32 }, (_, t) => recomputed(tiny, ctx, [t], 1)));
+      const best = all.map((x) => x[0]).reduce((b, v, i, arr) => (v > arr[b] ? i : b), 0);
+      expect(id).toBe(best);
+      ctx.push(id);
+    }
+  });
+
+  it('a stop string ends the choice with finish_reason stop, the text cut before it', async () => {
+    const free = await service.run(parseRequest('completions', { model: 'tiny', prompt: '^S', max_tokens: 10, seed: 4 }));
+    const text = free.result.choices[0].text;
+    const stop = text[3];
+    const { body } = await service.run(parseRequest('completions', { model: 'tiny', prompt: '^S', max_tokens: 10, seed: 4, stop }));
+    const c = (body.choices as { text: string; finish_reason: string }[])[0];
+    expect(c.finish_reason).toBe('stop');
+    expect(c.text).toBe(text.slice(0, text.indexOf(stop)));
+  });
+
+  it('refuses a prompt past the context, a character outside the vocabulary, and an unknown model, in OpenAI terms', async () => {
+    await expect(service.run(parseRequest('completions', { model: 'tiny', prompt: '^S12|', max_tokens: 12 }))).rejects.toMatchObject({ status: 400, code: 'context_length_exceeded' });
+    await expect(service.run(parseRequest('completions', { model: 'tiny', prompt: '^S!' }))).rejects.toMatchObject({ status: 400, param: 'prompt', message: expect.stringMatching(/"!" at 2/) });
+    await expect(service.run(parseRequest('completions', { model: 'gpt-4', prompt: 'x' }))).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
+    await expect(service.run(parseRequest('chat', { model: 'tiny', messages: [{ role: 'user', content: 'x' }] }))).rejects.toMatchObject({ status: 400, message: expect.stringMatching(/no chat template/) });
+  });
+
+  it('batches concurrent requests: eight requests of 6 tokens take 6 steps, not 48', async () => {
+    const steps0 = service.engine.totals.steps;
+    const all = await Promise.all(Array.from({ length: 8 }, (_, i) => service.run(parseRequest('completions', { model: 'tiny', prompt: '^S', max_tokens: 6, seed: i }))));
+    expect(all.every((r) => r.result.choices[0].tokenIds.length === 6)).toBe(true);
+    expect(service.engine.totals.steps - steps0).toBe(6);
+  });
+
+  it('chat on a Hugging Face model renders its template and streams chunks that add up to the response', async () => {
+    const chunks: Record<string, unknown>[] = [];
+    const req = parseRequest('chat', { model: 'qwen2', messages: [{ role: 'user', content: 'hello 12' }], max_tokens: 6, seed: 3, stream: true, stream_options: { include_usage: true }, logprobs: true, top_logprobs: 1 });
+    const { body, result } = await service.run(req, (c) => chunks.push(c));
+    const text = chunks.flatMap((c) => (c.choices as { delta: { content?: string } }[]).map((ch) => ch.delta.content ?? '')).join('');
+    expect(text).toBe(result.choices[0].text);
+    const entries = chunks.flatMap((c) => (c.choices as { logprobs: { content: { logprob: number }[] } | null }[]).flatMap((ch) => ch.logprobs?.content ?? []));
+    expect(entries.map((e) => e.logprob)).toEqual(result.choices[0].draws.map((d) => d.logprob));
+    expect(chunks[chunks.length - 1]).toMatchObject({ choices: [], usage: { completion_tokens: result.choices[0].tokenIds.length } });
+    expect(body.system_fingerprint).toBe('srpo-qwen2-v0');
+    const hf = registry.get('qwen2').model;
+    const again = await recomputed(hf, result.promptTokenIds, result.choices[0].tokenIds, 1);
+    result.choices[0].draws.forEach((d, j) => expect(Math.abs(d.logprob - again[j])).toBeLessThan(1e-4));
+  });
+
+  it('a replaced version keeps serving the request that holds it and is disposed when it ends', () => {
+    const old = registry.get('tiny');
+    const lease = models.lease('tiny');
+    registry.replace(new Policy('tiny', Policy.create('tiny', MODEL, 6).model, 4), { disposeOld: false });
+    models.retire(old);
+    expect(old.model.isDisposed).toBe(false);
+    expect(models.lease('tiny').policy.version).toBe(4);
+    lease.release();
+    expect(old.model.isDisposed).toBe(true);
+    expect(new SymbolTextCodec(32).decode([0, 40])).toBe('^<|t40|>');
+  });
+});

@@ -1,0 +1,258 @@
+import { randomInt } from 'crypto';
+import * as tf from '@tensorflow/tfjs';
+import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
+import { SeededRng, type CausalLm } from '@srpo/policy';
+
+/** How one choice is sampled. */
+export interface GenerationParams {
+  /** Most tokens to generate (≥ 1). */
+  maxTokens: number;
+  /** Softmax temperature; 0 is greedy (argmax, log-probs then at temperature 1). */
+  temperature: number;
+  /** Nucleus sampling: draw among the most likely tokens whose mass reaches `topP` (0 < topP ≤ 1). */
+  topP: number;
+  /** Seeds this choice's draws; unset: a fresh random seed. */
+  seed?: number;
+  /** Ids that end the choice with `finish_reason: "stop"` (the end token is kept as its last token). */
+  stopIds: readonly number[];
+  /** How many of the most likely alternatives to report with each token (0..20). */
+  topLogprobs: number;
+}
+
+/** One sampled token. */
+export interface TokenDraw {
+  id: number;
+  /**
+   * `log softmax(logits / τ)[id]` over the whole vocabulary at the sampling temperature τ
+   * (τ = 1 when greedy), before any top-p cut: the behaviour log-prob that the learner's
+   * `tokenLogProbs(…, { temperature: τ })` recomputes. Top-p is part of the environment, as
+   * top-k is for the agents' sampler.
+   */
+  logprob: number;
+  /** The `topLogprobs` most likely tokens at this position, most likely first (ties: lower id). */
+  top: { id: number; logprob: number }[];
+}
+
+export type FinishReason = 'stop' | 'length';
+
+/** Receives a choice's tokens as they are sampled; returning true ends the choice (a stop string matched). */
+export type TokenSink = (draw: TokenDraw) => boolean;
+
+interface Row {
+  model: CausalLm;
+  seq: number[];
+  generated: number;
+  params: GenerationParams;
+  rng: SeededRng;
+  stops: Set<number>;
+  sink: TokenSink;
+  resolve: (reason: FinishReason) => void;
+  reject: (e: unknown) => void;
+  done: boolean;
+}
+
+export interface GenerationEngineOptions {
+  /** Rows (choices) forwarded together in one step, across requests. */
+  maxBatchRows: number;
+  /** Rows waiting beyond the batch before {@link GenerationEngine.generate} refuses with OVERLOADED. */
+  maxQueuedRows: number;
+}
+
+/**
+ * Continuous batching over a causal LM: every choice of every request in flight is a row;
+ * each step forwards all active rows of one model at once and samples one token per row.
+ * A new request joins at the next step, a finished row leaves at once, so a long
+ * completion never holds a short one back. Rows keep the model they started with: a new
+ * policy version serves the requests that arrive after it, and no request is cut over
+ * from one version to another mid-way.
+ *
+ * There is no KV cache: each step recomputes every row's whole sequence (cost grows with
+ * the square of the length). That fits the small models trained here; a team's large model
+ * is served by its inference server behind `srpo gateway`.
+ */
+export class GenerationEngine {
+  private readonly queue: Row[] = [];
+  private active: Row[] = [];
+  private loop?: Promise<void>;
+  /** Rows (choices) generated since start, and forward steps taken. */
+  readonly totals = { rows: 0, steps: 0, tokens: 0 };
+
+  constructor(private readonly options: GenerationEngineOptions) {}
+
+  /** Rows generating or waiting, per model (a retired model is disposed once it has none). */
+  inFlight(model: CausalLm): number {
+    return this.active.filter((r) => r.model === model).length + this.queue.filter((r) => r.model === model).length;
+  }
+
+  /** Generates one choice; resolves with its finish reason once done. */
+  generate(model: CausalLm, prompt: readonly number[], params: GenerationParams, sink: TokenSink): Promise<FinishReason> {
+    checkParams(model, prompt, params);
+    if (this.queue.length >= this.options.maxQueuedRows) {
+      return Promise.reject(new SrpoError(ErrorCode.UNAVAILABLE, `the server is at capacity (${this.options.maxQueuedRows} choices waiting); retry later`, { retriable: true }));
+    }
+    return new Promise<FinishReason>((resolve, reject) => {
+      this.queue.push({
+        model,
+        seq: [...prompt],
+        generated: 0,
+        params,
+        rng: new SeededRng(params.seed ?? randomInt(0, 2 ** 31 - 1)),
+        stops: new Set(params.stopIds),
+        sink,
+        resolve,
+        reject,
+        done: false,
+      });
+      this.totals.rows++;
+      this.loop ??= this.run().finally(() => (this.loop = undefined));
+    });
+  }
+
+  /** Resolves once no row is left. */
+  async drain(): Promise<void> {
+    while (this.loop) await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    // Start on the next turn of the event loop, so that requests that arrived together step together.
+    await new Promise((resolve) => setImmediate(resolve));
+    while (this.active.length > 0 || this.queue.length > 0) {
+      while (this.active.length < this.options.maxBatchRows && this.queue.length > 0) this.active.push(this.queue.shift() as Row);
+      const byModel = new Map<CausalLm, Row[]>();
+      for (const r of this.active) byModel.set(r.model, [...(byModel.get(r.model) ?? []), r]);
+      for (const [model, rows] of byModel) {
+        try {
+          await this.step(model, rows);
+        } catch (e) {
+          for (const r of rows) finish(r, undefined, e);
+        }
+      }
+      this.active = this.active.filter((r) => !r.done);
+    }
+  }
+
+  /** One forward pass over `rows` and one token for each. */
+  private async step(model: CausalLm, rows: Row[]): Promise<void> {
+    const { vocabSize } = model.config;
+    const width = Math.max(...rows.map((r) => r.seq.length));
+    const ids = new Int32Array(rows.length * width);
+    const last = new Int32Array(rows.length);
+    const taus = new Float32Array(rows.length);
+    rows.forEach((r, i) => {
+      ids.set(r.seq, i * width);
+      last[i] = i * width + r.seq.length - 1;
+      taus[i] = r.params.temperature > 0 ? r.params.temperature : 1;
+    });
+    // Right-padding is harmless: attention is causal, and only each row's last real position is read.
+    const lp = tf.tidy(() => {
+      const logits = tf.gather(model.logits2d(tf.tensor2d(ids, [rows.length, width], 'int32')), tf.tensor1d(last, 'int32'));
+      return tf.logSoftmax(tf.div(logits, tf.tensor2d(taus, [rows.length, 1]))) as tf.Tensor2D;
+    });
+    let values: Float32Array;
+    try {
+      values = (await lp.data()) as Float32Array;
+    } finally {
+      lp.dispose();
+    }
+    this.totals.steps++;
+    rows.forEach((r, i) => {
+      if (r.done) return;
+      const row = values.subarray(i * vocabSize, (i + 1) * vocabSize);
+      const id = r.params.temperature > 0 ? drawTopP(row, r.params.topP, r.rng) : argmax(row);
+      r.seq.push(id);
+      r.generated++;
+      this.totals.tokens++;
+      let endedBySink: boolean;
+      try {
+        endedBySink = r.sink({ id, logprob: row[id], top: topK(row, r.params.topLogprobs) });
+      } catch (e) {
+        finish(r, undefined, e);
+        return;
+      }
+      if (endedBySink || r.stops.has(id)) finish(r, 'stop');
+      else if (r.generated >= r.params.maxTokens || r.seq.length >= model.config.maxSeqLen) finish(r, 'length');
+    });
+  }
+}
+
+function finish(r: Row, reason: FinishReason | undefined, error?: unknown): void {
+  if (r.done) return;
+  r.done = true;
+  if (error !== undefined) r.reject(error);
+  else r.resolve(reason as FinishReason);
+}
+
+function checkParams(model: CausalLm, prompt: readonly number[], p: GenerationParams): void {
+  const { vocabSize, maxSeqLen } = model.config;
+  if (prompt.length < 1) throw new ValidationError('prompt', 'must hold at least one token');
+  prompt.forEach((t, i) => {
+    if (!Number.isInteger(t) || t < 0 || t >= vocabSize) throw new ValidationError(`prompt[${i}]`, `token id must be an integer in [0, ${vocabSize}), got ${t}`);
+  });
+  if (!Number.isInteger(p.maxTokens) || p.maxTokens < 1) throw new ValidationError('max_tokens', `must be an integer >= 1, got ${p.maxTokens}`);
+  if (prompt.length + p.maxTokens > maxSeqLen) {
+    throw new ValidationError(
+      'max_tokens',
+      `this model's maximum context length is ${maxSeqLen} tokens; the request asks for ${prompt.length + p.maxTokens} (${prompt.length} in the prompt, ${p.maxTokens} to generate)`,
+    );
+  }
+  if (!(p.temperature >= 0 && Number.isFinite(p.temperature))) throw new ValidationError('temperature', `must be a finite number >= 0, got ${p.temperature}`);
+  if (!(p.topP > 0 && p.topP <= 1)) throw new ValidationError('top_p', `must be in (0, 1], got ${p.topP}`);
+  if (!Number.isInteger(p.topLogprobs) || p.topLogprobs < 0 || p.topLogprobs > 20) throw new ValidationError('top_logprobs', `must be an integer in [0, 20], got ${p.topLogprobs}`);
+}
+
+/** The most likely id (ties: the lower id). */
+export function argmax(logp: ArrayLike<number>): number {
+  let best = 0;
+  for (let i = 1; i < logp.length; i++) if (logp[i] > logp[best]) best = i;
+  return best;
+}
+
+/**
+ * Draws from the smallest set of most likely tokens whose probability reaches `topP`
+ * (ties: lower id first), renormalised, in float64. With `topP = 1` that is the whole
+ * vocabulary, without sorting.
+ */
+export function drawTopP(logp: ArrayLike<number>, topP: number, rng: SeededRng): number {
+  const n = logp.length;
+  let order: number[];
+  if (topP >= 1) {
+    order = Array.from({ length: n }, (_, i) => i);
+  } else {
+    const sorted = Array.from({ length: n }, (_, i) => i).sort((a, b) => logp[b] - logp[a] || a - b);
+    order = [];
+    let mass = 0;
+    for (const i of sorted) {
+      order.push(i);
+      mass += Math.exp(logp[i]);
+      if (mass >= topP) break;
+    }
+  }
+  let max = -Infinity;
+  for (const i of order) max = Math.max(max, logp[i]);
+  const weights = order.map((i) => Math.exp(logp[i] - max));
+  const total = weights.reduce((a, b) => a + b, 0);
+  let u = rng.nextFloat() * total;
+  for (let j = 0; j < order.length; j++) {
+    u -= weights[j];
+    if (u < 0) return order[j];
+  }
+  for (let j = order.length - 1; j >= 0; j--) if (weights[j] > 0) return order[j];
+  return order[0];
+}
+
+/** The k most likely (id, log-prob), most likely first, ties by lower id. */
+export function topK(logp: ArrayLike<number>, k: number): { id: number; logprob: number }[] {
+  if (k <= 0) return [];
+  const best: { id: number; logprob: number }[] = [];
+  for (let i = 0; i < logp.length; i++) {
+    const v = logp[i];
+    if (best.length === k && v <= best[k - 1].logprob) continue;
+    let j = best.length < k ? best.length : k - 1;
+    best[j] = { id: i, logprob: v };
+    while (j > 0 && best[j - 1].logprob < v) {
+      [best[j - 1], best[j]] = [best[j], best[j - 1]];
+      j--;
+    }
+  }
+  return best;
+}

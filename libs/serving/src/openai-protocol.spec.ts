@@ -1,0 +1,74 @@
+import { OpenAiError, parseRequest } from './openai-protocol';
+
+function refusal(endpoint: 'chat' | 'completions', body: unknown): OpenAiError {
+  try {
+    parseRequest(endpoint, body);
+  } catch (e) {
+    if (e instanceof OpenAiError) return e;
+    throw e;
+  }
+  throw new Error('accepted');
+}
+
+describe('OpenAI request parsing', () => {
+  it('applies OpenAI defaults: n 1, temperature 1, top_p 1, 16 tokens for completions, the rest of the context for chat', () => {
+    const c = parseRequest('completions', { model: 'actor', prompt: '^S12|' });
+    expect(c).toMatchObject({ model: 'actor', prompt: { text: '^S12|' }, n: 1, temperature: 1, topP: 1, maxTokens: 16, stop: [], stream: false, logprobs: false, topLogprobs: 0 });
+    const chat = parseRequest('chat', { model: 'actor', messages: [{ role: 'user', content: 'hi' }] });
+    expect(chat.maxTokens).toBeUndefined();
+    expect(chat.prompt).toEqual({ messages: [{ role: 'user', content: 'hi' }] });
+  });
+
+  it('reads every supported parameter', () => {
+    const r = parseRequest('chat', {
+      model: 'm',
+      messages: [{ role: 'system', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }],
+      n: 3,
+      max_completion_tokens: 7,
+      max_tokens: 99,
+      temperature: 0.5,
+      top_p: 0.9,
+      seed: 11,
+      stop: ['\n', 'END'],
+      stream: true,
+      stream_options: { include_usage: true },
+      logprobs: true,
+      top_logprobs: 4,
+      metadata: { episode: 'e1' },
+      return_token_ids: true,
+      frequency_penalty: 0,
+      user: 'u',
+    });
+    expect(r).toMatchObject({ n: 3, maxTokens: 7, temperature: 0.5, topP: 0.9, seed: 11, stop: ['\n', 'END'], stream: true, includeUsage: true, logprobs: true, topLogprobs: 4, metadata: { episode: 'e1' }, returnTokenIds: true });
+    expect(r.prompt).toEqual({ messages: [{ role: 'system', content: 'ab' }] });
+    expect(parseRequest('completions', { model: 'm', prompt: [1, 2, 3], logprobs: 2 })).toMatchObject({ prompt: { ids: [1, 2, 3] }, logprobs: true, topLogprobs: 2 });
+    expect(parseRequest('completions', { model: 'm', prompt: 'x', logprobs: 0 })).toMatchObject({ logprobs: true, topLogprobs: 0 });
+  });
+
+  it.each([
+    ['completions', { model: 'm', prompt: 'x', foo: 1 }, 'foo', 'unrecognized_argument', /Unrecognized request argument supplied: foo/],
+    ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function' }] }, 'tools', 'unsupported_parameter', /tool calls are not implemented/],
+    ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], presence_penalty: 0.5 }, 'presence_penalty', 'unsupported_parameter', /penalties/],
+    ['completions', { model: 'm', prompt: 'x', max_tokens: -1 }, 'max_tokens', 'invalid_value', /must be in \[1, /],
+    ['completions', { model: 'm', prompt: 'x', temperature: 3 }, 'temperature', 'invalid_value', /\[0, 2\]/],
+    ['completions', { model: 'm', prompt: 'x', top_p: 0 }, 'top_p', 'invalid_value', /greater than 0/],
+    ['completions', { model: 'm', prompt: 'x', n: 1.5 }, 'n', 'invalid_value', /integer/],
+    ['completions', { model: 'm', prompt: 'x', logprobs: 6 }, 'logprobs', 'invalid_value', /\[0, 5\]/],
+    ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 }, 'top_logprobs', 'invalid_value', /requires logprobs/],
+    ['chat', { model: 'm', messages: [{ role: 'pilot', content: 'x' }] }, 'messages[0].role', 'invalid_value', /must be one of/],
+    ['chat', { model: 'm', messages: [] }, 'messages', 'invalid_value', /non-empty/],
+    ['completions', { prompt: 'x' }, 'model', 'invalid_value', /provide a model/],
+    ['completions', { model: 'm', prompt: ['a', 'b'] }, 'prompt', 'invalid_value', /several prompts/],
+    ['completions', { model: 'm', prompt: 'x', stream_options: { include_usage: true } }, 'stream_options', 'invalid_value', /only allowed when stream/],
+    ['completions', { model: 'm', prompt: 'x', stop: ['a', 'b', 'c', 'd', 'e'] }, 'stop', 'invalid_value', /at most 4/],
+  ] as const)('%s %j is refused naming %s', (endpoint, body, param, code, message) => {
+    const e = refusal(endpoint, body);
+    expect(e.status).toBe(400);
+    expect(e.body().error).toMatchObject({ param, code, type: 'invalid_request_error' });
+    expect(e.message).toMatch(message);
+  });
+
+  it('accepts the neutral values of parameters it does not implement, and nulls', () => {
+    expect(() => parseRequest('completions', { model: 'm', prompt: 'x', echo: false, best_of: 1, logit_bias: {}, suffix: null, presence_penalty: 0 })).not.toThrow();
+  });
+});

@@ -1,0 +1,204 @@
+import type { ChatMessage } from '@srpo/policy';
+
+/**
+ * OpenAI's error object (`{"error": {...}}`), with the HTTP status it is sent with. Thrown by
+ * request parsing and the completion service; only the HTTP layer turns it into a response.
+ */
+export class OpenAiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly param: string | null = null,
+    readonly code: string | null = null,
+    readonly type: string = status === 401 ? 'authentication_error' : status === 403 ? 'permission_error' : status >= 500 ? 'server_error' : 'invalid_request_error',
+  ) {
+    super(message);
+    this.name = 'OpenAiError';
+  }
+
+  body(): { error: { message: string; type: string; param: string | null; code: string | null } } {
+    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+  }
+}
+
+/** A completion or chat request, checked and with OpenAI's defaults applied. */
+export interface ParsedRequest {
+  endpoint: 'chat' | 'completions';
+  model: string;
+  /** Completions: a text or token ids. Chat: the messages. */
+  prompt: { text: string } | { ids: number[] } | { messages: ChatMessage[] };
+  n: number;
+  /** Unset: 16 for completions (OpenAI's default), the rest of the context for chat. */
+  maxTokens?: number;
+  temperature: number;
+  topP: number;
+  seed?: number;
+  stop: string[];
+  stream: boolean;
+  /** `stream_options.include_usage`: a last chunk with the usage. */
+  includeUsage: boolean;
+  /** Report log-probs: chat `logprobs: true`, completions `logprobs: k` (any k ≥ 0). */
+  logprobs: boolean;
+  /** Alternatives per token: chat `top_logprobs`, completions `logprobs`. */
+  topLogprobs: number;
+  /** vLLM's `return_token_ids`: `prompt_token_ids` and each choice's `token_ids` in the response. */
+  returnTokenIds: boolean;
+  /** vLLM's `return_tokens_as_token_ids`: log-prob tokens written `token_id:123`. */
+  tokensAsTokenIds: boolean;
+  /** The request's `metadata` (string values), for the gateway's episode fields. */
+  metadata: Record<string, string>;
+}
+
+type Json = Record<string, unknown>;
+
+/** Fields accepted with any valid value. */
+const COMMON = ['model', 'n', 'max_tokens', 'temperature', 'top_p', 'seed', 'stop', 'stream', 'stream_options', 'user', 'metadata', 'store', 'return_token_ids', 'return_tokens_as_token_ids'];
+const CHAT = [...COMMON, 'messages', 'max_completion_tokens', 'logprobs', 'top_logprobs'];
+const COMPLETIONS = [...COMMON, 'prompt', 'logprobs'];
+/** Known OpenAI fields this server implements only at their neutral value; any other value is refused, never ignored. */
+const NEUTRAL: Partial<Record<string, (v: unknown) => boolean>> = {
+  frequency_penalty: (v) => v === 0,
+  presence_penalty: (v) => v === 0,
+  logit_bias: (v) => typeof v === 'object' && v !== null && Object.keys(v).length === 0,
+  response_format: (v) => typeof v === 'object' && v !== null && (v as Json).type === 'text',
+  echo: (v) => v === false,
+  best_of: (v) => v === 1,
+  suffix: (v) => v === '',
+  tools: (v) => Array.isArray(v) && v.length === 0,
+  tool_choice: (v) => v === 'none',
+  parallel_tool_calls: () => true,
+  service_tier: (v) => v === 'auto' || v === 'default',
+};
+const WHY_NOT: Record<string, string> = {
+  tools: 'tool calls are not implemented',
+  tool_choice: 'tool calls are not implemented',
+  functions: 'function calls are not implemented',
+  function_call: 'function calls are not implemented',
+  response_format: 'structured output is not implemented; only {"type": "text"}',
+  logit_bias: 'logit_bias is not implemented',
+  frequency_penalty: 'penalties are not implemented (the behaviour log-probs would no longer be the policy\'s); only 0',
+  presence_penalty: 'penalties are not implemented (the behaviour log-probs would no longer be the policy\'s); only 0',
+  echo: 'echo is not implemented',
+  best_of: 'best_of is not implemented; use n',
+  suffix: 'suffix (insertion) is not implemented',
+};
+
+/** Parses a `/v1/chat/completions` or `/v1/completions` body. Throws {@link OpenAiError} (400) naming the parameter. */
+export function parseRequest(endpoint: ParsedRequest['endpoint'], body: unknown): ParsedRequest {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw bad('body', 'the request body must be a JSON object');
+  const b = body as Json;
+  const allowed = endpoint === 'chat' ? CHAT : COMPLETIONS;
+  for (const [k, v] of Object.entries(b)) {
+    if (allowed.includes(k) || v === null || v === undefined) continue;
+    const neutral = NEUTRAL[k];
+    if (neutral?.(v)) continue;
+    if (k in NEUTRAL || k in WHY_NOT) throw new OpenAiError(400, `Unsupported parameter: '${k}': ${WHY_NOT[k] ?? 'only its default value is supported'} by this server.`, k, 'unsupported_parameter');
+    throw new OpenAiError(400, `Unrecognized request argument supplied: ${k}`, k, 'unrecognized_argument');
+  }
+  const model = b.model;
+  if (typeof model !== 'string' || model === '') throw bad('model', 'you must provide a model parameter (a policy id; GET /v1/models lists them)');
+  const n = int(b, 'n', 1, 1, 128);
+  const maxTokensField = endpoint === 'chat' && b.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens';
+  const maxTokens = b[maxTokensField] == null ? (endpoint === 'completions' ? 16 : undefined) : int(b, maxTokensField, 16, 1, 1_000_000);
+  const temperature = num(b, 'temperature', 1, 0, 2);
+  const topP = num(b, 'top_p', 1, 0, 1);
+  if (topP === 0) throw bad('top_p', 'must be greater than 0');
+  const seed = b.seed == null ? undefined : int(b, 'seed', 0, -(2 ** 63), 2 ** 63);
+  const stop = parseStop(b.stop);
+  const stream = bool(b, 'stream', false);
+  const so = b.stream_options;
+  if (so != null && (typeof so !== 'object' || Array.isArray(so))) throw bad('stream_options', 'must be an object');
+  if (so != null && !stream) throw bad('stream_options', 'is only allowed when stream is true');
+  const includeUsage = so != null && (so as Json).include_usage === true;
+  let logprobs = false;
+  let topLogprobs = 0;
+  if (endpoint === 'chat') {
+    logprobs = bool(b, 'logprobs', false);
+    topLogprobs = int(b, 'top_logprobs', 0, 0, 20);
+    if (b.top_logprobs != null && !logprobs) throw bad('top_logprobs', 'requires logprobs to be true');
+  } else if (b.logprobs != null) {
+    topLogprobs = int(b, 'logprobs', 0, 0, 5);
+    logprobs = true;
+  }
+  const metadata = parseMetadata(b.metadata);
+  const base = { endpoint, model, n, ...(maxTokens !== undefined ? { maxTokens } : {}), temperature, topP, ...(seed !== undefined ? { seed } : {}), stop, stream, includeUsage, logprobs, topLogprobs, returnTokenIds: bool(b, 'return_token_ids', false), tokensAsTokenIds: bool(b, 'return_tokens_as_token_ids', false), metadata };
+  if (endpoint === 'chat') return { ...base, prompt: { messages: parseMessages(b.messages) } };
+  return { ...base, prompt: parsePrompt(b.prompt) };
+}
+
+function bad(param: string, problem: string): OpenAiError {
+  return new OpenAiError(400, `${param}: ${problem}`, param, 'invalid_value');
+}
+
+function int(b: Json, k: string, dflt: number, min: number, max: number): number {
+  const v = b[k];
+  if (v == null) return dflt;
+  if (typeof v !== 'number' || !Number.isInteger(v)) throw bad(k, `must be an integer, got ${JSON.stringify(v)}`);
+  if (v < min || v > max) throw bad(k, `must be in [${min}, ${max}], got ${v}`);
+  return v;
+}
+
+function num(b: Json, k: string, dflt: number, min: number, max: number): number {
+  const v = b[k];
+  if (v == null) return dflt;
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw bad(k, `must be a number, got ${JSON.stringify(v)}`);
+  if (v < min || v > max) throw bad(k, `must be in [${min}, ${max}], got ${v}`);
+  return v;
+}
+
+function bool(b: Json, k: string, dflt: boolean): boolean {
+  const v = b[k];
+  if (v == null) return dflt;
+  if (typeof v !== 'boolean') throw bad(k, `must be true or false, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function parseStop(v: unknown): string[] {
+  if (v == null) return [];
+  const list = typeof v === 'string' ? [v] : v;
+  if (!Array.isArray(list) || list.length > 4 || !list.every((s) => typeof s === 'string' && s.length > 0)) {
+    throw bad('stop', 'must be a non-empty string or a list of at most 4 of them');
+  }
+  return list as string[];
+}
+
+function parseMetadata(v: unknown): Record<string, string> {
+  if (v == null) return {};
+  if (typeof v !== 'object' || Array.isArray(v)) throw bad('metadata', 'must be an object of string values');
+  const out: Record<string, string> = {};
+  for (const [k, x] of Object.entries(v as Json)) {
+    if (typeof x !== 'string') throw bad(`metadata.${k}`, `must be a string, got ${JSON.stringify(x)}`);
+    out[k] = x;
+  }
+  return out;
+}
+
+const ROLES = ['system', 'developer', 'user', 'assistant'];
+
+function parseMessages(v: unknown): ChatMessage[] {
+  if (!Array.isArray(v) || v.length === 0) throw bad('messages', 'must be a non-empty list of {role, content}');
+  return v.map((m, i) => {
+    const p = `messages[${i}]`;
+    if (typeof m !== 'object' || m === null) throw bad(p, 'must be an object with role and content');
+    const { role, content } = m as Json;
+    if (typeof role !== 'string' || !ROLES.includes(role)) throw bad(`${p}.role`, `must be one of ${ROLES.join(', ')}, got ${JSON.stringify(role)}`);
+    let text: string;
+    if (typeof content === 'string') text = content;
+    else if (Array.isArray(content) && content.every((c) => typeof c === 'object' && c !== null && (c as Json).type === 'text' && typeof (c as Json).text === 'string')) {
+      text = content.map((c) => (c as Json).text as string).join('');
+    } else throw bad(`${p}.content`, 'must be a string or a list of {"type": "text", "text": ...} parts (images and audio are not supported)');
+    return { role, content: text };
+  });
+}
+
+function parsePrompt(v: unknown): { text: string } | { ids: number[] } {
+  if (typeof v === 'string') {
+    if (v === '') throw bad('prompt', 'must not be empty');
+    return { text: v };
+  }
+  if (Array.isArray(v) && v.length > 0 && v.every((t) => Number.isInteger(t))) return { ids: v as number[] };
+  if (Array.isArray(v) && v.length === 1 && typeof v[0] === 'string') return parsePrompt(v[0]);
+  if (Array.isArray(v) && v.length === 1 && Array.isArray(v[0])) return parsePrompt(v[0]);
+  if (Array.isArray(v) && v.length > 1) throw bad('prompt', 'a list of several prompts is not supported; send one request per prompt (or use n)');
+  throw bad('prompt', 'must be a string or a list of token ids');
+}
