@@ -12,6 +12,7 @@ import { offlineCommand } from './commands/offline.command';
 import { runsCommand } from './commands/runs.command';
 import { doctorCommand } from './commands/doctor.command';
 import { modelCommand } from './commands/model.command';
+import { serveCommand } from './commands/serve.command';
 
 /** `env` is the process environment unless a test passes its own. */
 export function buildProgram(env: Readonly<Record<string, string | undefined>> = process.env): Command {
@@ -30,6 +31,7 @@ export function buildProgram(env: Readonly<Record<string, string | undefined>> =
   program.addCommand(runsCommand(config));
   program.addCommand(doctorCommand(env));
   program.addCommand(modelCommand(config));
+  program.addCommand(serveCommand(env));
   return program;
 }
 

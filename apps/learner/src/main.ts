@@ -1,10 +1,9 @@
 import 'reflect-metadata';
 import type { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { errorMessage, Logger, SrpoError } from '@srpo/core';
+import { errorMessage, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
 import { applyLearnerConfig, loadLearnerConfig } from './learner-config';
 import { LearnerModule } from './learner.module';
-import { NestLoggerAdapter } from './nest-logger';
 
 /** Boots the learner: config (fails fast), backend, store, restore, HTTP API. */
 export async function bootstrap(env: Readonly<Record<string, string | undefined>> = process.env): Promise<INestApplication> {

@@ -1,0 +1,90 @@
+import { Body, Controller, Get, HttpCode, Post, Res } from '@nestjs/common';
+import type { HttpResponse as Response } from './http-response';
+import { errorMessage, ErrorCode, Logger, SrpoError } from '@srpo/core';
+import { OpenAiError, parseRequest, type ParsedRequest } from '@srpo/serving';
+import { ServeService } from './serve.service';
+
+/** The header naming the policy version that produced a response (also in `system_fingerprint`). */
+export const VERSION_HEADER = 'x-srpo-policy-version';
+
+/**
+ * OpenAI's `/v1/models`, `/v1/chat/completions` and `/v1/completions`. Streaming answers are
+ * server-sent events ending in `data: [DONE]`. Every failure leaves in OpenAI's error shape;
+ * no prompt or completion text is logged.
+ */
+@Controller()
+export class CompletionsController {
+  private readonly log = new Logger('serve-http');
+
+  constructor(private readonly serve: ServeService) {}
+
+  @Get('v1/models')
+  models(): Record<string, unknown> {
+    return this.serve.listModels();
+  }
+
+  @Get('health')
+  health(): Record<string, unknown> {
+    return { status: 'ok', versions: this.serve.versions(), ...this.serve.stats() };
+  }
+
+  @Post('v1/chat/completions')
+  @HttpCode(200)
+  async chat(@Body() body: unknown, @Res() res: Response): Promise<void> {
+    await this.handle('chat', body, res);
+  }
+
+  @Post('v1/completions')
+  @HttpCode(200)
+  async completions(@Body() body: unknown, @Res() res: Response): Promise<void> {
+    await this.handle('completions', body, res);
+  }
+
+  private async handle(endpoint: ParsedRequest['endpoint'], body: unknown, res: Response): Promise<void> {
+    let streaming = false;
+    try {
+      const req = parseRequest(endpoint, body);
+      if (!req.stream) {
+        const { body: out, result } = await this.serve.run(req);
+        res.setHeader(VERSION_HEADER, `${result.policyId}@${result.policyVersion}`);
+        res.status(200).json(out);
+        return;
+      }
+      const { result } = await this.serve.run(req, (chunk) => {
+        if (!streaming) {
+          streaming = true;
+          const fp = String(chunk.system_fingerprint ?? '');
+          res.status(200);
+          res.setHeader('content-type', 'text/event-stream; charset=utf-8');
+          res.setHeader('cache-control', 'no-cache');
+          res.setHeader(VERSION_HEADER, fp.replace(/^srpo-(.*)-v(\d+)$/, '$1@$2'));
+          res.flushHeaders();
+        }
+        res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+      });
+      if (!streaming) res.status(200).setHeader(VERSION_HEADER, `${result.policyId}@${result.policyVersion}`);
+      res.write('data: [DONE]\n\n');
+      res.end();
+    } catch (e) {
+      const err = toOpenAiError(e);
+      if (err.status >= 500) this.log.error('completion failed', { endpoint, error: errorMessage(e) });
+      if (streaming) {
+        res.write(`data: ${JSON.stringify(err.body())}\n\n`);
+        res.end();
+      } else {
+        res.status(err.status).json(err.body());
+      }
+    }
+  }
+}
+
+/** Any failure as OpenAI's error: request errors keep their status; capacity is 503; the rest is 500. */
+export function toOpenAiError(e: unknown): OpenAiError {
+  if (e instanceof OpenAiError) return e;
+  if (e instanceof SrpoError) {
+    if (e.code === ErrorCode.VALIDATION_FAILED) return new OpenAiError(400, e.message, e.field ?? null, 'invalid_value');
+    if (e.code === ErrorCode.UNAVAILABLE) return new OpenAiError(503, e.message, null, 'overloaded');
+    if (e.code === ErrorCode.NOT_FOUND) return new OpenAiError(404, e.message, e.field ?? null, 'not_found');
+  }
+  return new OpenAiError(500, 'The server had an error while processing your request.', null, 'internal_error');
+}

@@ -1,0 +1,72 @@
+import * as path from 'path';
+import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, Logger, LogLevel } from '@srpo/core';
+import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
+
+export interface ServeConfig {
+  kafka: KafkaConnectionOptions;
+  topics: TopicCatalogOptions;
+  /** Policy ids served as OpenAI models (`model` in a request). */
+  policies: string[];
+  /** Absolute; version 0 of each policy is read from it until a version is announced. */
+  checkpointDir: string;
+  host: string;
+  port: number;
+  /** Choices forwarded together in one generation step. */
+  maxBatchRows: number;
+  /** Choices waiting beyond the batch before requests are refused with 503. */
+  maxQueuedRows: number;
+  /** Largest request body. */
+  maxBodyBytes: number;
+  startupTimeoutMs: number;
+  backend: BackendRequest;
+  logLevel: LogLevel;
+}
+
+const POLICY_ID = /^[A-Za-z0-9._-]+$/;
+
+/**
+ * `srpo serve`'s configuration; the only module of the app that reads the environment.
+ * Fails at boot with a `ConfigError` naming the variable.
+ *
+ * | variable | default | meaning |
+ * | --- | --- | --- |
+ * | `KAFKA_*` | local broker | see readKafkaConnection |
+ * | `SRPO_TOPIC_PREFIX` | `srpo.` | topic names (the policy-versions topic is followed) |
+ * | `SRPO_CLIENT_ID` | `srpo-serve` | Kafka client id |
+ * | `SRPO_SERVE_POLICIES` | `actor` | comma-separated policy ids to serve; each is a `model` |
+ * | `SRPO_CHECKPOINT_DIR` | `.srpo/checkpoints` | the learners' checkpoint root |
+ * | `SRPO_SERVE_HOST` / `SRPO_SERVE_PORT` | `127.0.0.1` / 8000 | where the API listens |
+ * | `SRPO_SERVE_MAX_BATCH` | 64 | choices generated together per step |
+ * | `SRPO_SERVE_MAX_QUEUE` | 1024 | choices waiting before requests get 503 |
+ * | `SRPO_SERVE_MAX_BODY_BYTES` | 4194304 | largest request body |
+ * | `SRPO_SERVE_STARTUP_TIMEOUT_MS` | 120000 | longest wait for version 0 of every policy |
+ * | `SRPO_BACKEND` | `auto` | TensorFlow.js backend |
+ * | `SRPO_LOG_LEVEL` | `info` | `debug`, `info`, `warn`, `error` |
+ */
+export function loadServeConfig(env: Readonly<Record<string, string | undefined>> = process.env, cwd: string = process.cwd()): ServeConfig {
+  const r = new EnvReader(env);
+  const policies = r.list('SRPO_SERVE_POLICIES', ['actor']);
+  if (policies.length === 0) throw new ConfigError('SRPO_SERVE_POLICIES', 'lists no policy');
+  for (const p of policies) {
+    if (!POLICY_ID.test(p) || p === '.' || p === '..') throw new ConfigError('SRPO_SERVE_POLICIES', `policy id "${p}" must match [A-Za-z0-9._-]+`);
+  }
+  if (new Set(policies).size !== policies.length) throw new ConfigError('SRPO_SERVE_POLICIES', 'lists a policy twice');
+  return {
+    kafka: readKafkaConnection(r, r.str('SRPO_CLIENT_ID', 'srpo-serve')),
+    topics: { prefix: r.str('SRPO_TOPIC_PREFIX', 'srpo.') },
+    policies,
+    checkpointDir: path.resolve(cwd, r.str('SRPO_CHECKPOINT_DIR', '.srpo/checkpoints')),
+    host: r.str('SRPO_SERVE_HOST', '127.0.0.1'),
+    port: r.int('SRPO_SERVE_PORT', 8000, { min: 0, max: 65535 }),
+    maxBatchRows: r.int('SRPO_SERVE_MAX_BATCH', 64, { min: 1, max: 4096 }),
+    maxQueuedRows: r.int('SRPO_SERVE_MAX_QUEUE', 1024, { min: 1, max: 1_000_000 }),
+    maxBodyBytes: r.int('SRPO_SERVE_MAX_BODY_BYTES', 4 * 1024 * 1024, { min: 1024 }),
+    startupTimeoutMs: r.int('SRPO_SERVE_STARTUP_TIMEOUT_MS', 120_000, { min: 0 }),
+    backend: r.oneOf('SRPO_BACKEND', BACKEND_REQUESTS, 'auto'),
+    logLevel: r.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
+  };
+}
+
+export function applyServeConfig(config: ServeConfig): void {
+  Logger.configure({ level: config.logLevel });
+}

@@ -1,0 +1,17 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { APP_FILTER } from '@nestjs/core';
+import { CompletionsController } from './completions.controller';
+import { OpenAiErrorFilter } from './openai-error.filter';
+import type { ServeConfig } from './serve-config';
+import { ServeService } from './serve.service';
+
+@Module({})
+export class ServeModule {
+  static forRoot(config: ServeConfig): DynamicModule {
+    return {
+      module: ServeModule,
+      controllers: [CompletionsController],
+      providers: [{ provide: ServeService, useFactory: () => new ServeService(config) }, { provide: APP_FILTER, useClass: OpenAiErrorFilter }],
+    };
+  }
+}
