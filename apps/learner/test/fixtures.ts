@@ -67,6 +67,7 @@ export function member(spec: MemberSpec): SetMember {
     sampling: { temperature: spec.temperature ?? 1, topK: 0, maxNewTokens: response.length, seed: null, stopTokenIds: [] },
     startedAtMs: 1_767_225_600_000,
     eventTimeMs: 1_767_225_600_000,
+    tokenIdOrigin: 'sampled',
   };
   return {
     outputId: output.outputId,

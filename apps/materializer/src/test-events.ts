@@ -18,6 +18,7 @@ export function output(episodeId: string, n: number, patch: Partial<AgentOutput>
     sampling: { temperature: 1, topK: 0, maxNewTokens: 4, seed: null, stopTokenIds: [] },
     startedAtMs: 1000,
     eventTimeMs: 1000,
+    tokenIdOrigin: 'sampled',
     ...patch,
   };
 }

@@ -5,8 +5,9 @@ import { DEFAULT_EVENT_LIMITS, EventLimits, floorLogProbCount, validateAgentOutp
 import { topicCatalog, TopicCatalog } from './topic-catalog';
 
 /** Fields with schema defaults may be left out by callers. */
-export type AgentOutputInit = Omit<AgentOutput, 'contextTokenIds' | 'sampling'> & {
+export type AgentOutputInit = Omit<AgentOutput, 'contextTokenIds' | 'sampling' | 'tokenIdOrigin'> & {
   contextTokenIds?: number[];
+  tokenIdOrigin?: AgentOutput['tokenIdOrigin'];
   sampling: Omit<AgentOutput['sampling'], 'seed' | 'stopTokenIds'> & Partial<Pick<AgentOutput['sampling'], 'seed' | 'stopTokenIds'>>;
 };
 export type TransitionInit = Omit<Transition, 'routing' | 'groupKey' | 'expectedGroupSize' | 'reward'> &
@@ -18,6 +19,7 @@ export function completeAgentOutput(o: AgentOutputInit): AgentOutput {
   return {
     ...o,
     contextTokenIds: o.contextTokenIds ?? [],
+    tokenIdOrigin: o.tokenIdOrigin ?? 'sampled',
     sampling: { seed: null, stopTokenIds: [], ...o.sampling },
   };
 }

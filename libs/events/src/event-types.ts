@@ -36,7 +36,12 @@ export interface AgentOutput {
   sampling: SamplingParams;
   startedAtMs: number;
   eventTimeMs: number;
+  /** `sampled` (ids as the sampler produced them) or `retokenized` (srpo gateway re-tokenized an upstream's text). */
+  tokenIdOrigin: TokenIdOrigin;
 }
+
+export const TOKEN_ID_ORIGINS = ['sampled', 'retokenized'] as const;
+export type TokenIdOrigin = (typeof TOKEN_ID_ORIGINS)[number];
 
 export interface RoutingDecision {
   routerOutputId: string | null;

@@ -1,5 +1,5 @@
 import { ValidationError } from '@srpo/core';
-import { ActionCredit, AgentOutput, EpisodeOutcome, InferredTask, KafkaCoordinates, Transition } from './event-types';
+import { ActionCredit, AgentOutput, EpisodeOutcome, InferredTask, KafkaCoordinates, TOKEN_ID_ORIGINS, Transition } from './event-types';
 
 /**
  * Domain rules beyond the Avro schema. The SDK applies them before sending (so a
@@ -108,6 +108,9 @@ export function validateAgentOutput(o: AgentOutput, limits: EventLimits = DEFAUL
   nonNegativeInt('AgentOutput.sampling.maxNewTokens', s.maxNewTokens, limits.maxResponseTokens);
   time('AgentOutput.startedAtMs', o.startedAtMs);
   time('AgentOutput.eventTimeMs', o.eventTimeMs);
+  if (!(TOKEN_ID_ORIGINS as readonly string[]).includes(o.tokenIdOrigin)) {
+    throw new ValidationError('AgentOutput.tokenIdOrigin', `must be one of ${TOKEN_ID_ORIGINS.join(', ')}, got ${JSON.stringify(o.tokenIdOrigin)}`);
+  }
   if (o.eventTimeMs < o.startedAtMs) throw new ValidationError('AgentOutput.eventTimeMs', `is before startedAtMs (${o.eventTimeMs} < ${o.startedAtMs})`);
 }
 

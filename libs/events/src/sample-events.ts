@@ -28,6 +28,7 @@ export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventTy
     sampling: { temperature: 1, topK: 0, maxNewTokens: 8, seed: 42, stopTokenIds: [2] },
     startedAtMs: timeMs,
     eventTimeMs: timeMs + 5,
+    tokenIdOrigin: 'sampled',
   };
   const transition: Transition = {
     transitionId: `${episodeId}/tr-0`,

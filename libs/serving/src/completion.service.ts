@@ -191,6 +191,7 @@ function responseBody(req: ParsedRequest, r: CompletionResult, model: ServedMode
 class StreamWriter {
   private readonly started = new Set<number>();
   private readonly offsets = new Map<number, number>();
+  private sentPrompt = false;
 
   constructor(
     private readonly req: ParsedRequest,
@@ -231,6 +232,9 @@ class StreamWriter {
       this.offsets.set(index, offset + draws.reduce((a, d) => a + this.model.codec.tokenText(d.id).length, 0));
       choice = { index, text, logprobs: this.req.logprobs && draws.length > 0 ? completionLogprobs(this.req, this.model, draws, offset) : null, finish_reason: reason, ...ids };
     }
-    this.sink({ ...this.head(), choices: [choice] });
+    // vLLM's streaming form of return_token_ids: the prompt's ids ride on the first chunk.
+    const prompt = this.req.returnTokenIds && !this.sentPrompt ? { prompt_token_ids: this.result.promptTokenIds } : {};
+    this.sentPrompt = true;
+    this.sink({ ...this.head(), choices: [choice], ...prompt });
   }
 }

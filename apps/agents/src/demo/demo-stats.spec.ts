@@ -74,7 +74,7 @@ describe('demo statistics', () => {
 
   it('counts outputs stamped with learned versions and the newest version stamped', () => {
     const s = new DemoStats();
-    const base = { outputId: 'o', episodeId: 'e', step: 0, agentId: 'a', role: 'solver', policyId: 'actor', contextRef: 'c', contextTokenIds: [], responseTokenIds: [1], behaviourLogProbs: [-1], lossMask: [true], sampling: { temperature: 1, topK: 0, maxNewTokens: 1, seed: null, stopTokenIds: [] }, startedAtMs: 0, eventTimeMs: 0 };
+    const base = { outputId: 'o', episodeId: 'e', step: 0, agentId: 'a', role: 'solver', policyId: 'actor', contextRef: 'c', contextTokenIds: [], responseTokenIds: [1], behaviourLogProbs: [-1], lossMask: [true], sampling: { temperature: 1, topK: 0, maxNewTokens: 1, seed: null, stopTokenIds: [] }, startedAtMs: 0, eventTimeMs: 0, tokenIdOrigin: 'sampled' as const };
     s.onOutput({ ...base, policyVersion: 0 });
     s.onOutput({ ...base, policyVersion: 7 });
     expect([s.outputs, s.outputsNewVersion, s.policy('actor').stampedVersion]).toEqual([2, 1, 7]);
