@@ -12,7 +12,7 @@ import { offlineCommand } from './commands/offline.command';
 import { runsCommand } from './commands/runs.command';
 import { doctorCommand } from './commands/doctor.command';
 import { modelCommand } from './commands/model.command';
-import { serveCommand } from './commands/serve.command';
+import { gatewayCommand, serveCommand } from './commands/apps.command';
 
 /** `env` is the process environment unless a test passes its own. */
 export function buildProgram(env: Readonly<Record<string, string | undefined>> = process.env): Command {
@@ -32,6 +32,7 @@ export function buildProgram(env: Readonly<Record<string, string | undefined>> =
   program.addCommand(doctorCommand(env));
   program.addCommand(modelCommand(config));
   program.addCommand(serveCommand(env));
+  program.addCommand(gatewayCommand(env));
   return program;
 }
 

@@ -5,3 +5,8 @@ export * from './served-models';
 export * from './generation-engine';
 export * from './openai-protocol';
 export * from './completion.service';
+export * from './gateway/api-keys';
+export * from './gateway/episode-fields';
+export * from './gateway/completion-record';
+export * from './gateway/completion-gateway';
+export * from './gateway/retokenizer';

@@ -1,0 +1,112 @@
+import * as path from 'path';
+import { ConfigError, EnvReader, errorMessage, Logger, LogLevel } from '@srpo/core';
+import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
+import { ApiKeys, hfRetokenizer, type Retokenizer } from '@srpo/serving';
+
+export interface GatewayConfig {
+  kafka: KafkaConnectionOptions;
+  topics: TopicCatalogOptions;
+  upstreamUrl: string;
+  upstreamApiKey?: string;
+  /** policy id → upstream model name; unset: names pass through. */
+  models?: Record<string, string>;
+  upstreamTokenIds: boolean;
+  strict: boolean;
+  keys: ApiKeys;
+  retokenizer?: Retokenizer;
+  tokenizerDir?: string;
+  /** The version recorded when the upstream reports none. */
+  fixedVersion?: number;
+  host: string;
+  port: number;
+  upstreamTimeoutMs: number;
+  maxInFlight: number;
+  maxBodyBytes: number;
+  tls?: { keyFile: string; certFile: string };
+  logLevel: LogLevel;
+}
+
+/**
+ * `srpo gateway`'s configuration; the only module of the app that reads the environment.
+ * Fails at boot with a `ConfigError` naming the variable.
+ *
+ * | variable | default | meaning |
+ * | --- | --- | --- |
+ * | `KAFKA_*` | local broker | see readKafkaConnection |
+ * | `SRPO_TOPIC_PREFIX` | `srpo.` | topic names |
+ * | `SRPO_CLIENT_ID` | `srpo-gateway` | Kafka client id |
+ * | `SRPO_GATEWAY_UPSTREAM` | `http://127.0.0.1:8000/v1` | the upstream's OpenAI base URL (srpo serve, vLLM, SGLang) |
+ * | `SRPO_GATEWAY_UPSTREAM_API_KEY` | unset | bearer key sent upstream (unset: the agent's own header is forwarded when the gateway has no keys) |
+ * | `SRPO_GATEWAY_MODELS` | unset | `policyId=upstreamModel` pairs; only these models are served. Unset: a request's model is its policy id, passed through |
+ * | `SRPO_GATEWAY_UPSTREAM_TOKEN_IDS` | true | ask for `return_token_ids` (srpo serve, vLLM ≥ 0.10.2); false for upstreams that refuse it |
+ * | `SRPO_GATEWAY_TOKENIZER_DIR` | unset | a Hugging Face directory whose tokenizer re-tokenizes upstream text when no ids come back |
+ * | `SRPO_GATEWAY_VERSION` | unset | the policy version to record when the upstream reports none |
+ * | `SRPO_GATEWAY_STRICT` | true | refuse completions without episode fields (false: proxy them unrecorded) |
+ * | `SRPO_GATEWAY_API_KEYS` | unset | JSON `{"<key>": ["policy", ...]}` (`*`: every policy); unset: no authentication |
+ * | `SRPO_GATEWAY_HOST` / `SRPO_GATEWAY_PORT` | `127.0.0.1` / 8100 | where the gateway listens |
+ * | `SRPO_GATEWAY_TLS_KEY` / `SRPO_GATEWAY_TLS_CERT` | unset | PEM files: serve HTTPS |
+ * | `SRPO_GATEWAY_UPSTREAM_TIMEOUT_MS` | 120000 | longest wait for the upstream |
+ * | `SRPO_GATEWAY_MAX_IN_FLIGHT` | 256 | completion requests in flight; more get 429 |
+ * | `SRPO_GATEWAY_MAX_BODY_BYTES` | 4194304 | largest request body |
+ * | `SRPO_LOG_LEVEL` | `info` | `debug`, `info`, `warn`, `error` |
+ */
+export function loadGatewayConfig(env: Readonly<Record<string, string | undefined>> = process.env, cwd: string = process.cwd()): GatewayConfig {
+  const r = new EnvReader(env);
+  const upstreamUrl = r.str('SRPO_GATEWAY_UPSTREAM', 'http://127.0.0.1:8000/v1');
+  if (!/^https?:\/\/[^/]+/.test(upstreamUrl)) throw new ConfigError('SRPO_GATEWAY_UPSTREAM', `must be an http(s) URL such as http://127.0.0.1:8000/v1, got "${upstreamUrl}"`);
+  const keysJson = r.optionalStr('SRPO_GATEWAY_API_KEYS');
+  let keys = ApiKeys.open();
+  if (keysJson !== undefined) keys = guard('SRPO_GATEWAY_API_KEYS', () => ApiKeys.parse(keysJson, 'SRPO_GATEWAY_API_KEYS'));
+  const tokenizerDir = r.optionalStr('SRPO_GATEWAY_TOKENIZER_DIR');
+  const dir = tokenizerDir === undefined ? undefined : path.resolve(cwd, tokenizerDir);
+  const retokenizer = dir === undefined ? undefined : guard('SRPO_GATEWAY_TOKENIZER_DIR', () => hfRetokenizer(dir));
+  const keyFile = r.optionalStr('SRPO_GATEWAY_TLS_KEY');
+  const certFile = r.optionalStr('SRPO_GATEWAY_TLS_CERT');
+  if ((keyFile === undefined) !== (certFile === undefined)) throw new ConfigError(keyFile === undefined ? 'SRPO_GATEWAY_TLS_KEY' : 'SRPO_GATEWAY_TLS_CERT', 'set both SRPO_GATEWAY_TLS_KEY and SRPO_GATEWAY_TLS_CERT, or neither');
+  const version = r.optionalStr('SRPO_GATEWAY_VERSION');
+  return {
+    kafka: readKafkaConnection(r, r.str('SRPO_CLIENT_ID', 'srpo-gateway')),
+    topics: { prefix: r.str('SRPO_TOPIC_PREFIX', 'srpo.') },
+    upstreamUrl,
+    upstreamApiKey: r.optionalStr('SRPO_GATEWAY_UPSTREAM_API_KEY'),
+    models: readModels(r),
+    upstreamTokenIds: r.bool('SRPO_GATEWAY_UPSTREAM_TOKEN_IDS', true),
+    strict: r.bool('SRPO_GATEWAY_STRICT', true),
+    keys,
+    retokenizer,
+    tokenizerDir: dir,
+    fixedVersion: version === undefined ? undefined : r.int('SRPO_GATEWAY_VERSION', 0, { min: 0 }),
+    host: r.str('SRPO_GATEWAY_HOST', '127.0.0.1'),
+    port: r.int('SRPO_GATEWAY_PORT', 8100, { min: 0, max: 65535 }),
+    upstreamTimeoutMs: r.int('SRPO_GATEWAY_UPSTREAM_TIMEOUT_MS', 120_000, { min: 100 }),
+    maxInFlight: r.int('SRPO_GATEWAY_MAX_IN_FLIGHT', 256, { min: 1 }),
+    maxBodyBytes: r.int('SRPO_GATEWAY_MAX_BODY_BYTES', 4 * 1024 * 1024, { min: 1024 }),
+    ...(keyFile !== undefined && certFile !== undefined ? { tls: { keyFile: path.resolve(cwd, keyFile), certFile: path.resolve(cwd, certFile) } } : {}),
+    logLevel: r.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
+  };
+}
+
+export function applyGatewayConfig(config: GatewayConfig): void {
+  Logger.configure({ level: config.logLevel });
+}
+
+function readModels(r: EnvReader): Record<string, string> | undefined {
+  const pairs = r.list('SRPO_GATEWAY_MODELS', []);
+  if (pairs.length === 0) return undefined;
+  const out: Record<string, string> = {};
+  for (const p of pairs) {
+    const [policy, model, ...rest] = p.split('=').map((s) => s.trim());
+    if (!policy || !model || rest.length > 0) throw new ConfigError('SRPO_GATEWAY_MODELS', `expected policyId=upstreamModel pairs, got "${p}"`);
+    out[policy] = model;
+  }
+  return out;
+}
+
+function guard<T>(variable: string, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof ConfigError) throw e;
+    throw new ConfigError(variable, errorMessage(e));
+  }
+}

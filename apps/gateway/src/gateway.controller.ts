@@ -1,0 +1,84 @@
+import { Body, Controller, Get, Post, Req, Res } from '@nestjs/common';
+import { errorMessage, Logger } from '@srpo/core';
+import { CompletionGateway, OpenAiError, type Responder } from '@srpo/serving';
+import type { HttpRequest, HttpResponse } from './http-response';
+
+/**
+ * The gateway's routes: OpenAI's completion endpoints (recorded) and the SDK's other two
+ * events. Refusals leave in OpenAI's error shape; no prompt or completion text is logged.
+ */
+@Controller()
+export class GatewayController {
+  private readonly log = new Logger('gateway-http');
+
+  constructor(private readonly gateway: CompletionGateway) {}
+
+  @Get('health')
+  health(): Record<string, unknown> {
+    return { status: 'ok', ...this.gateway.totals };
+  }
+
+  @Get('v1/models')
+  async models(@Req() req: HttpRequest, @Res() res: HttpResponse): Promise<void> {
+    await this.answer(res, async () => res.status(200).json(await this.gateway.models(req.headers)));
+  }
+
+  @Post('v1/chat/completions')
+  async chat(@Req() req: HttpRequest, @Body() body: unknown, @Res() res: HttpResponse): Promise<void> {
+    await this.answer(res, () => this.gateway.complete('chat', req.headers, body, responder(res)));
+  }
+
+  @Post('v1/completions')
+  async completions(@Req() req: HttpRequest, @Body() body: unknown, @Res() res: HttpResponse): Promise<void> {
+    await this.answer(res, () => this.gateway.complete('completions', req.headers, body, responder(res)));
+  }
+
+  @Post('v1/srpo/transitions')
+  async transitions(@Req() req: HttpRequest, @Body() body: unknown, @Res() res: HttpResponse): Promise<void> {
+    await this.answer(res, async () => res.status(200).json(await this.gateway.record('Transition', req.headers, body)));
+  }
+
+  @Post('v1/srpo/outcomes')
+  async outcomes(@Req() req: HttpRequest, @Body() body: unknown, @Res() res: HttpResponse): Promise<void> {
+    await this.answer(res, async () => res.status(200).json(await this.gateway.record('EpisodeOutcome', req.headers, body)));
+  }
+
+  private async answer(res: HttpResponse, run: () => Promise<void>): Promise<void> {
+    try {
+      await run();
+    } catch (e) {
+      const err = e instanceof OpenAiError ? e : new OpenAiError(500, 'The gateway had an error while processing your request.', null, 'internal_error');
+      if (!(e instanceof OpenAiError)) this.log.error('request failed', { error: errorMessage(e) });
+      if (!res.headersSent) res.status(err.status).json(err.body());
+      else if (!res.writableEnded) res.end();
+    }
+  }
+}
+
+/** The gateway's view of an Express response; `write` waits for `drain`, so a slow client slows the relay instead of growing memory. */
+function responder(res: HttpResponse): Responder {
+  return {
+    json: (status, body, headers = {}) => {
+      for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+      res.status(status).json(body);
+    },
+    startStream: (headers) => {
+      res.status(200);
+      res.setHeader('content-type', 'text/event-stream; charset=utf-8');
+      res.setHeader('cache-control', 'no-cache');
+      for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+      res.flushHeaders();
+    },
+    write: (data) =>
+      new Promise<void>((resolve) => {
+        if (res.writableEnded || res.write(data)) resolve();
+        else {
+          res.once('drain', resolve);
+          res.once('close', resolve);
+        }
+      }),
+    end: () => {
+      if (!res.writableEnded) res.end();
+    },
+  };
+}

@@ -1,0 +1,180 @@
+import { spawn, type ChildProcess } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import OpenAI from 'openai';
+import { initTfBackend, repoRoot } from '@srpo/core';
+import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, type AgentOutput } from '@srpo/events';
+import { CheckpointStore, loadHfModel, Policy } from '@srpo/policy';
+import { ensureKafka, sleep, spawnApp, uniquePrefix } from '@srpo/testing';
+
+const QWEN2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+const TINY = { vocabSize: 32, dModel: 16, nLayers: 1, nHeads: 2, maxSeqLen: 16 };
+const AGENT_KEY = 'sk-test-agent-key-0001';
+const TINY_ONLY_KEY = 'sk-test-tiny-only-0001';
+
+async function waitForLog(file: string, pattern: RegExp, child: ChildProcess, ms = 90_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const log = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+    if (pattern.test(log)) return;
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${path.basename(file)}: no ${pattern} (exit ${child.exitCode}):\n${log.slice(-4000)}`);
+    await sleep(200);
+  }
+}
+
+function python(args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const p = spawn('python3', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    p.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    p.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${args[0]} failed (${code}):\n${out}\n${err}`))));
+  });
+}
+
+/**
+ * `srpo gateway` in front of `srpo serve`, both as processes on the real broker, called only
+ * with the official openai clients. What the gateway records is read back from the topics and
+ * checked field by field against what the upstream itself returns for the same seeded request.
+ */
+describe('srpo gateway in front of srpo serve', () => {
+  const brokers = ensureKafka();
+  const kafka = createKafka({ brokers, clientId: 'gateway-test' });
+  const codec = new EventCodec();
+  const prefix = uniquePrefix('gateway');
+  const catalog = topicCatalog({ prefix, rawPartitions: 1, derivedPartitions: 1 });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-gateway-'));
+  const servePort = 23_000 + Math.floor(Math.random() * 500);
+  const gatewayPort = servePort + 500;
+  const upstream = new OpenAI({ baseURL: `http://127.0.0.1:${servePort}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const headers = { 'X-SRPO-Episode': 'ep-1', 'X-SRPO-Step': '0', 'X-SRPO-Role': 'solver', 'X-SRPO-Agent': 'solver-0' };
+  const gateway = new OpenAI({ baseURL: `http://127.0.0.1:${gatewayPort}/v1`, apiKey: AGENT_KEY, maxRetries: 0, defaultHeaders: headers });
+  const children: ChildProcess[] = [];
+  const logs = { serve: path.join(dir, 'serve.log'), gateway: path.join(dir, 'gateway.log') };
+
+  const outputs = async (): Promise<AgentOutput[]> => (await readTopicsToEnd(kafka, [catalog.agentOutputs.name])).map((r) => codec.decodeAs('AgentOutput', r.value));
+
+  beforeAll(async () => {
+    await initTfBackend('tensorflow');
+    const admin = kafka.admin();
+    await admin.connect();
+    await ensureTopics(admin, catalog.all());
+    await admin.disconnect();
+    const store = new CheckpointStore(path.join(dir, 'checkpoints'));
+    const hf = new Policy('qwen2', loadHfModel(QWEN2).model, 0);
+    await store.save(hf);
+    hf.dispose();
+    const tiny = Policy.create('tiny', TINY, 5);
+    await store.save(tiny);
+    tiny.dispose();
+    const common = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_LOG_LEVEL: 'info' };
+    const serve = spawnApp('serve', { ...common, SRPO_CHECKPOINT_DIR: path.join(dir, 'checkpoints'), SRPO_SERVE_POLICIES: 'qwen2,tiny', SRPO_SERVE_PORT: String(servePort), SRPO_BACKEND: 'tensorflow' }, logs.serve);
+    children.push(serve);
+    const gw = spawnApp('gateway', { ...common, SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${servePort}/v1`, SRPO_GATEWAY_PORT: String(gatewayPort), SRPO_GATEWAY_API_KEYS: JSON.stringify({ [AGENT_KEY]: ['*'], [TINY_ONLY_KEY]: ['tiny'] }) }, logs.gateway);
+    children.push(gw);
+    await waitForLog(logs.serve, /OpenAI-compatible API listening/, serve);
+    await waitForLog(logs.gateway, /gateway listening/, gw);
+  }, 150_000);
+
+  afterAll(() => {
+    for (const c of children) c.kill('SIGTERM');
+  });
+
+  it('records each chat choice as an AgentOutput, field by field what the upstream returns for the same request, and only then answers', async () => {
+    const params = { model: 'qwen2', messages: [{ role: 'user' as const, content: 'solve 3 + 4' }], n: 2, max_tokens: 5, seed: 21, temperature: 0.9 };
+    const direct = (await upstream.chat.completions.create({ ...params, logprobs: true, return_token_ids: true } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)) as OpenAI.Chat.ChatCompletion & { prompt_token_ids: number[]; choices: { token_ids: number[] }[] };
+    const { data, response } = await gateway.chat.completions.create(params).withResponse();
+    const srpo = (data as unknown as { srpo: { output_ids: string[]; policy_id: string; policy_version: number } }).srpo;
+    expect(srpo).toEqual({ output_ids: ['ep-1.s0.solver-0.c0', 'ep-1.s0.solver-0.c1'], policy_id: 'qwen2', policy_version: 0 });
+    expect(response.headers.get('x-srpo-output-ids')).toBe('ep-1.s0.solver-0.c0,ep-1.s0.solver-0.c1');
+    // The agent gets the completion as it asked for it: no log-probs, no ids.
+    data.choices.forEach((c, i) => {
+      expect(c.message.content).toBe(direct.choices[i].message.content);
+      expect(c.logprobs).toBeNull();
+      expect((c as unknown as { token_ids?: number[] }).token_ids).toBeUndefined();
+    });
+    const recorded = (await outputs()).filter((o) => o.episodeId === 'ep-1').sort((a, b) => (a.outputId < b.outputId ? -1 : 1));
+    expect(recorded.map((o) => o.outputId)).toEqual(srpo.output_ids);
+    recorded.forEach((o, i) => {
+      const d = direct.choices[i];
+      expect(o).toMatchObject({ episodeId: 'ep-1', step: 0, role: 'solver', agentId: 'solver-0', policyId: 'qwen2', policyVersion: 0, tokenIdOrigin: 'sampled' });
+      expect(o.contextTokenIds).toEqual(direct.prompt_token_ids);
+      expect(o.responseTokenIds).toEqual(d.token_ids);
+      // Avro carries log-probs as float32.
+      expect(o.behaviourLogProbs).toEqual((d.logprobs?.content ?? []).map((t) => Math.fround(t.logprob)));
+      expect(o.lossMask).toEqual(d.token_ids.map(() => true));
+      expect(o.sampling).toMatchObject({ temperature: Math.fround(0.9), topK: 0, maxNewTokens: 5, seed: 21 });
+      expect(o.eventTimeMs).toBeGreaterThanOrEqual(o.startedAtMs);
+    });
+  });
+
+  it('streams a completion with the episode fields in metadata; the last chunk names the recorded output', async () => {
+    const stream = await new OpenAI({ baseURL: `http://127.0.0.1:${gatewayPort}/v1`, apiKey: TINY_ONLY_KEY, maxRetries: 0 }).completions.create({
+      model: 'tiny',
+      prompt: '^S12|',
+      max_tokens: 3,
+      seed: 5,
+      stream: true,
+      metadata: { srpo_episode: 'ep-2', srpo_step: '1', srpo_role: 'checker', srpo_agent: 'checker-0' },
+    } as OpenAI.CompletionCreateParamsStreaming);
+    let text = '';
+    let ids: string[] = [];
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) text += c.text;
+      const extra = (chunk as unknown as { srpo?: { output_ids: string[] } }).srpo;
+      if (extra) ids = extra.output_ids;
+    }
+    expect(ids).toEqual(['ep-2.s1.checker-0']);
+    const direct = await upstream.completions.create({ model: 'tiny', prompt: '^S12|', max_tokens: 3, seed: 5, logprobs: 0 });
+    expect(text).toBe(direct.choices[0].text);
+    const [o] = (await outputs()).filter((x) => x.episodeId === 'ep-2');
+    expect(o).toMatchObject({ outputId: 'ep-2.s1.checker-0', step: 1, role: 'checker', policyId: 'tiny', contextTokenIds: [0, 13, 3, 4, 1] });
+    expect(o.behaviourLogProbs).toEqual((direct.choices[0].logprobs?.token_logprobs ?? []).map((lp) => Math.fround(lp)));
+  });
+
+  it('records transitions and outcomes through /v1/srpo/*, refusing an invalid one with the SDK\'s field-naming error', async () => {
+    const post = (route: string, body: unknown, key = AGENT_KEY) =>
+      fetch(`http://127.0.0.1:${gatewayPort}/v1/srpo/${route}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const t = { transitionId: 'ep-1.t0', episodeId: 'ep-1', step: 0, preStateId: 's0', taskId: 'task-1', position: 'solve', consumedOutputIds: ['ep-1.s0.solver-0.c0'], expectedCardinality: 1, workflowKind: 'FIXED', observationDigest: 'obs', done: true, eventTimeMs: Date.now() };
+    const ok = await post('transitions', t);
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toMatchObject({ recorded: 'Transition', topic: catalog.transitions.name });
+    const bad = await post('transitions', { ...t, transitionId: 'ep-1.t1', step: -1 });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/^Transition\.step/);
+    const outcome = await post('outcomes', { episodeId: 'ep-1', taskId: 'task-1', outcomeReward: 1, success: true, verifier: 'test@1', turns: 1, eventTimeMs: Date.now() });
+    expect(outcome.status).toBe(200);
+    const transitions = (await readTopicsToEnd(kafka, [catalog.transitions.name])).map((r) => codec.decodeAs('Transition', r.value));
+    expect(transitions.map((x) => x.transitionId)).toEqual(['ep-1.t0']);
+    expect((await readTopicsToEnd(kafka, [catalog.episodeOutcomes.name])).length).toBe(1);
+  });
+
+  it('refuses in OpenAI\'s shape, recording nothing: no episode header, a wrong key, a key without the policy, an unknown model, bad max_tokens, temperature 0', async () => {
+    const before = (await outputs()).length;
+    const bare = new OpenAI({ baseURL: `http://127.0.0.1:${gatewayPort}/v1`, apiKey: AGENT_KEY, maxRetries: 0 });
+    await expect(bare.completions.create({ model: 'tiny', prompt: '^S' })).rejects.toMatchObject({ status: 400, param: 'X-SRPO-Episode' });
+    await expect(new OpenAI({ baseURL: `http://127.0.0.1:${gatewayPort}/v1`, apiKey: 'sk-wrong-key-000000000', maxRetries: 0, defaultHeaders: headers }).completions.create({ model: 'tiny', prompt: '^S' })).rejects.toMatchObject({ status: 401 });
+    await expect(new OpenAI({ baseURL: `http://127.0.0.1:${gatewayPort}/v1`, apiKey: TINY_ONLY_KEY, maxRetries: 0, defaultHeaders: headers }).completions.create({ model: 'qwen2', prompt: 'x' })).rejects.toMatchObject({ status: 403 });
+    await expect(gateway.completions.create({ model: 'gpt-4o', prompt: 'x' })).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
+    await expect(gateway.completions.create({ model: 'tiny', prompt: '^S', max_tokens: -1 })).rejects.toMatchObject({ status: 400, param: 'max_tokens' });
+    await expect(gateway.completions.create({ model: 'tiny', prompt: '^S', temperature: 0 })).rejects.toMatchObject({ status: 400, param: 'temperature' });
+    expect((await outputs()).length).toBe(before);
+  });
+
+  it('the Python openai client records through the gateway and gets the output ids', async () => {
+    const out = JSON.parse(await python([path.join(__dirname, 'gateway_client_check.py'), `http://127.0.0.1:${gatewayPort}/v1`, AGENT_KEY])) as { outputIds: string[]; streamed: string[]; text: string };
+    expect(out.outputIds).toEqual(['ep-py.s0.solver-py.c0', 'ep-py.s0.solver-py.c1', 'ep-py.s0.solver-py.c2']);
+    expect(out.streamed).toEqual(['ep-py.s1.solver-py']);
+    const recorded = (await outputs()).filter((o) => o.episodeId === 'ep-py').map((o) => o.outputId).sort();
+    expect(recorded).toEqual([...out.outputIds, ...out.streamed].sort());
+  });
+
+  it('logged no prompt or completion text and no error line', () => {
+    for (const f of Object.values(logs)) {
+      const log = fs.readFileSync(f, 'utf8');
+      expect(log).not.toMatch(/solve 3 \+ 4|"level":"error"/);
+    }
+  });
+});

@@ -1,0 +1,312 @@
+import { errorMessage, ErrorCode, Logger, SrpoError } from '@srpo/core';
+import type { AgentEvent, AgentEventsProducer, EmitResult } from '@srpo/events';
+import { OpenAiError } from '../openai-protocol';
+import type { ApiKeys } from './api-keys';
+import { policyVersionOf, recordedOutputs, StreamAccumulator, upstreamCompletionOf, type Retokenizer, type UpstreamCompletion } from './completion-record';
+import { EPISODE_METADATA, episodeFieldsOf, type EpisodeFields } from './episode-fields';
+
+type Json = Record<string, unknown>;
+export type Headers = Readonly<Record<string, string | string[] | undefined>>;
+
+/** How the HTTP layer answers; `write` resolves once the client has taken the data (backpressure). */
+export interface Responder {
+  json(status: number, body: unknown, headers?: Record<string, string>): void;
+  startStream(headers: Record<string, string>): void;
+  write(data: string): Promise<void>;
+  end(): void;
+}
+
+export interface CompletionGatewayOptions {
+  /** The upstream's OpenAI base URL, e.g. `http://127.0.0.1:8000/v1`. */
+  upstreamUrl: string;
+  upstreamApiKey?: string;
+  /** policy id (the `model` agents send) → the upstream's model name; unset: every model passes under its own name. */
+  models?: Readonly<Record<string, string>>;
+  /** Ask the upstream for `return_token_ids` (srpo serve, vLLM ≥ 0.10.2); off for upstreams that refuse unknown parameters. */
+  upstreamTokenIds: boolean;
+  /** Refuse a completion request without episode fields (else proxy it unrecorded). */
+  strict: boolean;
+  keys: ApiKeys;
+  sdk: AgentEventsProducer;
+  retokenizer?: Retokenizer;
+  /** The version to record when the upstream reports none (SRPO_GATEWAY_VERSION). */
+  versionFallback?: (policyId: string) => number | undefined;
+  upstreamTimeoutMs: number;
+  /** Completion requests in flight at once; more get 429. */
+  maxInFlight: number;
+  clock?: () => number;
+}
+
+/**
+ * `srpo gateway`'s core, outside any HTTP framework: an OpenAI-compatible proxy that records
+ * every completion choice as an AgentOutput. For each request it
+ * 1. checks the API key against the policy (`model`), and the episode fields;
+ * 2. asks the upstream for log-probs and token ids on top of what the agent asked;
+ * 3. writes one AgentOutput per choice through the SDK (validated, idempotent producer,
+ *    acknowledged by Kafka), and only then
+ * 4. answers the agent: the upstream's response as the agent asked for it, plus the recorded
+ *    output ids (`srpo.output_ids`, header `x-srpo-output-ids`) to name in its transition.
+ *
+ * If recording fails the agent gets an error, never an unrecorded completion. Upstream
+ * errors pass through in OpenAI's shape.
+ */
+export class CompletionGateway {
+  private readonly log = new Logger('gateway');
+  private inFlight = 0;
+  readonly totals = { requests: 0, recorded: 0, refused: 0 };
+
+  constructor(private readonly o: CompletionGatewayOptions) {}
+
+  async complete(endpoint: 'chat' | 'completions', headers: Headers, body: unknown, out: Responder): Promise<void> {
+    this.totals.requests++;
+    if (this.inFlight >= this.o.maxInFlight) {
+      this.totals.refused++;
+      throw new OpenAiError(429, `the gateway has ${this.o.maxInFlight} requests in flight; retry later`, null, 'rate_limit_exceeded', 'rate_limit_error');
+    }
+    this.inFlight++;
+    try {
+      await this.completeOne(endpoint, headers, body, out);
+    } catch (e) {
+      this.totals.refused++;
+      throw e;
+    } finally {
+      this.inFlight--;
+    }
+  }
+
+  /** `GET /v1/models`: the configured policies, or the upstream's own list when every name passes through. */
+  async models(headers: Headers): Promise<Json> {
+    this.o.keys.authorize(header(headers, 'authorization'), undefined);
+    if (this.o.models) return { object: 'list', data: Object.keys(this.o.models).map((id) => ({ id, object: 'model', created: 0, owned_by: 'srpo' })) };
+    let res: Response;
+    try {
+      res = await fetch(`${this.o.upstreamUrl.replace(/\/$/, '')}/models`, { headers: this.o.upstreamApiKey ? { authorization: `Bearer ${this.o.upstreamApiKey}` } : {}, signal: AbortSignal.timeout(this.o.upstreamTimeoutMs) });
+    } catch (e) {
+      throw new OpenAiError(502, `the upstream could not be reached (${errorMessage(e)})`, null, 'upstream_unreachable', 'upstream_error');
+    }
+    if (!res.ok) throw new OpenAiError(502, `the upstream's /models answered ${res.status}`, null, 'upstream_error', 'upstream_error');
+    return (await res.json()) as Json;
+  }
+
+  /** `POST /v1/srpo/transitions` and `/v1/srpo/outcomes`: validated exactly as the SDK does. */
+  async record(kind: 'Transition' | 'EpisodeOutcome', headers: Headers, body: unknown): Promise<Json> {
+    this.o.keys.authorize(header(headers, 'authorization'), undefined);
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new OpenAiError(400, `the body must be a JSON ${kind} object`, null, 'invalid_value');
+    const event = { type: kind, value: body } as AgentEvent;
+    const written = await this.emit([event]);
+    return { recorded: kind, ...coordinates(written) };
+  }
+
+  private async completeOne(endpoint: 'chat' | 'completions', headers: Headers, raw: unknown, out: Responder): Promise<void> {
+    const startedAtMs = this.now();
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new OpenAiError(400, 'the request body must be a JSON object', null, 'invalid_value');
+    const body = raw as Json;
+    const policyId = body.model;
+    if (typeof policyId !== 'string' || policyId === '') throw new OpenAiError(400, 'model: you must provide a model parameter', 'model', 'invalid_value');
+    this.o.keys.authorize(header(headers, 'authorization'), policyId);
+    const upstreamModel = this.o.models ? this.o.models[policyId] : policyId;
+    if (upstreamModel === undefined) throw new OpenAiError(404, `The model '${policyId}' does not exist; the gateway serves ${Object.keys(this.o.models ?? {}).join(', ')}`, 'model', 'model_not_found');
+    const metadata = stringRecord(body.metadata);
+    const fields = episodeFieldsOf(headers, metadata, this.o.strict);
+    const temperature = body.temperature == null ? 1 : Number(body.temperature);
+    if (fields && !(temperature > 0)) {
+      throw new OpenAiError(400, 'temperature: 0 (greedy) cannot be recorded for training: there is no sampling distribution; use a temperature > 0', 'temperature', 'invalid_value');
+    }
+    const stream = body.stream === true;
+    const upstreamBody = this.upstreamBody(endpoint, body, upstreamModel, fields !== undefined);
+    const res = await this.fetchUpstream(endpoint, upstreamBody, header(headers, 'authorization'));
+    const versionHeader = res.headers.get('x-srpo-policy-version') ?? undefined;
+    if (!stream) {
+      const json = (await res.json().catch(() => {
+        throw new OpenAiError(502, 'the upstream answered with a body that is not JSON', null, 'upstream_invalid', 'upstream_error');
+      })) as Json;
+      if (!fields) return out.json(200, json, passHeaders(versionHeader));
+      const recorded = await this.recordCompletion(upstreamCompletionOf(json), policyId, versionHeader, fields, body, temperature, startedAtMs);
+      const reply = clientView(endpoint, body, json);
+      reply.srpo = { output_ids: recorded.outputIds, policy_id: policyId, policy_version: recorded.version };
+      return out.json(200, reply, { ...passHeaders(versionHeader), 'x-srpo-output-ids': recorded.outputIds.join(',') });
+    }
+    await this.relayStream(endpoint, body, res, out, versionHeader, fields && { fields, policyId, temperature, startedAtMs });
+  }
+
+  /** What the upstream is asked: the agent's request plus log-probs and token ids when recording. */
+  private upstreamBody(endpoint: 'chat' | 'completions', body: Json, model: string, recording: boolean): Json {
+    const up: Json = { ...body, model };
+    const meta = stringRecord(body.metadata);
+    for (const k of Object.values(EPISODE_METADATA)) delete meta[k];
+    if (Object.keys(meta).length > 0) up.metadata = meta;
+    else delete up.metadata;
+    if (!recording) return up;
+    if (endpoint === 'chat') up.logprobs = true;
+    else if (body.logprobs == null) up.logprobs = 0;
+    if (this.o.upstreamTokenIds) up.return_token_ids = true;
+    return up;
+  }
+
+  private async fetchUpstream(endpoint: 'chat' | 'completions', body: Json, clientAuth: string | undefined): Promise<Response> {
+    const url = `${this.o.upstreamUrl.replace(/\/$/, '')}/${endpoint === 'chat' ? 'chat/completions' : 'completions'}`;
+    const auth = this.o.upstreamApiKey ? `Bearer ${this.o.upstreamApiKey}` : this.o.keys.enabled ? undefined : clientAuth;
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}) },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(this.o.upstreamTimeoutMs),
+      });
+    } catch (e) {
+      throw new OpenAiError(502, `the upstream ${url} could not be reached (${errorMessage(e)})`, null, 'upstream_unreachable', 'upstream_error');
+    }
+    if (!res.ok) {
+      const text = await res.text();
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = undefined;
+      }
+      const err = (parsed as { error?: Json } | undefined)?.error;
+      // Upstream refusals pass through with their status and OpenAI-shaped body.
+      throw new OpenAiError(res.status, typeof err?.message === 'string' ? err.message : `the upstream answered ${res.status}: ${text.slice(0, 200)}`, typeof err?.param === 'string' ? err.param : null, typeof err?.code === 'string' ? err.code : null, typeof err?.type === 'string' ? err.type : 'upstream_error');
+    }
+    return res;
+  }
+
+  private async recordCompletion(up: UpstreamCompletion, policyId: string, versionHeader: string | undefined, fields: EpisodeFields, body: Json, temperature: number, startedAtMs: number): Promise<{ outputIds: string[]; version: number }> {
+    const version = policyVersionOf(policyId, versionHeader, up.systemFingerprint, this.o.versionFallback);
+    const maxTokens = [body.max_completion_tokens, body.max_tokens].find((v) => Number.isInteger(v)) as number | undefined;
+    const outputs = recordedOutputs(up, {
+      fields,
+      policyId,
+      policyVersion: version,
+      requestBody: body,
+      temperature,
+      maxTokens,
+      seed: Number.isInteger(body.seed) ? (body.seed as number) : undefined,
+      startedAtMs,
+      finishedAtMs: Math.max(this.now(), startedAtMs),
+      retokenizer: this.o.retokenizer,
+    });
+    await this.emit(outputs.map((value) => ({ type: 'AgentOutput', value }) as AgentEvent));
+    this.totals.recorded += outputs.length;
+    return { outputIds: outputs.map((o) => o.outputId), version };
+  }
+
+  /** Writes through the SDK and waits for Kafka's acknowledgement; a refused event is the caller's 400 or the upstream's 502. */
+  private async emit(events: AgentEvent[]): Promise<EmitResult> {
+    try {
+      return await this.o.sdk.emitBatch(events);
+    } catch (e) {
+      if (e instanceof SrpoError && (e.code === ErrorCode.VALIDATION_FAILED || e.code === ErrorCode.PAYLOAD_TOO_LARGE)) {
+        throw new OpenAiError(events[0].type === 'AgentOutput' ? 502 : 400, e.message, e.field ?? null, 'invalid_event', events[0].type === 'AgentOutput' ? 'upstream_error' : 'invalid_request_error');
+      }
+      this.log.warn('events could not be written to Kafka', { events: events.length, error: errorMessage(e) });
+      throw new OpenAiError(503, `the events could not be recorded (${errorMessage(e)}); nothing was returned unrecorded, retry later`, null, 'kafka_unavailable', 'server_error');
+    }
+  }
+
+  private async relayStream(
+    endpoint: 'chat' | 'completions',
+    body: Json,
+    res: Response,
+    out: Responder,
+    versionHeader: string | undefined,
+    rec: { fields: EpisodeFields; policyId: string; temperature: number; startedAtMs: number } | undefined,
+  ): Promise<void> {
+    const acc = new StreamAccumulator();
+    out.startStream(passHeaders(versionHeader));
+    let last: Json | undefined;
+    try {
+      for await (const data of sseData(res)) {
+        if (data === '[DONE]') break;
+        const chunk = JSON.parse(data) as Json;
+        if (chunk.error) throw new OpenAiError(502, String((chunk.error as Json).message ?? 'upstream stream error'), null, 'upstream_error', 'upstream_error');
+        acc.add(chunk);
+        last = chunk;
+        const view = clientChunk(endpoint, body, chunk);
+        if (view) await out.write(`data: ${JSON.stringify(view)}\n\n`);
+      }
+      if (rec) {
+        const recorded = await this.recordCompletion(acc.result(), rec.policyId, versionHeader, rec.fields, body, rec.temperature, rec.startedAtMs);
+        const tail = { id: last?.id, object: last?.object, created: last?.created, model: last?.model, choices: [], srpo: { output_ids: recorded.outputIds, policy_id: rec.policyId, policy_version: recorded.version } };
+        await out.write(`data: ${JSON.stringify(tail)}\n\n`);
+      }
+      await out.write('data: [DONE]\n\n');
+    } catch (e) {
+      // Headers are gone: the failure is an error event, and no [DONE] follows.
+      const err = e instanceof OpenAiError ? e : new OpenAiError(502, `the upstream stream failed (${errorMessage(e)})`, null, 'upstream_error', 'upstream_error');
+      await out.write(`data: ${JSON.stringify(err.body())}\n\n`).catch(() => undefined);
+    } finally {
+      out.end();
+    }
+  }
+
+  private now(): number {
+    return (this.o.clock ?? Date.now)();
+  }
+}
+
+/** The `data:` payloads of a server-sent-event body, in order. */
+async function* sseData(res: Response): AsyncGenerator<string> {
+  if (!res.body) return;
+  const decoder = new TextDecoder();
+  let buf = '';
+  for await (const part of res.body as unknown as AsyncIterable<Uint8Array>) {
+    buf += decoder.decode(part, { stream: true });
+    let sep: number;
+    while ((sep = buf.search(/\r?\n\r?\n/)) >= 0) {
+      const event = buf.slice(0, sep);
+      buf = buf.slice(sep).replace(/^\r?\n\r?\n/, '');
+      const data = event
+        .split(/\r?\n/)
+        .filter((l) => l.startsWith('data:'))
+        .map((l) => l.slice(5).trimStart())
+        .join('\n');
+      if (data !== '') yield data;
+    }
+  }
+}
+
+/** The upstream response as the agent asked for it: log-probs and ids it did not request removed. */
+function clientView(endpoint: 'chat' | 'completions', body: Json, json: Json): Json {
+  const wantsLogprobs = endpoint === 'chat' ? body.logprobs === true : body.logprobs != null;
+  const wantsIds = body.return_token_ids === true;
+  const choices = Array.isArray(json.choices)
+    ? (json.choices as Json[]).map((c) => {
+        const copy = { ...c };
+        if (!wantsLogprobs) copy.logprobs = null;
+        if (!wantsIds) delete copy.token_ids;
+        return copy;
+      })
+    : json.choices;
+  const view: Json = { ...json, choices };
+  if (!wantsIds) delete view.prompt_token_ids;
+  return view;
+}
+
+/** A streamed chunk as the agent asked for it, or undefined when nothing is left of it to send. */
+function clientChunk(endpoint: 'chat' | 'completions', body: Json, chunk: Json): Json | undefined {
+  const view = clientView(endpoint, body, chunk);
+  const wantsUsage = (body.stream_options as Json | undefined)?.include_usage === true;
+  if (!wantsUsage && Array.isArray(view.choices) && view.choices.length === 0 && view.usage) return undefined;
+  return view;
+}
+
+function passHeaders(versionHeader: string | undefined): Record<string, string> {
+  return versionHeader ? { 'x-srpo-policy-version': versionHeader } : {};
+}
+
+function header(headers: Headers, name: string): string | undefined {
+  const v = headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+function stringRecord(v: unknown): Record<string, string> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return {};
+  return Object.fromEntries(Object.entries(v as Json).filter(([, x]) => typeof x === 'string')) as Record<string, string>;
+}
+
+function coordinates(written: EmitResult): Json {
+  const r = written[0];
+  return r ? { topic: r.topicName, partition: r.partition, offset: r.baseOffset ?? null } : {};
+}

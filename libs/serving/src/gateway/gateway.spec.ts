@@ -1,0 +1,101 @@
+import * as path from 'path';
+import { repoRoot } from '@srpo/core';
+import { HfTokenizer } from '@srpo/policy';
+import { ApiKeys } from './api-keys';
+import { policyVersionOf, recordedOutputs, StreamAccumulator, upstreamCompletionOf, type RecordContext } from './completion-record';
+import { episodeFieldsOf, outputIdOf } from './episode-fields';
+import { hfRetokenizer } from './retokenizer';
+
+const QWEN2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+const fields = { episodeId: 'ep', step: 2, role: 'worker', agentId: 'w1' };
+const ctx = (patch: Partial<RecordContext> = {}): RecordContext => ({ fields, policyId: 'actor', policyVersion: 4, requestBody: {}, temperature: 0.8, maxTokens: 3, startedAtMs: 10, finishedAtMs: 20, ...patch });
+
+describe('episode fields', () => {
+  it('come from the X-SRPO-* headers, else from metadata; the header wins', () => {
+    expect(episodeFieldsOf({ 'x-srpo-episode': 'e', 'x-srpo-step': '3', 'x-srpo-role': 'r', 'x-srpo-agent': 'a' }, { srpo_episode: 'other' }, true)).toEqual({ episodeId: 'e', step: 3, role: 'r', agentId: 'a' });
+    expect(episodeFieldsOf({ 'x-srpo-step': '0' }, { srpo_episode: 'm', srpo_role: 'r', srpo_agent: 'a' }, true)).toEqual({ episodeId: 'm', step: 0, role: 'r', agentId: 'a' });
+  });
+
+  it('are all or nothing: none is refused in strict mode only, a partial set always, a bad step always', () => {
+    expect(episodeFieldsOf({}, {}, false)).toBeUndefined();
+    expect(() => episodeFieldsOf({}, {}, true)).toThrow(/X-SRPO-Episode: missing/);
+    expect(() => episodeFieldsOf({ 'x-srpo-episode': 'e' }, {}, false)).toThrow(/X-SRPO-Step: missing/);
+    expect(() => episodeFieldsOf({ 'x-srpo-episode': 'e', 'x-srpo-step': '-1', 'x-srpo-role': 'r', 'x-srpo-agent': 'a' }, {}, true)).toThrow(/X-SRPO-Step: must be a non-negative integer/);
+  });
+
+  it('give one output id per choice', () => {
+    expect(outputIdOf(fields, 0, 1)).toBe('ep.s2.w1');
+    expect(outputIdOf(fields, 1, 3)).toBe('ep.s2.w1.c1');
+  });
+});
+
+describe('API keys', () => {
+  const keys = ApiKeys.parse(JSON.stringify({ 'sk-aaaaaaaaaaaaaaaa': ['actor'], 'sk-admin-aaaaaaaaaa': ['*'] }), 'SRPO_GATEWAY_API_KEYS');
+  it('401 without or with an unknown key, 403 for a policy the key may not use', () => {
+    expect(() => keys.authorize(undefined, 'actor')).toThrow(expect.objectContaining({ status: 401, code: 'missing_api_key' }));
+    expect(() => keys.authorize('Bearer sk-nope-aaaaaaaaaaaa', 'actor')).toThrow(expect.objectContaining({ status: 401, code: 'invalid_api_key' }));
+    expect(() => keys.authorize('Bearer sk-aaaaaaaaaaaaaaaa', 'judge')).toThrow(expect.objectContaining({ status: 403 }));
+    expect(() => keys.authorize('Bearer sk-aaaaaaaaaaaaaaaa', 'actor')).not.toThrow();
+    expect(() => keys.authorize('Bearer sk-admin-aaaaaaaaaa', 'judge')).not.toThrow();
+    expect(() => ApiKeys.open().authorize(undefined, 'x')).not.toThrow();
+  });
+  it('refuses malformed key files naming the variable', () => {
+    expect(() => ApiKeys.parse('{', 'V')).toThrow(/^V: is not valid JSON/);
+    expect(() => ApiKeys.parse('{"short": ["a"]}', 'V')).toThrow(/shorter than 16/);
+    expect(() => ApiKeys.parse('{"sk-aaaaaaaaaaaaaaaa": []}', 'V')).toThrow(/non-empty list/);
+  });
+});
+
+describe('recorded outputs', () => {
+  const chat = { system_fingerprint: 'srpo-actor-v7', prompt_token_ids: [1, 2, 3], choices: [{ index: 0, message: { content: 'ab' }, token_ids: [5, 6], logprobs: { content: [{ token: 'a', logprob: -0.5 }, { token: 'b', logprob: 1e-8 }] } }] };
+
+  it('one AgentOutput per choice from the upstream ids and log-probs (a float32 hair above 0 clamped)', () => {
+    const [o] = recordedOutputs(upstreamCompletionOf(chat), ctx());
+    expect(o).toMatchObject({ outputId: 'ep.s2.w1', contextTokenIds: [1, 2, 3], responseTokenIds: [5, 6], behaviourLogProbs: [-0.5, 0], lossMask: [true, true], policyId: 'actor', policyVersion: 4, tokenIdOrigin: 'sampled', startedAtMs: 10, eventTimeMs: 20 });
+    expect(o.sampling).toEqual({ temperature: 0.8, topK: 0, maxNewTokens: 3, seed: null, stopTokenIds: [] });
+    expect(o.contextRef).toMatch(/^ctx:[0-9a-f]{16}$/);
+  });
+
+  it('reads vLLM\'s token_id:N log-prob tokens when no token_ids come back', () => {
+    const up = upstreamCompletionOf({ prompt_token_ids: [9], choices: [{ text: 'x', logprobs: { tokens: ['token_id:41', 'token_id:7'], token_logprobs: [-1, -2] } }] });
+    expect(recordedOutputs(up, ctx())[0].responseTokenIds).toEqual([41, 7]);
+  });
+
+  it('refuses an upstream without log-probs, without ids (no tokenizer), or with counts that disagree', () => {
+    expect(() => recordedOutputs(upstreamCompletionOf({ prompt_token_ids: [1], choices: [{ text: 'a', token_ids: [3], logprobs: null }] }), ctx())).toThrow(expect.objectContaining({ status: 502, code: 'upstream_no_logprobs' }));
+    expect(() => recordedOutputs(upstreamCompletionOf({ choices: [{ text: 'a', logprobs: { tokens: ['a'], token_logprobs: [-1] } }] }), ctx())).toThrow(expect.objectContaining({ code: 'upstream_no_token_ids' }));
+    expect(() => recordedOutputs(upstreamCompletionOf({ prompt_token_ids: [1], choices: [{ text: 'a', token_ids: [3, 4], logprobs: { tokens: ['a'], token_logprobs: [-1] } }] }), ctx())).toThrow(expect.objectContaining({ code: 'upstream_token_mismatch' }));
+  });
+
+  it('re-tokenizes text with the model\'s tokenizer where the upstream gives none, and says so', () => {
+    const tok = HfTokenizer.fromDirectory(QWEN2);
+    const ids = tok.encode('hello 12');
+    const up = upstreamCompletionOf({ choices: [{ message: { content: 'hello 12' }, logprobs: { content: ids.map(() => ({ token: '?', logprob: -1 })) } }] });
+    const body = { messages: [{ role: 'user', content: 'hi' }] };
+    const [o] = recordedOutputs(up, ctx({ requestBody: body, retokenizer: hfRetokenizer(QWEN2) }));
+    expect(o.tokenIdOrigin).toBe('retokenized');
+    expect(o.responseTokenIds).toEqual(ids);
+    expect(o.contextTokenIds).toEqual(tok.encode(tok.applyChatTemplate([{ role: 'user', content: 'hi' }], { addGenerationPrompt: true })));
+  });
+
+  it('folds streamed chunks: text, log-probs and ids per choice, prompt ids from the first chunk', () => {
+    const acc = new StreamAccumulator();
+    acc.add({ system_fingerprint: 'fp', prompt_token_ids: [1], choices: [{ index: 1, delta: { content: 'a' }, token_ids: [4], logprobs: { content: [{ token: 'a', logprob: -1 }] } }] });
+    acc.add({ choices: [{ index: 0, delta: { content: 'z' }, token_ids: [9], logprobs: { content: [{ token: 'z', logprob: -3 }] } }] });
+    acc.add({ choices: [{ index: 1, delta: { content: 'b' }, token_ids: [5], logprobs: { content: [{ token: 'b', logprob: -2 }] } }] });
+    acc.add({ choices: [{ index: 1, delta: {}, finish_reason: 'stop' }] });
+    const r = acc.result();
+    expect(r.promptTokenIds).toEqual([1]);
+    expect(r.choices.map((c) => [c.index, c.text, c.tokenIds, c.logprobs])).toEqual([
+      [0, 'z', [9], [-3]],
+      [1, 'ab', [4, 5], [-1, -2]],
+    ]);
+  });
+
+  it('takes the version from the header, else the fingerprint, else the configured fallback, else refuses', () => {
+    expect(policyVersionOf('actor', 'actor@3', 'srpo-actor-v9')).toBe(3);
+    expect(policyVersionOf('actor', undefined, 'srpo-actor-v9')).toBe(9);
+    expect(policyVersionOf('actor', 'judge@1', 'vllm-abc', () => 5)).toBe(5);
+    expect(() => policyVersionOf('actor', undefined, 'fp_44709d6fcb')).toThrow(expect.objectContaining({ status: 502, code: 'upstream_no_version' }));
+  });
+});
