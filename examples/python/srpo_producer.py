@@ -129,6 +129,8 @@ def play_task(task: int, args: argparse.Namespace, rng: random.Random, run_id: s
                 "sampling": {"temperature": 1.0, "topK": 0, "maxNewTokens": 1, "seed": None, "stopTokenIds": []},
                 "startedAtMs": now,
                 "eventTimeMs": now,
+                # fastavro writes every field of the schema, defaults included: ids as sampled.
+                "tokenIdOrigin": "sampled",
             }
             check_output(out)
             outputs.append(out)

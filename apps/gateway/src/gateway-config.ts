@@ -22,6 +22,9 @@ export interface GatewayConfig {
   upstreamTimeoutMs: number;
   maxInFlight: number;
   maxBodyBytes: number;
+  recordTimeoutMs: number;
+  /** Absolute; where events wait when Kafka cannot take them. Unset: such requests fail with 503. */
+  spoolDir?: string;
   tls?: { keyFile: string; certFile: string };
   logLevel: LogLevel;
 }
@@ -48,6 +51,9 @@ export interface GatewayConfig {
  * | `SRPO_GATEWAY_UPSTREAM_TIMEOUT_MS` | 120000 | longest wait for the upstream |
  * | `SRPO_GATEWAY_MAX_IN_FLIGHT` | 256 | completion requests in flight; more get 429 |
  * | `SRPO_GATEWAY_MAX_BODY_BYTES` | 4194304 | largest request body |
+ * | `SRPO_GATEWAY_KAFKA_RETRIES` | 3 | the producer's retries before a write counts as failed (a few seconds against a dead broker) |
+ * | `SRPO_GATEWAY_RECORD_TIMEOUT_MS` | 60000 | last-resort bound on one write; a write cut off by it may still land, so it sits above the retries' total |
+ * | `SRPO_GATEWAY_SPOOL_DIR` | unset | spool events Kafka cannot take to this directory (fsynced) and replay them in order; unset: fail such requests with 503 |
  * | `SRPO_LOG_LEVEL` | `info` | `debug`, `info`, `warn`, `error` |
  */
 export function loadGatewayConfig(env: Readonly<Record<string, string | undefined>> = process.env, cwd: string = process.cwd()): GatewayConfig {
@@ -65,7 +71,7 @@ export function loadGatewayConfig(env: Readonly<Record<string, string | undefine
   if ((keyFile === undefined) !== (certFile === undefined)) throw new ConfigError(keyFile === undefined ? 'SRPO_GATEWAY_TLS_KEY' : 'SRPO_GATEWAY_TLS_CERT', 'set both SRPO_GATEWAY_TLS_KEY and SRPO_GATEWAY_TLS_CERT, or neither');
   const version = r.optionalStr('SRPO_GATEWAY_VERSION');
   return {
-    kafka: readKafkaConnection(r, r.str('SRPO_CLIENT_ID', 'srpo-gateway')),
+    kafka: { ...readKafkaConnection(r, r.str('SRPO_CLIENT_ID', 'srpo-gateway')), retries: r.int('SRPO_GATEWAY_KAFKA_RETRIES', 3, { min: 0, max: 20 }) },
     topics: { prefix: r.str('SRPO_TOPIC_PREFIX', 'srpo.') },
     upstreamUrl,
     upstreamApiKey: r.optionalStr('SRPO_GATEWAY_UPSTREAM_API_KEY'),
@@ -81,6 +87,8 @@ export function loadGatewayConfig(env: Readonly<Record<string, string | undefine
     upstreamTimeoutMs: r.int('SRPO_GATEWAY_UPSTREAM_TIMEOUT_MS', 120_000, { min: 100 }),
     maxInFlight: r.int('SRPO_GATEWAY_MAX_IN_FLIGHT', 256, { min: 1 }),
     maxBodyBytes: r.int('SRPO_GATEWAY_MAX_BODY_BYTES', 4 * 1024 * 1024, { min: 1024 }),
+    recordTimeoutMs: r.int('SRPO_GATEWAY_RECORD_TIMEOUT_MS', 60_000, { min: 100 }),
+    ...(r.has('SRPO_GATEWAY_SPOOL_DIR') ? { spoolDir: path.resolve(cwd, r.str('SRPO_GATEWAY_SPOOL_DIR', '')) } : {}),
     ...(keyFile !== undefined && certFile !== undefined ? { tls: { keyFile: path.resolve(cwd, keyFile), certFile: path.resolve(cwd, certFile) } } : {}),
     logLevel: r.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
   };

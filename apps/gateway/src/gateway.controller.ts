@@ -15,7 +15,7 @@ export class GatewayController {
 
   @Get('health')
   health(): Record<string, unknown> {
-    return { status: 'ok', ...this.gateway.totals };
+    return { status: 'ok', ...this.gateway.stats() };
   }
 
   @Get('v1/models')

@@ -1,18 +1,24 @@
 import { DynamicModule, Inject, Module, type OnApplicationShutdown } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { AgentEventsProducer, createKafka, EventCodec, topicCatalog } from '@srpo/events';
-import { CompletionGateway } from '@srpo/serving';
+import { CompletionGateway, EventSpool } from '@srpo/serving';
 import type { GatewayConfig } from './gateway-config';
 import { GatewayController } from './gateway.controller';
 import { OpenAiErrorFilter } from './openai-error.filter';
 
 export const GATEWAY_SDK = Symbol('GATEWAY_SDK');
+export const GATEWAY_SPOOL = Symbol('GATEWAY_SPOOL');
 
 @Module({})
 export class GatewayModule implements OnApplicationShutdown {
-  constructor(@Inject(GATEWAY_SDK) private readonly sdk: AgentEventsProducer) {}
+  constructor(
+    @Inject(GATEWAY_SDK) private readonly sdk: AgentEventsProducer,
+    @Inject(GATEWAY_SPOOL) private readonly spool: EventSpool | null,
+  ) {}
 
   static forRoot(config: GatewayConfig, sdk: AgentEventsProducer): DynamicModule {
+    const spool = config.spoolDir ? new EventSpool(config.spoolDir, (events) => sdk.emitBatch(events)) : undefined;
+    spool?.open();
     const gateway = new CompletionGateway({
       upstreamUrl: config.upstreamUrl,
       upstreamApiKey: config.upstreamApiKey,
@@ -25,6 +31,8 @@ export class GatewayModule implements OnApplicationShutdown {
       versionFallback: config.fixedVersion === undefined ? undefined : () => config.fixedVersion,
       upstreamTimeoutMs: config.upstreamTimeoutMs,
       maxInFlight: config.maxInFlight,
+      recordTimeoutMs: config.recordTimeoutMs,
+      spool,
     });
     return {
       module: GatewayModule,
@@ -32,12 +40,16 @@ export class GatewayModule implements OnApplicationShutdown {
       providers: [
         { provide: CompletionGateway, useValue: gateway },
         { provide: GATEWAY_SDK, useValue: sdk },
+        { provide: GATEWAY_SPOOL, useValue: spool ?? null },
         { provide: APP_FILTER, useClass: OpenAiErrorFilter },
       ],
     };
   }
 
   async onApplicationShutdown(): Promise<void> {
+    // A last attempt to hand the spool to Kafka; what is left stays on disk for the next start.
+    await this.spool?.drain();
+    await this.spool?.close();
     await this.sdk.disconnect();
   }
 }

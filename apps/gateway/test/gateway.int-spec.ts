@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'child_process';
 import * as fs from 'fs';
+import * as https from 'https';
 import * as os from 'os';
 import * as path from 'path';
 import OpenAI from 'openai';
@@ -169,6 +170,45 @@ describe('srpo gateway in front of srpo serve', () => {
     expect(out.streamed).toEqual(['ep-py.s1.solver-py']);
     const recorded = (await outputs()).filter((o) => o.episodeId === 'ep-py').map((o) => o.outputId).sort();
     expect(recorded).toEqual([...out.outputIds, ...out.streamed].sort());
+  });
+
+  it('the Python example agent (examples/openai-agent/fixed_agent.py) plays episodes through the gateway: outputs, transitions and outcomes recorded', async () => {
+    const script = path.join(repoRoot(), 'examples', 'openai-agent', 'fixed_agent.py');
+    const lines = (await python([script, '--gateway', `http://127.0.0.1:${gatewayPort}/v1`, '--api-key', AGENT_KEY, '--model', 'tiny', '--tasks', '2', '--group-size', '3', '--run-id', 'pyagent']))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { task: number; successes: number; versions: number[] });
+    expect(lines.map((l) => l.task)).toEqual([0, 1]);
+    const ours = (await outputs()).filter((o) => o.episodeId.startsWith('pyagent-'));
+    expect(ours).toHaveLength(2 * 3 * 2);
+    expect(new Set(ours.map((o) => o.role))).toEqual(new Set(['solver', 'checker']));
+    const transitions = (await readTopicsToEnd(kafka, [catalog.transitions.name])).map((r) => codec.decodeAs('Transition', r.value)).filter((t) => t.episodeId.startsWith('pyagent-'));
+    expect(transitions).toHaveLength(2 * 3 * 2);
+    // Each transition consumes exactly the output the gateway recorded for that step.
+    for (const t of transitions) expect(ours.map((o) => o.outputId)).toContain(t.consumedOutputIds[0]);
+    const outcomes = (await readTopicsToEnd(kafka, [catalog.episodeOutcomes.name])).map((r) => codec.decodeAs('EpisodeOutcome', r.value)).filter((o) => o.episodeId.startsWith('pyagent-'));
+    expect(outcomes).toHaveLength(6);
+  });
+
+  it('serves HTTPS with SRPO_GATEWAY_TLS_KEY/CERT: a client trusting the certificate gets through, plain HTTP does not', async () => {
+    const tls = path.join(__dirname, 'tls');
+    const port = gatewayPort + 1;
+    const file = path.join(dir, 'gateway-tls.log');
+    const gw = spawnApp('gateway', { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${servePort}/v1`, SRPO_GATEWAY_PORT: String(port), SRPO_GATEWAY_TLS_KEY: path.join(tls, 'key.pem'), SRPO_GATEWAY_TLS_CERT: path.join(tls, 'cert.pem') }, file);
+    children.push(gw);
+    await waitForLog(file, /gateway listening.*"tls":true/, gw);
+    const health = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      https
+        .get({ host: '127.0.0.1', port, path: '/health', ca: fs.readFileSync(path.join(tls, 'cert.pem')) }, (res) => {
+          let body = '';
+          res.on('data', (d: Buffer) => (body += d.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        })
+        .on('error', reject);
+    });
+    expect(health.status).toBe(200);
+    expect(JSON.parse(health.body)).toMatchObject({ status: 'ok' });
+    await expect(fetch(`http://127.0.0.1:${port}/health`)).rejects.toThrow();
   });
 
   it('logged no prompt or completion text and no error line', () => {

@@ -39,6 +39,7 @@ export class ServeService implements OnApplicationShutdown {
   }
 
   listModels(): Record<string, unknown> {
+    this.pool?.applyPending();
     return this.service().listModels();
   }
 

@@ -33,6 +33,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { best, findBenchScript, lastJsonLine, median, threadEnv } from '../bench-common';
+import { cpuDescription } from '../../cpu';
 
 type Attn = 'eager' | 'sdpa';
 
@@ -331,23 +332,6 @@ function runNode(args: Args, role: 'prepare' | 'tfjs', jobDir: string): SideResu
 function transformersAvailable(): string | undefined {
   const r = spawnSync('python3', ['-c', 'import torch, transformers; print(torch.__version__, transformers.__version__)'], { encoding: 'utf8', env: { ...process.env, TRANSFORMERS_VERBOSITY: 'error' } });
   return r.status === 0 ? r.stdout.trim().split('\n').pop() : undefined;
-}
-
-/** CPU model and vector extensions, from /proc/cpuinfo (Linux). */
-function cpuDescription(): { model: string; vector: string; flags: string[] } {
-  let text = '';
-  try {
-    text = readFileSync('/proc/cpuinfo', 'utf8');
-  } catch {
-    return { model: os.cpus()[0]?.model ?? 'unknown cpu', vector: 'unknown (no /proc/cpuinfo)', flags: [] };
-  }
-  const field = (name: string): string => new RegExp(`^${name}\\s*:\\s*(.*)$`, 'm').exec(text)?.[1]?.trim() ?? '';
-  const flags = new Set(field('flags').split(/\s+/));
-  const wanted = ['avx512f', 'avx512bw', 'avx512vl', 'avx512_vnni', 'avx512_bf16', 'avx512_fp16', 'amx_tile', 'amx_bf16', 'avx2', 'fma', 'avx_vnni'];
-  const present = wanted.filter((f) => flags.has(f));
-  const vector = flags.has('avx512f') ? 'AVX-512' : flags.has('avx2') ? 'AVX2 only (no AVX-512)' : 'no AVX2';
-  const model = field('model name') || os.cpus()[0]?.model || 'unknown cpu';
-  return { model, vector, flags: present };
 }
 
 interface Side {

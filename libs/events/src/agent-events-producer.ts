@@ -162,6 +162,19 @@ export class AgentEventsProducer {
     return metadata;
   }
 
+  /**
+   * Checks events exactly as {@link emitBatch} does (domain rules, and the schema where no
+   * registry is needed first), without sending: throws the field-naming error of the first bad one.
+   */
+  validate(events: AgentEvent[]): void {
+    for (const e of events) {
+      if (!this.codec.usesRegistry) this.prepare(e);
+      else if (e.type === 'AgentOutput') validateAgentOutput(completeAgentOutput(e.value), this.limits);
+      else if (e.type === 'Transition') validateTransition(completeTransition(e.value), this.limits);
+      else validateEpisodeOutcome(completeEpisodeOutcome(e.value), this.limits);
+    }
+  }
+
   private prepare(event: AgentEvent): { topic: string; message: Message; floor?: { outputId: string; policyId: string; tokens: number } } {
     switch (event.type) {
       case 'AgentOutput': {

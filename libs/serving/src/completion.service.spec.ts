@@ -138,6 +138,7 @@ describe('completion service on native TensorFlow', () => {
     models.retire(old);
     expect(old.model.isDisposed).toBe(false);
     expect(models.lease('tiny').policy.version).toBe(4);
+    expect((service.listModels().data as { id: string; srpo: { version: number } }[]).find((m) => m.id === 'tiny')?.srpo.version).toBe(4);
     lease.release();
     expect(old.model.isDisposed).toBe(true);
     expect(new SymbolTextCodec(32).decode([0, 40])).toBe('^<|t40|>');

@@ -43,11 +43,11 @@ export class CompletionService {
     readonly engine: GenerationEngine,
   ) {}
 
-  /** `GET /v1/models`. */
+  /** `GET /v1/models`; each model also says which version a request gets now (`srpo.version`), for agents that pace themselves. */
   listModels(): Record<string, unknown> {
     return {
       object: 'list',
-      data: this.models.ids().map((id) => ({ id, object: 'model', created: 0, owned_by: 'srpo' })),
+      data: this.models.ids().map((id) => ({ id, object: 'model', created: 0, owned_by: 'srpo', srpo: { version: this.models.version(id) } })),
     };
   }
 

@@ -10,3 +10,4 @@ export * from './gateway/episode-fields';
 export * from './gateway/completion-record';
 export * from './gateway/completion-gateway';
 export * from './gateway/retokenizer';
+export * from './gateway/event-spool';

@@ -29,6 +29,11 @@ export class ServedModels {
     return this.registry.policies().map((p) => p.id);
   }
 
+  /** The version a new request to `id` gets. */
+  version(id: string): number {
+    return this.registry.get(id).version;
+  }
+
   has(id: string): boolean {
     return this.registry.has(id);
   }

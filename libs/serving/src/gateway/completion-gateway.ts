@@ -2,6 +2,7 @@ import { errorMessage, ErrorCode, Logger, SrpoError } from '@srpo/core';
 import type { AgentEvent, AgentEventsProducer, EmitResult } from '@srpo/events';
 import { OpenAiError } from '../openai-protocol';
 import type { ApiKeys } from './api-keys';
+import type { EventSpool } from './event-spool';
 import { policyVersionOf, recordedOutputs, StreamAccumulator, upstreamCompletionOf, type Retokenizer, type UpstreamCompletion } from './completion-record';
 import { EPISODE_METADATA, episodeFieldsOf, type EpisodeFields } from './episode-fields';
 
@@ -34,6 +35,10 @@ export interface CompletionGatewayOptions {
   upstreamTimeoutMs: number;
   /** Completion requests in flight at once; more get 429. */
   maxInFlight: number;
+  /** Longest wait for Kafka's acknowledgement before the events count as not written. */
+  recordTimeoutMs: number;
+  /** Where events go when Kafka cannot take them (SRPO_GATEWAY_SPOOL_DIR); unset: the request fails with 503. */
+  spool?: EventSpool;
   clock?: () => number;
 }
 
@@ -54,6 +59,11 @@ export class CompletionGateway {
   private readonly log = new Logger('gateway');
   private inFlight = 0;
   readonly totals = { requests: 0, recorded: 0, refused: 0 };
+
+  /** Counters for /health, the spool's included. */
+  stats(): Record<string, number> {
+    return { ...this.totals, ...(this.o.spool ? { spoolPending: this.o.spool.pending, spooled: this.o.spool.totals.spooled, replayed: this.o.spool.totals.replayed } : {}) };
+  }
 
   constructor(private readonly o: CompletionGatewayOptions) {}
 
@@ -94,7 +104,7 @@ export class CompletionGateway {
     if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new OpenAiError(400, `the body must be a JSON ${kind} object`, null, 'invalid_value');
     const event = { type: kind, value: body } as AgentEvent;
     const written = await this.emit([event]);
-    return { recorded: kind, ...coordinates(written) };
+    return written === 'spooled' ? { recorded: kind, spooled: true } : { recorded: kind, ...coordinates(written) };
   }
 
   private async completeOne(endpoint: 'chat' | 'completions', headers: Headers, raw: unknown, out: Responder): Promise<void> {
@@ -123,7 +133,7 @@ export class CompletionGateway {
       if (!fields) return out.json(200, json, passHeaders(versionHeader));
       const recorded = await this.recordCompletion(upstreamCompletionOf(json), policyId, versionHeader, fields, body, temperature, startedAtMs);
       const reply = clientView(endpoint, body, json);
-      reply.srpo = { output_ids: recorded.outputIds, policy_id: policyId, policy_version: recorded.version };
+      reply.srpo = { output_ids: recorded.outputIds, policy_id: policyId, policy_version: recorded.version, ...(recorded.spooled ? { spooled: true } : {}) };
       return out.json(200, reply, { ...passHeaders(versionHeader), 'x-srpo-output-ids': recorded.outputIds.join(',') });
     }
     await this.relayStream(endpoint, body, res, out, versionHeader, fields && { fields, policyId, temperature, startedAtMs });
@@ -172,7 +182,7 @@ export class CompletionGateway {
     return res;
   }
 
-  private async recordCompletion(up: UpstreamCompletion, policyId: string, versionHeader: string | undefined, fields: EpisodeFields, body: Json, temperature: number, startedAtMs: number): Promise<{ outputIds: string[]; version: number }> {
+  private async recordCompletion(up: UpstreamCompletion, policyId: string, versionHeader: string | undefined, fields: EpisodeFields, body: Json, temperature: number, startedAtMs: number): Promise<{ outputIds: string[]; version: number; spooled: boolean }> {
     const version = policyVersionOf(policyId, versionHeader, up.systemFingerprint, this.o.versionFallback);
     const maxTokens = [body.max_completion_tokens, body.max_tokens].find((v) => Number.isInteger(v)) as number | undefined;
     const outputs = recordedOutputs(up, {
@@ -187,18 +197,33 @@ export class CompletionGateway {
       finishedAtMs: Math.max(this.now(), startedAtMs),
       retokenizer: this.o.retokenizer,
     });
-    await this.emit(outputs.map((value) => ({ type: 'AgentOutput', value }) as AgentEvent));
+    const written = await this.emit(outputs.map((value) => ({ type: 'AgentOutput', value }) as AgentEvent));
     this.totals.recorded += outputs.length;
-    return { outputIds: outputs.map((o) => o.outputId), version };
+    return { outputIds: outputs.map((o) => o.outputId), version, spooled: written === 'spooled' };
   }
 
-  /** Writes through the SDK and waits for Kafka's acknowledgement; a refused event is the caller's 400 or the upstream's 502. */
-  private async emit(events: AgentEvent[]): Promise<EmitResult> {
+  /**
+   * Writes through the SDK and waits for Kafka's acknowledgement (at most `recordTimeoutMs`).
+   * A refused event is the caller's 400 or the upstream's 502. Kafka failing is 503, unless a
+   * spool takes the events; while the spool holds anything, new events queue behind it.
+   */
+  private async emit(events: AgentEvent[]): Promise<EmitResult | 'spooled'> {
+    const spool = this.o.spool;
     try {
-      return await this.o.sdk.emitBatch(events);
+      if (spool && spool.pending > 0) {
+        this.o.sdk.validate(events);
+        spool.append(events);
+        return 'spooled';
+      }
+      return await withTimeout(this.o.sdk.emitBatch(events), this.o.recordTimeoutMs);
     } catch (e) {
       if (e instanceof SrpoError && (e.code === ErrorCode.VALIDATION_FAILED || e.code === ErrorCode.PAYLOAD_TOO_LARGE)) {
         throw new OpenAiError(events[0].type === 'AgentOutput' ? 502 : 400, e.message, e.field ?? null, 'invalid_event', events[0].type === 'AgentOutput' ? 'upstream_error' : 'invalid_request_error');
+      }
+      if (spool) {
+        this.log.warn('Kafka did not take the events; spooled them locally', { events: events.length, error: errorMessage(e) });
+        spool.append(events);
+        return 'spooled';
       }
       this.log.warn('events could not be written to Kafka', { events: events.length, error: errorMessage(e) });
       throw new OpenAiError(503, `the events could not be recorded (${errorMessage(e)}); nothing was returned unrecorded, retry later`, null, 'kafka_unavailable', 'server_error');
@@ -228,7 +253,8 @@ export class CompletionGateway {
       }
       if (rec) {
         const recorded = await this.recordCompletion(acc.result(), rec.policyId, versionHeader, rec.fields, body, rec.temperature, rec.startedAtMs);
-        const tail = { id: last?.id, object: last?.object, created: last?.created, model: last?.model, choices: [], srpo: { output_ids: recorded.outputIds, policy_id: rec.policyId, policy_version: recorded.version } };
+        const srpo = { output_ids: recorded.outputIds, policy_id: rec.policyId, policy_version: recorded.version, ...(recorded.spooled ? { spooled: true } : {}) };
+        const tail = { id: last?.id, object: last?.object, created: last?.created, model: last?.model, choices: [], srpo };
         await out.write(`data: ${JSON.stringify(tail)}\n\n`);
       }
       await out.write('data: [DONE]\n\n');
@@ -244,6 +270,14 @@ export class CompletionGateway {
   private now(): number {
     return (this.o.clock ?? Date.now)();
   }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new SrpoError(ErrorCode.UNAVAILABLE, `Kafka did not acknowledge within ${ms} ms`, { retriable: true })), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 /** The `data:` payloads of a server-sent-event body, in order. */

@@ -1,0 +1,59 @@
+import * as http from 'http';
+import type { AddressInfo } from 'net';
+import { AgentEventsProducer, createKafka } from '@srpo/events';
+import { OpenAiError } from '../openai-protocol';
+import { ApiKeys } from './api-keys';
+import { CompletionGateway, type Responder } from './completion-gateway';
+
+/** A real HTTP upstream that answers after `delayMs`, counting what it saw. */
+function slowUpstream(delayMs: number): Promise<{ url: string; seen: Record<string, unknown>[]; close: () => Promise<void> }> {
+  const seen: Record<string, unknown>[] = [];
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString()));
+    req.on('end', () => {
+      seen.push(JSON.parse(body) as Record<string, unknown>);
+      setTimeout(() => {
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ id: 'x', object: 'text_completion', choices: [{ index: 0, text: 'ok', finish_reason: 'length' }] }));
+      }, delayMs);
+    });
+  });
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () =>
+      resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, seen, close: () => new Promise((r) => server.close(() => r())) }),
+    ),
+  );
+}
+
+const collect = (): Responder & { bodies: unknown[] } => {
+  const bodies: unknown[] = [];
+  return { bodies, json: (_s, b) => void bodies.push(b), startStream: () => undefined, write: async () => undefined, end: () => undefined };
+};
+
+describe('completion gateway (unrecorded pass-through, a slow upstream)', () => {
+  // Never connected: these requests carry no episode fields, so nothing is written.
+  const sdk = new AgentEventsProducer({ kafka: createKafka({ brokers: ['127.0.0.1:1'], clientId: 'unused' }) });
+
+  it('bounds the requests in flight: past maxInFlight a request gets 429 at once instead of queueing without bound', async () => {
+    const up = await slowUpstream(400);
+    const gw = new CompletionGateway({ upstreamUrl: up.url, upstreamTokenIds: true, strict: false, keys: ApiKeys.open(), sdk, upstreamTimeoutMs: 5000, maxInFlight: 2, recordTimeoutMs: 1000 });
+    const out = collect();
+    const calls = [0, 1, 2].map(() => gw.complete('completions', {}, { model: 'm', prompt: 'x' }, out).then(() => 'ok', (e: unknown) => e));
+    const results = await Promise.all(calls);
+    expect(results.filter((r) => r === 'ok')).toHaveLength(2);
+    const refused = results.find((r) => r !== 'ok') as OpenAiError;
+    expect([refused.status, refused.code]).toEqual([429, 'rate_limit_exceeded']);
+    expect(up.seen).toHaveLength(2);
+    // Without episode fields in non-strict mode the request goes upstream as sent: no log-probs or ids added.
+    expect(up.seen[0]).toEqual({ model: 'm', prompt: 'x' });
+    await up.close();
+  });
+
+  it('gives up on an upstream slower than its timeout with 502, naming the upstream', async () => {
+    const up = await slowUpstream(1500);
+    const gw = new CompletionGateway({ upstreamUrl: up.url, upstreamTokenIds: true, strict: false, keys: ApiKeys.open(), sdk, upstreamTimeoutMs: 200, maxInFlight: 4, recordTimeoutMs: 1000 });
+    await expect(gw.complete('completions', {}, { model: 'm', prompt: 'x' }, collect())).rejects.toMatchObject({ status: 502, code: 'upstream_unreachable' });
+    await up.close();
+  });
+});
