@@ -3,9 +3,11 @@
  *
  * 1. srpo serve's throughput with continuous batching against the same server with batching off
  *    (SRPO_SERVE_MAX_BATCH=1), at several concurrencies: requests/s and generated tokens/s.
- * 2. The latency the gateway adds: the same requests sent to srpo serve directly and through the
+ * 2. The latency the gateway adds: the same requests sent to an upstream directly and through the
  *    gateway (which waits for Kafka's acknowledgement before answering), p50/p99 one at a time,
- *    and the requests/s each sustains at the highest concurrency.
+ *    and the requests/s each sustains at the highest concurrency. Twice: in front of srpo serve,
+ *    and in front of an instant upstream (a canned completion with log-probs and ids, from a
+ *    child process), which isolates the gateway's own cost from generation's variance.
  *
  *   npm run build && node dist/bench/serving/run.js [--requests 400] [--concurrency 1,8,32] [--max-tokens 8]
  *
@@ -39,6 +41,24 @@ async function waitListening(logFile: string): Promise<void> {
     if (Date.now() > deadline) throw new Error(`${logFile}: did not start`);
     await new Promise((r) => setTimeout(r, 200));
   }
+}
+
+/**
+ * An upstream that answers every completion at once with the same canned body (8 tokens with
+ * log-probs and ids, a srpo-style version): a child process, so its work is not the client's.
+ */
+function instantUpstream(port: number, logFile: string): ChildProcess {
+  const script = `
+    const http = require('http');
+    const body = JSON.stringify({ id: 'cmpl-x', object: 'text_completion', created: 0, model: 'actor', system_fingerprint: 'srpo-actor-v0',
+      prompt_token_ids: [0, 13, 2, 1],
+      choices: [{ index: 0, text: '01234567', finish_reason: 'length', token_ids: [2, 3, 4, 5, 6, 7, 8, 9],
+        logprobs: { tokens: ['0','1','2','3','4','5','6','7'], token_logprobs: [-1, -1, -1, -1, -1, -1, -1, -1], top_logprobs: null, text_offset: [0,1,2,3,4,5,6,7] } }],
+      usage: { prompt_tokens: 4, completion_tokens: 8, total_tokens: 12 } });
+    http.createServer((req, res) => { req.resume(); req.on('end', () => { res.setHeader('content-type', 'application/json'); res.end(body); }); })
+      .listen(${port}, '127.0.0.1', () => console.log('instant upstream listening'));`;
+  const out = fs.openSync(logFile, 'a');
+  return spawn(process.execPath, ['-e', script], { stdio: ['ignore', out, out] });
 }
 
 interface Load {
@@ -94,14 +114,16 @@ async function main(): Promise<void> {
   await new CheckpointStore(path.join(dir, 'checkpoints')).save(policy);
   policy.dispose();
   const common = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_CHECKPOINT_DIR: path.join(dir, 'checkpoints'), SRPO_LOG_LEVEL: 'warn', SRPO_BACKEND: 'tensorflow', TF_CPP_MIN_LOG_LEVEL: '2' };
-  const ports = { batched: 27_101, unbatched: 27_102, gateway: 27_103 };
+  const ports = { batched: 27_101, unbatched: 27_102, gateway: 27_103, instant: 27_104, gatewayInstant: 27_105 };
   const children = [
     spawnApp('serve', { ...common, SRPO_SERVE_POLICIES: 'actor', SRPO_SERVE_PORT: String(ports.batched), SRPO_LOG_LEVEL: 'info' }, path.join(dir, 'batched.log')),
     spawnApp('serve', { ...common, SRPO_SERVE_POLICIES: 'actor', SRPO_SERVE_PORT: String(ports.unbatched), SRPO_SERVE_MAX_BATCH: '1', SRPO_LOG_LEVEL: 'info' }, path.join(dir, 'unbatched.log')),
     spawnApp('gateway', { ...common, SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${ports.batched}/v1`, SRPO_GATEWAY_PORT: String(ports.gateway), SRPO_LOG_LEVEL: 'info' }, path.join(dir, 'gateway.log')),
+    spawnApp('gateway', { ...common, SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${ports.instant}/v1`, SRPO_GATEWAY_PORT: String(ports.gatewayInstant), SRPO_LOG_LEVEL: 'info' }, path.join(dir, 'gateway-instant.log')),
+    instantUpstream(ports.instant, path.join(dir, 'instant.log')),
   ];
   try {
-    for (const f of ['batched.log', 'unbatched.log', 'gateway.log']) await waitListening(path.join(dir, f));
+    for (const f of ['batched.log', 'unbatched.log', 'gateway.log', 'gateway-instant.log', 'instant.log']) await waitListening(path.join(dir, f));
     const url = (port: number) => `http://127.0.0.1:${port}/v1/completions`;
     const none = () => ({});
     const episode = (i: number) => ({ 'X-SRPO-Episode': `bench-${i}`, 'X-SRPO-Step': '0', 'X-SRPO-Role': 'solver', 'X-SRPO-Agent': 'a' });
@@ -122,17 +144,22 @@ async function main(): Promise<void> {
       console.log(`| ${c} | ${rb.toFixed(1)} | ${(b.tokens / b.seconds).toFixed(0)} | ${ru.toFixed(1)} | ${(u.tokens / u.seconds).toFixed(0)} | ${(rb / ru).toFixed(2)}× |`);
     }
 
-    console.log(`\n## srpo gateway: the latency it adds (Kafka acknowledgement included)\n`);
-    const direct1 = await load(url(ports.batched), requests, 1, maxTokens, none);
-    const gw1 = await load(url(ports.gateway), requests, 1, maxTokens, (i) => episode(100_000 + i));
     const cMax = Math.max(...concurrencies);
-    const directN = await load(url(ports.batched), requests, cMax, maxTokens, none);
-    const gwN = await load(url(ports.gateway), requests, cMax, maxTokens, (i) => episode(200_000 + i));
-    console.log('| path | p50 ms (one at a time) | p99 ms | req/s at concurrency ' + cMax + ' |');
-    console.log('| --- | ---: | ---: | ---: |');
-    console.log(`| srpo serve directly | ${pct(direct1.latenciesMs, 50).toFixed(2)} | ${pct(direct1.latenciesMs, 99).toFixed(2)} | ${(directN.requests / directN.seconds).toFixed(1)} |`);
-    console.log(`| through srpo gateway | ${pct(gw1.latenciesMs, 50).toFixed(2)} | ${pct(gw1.latenciesMs, 99).toFixed(2)} | ${(gwN.requests / gwN.seconds).toFixed(1)} |`);
-    console.log(`| added by the gateway | ${(pct(gw1.latenciesMs, 50) - pct(direct1.latenciesMs, 50)).toFixed(2)} | ${(pct(gw1.latenciesMs, 99) - pct(direct1.latenciesMs, 99)).toFixed(2)} | |`);
+    for (const [label, upstreamPort, gatewayPort] of [
+      ['srpo serve', ports.batched, ports.gateway],
+      ['an instant upstream', ports.instant, ports.gatewayInstant],
+    ] as const) {
+      console.log(`\n## srpo gateway in front of ${label}: the latency it adds (Kafka acknowledgement included)\n`);
+      const direct1 = await load(url(upstreamPort), requests, 1, maxTokens, none);
+      const gw1 = await load(url(gatewayPort), requests, 1, maxTokens, (i) => episode(100_000 + upstreamPort * 1000 + i));
+      const directN = await load(url(upstreamPort), requests, cMax, maxTokens, none);
+      const gwN = await load(url(gatewayPort), requests, cMax, maxTokens, (i) => episode(200_000 + upstreamPort * 1000 + i));
+      console.log(`| path | p50 ms (one at a time) | p99 ms | req/s at concurrency ${cMax} |`);
+      console.log('| --- | ---: | ---: | ---: |');
+      console.log(`| ${label} directly | ${pct(direct1.latenciesMs, 50).toFixed(2)} | ${pct(direct1.latenciesMs, 99).toFixed(2)} | ${(directN.requests / directN.seconds).toFixed(1)} |`);
+      console.log(`| through srpo gateway | ${pct(gw1.latenciesMs, 50).toFixed(2)} | ${pct(gw1.latenciesMs, 99).toFixed(2)} | ${(gwN.requests / gwN.seconds).toFixed(1)} |`);
+      console.log(`| added by the gateway | ${(pct(gw1.latenciesMs, 50) - pct(direct1.latenciesMs, 50)).toFixed(2)} | ${(pct(gw1.latenciesMs, 99) - pct(direct1.latenciesMs, 99)).toFixed(2)} | |`);
+    }
   } finally {
     for (const c of children) c.kill('SIGTERM');
   }
