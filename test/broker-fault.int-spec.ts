@@ -6,7 +6,7 @@ import { repoRoot } from '@srpo/core';
 import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, topicCatalog } from '@srpo/events';
 import { AuditStore } from '@srpo/store';
 import { sleep, spawnApp, uniquePrefix, verifyExactlyOnce, waitForExit } from '@srpo/testing';
-import { output, transition } from '../apps/materializer/src/test-events';
+import { output, transition } from '../libs/materializer/src/test-events';
 
 const PORT = 19492;
 const EPISODES = 240;

@@ -168,13 +168,19 @@ async function waitConsumed(run: Run, timeoutMs = 150_000): Promise<void> {
   try {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const committed = await admin.fetchOffsets({ groupId: `${catalog.prefix}materializer.sets`, topics });
       let behind = 0;
-      for (const t of topics) {
-        for (const end of await admin.fetchTopicOffsets(t)) {
-          const c = committed.find((x) => x.topic === t)?.partitions.find((p) => p.partition === end.partition);
-          if (Math.max(0, Number(c?.offset ?? -1)) < Number(end.high)) behind++;
+      try {
+        const committed = await admin.fetchOffsets({ groupId: `${catalog.prefix}materializer.sets`, topics });
+        for (const t of topics) {
+          for (const end of await admin.fetchTopicOffsets(t)) {
+            const c = committed.find((x) => x.topic === t)?.partitions.find((p) => p.partition === end.partition);
+            if (Math.max(0, Number(c?.offset ?? -1)) < Number(end.high)) behind++;
+          }
         }
+      } catch (e) {
+        // A freshly started broker answers COORDINATOR_LOAD_IN_PROGRESS for a while; kafkajs's admin does not retry it.
+        if (!(e as { retriable?: boolean }).retriable) throw e;
+        behind = 1;
       }
       if (behind === 0) return;
       if (Date.now() > deadline) throw new Error(`the materializer did not consume ${catalog.prefix} raw topics within ${timeoutMs} ms`);

@@ -58,9 +58,19 @@ describe('kafkajs connection timeout racing a late connect', () => {
     const logged: string[] = [];
     const logger = createLogger({ level: LEVELS.ERROR, logCreator: () => (e: { log: { message: string } }) => logged.push(e.log.message) });
     const connection: KafkajsConnection = new Connection({ host: '127.0.0.1', port: proxyPort, logger, socketFactory, requestTimeout: 5000, connectionTimeout: 100 });
-    const first = connection.connect();
-    busy(300);
-    await expect(first).rejects.toThrow('Connection timeout');
+    // Connect and hold the loop from a check-phase callback (setImmediate): the next loop
+    // iteration then runs its timers (kafkajs's connection timeout) before its I/O (the
+    // connect), every time. Started from a poll-phase callback, the connect could still be
+    // handled in that same phase, ahead of the timer, and the race would not happen.
+    // (Boxed: a promise resolved with a promise would adopt it.)
+    const first = await new Promise<{ connecting: Promise<unknown> }>((resolve) =>
+      setImmediate(() => {
+        const connecting = connection.connect();
+        busy(300);
+        resolve({ connecting });
+      }),
+    );
+    await expect(first.connecting).rejects.toThrow('Connection timeout');
     await new Promise((resolve) => setTimeout(resolve, 100));
     const connectedAfterTimeout = connection.isConnected();
     let request: string;

@@ -9,7 +9,7 @@ import { EnvReader } from '@srpo/core';
 import { sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
 import { loadMaterializerConfig } from '../apps/materializer/src/materializer-config';
 import { Materializer } from '../apps/materializer/src/materializer.service';
-import { output, transition } from '../apps/materializer/src/test-events';
+import { output, transition } from '../libs/materializer/src/test-events';
 
 const run = promisify(execFile);
 const PASSWORD = 'scram-pass-' + Math.random().toString(36).slice(2, 10);

@@ -7,8 +7,8 @@
  */
 import { EventCodec, topicCatalog } from '@srpo/events';
 import { ProcessorHarness } from '@srpo/streams';
-import { ActiveSetProcessor, ActiveSetStores } from '../../apps/materializer/src/active-set.processor';
-import { output, transition } from '../../apps/materializer/src/test-events';
+import { ActiveSetProcessor, ActiveSetStores } from '@srpo/materializer';
+import { output, transition } from '../../libs/materializer/src/test-events';
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);

@@ -15,7 +15,7 @@ import { Kafka } from 'kafkajs';
 import { AgentEvent, AgentEventsProducer, bulkReadToOffsets, createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog } from '@srpo/events';
 import { decodeRecord } from '@srpo/streams';
 import { ensureKafka } from '@srpo/testing';
-import { rematerialize, RematerializeSettings } from '../../apps/learner/src/audit/rematerialize';
+import { rematerialize, RematerializeSettings } from '@srpo/materializer';
 import { loadMaterializerConfig } from '../../apps/materializer/src/materializer-config';
 import { workload } from '../materializer/workload';
 

@@ -4,7 +4,7 @@ import * as path from 'path';
 import { promisify } from 'util';
 import { AgentEvent, AgentEventsProducer, createKafka, endOffsets, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog } from '@srpo/events';
 import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
-import { outcome, output, transition } from '../../materializer/src/test-events';
+import { outcome, output, transition } from '../../../libs/materializer/src/test-events';
 import { SEED, tempDir, TINY_MODEL_JSON } from '../../learner/test/fixtures';
 
 const run = promisify(execFile);

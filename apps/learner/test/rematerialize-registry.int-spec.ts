@@ -1,8 +1,8 @@
 import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, EventCodec, readTopicsToEnd, SchemaRegistryClient, topicCatalog } from '@srpo/events';
 import { DEFAULT_OBJECTIVE_CONFIG } from '@srpo/srpo';
 import { ensureKafka, startFakeSchemaRegistry, uniquePrefix } from '@srpo/testing';
-import { output, transition } from '../../materializer/src/test-events';
-import { rematerialize, type RematerializeSettings } from '../src/audit/rematerialize';
+import { output, transition } from '../../../libs/materializer/src/test-events';
+import { rematerialize, type RematerializeSettings } from '@srpo/materializer';
 
 const SETTINGS: RematerializeSettings = {
   setTtlMs: 60_000,

@@ -4,8 +4,7 @@ import { Admin, Consumer, Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, Logger, MetricsSink, serveMetrics, SrpoError } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog } from '@srpo/events';
 import { ConsumerRunner } from '@srpo/streams';
-import { ActiveSetProcessor, ActiveSetStores } from './active-set.processor';
-import { AdvantageGroupProcessor, AdvantageGroupStores } from './advantage-group.processor';
+import { materializerTopology, type ActiveSetStores, type AdvantageGroupStores } from '@srpo/materializer';
 import { MaterializerConfig } from './materializer-config';
 
 /**
@@ -123,23 +122,15 @@ export class Materializer {
     const count = (metric: string, labels?: Record<string, string>) => this.metrics.count(metric, labels);
     const versions = new PublishedPolicyVersions(this.kafka, this.catalog.policyVersions.name, codec, config.appId);
     this.policyVersions = versions;
+    const topology = materializerTopology(this.catalog, codec, config, { latestPolicyVersion: (policyId) => versions.get(policyId) });
     this.sets = new ConsumerRunner({
       appId: `${config.appId}.sets`,
       kafka: this.kafka,
       codec,
-      inputTopics: [this.catalog.agentOutputs.name, this.catalog.transitions.name, this.catalog.episodeOutcomes.name],
-      processor: new ActiveSetProcessor({
-        topics: this.catalog,
-        codec,
-        setTtlMs: config.setTtlMs,
-        dedupeRetentionMs: config.dedupeRetentionMs,
-        maxFutureSkewMs: config.maxFutureSkewMs,
-        maxLatenessMs: config.maxLatenessMs,
-        limits: config.limits,
-        latestPolicyVersion: (policyId) => versions.get(policyId),
-      }),
+      inputTopics: topology.sets.inputTopics,
+      processor: topology.sets.processor,
       deadLetterTopic: this.catalog.deadLetter.name,
-      partitions: this.catalog.agentOutputs.partitions,
+      partitions: topology.sets.partitions,
       maxRecordsPerTransaction: config.recordsPerTransaction,
       sessionTimeoutMs: config.sessionTimeoutMs,
       count,
@@ -150,10 +141,10 @@ export class Materializer {
       appId: `${config.appId}.groups`,
       kafka: this.kafka,
       codec,
-      inputTopics: [this.catalog.activeSets.name],
-      processor: new AdvantageGroupProcessor({ topics: this.catalog, codec, objective: config.objective, groupTtlMs: config.groupTtlMs, dedupeRetentionMs: config.dedupeRetentionMs }),
+      inputTopics: topology.groups.inputTopics,
+      processor: topology.groups.processor,
       deadLetterTopic: this.catalog.deadLetter.name,
-      partitions: this.catalog.activeSets.partitions,
+      partitions: topology.groups.partitions,
       maxRecordsPerTransaction: config.recordsPerTransaction,
       sessionTimeoutMs: config.sessionTimeoutMs,
       count,

@@ -5,7 +5,7 @@ import * as path from 'path';
 import { Kafka } from 'kafkajs';
 import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, topicCatalog, TopicCatalog } from '@srpo/events';
 import { ensureKafka, sleep, spawnApp, uniquePrefix, verifyExactlyOnce, waitForExit } from '@srpo/testing';
-import { output, transition } from '../src/test-events';
+import { output, transition } from '../../../libs/materializer/src/test-events';
 
 const GROUP_SIZE = 4;
 

@@ -3,7 +3,7 @@ import { ActiveSet, AdvantageGroup, AgentEventsProducer, createKafka, DeadLetter
 import { ensureKafka, uniquePrefix } from '@srpo/testing';
 import { loadMaterializerConfig } from '../src/materializer-config';
 import { Materializer } from '../src/materializer.service';
-import { outcome, output, transition } from '../src/test-events';
+import { outcome, output, transition } from '../../../libs/materializer/src/test-events';
 
 const codec = new EventCodec();
 

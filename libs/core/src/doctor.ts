@@ -274,16 +274,17 @@ function checkJava(host: DoctorHost): DoctorResult[] {
 
 /**
  * The Python reference the Hugging Face checks load exports into (torch, transformers, peft,
- * safetensors). Optional for the demo; the tests that need it fail naming the same command.
+ * safetensors), and the `openai` client the serve and gateway tests drive. Optional for the
+ * demo; the tests that need it fail naming the same command.
  */
 function checkPythonReference(host: DoctorHost): DoctorResult[] {
-  const probe = 'import torch, transformers, peft, safetensors; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)';
+  const probe = 'import torch, transformers, peft, safetensors, openai; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)';
   // Importing torch takes seconds on a cold disk.
   const out = host.run('python3', ['-c', probe], { timeoutMs: 120_000 });
   const m = /^torch (\S+) transformers (\S+) peft (\S+)/m.exec(out.stdout);
   if (out.status === 0 && m) return [ok('python-reference', 'optional', `torch ${m[1]}, transformers ${m[2]}, peft ${m[3]}`)];
   const why = out.status === 0 ? 'unexpected output' : (/No module named '([^']+)'/.exec(out.stderr)?.[0] ?? failure('python3 -c "import torch, …"', out, 120_000));
-  return [bad('python-reference', 'optional', `${why} (optional: the Hugging Face reference tests; about 4 GB)`, 'python3 -m pip install -r scripts/reference/requirements.txt', false)];
+  return [bad('python-reference', 'optional', `${why} (optional: the Hugging Face reference and OpenAI-client tests; about 4 GB)`, 'python3 -m pip install -r scripts/reference/requirements.txt', false)];
 }
 
 function checkMaven(host: DoctorHost): DoctorResult[] {

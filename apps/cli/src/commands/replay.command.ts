@@ -4,7 +4,7 @@ import { ErrorCode, initTfBackend, Logger, SrpoError } from '@srpo/core';
 import { createKafka, EventCodec } from '@srpo/events';
 import { EVENT_REDUCTIONS, OBJECTIVES, type ObjectiveConfig } from '@srpo/srpo';
 import { AuditStore } from '@srpo/store';
-import type { RematerializeProgress, RematerializeSettings } from '../../../learner/src/audit/rematerialize';
+import type { RematerializeProgress, RematerializeSettings } from '@srpo/materializer';
 import { ReplayService, type ReplayOverrides, type ReplayReport } from '../../../learner/src/audit/replay.service';
 import { loadMaterializerConfig } from '../../../materializer/src/materializer-config';
 import { CliConfig } from '../cli-config';

@@ -11,7 +11,7 @@ import { KafkaLearnerEventsPublisher } from '../kafka-publisher';
 import { DEFAULT_MODEL } from '../learner-config';
 import { TfPolicyTrainer } from '../policy-trainer';
 import { AuditService, recomputeStep, recordedHyperparameters, type CheckpointOrigin, type ReplayHyperparameters } from './audit.service';
-import { rematerialize, type RematerializeProgress, type RematerializeResult, type RematerializeSettings } from './rematerialize';
+import { rematerialize, type RematerializeProgress, type RematerializeResult, type RematerializeSettings } from '@srpo/materializer';
 
 /** Changes a counterfactual replay applies on top of every recorded update's hyperparameters. */
 export interface ReplayOverrides {

@@ -3,17 +3,14 @@ import { ErrorCode, Logger, SrpoError } from '@srpo/core';
 import {
   AdvantageGroup,
   bulkReadToOffsets,
-  DEFAULT_EVENT_LIMITS,
   endOffsets,
   ensureTopics,
   EventCodec,
-  EventLimits,
   KafkaCoordinates,
   RawRecord,
   topicCatalog,
   TopicCatalog,
 } from '@srpo/events';
-import type { ObjectiveConfig } from '@srpo/srpo';
 import {
   BulkMessage,
   bulkWrite,
@@ -28,19 +25,12 @@ import {
   recordEventTime,
   reserveAvroScratch,
 } from '@srpo/streams';
-import { ActiveSetProcessor, ActiveSetStores } from '../../../materializer/src/active-set.processor';
-import { AdvantageGroupProcessor, AdvantageGroupStores } from '../../../materializer/src/advantage-group.processor';
+import type { ActiveSetStores } from './active-set.processor';
+import type { AdvantageGroupStores } from './advantage-group.processor';
+import { materializerTopology, type MaterializerSettings } from './topology';
 
 /** The materializer settings that decide sets and groups; a faithful re-materialization uses the live values. */
-export interface RematerializeSettings {
-  setTtlMs: number;
-  groupTtlMs: number;
-  dedupeRetentionMs: number;
-  maxFutureSkewMs: number;
-  maxLatenessMs: number;
-  objective: ObjectiveConfig;
-  limits?: EventLimits;
-}
+export type RematerializeSettings = MaterializerSettings;
 
 export interface RematerializeProgress {
   phase: 'read' | 'process' | 'write';
@@ -145,16 +135,10 @@ export async function rematerialize(options: RematerializeOptions): Promise<Rema
   let deadLetters = 0;
   const processedAt = Date.now();
 
-  const groupProcessor = new AdvantageGroupProcessor({ topics: target, codec, objective: settings.objective, groupTtlMs: settings.groupTtlMs, dedupeRetentionMs: settings.dedupeRetentionMs });
-  const setProcessor = new ActiveSetProcessor({
-    topics: target,
-    codec,
-    setTtlMs: settings.setTtlMs,
-    dedupeRetentionMs: settings.dedupeRetentionMs,
-    maxFutureSkewMs: settings.maxFutureSkewMs,
-    maxLatenessMs: settings.maxLatenessMs,
-    limits: settings.limits ?? DEFAULT_EVENT_LIMITS,
-  });
+  // The same graph the live materializer runs (libs/materializer/src/topology.ts).
+  const topology = materializerTopology(target, codec, settings);
+  const groupProcessor = topology.groups.processor;
+  const setProcessor = topology.sets.processor;
 
   // Dead letters name the processor, as the live runner's do; one wall-clock time for the whole pass (processors see no clock).
   const deadLetterFor = (processor: string): InProcessSink['deadLetter'] => (_task, record, reasonCode, reason, details) => {

@@ -1,0 +1,4 @@
+export * from './active-set.processor';
+export * from './advantage-group.processor';
+export * from './topology';
+export * from './rematerialize';

@@ -1,0 +1,60 @@
+import { DEFAULT_EVENT_LIMITS, type EventCodec, type EventLimits, type TopicCatalog } from '@srpo/events';
+import type { ObjectiveConfig } from '@srpo/srpo';
+import { ActiveSetProcessor } from './active-set.processor';
+import { AdvantageGroupProcessor } from './advantage-group.processor';
+
+/** The settings that decide sets and groups: the live materializer and a faithful re-materialization use the same values. */
+export interface MaterializerSettings {
+  setTtlMs: number;
+  groupTtlMs: number;
+  dedupeRetentionMs: number;
+  maxFutureSkewMs: number;
+  maxLatenessMs: number;
+  objective: ObjectiveConfig;
+  limits?: EventLimits;
+}
+
+/** One stage of the graph: its processor, what it reads, and its partition count (one task per partition). */
+export interface Stage<P> {
+  processor: P;
+  inputTopics: string[];
+  partitions: number;
+}
+
+/**
+ * The materializer's processing graph, built once for every runtime that runs it: the live
+ * consumer runners (apps/materializer) and the in-process re-materialization (replay).
+ * - sets: agent-outputs, transitions and episode-outcomes → active-sets (one task per raw partition);
+ * - groups: active-sets → advantage-groups (one task per active-sets partition).
+ *
+ * `latestPolicyVersion` feeds the live set processor's staleness view; a re-materialization
+ * leaves it out.
+ */
+export function materializerTopology(
+  topics: TopicCatalog,
+  codec: EventCodec,
+  settings: MaterializerSettings,
+  options: { latestPolicyVersion?: (policyId: string) => number | undefined } = {},
+): { sets: Stage<ActiveSetProcessor>; groups: Stage<AdvantageGroupProcessor> } {
+  return {
+    sets: {
+      processor: new ActiveSetProcessor({
+        topics,
+        codec,
+        setTtlMs: settings.setTtlMs,
+        dedupeRetentionMs: settings.dedupeRetentionMs,
+        maxFutureSkewMs: settings.maxFutureSkewMs,
+        maxLatenessMs: settings.maxLatenessMs,
+        limits: settings.limits ?? DEFAULT_EVENT_LIMITS,
+        ...(options.latestPolicyVersion ? { latestPolicyVersion: options.latestPolicyVersion } : {}),
+      }),
+      inputTopics: [topics.agentOutputs.name, topics.transitions.name, topics.episodeOutcomes.name],
+      partitions: topics.agentOutputs.partitions,
+    },
+    groups: {
+      processor: new AdvantageGroupProcessor({ topics, codec, objective: settings.objective, groupTtlMs: settings.groupTtlMs, dedupeRetentionMs: settings.dedupeRetentionMs }),
+      inputTopics: [topics.activeSets.name],
+      partitions: topics.activeSets.partitions,
+    },
+  };
+}
