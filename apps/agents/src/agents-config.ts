@@ -1,5 +1,5 @@
 import * as path from 'path';
-import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, errorMessage, Logger, LogLevel } from '@srpo/core';
+import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, Logger, LogLevel } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
 import { HfTokenizer, readHfConfig } from '@srpo/policy';
 import { checkArithmeticSettings, DEFAULT_ARITHMETIC, type ArithmeticSettings } from './envs/arithmetic.env';
@@ -110,7 +110,7 @@ export function loadAgentsConfig(env: Readonly<Record<string, string | undefined
   const workflows = readWorkflows(r);
   const rolePolicies = readRolePolicies(r, workflows);
   const modulus = r.int('SRPO_AGENTS_MODULUS', DEFAULT_ARITHMETIC.modulus, { min: 2, max: 8 });
-  const arithmetic = guard('SRPO_AGENTS_WORKERS', () =>
+  const arithmetic = ConfigError.guard('SRPO_AGENTS_WORKERS', () =>
     checkArithmeticSettings({
       modulus,
       workers: r.int('SRPO_AGENTS_WORKERS', DEFAULT_ARITHMETIC.workers, { min: 1, max: 4 }),
@@ -119,7 +119,7 @@ export function loadAgentsConfig(env: Readonly<Record<string, string | undefined
       blankProbability: r.num('SRPO_AGENTS_BLANK_PROBABILITY', DEFAULT_ARITHMETIC.blankProbability, { min: 0, max: 0.99 }),
     }),
   );
-  const search = guard('SRPO_AGENTS_SEARCH_DOCS', () =>
+  const search = ConfigError.guard('SRPO_AGENTS_SEARCH_DOCS', () =>
     checkSearchSettings({
       modulus,
       docs: r.int('SRPO_AGENTS_SEARCH_DOCS', DEFAULT_SEARCH.docs, { min: 2, max: 6 }),
@@ -169,7 +169,7 @@ function readModelDir(r: EnvReader, cwd: string): string | undefined {
   const raw = r.optionalStr('SRPO_MODEL_DIR');
   if (raw === undefined) return undefined;
   const dir = path.resolve(cwd, raw);
-  guard('SRPO_MODEL_DIR', () => {
+  ConfigError.guard('SRPO_MODEL_DIR', () => {
     readHfConfig(dir);
     HfTokenizer.fromDirectory(dir);
   });
@@ -212,11 +212,3 @@ export function policiesInUse(config: Pick<AgentsConfig, 'rolePolicies'>): strin
   return [...new Set(Object.values(config.rolePolicies))].sort() as string[];
 }
 
-function guard<T>(variable: string, f: () => T): T {
-  try {
-    return f();
-  } catch (e) {
-    if (e instanceof ConfigError) throw e;
-    throw new ConfigError(variable, errorMessage(e));
-  }
-}

@@ -1,5 +1,5 @@
 import * as path from 'path';
-import { ConfigError, EnvReader, errorMessage, Logger, LogLevel } from '@srpo/core';
+import { ConfigError, EnvReader, Logger, LogLevel } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
 import { ApiKeys, hfRetokenizer, type Retokenizer } from '@srpo/serving';
 
@@ -62,10 +62,10 @@ export function loadGatewayConfig(env: Readonly<Record<string, string | undefine
   if (!/^https?:\/\/[^/]+/.test(upstreamUrl)) throw new ConfigError('SRPO_GATEWAY_UPSTREAM', `must be an http(s) URL such as http://127.0.0.1:8000/v1, got "${upstreamUrl}"`);
   const keysJson = r.optionalStr('SRPO_GATEWAY_API_KEYS');
   let keys = ApiKeys.open();
-  if (keysJson !== undefined) keys = guard('SRPO_GATEWAY_API_KEYS', () => ApiKeys.parse(keysJson, 'SRPO_GATEWAY_API_KEYS'));
+  if (keysJson !== undefined) keys = ConfigError.guard('SRPO_GATEWAY_API_KEYS', () => ApiKeys.parse(keysJson, 'SRPO_GATEWAY_API_KEYS'));
   const tokenizerDir = r.optionalStr('SRPO_GATEWAY_TOKENIZER_DIR');
   const dir = tokenizerDir === undefined ? undefined : path.resolve(cwd, tokenizerDir);
-  const retokenizer = dir === undefined ? undefined : guard('SRPO_GATEWAY_TOKENIZER_DIR', () => hfRetokenizer(dir));
+  const retokenizer = dir === undefined ? undefined : ConfigError.guard('SRPO_GATEWAY_TOKENIZER_DIR', () => hfRetokenizer(dir));
   const keyFile = r.optionalStr('SRPO_GATEWAY_TLS_KEY');
   const certFile = r.optionalStr('SRPO_GATEWAY_TLS_CERT');
   if ((keyFile === undefined) !== (certFile === undefined)) throw new ConfigError(keyFile === undefined ? 'SRPO_GATEWAY_TLS_KEY' : 'SRPO_GATEWAY_TLS_CERT', 'set both SRPO_GATEWAY_TLS_KEY and SRPO_GATEWAY_TLS_CERT, or neither');
@@ -110,11 +110,3 @@ function readModels(r: EnvReader): Record<string, string> | undefined {
   return out;
 }
 
-function guard<T>(variable: string, f: () => T): T {
-  try {
-    return f();
-  } catch (e) {
-    if (e instanceof ConfigError) throw e;
-    throw new ConfigError(variable, errorMessage(e));
-  }
-}

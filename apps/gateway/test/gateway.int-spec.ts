@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'child_process';
+import type { ChildProcess } from 'child_process';
 import * as fs from 'fs';
 import * as https from 'https';
 import * as os from 'os';
@@ -7,7 +7,7 @@ import OpenAI from 'openai';
 import { initTfBackend, repoRoot } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, type AgentOutput } from '@srpo/events';
 import { CheckpointStore, loadHfModel, Policy } from '@srpo/policy';
-import { ensureKafka, sleep, spawnApp, uniquePrefix } from '@srpo/testing';
+import { ensureKafka, runCommand, sleep, spawnApp, uniquePrefix } from '@srpo/testing';
 
 const QWEN2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
 const TINY = { vocabSize: 32, dModel: 16, nLayers: 1, nHeads: 2, maxSeqLen: 16 };
@@ -24,16 +24,7 @@ async function waitForLog(file: string, pattern: RegExp, child: ChildProcess, ms
   }
 }
 
-function python(args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const p = spawn('python3', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    p.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    p.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${args[0]} failed (${code}):\n${out}\n${err}`))));
-  });
-}
+const python = (args: string[]): Promise<string> => runCommand('python3', args);
 
 /**
  * `srpo gateway` in front of `srpo serve`, both as processes on the real broker, called only

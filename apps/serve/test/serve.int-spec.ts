@@ -7,25 +7,12 @@ import OpenAI from 'openai';
 import { initTfBackend, repoRoot } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, topicCatalog } from '@srpo/events';
 import { CheckpointStore, loadHfModel, Policy } from '@srpo/policy';
-import { ensureKafka, sleep } from '@srpo/testing';
+import { ensureKafka, runCommand, sleep } from '@srpo/testing';
 
 const QWEN2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
 const TINY = { vocabSize: 32, dModel: 16, nLayers: 1, nHeads: 2, maxSeqLen: 16 };
 
-/**
- * Runs a Python script without blocking the event loop: a blocked loop would miss the
- * server closing idle keep-alive sockets, and the client's next request would hit a closed one.
- */
-function python(args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const p = spawn('python3', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    p.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    p.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${args[0]} failed (${code}):\n${out}\n${err}`))));
-  });
-}
+const python = (args: string[]): Promise<string> => runCommand('python3', args);
 
 /** Per-token log-probs from transformers (scripts/reference/score_hf.py): the reference, not our code. */
 async function transformersLogprobs(cases: { promptTokenIds: number[]; responseTokenIds: number[] }[]): Promise<number[][]> {

@@ -70,6 +70,16 @@ export class ConfigError extends SrpoError {
   constructor(variable: string, problem: string) {
     super(ErrorCode.CONFIG_INVALID, `invalid configuration ${variable}: ${problem}`, { field: variable });
   }
+
+  /** Runs a check of `variable`'s value; any failure but a ConfigError becomes one naming the variable. */
+  static guard<T>(variable: string, check: () => T): T {
+    try {
+      return check();
+    } catch (e) {
+      if (e instanceof ConfigError) throw e;
+      throw new ConfigError(variable, errorMessage(e));
+    }
+  }
 }
 
 export function isRetriable(error: unknown): boolean {

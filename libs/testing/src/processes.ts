@@ -23,3 +23,20 @@ export function waitForExit(child: ChildProcess): Promise<number | null> {
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/**
+ * Runs a command to completion without blocking the event loop (unlike spawnSync): a blocked
+ * loop misses a server closing idle keep-alive sockets, and an HTTP client's next request then
+ * hits a closed one. Resolves with stdout; rejects with both streams on a non-zero exit.
+ */
+export function runCommand(command: string, args: readonly string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(command, [...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    p.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    p.once('error', reject);
+    p.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${command} ${args[0] ?? ''} failed (${code}):\n${out}\n${err}`))));
+  });
+}
