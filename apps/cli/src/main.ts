@@ -6,13 +6,12 @@ import { eventsCommand } from './commands/events.command';
 import { kafkaCommand } from './commands/kafka.command';
 import { objectiveCommand } from './commands/objective.command';
 import { auditCommand } from './commands/audit.command';
-import { demoCommand } from './commands/demo.command';
 import { replayCommand } from './commands/replay.command';
 import { offlineCommand } from './commands/offline.command';
 import { runsCommand } from './commands/runs.command';
 import { doctorCommand } from './commands/doctor.command';
 import { modelCommand } from './commands/model.command';
-import { gatewayCommand, serveCommand } from './commands/apps.command';
+import { demoCommand, gatewayCommand, serveCommand } from './commands/apps.command';
 
 /** `env` is the process environment unless a test passes its own. */
 export function buildProgram(env: Readonly<Record<string, string | undefined>> = process.env): Command {

@@ -11,23 +11,45 @@ function port(value: string): number {
 }
 
 /**
- * Runs an app (`dist/apps/<app>/src/main.js`) in the foreground with `overrides` on top of the
- * environment, forwarding Ctrl-C and SIGTERM, and exits with its code.
+ * Runs an entry of an app (`dist/apps/<entry>`, e.g. `serve/src/main.js`) in the foreground
+ * with `overrides` on top of the environment and `args` as its arguments, and exits with its
+ * code. The CLI never imports another app's code: it launches it.
+ *
+ * The child gets its own process group, so a terminal's Ctrl-C reaches only the CLI, which
+ * forwards each SIGINT and SIGTERM exactly once (the demo counts them: the second one kills).
  */
-export async function runApp(app: string, env: Readonly<Record<string, string | undefined>>, overrides: Record<string, string | undefined>): Promise<void> {
-  const entry = path.join(repoRoot(), 'dist', 'apps', app, 'src', 'main.js');
-  if (!fs.existsSync(entry)) throw new Error(`${entry} is missing: run npm run build first`);
+export async function runApp(entry: string, env: Readonly<Record<string, string | undefined>>, overrides: Record<string, string | undefined>, args: readonly string[] = []): Promise<void> {
+  const file = path.join(repoRoot(), 'dist', 'apps', entry);
+  if (!fs.existsSync(file)) throw new Error(`${file} is missing: run npm run build first`);
   const childEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries({ ...env, ...overrides })) if (v !== undefined) childEnv[k] = v;
-  const child = spawn(process.execPath, [entry], { env: childEnv, stdio: 'inherit' });
+  const child = spawn(process.execPath, [file, ...args], { env: childEnv, stdio: 'inherit', detached: true });
   const onInt = () => child.kill('SIGINT');
   const onTerm = () => child.kill('SIGTERM');
+  // Should the CLI itself go away, the child must not outlive it.
+  const onExit = () => child.kill('SIGKILL');
   process.on('SIGINT', onInt);
   process.on('SIGTERM', onTerm);
+  process.on('exit', onExit);
   const code = await new Promise<number>((resolve) => child.once('exit', (c, s) => resolve(c ?? (s ? 130 : 1))));
   process.removeListener('SIGINT', onInt);
   process.removeListener('SIGTERM', onTerm);
+  process.removeListener('exit', onExit);
   process.exitCode = code;
+}
+
+/**
+ * `srpo demo`: the agents app's demo (apps/agents/src/demo/demo.main.ts), run as a process; its
+ * options (`srpo demo --help`) are parsed there.
+ */
+export function demoCommand(env: Readonly<Record<string, string | undefined>> = process.env): Command {
+  return new Command('demo')
+    .description('train fixed, joint and routed multi-agent workflows end to end over Kafka, with live progress (srpo demo --help for its options)')
+    .helpOption(false)
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .argument('[options...]', 'the demo\'s options: --seconds, --target, --updates, --serve, --model')
+    .action((args: string[]) => runApp('agents/src/demo/demo.main.js', env, {}, args));
 }
 
 /**
@@ -44,7 +66,7 @@ export function serveCommand(env: Readonly<Record<string, string | undefined>> =
     .option('--host <addr>', 'address to listen on (default SRPO_SERVE_HOST or 127.0.0.1)')
     .option('--checkpoints <dir>', "the learners' checkpoint root (default SRPO_CHECKPOINT_DIR or .srpo/checkpoints)")
     .action((opts: { policies?: string; port?: number; host?: string; checkpoints?: string }) =>
-      runApp('serve', env, {
+      runApp('serve/src/main.js', env, {
         SRPO_SERVE_POLICIES: opts.policies,
         SRPO_SERVE_PORT: opts.port === undefined ? undefined : String(opts.port),
         SRPO_SERVE_HOST: opts.host,
@@ -64,6 +86,6 @@ export function gatewayCommand(env: Readonly<Record<string, string | undefined>>
     .option('--port <n>', 'port (default SRPO_GATEWAY_PORT or 8100)', port)
     .option('--host <addr>', 'address to listen on (default SRPO_GATEWAY_HOST or 127.0.0.1)')
     .action((opts: { upstream?: string; port?: number; host?: string }) =>
-      runApp('gateway', env, { SRPO_GATEWAY_UPSTREAM: opts.upstream, SRPO_GATEWAY_PORT: opts.port === undefined ? undefined : String(opts.port), SRPO_GATEWAY_HOST: opts.host }),
+      runApp('gateway/src/main.js', env, { SRPO_GATEWAY_UPSTREAM: opts.upstream, SRPO_GATEWAY_PORT: opts.port === undefined ? undefined : String(opts.port), SRPO_GATEWAY_HOST: opts.host }),
     );
 }

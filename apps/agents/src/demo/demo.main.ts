@@ -1,7 +1,8 @@
+import 'reflect-metadata';
 import { Command, InvalidArgumentError } from 'commander';
-import { Logger } from '@srpo/core';
-import { loadDemoConfig } from '../../../agents/src/demo/demo-config';
-import { DemoRunner } from '../../../agents/src/demo/demo.service';
+import { errorMessage, Logger, SrpoError } from '@srpo/core';
+import { loadDemoConfig } from './demo-config';
+import { DemoRunner } from './demo.service';
 
 function rate(value: string): number {
   const n = Number(value);
@@ -22,6 +23,9 @@ function seconds(value: string): number {
 }
 
 /**
+ * The demo's entry (`dist/apps/agents/src/demo/demo.main.js`), which `srpo demo` runs as a
+ * process: the demo belongs to the agents app, and the CLI only launches it.
+ *
  * `srpo demo`: the main job. Starts the local broker (unless KAFKA_BROKERS is
  * set), creates the run's topics, runs one learner per policy, the
  * materializer and the agents as child processes, trains the mixed workflow
@@ -75,5 +79,16 @@ export function demoCommand(env: Readonly<Record<string, string | undefined>> = 
         process.removeListener('SIGINT', onSignal);
         process.removeListener('SIGTERM', onSignal);
       }
+    });
+}
+
+if (require.main === module) {
+  demoCommand()
+    .name('srpo demo')
+    .parseAsync(process.argv)
+    .catch((e: unknown) => {
+      // One line, no stack trace, as the CLI prints its own errors.
+      process.stderr.write(`srpo: ${e instanceof SrpoError ? `[${e.code}] ` : ''}${errorMessage(e)}\n`);
+      process.exit(1);
     });
 }
