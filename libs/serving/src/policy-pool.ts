@@ -59,7 +59,13 @@ export class PolicyPool {
   /** Loads the newest announced version of every policy (or version 0), then follows the topic. */
   async start(): Promise<void> {
     const topic = this.options.catalog.policyVersions.name;
-    for (const r of await readTopicsToEnd(this.options.kafka, [topic])) this.note(this.decode(r.value));
+    let announced;
+    try {
+      announced = await readTopicsToEnd(this.options.kafka, [topic]);
+    } catch (e) {
+      throw new SrpoError(ErrorCode.UNAVAILABLE, `cannot read ${topic} (${errorMessage(e)}); is the broker up and the topic catalog created (npx srpo events topics with the same SRPO_TOPIC_PREFIX)?`, { cause: e });
+    }
+    for (const r of announced) this.note(this.decode(r.value));
     for (const id of this.policyIds) {
       const v = this.announced.get(id);
       const policy = v ? await this.loadAnnounced(v) : await this.loadInitial(id);

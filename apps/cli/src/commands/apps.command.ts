@@ -22,7 +22,9 @@ export async function runApp(entry: string, env: Readonly<Record<string, string 
   const file = path.join(repoRoot(), 'dist', 'apps', entry);
   if (!fs.existsSync(file)) throw new Error(`${file} is missing: run npm run build first`);
   const childEnv: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...env, ...overrides })) if (v !== undefined) childEnv[k] = v;
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) childEnv[k] = v;
+  // An unset flag leaves the environment's value alone.
+  for (const [k, v] of Object.entries(overrides)) if (v !== undefined) childEnv[k] = v;
   const child = spawn(process.execPath, [file, ...args], { env: childEnv, stdio: 'inherit', detached: true });
   const onInt = () => child.kill('SIGINT');
   const onTerm = () => child.kill('SIGTERM');
