@@ -9,12 +9,17 @@
  */
 import { Policy, PolicyRegistry, SrpoTrainer, TransformerModel, type ActiveSet, type TransformerConfig } from '@srpo/policy';
 import { groupAdvantages, progressCoverage, resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
-import type { ArithmeticSettings } from '../../apps/agents/src/envs/arithmetic.env';
-import type { SearchSettings } from '../../apps/agents/src/envs/doc-search.env';
-import { WORKFLOW_ROLES } from '../../apps/agents/src/agents-config';
-import { PolicySampler } from '../../apps/agents/src/policy-sampler';
-import { groupKeyOf, type Role, type TaskRollouts, type WorkflowName } from '../../apps/agents/src/rollout';
-import { createWorkflow } from '../../apps/agents/src/workflows';
+import {
+  createWorkflow,
+  groupKeyOf,
+  PolicySampler,
+  WORKFLOW_ROLES,
+  type ArithmeticSettings,
+  type Role,
+  type SearchSettings,
+  type TaskRollouts,
+  type WorkflowName,
+} from '@srpo/workflows';
 
 export interface InProcessOptions {
   workflows: WorkflowName[];

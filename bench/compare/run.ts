@@ -96,17 +96,14 @@ function parseArgs(argv: string[]): Args {
   return a;
 }
 
-/** The demo's policies, restricted to a workflow's roles (see apps/agents/src/agents-config.ts). */
+/** The demo's policies, restricted to a workflow's roles (DEFAULT_ROLE_POLICIES in libs/workflows/src/roles.ts). */
 const ROLE_POLICIES = { solver: 'actor', worker: 'actor', checker: 'judge', router: 'judge', aggregator: 'aggregator' } as const;
 
 async function worker(job: Job): Promise<JobResult> {
   const { initTfBackend } = await import('@srpo/core');
   await initTfBackend('tensorflow');
   const { runInProcess } = await import('./in-process-trainer');
-  const { DEFAULT_ARITHMETIC } = await import('../../apps/agents/src/envs/arithmetic.env');
-  const { DEFAULT_SEARCH } = await import('../../apps/agents/src/envs/doc-search.env');
-  const { WORKFLOW_ROLES } = await import('../../apps/agents/src/agents-config');
-  const { createWorkflow } = await import('../../apps/agents/src/workflows');
+  const { createWorkflow, DEFAULT_ARITHMETIC, DEFAULT_SEARCH, WORKFLOW_ROLES } = await import('@srpo/workflows');
   const { DEMO_DEFAULTS } = await import('../../apps/agents/src/demo/demo-config');
   const started = Date.now();
   const workflows: WorkflowName[] = job.mode === 'mixed' ? WORKFLOWS : [job.mode];

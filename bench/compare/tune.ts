@@ -10,10 +10,8 @@
  * sampling weights up to 3 updates old). See docs/demo.md for what was tried.
  */
 import { initTfBackend } from '@srpo/core';
-import { DEFAULT_ROLE_POLICIES } from '../../apps/agents/src/agents-config';
+import { DEFAULT_ARITHMETIC, DEFAULT_ROLE_POLICIES, DEFAULT_SEARCH } from '@srpo/workflows';
 import { DEMO_DEFAULTS } from '../../apps/agents/src/demo/demo-config';
-import { DEFAULT_ARITHMETIC } from '../../apps/agents/src/envs/arithmetic.env';
-import { DEFAULT_SEARCH } from '../../apps/agents/src/envs/doc-search.env';
 import { runInProcess, type InProcessOptions } from './in-process-trainer';
 
 async function main(): Promise<void> {

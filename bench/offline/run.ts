@@ -7,7 +7,7 @@
  * Per seed and log source (an untrained policy, and the same after
  * `--weak-updates` SRPO updates of the demo's in-process loop):
  * 1. collect raw logs: `--log-tasks` tasks x 8 rollouts, sampled at temperature 1,
- *    unfiltered, turned into events (apps/agents' eventsOf) and trajectories
+ *    unfiltered, turned into events (eventsOf from @srpo/workflows, as the agents emit them) and trajectories
  *    (assembleTrajectories, as the offline job does after reading Kafka);
  * 2. infer tasks (DemoEnvTaskInferrer: hindsight relabelling) and score PMI credits
  *    with a scorer fitted on the logs' own (action prefix -> inferred instruction) pairs;
@@ -35,13 +35,7 @@ import {
   type WeightedExample,
 } from '@srpo/offline';
 import { Policy, PolicyRegistry, SeededRng, TransformerModel, type TransformerConfig } from '@srpo/policy';
-import { DEFAULT_ARITHMETIC } from '../../apps/agents/src/envs/arithmetic.env';
-import { DEFAULT_SEARCH } from '../../apps/agents/src/envs/doc-search.env';
-import { eventsOf } from '../../apps/agents/src/agent-events';
-import { PolicySampler } from '../../apps/agents/src/policy-sampler';
-import { DemoEnvTaskInferrer } from '../../apps/agents/src/offline/demo-env.inferrer';
-import { Tok } from '../../apps/agents/src/tokenizer';
-import { FixedWorkflow } from '../../apps/agents/src/workflows';
+import { DEFAULT_ARITHMETIC, DEFAULT_SEARCH, DemoEnvTaskInferrer, eventsOf, FixedWorkflow, PolicySampler, Tok } from '@srpo/workflows';
 import { runInProcess } from '../compare/in-process-trainer';
 
 const MODEL: TransformerConfig = { vocabSize: 32, dModel: 32, nLayers: 2, nHeads: 2, maxSeqLen: 16 };

@@ -2,33 +2,20 @@ import * as path from 'path';
 import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, Logger, LogLevel } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
 import { HfTokenizer, readHfConfig } from '@srpo/policy';
-import { checkArithmeticSettings, DEFAULT_ARITHMETIC, type ArithmeticSettings } from './envs/arithmetic.env';
-import { checkSearchSettings, DEFAULT_SEARCH, type SearchSettings } from './envs/doc-search.env';
-import { ROLES, WORKFLOW_NAMES, type Role, type WorkflowName } from './rollout';
-
-/** Which roles each workflow needs a policy for. */
-export const WORKFLOW_ROLES: Record<WorkflowName, readonly Role[]> = {
-  fixed: ['solver', 'checker'],
-  joint: ['worker', 'aggregator'],
-  routed: ['router', 'worker', 'aggregator'],
-  search: ['searcher'],
-};
-
-/**
- * Default policies: three, because every learner is a process with its own
- * TensorFlow. Roles that answer digit tasks share `actor`; the two roles that
- * judge (accept or reject, route or not) share `judge`; the aggregator, whose
- * job is copying several tokens in order, learns best alone (sharing it with
- * the workers or the judges made both collapse in our measurements).
- */
-export const DEFAULT_ROLE_POLICIES: Record<Role, string> = {
-  solver: 'actor',
-  worker: 'actor',
-  searcher: 'actor',
-  checker: 'judge',
-  router: 'judge',
-  aggregator: 'aggregator',
-};
+import {
+  checkArithmeticSettings,
+  checkSearchSettings,
+  DEFAULT_ARITHMETIC,
+  DEFAULT_ROLE_POLICIES,
+  DEFAULT_SEARCH,
+  ROLES,
+  WORKFLOW_NAMES,
+  WORKFLOW_ROLES,
+  type ArithmeticSettings,
+  type Role,
+  type SearchSettings,
+  type WorkflowName,
+} from '@srpo/workflows';
 
 export interface AgentsConfig {
   kafka: KafkaConnectionOptions;
@@ -40,7 +27,7 @@ export interface AgentsConfig {
   checkpointDir: string;
   /**
    * Absolute; the Hugging Face directory the learners' SRPO_MODEL_DIR names. Its tokenizer binds the
-   * workflows' symbols to model ids (symbol-binding.ts), and every policy loaded must be on this base.
+   * workflows' symbols to model ids (libs/workflows/src/symbol-binding.ts), and every policy loaded must be on this base.
    * Unset: the policies are the project's transformer, whose ids are the symbols.
    */
   modelDir?: string;

@@ -2,27 +2,22 @@ import type { Kafka } from 'kafkajs';
 import { errorMessage, Logger } from '@srpo/core';
 import { hfDirectoryHash, HfTokenizer, readHfConfig } from '@srpo/policy';
 import { AgentEventsProducer, createKafka, EventCodec, topicCatalog, type TopicCatalog } from '@srpo/events';
-import { eventsOf, setsPerPolicy } from './agent-events';
+import { PolicyPool } from '@srpo/serving';
+import {
+  createWorkflow,
+  eventsOf,
+  hfSymbolBinding,
+  IDENTITY_BINDING,
+  PolicySampler,
+  policyShapeProblem,
+  requiredSeqLen,
+  setsPerPolicy,
+  type SymbolBinding,
+  type TaskRollouts,
+  type Workflow,
+} from '@srpo/workflows';
 import { policiesInUse, type AgentsConfig } from './agents-config';
 import { OutcomeGate } from './outcome-gate';
-import { PolicyPool } from '@srpo/serving';
-import { policyShapeProblem } from './policy-shape';
-import { PolicySampler } from './policy-sampler';
-import { hfSymbolBinding, IDENTITY_BINDING, type SymbolBinding } from './symbol-binding';
-import type { TaskRollouts, Workflow, WorkflowName } from './rollout';
-import { createWorkflow } from './workflows';
-
-/** Longest model input (context + response − 1) any configured workflow needs. */
-export function requiredSeqLen(config: Pick<AgentsConfig, 'workflows' | 'arithmetic' | 'search'>): number {
-  const { reverseLength: l, workers: n } = config.arithmetic;
-  const need: Record<WorkflowName, number> = {
-    fixed: Math.max(3 + l + l, 3 + l + 1) - 1,
-    joint: Math.max(5 + 1, 3 + n + n) - 1,
-    routed: Math.max(3 + n + n, 5 + 1, 3 + n + n) - 1,
-    search: 4 + 3 * (config.search.turns - 1) + 1 - 1,
-  };
-  return Math.max(...config.workflows.map((w) => need[w]));
-}
 
 /** Running totals, for the stats line and for tests. */
 export interface AgentsStats {

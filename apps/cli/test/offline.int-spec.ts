@@ -9,10 +9,7 @@ import { CheckpointStore, loadCheckpoint, Policy, SeededRng, weightsHash } from 
 import { CreditWeightedSftTrainer } from '@srpo/offline';
 import { AuditStore } from '@srpo/store';
 import { ensureKafka, uniquePrefix } from '@srpo/testing';
-import { eventsOf } from '../../agents/src/agent-events';
-import { ScriptedSampler } from '../../agents/src/test/scripted-sampler';
-import { Tok } from '../../agents/src/tokenizer';
-import { FixedWorkflow } from '../../agents/src/workflows';
+import { eventsOf, FixedWorkflow, ScriptedSampler, Tok } from '@srpo/workflows';
 
 const run = promisify(execFile);
 const bin = path.resolve(__dirname, '..', '..', '..', 'bin', 'srpo.js');

@@ -2,7 +2,7 @@ import * as path from 'path';
 import { ConfigError, EnvReader, LogLevel, repoRoot } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
 import { loadAgentsConfig, policiesInUse, type AgentsConfig } from '../agents-config';
-import type { Role } from '../rollout';
+import type { Role } from '@srpo/workflows';
 
 /** The demo's tuned defaults (see docs/demo.md for how they were chosen). */
 export const DEMO_DEFAULTS = {

@@ -16,7 +16,7 @@ import {
 } from '@srpo/offline';
 import type { Policy } from '@srpo/policy';
 import { AuditStore } from '@srpo/store';
-import { DemoEnvTaskInferrer } from '../../../agents/src/offline/demo-env.inferrer';
+import { DemoEnvTaskInferrer } from '@srpo/workflows';
 import { CliConfig } from '../cli-config';
 
 interface OfflineCliOptions {

@@ -7,7 +7,7 @@ import { DEFAULT_ARITHMETIC } from './envs/arithmetic.env';
 import { DEFAULT_SEARCH } from './envs/doc-search.env';
 import { PolicySampler } from './policy-sampler';
 import { hfSymbolBinding, IDENTITY_BINDING, SYMBOL_TEXT } from './symbol-binding';
-import { ScriptedSampler } from './test/scripted-sampler';
+import { ScriptedSampler } from './testing/scripted-sampler';
 import { Tok, VOCAB_SIZE } from './tokenizer';
 import { createWorkflow } from './workflows';
 import { WORKFLOW_NAMES } from './rollout';

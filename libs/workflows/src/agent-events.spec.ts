@@ -14,7 +14,7 @@ import {
 import { contextRefOf, eventsOf, setsPerPolicy, verifierOf } from './agent-events';
 import { DEFAULT_ARITHMETIC } from './envs/arithmetic.env';
 import { digitValue, Tok } from './tokenizer';
-import { ScriptedSampler, type Script } from './test/scripted-sampler';
+import { ScriptedSampler, type Script } from './testing/scripted-sampler';
 import { RoutedWorkflow, SearchWorkflow } from './workflows';
 
 const s = { ...DEFAULT_ARITHMETIC, workers: 3 };

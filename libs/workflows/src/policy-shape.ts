@@ -1,5 +1,20 @@
 import { Policy, type HfModelSource } from '@srpo/policy';
+import type { ArithmeticSettings } from './envs/arithmetic.env';
+import type { SearchSettings } from './envs/doc-search.env';
+import type { WorkflowName } from './rollout';
 import { VOCAB_SIZE } from './tokenizer';
+
+/** Longest model input (context + response − 1) any of `workflows` needs. */
+export function requiredSeqLen(config: { workflows: readonly WorkflowName[]; arithmetic: ArithmeticSettings; search: SearchSettings }): number {
+  const { reverseLength: l, workers: n } = config.arithmetic;
+  const need: Record<WorkflowName, number> = {
+    fixed: Math.max(3 + l + l, 3 + l + 1) - 1,
+    joint: Math.max(5 + 1, 3 + n + n) - 1,
+    routed: Math.max(3 + n + n, 5 + 1, 3 + n + n) - 1,
+    search: 4 + 3 * (config.search.turns - 1) + 1 - 1,
+  };
+  return Math.max(...config.workflows.map((w) => need[w]));
+}
 
 /**
  * Why the agents' workflows cannot sample with `policy`, or undefined when they can: it must

@@ -1,7 +1,7 @@
 import { SeededRng } from '@srpo/policy';
 import { DEFAULT_ARITHMETIC, type ArithmeticSettings } from '../envs/arithmetic.env';
 import { digitValue, docIndex, Tok } from '../tokenizer';
-import { ScriptedSampler, type Script } from '../test/scripted-sampler';
+import { ScriptedSampler, type Script } from '../testing/scripted-sampler';
 import { createWorkflow, FixedWorkflow, JointWorkflow, RoutedWorkflow, SearchWorkflow } from '.';
 
 const s: ArithmeticSettings = { ...DEFAULT_ARITHMETIC, modulus: 4, workers: 3, reverseLength: 2 };

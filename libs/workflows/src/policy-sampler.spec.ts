@@ -1,10 +1,9 @@
 import * as path from 'path';
 import { initTfBackend, repoRoot } from '@srpo/core';
 import { hfDirectoryHash, loadHfModel, Policy, PolicyRegistry, tokenLogProbs } from '@srpo/policy';
-import { requiredSeqLen } from './agents.service';
+import { policyShapeProblem, requiredSeqLen } from './policy-shape';
 import { DEFAULT_ARITHMETIC } from './envs/arithmetic.env';
 import { checkpointDirOf } from '@srpo/serving';
-import { policyShapeProblem } from './policy-shape';
 import { PolicySampler } from './policy-sampler';
 import { VOCAB_SIZE } from './tokenizer';
 
