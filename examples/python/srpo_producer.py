@@ -45,7 +45,7 @@ from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 MAGIC = b"\xc3\x01"
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-VOCAB_SIZE = 32  # the agents' vocabulary (apps/agents/src/tokenizer.ts)
+VOCAB_SIZE = 32  # the agents' vocabulary (libs/workflows/src/tokenizer.ts)
 DIGIT0 = 2
 
 
