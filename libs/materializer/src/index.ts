@@ -2,3 +2,4 @@ export * from './active-set.processor';
 export * from './advantage-group.processor';
 export * from './topology';
 export * from './rematerialize';
+export * from './materializer-settings';
