@@ -1,5 +1,5 @@
 import { Kafka } from 'kafkajs';
-import { errorMessage, Logger } from '@srpo/core';
+import { errorMessage, Logger, retry } from '@srpo/core';
 import { EventCodec, TopicCatalog } from '@srpo/events';
 import { SinkRunner } from '@srpo/streams';
 import { BatchHandler, ConsumptionControl, ConsumptionState, GroupSource, ReadyGroup } from './group-source';
@@ -43,17 +43,35 @@ export class KafkaGroupSource implements GroupSource, ConsumptionControl {
     this.starting = this.connectLoop(onBatch);
   }
 
+  /**
+   * Connects, retrying any failure (the cluster being away is not the only reason a start
+   * fails, and the learner must come up by itself once it is back) every 1 s, 2 s, ... up to
+   * 30 s, until it succeeds or {@link stop} is called.
+   */
   private async connectLoop(onBatch: BatchHandler): Promise<void> {
-    for (let attempt = 1; !this.stopped; attempt++) {
-      try {
-        await this.connect(onBatch);
-        return;
-      } catch (e) {
-        await this.runner?.stop().catch(() => undefined);
-        this.runner = undefined;
-        this.log.warn('consumer could not start; retrying', { attempt, error: errorMessage(e) });
-        await new Promise((r) => setTimeout(r, Math.min(30_000, 1000 * attempt)));
-      }
+    try {
+      await retry(
+        async () => {
+          try {
+            await this.connect(onBatch);
+          } catch (e) {
+            await this.runner?.stop().catch(() => undefined);
+            this.runner = undefined;
+            throw e;
+          }
+        },
+        {
+          initialDelayMs: 1000,
+          linearStepMs: 1000,
+          maxDelayMs: 30_000,
+          retryIf: () => true,
+          stopped: () => this.stopped,
+          onRetry: (e, attempt) => this.log.warn('consumer could not start; retrying', { attempt, error: errorMessage(e) }),
+        },
+      );
+    } catch (e) {
+      // Only reached once stopped (everything else is retried): a shutdown, not a failure to report.
+      if (!this.stopped) throw e;
     }
   }
 
