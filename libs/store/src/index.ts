@@ -1,6 +1,6 @@
 /**
- * The audit store: TypeORM entities, migrations and the {@link AuditStore}
- * service over SQLite (embedded default) or PostgreSQL.
+ * The audit store: TypeORM entities, migrations, one repository per table and
+ * the {@link AuditStore} facade over SQLite (embedded default) or PostgreSQL.
  */
 export * from './store-config';
 export * from './json-columns';
@@ -8,7 +8,9 @@ export * from './audit-types';
 export * from './entities';
 export * from './migrations';
 export * from './data-source';
+export * from './repositories';
 export * from './audit-store.service';
+export { isUniqueViolation } from './store-errors';
 export * from './ledger-entry';
 export * from './group-stats';
 export * from './policy-events';
