@@ -1,10 +1,10 @@
-import { execFileSync, spawnSync } from 'child_process';
+import { ChildProcess, execFileSync, spawnSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 import { repoRoot } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, validateAgentOutput, validateEpisodeOutcome, validateTransition } from '@srpo/events';
-import { ensureKafka, sleep, uniquePrefix } from '@srpo/testing';
-import { loadMaterializerConfig } from '../../materializer/src/materializer-config';
-import { Materializer } from '../../materializer/src/materializer.service';
+import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
 
 const SCRIPT = path.join(repoRoot(), 'examples', 'python', 'srpo_producer.py');
 const TASKS = 3;
@@ -22,11 +22,21 @@ function python(args: string[], env: Record<string, string> = {}): string {
   return r.stdout;
 }
 
+/** SIGTERM, then SIGKILL after 10 s. */
+async function stop(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await waitForExit(child).finally(() => clearTimeout(timer));
+}
+
 /**
  * The Python example producer against the real broker and the real
  * materializer: its events decode with the TypeScript codec, pass the SDK's
  * validators, and come out as complete active sets and advantage groups, with
- * nothing dead-lettered.
+ * nothing dead-lettered. The materializer is the built app (`dist/apps/materializer`,
+ * from `npm run build`) run as a process: apps are leaves, so this test does not
+ * import it.
  */
 describe('Python producer example (fastavro + confluent-kafka)', () => {
   const brokers = ensureKafka();
@@ -34,7 +44,8 @@ describe('Python producer example (fastavro + confluent-kafka)', () => {
   const codec = new EventCodec();
   const prefix = uniquePrefix('py');
   const catalog = topicCatalog({ prefix, rawPartitions: 2, derivedPartitions: 1 });
-  let materializer: Materializer;
+  const log = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-python-producer-')), 'materializer.log');
+  let materializer: ChildProcess | undefined;
 
   beforeAll(async () => {
     // Fail loudly, with the fix, when the requirements are missing: CI must not skip this.
@@ -43,20 +54,22 @@ describe('Python producer example (fastavro + confluent-kafka)', () => {
     await admin.connect();
     await ensureTopics(admin, catalog.all());
     await admin.disconnect();
-    materializer = new Materializer(
-      loadMaterializerConfig({
+    // Its consumer groups read from the beginning, so events produced before it joins are not missed.
+    materializer = spawnApp(
+      'materializer',
+      {
         KAFKA_BROKERS: brokers.join(','),
         SRPO_TOPIC_PREFIX: prefix,
         SRPO_RAW_PARTITIONS: '2',
         SRPO_DERIVED_PARTITIONS: '1',
         SRPO_LOG_LEVEL: 'warn',
-      }),
+      },
+      log,
     );
-    await materializer.start();
   }, 60_000);
 
   afterAll(async () => {
-    await materializer?.stop();
+    if (materializer) await stop(materializer);
   });
 
   it('uses the same CRC-64-AVRO fingerprints as the TypeScript codec', () => {
@@ -102,6 +115,10 @@ describe('Python producer example (fastavro + confluent-kafka)', () => {
       groups = (await readTopicsToEnd(kafka, [catalog.advantageGroups.name])).map((r) => codec.decodeAs('AdvantageGroup', r.value));
       if (groups.length >= TASKS) break;
       await sleep(500);
+    }
+    if (groups.length < TASKS) {
+      const exited = materializer && materializer.exitCode !== null ? ` (materializer exited with ${materializer.exitCode})` : '';
+      throw new Error(`${groups.length} of ${TASKS} advantage groups after 60 s${exited}; materializer log ${log}:\n${fs.readFileSync(log, 'utf8').slice(-4000)}`);
     }
     expect(groups).toHaveLength(TASKS);
     for (const g of groups) {
