@@ -1,6 +1,7 @@
 import { BACKEND_REQUESTS, BackendRequest, EnvReader, Logger, LogLevel } from '@srpo/core';
 import * as path from 'path';
 import { KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
+import { readMaterializerSettings, type MaterializerSettings } from '@srpo/materializer';
 import { readStore, type StoreConfig } from '@srpo/store';
 
 /**
@@ -27,10 +28,18 @@ export interface CliConfig {
   checkpointDir?: string;
   /** SRPO_REPLAY_DIR (default `.srpo/replays`): each replay run's store and checkpoints live in `<dir>/<run>/`. */
   replayDir: string;
+  /**
+   * The live materializer's settings (SRPO_SET_TTL_MS, SRPO_GROUP_TTL_MS, advantage settings, ...),
+   * read with the materializer's own parser so `replay --rematerialize` uses the same variables
+   * and defaults as the recorded run. Parsed on first call: a bad value fails only the command
+   * that needs it, naming the variable.
+   */
+  materializerSettings: () => MaterializerSettings;
 }
 
 export function loadCliConfig(env: Readonly<Record<string, string | undefined>> = process.env): CliConfig {
   const reader = new EnvReader(env);
+  let materializer: MaterializerSettings | undefined;
   const localKafka = { port: reader.int('SRPO_KAFKA_PORT', 9092, { min: 1, max: 65534 }), dir: reader.optionalStr('SRPO_KAFKA_DIR') };
   const kafka = readKafkaConnection(reader, reader.str('SRPO_CLIENT_ID', 'srpo-cli'));
   if (!reader.has('KAFKA_BROKERS')) kafka.brokers = [`127.0.0.1:${localKafka.port}`];
@@ -51,6 +60,7 @@ export function loadCliConfig(env: Readonly<Record<string, string | undefined>> 
     store: readStore(reader, process.cwd()),
     checkpointDir: reader.has('SRPO_CHECKPOINT_DIR') ? path.resolve(reader.str('SRPO_CHECKPOINT_DIR')) : undefined,
     replayDir: path.resolve(reader.str('SRPO_REPLAY_DIR', '.srpo/replays')),
+    materializerSettings: () => (materializer ??= readMaterializerSettings(env)),
   };
   Logger.configure({ level: config.logLevel });
   return config;

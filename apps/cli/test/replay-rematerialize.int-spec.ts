@@ -3,9 +3,8 @@ import * as net from 'net';
 import * as path from 'path';
 import { promisify } from 'util';
 import { AgentEvent, AgentEventsProducer, createKafka, endOffsets, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog } from '@srpo/events';
-import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
+import { ensureKafka, SEED, sleep, spawnApp, tempDir, TINY_MODEL_JSON, uniquePrefix, waitForExit } from '@srpo/testing';
 import { outcome, output, transition } from '../../../libs/materializer/src/test-events';
-import { SEED, tempDir, TINY_MODEL_JSON } from '../../learner/test/fixtures';
 
 const run = promisify(execFile);
 const bin = path.resolve(__dirname, '..', '..', '..', 'bin', 'srpo.js');

@@ -3,7 +3,8 @@ import * as os from 'os';
 import * as path from 'path';
 import { ConfigError, ErrorCode, repoRoot } from '@srpo/core';
 import { DEFAULT_OBJECTIVE_CONFIG } from '@srpo/srpo';
-import { DEFAULT_MODEL, loadLearnerConfig } from './learner-config';
+import { DEFAULT_MODEL } from '@srpo/trainer';
+import { loadLearnerConfig } from './learner-config';
 
 const CWD = '/srv/learner';
 const HF_QWEN2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');

@@ -5,6 +5,7 @@ import { KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, Schema
 import { readHfConfig, resolveLoraConfig, resolveTransformerConfig, type LoraConfig, type TransformerConfig } from '@srpo/policy';
 import { EVENT_REDUCTIONS, OBJECTIVES, resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
 import { readStore, type StoreConfig } from '@srpo/store';
+import { DEFAULT_MODEL } from '@srpo/trainer';
 import type { CheckpointRetention } from './checkpoint-retention';
 
 /** Step boundaries of an update at which {@link LearnerConfig.crashAt} can kill the process. */
@@ -58,7 +59,6 @@ export interface LearnerConfig {
   logLevel: LogLevel;
 }
 
-export const DEFAULT_MODEL: TransformerConfig = { vocabSize: 256, dModel: 64, nLayers: 2, nHeads: 4, maxSeqLen: 128 };
 const POLICY_ID = /^[A-Za-z0-9._-]+$/;
 const MIN_TOKEN_LENGTH = 16;
 

@@ -1,11 +1,10 @@
 import { Inject, Injectable, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { errorMessage, Logger } from '@srpo/core';
 import type { AuditStore } from '@srpo/store';
-import type { LearnerEventsPublisher } from './events-publisher';
+import type { LearnerEventsPublisher, PolicyTrainer } from '@srpo/trainer';
 import type { GroupSource } from './group-source';
 import { LearnerStateService } from './learner-state.service';
 import { AUDIT_STORE, EVENTS_PUBLISHER, GROUP_SOURCE, POLICY_TRAINER } from './learner-tokens';
-import type { PolicyTrainer } from './policy-trainer';
 import { UpdateService } from './update.service';
 
 /**

@@ -4,10 +4,10 @@ import { pathToFileURL } from 'url';
 import { ErrorCode, errorMessage, Logger, SrpoError } from '@srpo/core';
 import { CheckpointStore } from '@srpo/policy';
 import type { AuditStore } from '@srpo/store';
+import type { PolicyTrainer } from '@srpo/trainer';
 import type { LearnerConfig } from './learner-config';
 import { LearnerMetrics } from './learner-metrics.service';
 import { AUDIT_STORE, CLOCK, LEARNER_CONFIG, POLICY_TRAINER, type Clock } from './learner-tokens';
-import type { PolicyTrainer } from './policy-trainer';
 import { checkpointsToPrune, removeCheckpointDirs } from './checkpoint-retention';
 
 /** The weights the learner holds, as committed in the audit store. */

@@ -2,7 +2,9 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { initTfBackend } from '@srpo/core';
 import { createKafka, EventCodec, topicCatalog } from '@srpo/events';
+import { AuditService } from '@srpo/audit';
 import { AuditStore } from '@srpo/store';
+import { KafkaLearnerEventsPublisher, TfPolicyTrainer } from '@srpo/trainer';
 import { FaultInjector } from './fault-injection';
 import { KafkaGroupSource } from './kafka-group-source';
 import { ConsumptionController } from './http/consumption.controller';
@@ -13,10 +15,8 @@ import { SrpoExceptionFilter } from './http/srpo-exception.filter';
 import { UpdatesController } from './http/updates.controller';
 import { SetsController } from './http/sets.controller';
 import { DashboardController } from './http/dashboard.controller';
-import { AuditService } from './audit/audit.service';
 import { WriteTokenGuard, ReadTokenGuard } from './http/api-token.guard';
 import { KafkaAdminHealth } from './kafka-health';
-import { KafkaLearnerEventsPublisher } from './kafka-publisher';
 import type { LearnerConfig } from './learner-config';
 import { LearnerLifecycle } from './learner-lifecycle.service';
 import { LearnerMetrics } from './learner-metrics.service';
@@ -34,7 +34,6 @@ import {
   LEARNER_CONFIG,
   POLICY_TRAINER,
 } from './learner-tokens';
-import { TfPolicyTrainer } from './policy-trainer';
 import { UpdateService } from './update.service';
 
 /**

@@ -5,26 +5,14 @@ import { ErrorCode, initTfBackend, Logger, SrpoError } from '@srpo/core';
 import { loadCheckpoint, Policy, weightsHash } from '@srpo/policy';
 import { EventCodec, SchemaRegistryClient, type AgentOutput } from '@srpo/events';
 import { AuditStore } from '@srpo/store';
-import { startFakeSchemaRegistry } from '@srpo/testing';
-import {
-  activeSet,
-  advantageGroup,
-  member,
-  ready,
-  SEED,
-  simpleGroup,
-  tempDir,
-  TINY_MODEL,
-  TINY_MODEL_JSON,
-  versionZeroLogProbs,
-} from '../test/fixtures';
-import { InMemoryEventsPublisher } from './events-publisher';
+import { InMemoryEventsPublisher, TfPolicyTrainer } from '@srpo/trainer';
+import { activeSet, advantageGroup, member, SEED, startFakeSchemaRegistry, tempDir, TINY_MODEL, TINY_MODEL_JSON } from '@srpo/testing';
+import { ready, simpleGroup, versionZeroLogProbs } from '../test/fixtures';
 import { FaultInjector } from './fault-injection';
 import type { ReadyGroup } from './group-source';
 import { loadLearnerConfig, type CrashPoint, type LearnerConfig } from './learner-config';
 import { LearnerMetrics } from './learner-metrics.service';
 import { LearnerStateService } from './learner-state.service';
-import { TfPolicyTrainer } from './policy-trainer';
 import { eventsFor } from '@srpo/store';
 import { UpdateService } from './update.service';
 

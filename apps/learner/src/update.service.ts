@@ -1,16 +1,25 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createHash } from 'crypto';
 import { ErrorCode, errorMessage, Logger, SrpoError, ValidationError } from '@srpo/core';
-import { decodeMemberOutput, EventCodec, type AdvantageGroup, type PolicyUpdate, type PolicyVersion } from '@srpo/events';
+import { EventCodec, type AdvantageGroup, type PolicyUpdate, type PolicyVersion } from '@srpo/events';
 import { eventsFor, groupStatsFromGroup, ledgerEntryFromGroup, type AuditStore, type SkippedGroupInput, type UpdateDetail } from '@srpo/store';
-import type { LearnerEventsPublisher } from './events-publisher';
+import {
+  prefetchMemberSchemas,
+  RunRecorder,
+  trainingSetsFromGroup,
+  type LearnerEventsPublisher,
+  type LearnerHyperparameters,
+  type PolicyTrainer,
+  type SetProbe,
+  type StepResult,
+  type TrainingSet,
+} from '@srpo/trainer';
 import { FaultInjector } from './fault-injection';
 import type { ReadyGroup } from './group-source';
 import type { LearnerConfig } from './learner-config';
 import { LearnerMetrics } from './learner-metrics.service';
 import { LearnerStateService } from './learner-state.service';
 import { AUDIT_STORE, BACKEND_INFO, CLOCK, EVENTS_PUBLISHER, FAULT_INJECTOR, LEARNER_CONFIG, POLICY_TRAINER, type Clock } from './learner-tokens';
-import type { PolicyTrainer, SetProbe, StepResult, TrainingSet } from './policy-trainer';
 
 /** Why a consumed group was not trained on. */
 export type SkipReason =
@@ -101,6 +110,7 @@ export class UpdateService {
   /** Set when a failed update could not be rolled back: the weights in memory are then unknown. */
   private broken?: SrpoError;
   private readonly codec: EventCodec;
+  private readonly recorder: RunRecorder;
 
   constructor(
     @Inject(LEARNER_CONFIG) private readonly config: LearnerConfig,
@@ -109,11 +119,12 @@ export class UpdateService {
     @Inject(EVENTS_PUBLISHER) private readonly publisher: LearnerEventsPublisher,
     @Inject(CLOCK) private readonly clock: Clock,
     @Inject(FAULT_INJECTOR) private readonly faults: FaultInjector,
-    @Inject(BACKEND_INFO) private readonly backend: { name: string },
+    @Inject(BACKEND_INFO) backend: { name: string },
     private readonly state: LearnerStateService,
     private readonly metrics: LearnerMetrics,
   ) {
     this.codec = new EventCodec(undefined, { registry: config.schemaRegistry });
+    this.recorder = new RunRecorder({ store, backend: backend.name, codeVersion: config.codeVersion });
   }
 
   /** Applies one mini-batch (serialised: concurrent calls run one after another). */
@@ -210,32 +221,28 @@ export class UpdateService {
     // 4. One transaction.
     const checkpointUri = this.state.checkpointUri(versionAfter);
     const temperature = eligible[0].temperature;
+    const hyperparameters: LearnerHyperparameters = {
+      objective: this.config.objective,
+      lr: this.config.lr,
+      epochs: this.config.epochs,
+      maxGradNorm: this.config.maxGradNorm,
+      microBatchTokens: this.config.microBatchTokens,
+      maxPolicyLag: this.config.maxPolicyLag,
+      setsPerUpdate: this.config.setsPerUpdate,
+      temperature,
+    };
     let detail: UpdateDetail;
     try {
-      detail = await this.store.recordUpdate(
+      detail = await this.recorder.recordUpdate(
         {
           updateId,
           policyId,
           versionBefore: before.version,
-          versionAfter,
           weightsHashBefore: before.weightsHash,
           weightsHashAfter,
-          hyperparameters: {
-            objective: { ...this.config.objective, progress: { ...this.config.objective.progress } },
-            lr: this.config.lr,
-            epochs: this.config.epochs,
-            maxGradNorm: this.config.maxGradNorm,
-            microBatchTokens: this.config.microBatchTokens,
-            maxPolicyLag: this.config.maxPolicyLag,
-            setsPerUpdate: this.config.setsPerUpdate,
-            temperature,
-          },
+          hyperparameters,
           seed: this.config.seed,
-          backend: this.backend.name,
-          codeVersion: this.config.codeVersion,
-          loss: result.loss,
-          gradNorm: result.gradNorm,
-          diagnostics: result.diagnostics,
+          result,
           wallTimeMs: Date.now() - started,
           checkpointUri,
           committedAtMs: this.clock(),
@@ -470,37 +477,3 @@ function isFiniteStep(r: { loss: number; gradNorm: number }): boolean {
 function nonFiniteLoss(c: Candidate, detail: string): { ready: ReadyGroup; info: SkippedGroupInfo } {
   return { ready: c.ready, info: { groupId: c.ready.group.groupId, reason: 'non-finite-loss', detail, lag: c.lag } };
 }
-
-/**
- * Loads the writer schemas of the members' original AgentOutput bytes: agents writing
- * Confluent-framed events (schema registry) nest those frames inside each set, and the
- * synchronous decode below only knows schemas fetched beforehand. No-op without a registry.
- */
-export async function prefetchMemberSchemas(codec: EventCodec, groups: readonly AdvantageGroup[]): Promise<void> {
-  await codec.prefetch(groups.flatMap((g) => g.sets.flatMap((gs) => gs.set.members.map((m) => m.output))));
-}
-
-/**
- * The trainer's view of a group: each member's original AgentOutput bytes,
- * decoded, so the importance ratio's logpOld is exactly what the agent
- * recorded. Shared with audit and replay, which must feed the trainer the very
- * same sets the learner did.
- */
-export function trainingSetsFromGroup(codec: EventCodec, group: AdvantageGroup): TrainingSet[] {
-  return group.sets.map((gs) => ({
-    setId: gs.set.setId,
-    advantage: gs.advantage,
-    members: gs.set.members.map((m) => {
-      const output = decodeMemberOutput(codec, m);
-      return {
-        outputId: m.outputId,
-        contextTokens: output.contextTokenIds,
-        responseTokens: output.responseTokenIds,
-        logpOld: output.behaviourLogProbs,
-        mask: output.lossMask.map((b) => (b ? 1 : 0)),
-        temperature: m.temperature,
-      };
-    }),
-  }));
-}
-

@@ -4,8 +4,7 @@ import * as path from 'path';
 import { promisify } from 'util';
 import { Partitioners } from 'kafkajs';
 import { AdvantageGroup, createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain } from '@srpo/events';
-import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
-import { activeSet, advantageGroup, member, produceGroups, SEED, tempDir, TINY_MODEL_JSON } from './fixtures';
+import { activeSet, advantageGroup, ensureKafka, member, produceGroups, SEED, sleep, spawnApp, tempDir, TINY_MODEL_JSON, uniquePrefix, waitForExit } from '@srpo/testing';
 
 const run = promisify(execFile);
 const bin = path.resolve(__dirname, '..', '..', '..', 'bin', 'srpo.js');

@@ -6,10 +6,9 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { Logger } from '@srpo/core';
 import { createKafka, ensureTopics, topicCatalog, type AdvantageGroup } from '@srpo/events';
 import type { AuditStore, GroupStatsRecord, UpdateDetail, UpdateRecord } from '@srpo/store';
-import { ensureKafka, sleep, uniquePrefix } from '@srpo/testing';
+import { activeSet, advantageGroup, ensureKafka, member, produceGroups, SEED, sleep, tempDir, TINY_MODEL_JSON, uniquePrefix } from '@srpo/testing';
 import { AUDIT_STORE } from '../src/learner-tokens';
 import { bootstrap } from '../src/main';
-import { activeSet, advantageGroup, member, produceGroups, SEED, tempDir, TINY_MODEL_JSON } from './fixtures';
 
 Logger.configure({ level: 'error' });
 

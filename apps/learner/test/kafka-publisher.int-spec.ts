@@ -2,7 +2,7 @@ import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, sampleEvents, t
 import { Logger } from '@srpo/core';
 import { ensureKafka, uniquePrefix } from '@srpo/testing';
 import { KafkaAdminHealth } from '../src/kafka-health';
-import { KafkaLearnerEventsPublisher } from '../src/kafka-publisher';
+import { KafkaLearnerEventsPublisher } from '@srpo/trainer';
 
 Logger.configure({ level: 'error' });
 

@@ -6,8 +6,7 @@ import * as tf from '@tensorflow/tfjs';
 import { initTfBackend, repoRoot } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain, type AdvantageGroup } from '@srpo/events';
 import { attachLora, detachLora, hfDirectoryHash, loadCheckpoint, loadHfModel, sampleBatch, scoreCases, weightsHash, type LlamaModel, type LoraConfig } from '@srpo/policy';
-import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
-import { activeSet, advantageGroup, member, produceGroups, tempDir } from './fixtures';
+import { activeSet, advantageGroup, ensureKafka, member, produceGroups, sleep, spawnApp, tempDir, uniquePrefix, waitForExit } from '@srpo/testing';
 
 /**
  * The learner trains a Hugging Face model over Kafka: SRPO_MODEL_DIR names the qwen2

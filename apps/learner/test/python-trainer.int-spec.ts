@@ -5,9 +5,8 @@ import * as tf from '@tensorflow/tfjs';
 import { initTfBackend, repoRoot } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain, type AdvantageGroup, type SetMember } from '@srpo/events';
 import { loadHfModel, Policy, sampleBatch, SrpoTrainer, weightsHash } from '@srpo/policy';
-import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
-import { trainingSetsFromGroup } from '../src/update.service';
-import { activeSet, advantageGroup, member, produceGroups, tempDir } from './fixtures';
+import { activeSet, advantageGroup, ensureKafka, member, produceGroups, sleep, spawnApp, tempDir, uniquePrefix, waitForExit } from '@srpo/testing';
+import { trainingSetsFromGroup } from '@srpo/trainer';
 
 /**
  * examples/python-trainer against the learner, on the real broker and the same HF model

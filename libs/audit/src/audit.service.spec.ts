@@ -1,10 +1,10 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { ErrorCode, Logger, SrpoError } from '@srpo/core';
+import { ErrorCode, Logger } from '@srpo/core';
 import { AuditStore, ledgerEntryFromGroup, type UpdateDetail } from '@srpo/store';
-import { activeSet, advantageGroup, member } from '../../test/fixtures';
-import { AuditService, recordedHyperparameters } from './audit.service';
+import { activeSet, advantageGroup, member } from '@srpo/testing';
+import { AuditService } from './audit.service';
 
 Logger.configure({ level: 'warn' });
 
@@ -88,14 +88,14 @@ describe('AuditService (store only)', () => {
     expect(report.recomputedWeightsHashAfter).toBeUndefined();
   });
 
-  it('reads the recorded hyperparameters, filling objective defaults, and refuses incomplete ones', () => {
-    const h = recordedHyperparameters(detail);
-    expect(h).toMatchObject({ lr: 0.01, epochs: 2, maxGradNorm: 0.5, objective: { objective: 'gspo', clipLow: 0.1, clipHigh: 0.2, eventReduction: 'sqrt' } });
-    // Recorded before the dual clip existed: computed without it, so read back without it.
-    expect(h.objective).toMatchObject({ dualClip: false, clipRatioC: 3 });
-    const recent = { ...detail, hyperparameters: { ...detail.hyperparameters, objective: { objective: 'srpo', dualClip: true, clipRatioC: 4 } } };
-    expect(recordedHyperparameters(recent).objective).toMatchObject({ dualClip: true, clipRatioC: 4 });
-    const broken = { ...detail, hyperparameters: { ...detail.hyperparameters, lr: 'fast' } };
-    expect(() => recordedHyperparameters(broken)).toThrow(new SrpoError(ErrorCode.INTEGRITY_FAILED, 'hyperparameters.lr is missing or not a number'));
+  it('fails the record check, naming the field, when a recorded hyperparameter is wrong (the reader is tested in libs/trainer)', async () => {
+    const { groups: _groups, createdAt: _createdAt, ...base } = await store.getUpdate('solver.v1.x');
+    const bad = await store.recordUpdate(
+      { ...base, updateId: 'solver.v2.x', versionBefore: 1, versionAfter: 2, weightsHashBefore: HASH_1, hyperparameters: { ...base.hyperparameters, lr: 'fast' }, committedAtMs: T0 + 2 },
+      [ledgerEntryFromGroup(advantageGroup('g2', [{ set: activeSet('g2/a', [member({ outputId: 'o4', logpOld: [-1, -1, -1] })]), advantage: 1 }]), { topic: 'srpo.advantage-groups', partition: 2, offset: 42 })],
+    );
+    const report = await new AuditService({ store, backend: 'cpu' }).verify(bad.updateId);
+    expect(report.ok).toBe(false);
+    expect(report.checks).toEqual([{ name: 'record', ok: false, detail: 'hyperparameters.lr must be a finite number >= 0, recorded "fast"' }]);
   });
 });

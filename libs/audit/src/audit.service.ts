@@ -6,21 +6,19 @@ import type { Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, SrpoError } from '@srpo/core';
 import { EventCodec, readRanges, type AdvantageGroup, type KafkaCoordinates } from '@srpo/events';
 import { CheckpointStore } from '@srpo/policy';
-import { resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
+import type { ObjectiveConfig } from '@srpo/srpo';
 import { ledgerEntryFromGroup, type AuditStore, type GroupLedgerRecord, type UpdateDetail } from '@srpo/store';
-import { TfPolicyTrainer, type CheckpointInfo, type StepResult } from '../policy-trainer';
-import { prefetchMemberSchemas, trainingSetsFromGroup } from '../update.service';
-import { DEFAULT_MODEL } from '../learner-config';
-
-/** The recorded hyperparameters an update can be recomputed with. */
-export interface ReplayHyperparameters {
-  objective: ObjectiveConfig;
-  lr: number;
-  epochs: number;
-  maxGradNorm: number;
-  /** Micro-batch budget the update ran with (0: one pass; records before it existed read as 0). */
-  microBatchTokens: number;
-}
+import {
+  DEFAULT_MODEL,
+  prefetchMemberSchemas,
+  readUpdateHyperparameters,
+  TfPolicyTrainer,
+  trainingSetsFromGroup,
+  type CheckpointInfo,
+  type StepHyperparameters,
+  type StepResult,
+  type UpdateHyperparameters,
+} from '@srpo/trainer';
 
 /** One check of `verify`, in the order they ran. */
 export interface VerifyCheck {
@@ -173,9 +171,9 @@ export class AuditService {
       return report;
     };
 
-    let hyper: ReplayHyperparameters;
+    let hyper: UpdateHyperparameters;
     try {
-      hyper = recordedHyperparameters(detail);
+      hyper = readUpdateHyperparameters(detail);
     } catch (e) {
       return fail('record', errorMessage(e));
     }
@@ -189,7 +187,7 @@ export class AuditService {
     }
     report.checks.push({ name: 'source-events', ok: true, detail: `${groups.length} AdvantageGroup event(s) at their recorded coordinates match the ledger` });
 
-    const trainer = new TfPolicyTrainer({ policyId: detail.policyId, model: DEFAULT_MODEL, lr: hyper.lr, epochs: hyper.epochs, maxGradNorm: hyper.maxGradNorm, microBatchTokens: hyper.microBatchTokens });
+    const trainer = this.trainerFor(detail.policyId, hyper);
     try {
       let origin: CheckpointOrigin;
       try {
@@ -270,7 +268,7 @@ export class AuditService {
       for (const v of earlier) {
         const dir = path.join(policyDir, `v${v}`);
         const first = await this.options.store.getUpdate((await this.updateProducing(policyId, v + 1, failed)).updateId);
-        work = this.trainerFor(policyId, recordedHyperparameters(first));
+        work = this.trainerFor(policyId, readUpdateHyperparameters(first));
         let info: CheckpointInfo;
         try {
           info = await work.load(dir);
@@ -300,7 +298,7 @@ export class AuditService {
         }
         let result: StepResult & { weightsHash: string };
         try {
-          const hyper = recordedHyperparameters(update);
+          const hyper = readUpdateHyperparameters(update);
           const groups = await this.fetchGroups(update.groups);
           work = await this.withOptions(work, hyper, scratch);
           result = await recomputeStep(work, this.codec, groups, hyper.objective);
@@ -333,7 +331,7 @@ export class AuditService {
     return { updateId: v.updateId };
   }
 
-  private trainerFor(policyId: string, h: ReplayHyperparameters): TfPolicyTrainer {
+  private trainerFor(policyId: string, h: StepHyperparameters): TfPolicyTrainer {
     return new TfPolicyTrainer({ policyId, model: DEFAULT_MODEL, lr: h.lr, epochs: h.epochs, maxGradNorm: h.maxGradNorm, microBatchTokens: h.microBatchTokens });
   }
 
@@ -342,7 +340,7 @@ export class AuditService {
    * lr/epochs/clip changed (a learner restarted with other settings), a new
    * trainer loaded from a checkpoint of `work`, as that restart did.
    */
-  private async withOptions(work: TfPolicyTrainer, h: ReplayHyperparameters, scratch: string): Promise<TfPolicyTrainer> {
+  private async withOptions(work: TfPolicyTrainer, h: StepHyperparameters, scratch: string): Promise<TfPolicyTrainer> {
     const o = work.options;
     if (o.lr === h.lr && o.epochs === h.epochs && o.maxGradNorm === h.maxGradNorm && (o.microBatchTokens ?? 0) === h.microBatchTokens) return work;
     const dir = path.join(scratch, `v${work.version}`);
@@ -436,33 +434,6 @@ export async function recomputeStep(
   return { ...result, weightsHash: await trainer.weightsHash() };
 }
 
-/**
- * The hyperparameters UpdateService records, validated; INTEGRITY_FAILED naming the first bad field.
- *
- * An objective recorded without `dualClip` was computed before the dual clip existed, i.e.
- * without it: it is read as `dualClip: false`, so `audit verify` and `replay` recompute
- * such updates as they were made (the default is now on; docs/objective.md).
- */
-export function recordedHyperparameters(detail: UpdateDetail): ReplayHyperparameters {
-  const h = detail.hyperparameters;
-  const num = (name: string): number => {
-    const v = h[name];
-    if (typeof v !== 'number' || !Number.isFinite(v)) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `hyperparameters.${name} is missing or not a number`);
-    return v;
-  };
-  if (h.objective === undefined) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, 'hyperparameters.objective is missing');
-  return {
-    objective: resolveObjectiveConfig(
-      isPlainObject(h.objective) && h.objective.dualClip === undefined ? { ...h.objective, dualClip: false } : h.objective,
-      'hyperparameters.objective',
-    ),
-    lr: num('lr'),
-    epochs: num('epochs'),
-    maxGradNorm: num('maxGradNorm'),
-    microBatchTokens: h.microBatchTokens === undefined ? 0 : num('microBatchTokens'),
-  };
-}
-
 /** First field where a re-derived ledger entry differs from the recorded one; undefined when equal. */
 function ledgerDifference(recorded: GroupLedgerRecord, now: ReturnType<typeof ledgerEntryFromGroup>): string | undefined {
   if (recorded.groupKey !== now.groupKey) return `groupKey ${now.groupKey}, recorded ${recorded.groupKey}`;
@@ -473,8 +444,4 @@ function ledgerDifference(recorded: GroupLedgerRecord, now: ReturnType<typeof le
   if (JSON.stringify(recorded.sources) !== JSON.stringify(now.sources)) return 'source coordinates of its sets differ from the ledger';
   if (recorded.objectiveConfig !== now.objectiveConfig) return 'advantage settings differ from the ledger';
   return undefined;
-}
-
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }

@@ -1,17 +1,13 @@
 import * as fs from 'fs';
 import * as path from 'path';
-import { pathToFileURL } from 'url';
 import type { Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, SrpoError } from '@srpo/core';
-import { AdvantageGroup, EventCodec, ensureTopics, KafkaCoordinates, topicCatalog } from '@srpo/events';
-import { CheckpointStore } from '@srpo/policy';
-import { resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
-import { AuditStore, eventsFor, ledgerEntryFromGroup, type JsonValue, type UpdateRecord } from '@srpo/store';
-import { KafkaLearnerEventsPublisher } from '../kafka-publisher';
-import { DEFAULT_MODEL } from '../learner-config';
-import { TfPolicyTrainer } from '../policy-trainer';
-import { AuditService, recomputeStep, recordedHyperparameters, type CheckpointOrigin, type ReplayHyperparameters } from './audit.service';
+import { AdvantageGroup, EventCodec, KafkaCoordinates, topicCatalog } from '@srpo/events';
 import { rematerialize, type RematerializeProgress, type RematerializeResult, type RematerializeSettings } from '@srpo/materializer';
+import { resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
+import { ledgerEntryFromGroup, type AuditStore, type UpdateRecord } from '@srpo/store';
+import { DEFAULT_MODEL, IsolatedRun, readUpdateHyperparameters, runLocation, TfPolicyTrainer, type UpdateHyperparameters } from '@srpo/trainer';
+import { AuditService, recomputeStep, type CheckpointOrigin } from './audit.service';
 
 /** Changes a counterfactual replay applies on top of every recorded update's hyperparameters. */
 export interface ReplayOverrides {
@@ -117,8 +113,6 @@ export interface ReplayReport {
   rematerialized?: RematerializeReport;
 }
 
-const RUN_NAME = /^[A-Za-z0-9._-]+$/;
-
 /**
  * Re-runs recorded updates into an isolated run: its own SQLite store and
  * checkpoints under `<runDir>/<run>/` and its own PolicyUpdate/PolicyVersion
@@ -139,29 +133,24 @@ export class ReplayService {
   }
 
   async replay(options: ReplayOptions): Promise<ReplayReport> {
-    if (!RUN_NAME.test(options.run) || options.run === '.' || options.run === '..') {
-      throw new SrpoError(ErrorCode.VALIDATION_FAILED, `--run must match [A-Za-z0-9._-]+, got "${options.run}"`, { field: 'run' });
-    }
+    const location = runLocation(options.runDir, options.run);
     const originals = await this.startingAt(await this.sourceUpdates(options), options.fromOffsets);
-    const first = originals[0];
-    const runDir = path.resolve(options.runDir, options.run);
-    if (fs.existsSync(path.join(runDir, 'store.sqlite'))) {
-      throw new SrpoError(ErrorCode.CONFLICT, `run ${options.run} already exists in ${runDir}; pick another name or remove it`);
-    }
-    fs.mkdirSync(runDir, { recursive: true });
     const topicPrefix = options.topicPrefix ?? `srpo.replay.${options.run}.`;
-    const audit = new AuditService({ store: this.source.store, kafka: this.source.kafka, backend: this.source.backend, checkpointDir: this.source.checkpointDir, codec: this.codec });
-    const runStore = await AuditStore.open({ kind: 'sqlite', path: path.join(runDir, 'store.sqlite') });
-    const checkpoints = new CheckpointStore(path.join(runDir, 'checkpoints'));
-    const catalog = topicCatalog({ prefix: topicPrefix });
-    const admin = this.source.kafka.admin();
-    await admin.connect();
+    // The run's own events are single-object, as the learner's: no registry codec for them. Each record keeps its original's code version.
+    const run = await IsolatedRun.open(location, { kafka: this.source.kafka, topicPrefix, backend: this.source.backend });
     try {
-      await ensureTopics(admin, [catalog.policyUpdates, catalog.policyVersions]);
+      return await this.replayInto(run, originals, options);
     } finally {
-      await admin.disconnect();
+      await run.close();
     }
-    const publisher = new KafkaLearnerEventsPublisher({ kafka: this.source.kafka, topics: catalog });
+  }
+
+  /** Replays `originals` (a chain, oldest first) into `run`. */
+  private async replayInto(run: IsolatedRun, originals: UpdateRecord[], options: ReplayOptions): Promise<ReplayReport> {
+    const first = originals[0];
+    const runDir = run.location.dir;
+    const topicPrefix = run.topics.prefix;
+    const audit = new AuditService({ store: this.source.store, kafka: this.source.kafka, backend: this.source.backend, checkpointDir: this.source.checkpointDir, codec: this.codec });
     let remat: RematerializeResult | undefined;
     if (options.rematerialize) {
       remat = await rematerialize({
@@ -174,8 +163,9 @@ export class ReplayService {
         onProgress: options.rematerialize.onProgress,
       });
     }
-    const firstHyper = recordedHyperparameters(await this.source.store.getUpdate(first.updateId));
-    const trainer = new TfPolicyTrainer({ policyId: first.policyId, model: DEFAULT_MODEL, ...this.applied(firstHyper, options.overrides) });
+    const firstHyper = readUpdateHyperparameters(await this.source.store.getUpdate(first.updateId));
+    const h0 = this.applied(firstHyper, options.overrides);
+    const trainer = new TfPolicyTrainer({ policyId: first.policyId, model: DEFAULT_MODEL, lr: h0.lr, epochs: h0.epochs, maxGradNorm: h0.maxGradNorm, microBatchTokens: h0.microBatchTokens });
     const report: ReplayReport = {
       run: options.run,
       runDir,
@@ -210,12 +200,11 @@ export class ReplayService {
       // The starting point: the checkpoint the first replayed update was computed from, verified against its record (rebuilt from an anchor if pruned).
       const start = await audit.loadStartingPoint(trainer, first.policyId, first.versionBefore, first.weightsHashBefore);
       report.startingCheckpoint = start;
-      const startCopy = checkpoints.dirFor(first.policyId, first.versionBefore);
-      await trainer.save(startCopy);
-      await runStore.ensurePolicy(first.policyId, [first.policyId], {
+      await trainer.save(run.checkpointDir(first.policyId, first.versionBefore));
+      await run.recorder.registerPolicy(first.policyId, {
         version: first.versionBefore,
         weightsHash: start.weightsHash,
-        checkpointUri: pathToFileURL(path.resolve(startCopy)).href,
+        checkpointUri: run.checkpointUri(first.policyId, first.versionBefore),
         createdAtMs: first.committedAtMs,
       });
       const started = Date.now();
@@ -224,7 +213,7 @@ export class ReplayService {
       let diverged: ReplayRow | undefined;
       for (const [i, summary] of originals.entries()) {
         const original = await this.source.store.getUpdate(summary.updateId);
-        const recorded = recordedHyperparameters(original);
+        const recorded = readUpdateHyperparameters(original);
         const hyper = this.applied(recorded, options.overrides);
         const row: ReplayRow = {
           updateId: original.updateId,
@@ -284,32 +273,27 @@ export class ReplayService {
           diverged ??= row;
           report.firstDivergence ??= row;
         }
-        const dir = checkpoints.dirFor(original.policyId, original.versionAfter);
-        await trainer.save(dir);
-        const detail = await runStore.recordUpdate(
+        await trainer.save(run.checkpointDir(original.policyId, original.versionAfter));
+        const detail = await run.recorder.recordUpdate(
           {
             updateId: original.updateId,
             policyId: original.policyId,
             versionBefore: original.versionBefore,
-            versionAfter: original.versionAfter,
             weightsHashBefore: hashBefore,
             weightsHashAfter: result.weightsHash,
-            hyperparameters: { ...original.hyperparameters, ...hyperJson(hyper) },
+            // The recorded hyperparameters with what this run changed: the ones it really trained with.
+            hyperparameters: hyper,
             seed: original.seed,
-            backend: this.source.backend,
             codeVersion: original.codeVersion,
-            loss: result.loss,
-            gradNorm: result.gradNorm,
-            diagnostics: result.diagnostics,
+            result,
             wallTimeMs: Date.now() - wallStart,
-            checkpointUri: pathToFileURL(path.resolve(dir)).href,
+            checkpointUri: run.checkpointUri(original.policyId, original.versionAfter),
             // Replays keep the original commit time, so time windows and comparisons line up.
             committedAtMs: original.committedAtMs,
           },
           groups.map((g, k) => ledgerEntryFromGroup(g, sources[k])),
         );
-        const ev = eventsFor(detail);
-        await publisher.publish(ev.update, ev.version);
+        await run.recorder.publish(detail);
         hashBefore = result.weightsHash;
         const elapsed = Math.max(1, Date.now() - started);
         options.onProgress?.({
@@ -325,8 +309,6 @@ export class ReplayService {
       return report;
     } finally {
       trainer.dispose();
-      await publisher.disconnect().catch(() => undefined);
-      await runStore.close();
     }
   }
 
@@ -413,14 +395,14 @@ export class ReplayService {
     throw new SrpoError(ErrorCode.NOT_FOUND, 'no recorded update read its groups at or after the given offsets');
   }
 
-  private applied(recorded: ReplayHyperparameters, o: ReplayOverrides | undefined): ReplayHyperparameters {
+  private applied(recorded: UpdateHyperparameters, o: ReplayOverrides | undefined): UpdateHyperparameters {
     if (!o) return recorded;
     return {
+      ...recorded,
       objective: o.objective ? resolveObjectiveConfig({ ...recorded.objective, ...o.objective }, 'objective') : recorded.objective,
       lr: o.lr ?? recorded.lr,
       epochs: o.epochs ?? recorded.epochs,
       maxGradNorm: o.maxGradNorm ?? recorded.maxGradNorm,
-      microBatchTokens: recorded.microBatchTokens,
     };
   }
 }
@@ -429,13 +411,9 @@ function hasOverrides(o: ReplayOverrides | undefined): boolean {
   return !!o && (o.lr !== undefined || o.epochs !== undefined || o.maxGradNorm !== undefined || (o.objective !== undefined && Object.keys(o.objective).length > 0));
 }
 
-function hyperJson(h: ReplayHyperparameters): Record<string, JsonValue> {
-  return { objective: JSON.parse(JSON.stringify(h.objective)) as JsonValue, lr: h.lr, epochs: h.epochs, maxGradNorm: h.maxGradNorm, microBatchTokens: h.microBatchTokens };
-}
-
 function divergenceCause(
-  recorded: ReplayHyperparameters,
-  used: ReplayHyperparameters,
+  recorded: UpdateHyperparameters,
+  used: UpdateHyperparameters,
   recordedBackend: string,
   backend: string,
   hashBefore: string,

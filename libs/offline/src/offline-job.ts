@@ -1,13 +1,12 @@
 import { createHash } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
-import { fileURLToPath, pathToFileURL } from 'url';
+import { fileURLToPath } from 'url';
 import type { Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, Logger, SrpoError, ValidationError } from '@srpo/core';
 import {
   ensureTopics,
   readRanges,
-  topicCatalog,
   validateActionCredit,
   validateInferredTask,
   type ActionCredit,
@@ -22,15 +21,14 @@ import {
   type Transition,
 } from '@srpo/events';
 import { CheckpointStore, loadCheckpoint, weightsHash, type Policy } from '@srpo/policy';
-import { AuditStore, eventsFor, type GroupLedgerInput, type UpdateDetail } from '@srpo/store';
+import type { AuditStore, GroupLedgerInput, UpdateDetail } from '@srpo/store';
+import { IsolatedRun, runLocation, type OfflineHyperparameters } from '@srpo/trainer';
 import { brewTrajectory, DEFAULT_MAX_FAILED_SHARE, trainingExamples, type BrewedTrajectory } from './brew';
 import { CreditWeightedSftTrainer, trainWeighted, type SftRunResult } from './credit-weighted-sft';
 import { CREDIT_MODES, type CreditMode } from './credits';
 import { InstructionScorer } from './pmi-scorer';
 import type { TaskInferrer } from './task-inferrer';
 import { assembleTrajectories, DEFAULT_STEP_SUCCESS, type Located, type RawEpisodeEvents, type StepSuccessRule } from './trajectory';
-
-const RUN_NAME = /^[A-Za-z0-9._-]+$/;
 
 export interface OfflineProgress {
   phase: 'read' | 'infer' | 'publish' | 'train' | 'record';
@@ -114,7 +112,8 @@ export interface OfflineReport {
  */
 export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport> {
   const log = new Logger('offline-job', { run: o.run });
-  if (!RUN_NAME.test(o.run) || o.run === '.' || o.run === '..') throw new ValidationError('run', `must match [A-Za-z0-9._-]+, got "${o.run}"`);
+  // The run's name and that it does not exist yet, before anything is read or written.
+  const location = runLocation(o.runsDir, o.run);
   if (!Number.isSafeInteger(o.fromMs) || !Number.isSafeInteger(o.toMs) || o.fromMs >= o.toMs) throw new ValidationError('from', `must be before to (got ${o.fromMs} .. ${o.toMs})`);
   if (!CREDIT_MODES.includes(o.creditMode)) throw new ValidationError('creditMode', `must be one of ${CREDIT_MODES.join(', ')}, got ${String(o.creditMode)}`);
   const maxFailedShare = o.maxFailedShare ?? DEFAULT_MAX_FAILED_SHARE;
@@ -124,8 +123,7 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
   if (!(o.sft.lr > 0) || !Number.isFinite(o.sft.lr)) throw new ValidationError('sft.lr', `must be a finite number > 0, got ${o.sft.lr}`);
   if (!(maxFailedShare >= 0 && maxFailedShare <= 1)) throw new ValidationError('maxFailedShare', `must be in [0, 1], got ${maxFailedShare}`);
   const now = o.now ?? Date.now;
-  const runDir = path.resolve(o.runsDir, o.run);
-  if (fs.existsSync(path.join(runDir, 'store.sqlite'))) throw new SrpoError(ErrorCode.CONFLICT, `run ${o.run} already exists in ${runDir}; pick another name or remove it`, { field: 'run' });
+  const runDir = location.dir;
   const progress = (phase: OfflineProgress['phase'], done: number, total: number) => o.onProgress?.({ phase, done, total });
 
   // 1. Read the raw range.
@@ -250,8 +248,7 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
   const policy = o.policy;
   const versionBefore = policy.version;
   const hashBefore = await weightsHash(policy);
-  const checkpoints = new CheckpointStore(path.join(runDir, 'checkpoints'));
-  const startDir = checkpoints.dirFor(policy.id, versionBefore);
+  const checkpoints = location.checkpoints;
   await checkpoints.save(policy);
   const trainer = new CreditWeightedSftTrainer(policy, { lr: o.sft.lr, maxGradNorm: o.sft.maxGradNorm });
   const started = Date.now();
@@ -264,7 +261,6 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
   // However many optimizer steps it took, one offline run is one new version.
   policy.advanceVersionTo(versionBefore + 1);
   const hashAfter = await weightsHash(policy);
-  const endDir = checkpoints.dirFor(policy.id, policy.version);
   await checkpoints.save(policy);
 
   // 5. Record the update.
@@ -287,81 +283,66 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
     objectiveConfig,
   }));
   const updateId = `offline-${o.run}-${policy.id}-v${policy.version}`;
-  const store = await AuditStore.open({ kind: 'sqlite', path: path.join(runDir, 'store.sqlite') });
+  const hyperparameters: OfflineHyperparameters = {
+    method: 'agentbrew-offline',
+    weighting: 'credit',
+    trainOn,
+    creditMode: o.creditMode,
+    maxFailedShare,
+    stepRule: { ...stepRule },
+    inferrer: o.inferrer.name,
+    scorer: `${o.scorer.id}@v${scorerVersion}`,
+    lr: o.sft.lr,
+    steps: o.sft.steps,
+    batchSize: o.sft.batchSize,
+    maxGradNorm: o.sft.maxGradNorm ?? 1,
+    fromMs: o.fromMs,
+    toMs: o.toMs,
+    sourceRanges,
+    inferredTasksTopic: o.catalog.inferredTasks.name,
+    actionCreditsTopic: o.catalog.actionCredits.name,
+  };
+  // As a replay does: the run's store, and its PolicyUpdate and PolicyVersion on topics of its own (`<prefix>offline.<run>.`), never the live learner's.
+  const run = await IsolatedRun.open(location, { kafka: o.kafka, topicPrefix: `${o.catalog.prefix}offline.${o.run}.`, backend: o.backend, codeVersion: o.codeVersion, codec: o.codec });
   let detail: UpdateDetail;
   try {
-    await store.ensurePolicy(policy.id, [policy.id], {
+    await run.recorder.registerPolicy(policy.id, {
       version: versionBefore,
       weightsHash: hashBefore,
-      checkpointUri: pathToFileURL(startDir).href,
+      checkpointUri: run.checkpointUri(policy.id, versionBefore),
       createdAtMs: eventTime,
     });
-    detail = await store.recordUpdate(
+    detail = await run.recorder.recordUpdate(
       {
         updateId,
         policyId: policy.id,
         versionBefore,
-        versionAfter: policy.version,
         weightsHashBefore: hashBefore,
         weightsHashAfter: hashAfter,
-        hyperparameters: {
-          method: 'agentbrew-offline',
-          weighting: 'credit',
-          trainOn,
-          creditMode: o.creditMode,
-          maxFailedShare,
-          stepRule: JSON.parse(JSON.stringify(stepRule)),
-          inferrer: o.inferrer.name,
-          scorer: `${o.scorer.id}@v${scorerVersion}`,
-          lr: o.sft.lr,
-          steps: o.sft.steps,
-          batchSize: o.sft.batchSize,
-          maxGradNorm: o.sft.maxGradNorm ?? 1,
-          fromMs: o.fromMs,
-          toMs: o.toMs,
-          sourceRanges: JSON.parse(JSON.stringify(sourceRanges)),
-          inferredTasksTopic: o.catalog.inferredTasks.name,
-          actionCreditsTopic: o.catalog.actionCredits.name,
-        },
+        hyperparameters,
         seed: o.sft.seed,
-        backend: o.backend,
-        codeVersion: o.codeVersion,
-        loss: training.meanLoss,
-        gradNorm: training.meanGradNorm,
-        diagnostics: {
-          'offline/trajectories': brewed.length + assembled.incomplete.length,
-          'offline/usable': usable.length,
-          'offline/examples': training.examples,
-          'offline/first_loss': training.firstLoss,
-          'offline/last_loss': training.lastLoss,
+        result: {
+          loss: training.meanLoss,
+          gradNorm: training.meanGradNorm,
+          diagnostics: {
+            'offline/trajectories': brewed.length + assembled.incomplete.length,
+            'offline/usable': usable.length,
+            'offline/examples': training.examples,
+            'offline/first_loss': training.firstLoss,
+            'offline/last_loss': training.lastLoss,
+          },
         },
         wallTimeMs: Date.now() - started,
-        checkpointUri: pathToFileURL(endDir).href,
+        checkpointUri: run.checkpointUri(policy.id, policy.version),
         committedAtMs: now(),
       },
       groups,
     );
+    await run.recorder.publish(detail, `agentbrew-${o.creditMode}`);
   } finally {
-    await store.close();
+    await run.close();
   }
-  // As a replay does: the run's PolicyUpdate and PolicyVersion go to topics of its own, never the live learner's.
-  const runTopics = topicCatalog({ prefix: `${o.catalog.prefix}offline.${o.run}.` });
-  const admin2 = o.kafka.admin();
-  await admin2.connect();
-  try {
-    await ensureTopics(admin2, [runTopics.policyUpdates, runTopics.policyVersions]);
-  } finally {
-    await admin2.disconnect();
-  }
-  const producer = o.kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
-  await producer.connect();
-  try {
-    const { update, version } = eventsFor(detail, `agentbrew-${o.creditMode}`);
-    await producer.send({ topic: runTopics.policyUpdates.name, acks: -1, messages: [{ key: policy.id, value: o.codec.encode('PolicyUpdate', update, { strict: true }) }] });
-    await producer.send({ topic: runTopics.policyVersions.name, acks: -1, messages: [{ key: policy.id, value: o.codec.encode('PolicyVersion', version, { strict: true }) }] });
-  } finally {
-    await producer.disconnect();
-  }
+  const runTopics = run.topics;
   progress('record', 1, 1);
   const report: OfflineReport = {
     run: o.run,
@@ -382,7 +363,7 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
     inferredTaskEvents: tasks.length,
     actionCreditEvents: credits.length,
     training,
-    checkpointDir: endDir,
+    checkpointDir: checkpoints.dirFor(policy.id, policy.version),
     store: path.join(runDir, 'store.sqlite'),
     policyUpdatesTopic: runTopics.policyUpdates.name,
     policyVersionsTopic: runTopics.policyVersions.name,

@@ -2,3 +2,4 @@ export * from './infra';
 export * from './eos-verifier';
 export * from './processes';
 export * from './fake-schema-registry';
+export * from './learner-fixtures';

@@ -1,10 +1,16 @@
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { tokenLogProbs, TransformerModel, type TransformerConfig } from '@srpo/policy';
 import { Partitioners, type Kafka } from 'kafkajs';
 import { EventCodec, type ActiveSet, type AdvantageGroup, type AgentOutput, type KafkaCoordinates, type SetMember } from '@srpo/events';
-import type { ReadyGroup } from '../src/group-source';
+// Type only: the fixtures must not load TensorFlow into every test that imports @srpo/testing.
+import type { TransformerConfig } from '@srpo/policy';
+
+/*
+ * Advantage groups as the materializer builds them, for the tests of the learner, audit and
+ * replay (apps/learner, libs/audit, the CLI's audit and replay tests): one set of fixtures, so
+ * the CLI's tests never import the learner app's.
+ */
 
 /** A model small enough that an update takes milliseconds. */
 export const TINY_MODEL: TransformerConfig = { vocabSize: 16, dModel: 8, nLayers: 1, nHeads: 2, maxSeqLen: 16 };
@@ -15,22 +21,13 @@ export function tempDir(label: string): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), `srpo-learner-${label}-`));
 }
 
-/** The per-token log-probs the version-0 policy (seed {@link SEED}) gives a response: what an agent would have recorded. */
-export async function versionZeroLogProbs(context: number[], response: number[], temperature = 1): Promise<number[]> {
-  const model = TransformerModel.create(TINY_MODEL, SEED);
-  try {
-    const { logProbs, mask } = tokenLogProbs(model, [{ contextTokens: context, responseTokens: response }], { temperature });
-    const values = Array.from(await logProbs.data()).slice(0, response.length);
-    logProbs.dispose();
-    mask.dispose();
-    return values;
-  } finally {
-    model.dispose();
-  }
-}
-
 let nextOffset = 1000;
-const coords = (topic: string, partition = 0): KafkaCoordinates => ({ topic, partition, offset: nextOffset++ });
+
+/** Fresh coordinates on `topic` (one counter for every fixture, so no two events share an offset). */
+export function fixtureCoordinates(topic: string, partition = 0): KafkaCoordinates {
+  return { topic, partition, offset: nextOffset++ };
+}
+const coords = fixtureCoordinates;
 
 export interface MemberSpec {
   outputId: string;
@@ -120,16 +117,6 @@ export function advantageGroup(groupId: string, sets: { set: ActiveSet; advantag
     objectiveConfig: '{"advantageStd":"sample","advantageEps":1e-6}',
     eventTimeMs: 1_767_225_600_000,
   };
-}
-
-export function ready(group: AdvantageGroup): ReadyGroup {
-  return { group, source: coords('srpo.advantage-groups', 0) };
-}
-
-/** A simple valid group of one single-member set whose behaviour log-probs are made up (any valid values). */
-export function simpleGroup(groupId: string, options: { version?: number; temperature?: number; policyId?: string } = {}): ReadyGroup {
-  const m = member({ outputId: `${groupId}/o`, logpOld: [-2.5, -2.75, -3], version: options.version, temperature: options.temperature, policyId: options.policyId });
-  return ready(advantageGroup(groupId, [{ set: activeSet(`${groupId}/s`, [m]), advantage: 1 }], options.policyId));
 }
 
 /** Writes groups to a topic (idempotent producer, acks from all replicas, keyed by policy), as the materializer would. */

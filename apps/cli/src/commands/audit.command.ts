@@ -1,9 +1,9 @@
 import * as path from 'path';
 import { Command } from 'commander';
+import { AuditService, type SetTrace, type VerifyReport } from '@srpo/audit';
 import { ErrorCode, initTfBackend, SrpoError } from '@srpo/core';
 import { createKafka, EventCodec } from '@srpo/events';
 import { AuditStore, type UpdateDetail } from '@srpo/store';
-import { AuditService, type SetTrace, type VerifyReport } from '../../../learner/src/audit/audit.service';
 import { CliConfig } from '../cli-config';
 
 interface AuditOptions {

@@ -1,12 +1,11 @@
 import * as fs from 'fs';
 import { Command } from 'commander';
-import { ErrorCode, initTfBackend, Logger, SrpoError } from '@srpo/core';
+import { ErrorCode, initTfBackend, SrpoError } from '@srpo/core';
 import { createKafka, EventCodec } from '@srpo/events';
 import { EVENT_REDUCTIONS, OBJECTIVES, type ObjectiveConfig } from '@srpo/srpo';
 import { AuditStore } from '@srpo/store';
-import type { RematerializeProgress, RematerializeSettings } from '@srpo/materializer';
-import { ReplayService, type ReplayOverrides, type ReplayReport } from '../../../learner/src/audit/replay.service';
-import { loadMaterializerConfig } from '../../../materializer/src/materializer-config';
+import type { RematerializeProgress } from '@srpo/materializer';
+import { ReplayService, type ReplayOverrides, type ReplayReport } from '@srpo/audit';
 import { CliConfig } from '../cli-config';
 
 interface ReplayCliOptions {
@@ -71,7 +70,7 @@ export function replayCommand(config: () => CliConfig): Command {
           // Under the configured prefix, so a replay of a test or staging run stays beside it: srpo.replay.<run>. by default.
           topicPrefix: `${cfg.topics.prefix ?? 'srpo.'}replay.${opts.run}.`,
           rematerialize: opts.rematerialize
-            ? { settings: materializerSettings(cfg), sourcePrefix: cfg.topics.prefix ?? 'srpo.', onProgress: progressBar(opts.run) }
+            ? { settings: cfg.materializerSettings(), sourcePrefix: cfg.topics.prefix ?? 'srpo.', onProgress: progressBar(opts.run) }
             : undefined,
           onProgress: (p) =>
             process.stderr.write(
@@ -94,26 +93,6 @@ export function replayCommand(config: () => CliConfig): Command {
         throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `replay ${opts.run} diverged first at ${d.updateId} (${d.cause}): ${d.detail}`);
       }
     });
-}
-
-/**
- * The live materializer's settings (SRPO_SET_TTL_MS, SRPO_GROUP_TTL_MS, advantage
- * settings, ...), read by its own config module from the CLI's environment so a
- * re-materialization uses the same variables and defaults as the recorded run.
- */
-function materializerSettings(cfg: CliConfig): RematerializeSettings {
-  const m = loadMaterializerConfig(cfg.childEnv);
-  // The materializer's loader sets its own log level; the CLI keeps its own.
-  Logger.configure({ level: cfg.logLevel });
-  return {
-    setTtlMs: m.setTtlMs,
-    groupTtlMs: m.groupTtlMs,
-    dedupeRetentionMs: m.dedupeRetentionMs,
-    maxFutureSkewMs: m.maxFutureSkewMs,
-    maxLatenessMs: m.maxLatenessMs,
-    objective: m.objective,
-    limits: m.limits,
-  };
 }
 
 /** A stderr progress bar for the re-materialization: a line per phase at most every 250 ms, and its last. */

@@ -1,5 +1,5 @@
 import { Controller, Get, Inject, Param, UseGuards } from '@nestjs/common';
-import type { AuditService, SetTrace } from '../audit/audit.service';
+import type { AuditService, SetTrace } from '@srpo/audit';
 import { AUDIT_SERVICE } from '../learner-tokens';
 import { ReadTokenGuard } from './api-token.guard';
 

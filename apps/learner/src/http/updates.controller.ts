@@ -1,6 +1,6 @@
 import { BadRequestException, Controller, Get, HttpCode, Inject, Param, Post, Query, UseGuards } from '@nestjs/common';
 import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, type AuditStore, type UpdateDetail, type UpdateRecord } from '@srpo/store';
-import type { AuditService, VerifyReport } from '../audit/audit.service';
+import type { AuditService, VerifyReport } from '@srpo/audit';
 import { AUDIT_SERVICE, AUDIT_STORE } from '../learner-tokens';
 import { ReadTokenGuard } from './api-token.guard';
 import { parseLimitParam, parseStringParam, parseTimeParam } from './query-params';
