@@ -259,9 +259,16 @@ export class AuditStore {
 
   /** An update with its ledger rows in order; NOT_FOUND if unknown. */
   async getUpdate(updateId: string): Promise<UpdateDetail> {
-    const [update, groups] = await this.run('getUpdate', () => Promise.all([this.repos.updates.get(updateId), this.repos.ledger.listForUpdate(updateId)]));
-    if (!update) throw new SrpoError(ErrorCode.NOT_FOUND, `no update ${updateId}`, { field: 'updateId' });
-    return { ...update, groups };
+    const detail = await this.run('getUpdate', async () => {
+      // One after the other, record first: on PostgreSQL two parallel reads take
+      // their snapshots independently, and the ledger read could predate the
+      // commit the record read sees (an update with no groups). A record that is
+      // visible was committed with its groups, so a later read finds them.
+      const update = await this.repos.updates.get(updateId);
+      return update ? { ...update, groups: await this.repos.ledger.listForUpdate(updateId) } : undefined;
+    });
+    if (!detail) throw new SrpoError(ErrorCode.NOT_FOUND, `no update ${updateId}`, { field: 'updateId' });
+    return detail;
   }
 
   /** Updates with `from <= committedAtMs < to`, oldest first (then by version). */
@@ -293,8 +300,9 @@ export class AuditStore {
 
   /** Versions of a policy, ascending; NOT_FOUND for an unknown policy. */
   async listVersions(policyId: string): Promise<PolicyVersionRecord[]> {
-    const [policy, versions] = await this.run('listVersions', () => Promise.all([this.repos.policies.get(policyId), this.repos.versions.list(policyId)]));
-    if (!policy) throw new SrpoError(ErrorCode.NOT_FOUND, `no policy ${policyId}`, { field: 'policyId' });
+    // Policy first, for the reason of getUpdate: a registered policy's initial version is already visible then.
+    const versions = await this.run('listVersions', async () => ((await this.repos.policies.get(policyId)) ? this.repos.versions.list(policyId) : undefined));
+    if (!versions) throw new SrpoError(ErrorCode.NOT_FOUND, `no policy ${policyId}`, { field: 'policyId' });
     return versions;
   }
 
