@@ -1,8 +1,12 @@
 /**
  * One repository per audit-store table, each with the validation of what goes
- * into its table and the mapping between rows and the records of
- * audit-types.ts. {@link AuditStore} composes them; it owns the operations
- * that span tables.
+ * into its table (static `validate`) and the mapping between input, records
+ * of audit-types.ts and rows (`fromInput`, `toRow`, `fromRow`).
+ *
+ * Inserts take records built by `fromInput` from input `validate` accepted,
+ * and nothing serialises access on SQLite here: {@link AuditStore} does both,
+ * and owns the operations that span tables. Use the repositories directly
+ * only inside its transactions or in tests.
  */
 export { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT } from './field-checks';
 export { DEFAULT_GROUP_STATS_LIMIT, MAX_GROUP_STATS_LIMIT, GroupStatsRepository } from './group-stats.repository';
