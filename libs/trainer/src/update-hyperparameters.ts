@@ -61,6 +61,7 @@ export interface OfflineHyperparameters {
 /** Either kind of recorded hyperparameters; `'method' in h` tells them apart. */
 export type RecordedHyperparameters = UpdateHyperparameters | OfflineHyperparameters;
 
+/** Whether typed hyperparameters are an offline run's (they carry `method`; SRPO updates never do). */
 export function isOfflineHyperparameters(h: RecordedHyperparameters): h is OfflineHyperparameters {
   return 'method' in h && h.method === 'agentbrew-offline';
 }
@@ -175,11 +176,6 @@ export function readUpdateHyperparameters(record: HyperparametersSource): Update
   if (h.setsPerUpdate !== undefined) out.setsPerUpdate = f.num('setsPerUpdate', { min: 1, integer: true });
   if (h.temperature !== undefined) out.temperature = f.num('temperature', { min: 0 });
   return out;
-}
-
-/** Only the fields a step is recomputed with (what two updates must share to be comparable). */
-export function stepHyperparameters(h: StepHyperparameters): StepHyperparameters {
-  return { objective: h.objective, lr: h.lr, epochs: h.epochs, maxGradNorm: h.maxGradNorm, microBatchTokens: h.microBatchTokens };
 }
 
 function fields(record: HyperparametersSource) {
