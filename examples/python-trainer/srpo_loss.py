@@ -1,7 +1,7 @@
 """The learner's SRPO loss in PyTorch, operation for operation.
 
 Mirrors, in float32:
-- ``trainingSetsFromGroup`` (apps/learner/src/update.service.ts): each member's AgentOutput
+- ``trainingSetsFromGroup`` (libs/trainer/src/training-sets.ts): each member's AgentOutput
   bytes decoded, so logpOld is exactly what the agent recorded;
 - ``packPairs`` / ``packedLogProbs`` (libs/policy/src/log-probs.ts): context left-truncated to
   ``max_position_embeddings + 1 - R``, response kept whole, rows right-padded with token 0, one

@@ -1,4 +1,4 @@
-import { errorMessage, isRetriable, Logger, onShutdownSignals } from '@srpo/core';
+import { errorMessage, Logger, onShutdownSignals, retry } from '@srpo/core';
 import { loadMaterializerConfig } from './materializer-config';
 import { Materializer } from './materializer.service';
 
@@ -15,18 +15,27 @@ async function main(): Promise<void> {
   const signals = onShutdownSignals(() => materializer.stop(), log);
   // A cluster that is restarting, or topics another instance is creating right now, are
   // transient: keep trying instead of exiting.
-  for (let attempt = 1; !signals.stopping; attempt++) {
-    try {
-      await materializer.start();
-      return;
-    } catch (e) {
-      if (!isRetriable(e)) throw e;
-      log.warn('start failed; retrying', { attempt, error: errorMessage(e) });
-      await materializer.stop().catch(() => undefined);
-      materializer = new Materializer(config);
-      await new Promise((r) => setTimeout(r, Math.min(10_000, 500 * attempt)));
-    }
-  }
+  await retry(
+    async (attempt) => {
+      if (attempt > 1) materializer = new Materializer(config);
+      try {
+        await materializer.start();
+      } catch (e) {
+        await materializer.stop().catch(() => undefined);
+        throw e;
+      }
+    },
+    {
+      initialDelayMs: 500,
+      linearStepMs: 500,
+      maxDelayMs: 10_000,
+      stopped: () => signals.stopping,
+      onRetry: (e, attempt) => log.warn('start failed; retrying', { attempt, error: errorMessage(e) }),
+    },
+  ).catch((e) => {
+    // A shutdown while waiting to retry is a normal exit.
+    if (!signals.stopping) throw e;
+  });
 }
 
 void main().catch((e) => {

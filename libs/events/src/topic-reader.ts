@@ -1,6 +1,6 @@
 import { randomUUID } from 'crypto';
 import { Admin, Kafka } from 'kafkajs';
-import { ErrorCode, isRetriable, SrpoError } from '@srpo/core';
+import { ErrorCode, retry, SrpoError } from '@srpo/core';
 
 export interface RawRecord {
   topic: string;
@@ -133,15 +133,8 @@ export async function bulkReadToOffsets(kafka: Kafka, topics: readonly string[],
 export async function endOffsets(admin: Admin, topics: string[]): Promise<Map<string, number>> {
   const result = new Map<string, number>();
   for (const topic of topics) {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        for (const p of await admin.fetchTopicOffsets(topic)) result.set(`${topic}:${p.partition}`, Number(p.high));
-        break;
-      } catch (e) {
-        if (!isRetriable(e) || attempt >= 20) throw e;
-        await new Promise((r) => setTimeout(r, 100 * attempt));
-      }
-    }
+    const offsets = await retry(() => admin.fetchTopicOffsets(topic), { initialDelayMs: 100, linearStepMs: 100, maxAttempts: 20 });
+    for (const p of offsets) result.set(`${topic}:${p.partition}`, Number(p.high));
   }
   return result;
 }

@@ -153,7 +153,6 @@ type LegacyEpisode = Omit<StoredEpisode, 'transitions' | 'sourced' | 'claims' | 
  */
 export type ActiveSetStores = {
   episodes: KeyValueStore<StoredEpisode>;
-  clock: KeyValueStore<number>;
   outputs: KeyValueStore<StoredOutput>;
   transitions: KeyValueStore<StoredTransition>;
 };
@@ -179,7 +178,7 @@ function relationError(reason: ReasonCode, field: string, message: string): Srpo
 
 export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   readonly name = 'active-set-materializer';
-  readonly storeNames: (keyof ActiveSetStores & string)[] = ['episodes', 'clock', 'outputs', 'transitions'];
+  readonly storeNames: (keyof ActiveSetStores & string)[] = ['episodes', 'outputs', 'transitions'];
   /** Stores whose changelog keeps coordinates only; the runner re-reads their bytes. */
   readonly sourceBackedStores: (keyof ActiveSetStores & string)[] = ['episodes', 'outputs'];
   readonly storeIndexes = {
@@ -193,8 +192,12 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   readonly storeSchedules = { episodes: (ep: StoredEpisode) => this.dueOf(ep) };
   private readonly options: ActiveSetProcessorOptions;
 
+  /** Deadline scans run on the runtime's stream-time schedule, at most once per scan interval. */
+  readonly punctuationIntervalMs: number;
+
   constructor(options: Partial<ActiveSetProcessorOptions> & { topics: TopicCatalog; codec: EventCodec }) {
     this.options = { ...DEFAULT_ACTIVE_SET_OPTIONS, ...options };
+    this.punctuationIntervalMs = this.options.scanIntervalMs;
   }
 
   eventTime(record: InputRecord, streamTimeMs: number): number {
@@ -592,9 +595,6 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
 
   punctuate(stores: ActiveSetStores, ctx: ProcessorContext): void {
     const now = ctx.watermarkMs;
-    const last = stores.clock.get('lastScanMs') ?? 0;
-    if (now - last < this.options.scanIntervalMs) return;
-    stores.clock.put('lastScanMs', now);
     // Only episodes due by their schedule (see `dueOf`). Deadlines first: an expired set can
     // close its episode, which may then be due for expiry in the same scan.
     for (const id of stores.episodes.due(now)) {

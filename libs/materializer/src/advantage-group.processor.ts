@@ -71,14 +71,15 @@ export type AdvantageGroupStores = {
   closed: KeyValueStore<ClosedGroup>;
   sets: KeyValueStore<Omit<PendingSet, 'setId'>>;
   emitted: KeyValueStore<number>;
-  clock: KeyValueStore<number>;
 };
 
 const SETS = 'sets';
 
 export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> {
   readonly name = 'advantage-group-materializer';
-  readonly storeNames: (keyof AdvantageGroupStores & string)[] = ['groups', 'closed', 'sets', 'emitted', 'clock'];
+  /** Deadline scans run on the runtime's stream-time schedule, at most once per scan interval. */
+  readonly punctuationIntervalMs: number;
+  readonly storeNames: (keyof AdvantageGroupStores & string)[] = ['groups', 'closed', 'sets', 'emitted'];
   readonly sourceBackedStores: (keyof AdvantageGroupStores & string)[] = ['groups', 'sets'];
   readonly storeIndexes = {
     // A group of the previous layout lists `setIds` until `migrate` rewrites it.
@@ -93,6 +94,7 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
 
   constructor(options: Pick<AdvantageGroupProcessorOptions, 'topics' | 'objective' | 'codec'> & Partial<AdvantageGroupProcessorOptions>) {
     this.options = { groupTtlMs: 120_000, scanIntervalMs: 1_000, dedupeRetentionMs: 600_000, ...options };
+    this.punctuationIntervalMs = this.options.scanIntervalMs;
   }
 
   eventTime(record: InputRecord): number {
@@ -131,9 +133,6 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
 
   punctuate(stores: AdvantageGroupStores, ctx: ProcessorContext): void {
     const now = ctx.watermarkMs;
-    const last = stores.clock.get('lastScanMs') ?? 0;
-    if (now - last < this.options.scanIntervalMs) return;
-    stores.clock.put('lastScanMs', now);
     for (const key of stores.groups.due(now)) {
       const group = stores.groups.get(key);
       if (!group) continue;

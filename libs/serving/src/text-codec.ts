@@ -24,7 +24,7 @@ export interface TextCodec {
 
 /**
  * The one-character text of each id of the project transformer's symbol vocabulary, in id
- * order (the agents' workflows, apps/agents/src/tokenizer.ts): BOS `^`, SEP `|`, digits 0–7,
+ * order (the agents' workflows, libs/workflows/src/tokenizer.ts): BOS `^`, SEP `|`, digits 0–7,
  * `Y`, `N`, `_` (blank), `S` `C` `W` `R` `A` `Q` (the role markers), slots `a`–`d`,
  * documents `p`–`u`, `>`, `=`, `~`. A Hugging Face model's agents bind the same texts to its
  * tokenizer's tokens, so one prompt text means the same task to both kinds of model.

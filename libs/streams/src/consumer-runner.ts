@@ -1,10 +1,11 @@
 import { Admin, Consumer, EachBatchPayload, Kafka, KafkaMessage, Message, Partitioners, Producer } from 'kafkajs';
-import { ErrorCode, errorMessage, isRetriable, Logger, SrpoError } from '@srpo/core';
-import { createTopicsIdempotent, DeadLetter, DecodeError, EventCodec, readRanges, readTopicsToEnd, ReasonCode } from '@srpo/events';
+import { ErrorCode, errorMessage, isRetriable, Logger, retry, SrpoError } from '@srpo/core';
+import { createTopicsIdempotent, DeadLetter, EventCodec, readRanges, readTopicsToEnd } from '@srpo/events';
 import { CoPartitionAssigner } from './co-partition-assigner';
 import { deadLetterOf, encodeDeadLetter } from './dead-letter';
 import { jsonSerde, SourceBacked, SourceBackedValue, sourceBackedSerde, sourcedItems, StoreSerde, TransactionalStore } from './key-value-store';
-import { InputRecord, OutputRecord, Processor, ProcessorContext, storeDerivationsOf, Stores } from './processor';
+import { OutputRecord, Processor, storeDerivationsOf, Stores } from './processor';
+import { decodeRecord, DeadLetterOriginal, StreamTask, TaskClock, TaskSink } from './stream-task';
 
 export interface ConsumerRunnerOptions<S extends Stores> {
   /** Consumer group, transactional-id prefix and changelog prefix. Stable across restarts. */
@@ -48,25 +49,30 @@ export interface ConsumerRunnerOptions<S extends Stores> {
   maxDeadLetterBytes?: number;
 }
 
-/** Progress of one input partition of a task, for the watermark. */
-interface InputProgress {
-  /** Largest event time read from this partition. */
-  maxEventMs: number;
+/** Position of one input partition of a task: whether it is caught up holds the watermark or not. */
+interface InputPosition {
   /** Next offset to read (committed position). */
   nextOffset: number;
   /** End offset at the last poll; undefined until polled. */
   high?: number;
 }
 
+type PendingOutput = { topic: string; message: Message };
+
+
 interface Task<S extends Stores> {
   partition: number;
   producer: Producer;
-  stores: S;
+  /** The processor's task: per-record phases, clock and punctuation schedule. */
+  streamTask: StreamTask<S>;
   storeList: TransactionalStore<unknown>[];
+  /** The task's clock (`TaskClock`), changelogged like the stores. */
   meta: TransactionalStore<number>;
-  streamTimeMs: number;
-  inputs: Map<string, InputProgress>;
-  lastPunctuatedWatermark: number;
+  positions: Map<string, InputPosition>;
+  /** Outputs, changelog records and dead letters of the open transaction. */
+  outputs: PendingOutput[];
+  /** Dead letters of the open transaction (for the log line). */
+  deadLetters: number;
   /** Serialises batch transactions and idle punctuations of one task. */
   lock: Promise<unknown>;
 }
@@ -74,6 +80,7 @@ interface Task<S extends Stores> {
 const META_STORE = '__meta';
 const STREAM_TIME_KEY = 'streamTimeMs';
 const MAX_EVENT_PREFIX = 'maxEventMs:';
+const PUNCTUATED_AT_KEY = 'punctuatedAtMs';
 
 export function changelogTopic(appId: string, store: string): string {
   return `${appId}.${store}.changelog`;
@@ -85,9 +92,9 @@ export function changelogTopic(appId: string, store: string): string {
  * Phases, per chunk of a fetched batch (one Kafka transaction each):
  *   1. poll     - kafkajs `eachBatch` hands over records of one input partition;
  *   2. decode   - Avro single-object decoding; undecodable bytes are dead-lettered;
- *   3. process  - the processor updates its stores and buffers outputs
- *                 (non-retriable errors dead-letter the record), then `punctuate`
- *                 fires event-time deadlines;
+ *   3. process  - the task's `StreamTask` runs the processor on each record (non-retriable
+ *                 errors dead-letter the record), then punctuates when its stream-time
+ *                 schedule is due; the replay and the test harness run the same task;
  *   4. flush    - pending store writes become changelog records (compacted topics);
  *   5. commit   - outputs, changelog records, dead letters and the input offset
  *                 (`sendOffsets`, last offset + 1) are committed in ONE transaction.
@@ -185,15 +192,14 @@ export class ConsumerRunner<S extends Stores> {
       this.consumer = undefined;
       await old?.disconnect().catch(() => undefined);
       for (const p of [...this.tasks.keys()]) await this.closeTask(p);
-      for (let attempt = 1; !this.stopping; attempt++) {
-        try {
-          await this.startConsumer();
-          return;
-        } catch (e) {
-          this.log.warn('consumer restart failed; retrying', { attempt, error: errorMessage(e) });
-          await sleep(Math.min(10_000, 500 * attempt));
-        }
-      }
+      await retry(() => this.startConsumer(), {
+        initialDelayMs: 500,
+        linearStepMs: 500,
+        maxDelayMs: 10_000,
+        retryIf: () => true,
+        stopped: () => this.stopping,
+        onRetry: (e, attempt) => this.log.warn('consumer restart failed; retrying', { attempt, error: errorMessage(e) }),
+      }).catch(() => undefined);
     } finally {
       this.restarting = false;
     }
@@ -212,7 +218,7 @@ export class ConsumerRunner<S extends Stores> {
   taskStats(): { partition: number; streamTimeMs: number; stores: Record<string, number> }[] {
     return [...this.tasks.values()].map((t) => ({
       partition: t.partition,
-      streamTimeMs: t.streamTimeMs,
+      streamTimeMs: t.streamTask.streamTimeMs,
       stores: Object.fromEntries(t.storeList.map((s) => [s.name, s.size])),
     }));
   }
@@ -233,69 +239,35 @@ export class ConsumerRunner<S extends Stores> {
   }
 
   private async processChunk(task: Task<S>, topic: string, messages: KafkaMessage[]): Promise<boolean> {
-    const { processor, codec } = this.options;
+    const { codec } = this.options;
     // Confluent-framed input: load unknown writer schemas from the registry first (no-op otherwise).
     await codec.prefetch(messages.map((m) => m.value));
-    const outputs: { topic: string; message: Message }[] = [];
-    const streamTimeBefore = task.streamTimeMs;
-    const input = task.inputs.get(topic) as InputProgress;
-    const inputMaxBefore = input.maxEventMs;
-    const ctx = this.context(task, outputs);
-    let deadLetters = 0;
-    for (const m of messages) {
-      const source = { topic, partition: task.partition, offset: Number(m.offset) };
-      const raw = m.value ?? Buffer.alloc(0);
-      let event: InputRecord['event'];
-      try {
-        event = codec.decode(m.value) as InputRecord['event'];
-      } catch (e) {
-        if (!(e instanceof DecodeError)) throw e;
-        this.pushDeadLetter(outputs, { key: m.key, value: m.value, source }, e.reasonCode, e.message, {});
-        deadLetters++;
-        continue;
+    task.outputs = [];
+    task.deadLetters = 0;
+    const clockBefore = task.streamTask.clock();
+    const position = task.positions.get(topic) as InputPosition;
+    try {
+      for (const m of messages) {
+        task.streamTask.feed(decodeRecord(codec, { topic, partition: task.partition, offset: Number(m.offset), key: m.key, value: m.value, timestampMs: Number(m.timestamp) }));
       }
-      const record: InputRecord = { source, key: m.key ? m.key.toString('utf8') : null, event, raw };
-      const recordStreamTimeBefore = task.streamTimeMs;
-      const recordInputMaxBefore = input.maxEventMs;
-      const t = processor.eventTime(record, task.streamTimeMs);
-      if (Number.isFinite(t)) {
-        if (t > task.streamTimeMs) task.streamTimeMs = t;
-        if (t > input.maxEventMs) input.maxEventMs = t;
-      }
-      try {
-        processor.process(record, task.stores, ctx);
-      } catch (e) {
-        if (e instanceof SrpoError && !e.retriable) {
-          // A refused record must not move event time: its timestamp is as untrusted as the rest
-          // of it, and deadlines of valid events would otherwise fire early (or late) because of it.
-          task.streamTimeMs = recordStreamTimeBefore;
-          input.maxEventMs = recordInputMaxBefore;
-          const reason = (e.details?.reasonCode as string | undefined) ?? ReasonCode.INVALID_FIELD;
-          this.pushDeadLetter(outputs, { key: m.key, value: m.value, source }, reason, e.message, e.field ? { field: e.field } : {});
-          deadLetters++;
-        } else {
-          task.streamTimeMs = streamTimeBefore;
-          input.maxEventMs = inputMaxBefore;
-          for (const s of task.storeList) s.rollback();
-          throw e;
-        }
-      }
+    } catch (e) {
+      // A retriable failure (or a bug) mid-chunk: nothing of the chunk happened.
+      task.streamTask.restoreClock(clockBefore);
+      for (const s of task.storeList) s.rollback();
+      throw e;
     }
     const lastOffset = Number(messages[messages.length - 1].offset);
-    const nextOffsetBefore = input.nextOffset;
-    input.nextOffset = lastOffset + 1;
-    const watermarkBefore = task.lastPunctuatedWatermark;
-    this.punctuate(task, ctx);
-    if (task.streamTimeMs !== streamTimeBefore) task.meta.put(STREAM_TIME_KEY, task.streamTimeMs);
-    if (input.maxEventMs !== inputMaxBefore) task.meta.put(`${MAX_EVENT_PREFIX}${topic}`, input.maxEventMs);
-    this.flushChangelogs(task, outputs);
+    const nextOffsetBefore = position.nextOffset;
+    position.nextOffset = lastOffset + 1;
+    this.refreshUnread(task);
+    task.streamTask.punctuate();
+    this.persistClock(task, clockBefore);
+    this.flushChangelogs(task, task.outputs);
     try {
-      await this.commitTransaction(task, { topic, lastOffset }, outputs);
+      await this.commitTransaction(task, { topic, lastOffset }, task.outputs);
     } catch (e) {
-      task.streamTimeMs = streamTimeBefore;
-      input.maxEventMs = inputMaxBefore;
-      input.nextOffset = nextOffsetBefore;
-      task.lastPunctuatedWatermark = watermarkBefore;
+      task.streamTask.restoreClock(clockBefore);
+      position.nextOffset = nextOffsetBefore;
       for (const s of task.storeList) s.rollback();
       this.count('stream_transaction_aborts_total', { reason: errorName(e) });
       const fenced = isFencing(e);
@@ -318,31 +290,30 @@ export class ConsumerRunner<S extends Stores> {
     for (const s of task.storeList) s.commit();
     this.count('stream_records_in_total', { topic });
     this.count('stream_transactions_total');
-    if (deadLetters > 0) this.log.info('dead-lettered records', { topic, partition: task.partition, count: deadLetters });
+    if (task.deadLetters > 0) this.log.info('dead-lettered records', { topic, partition: task.partition, count: task.deadLetters });
     return true;
   }
 
-  /** Fires deadlines when the watermark moved since the last punctuation. */
-  private punctuate(task: Task<S>, ctx: ProcessorContext): void {
-    const watermark = this.watermark(task);
-    if (!this.options.processor.punctuate || watermark <= task.lastPunctuatedWatermark) return;
-    task.lastPunctuatedWatermark = watermark;
-    this.options.processor.punctuate(task.stores, ctx);
+  /**
+   * Tells the task which inputs are caught up (as of the last end-offset poll): those do not
+   * hold its watermark back. One offset of slack: a transaction's commit marker occupies the
+   * last offset. A partition never polled holds it at its latest event time.
+   */
+  private refreshUnread(task: Task<S>): void {
+    for (const [topic, p] of task.positions) task.streamTask.setUnread(topic, !(p.high !== undefined && p.nextOffset >= p.high - 1));
   }
 
-  /**
-   * min over input partitions with unread records of their latest event time;
-   * partitions read to their end (as of the last poll) do not hold it back, and a
-   * partition never read holds it at its restored value.
-   */
-  watermark(task: Task<S>): number {
-    let watermark = Infinity;
-    for (const p of task.inputs.values()) {
-      // One offset of slack: a transaction's commit marker occupies the last offset.
-      const caughtUp = p.high !== undefined && p.nextOffset >= p.high - 1;
-      if (!caughtUp) watermark = Math.min(watermark, p.maxEventMs);
-    }
-    return Math.min(watermark, task.streamTimeMs);
+  /** Writes what moved of the task's clock into the meta store, so it is changelogged with the transaction. */
+  private persistClock(task: Task<S>, before: TaskClock): void {
+    const now = task.streamTask.clock();
+    if (now.streamTimeMs !== before.streamTimeMs) task.meta.put(STREAM_TIME_KEY, now.streamTimeMs);
+    for (const [topic, t] of Object.entries(now.maxEventMs)) if (t !== before.maxEventMs[topic]) task.meta.put(`${MAX_EVENT_PREFIX}${topic}`, t);
+    if (now.punctuatedAtMs !== undefined && now.punctuatedAtMs !== before.punctuatedAtMs) task.meta.put(PUNCTUATED_AT_KEY, now.punctuatedAtMs);
+  }
+
+  /** The watermark of the task of `partition` (for tests and metrics); undefined when this instance does not own it. */
+  watermark(partition: number): number | undefined {
+    return this.tasks.get(partition)?.streamTask.watermark();
   }
 
   private flushChangelogs(task: Task<S>, outputs: { topic: string; message: Message }[]): void {
@@ -367,29 +338,33 @@ export class ConsumerRunner<S extends Stores> {
     for (const topic of this.options.inputTopics) {
       const offsets = await admin.fetchTopicOffsets(topic);
       for (const o of offsets) {
-        const input = this.tasks.get(o.partition)?.inputs.get(topic);
-        if (input) input.high = Number(o.high);
+        const position = this.tasks.get(o.partition)?.positions.get(topic);
+        if (position) position.high = Number(o.high);
       }
     }
     for (const task of [...this.tasks.values()]) {
       if (this.stopping || this.tasks.get(task.partition) !== task) continue;
-      if (this.watermark(task) <= task.lastPunctuatedWatermark) continue;
+      this.refreshUnread(task);
+      if (!task.streamTask.punctuationDue()) continue;
       await this.withLock(task, () => this.idlePunctuation(task));
     }
   }
 
   private async idlePunctuation(task: Task<S>): Promise<void> {
     if (this.tasks.get(task.partition) !== task) return;
-    const outputs: { topic: string; message: Message }[] = [];
-    const watermarkBefore = task.lastPunctuatedWatermark;
-    this.punctuate(task, this.context(task, outputs));
-    this.flushChangelogs(task, outputs);
-    if (outputs.length === 0) return;
+    task.outputs = [];
+    task.deadLetters = 0;
+    const clockBefore = task.streamTask.clock();
+    this.refreshUnread(task);
+    if (!task.streamTask.punctuate()) return;
+    this.persistClock(task, clockBefore);
+    this.flushChangelogs(task, task.outputs);
+    if (task.outputs.length === 0) return;
     try {
-      await this.commitTransaction(task, null, outputs);
+      await this.commitTransaction(task, null, task.outputs);
       for (const s of task.storeList) s.commit();
     } catch (e) {
-      task.lastPunctuatedWatermark = watermarkBefore;
+      task.streamTask.restoreClock(clockBefore);
       for (const s of task.storeList) s.rollback();
       this.log.warn('punctuation aborted', { partition: task.partition, error: errorMessage(e) });
       await this.closeTask(task.partition);
@@ -421,36 +396,26 @@ export class ConsumerRunner<S extends Stores> {
     }
   }
 
-  private context(task: Task<S>, outputs: { topic: string; message: Message }[]): ProcessorContext {
+  /** Where the task's effects go: into the open transaction's outputs. */
+  private sinkOf(task: Task<S>): TaskSink {
     const { codec, processor } = this.options;
     return {
-      task: task.partition,
-      get streamTimeMs() {
-        return task.streamTimeMs;
-      },
-      get watermarkMs() {
-        return Math.min(task.lastPunctuatedWatermark, task.streamTimeMs);
-      },
       emit: (o: OutputRecord) => {
-        outputs.push({ topic: o.topic, message: { key: o.key, value: codec.encode(o.type, o.value as never) } });
+        task.outputs.push({ topic: o.topic, message: { key: o.key, value: codec.encode(o.type, o.value as never) } });
         this.count('stream_records_out_total', { topic: o.topic });
       },
-      deadLetter: (record, reasonCode, reason, details = {}) => {
-        this.pushDeadLetter(outputs, { key: record.key === null ? null : Buffer.from(record.key), value: record.raw, source: record.source }, reasonCode, reason, details);
+      deadLetter: (original, reasonCode, reason, details) => {
+        task.deadLetters++;
+        this.pushDeadLetter(task.outputs, original, reasonCode, reason, details);
       },
       count: (metric, labels) => this.count(`${processor.name}_${metric}`, labels),
     };
   }
 
-  private pushDeadLetter(
-    outputs: { topic: string; message: Message }[],
-    original: { key: Buffer | null; value: Buffer | null; source: InputRecord['source'] },
-    reasonCode: string,
-    reason: string,
-    details: Record<string, string>,
-  ): void {
-    const dl = deadLetterOf(original, reasonCode, reason, this.options.processor.name, details, this.now());
-    outputs.push({ topic: this.options.deadLetterTopic, message: { key: original.key, value: this.encodeDeadLetter(dl) } });
+  private pushDeadLetter(outputs: PendingOutput[], original: DeadLetterOriginal, reasonCode: string, reason: string, details: Record<string, string>): void {
+    const key = typeof original.key === 'string' ? Buffer.from(original.key) : original.key;
+    const dl = deadLetterOf({ key, value: original.raw, source: original.source }, reasonCode, reason, this.options.processor.name, details, this.now());
+    outputs.push({ topic: this.options.deadLetterTopic, message: { key, value: this.encodeDeadLetter(dl) } });
     this.count('deadletter_total', { reason: reasonCode });
     this.log.warn('dead letter', { ...original.source, reasonCode, reason });
   }
@@ -514,23 +479,28 @@ export class ConsumerRunner<S extends Stores> {
       }
       for (const store of storeList.filter((s) => sourceBacked.has(s.name))) await this.hydrate(store as TransactionalStore<SourceBacked>);
       const stores = Object.fromEntries(storeList.map((s) => [s.name, s])) as unknown as S;
-      processor.migrate?.(stores);
-      const inputs = new Map<string, InputProgress>(
-        this.options.inputTopics.map((t) => [t, { maxEventMs: meta.get(`${MAX_EVENT_PREFIX}${t}`) ?? -Infinity, nextOffset: committed.get(`${t}:${p}`) ?? 0 }]),
-      );
+      const { inputTopics } = this.options;
+      const clock: TaskClock = {
+        streamTimeMs: meta.get(STREAM_TIME_KEY) ?? 0,
+        maxEventMs: Object.fromEntries(inputTopics.map((t) => [t, meta.get(`${MAX_EVENT_PREFIX}${t}`) ?? -Infinity])),
+        ...(meta.has(PUNCTUATED_AT_KEY) ? { punctuatedAtMs: meta.get(PUNCTUATED_AT_KEY) as number } : {}),
+      };
       const task: Task<S> = {
         partition: p,
         producer,
-        stores,
+        streamTask: undefined as unknown as StreamTask<S>,
         storeList: [...storeList, meta as TransactionalStore<unknown>],
         meta,
-        streamTimeMs: meta.get(STREAM_TIME_KEY) ?? 0,
-        inputs,
-        lastPunctuatedWatermark: -Infinity,
+        positions: new Map(inputTopics.map((t) => [t, { nextOffset: committed.get(`${t}:${p}`) ?? 0 }])),
+        outputs: [],
+        deadLetters: 0,
         lock: Promise.resolve(),
       };
+      task.streamTask = new StreamTask(processor, p, stores, this.sinkOf(task), { inputs: inputTopics, clock });
+      // Its writes go out with the task's first transaction.
+      task.streamTask.migrate();
       this.tasks.set(p, task);
-      this.log.info('task ready', { partition: p, restoredRecords: restored, streamTimeMs: task.streamTimeMs });
+      this.log.info('task ready', { partition: p, restoredRecords: restored, streamTimeMs: clock.streamTimeMs });
     }
   }
 

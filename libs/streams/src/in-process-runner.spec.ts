@@ -1,6 +1,7 @@
 import { ValidationError } from '@srpo/core';
 import { EventCodec, RawRecord, ReasonCode } from '@srpo/events';
-import { decodeRecord, DecodedRecord, InProcessSink, InProcessTask, mergeByEventTime, recordEventTime } from './in-process-runner';
+import { InProcessSink, InProcessTask, mergeByEventTime, recordEventTime } from './in-process-runner';
+import { decodeRecord, DecodedRecord } from './stream-task';
 import type { KeyValueStore } from './key-value-store';
 import type { InputRecord, Processor, ProcessorContext } from './processor';
 

@@ -1,8 +1,8 @@
 import * as avro from 'avsc';
-import { SrpoError } from '@srpo/core';
-import { DecodeError, EventCodec, RawRecord, ReasonCode } from '@srpo/events';
 import { DerivingStore, KeyValueStore, StoreDerivations } from './key-value-store';
-import { InputRecord, OutputRecord, Processor, ProcessorContext, storeDerivationsOf, Stores } from './processor';
+import { InputRecord, OutputRecord, Processor, storeDerivationsOf, Stores } from './processor';
+import { DecodedRecord, StreamTask, TaskSink } from './stream-task';
+
 
 /**
  * A store without transactions or changelog: an in-process replay keeps no
@@ -53,119 +53,73 @@ export interface InProcessSink {
 }
 
 /**
- * One task of a processor run in-process, for replays: the same calls the
- * ConsumerRunner makes (decode, eventTime, process, dead-letter on a
- * non-retriable SrpoError, punctuate when the watermark moves), without Kafka
- * transactions or changelogs.
+ * One task of a processor run in-process, for replays: the processor's `StreamTask` over
+ * map stores, without Kafka transactions or changelogs.
  *
- * The watermark follows the live runner's rule: the smallest latest event time
- * of the task's inputs that still have unread records in the replayed range
- * (an input not read yet holds it at -Infinity), never above stream time. The
- * live runner punctuates after each transaction chunk; this one after every
- * record whose watermark moved, so a deadline fires at the first record that
- * passes it, which is the live behaviour at chunk size 1.
+ * Input progress is the replayed range: an input holds the watermark back while it has
+ * records of the range still unread (one not read yet holds it at -Infinity), as the live
+ * runner's inputs do until they are caught up. Each record is its own commit point, so the
+ * schedule is checked after every record: the live runner at a chunk size of 1.
  */
 export class InProcessTask<S extends Stores> {
   readonly stores: S;
-  streamTimeMs = 0;
-  private lastPunctuatedWatermark = -Infinity;
-  /** Per input: latest event time read and records of the range still unread. */
-  private readonly inputs = new Map<string, { maxEventMs: number; remaining: number }>();
-  private readonly ctx: ProcessorContext;
+  private readonly streamTask: StreamTask<S>;
+  /** Records of the range still unread, per input. */
+  private readonly remaining = new Map<string, number>();
 
   constructor(
     readonly processor: Processor<S>,
     readonly task: number,
-    private readonly sink: InProcessSink,
+    sink: InProcessSink,
     /** Records of the replayed range per input topic of this task; an input not listed never holds the watermark back. */
     pending: ReadonlyMap<string, number> = new Map(),
   ) {
     const stores: Record<string, KeyValueStore<unknown>> = {};
     for (const name of processor.storeNames) stores[name] = new MapStore<unknown>(name, storeDerivationsOf(processor, name));
     this.stores = stores as unknown as S;
-    for (const [topic, remaining] of pending) if (remaining > 0) this.inputs.set(topic, { maxEventMs: -Infinity, remaining });
-    const self = this;
-    this.ctx = {
-      task,
-      get streamTimeMs() {
-        return self.streamTimeMs;
-      },
-      get watermarkMs() {
-        return Math.min(self.lastPunctuatedWatermark, self.streamTimeMs);
-      },
+    const inputs = [...pending].filter(([, n]) => n > 0).map(([topic]) => topic);
+    for (const topic of inputs) this.remaining.set(topic, pending.get(topic) as number);
+    const taskSink: TaskSink = {
       emit: (o) => sink.emit(task, o),
-      deadLetter: (record, reasonCode, reason, details = {}) => sink.deadLetter(task, { key: record.key, raw: record.raw, source: record.source }, reasonCode, reason, details),
+      deadLetter: (original, reasonCode, reason, details) =>
+        sink.deadLetter(task, { key: Buffer.isBuffer(original.key) ? original.key.toString('utf8') : original.key, raw: original.raw, source: original.source }, reasonCode, reason, details),
       count: (metric, labels) => sink.count?.(`${processor.name}_${metric}`, labels),
     };
+    this.streamTask = new StreamTask(processor, task, this.stores, taskSink, { inputs });
   }
 
-  /** Processes a decoded record, or dead-letters undecodable bytes as the live runner does. */
+  get streamTimeMs(): number {
+    return this.streamTask.streamTimeMs;
+  }
+
+  /** Processes a decoded record, or dead-letters undecodable bytes, then punctuates when due. */
   feedDecoded(d: DecodedRecord): void {
-    if ('record' in d) return this.feed(d.record);
-    const r = d.failed;
-    this.consumed(r.topic, NaN);
-    this.sink.deadLetter(this.task, { key: r.key === null ? null : r.key.toString('utf8'), raw: r.value, source: { topic: r.topic, partition: r.partition, offset: r.offset } }, d.reasonCode, d.reason, {});
-    this.maybePunctuate();
+    const topic = 'record' in d ? d.record.source.topic : d.failed.topic;
+    // The record is read before it is processed, as the live runner's position moves with its chunk.
+    const left = this.remaining.get(topic);
+    if (left !== undefined) {
+      this.remaining.set(topic, left - 1);
+      if (left - 1 <= 0) this.streamTask.setUnread(topic, false);
+    }
+    this.streamTask.feed(d);
+    this.streamTask.punctuate();
   }
 
   feed(record: InputRecord): void {
-    const t = this.processor.eventTime(record, this.streamTimeMs);
-    const streamTimeBefore = this.streamTimeMs;
-    const input = this.inputs.get(record.source.topic);
-    const inputMaxBefore = input?.maxEventMs;
-    if (Number.isFinite(t) && t > this.streamTimeMs) this.streamTimeMs = t;
-    this.consumed(record.source.topic, t);
-    try {
-      this.processor.process(record, this.stores, this.ctx);
-    } catch (e) {
-      if (!(e instanceof SrpoError) || e.retriable) throw e;
-      // As in the live runner: a refused record's timestamp is as untrusted as the rest of it.
-      this.streamTimeMs = streamTimeBefore;
-      if (input && inputMaxBefore !== undefined) input.maxEventMs = inputMaxBefore;
-      const reason = (e.details?.reasonCode as string | undefined) ?? ReasonCode.INVALID_FIELD;
-      this.sink.deadLetter(this.task, { key: record.key, raw: record.raw, source: record.source }, reason, e.message, e.field ? { field: e.field } : {});
-    }
-    this.maybePunctuate();
+    this.feedDecoded({ record });
   }
 
   /** The range is read to its end: no input holds the watermark back any more (the live runner when caught up). */
   finish(): void {
-    for (const input of this.inputs.values()) input.remaining = 0;
-    this.maybePunctuate();
+    for (const topic of this.remaining.keys()) {
+      this.remaining.set(topic, 0);
+      this.streamTask.setUnread(topic, false);
+    }
+    this.streamTask.punctuate();
   }
 
   watermark(): number {
-    let w = Infinity;
-    for (const p of this.inputs.values()) if (p.remaining > 0) w = Math.min(w, p.maxEventMs);
-    return Math.min(w, this.streamTimeMs);
-  }
-
-  private consumed(topic: string, eventTimeMs: number): void {
-    const input = this.inputs.get(topic);
-    if (!input) return;
-    input.remaining--;
-    if (Number.isFinite(eventTimeMs) && eventTimeMs > input.maxEventMs) input.maxEventMs = eventTimeMs;
-  }
-
-  private maybePunctuate(): void {
-    if (!this.processor.punctuate) return;
-    const w = this.watermark();
-    if (w <= this.lastPunctuatedWatermark) return;
-    this.lastPunctuatedWatermark = w;
-    this.processor.punctuate(this.stores, this.ctx);
-  }
-}
-
-/** A raw record decoded for a processor, or why it could not be. */
-export type DecodedRecord = { record: InputRecord } | { failed: RawRecord; reasonCode: string; reason: string };
-
-export function decodeRecord(codec: EventCodec, r: RawRecord): DecodedRecord {
-  try {
-    const event = codec.decode(r.value) as InputRecord['event'];
-    return { record: { source: { topic: r.topic, partition: r.partition, offset: r.offset }, key: r.key === null ? null : r.key.toString('utf8'), event, raw: r.value ?? Buffer.alloc(0) } };
-  } catch (e) {
-    if (!(e instanceof DecodeError)) throw e;
-    return { failed: r, reasonCode: e.reasonCode, reason: e.message };
+    return this.streamTask.watermark();
   }
 }
 

@@ -5,5 +5,7 @@ export * from './dead-letter';
 export * from './consumer-runner';
 export * from './in-memory-harness';
 export * from './sink-runner';
+export * from './stream-task';
+export * from './persistent-store';
 export * from './in-process-runner';
 export * from './bulk-io';

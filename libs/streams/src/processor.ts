@@ -93,6 +93,12 @@ export interface Processor<S extends Stores = Stores> {
    * transaction; on current state it should write nothing.
    */
   migrate?(stores: S): void;
-  /** Called after each chunk and whenever the watermark advances while idle: fires deadlines. */
+  /**
+   * Fires event-time deadlines. Scheduled by the runtime on stream time (see `StreamTask`):
+   * called once the watermark has moved at least `punctuationIntervalMs` since the last call,
+   * with `ctx.watermarkMs` the watermark it fires at.
+   */
   punctuate?(stores: S, ctx: ProcessorContext): void;
+  /** Least watermark movement between two `punctuate` calls (default 0: every movement). */
+  readonly punctuationIntervalMs?: number;
 }

@@ -1,5 +1,5 @@
 import { Consumer, EachBatchPayload, Kafka, Partitioners, Producer } from 'kafkajs';
-import { errorMessage, isRetriable, Logger } from '@srpo/core';
+import { errorMessage, isRetriable, Logger, retry } from '@srpo/core';
 import { DecodeError, EventCodec } from '@srpo/events';
 import { deadLetterOf, encodeDeadLetter } from './dead-letter';
 import type { InputRecord } from './processor';
@@ -105,16 +105,18 @@ export class SinkRunner<T> {
       await old?.disconnect().catch(() => undefined);
       this.pending.clear();
       this.readUpTo.clear();
-      for (let attempt = 1; !this.stopping; attempt++) {
-        try {
-          await this.startConsumer();
+      await retry(() => this.startConsumer(), {
+        initialDelayMs: 500,
+        linearStepMs: 500,
+        maxDelayMs: 10_000,
+        retryIf: () => true,
+        stopped: () => this.stopping,
+        onRetry: (e, attempt) => this.log.warn('consumer restart failed; retrying', { attempt, error: errorMessage(e) }),
+      })
+        .then(() => {
           if (this.paused) this.pause();
-          return;
-        } catch (e) {
-          this.log.warn('consumer restart failed; retrying', { attempt, error: errorMessage(e) });
-          await new Promise((r) => setTimeout(r, Math.min(10_000, 500 * attempt)));
-        }
-      }
+        })
+        .catch(() => undefined);
     } finally {
       this.restarting = false;
     }
@@ -181,19 +183,24 @@ export class SinkRunner<T> {
   }
 
   private async writeWithRetry(items: T[], heartbeat: () => Promise<void>): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.options.onBatch(items);
-        this.options.count?.('sink_batches_total');
-        return;
-      } catch (e) {
-        if (!isRetriable(e) || this.stopping) throw e;
+    const step = this.options.retryDelayMs ?? 1000;
+    await retry(() => this.options.onBatch(items), {
+      initialDelayMs: step,
+      linearStepMs: step,
+      maxDelayMs: 30_000,
+      // A shutdown ends the retries: the batch stays uncommitted and is read again.
+      retryIf: (e) => isRetriable(e) && !this.stopping,
+      onRetry: (e, attempt) => {
         this.options.count?.('sink_retries_total');
         this.log.warn('sink write failed; retrying', { attempt, error: errorMessage(e) });
+      },
+      // Waiting out a write must not cost the group membership.
+      sleep: async (ms) => {
         await heartbeat();
-        await new Promise((r) => setTimeout(r, Math.min(30_000, (this.options.retryDelayMs ?? 1000) * attempt)));
-      }
-    }
+        await new Promise((r) => setTimeout(r, ms));
+      },
+    });
+    this.options.count?.('sink_batches_total');
   }
 
   private async deadLetter(key: Buffer | null, value: Buffer | null, source: InputRecord['source'], e: DecodeError): Promise<void> {

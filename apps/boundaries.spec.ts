@@ -1,0 +1,98 @@
+import * as fs from 'fs';
+import * as path from 'path';
+
+/*
+ * The repository's dependency rules, checked on the sources (a lint rule in test form):
+ * - apps are leaves: an app (its src and its tests) imports no other app;
+ * - libs import no app;
+ * - processors see a record, a store and event time: no kafkajs, no wall clock;
+ * - libs/srpo is pure math on tfjs.
+ */
+
+const root = path.resolve(__dirname, '..');
+
+function sources(dir: string): string[] {
+  const out: string[] = [];
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    if (entry.name === 'node_modules' || entry.name.startsWith('.')) continue;
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) out.push(...sources(full));
+    else if (entry.name.endsWith('.ts')) out.push(full);
+  }
+  return out;
+}
+
+/** Module specifiers of static imports, re-exports, dynamic imports and requires. */
+function specifiers(file: string): string[] {
+  const text = fs.readFileSync(file, 'utf8');
+  const found: string[] = [];
+  const re = /(?:\bfrom\s+|\bimport\s*\(\s*|\brequire\s*\(\s*|^\s*import\s+)['"]([^'"]+)['"]/gm;
+  for (let m = re.exec(text); m; m = re.exec(text)) found.push(m[1]);
+  return found;
+}
+
+/** The app a path lies in (`apps/<name>/...`), if any. */
+function appOf(absolute: string): string | undefined {
+  const rel = path.relative(root, absolute).split(path.sep);
+  return rel[0] === 'apps' && rel.length > 2 ? rel[1] : undefined;
+}
+
+function resolved(file: string, spec: string): string | undefined {
+  return spec.startsWith('.') ? path.resolve(path.dirname(file), spec) : undefined;
+}
+
+const apps = fs.readdirSync(path.join(root, 'apps'), { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+const libFiles = sources(path.join(root, 'libs'));
+
+describe('dependency boundaries', () => {
+  it('finds the apps and libs it checks', () => {
+    expect(apps).toEqual(expect.arrayContaining(['agents', 'cli', 'gateway', 'learner', 'materializer', 'serve']));
+    expect(libFiles.length).toBeGreaterThan(100);
+  });
+
+  it.each(apps)('apps/%s imports no other app', (app) => {
+    const offending: string[] = [];
+    for (const file of sources(path.join(root, 'apps', app))) {
+      for (const spec of specifiers(file)) {
+        const target = resolved(file, spec);
+        const other = target ? appOf(target) : undefined;
+        if (other && other !== app) offending.push(`${path.relative(root, file)} -> ${spec}`);
+      }
+    }
+    expect(offending).toEqual([]);
+  });
+
+  it('no lib imports an app', () => {
+    const offending: string[] = [];
+    for (const file of libFiles) {
+      for (const spec of specifiers(file)) {
+        const target = resolved(file, spec);
+        if (target && appOf(target)) offending.push(`${path.relative(root, file)} -> ${spec}`);
+      }
+    }
+    expect(offending).toEqual([]);
+  });
+
+  it('processors use neither kafkajs nor the wall clock', () => {
+    const processors = [...libFiles, ...sources(path.join(root, 'apps'))].filter((f) => f.endsWith('.processor.ts'));
+    expect(processors.length).toBeGreaterThanOrEqual(2);
+    const offending: string[] = [];
+    for (const file of processors) {
+      const text = fs.readFileSync(file, 'utf8');
+      if (specifiers(file).some((s) => s === 'kafkajs' || s.startsWith('kafkajs/'))) offending.push(`${path.relative(root, file)}: imports kafkajs`);
+      if (/\bDate\.now\s*\(|\bnew Date\s*\(\s*\)|performance\.now\s*\(/.test(text)) offending.push(`${path.relative(root, file)}: reads the wall clock`);
+    }
+    expect(offending).toEqual([]);
+  });
+
+  it('libs/srpo imports only tfjs, @srpo/core and itself', () => {
+    const offending: string[] = [];
+    for (const file of sources(path.join(root, 'libs', 'srpo')).filter((f) => !f.endsWith('.spec.ts'))) {
+      for (const spec of specifiers(file)) {
+        if (spec.startsWith('.') || spec === '@srpo/core' || spec.startsWith('@tensorflow/tfjs')) continue;
+        offending.push(`${path.relative(root, file)} -> ${spec}`);
+      }
+    }
+    expect(offending).toEqual([]);
+  });
+});
