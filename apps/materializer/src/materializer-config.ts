@@ -1,3 +1,5 @@
+import * as os from 'os';
+import * as path from 'path';
 import { ConfigError, EnvReader, Logger, LogLevel } from '@srpo/core';
 import { EventLimits, KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
 import { readMaterializerSettings } from '@srpo/materializer';
@@ -16,6 +18,10 @@ import { ObjectiveConfig } from '@srpo/srpo';
  * | SRPO_SET_TTL_MS, SRPO_GROUP_TTL_MS, SRPO_DEDUPE_RETENTION_MS, SRPO_MAX_FUTURE_SKEW_MS, SRPO_MAX_LATENESS_MS, SRPO_ADVANTAGE_STD, SRPO_ADVANTAGE_EPS, SRPO_PROGRESS_FALLBACK | see readMaterializerSettings (libs/materializer) | the settings that decide sets and groups, shared with `srpo replay --rematerialize` |
  * | SRPO_MAX_PAYLOAD_BYTES | 1048576 | larger messages are dead-lettered |
  * | SRPO_RECORDS_PER_TRANSACTION | 500 | chunk size of one Kafka transaction |
+ * | SRPO_STATE_STORE | lmdb | `lmdb`: processor state in a local LMDB copy under the changelog (restart reads the copy and the changelog since its checkpoint); `memory`: on the heap, restored from the whole changelog |
+ * | SRPO_STATE_DIR | `<os tmpdir>/srpo-state` | where the local copies live (one directory per task); put it on a persistent volume, as Kafka Streams' state.dir |
+ * | SRPO_STATE_CACHE_VALUES | 4096 | decoded values each local store keeps in memory |
+ * | SRPO_FAULT_KILL_AT_LOCAL_WRITE | unset | TEST-ONLY: SIGKILL inside the N-th local state write, before it commits |
  * | SRPO_MATERIALIZER_ROLES | sets,groups | sub-topologies this process runs; run `sets` and `groups` in separate processes to use two cores |
  * | SRPO_SESSION_TIMEOUT_MS | 30000 | consumer session timeout: how fast a dead instance's tasks move |
  * | SRPO_SCHEMA_REGISTRY_URL (+ _USER, _PASSWORD) | unset | Confluent wire format with this registry; unset: single-object encoding |
@@ -34,6 +40,11 @@ export interface MaterializerConfig {
   maxPayloadBytes: number;
   objective: ObjectiveConfig;
   recordsPerTransaction: number;
+  /** Local state copies' directory; undefined: in-memory stores (SRPO_STATE_STORE=memory). */
+  stateDir?: string;
+  stateCacheValues: number;
+  /** TEST-ONLY (SRPO_FAULT_KILL_AT_LOCAL_WRITE): kill the process inside this local write (1-based). */
+  killAtLocalWrite?: number;
   sessionTimeoutMs: number;
   roles: ('sets' | 'groups')[];
   schemaRegistry?: SchemaRegistryClient;
@@ -62,6 +73,7 @@ export function loadMaterializerConfig(env: Readonly<Record<string, string | und
     maxPayloadBytes: r.int('SRPO_MAX_PAYLOAD_BYTES', 1024 * 1024, { min: 1024 }),
     objective: settings.objective,
     recordsPerTransaction: r.int('SRPO_RECORDS_PER_TRANSACTION', 500, { min: 1, max: 100_000 }),
+    ...readStateStore(r),
     sessionTimeoutMs: r.int('SRPO_SESSION_TIMEOUT_MS', 30_000, { min: 6_000, max: 300_000 }),
     roles: readRoles(r),
     schemaRegistry: readSchemaRegistry(r),
@@ -71,6 +83,18 @@ export function loadMaterializerConfig(env: Readonly<Record<string, string | und
   };
   Logger.configure({ level: config.logLevel });
   return config;
+}
+
+function readStateStore(r: EnvReader): Pick<MaterializerConfig, 'stateDir' | 'stateCacheValues' | 'killAtLocalWrite'> {
+  const kind = r.oneOf('SRPO_STATE_STORE', ['lmdb', 'memory'] as const, 'lmdb');
+  const dir = r.str('SRPO_STATE_DIR', path.join(os.tmpdir(), 'srpo-state'));
+  if (kind === 'lmdb' && !path.isAbsolute(dir)) throw new ConfigError('SRPO_STATE_DIR', `must be an absolute path, got "${dir}"`);
+  const kill = r.optionalStr('SRPO_FAULT_KILL_AT_LOCAL_WRITE') === undefined ? undefined : r.int('SRPO_FAULT_KILL_AT_LOCAL_WRITE', undefined, { min: 1 });
+  return {
+    ...(kind === 'lmdb' ? { stateDir: dir } : {}),
+    stateCacheValues: r.int('SRPO_STATE_CACHE_VALUES', 4096, { min: 16, max: 10_000_000 }),
+    ...(kill !== undefined ? { killAtLocalWrite: kill } : {}),
+  };
 }
 
 function readRoles(r: EnvReader): ('sets' | 'groups')[] {

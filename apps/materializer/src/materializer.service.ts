@@ -123,6 +123,7 @@ export class Materializer {
     const versions = new PublishedPolicyVersions(this.kafka, this.catalog.policyVersions.name, codec, config.appId);
     this.policyVersions = versions;
     const topology = materializerTopology(this.catalog, codec, config, { latestPolicyVersion: (policyId) => versions.get(policyId) });
+    const state = { stateDir: config.stateDir, stateCacheSize: config.stateCacheValues, duringLocalWrite: localWriteFault(config.killAtLocalWrite, this.log) };
     this.sets = new ConsumerRunner({
       appId: `${config.appId}.sets`,
       kafka: this.kafka,
@@ -133,6 +134,7 @@ export class Materializer {
       partitions: topology.sets.partitions,
       maxRecordsPerTransaction: config.recordsPerTransaction,
       sessionTimeoutMs: config.sessionTimeoutMs,
+      ...state,
       count,
       // Only outputs carry a policy version; other topics need no fresh view of the table.
       syncGlobalState: (topic) => (topic === this.catalog.agentOutputs.name ? versions.catchUp() : Promise.resolve()),
@@ -147,6 +149,7 @@ export class Materializer {
       partitions: topology.groups.partitions,
       maxRecordsPerTransaction: config.recordsPerTransaction,
       sessionTimeoutMs: config.sessionTimeoutMs,
+      ...state,
       count,
     });
   }
@@ -187,4 +190,19 @@ export class Materializer {
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
     this.log.info('materializer stopped');
   }
+}
+
+/**
+ * TEST-ONLY fault injection (SRPO_FAULT_KILL_AT_LOCAL_WRITE): SIGKILL inside the N-th local
+ * state write of the process, after its first records are written and before the LMDB
+ * transaction commits, so the crash tests see a flush cut short. Never set in production.
+ */
+function localWriteFault(killAt: number | undefined, log: Logger): (() => void) | undefined {
+  if (killAt === undefined) return undefined;
+  let writes = 0;
+  return () => {
+    if (++writes < killAt) return;
+    log.warn('SRPO_FAULT_KILL_AT_LOCAL_WRITE reached: killing the process inside a local state write', { write: writes });
+    process.kill(process.pid, 'SIGKILL');
+  };
 }

@@ -159,4 +159,97 @@ describe('materializer exactly-once under failures (real broker, real processes)
     expect(report.ungroupedSets).toEqual([]);
     expect(report.groups).toBe(setIds.length / GROUP_SIZE);
   }, 300_000);
+
+  /** Lines of a JSON log with the given message. */
+  function logLines(log: string, msg: string): Record<string, unknown>[] {
+    return fs
+      .readFileSync(log, 'utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.msg === msg);
+  }
+
+  function expectExactlyOnce(report: Awaited<ReturnType<typeof verifyExactlyOnce>>, setIds: string[]): void {
+    expect(report.openTransactions).toEqual([]);
+    expect(report.missingSets).toEqual([]);
+    expect(report.duplicateSets).toEqual([]);
+    expect(report.multiplyGroupedSets).toEqual([]);
+    expect(report.ungroupedSets).toEqual([]);
+    expect(report.duplicateGroups).toEqual([]);
+    expect(report.groups).toBe(setIds.length / GROUP_SIZE);
+    expect(report.invalidSets).toEqual([]);
+  }
+
+  it('killed inside local state writes (after the Kafka commit, before the local one) 6 times: restores from the copy and the changelog tail, exactly once', async () => {
+    const { catalog, env, sdk } = await setup('flushkill');
+    const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-flushkill-state-'));
+    const { events, setIds } = workload(2400, 1_700_000_000_000);
+    const log = path.join(logDir, 'flushkill.log');
+    // Small transactions, so there are many local writes to cut short.
+    const base = { ...env, SRPO_STATE_DIR: stateDir, SRPO_RECORDS_PER_TRANSACTION: '50', SRPO_LOG_LEVEL: 'info' };
+    const producing = produce(sdk, events, 200);
+    let selfKills = 0;
+    for (let i = 0; i < 6; i++) {
+      const child = spawn({ ...base, SRPO_FAULT_KILL_AT_LOCAL_WRITE: String(5 + Math.floor(Math.random() * 30)) }, log);
+      await waitForExit(child);
+      expect(child.signalCode).toBe('SIGKILL');
+      selfKills++;
+    }
+    await producing;
+    const last = spawn(base, log);
+    await waitForGroups(catalog, setIds.length / GROUP_SIZE, 180_000);
+    const report = await verifyExactlyOnce(kafka, catalog, setIds);
+    last.kill('SIGTERM');
+    await waitForExit(last);
+    await sdk.disconnect();
+    expect(selfKills).toBe(6);
+    expect(logLines(log, 'SRPO_FAULT_KILL_AT_LOCAL_WRITE reached: killing the process inside a local state write')).toHaveLength(6);
+    // Every restart after the first used the copy: none fell back to the whole changelog.
+    const ready = logLines(log, 'task ready');
+    expect(ready.length).toBeGreaterThanOrEqual(7 * 2);
+    expect(logLines(log, 'local state not used; restoring from the whole changelog').map((l) => l.reason)).toEqual(expect.arrayContaining(['no local state']));
+    expect(logLines(log, 'local state not used; restoring from the whole changelog').every((l) => l.reason === 'no local state')).toBe(true);
+    expectExactlyOnce(report, setIds);
+  }, 300_000);
+
+  it('its local state deleted between runs: restores from the whole changelog, exactly once; kept, it reads only the tail', async () => {
+    const { catalog, env, sdk } = await setup('statedel');
+    const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-statedel-state-'));
+    const { events, setIds } = workload(2000, 1_700_000_000_000);
+    const log = path.join(logDir, 'statedel.log');
+    const base = { ...env, SRPO_STATE_DIR: stateDir, SRPO_LOG_LEVEL: 'info' };
+    const third = Math.floor(events.length / 3);
+    const run = async (slice: AgentEvent[]) => {
+      const child = spawn(base, log);
+      await produce(sdk, slice);
+      await sleep(5000);
+      child.kill('SIGTERM');
+      expect(await waitForExit(child)).toBe(0);
+    };
+    await run(events.slice(0, third));
+    // Kept: the second start restores from the copy, reading no more of the changelog than the tail.
+    const firstReady = logLines(log, 'task ready').length;
+    await run(events.slice(third, 2 * third));
+    const secondStart = logLines(log, 'task ready').slice(firstReady);
+    expect(secondStart.length).toBeGreaterThan(0);
+    expect(secondStart.every((l) => l.local === true && l.restoredRecords === 0)).toBe(true);
+    fs.rmSync(stateDir, { recursive: true, force: true });
+    const notUsedBefore = logLines(log, 'local state not used; restoring from the whole changelog').length;
+    const readyBefore = logLines(log, 'task ready').length;
+    const last = spawn(base, log);
+    await produce(sdk, events.slice(2 * third));
+    await waitForGroups(catalog, setIds.length / GROUP_SIZE, 180_000);
+    const report = await verifyExactlyOnce(kafka, catalog, setIds);
+    last.kill('SIGTERM');
+    await waitForExit(last);
+    await sdk.disconnect();
+    const fallback = logLines(log, 'local state not used; restoring from the whole changelog').slice(notUsedBefore);
+    expect(fallback.length).toBeGreaterThan(0);
+    expect(fallback.every((l) => l.reason === 'no local state')).toBe(true);
+    // Without the copy, the changelog is read whole: the restarted tasks restored records.
+    const restored = logLines(log, 'task ready').slice(readyBefore).reduce((n, l) => n + Number(l.restoredRecords), 0);
+    expect(restored).toBeGreaterThan(0);
+    expectExactlyOnce(report, setIds);
+  }, 300_000);
 });

@@ -33,8 +33,15 @@ export async function readTopicsToEnd(kafka: Kafka, topics: string[], options: {
 }
 
 export interface BulkReadOptions {
-  /** Stop offsets (exclusive) per `topic:partition`; default: the end offsets when the read starts. */
+  /**
+   * Stop offsets (exclusive) per `topic:partition`; default: the end offsets when the read starts.
+   * With `from` or `onlyListed`, partitions not listed here are not read at all.
+   */
   to?: ReadonlyMap<string, number>;
+  /** Start offsets per `topic:partition` (default: the start of the log), e.g. a local store's checkpoint. */
+  from?: ReadonlyMap<string, number>;
+  /** Read only the partitions listed in `to` (the others are paused). */
+  onlyListed?: boolean;
   timeoutMs?: number;
   /** Bytes per fetch response and per partition in it (defaults 64 MiB / 16 MiB): few, large fetches. */
   maxBytes?: number;
@@ -46,7 +53,7 @@ export interface BulkReadOptions {
 }
 
 export interface BulkReadResult {
-  /** Records per `topic:partition`, in offset order, from the start of the log up to `to`. */
+  /** Records per `topic:partition`, in offset order, from `from` (default the start of the log) up to `to`. */
   partitions: Map<string, RawRecord[]>;
   /** The stop offsets used. */
   to: Map<string, number>;
@@ -73,9 +80,10 @@ export async function bulkReadToOffsets(kafka: Kafka, topics: readonly string[],
   }
   const partitions = new Map<string, RawRecord[]>();
   for (const key of to.keys()) partitions.set(key, []);
-  const remaining = new Set([...to].filter(([, end]) => end > 0).map(([k]) => k));
+  const from = options.from ?? new Map<string, number>();
+  const remaining = new Set([...to].filter(([k, end]) => end > (from.get(k) ?? 0)).map(([k]) => k));
   let total = 0;
-  for (const end of to.values()) total += end;
+  for (const [k, end] of to) total += Math.max(0, end - (from.get(k) ?? 0));
   let count = 0;
   if (remaining.size === 0) return { partitions, to, count };
   const consumer = kafka.consumer({
@@ -93,6 +101,18 @@ export async function bulkReadToOffsets(kafka: Kafka, topics: readonly string[],
         () => reject(new SrpoError(ErrorCode.UNAVAILABLE, `timed out reading ${[...remaining].join(', ')} to their stop offsets (an open transaction holds read_committed readers back)`, { retriable: true })),
         options.timeoutMs ?? 300_000,
       );
+      if (options.from || options.onlyListed) {
+        consumer.on(consumer.events.GROUP_JOIN, (e) => {
+          for (const [topic, assigned] of Object.entries(e.payload.memberAssignment)) {
+            const others = assigned.filter((p) => !to.has(`${topic}:${p}`));
+            if (others.length > 0) consumer.pause([{ topic, partitions: others }]);
+            for (const p of assigned) {
+              const start = from.get(`${topic}:${p}`);
+              if (start !== undefined && to.has(`${topic}:${p}`)) consumer.seek({ topic, partition: p, offset: String(start) });
+            }
+          }
+        });
+      }
       // Batches of only aborted records or markers never reach eachBatch; their end event still reports progress.
       consumer.on(consumer.events.END_BATCH_PROCESS, (e) => {
         const key = `${e.payload.topic}:${e.payload.partition}`;
@@ -112,8 +132,10 @@ export async function bulkReadToOffsets(kafka: Kafka, topics: readonly string[],
             const end = to.get(key) ?? 0;
             const list = partitions.get(key);
             if (!list) return;
+            const start = from.get(key) ?? 0;
             for (const m of batch.messages) {
               const offset = Number(m.offset);
+              if (offset < start) continue;
               if (offset >= end) break;
               list.push({ topic: batch.topic, partition: batch.partition, offset, key: m.key, value: m.value, timestampMs: Number(m.timestamp) });
               count++;

@@ -1,11 +1,12 @@
 import { Admin, Consumer, EachBatchPayload, Kafka, KafkaMessage, Message, Partitioners, Producer } from 'kafkajs';
-import { ErrorCode, errorMessage, isRetriable, Logger, retry, SrpoError } from '@srpo/core';
-import { createTopicsIdempotent, DeadLetter, EventCodec, readRanges, readTopicsToEnd } from '@srpo/events';
+import { errorMessage, isRetriable, Logger, retry } from '@srpo/core';
+import { createTopicsIdempotent, DeadLetter, EventCodec } from '@srpo/events';
 import { CoPartitionAssigner } from './co-partition-assigner';
 import { deadLetterOf, encodeDeadLetter } from './dead-letter';
-import { jsonSerde, SourceBacked, SourceBackedValue, sourceBackedSerde, sourcedItems, StoreSerde, TransactionalStore } from './key-value-store';
-import { OutputRecord, Processor, storeDerivationsOf, Stores } from './processor';
+import { KeyValueStore, StoreSerde } from './key-value-store';
+import { OutputRecord, Processor, Stores } from './processor';
 import { decodeRecord, DeadLetterOriginal, StreamTask, TaskClock, TaskSink } from './stream-task';
+import { changelogTopic, META_STORE, restoreTaskStores, RunnerStore, TaskStores } from './task-stores';
 
 export interface ConsumerRunnerOptions<S extends Stores> {
   /** Consumer group, transactional-id prefix and changelog prefix. Stable across restarts. */
@@ -19,6 +20,16 @@ export interface ConsumerRunnerOptions<S extends Stores> {
   /** Partitions of the changelog topics: the input topics' partition count. */
   partitions: number;
   serdes?: { [K in keyof S]?: StoreSerde<unknown> };
+  /**
+   * Directory of the tasks' local state copies (LMDB, one per task under
+   * `<stateDir>/<appId>/task-<p>`): restore reads the copy plus the changelog since its
+   * checkpoint. Unset: in-memory stores, restored from the whole changelog.
+   */
+  stateDir?: string;
+  /** Decoded values each local store keeps in memory (default 4096). */
+  stateCacheSize?: number;
+  /** TEST-ONLY: runs inside each local state write before it commits (crash tests kill the process there). */
+  duringLocalWrite?: () => void;
   /** Records per Kafka transaction (default 500). */
   maxRecordsPerTransaction?: number;
   /** Counter sink (metrics); the runner counts records, transactions, aborts and dead letters. */
@@ -65,9 +76,11 @@ interface Task<S extends Stores> {
   producer: Producer;
   /** The processor's task: per-record phases, clock and punctuation schedule. */
   streamTask: StreamTask<S>;
-  storeList: TransactionalStore<unknown>[];
+  /** The task's stores and where their committed state lives (memory or a local copy). */
+  state: TaskStores;
+  storeList: RunnerStore[];
   /** The task's clock (`TaskClock`), changelogged like the stores. */
-  meta: TransactionalStore<number>;
+  meta: KeyValueStore<number>;
   positions: Map<string, InputPosition>;
   /** Outputs, changelog records and dead letters of the open transaction. */
   outputs: PendingOutput[];
@@ -77,14 +90,10 @@ interface Task<S extends Stores> {
   lock: Promise<unknown>;
 }
 
-const META_STORE = '__meta';
 const STREAM_TIME_KEY = 'streamTimeMs';
 const MAX_EVENT_PREFIX = 'maxEventMs:';
 const PUNCTUATED_AT_KEY = 'punctuatedAtMs';
 
-export function changelogTopic(appId: string, store: string): string {
-  return `${appId}.${store}.changelog`;
-}
 
 /**
  * The one consumer loop for exactly-once stream processing on kafkajs 2.2.4.
@@ -210,7 +219,10 @@ export class ConsumerRunner<S extends Stores> {
     if (this.poller) clearInterval(this.poller);
     await this.admin?.disconnect().catch(() => undefined);
     await this.consumer?.disconnect().catch((e) => this.log.warn('consumer disconnect failed', { error: errorMessage(e) }));
-    for (const task of this.tasks.values()) await task.producer.disconnect().catch(() => undefined);
+    for (const task of this.tasks.values()) {
+      await task.producer.disconnect().catch(() => undefined);
+      task.state.close();
+    }
     this.tasks.clear();
   }
 
@@ -263,8 +275,9 @@ export class ConsumerRunner<S extends Stores> {
     task.streamTask.punctuate();
     this.persistClock(task, clockBefore);
     this.flushChangelogs(task, task.outputs);
+    let changelogOffsets: Record<string, number>;
     try {
-      await this.commitTransaction(task, { topic, lastOffset }, task.outputs);
+      changelogOffsets = await this.commitTransaction(task, { topic, lastOffset }, task.outputs);
     } catch (e) {
       task.streamTask.restoreClock(clockBefore);
       position.nextOffset = nextOffsetBefore;
@@ -287,7 +300,7 @@ export class ConsumerRunner<S extends Stores> {
       if (!fenced && isRetriable(e)) await sleep(500);
       return false;
     }
-    for (const s of task.storeList) s.commit();
+    if (!(await this.commitStores(task, changelogOffsets))) return false;
     this.count('stream_records_in_total', { topic });
     this.count('stream_transactions_total');
     if (task.deadLetters > 0) this.log.info('dead-lettered records', { topic, partition: task.partition, count: task.deadLetters });
@@ -360,18 +373,44 @@ export class ConsumerRunner<S extends Stores> {
     this.persistClock(task, clockBefore);
     this.flushChangelogs(task, task.outputs);
     if (task.outputs.length === 0) return;
+    let changelogOffsets: Record<string, number>;
     try {
-      await this.commitTransaction(task, null, task.outputs);
-      for (const s of task.storeList) s.commit();
+      changelogOffsets = await this.commitTransaction(task, null, task.outputs);
     } catch (e) {
       task.streamTask.restoreClock(clockBefore);
       for (const s of task.storeList) s.rollback();
       this.log.warn('punctuation aborted', { partition: task.partition, error: errorMessage(e) });
       await this.closeTask(task.partition);
+      return;
+    }
+    await this.commitStores(task, changelogOffsets);
+  }
+
+  /**
+   * After the Kafka commit: the transaction's writes become the stores' committed state. A
+   * local copy that cannot take them (disk full, I/O error) is left at its previous
+   * checkpoint, which is consistent: the task is closed and rebuilt from the copy and the
+   * changelog tail, which holds this transaction.
+   */
+  private async commitStores(task: Task<S>, changelogOffsets: Record<string, number>): Promise<boolean> {
+    try {
+      task.state.commit(changelogOffsets);
+      return true;
+    } catch (e) {
+      this.log.warn('local state write failed after the commit; rebuilding the task from the changelog', { partition: task.partition, error: errorMessage(e) });
+      await this.closeTask(task.partition);
+      return false;
     }
   }
 
-  private async commitTransaction(task: Task<S>, input: { topic: string; lastOffset: number } | null, outputs: { topic: string; message: Message }[]): Promise<void> {
+  /**
+   * Commits one transaction; returns, per changelog topic written, an offset up to which the
+   * changelog partition now holds this task's state: the next offset after this
+   * transaction's records when the broker reported them as one batch, else the first of
+   * them (never past them: a local copy checkpointed there re-reads at most this
+   * transaction's records, which are whole values, on restore).
+   */
+  private async commitTransaction(task: Task<S>, input: { topic: string; lastOffset: number } | null, outputs: { topic: string; message: Message }[]): Promise<Record<string, number>> {
     const byTopic = new Map<string, Message[]>();
     for (const o of outputs) {
       const list = byTopic.get(o.topic) ?? [];
@@ -379,9 +418,18 @@ export class ConsumerRunner<S extends Stores> {
       byTopic.set(o.topic, list);
     }
     const tx = await task.producer.transaction();
+    const changelogOffsets: Record<string, number> = {};
     try {
       if (byTopic.size > 0) {
-        await tx.sendBatch({ topicMessages: [...byTopic].map(([t, messages]) => ({ topic: t, messages })), acks: -1 });
+        const sent = await tx.sendBatch({ topicMessages: [...byTopic].map(([t, messages]) => ({ topic: t, messages })), acks: -1 });
+        const prefix = `${this.options.appId}.`;
+        for (const [t, messages] of byTopic) {
+          if (!t.startsWith(prefix) || !t.endsWith('.changelog')) continue;
+          const batches = sent.filter((m) => m.topicName === t && m.partition === task.partition && m.baseOffset !== undefined);
+          if (batches.length === 0) continue;
+          const first = Math.min(...batches.map((m) => Number(m.baseOffset)));
+          changelogOffsets[t] = batches.length === 1 ? first + messages.length : first;
+        }
       }
       if (input) {
         await tx.sendOffsets({
@@ -394,6 +442,7 @@ export class ConsumerRunner<S extends Stores> {
       if (!isFencing(e)) await tx.abort().catch(() => undefined);
       throw e;
     }
+    return changelogOffsets;
   }
 
   /** Where the task's effects go: into the open transaction's outputs. */
@@ -455,31 +504,30 @@ export class ConsumerRunner<S extends Stores> {
       }),
     );
     // After every producer is initialised, no earlier owner can commit anything for these tasks.
-    const storeNames = [...processor.storeNames, META_STORE];
-    const records = await readTopicsToEnd(kafka, storeNames.map((n) => changelogTopic(appId, n)), { timeoutMs: 120_000 });
-    const committed = await this.committedOffsets();
-    for (const [p, producer] of producers) {
-      const sourceBacked = new Set<string>(processor.sourceBackedStores ?? []);
-      const storeList = processor.storeNames.map(
-        (name) =>
-          new TransactionalStore<unknown>(
-            name,
-            this.options.serdes?.[name] ?? (sourceBacked.has(name) ? sourceBackedSerde<SourceBacked>() : jsonSerde()),
-            storeDerivationsOf(processor, name),
-          ),
+    let restored: Map<number, TaskStores>;
+    try {
+      restored = await restoreTaskStores(
+        {
+          kafka,
+          appId,
+          processor,
+          serdes: this.options.serdes,
+          stateDir: this.options.stateDir,
+          cacheSize: this.options.stateCacheSize,
+          duringLocalWrite: this.options.duringLocalWrite,
+          log: this.log,
+        },
+        partitions,
       );
-      const meta = new TransactionalStore<number>(META_STORE);
-      const byTopic = new Map(storeList.map((s) => [changelogTopic(appId, s.name), s] as const));
-      byTopic.set(changelogTopic(appId, META_STORE), meta as TransactionalStore<unknown>);
-      let restored = 0;
-      for (const r of records) {
-        if (r.partition !== p || r.key === null) continue;
-        byTopic.get(r.topic)?.restore(r.key.toString('utf8'), r.value);
-        restored++;
-      }
-      for (const store of storeList.filter((s) => sourceBacked.has(s.name))) await this.hydrate(store as TransactionalStore<SourceBacked>);
-      const stores = Object.fromEntries(storeList.map((s) => [s.name, s])) as unknown as S;
-      const { inputTopics } = this.options;
+    } catch (e) {
+      for (const [, producer] of producers) await producer.disconnect().catch(() => undefined);
+      throw e;
+    }
+    const committed = await this.committedOffsets();
+    const { inputTopics } = this.options;
+    for (const [p, producer] of producers) {
+      const state = restored.get(p) as TaskStores;
+      const meta = state.meta;
       const clock: TaskClock = {
         streamTimeMs: meta.get(STREAM_TIME_KEY) ?? 0,
         maxEventMs: Object.fromEntries(inputTopics.map((t) => [t, meta.get(`${MAX_EVENT_PREFIX}${t}`) ?? -Infinity])),
@@ -489,44 +537,20 @@ export class ConsumerRunner<S extends Stores> {
         partition: p,
         producer,
         streamTask: undefined as unknown as StreamTask<S>,
-        storeList: [...storeList, meta as TransactionalStore<unknown>],
+        state,
+        storeList: state.list,
         meta,
         positions: new Map(inputTopics.map((t) => [t, { nextOffset: committed.get(`${t}:${p}`) ?? 0 }])),
         outputs: [],
         deadLetters: 0,
         lock: Promise.resolve(),
       };
-      task.streamTask = new StreamTask(processor, p, stores, this.sinkOf(task), { inputs: inputTopics, clock });
+      task.streamTask = new StreamTask(processor, p, state.byName as unknown as S, this.sinkOf(task), { inputs: inputTopics, clock });
       // Its writes go out with the task's first transaction.
       task.streamTask.migrate();
       this.tasks.set(p, task);
-      this.log.info('task ready', { partition: p, restoredRecords: restored, streamTimeMs: clock.streamTimeMs });
+      this.log.info('task ready', { partition: p, restoredRecords: state.restoredRecords, local: this.options.stateDir !== undefined, streamTimeMs: clock.streamTimeMs });
     }
-  }
-
-  /** Puts the original bytes back into a restored source-backed store, read by their coordinates. */
-  private async hydrate(store: TransactionalStore<SourceBacked>): Promise<void> {
-    const byPosition = new Map<string, SourceBackedValue>();
-    const ranges = new Map<string, Map<number, { partition: number; from: number; to: number }>>();
-    for (const value of [...store.entries()].flatMap(([, v]) => sourcedItems(v))) {
-      const { topic, partition, offset } = value.source;
-      byPosition.set(`${topic}:${partition}:${offset}`, value);
-      const perTopic = ranges.get(topic) ?? new Map();
-      const r = perTopic.get(partition);
-      perTopic.set(partition, r ? { partition, from: Math.min(r.from, offset), to: Math.max(r.to, offset) } : { partition, from: offset, to: offset });
-      ranges.set(topic, perTopic);
-    }
-    for (const [topic, perTopic] of ranges) {
-      for (const r of await readRanges(this.options.kafka, topic, [...perTopic.values()], { timeoutMs: 120_000 })) {
-        const value = byPosition.get(`${topic}:${r.partition}:${r.offset}`);
-        if (value && r.value) value.raw = r.value;
-      }
-    }
-    const missing = [...byPosition.entries()].filter(([, v]) => !v.raw).map(([k]) => k);
-    if (missing.length > 0) {
-      throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `store ${store.name}: ${missing.length} source record(s) not found on restore, e.g. ${missing[0]}`);
-    }
-    this.log.info('store hydrated from source topic', { store: store.name, records: byPosition.size });
   }
 
   private async committedOffsets(): Promise<Map<string, number>> {
@@ -553,6 +577,7 @@ export class ConsumerRunner<S extends Stores> {
     if (!task) return;
     this.tasks.delete(partition);
     await task.producer.disconnect().catch(() => undefined);
+    task.state.close();
     this.log.info('task closed', { partition });
   }
 

@@ -7,5 +7,6 @@ export * from './in-memory-harness';
 export * from './sink-runner';
 export * from './stream-task';
 export * from './persistent-store';
+export * from './task-stores';
 export * from './in-process-runner';
 export * from './bulk-io';

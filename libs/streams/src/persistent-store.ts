@@ -64,14 +64,17 @@ export class LocalTaskState {
     private readonly cacheSize: number,
   ) {}
 
-  static open(dir: string, identity: LocalStateIdentity, options: { cacheSize?: number } = {}): LocalTaskState {
-    let discarded: string | undefined;
+  /** Opens (or creates) the copy in `dir`; `discard` drops what is there first (a copy the changelog contradicts). */
+  static open(dir: string, identity: LocalStateIdentity, options: { cacheSize?: number; discard?: boolean } = {}): LocalTaskState {
+    let discarded: string | undefined = options.discard ? 'discarded' : undefined;
     const data = path.join(dir, 'data.mdb');
     // LMDB trusts its file: a damaged one can crash the process instead of failing the open.
     // So a copy is opened only when it starts like an LMDB file, and under a marker that a
     // start which crashed while opening it leaves behind: the next start does not try again.
     const marker = path.join(dir, 'opening');
-    if (!fs.existsSync(data)) discarded = 'no local state';
+    if (discarded) {
+      // Dropped below, unopened.
+    } else if (!fs.existsSync(data)) discarded = 'no local state';
     else if (fs.existsSync(marker)) discarded = 'the previous start crashed while opening the local state';
     else if (!looksLikeLmdb(data)) discarded = 'local state unreadable';
     if (!discarded) fs.writeFileSync(marker, String(process.pid));

@@ -1,7 +1,23 @@
 import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 import { repoRoot } from '@srpo/core';
+
+let stateDir: string | undefined;
+
+/**
+ * Local state copies of the apps a test process starts (SRPO_STATE_DIR), unless a test names
+ * its own: one directory per test process, removed when it exits, so runs leave nothing behind.
+ */
+function testStateDir(): string {
+  if (!stateDir) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-test-state-'));
+    stateDir = dir;
+    process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  }
+  return stateDir;
+}
 
 /**
  * Starts a compiled app (`dist/apps/<app>/src/main.js`, built by `npm run build`,
@@ -12,7 +28,7 @@ export function spawnApp(app: string, env: Record<string, string>, logFile?: str
   if (!fs.existsSync(entry)) throw new Error(`${entry} missing: run \`npm run build\` first`);
   const out = logFile ? fs.openSync(logFile, 'a') : 'ignore';
   return spawn(process.execPath, [entry], {
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SRPO_STATE_DIR: testStateDir(), ...env },
     stdio: ['ignore', out, out],
   });
 }
