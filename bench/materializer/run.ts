@@ -70,8 +70,11 @@ function cpuSince(start: NodeJS.CpuUsage): number {
 /** Materializer settings passed through from the command line (`--records-per-transaction N`). */
 function tuning(): Record<string, string> {
   const n = argValue('records-per-transaction');
-  return n ? { SRPO_RECORDS_PER_TRANSACTION: n } : {};
+  return { ...(n ? { SRPO_RECORDS_PER_TRANSACTION: n } : {}), SRPO_STATE_STORE: stateStore };
 }
+
+/** The state store of the materializer runs (`--state lmdb|memory|both`; both: each, side by side). */
+let stateStore = argValue('state') === 'memory' ? 'memory' : 'lmdb';
 
 function argValue(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -339,9 +342,15 @@ async function main(): Promise<void> {
     const twoHop = await passThroughRun(kafka, events, 2);
     console.log(`two-hop pass-through (the same, twice in a row): ${twoHop.eventsPerSecond.toFixed(0)} events/s  (ratio ${(twoHop.eventsPerSecond / pass).toFixed(2)}; ${cpuNote(twoHop)})`);
   }
+  if (argValue('state') === 'both') {
+    stateStore = 'memory';
+    const memRun = await materializerRun(kafka, brokers, events);
+    console.log(`materializer (heap stores), raw events -> advantage groups: ${memRun.eventsPerSecond.toFixed(0)} events/s  (ratio ${(memRun.eventsPerSecond / pass).toFixed(2)}; ${cpuNote(memRun)})`);
+    stateStore = 'lmdb';
+  }
   const matRun = await materializerRun(kafka, brokers, events);
   const mat = matRun.eventsPerSecond;
-  console.log(`materializer, one process, raw events -> advantage groups:   ${mat.toFixed(0)} events/s  (ratio ${(mat / pass).toFixed(2)}; ${cpuNote(matRun)})`);
+  console.log(`materializer (${stateStore} state), one process, raw events -> advantage groups:   ${mat.toFixed(0)} events/s  (ratio ${(mat / pass).toFixed(2)}; ${cpuNote(matRun)})`);
   if (matRun.written) console.log(`  offsets written: ${matRun.written.outputs} to output and internal topics, ${matRun.written.changelogs} to changelogs (pass-through: ${events.length} records plus markers)`);
   if (process.argv.includes('--stages')) {
     const stages = await stageRuns(kafka, brokers, events);

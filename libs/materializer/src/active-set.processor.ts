@@ -194,6 +194,8 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
 
   /** Deadline scans run on the runtime's stream-time schedule, at most once per scan interval. */
   readonly punctuationIntervalMs: number;
+  /** The layout `migrate` writes (episodes/groups holding their records); later starts skip the scan. */
+  readonly stateLayout = 2;
 
   constructor(options: Partial<ActiveSetProcessorOptions> & { topics: TopicCatalog; codec: EventCodec }) {
     this.options = { ...DEFAULT_ACTIVE_SET_OPTIONS, ...options };

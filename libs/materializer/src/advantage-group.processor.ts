@@ -79,6 +79,8 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
   readonly name = 'advantage-group-materializer';
   /** Deadline scans run on the runtime's stream-time schedule, at most once per scan interval. */
   readonly punctuationIntervalMs: number;
+  /** The layout `migrate` writes (episodes/groups holding their records); later starts skip the scan. */
+  readonly stateLayout = 2;
   readonly storeNames: (keyof AdvantageGroupStores & string)[] = ['groups', 'closed', 'sets', 'emitted'];
   readonly sourceBackedStores: (keyof AdvantageGroupStores & string)[] = ['groups', 'sets'];
   readonly storeIndexes = {

@@ -93,6 +93,7 @@ interface Task<S extends Stores> {
 const STREAM_TIME_KEY = 'streamTimeMs';
 const MAX_EVENT_PREFIX = 'maxEventMs:';
 const PUNCTUATED_AT_KEY = 'punctuatedAtMs';
+const STATE_LAYOUT_KEY = 'stateLayout';
 
 
 /**
@@ -546,8 +547,11 @@ export class ConsumerRunner<S extends Stores> {
         lock: Promise.resolve(),
       };
       task.streamTask = new StreamTask(processor, p, state.byName as unknown as S, this.sinkOf(task), { inputs: inputTopics, clock });
-      // Its writes go out with the task's first transaction.
-      task.streamTask.migrate();
+      // Its writes go out with the task's first transaction, and so does the layout it reached.
+      if (processor.stateLayout === undefined || meta.get(STATE_LAYOUT_KEY) !== processor.stateLayout) {
+        task.streamTask.migrate();
+        if (processor.stateLayout !== undefined) meta.put(STATE_LAYOUT_KEY, processor.stateLayout);
+      }
       this.tasks.set(p, task);
       this.log.info('task ready', { partition: p, restoredRecords: state.restoredRecords, local: this.options.stateDir !== undefined, streamTimeMs: clock.streamTimeMs });
     }

@@ -199,6 +199,8 @@ export class PersistentStore<V> implements KeyValueStore<V> {
   private readonly indexes: DiskIndex[] = [];
   private readonly schedule?: DiskSchedule;
   private readonly indexDefs: StoreIndexes<V>;
+  /** The copy held no value of this store when opened (until the first local commit): nothing on disk to look up. */
+  private fresh: boolean;
 
   constructor(
     readonly name: string,
@@ -212,6 +214,7 @@ export class PersistentStore<V> implements KeyValueStore<V> {
     this.indexDefs = derivations.indexes ?? {};
     for (const index of Object.keys(this.indexDefs)) this.indexes.push(new DiskIndex(env, name, index));
     if (derivations.schedule) this.schedule = new DiskSchedule(env, name, derivations.schedule as (v: unknown) => number | undefined);
+    this.fresh = (this.values.getStats() as { entryCount: number }).entryCount === 0;
   }
 
   get(key: string): V | undefined {
@@ -298,7 +301,11 @@ export class PersistentStore<V> implements KeyValueStore<V> {
   restore(key: string, value: Buffer | null): void {
     const v = value === null ? undefined : this.serde.deserialize(value);
     if (v === undefined) this.delete(key);
-    else this.put(key, v);
+    else {
+      this.put(key, v);
+      // The changelog's bytes are the value's serde bytes: no need to serialize it again.
+      this.serialized.set(key, value as Buffer);
+    }
     this.restored.add(key);
   }
 
@@ -323,9 +330,11 @@ export class PersistentStore<V> implements KeyValueStore<V> {
   /** After the local transaction: pending writes are committed state now. */
   pendingWritten(): void {
     for (const [key, v] of this.pending) {
-      if (v === DELETED) this.cache.delete(key);
+      // Restored values are not cached: a restore would only push out what processing needs.
+      if (v === DELETED || this.restored.has(key)) this.cache.delete(key);
       else this.remember(key, v);
     }
+    this.fresh = false;
     this.pending.clear();
     this.restored.clear();
     this.serialized.clear();
@@ -396,8 +405,9 @@ export class PersistentStore<V> implements KeyValueStore<V> {
   }
 
   private derive(key: string, value: V | undefined): void {
-    for (const ix of this.indexes) ix.update(key, value === undefined ? [] : (this.indexDefs[ix.index] as (v: V) => readonly string[])(value));
+    for (const ix of this.indexes) ix.update(key, value === undefined ? [] : (this.indexDefs[ix.index] as (v: V) => readonly string[])(value), this.fresh);
     this.schedule?.update(key, value);
+    if (this.fresh) this.schedule?.markFresh(key);
   }
 }
 
@@ -424,9 +434,9 @@ class DiskIndex {
   }
 
   /** As `UniqueIndexes.update`: the keys a primary was indexed under are remembered, not recomputed. */
-  update(primary: string, keys: readonly string[]): void {
+  update(primary: string, keys: readonly string[], fresh = false): void {
     const o = this.primaryOverlay.get(primary);
-    const before = o === DELETED ? undefined : (o ?? this.byPrimary.get(primary));
+    const before = o === DELETED ? undefined : (o ?? (fresh ? undefined : this.byPrimary.get(primary)));
     if (before && keys.length >= before.length && before.every((k, i) => keys[i] === k)) {
       if (keys.length === before.length) return;
       for (let i = before.length; i < keys.length; i++) this.keyOverlay.set(keys[i], primary);
@@ -464,6 +474,8 @@ class DiskSchedule {
   private readonly byDue: Database<boolean, [number, string]>;
   private readonly dueOf: Database<number, string>;
   private readonly overlay = new Map<string, number | typeof DELETED>();
+  /** Keys known to have no due time on disk (written to a fresh copy): no lookup at write. */
+  private readonly fresh = new Set<string>();
 
   constructor(
     env: RootDatabase,
@@ -491,9 +503,13 @@ class DiskSchedule {
     return out.map((e) => e.key);
   }
 
+  markFresh(key: string): void {
+    this.fresh.add(key);
+  }
+
   write(): void {
     for (const [key, due] of this.overlay) {
-      const before = this.dueOf.get(key);
+      const before = this.fresh.has(key) ? undefined : this.dueOf.get(key);
       if (before !== undefined) this.byDue.removeSync([before, key]);
       if (due === DELETED) this.dueOf.removeSync(key);
       else {
@@ -505,10 +521,12 @@ class DiskSchedule {
 
   written(): void {
     this.overlay.clear();
+    this.fresh.clear();
   }
 
   rollback(): void {
     this.overlay.clear();
+    this.fresh.clear();
   }
 }
 

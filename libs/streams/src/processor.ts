@@ -94,6 +94,13 @@ export interface Processor<S extends Stores = Stores> {
    */
   migrate?(stores: S): void;
   /**
+   * The layout `migrate` brings state to. When set, the runtime records it in the task's
+   * clock store once `migrate` ran, and skips `migrate` at later starts of state already in
+   * this layout: with disk-backed stores a migration scan would otherwise read every value
+   * at every start. Bump it when `migrate` learns a new layout.
+   */
+  readonly stateLayout?: number;
+  /**
    * Fires event-time deadlines. Scheduled by the runtime on stream time (see `StreamTask`):
    * called once the watermark has moved at least `punctuationIntervalMs` since the last call,
    * with `ctx.watermarkMs` the watermark it fires at.
