@@ -22,7 +22,7 @@ import { errorMessage, Logger } from '@srpo/core';
 import { createKafka } from '@srpo/events';
 import { loadDemoConfig } from '../../apps/agents/src/demo/demo-config';
 import { DemoRunner, freePort } from '../../apps/agents/src/demo/demo.service';
-import { consumerLag, parseGauge, parseVmRssMb, ratePerSecond, rssTrend, type RssSample } from './soak-stats';
+import { consumerLag, parseGauge, parseRssAnonMb, parseVmRssMb, ratePerSecond, rssTrend, type RssSample } from './soak-stats';
 
 const arg = (name: string, fallback: number): number => {
   const i = process.argv.indexOf(`--${name}`);
@@ -38,6 +38,8 @@ const arg = (name: string, fallback: number): number => {
 interface Sample {
   t: number;
   rssMb: Record<string, number>;
+  /** Anonymous RSS (without file-backed pages such as LMDB's maps). */
+  anonMb: Record<string, number>;
   events: number;
   updates: number;
   deadLetters: number;
@@ -76,10 +78,10 @@ async function groupLag(admin: Admin, groupId: string, topics: string[]): Promis
   return lag;
 }
 
-function rssOf(pid: number | undefined): number | undefined {
+function rssOf(pid: number | undefined, parse: (status: string) => number | undefined = parseVmRssMb): number | undefined {
   if (pid === undefined) return undefined;
   try {
-    return parseVmRssMb(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return parse(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
   } catch {
     return undefined;
   }
@@ -126,9 +128,12 @@ async function main(): Promise<void> {
     while (!stop) {
       try {
         const rssMb: Record<string, number> = {};
+        const anonMb: Record<string, number> = {};
         for (const p of runner.processes()) {
           const mb = p.alive ? rssOf(p.pid) : undefined;
           if (mb !== undefined) rssMb[p.name] = mb;
+          const anon = p.alive ? rssOf(p.pid, parseRssAnonMb) : undefined;
+          if (anon !== undefined) anonMb[p.name] = anon;
         }
         const cat = runner.catalog;
         const raw = [cat.agentOutputs.name, cat.transitions.name, cat.episodeOutcomes.name];
@@ -143,6 +148,7 @@ async function main(): Promise<void> {
         samples.push({
           t: (Date.now() - t0) / 1000,
           rssMb,
+          anonMb,
           events,
           updates: await sumEnds(admin, cat.policyUpdates.name),
           deadLetters: await sumEnds(admin, cat.deadLetter.name),
@@ -201,6 +207,11 @@ async function main(): Promise<void> {
       const series: RssSample[] = samples.filter((s) => s.rssMb[n] !== undefined).map((s) => ({ t: s.t, rssMb: s.rssMb[n] }));
       const tr = rssTrend(series, warmupS);
       out.push(tr ? `| ${n} | ${tr.warmMb.toFixed(0)} | ${tr.endMb.toFixed(0)} | ${tr.peakMb.toFixed(0)} | ${tr.slopeMbPerHour.toFixed(1)} |` : `| ${n} | - | - | - | - |`);
+      const anon = rssTrend(
+        samples.filter((s) => s.anonMb?.[n] !== undefined).map((s) => ({ t: s.t, rssMb: s.anonMb[n] })),
+        warmupS,
+      );
+      if (anon) out.push(`| ${n}, anonymous only | ${anon.warmMb.toFixed(0)} | ${anon.endMb.toFixed(0)} | ${anon.peakMb.toFixed(0)} | ${anon.slopeMbPerHour.toFixed(1)} |`);
     }
     const heap = rssTrend(
       samples.filter((s) => s.materializerHeapMb !== undefined).map((s) => ({ t: s.t, rssMb: s.materializerHeapMb as number })),

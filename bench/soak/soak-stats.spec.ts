@@ -1,4 +1,4 @@
-import { consumerLag, parseGauge, parseVmRssMb, ratePerSecond, rssTrend } from './soak-stats';
+import { consumerLag, parseGauge, parseRssAnonMb, parseVmRssMb, ratePerSecond, rssTrend } from './soak-stats';
 
 describe('rssTrend', () => {
   it('fits the slope over warm samples only, in MB per hour', () => {
@@ -58,6 +58,9 @@ describe('ratePerSecond and parseVmRssMb', () => {
     expect(ratePerSecond(5, 5, 0)).toBe(0);
     expect(parseVmRssMb('Name:\tnode\nVmPeak:\t 9 kB\nVmRSS:\t  204800 kB\nThreads: 11\n')).toBe(200);
     expect(parseVmRssMb('Name:\tzombie\n')).toBeUndefined();
+    const status = 'VmRSS:\t  3072000 kB\nRssAnon:\t  512000 kB\nRssFile:\t 2560000 kB\n';
+    expect(parseRssAnonMb(status)).toBe(500);
+    expect(parseRssAnonMb('VmRSS:\t 1 kB\n')).toBeUndefined();
   });
 });
 

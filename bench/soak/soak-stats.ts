@@ -98,3 +98,13 @@ export function parseVmRssMb(status: string): number | undefined {
   const m = /^VmRSS:\s+(\d+)\s+kB$/m.exec(status);
   return m ? Number(m[1]) / 1024 : undefined;
 }
+
+/**
+ * Anonymous resident memory (`RssAnon`: heap, malloc, stacks) from /proc/<pid>/status, in MB.
+ * RSS also counts file-backed pages, such as the materializer's LMDB memory maps: page cache
+ * that grows with the state files and is reclaimable, so a flat-memory goal reads this one.
+ */
+export function parseRssAnonMb(status: string): number | undefined {
+  const m = /^RssAnon:\s+(\d+)\s+kB$/m.exec(status);
+  return m ? Number(m[1]) / 1024 : undefined;
+}
