@@ -63,7 +63,7 @@ export function kafkaConfig(options: KafkaConnectionOptions, logger = new Logger
     requestTimeout: options.requestTimeoutMs ?? 30000,
     retry: { retries: options.retries ?? 8, initialRetryTime: 200, maxRetryTime: 5000 },
     logLevel: logLevel.WARN,
-    logCreator: () => (entry: LogEntry) => forward(logger, entry),
+    logCreator: () => (entry: LogEntry) => forwardKafkaLog(logger, entry),
     // kafkajs's connect-timeout race left ended sockets marked connected (`write after end`).
     socketFactory: guardedSocketFactory(),
   };
@@ -100,9 +100,21 @@ const EXPECTED_WARNINGS = [/Limiting retries for the idempotent producer/, /Kafk
 const RETRIED_ERRORS =
   /another concurrent operation on the same transaction|coordinator is loading|not the leader for that topic-partition|group coordinator is not available|not the correct coordinator|does not host this topic-partition|no leader for this topic-partition/;
 
-function forward(logger: Logger, entry: LogEntry): void {
+/**
+ * kafkajs logs this at error level after a retriable consumer crash, then restarts the
+ * consumer by itself: a recovered condition (the crash's own line says why, at its level;
+ * coordinator moves on a broker that just started are the usual cause), so a warning.
+ */
+const SELF_RESTART = /^Restarting the consumer in \d+ms/;
+
+/** Maps one kafkajs log entry onto the project's logger (exported for its spec). */
+export function forwardKafkaLog(logger: Logger, entry: LogEntry): void {
   const { message, ...rest } = entry.log;
   if (EXPECTED_WARNINGS.some((w) => w.test(message))) return;
+  if (SELF_RESTART.test(message)) {
+    logger.warn(message, { namespace: entry.namespace, ...rest });
+    return;
+  }
   const error = typeof rest.error === 'string' ? rest.error : '';
   if (RETRIED_ERRORS.test(message) || RETRIED_ERRORS.test(error)) {
     logger.debug(message, { namespace: entry.namespace, ...rest });

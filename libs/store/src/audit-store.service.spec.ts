@@ -310,6 +310,9 @@ describe.each(STORE_KINDS)('AuditStore on %s', (kind) => {
     expect(await store.recordSkipped([entry, { ...entry, groupId: 'late2' }])).toEqual([{ ...entry, groupId: 'late2' }]);
     expect(await store.listSkipped('solver')).toEqual([entry, { ...entry, groupId: 'late2' }]);
     expect([...(await store.skippedGroupIds('solver', ['late', 'x']))]).toEqual(['late']);
+    // An unknown policy is named, not left to the foreign key's INTEGRITY_FAILED; nothing is recorded.
+    await expectSrpoError(store.recordSkipped([{ ...entry, policyId: 'nobody', groupId: 'z' }]), ErrorCode.NOT_FOUND, /policy nobody is not registered/);
+    expect(await store.listSkipped('nobody')).toEqual([]);
     await expectSrpoError(store.recordUpdate(record('solver', 0, T0 + 8), [group('late', 1)]), ErrorCode.CONFLICT, /skipped/);
     expect((await store.getPolicy('solver'))?.currentVersion).toBe(0);
   });

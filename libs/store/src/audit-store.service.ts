@@ -223,6 +223,8 @@ export class AuditStore {
         const byPolicy = new Map<string, SkippedGroupInput[]>();
         for (const e of unique) byPolicy.set(e.policyId, [...(byPolicy.get(e.policyId) ?? []), e]);
         for (const [policyId, list] of byPolicy) {
+          // Checked, not left to the foreign key: the caller learns which policy is unknown.
+          if (!(await r.policies.get(policyId))) throw new SrpoError(ErrorCode.NOT_FOUND, `policy ${policyId} is not registered`, { field: 'policyId' });
           const present = await r.skipped.skippedIn(policyId, list.map((e) => e.groupId));
           const applied = await r.ledger.appliedIn(policyId, list.map((e) => e.groupId));
           for (const e of list) {

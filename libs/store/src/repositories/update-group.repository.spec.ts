@@ -36,6 +36,9 @@ describe('UpdateGroupRepository validation', () => {
     invalid({ ...base, sources: [...base.sources].reverse() }, 'groups[1].sources[0].setId', /must be g\/s0 \(setIds order\), got g\/s1/);
     invalid({ ...base, sources: [{ ...base.sources[0], transition: { topic: '', partition: 0, offset: 0 } }, base.sources[1]] }, 'groups[1].sources[0].transition.topic', /non-empty/);
     invalid({ ...base, sources: [base.sources[0], { ...base.sources[1], members: [] }] }, 'groups[1].sources[1].members', /every member/);
+    // Null entries are named as fields, not a TypeError.
+    invalid({ ...base, sources: [base.sources[0], null as unknown as (typeof base.sources)[number]] }, 'groups[1].sources[1]', /must be an object, got null/);
+    invalid({ ...base, sources: [base.sources[0], { ...base.sources[1], members: [null as unknown as (typeof base.sources)[number]['members'][number]] }] }, 'groups[1].sources[1].members[0]', /must be an object, got null/);
     invalid(
       { ...base, sources: [base.sources[0], { ...base.sources[1], members: [{ outputId: '', source: base.source }] }] },
       'groups[1].sources[1].members[0].outputId',

@@ -129,6 +129,7 @@ export class UpdateGroupRepository {
 
 /** One set's sources: in `setIds` order, with the set, transition, optional outcome and every member's coordinates. */
 function checkSetSources(s: SetSources, setId: string, sf: string): void {
+  if (typeof s !== 'object' || s === null) throw new ValidationError(sf, `must be an object, got ${String(s)}`);
   if (s.setId !== setId) throw new ValidationError(`${sf}.setId`, `must be ${setId} (setIds order), got ${s.setId}`);
   checkCoordinates(s.set, `${sf}.set`);
   checkCoordinates(s.transition, `${sf}.transition`);
@@ -136,6 +137,7 @@ function checkSetSources(s: SetSources, setId: string, sf: string): void {
   const members: SetSources['members'] = Array.isArray(s.members) ? s.members : [];
   if (members.length === 0) throw new ValidationError(`${sf}.members`, 'must list every member');
   members.forEach((m, k) => {
+    if (typeof m !== 'object' || m === null) throw new ValidationError(`${sf}.members[${k}]`, `must be an object, got ${String(m)}`);
     checkNonEmpty(m.outputId, `${sf}.members[${k}].outputId`);
     checkCoordinates(m.source, `${sf}.members[${k}].source`);
   });

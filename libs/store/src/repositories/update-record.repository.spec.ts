@@ -33,6 +33,8 @@ describe('UpdateRecordRepository validation', () => {
     invalid({ wallTimeMs: 2 ** 31 }, 'record.wallTimeMs', /non-negative 32-bit integer/);
     invalid({ checkpointUri: '' }, 'record.checkpointUri', /non-empty string/);
     invalid({ committedAtMs: -1 }, 'record.committedAtMs', /epoch milliseconds/);
+    // Past 8.64e15 ms a Date is invalid: refused here instead of a RangeError at insert.
+    invalid({ committedAtMs: 8.64e15 + 1 }, 'record.committedAtMs', /at most 8640000000000000/);
   });
 
   it('checks list queries: limit in [1, 1000] (default 100) and epoch-ms bounds', () => {

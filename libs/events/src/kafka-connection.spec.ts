@@ -1,0 +1,26 @@
+import { logLevel, LogEntry } from 'kafkajs';
+import { Logger } from '@srpo/core';
+import { forwardKafkaLog } from './kafka-connection';
+
+function entry(level: logLevel, message: string, extra: Record<string, unknown> = {}): LogEntry {
+  return { namespace: 'Consumer', level, label: 'ERROR', log: { timestamp: 't', message, ...extra } };
+}
+
+describe('forwardKafkaLog', () => {
+  const lines: { level: string; msg: string }[] = [];
+  beforeAll(() => Logger.configure({ level: 'debug', sink: { write: (l) => lines.push(JSON.parse(l) as { level: string; msg: string }) } }));
+  afterAll(() => Logger.configure({ level: 'info', sink: { write: (l) => process.stderr.write(l + '\n') } }));
+  beforeEach(() => (lines.length = 0));
+
+  it('logs kafkajs restarting its own consumer after a retriable crash as a warning, not an error', () => {
+    forwardKafkaLog(new Logger('kafkajs'), entry(logLevel.ERROR, 'Restarting the consumer in 200ms', { retryTime: 200 }));
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([['warn', 'Restarting the consumer in 200ms']]);
+  });
+
+  it('keeps other errors as errors, and retried coordinator errors at debug', () => {
+    const log = new Logger('kafkajs');
+    forwardKafkaLog(log, entry(logLevel.ERROR, 'Crash: KafkaJSNonRetriableError'));
+    forwardKafkaLog(log, entry(logLevel.ERROR, 'Response GroupCoordinator', { error: 'The group coordinator is not available' }));
+    expect(lines.map((l) => l.level)).toEqual(['error', 'debug']);
+  });
+});
