@@ -3,10 +3,10 @@ import { errorMessage, isRetriable, Logger, retry } from '@srpo/core';
 import { createTopicsIdempotent, DeadLetter, EventCodec } from '@srpo/events';
 import { CoPartitionAssigner } from './co-partition-assigner';
 import { deadLetterOf, encodeDeadLetter } from './dead-letter';
-import { KeyValueStore, StoreSerde } from './key-value-store';
+import { StoreSerde } from './key-value-store';
 import { OutputRecord, Processor, Stores } from './processor';
 import { decodeRecord, DeadLetterOriginal, StreamTask, TaskClock, TaskSink } from './stream-task';
-import { changelogTopic, META_STORE, restoreTaskStores, RunnerStore, TaskStores } from './task-stores';
+import { changelogTopic, META_STORE, restoreTaskStores, TaskStores } from './task-stores';
 
 export interface ConsumerRunnerOptions<S extends Stores> {
   /** Consumer group, transactional-id prefix and changelog prefix. Stable across restarts. */
@@ -78,9 +78,6 @@ interface Task<S extends Stores> {
   streamTask: StreamTask<S>;
   /** The task's stores and where their committed state lives (memory or a local copy). */
   state: TaskStores;
-  storeList: RunnerStore[];
-  /** The task's clock (`TaskClock`), changelogged like the stores. */
-  meta: KeyValueStore<number>;
   positions: Map<string, InputPosition>;
   /** Outputs, changelog records and dead letters of the open transaction. */
   outputs: PendingOutput[];
@@ -232,7 +229,7 @@ export class ConsumerRunner<S extends Stores> {
     return [...this.tasks.values()].map((t) => ({
       partition: t.partition,
       streamTimeMs: t.streamTask.streamTimeMs,
-      stores: Object.fromEntries(t.storeList.map((s) => [s.name, s.size])),
+      stores: Object.fromEntries(t.state.list.map((s) => [s.name, s.size])),
     }));
   }
 
@@ -266,7 +263,7 @@ export class ConsumerRunner<S extends Stores> {
     } catch (e) {
       // A retriable failure (or a bug) mid-chunk: nothing of the chunk happened.
       task.streamTask.restoreClock(clockBefore);
-      for (const s of task.storeList) s.rollback();
+      task.state.rollback();
       throw e;
     }
     const lastOffset = Number(messages[messages.length - 1].offset);
@@ -282,7 +279,7 @@ export class ConsumerRunner<S extends Stores> {
     } catch (e) {
       task.streamTask.restoreClock(clockBefore);
       position.nextOffset = nextOffsetBefore;
-      for (const s of task.storeList) s.rollback();
+      task.state.rollback();
       this.count('stream_transaction_aborts_total', { reason: errorName(e) });
       const fenced = isFencing(e);
       this.log.warn('transaction aborted; seeking back', {
@@ -320,18 +317,14 @@ export class ConsumerRunner<S extends Stores> {
   /** Writes what moved of the task's clock into the meta store, so it is changelogged with the transaction. */
   private persistClock(task: Task<S>, before: TaskClock): void {
     const now = task.streamTask.clock();
-    if (now.streamTimeMs !== before.streamTimeMs) task.meta.put(STREAM_TIME_KEY, now.streamTimeMs);
-    for (const [topic, t] of Object.entries(now.maxEventMs)) if (t !== before.maxEventMs[topic]) task.meta.put(`${MAX_EVENT_PREFIX}${topic}`, t);
-    if (now.punctuatedAtMs !== undefined && now.punctuatedAtMs !== before.punctuatedAtMs) task.meta.put(PUNCTUATED_AT_KEY, now.punctuatedAtMs);
-  }
-
-  /** The watermark of the task of `partition` (for tests and metrics); undefined when this instance does not own it. */
-  watermark(partition: number): number | undefined {
-    return this.tasks.get(partition)?.streamTask.watermark();
+    const meta = task.state.meta;
+    if (now.streamTimeMs !== before.streamTimeMs) meta.put(STREAM_TIME_KEY, now.streamTimeMs);
+    for (const [topic, t] of Object.entries(now.maxEventMs)) if (t !== before.maxEventMs[topic]) meta.put(`${MAX_EVENT_PREFIX}${topic}`, t);
+    if (now.punctuatedAtMs !== undefined && now.punctuatedAtMs !== before.punctuatedAtMs) meta.put(PUNCTUATED_AT_KEY, now.punctuatedAtMs);
   }
 
   private flushChangelogs(task: Task<S>, outputs: { topic: string; message: Message }[]): void {
-    for (const store of task.storeList) {
+    for (const store of task.state.list) {
       if (!store.dirty) continue;
       const topic = changelogTopic(this.options.appId, store.name);
       for (const r of store.changelogRecords()) outputs.push({ topic, message: { key: r.key, value: r.value, partition: task.partition } });
@@ -379,7 +372,7 @@ export class ConsumerRunner<S extends Stores> {
       changelogOffsets = await this.commitTransaction(task, null, task.outputs);
     } catch (e) {
       task.streamTask.restoreClock(clockBefore);
-      for (const s of task.storeList) s.rollback();
+      task.state.rollback();
       this.log.warn('punctuation aborted', { partition: task.partition, error: errorMessage(e) });
       await this.closeTask(task.partition);
       return;
@@ -539,8 +532,6 @@ export class ConsumerRunner<S extends Stores> {
         producer,
         streamTask: undefined as unknown as StreamTask<S>,
         state,
-        storeList: state.list,
-        meta,
         positions: new Map(inputTopics.map((t) => [t, { nextOffset: committed.get(`${t}:${p}`) ?? 0 }])),
         outputs: [],
         deadLetters: 0,

@@ -2,6 +2,7 @@ import { ValidationError } from '@srpo/core';
 import { EventCodec, RawRecord, ReasonCode } from '@srpo/events';
 import { InProcessSink, InProcessTask, mergeByEventTime, recordEventTime } from './in-process-runner';
 import { decodeRecord, DecodedRecord } from './stream-task';
+import { transitionRecord } from './test-records';
 import type { KeyValueStore } from './key-value-store';
 import type { InputRecord, Processor, ProcessorContext } from './processor';
 
@@ -26,27 +27,6 @@ class Recorder implements Processor<S> {
 
 const codec = new EventCodec();
 
-function transitionRecord(topic: string, offset: number, t: number, reward: number | null = null): RawRecord {
-  const value = codec.encode('Transition', {
-    transitionId: `${topic}-${offset}`,
-    episodeId: 'e',
-    step: 0,
-    preStateId: 's',
-    taskId: 'task',
-    position: 'p',
-    consumedOutputIds: [],
-    expectedCardinality: 0,
-    workflowKind: 'JOINT',
-    routing: null,
-    groupKey: null,
-    expectedGroupSize: null,
-    observationDigest: 'd',
-    reward,
-    done: true,
-    eventTimeMs: t,
-  });
-  return { topic, partition: 0, offset, key: Buffer.from('e'), value, timestampMs: 0 };
-}
 
 function sink(): InProcessSink & { dead: string[] } {
   const dead: string[] = [];

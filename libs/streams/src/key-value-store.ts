@@ -391,6 +391,11 @@ export class TransactionalStore<V> extends DerivingStore<V> implements KeyValueS
     this.pending.clear();
   }
 
+  /** Values folded in from the changelog: for heap stores, everything they hold after a restore. */
+  restoredValues(): IterableIterator<[string, V]> {
+    return this.committed.entries();
+  }
+
   /** Applies one changelog record during restore (no pending state involved). */
   restore(key: string, value: Buffer | null): void {
     const restored = value === null ? undefined : this.serde.deserialize(value);

@@ -162,6 +162,31 @@ describe('PersistentStore', () => {
     again.close();
   });
 
+  it('refuses the writes of an instance whose copy another instance took over since, keeping the new owner’s state', () => {
+    const dir = tmp();
+    const first = LocalTaskState.open(dir, identity);
+    const a = first.store<Value>('s', jsonSerde(), derivations);
+    a.put('k', { ids: ['x'], dueMs: 1, sourced: [] });
+    first.commit({ c: 5 });
+    // The task moves: the new owner restores and commits (its first commit takes the copy over).
+    const second = LocalTaskState.open(dir, identity);
+    const b = second.store<Value>('s', jsonSerde(), derivations);
+    b.put('k', { ids: ['y'], dueMs: 2, sourced: [] });
+    second.commit({ c: 9 });
+    // The old owner, paused meanwhile, comes back with an older write.
+    a.put('k', { ids: ['old'], dueMs: 3, sourced: [] });
+    expect(() => first.commit({ c: 7 })).toThrow(/taken over by another instance/);
+    first.rollback();
+    first.close();
+    b.put('other', { ids: [], dueMs: null, sourced: [] });
+    second.commit({});
+    second.close();
+    const reopened = LocalTaskState.open(dir, identity);
+    expect(reopened.checkpoint).toEqual({ c: 9 });
+    expect(reopened.store<Value>('s', jsonSerde(), derivations).get('k')?.ids).toEqual(['y']);
+    reopened.close();
+  });
+
   it('keeps restored values out of the changelog and hands them out for hydration', () => {
     const dir = tmp();
     const local = LocalTaskState.open(dir, identity);

@@ -1,3 +1,4 @@
+import { randomUUID } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import { Database, open, RootDatabase } from 'lmdb';
@@ -41,6 +42,8 @@ interface Checkpoint {
   stores: string[];
   /** Next offset per changelog topic (this task's partition). */
   offsets: Record<string, number>;
+  /** The instance that last took the copy over (absent in copies written before owners were recorded). */
+  owner?: string;
 }
 
 /**
@@ -51,6 +54,9 @@ interface Checkpoint {
 export class LocalTaskState {
   private readonly stores: PersistentStore<unknown>[] = [];
   private closed = false;
+  /** This opening's token; the first commit takes the copy over with it. */
+  private readonly owner = randomUUID();
+  private claimed = false;
 
   private constructor(
     readonly dir: string,
@@ -114,16 +120,32 @@ export class LocalTaskState {
    * Writes every store's pending writes, and the changelog offsets they bring the copy to
    * (topics not named keep theirs), in one LMDB transaction; then the writes are the
    * stores' committed state. Called after the Kafka transaction committed.
+   *
+   * The first commit takes the copy over (its restore commit). A later one finding that
+   * another instance on this machine took the copy over since (the task moved to it while
+   * this one was paused) writes nothing and fails with CONFLICT: its values are older than
+   * what the new owner restored, and writing them under the new owner's checkpoint would
+   * hide newer changelog records from the next restore.
    */
   commit(offsets: Record<string, number>, hooks: { duringWrite?: () => void } = {}): void {
     if (this.closed) throw new SrpoError(ErrorCode.CONFLICT, `local state ${this.dir} is closed`);
-    const current = this.meta.get(CHECKPOINT_KEY)?.offsets ?? this.checkpoint ?? {};
-    const next: Checkpoint = { format: LOCAL_FORMAT, appId: this.identity.appId, partition: this.identity.partition, stores: [...this.identity.stores].sort(), offsets: { ...current, ...offsets } };
+    // Read and written in one LMDB write transaction, which LMDB serialises across processes.
     this.env.transactionSync(() => {
+      const stored = this.meta.get(CHECKPOINT_KEY);
+      if (this.claimed && stored?.owner !== this.owner) throw new SrpoError(ErrorCode.CONFLICT, `local state ${this.dir} was taken over by another instance`);
+      const current = stored?.offsets ?? this.checkpoint ?? {};
       for (const s of this.stores) s.writePending();
       hooks.duringWrite?.();
-      this.meta.putSync(CHECKPOINT_KEY, next);
+      this.meta.putSync(CHECKPOINT_KEY, {
+        format: LOCAL_FORMAT,
+        appId: this.identity.appId,
+        partition: this.identity.partition,
+        stores: [...this.identity.stores].sort(),
+        offsets: { ...current, ...offsets },
+        owner: this.owner,
+      });
     });
+    this.claimed = true;
     for (const s of this.stores) s.pendingWritten();
   }
 

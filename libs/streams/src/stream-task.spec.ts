@@ -3,6 +3,7 @@ import { EventCodec, RawRecord, ReasonCode } from '@srpo/events';
 import { TransactionalStore, type KeyValueStore } from './key-value-store';
 import type { InputRecord, OutputRecord, Processor, ProcessorContext } from './processor';
 import { decodeRecord, DeadLetterOriginal, StreamTask, TaskSink } from './stream-task';
+import { transitionRecord as raw } from './test-records';
 
 type S = { seen: KeyValueStore<number> };
 const codec = new EventCodec();
@@ -28,27 +29,6 @@ class Recorder implements Processor<S> {
   }
 }
 
-function raw(topic: string, offset: number, t: number, reward: number | null = null): RawRecord {
-  const value = codec.encode('Transition', {
-    transitionId: `${topic}-${offset}`,
-    episodeId: 'e',
-    step: 0,
-    preStateId: 's',
-    taskId: 'task',
-    position: 'p',
-    consumedOutputIds: [],
-    expectedCardinality: 0,
-    workflowKind: 'JOINT',
-    routing: null,
-    groupKey: null,
-    expectedGroupSize: null,
-    observationDigest: 'd',
-    reward,
-    done: true,
-    eventTimeMs: t,
-  });
-  return { topic, partition: 0, offset, key: Buffer.from('e'), value, timestampMs: 0 };
-}
 
 function setup(processor: Recorder, inputs?: string[]) {
   const dead: { original: DeadLetterOriginal; reasonCode: string; details: Record<string, string> }[] = [];

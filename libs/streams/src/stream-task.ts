@@ -115,11 +115,6 @@ export class StreamTask<S extends Stores> {
     return this.streamTime;
   }
 
-  /** The processor's context for this task (for `migrate` and callers outside the record loop). */
-  get context(): ProcessorContext {
-    return this.ctx;
-  }
-
   /** Phases 2–3 for one record: decode failures are dead-lettered; the rest is processed. */
   feed(d: DecodedRecord): void {
     if ('record' in d) return this.process(d.record);

@@ -161,8 +161,7 @@ async function changelogBounds(kafka: Kafka, topics: string[]): Promise<Map<stri
 async function hydrate(kafka: Kafka, store: RunnerStore, log: Logger): Promise<void> {
   const byPosition = new Map<string, SourceBackedValue>();
   const ranges = new Map<string, Map<number, { partition: number; from: number; to: number }>>();
-  const restored = store instanceof PersistentStore ? store.restoredValues() : store.entries();
-  for (const [, v] of restored) {
+  for (const [, v] of store.restoredValues()) {
     for (const value of sourcedItems(v as SourceBacked)) {
       if (value.raw) continue;
       const { topic, partition, offset } = value.source;
