@@ -7,6 +7,7 @@
  * is committed (two exactly-once hops: raw -> active sets -> groups).
  *
  *   npm run build && node dist/bench/materializer/run.js [--episodes 12000] [--open 100000]
+ *     [--client kafkajs|platformatic]   pass-through relays and materializer on the runtime's client interface
  *
  * Not a test: it prints figures; docs/benchmarks.md records them.
  */
@@ -15,6 +16,7 @@ import { randomUUID } from 'crypto';
 import { Session } from 'inspector';
 import { Kafka, Message, Partitioners } from 'kafkajs';
 import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog } from '@srpo/events';
+import { createStreamClient, type StreamClient, type TransactionalProducer } from '@srpo/streams';
 import { ensureKafka, sleep, spawnApp } from '@srpo/testing';
 import * as fs from 'fs';
 import { loadMaterializerConfig } from '../../apps/materializer/src/materializer-config';
@@ -70,7 +72,7 @@ function cpuSince(start: NodeJS.CpuUsage): number {
 /** Materializer settings passed through from the command line (`--records-per-transaction N`). */
 function tuning(): Record<string, string> {
   const n = argValue('records-per-transaction');
-  return { ...(n ? { SRPO_RECORDS_PER_TRANSACTION: n } : {}), SRPO_STATE_STORE: stateStore };
+  return { ...(n ? { SRPO_RECORDS_PER_TRANSACTION: n } : {}), SRPO_STATE_STORE: stateStore, SRPO_KAFKA_CLIENT: argValue('client') ?? 'kafkajs' };
 }
 
 /** The state store of the materializer runs (`--state lmdb|memory|both`; both: each, side by side). */
@@ -260,6 +262,45 @@ async function startRelay(kafka: Kafka, groupId: string, from: string[], to: str
 }
 
 /**
+ * The same relay on the runtime's client interface (`--client kafkajs|platformatic`): one
+ * transactional producer per input partition, 500 records per transaction with the offsets,
+ * as the materializer's runner does; so each client is compared with its own floor.
+ */
+async function startClientRelay(client: StreamClient, groupId: string, from: string[], to: string): Promise<{ done(): number; stop(): Promise<void> }> {
+  const producers = new Map<number, TransactionalProducer>();
+  const consumer = client.groupConsumer({ groupId, topics: from, sessionTimeoutMs: 30_000, heartbeatIntervalMs: 3_000, rebalanceTimeoutMs: 60_000, maxWaitMs: 250 });
+  let done = 0;
+  await consumer.start({
+    onAssignment: () => undefined,
+    onFatal: (e) => console.error('relay consumer failed', e),
+    onBatch: async (batch) => {
+      let producer = producers.get(batch.partition);
+      if (!producer) {
+        producer = await client.transactionalProducer(`${groupId}-${batch.partition}`, { transactionTimeoutMs: 60_000 });
+        producers.set(batch.partition, producer);
+      }
+      for (let i = 0; i < batch.records.length; i += 500) {
+        const chunk = batch.records.slice(i, i + 500);
+        const tx = await producer.begin();
+        await tx.send(chunk.map((m) => ({ topic: to, key: m.key, value: m.value })));
+        const last = chunk[chunk.length - 1].offset;
+        await tx.sendOffsets(groupId, batch.topic, batch.partition, last + 1);
+        await tx.commit();
+        batch.resolve(last);
+        done += chunk.length;
+      }
+    },
+  });
+  return {
+    done: () => done,
+    async stop() {
+      await consumer.stop();
+      for (const p of producers.values()) await p.close();
+    },
+  };
+}
+
+/**
  * The baseline: raw events consumed and re-produced as they are, exactly once. With `hops: 2`,
  * a second relay re-produces the first one's output again, concurrently, in the same process:
  * the least a topology of two exactly-once hops that carries every input byte through both
@@ -271,8 +312,12 @@ async function passThroughRun(kafka: Kafka, events: AgentEvent[], hops: 1 | 2 = 
   await produceAll(kafka, catalog, events);
   const start = Date.now();
   const cpu = process.cpuUsage();
-  const first = await startRelay(kafka, `${prefix}passthrough`, [catalog.agentOutputs.name, catalog.transitions.name], catalog.activeSets.name);
-  const second = hops === 2 ? await startRelay(kafka, `${prefix}passthrough2`, [catalog.activeSets.name], catalog.advantageGroups.name) : undefined;
+  const clientName = argValue('client');
+  const relay = clientName
+    ? (g: string, from: string[], to: string) => startClientRelay(createStreamClient(clientName === 'platformatic' ? 'platformatic' : 'kafkajs', { brokers: ensureKafka(), clientId: 'bench-relay' }, kafka), g, from, to)
+    : (g: string, from: string[], to: string) => startRelay(kafka, g, from, to);
+  const first = await relay(`${prefix}passthrough`, [catalog.agentOutputs.name, catalog.transitions.name], catalog.activeSets.name);
+  const second = hops === 2 ? await relay(`${prefix}passthrough2`, [catalog.activeSets.name], catalog.advantageGroups.name) : undefined;
   const last = second ?? first;
   await waitForCounter(async () => last.done(), events.length, 600_000);
   const elapsed = (Date.now() - start) / 1000;

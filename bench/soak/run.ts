@@ -48,6 +48,26 @@ interface Sample {
   materializerHeapMb?: number;
   /** The materializer's state: entries per store, summed over tasks. */
   storeEntries?: Record<string, number>;
+  /** Disk allocated to the materializer's local state copies (SRPO_STATE_DIR), MB. */
+  stateDiskMb?: number;
+}
+
+/** Bytes allocated on disk under `dir` (st_blocks, so sparse LMDB files count what they use). */
+function diskMb(dir: string): number | undefined {
+  let bytes = 0;
+  const walk = (d: string): void => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.isFile()) bytes += fs.statSync(p).blocks * 512;
+    }
+  };
+  try {
+    walk(dir);
+  } catch {
+    return undefined;
+  }
+  return bytes / 2 ** 20;
 }
 
 /** Heap and store sizes from the materializer's /metrics (SRPO_METRICS_PORT). */
@@ -109,6 +129,10 @@ async function main(): Promise<void> {
     { ...process.env, SRPO_DEMO_RUN_ID: process.env.SRPO_DEMO_RUN_ID ?? runId, SRPO_METRICS_PORT: String(metricsPort) },
     { seconds: Math.round(minutes * 60) },
   );
+  // The materializer's local state goes under the run's directory unless placed elsewhere, so
+  // that it starts empty and its size on disk can be sampled. Only the materializer reads it.
+  const stateDir = config.childEnv.SRPO_STATE_DIR ?? path.join(config.runDir, 'state');
+  config.childEnv.SRPO_STATE_DIR = stateDir;
   Logger.configure({ level: 'warn' });
   fs.mkdirSync(config.runDir, { recursive: true });
   const progressFile = path.join(config.runDir, 'soak-progress.log');
@@ -155,6 +179,7 @@ async function main(): Promise<void> {
           lag,
           materializerHeapMb: scraped?.heapMb,
           storeEntries: scraped?.stores,
+          stateDiskMb: diskMb(stateDir),
         });
         const s = samples[samples.length - 1];
         process.stderr.write(
@@ -218,6 +243,11 @@ async function main(): Promise<void> {
       warmupS,
     );
     if (heap) out.push(`| materializer V8 heap used | ${heap.warmMb.toFixed(0)} | ${heap.endMb.toFixed(0)} | ${heap.peakMb.toFixed(0)} | ${heap.slopeMbPerHour.toFixed(1)} |`);
+    const disk = rssTrend(
+      samples.filter((s) => s.stateDiskMb !== undefined).map((s) => ({ t: s.t, rssMb: s.stateDiskMb as number })),
+      warmupS,
+    );
+    if (disk) out.push(`| materializer state on disk | ${disk.warmMb.toFixed(0)} | ${disk.endMb.toFixed(0)} | ${disk.peakMb.toFixed(0)} | ${disk.slopeMbPerHour.toFixed(1)} |`);
     const warmStores = samples.find((s) => s.t >= warmupS && s.storeEntries)?.storeEntries;
     const endStores = [...samples].reverse().find((s) => s.storeEntries)?.storeEntries;
     if (warmStores && endStores) {

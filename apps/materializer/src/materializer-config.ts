@@ -4,6 +4,7 @@ import { ConfigError, EnvReader, Logger, LogLevel } from '@srpo/core';
 import { EventLimits, KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
 import { readMaterializerSettings } from '@srpo/materializer';
 import { ObjectiveConfig } from '@srpo/srpo';
+import { STREAM_CLIENT_NAMES, type StreamClientName } from '@srpo/streams';
 
 /**
  * The materializer's configuration; the only module of the app that reads the
@@ -22,6 +23,7 @@ import { ObjectiveConfig } from '@srpo/srpo';
  * | SRPO_STATE_DIR | `<os tmpdir>/srpo-state` | where the local copies live (one directory per task); put it on a persistent volume, as Kafka Streams' state.dir |
  * | SRPO_STATE_CACHE_VALUES | 4096 | decoded values each local store keeps in memory |
  * | SRPO_FAULT_KILL_AT_LOCAL_WRITE | unset | TEST-ONLY: SIGKILL inside the N-th local state write, before it commits |
+ * | SRPO_KAFKA_CLIENT | kafkajs | the stream runtime's client for consuming and transactions: `kafkajs` or `platformatic` (@platformatic/kafka; docs/state.md, docs/benchmarks.md) |
  * | SRPO_MATERIALIZER_ROLES | sets,groups | sub-topologies this process runs; run `sets` and `groups` in separate processes to use two cores |
  * | SRPO_SESSION_TIMEOUT_MS | 30000 | consumer session timeout: how fast a dead instance's tasks move |
  * | SRPO_SCHEMA_REGISTRY_URL (+ _USER, _PASSWORD) | unset | Confluent wire format with this registry; unset: single-object encoding |
@@ -46,6 +48,8 @@ export interface MaterializerConfig {
   /** TEST-ONLY (SRPO_FAULT_KILL_AT_LOCAL_WRITE): kill the process inside this local write (1-based). */
   killAtLocalWrite?: number;
   sessionTimeoutMs: number;
+  /** The stream runtime's Kafka client (SRPO_KAFKA_CLIENT). */
+  kafkaClient: StreamClientName;
   roles: ('sets' | 'groups')[];
   schemaRegistry?: SchemaRegistryClient;
   metricsPort: number;
@@ -75,6 +79,7 @@ export function loadMaterializerConfig(env: Readonly<Record<string, string | und
     recordsPerTransaction: r.int('SRPO_RECORDS_PER_TRANSACTION', 500, { min: 1, max: 100_000 }),
     ...readStateStore(r),
     sessionTimeoutMs: r.int('SRPO_SESSION_TIMEOUT_MS', 30_000, { min: 6_000, max: 300_000 }),
+    kafkaClient: r.oneOf('SRPO_KAFKA_CLIENT', STREAM_CLIENT_NAMES, 'kafkajs'),
     roles: readRoles(r),
     schemaRegistry: readSchemaRegistry(r),
     metricsPort: r.int('SRPO_METRICS_PORT', 0, { min: 0, max: 65535 }),

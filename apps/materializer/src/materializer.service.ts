@@ -3,7 +3,7 @@ import * as http from 'http';
 import { Admin, Consumer, Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, Logger, MetricsSink, serveMetrics, SrpoError } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog } from '@srpo/events';
-import { ConsumerRunner } from '@srpo/streams';
+import { ConsumerRunner, createStreamClient } from '@srpo/streams';
 import { materializerTopology, type ActiveSetStores, type AdvantageGroupStores } from '@srpo/materializer';
 import { MaterializerConfig } from './materializer-config';
 
@@ -123,7 +123,8 @@ export class Materializer {
     const versions = new PublishedPolicyVersions(this.kafka, this.catalog.policyVersions.name, codec, config.appId);
     this.policyVersions = versions;
     const topology = materializerTopology(this.catalog, codec, config, { latestPolicyVersion: (policyId) => versions.get(policyId) });
-    const state = { stateDir: config.stateDir, stateCacheSize: config.stateCacheValues, duringLocalWrite: localWriteFault(config.killAtLocalWrite, this.log) };
+    const client = createStreamClient(config.kafkaClient, config.kafka, this.kafka);
+    const state = { client, stateDir: config.stateDir, stateCacheSize: config.stateCacheValues, duringLocalWrite: localWriteFault(config.killAtLocalWrite, this.log) };
     this.sets = new ConsumerRunner({
       appId: `${config.appId}.sets`,
       kafka: this.kafka,
@@ -169,7 +170,7 @@ export class Materializer {
     }
     if (this.config.roles.includes('groups')) await this.groups.start();
     if (this.config.metricsPort > 0) this.server = await serveMetrics(this.metrics, this.config.metricsPort, undefined, () => this.observeStores());
-    this.log.info('materializer running', { appId: this.config.appId, prefix: this.catalog.prefix, roles: this.config.roles });
+    this.log.info('materializer running', { appId: this.config.appId, prefix: this.catalog.prefix, roles: this.config.roles, kafkaClient: this.config.kafkaClient });
   }
 
   /** `stream/store_entries{app, store, partition}`: how much state each task holds (memory follows it). */

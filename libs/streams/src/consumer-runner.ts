@@ -1,7 +1,8 @@
-import { Admin, Consumer, EachBatchPayload, Kafka, KafkaMessage, Message, Partitioners, Producer } from 'kafkajs';
-import { errorMessage, isRetriable, Logger, retry } from '@srpo/core';
-import { createTopicsIdempotent, DeadLetter, EventCodec } from '@srpo/events';
-import { CoPartitionAssigner } from './co-partition-assigner';
+import type { Kafka } from 'kafkajs';
+import { errorMessage, Logger, retry } from '@srpo/core';
+import { DeadLetter, EventCodec } from '@srpo/events';
+import { KafkajsStreamClient } from './client/kafkajs-stream-client';
+import type { FetchedRecord, GroupConsumer, InputBatch, OutgoingRecord, StreamAdmin, StreamClient, TransactionalProducer } from './client/stream-client';
 import { deadLetterOf, encodeDeadLetter } from './dead-letter';
 import { StoreSerde } from './key-value-store';
 import { OutputRecord, Processor, Stores } from './processor';
@@ -11,7 +12,10 @@ import { changelogTopic, META_STORE, restoreTaskStores, TaskStores } from './tas
 export interface ConsumerRunnerOptions<S extends Stores> {
   /** Consumer group, transactional-id prefix and changelog prefix. Stable across restarts. */
   appId: string;
+  /** kafkajs: restore reads (changelogs, source hydration), and the client unless `client` is given. */
   kafka: Kafka;
+  /** The client of the processing loop (consumer, transactions, admin); default kafkajs over `kafka`. */
+  client?: StreamClient;
   codec: EventCodec;
   /** Co-partitioned input topics: partition p of each forms task p. */
   inputTopics: string[];
@@ -68,12 +72,12 @@ interface InputPosition {
   high?: number;
 }
 
-type PendingOutput = { topic: string; message: Message };
+type PendingOutput = OutgoingRecord;
 
 
 interface Task<S extends Stores> {
   partition: number;
-  producer: Producer;
+  producer: TransactionalProducer;
   /** The processor's task: per-record phases, clock and punctuation schedule. */
   streamTask: StreamTask<S>;
   /** The task's stores and where their committed state lives (memory or a local copy). */
@@ -94,10 +98,12 @@ const STATE_LAYOUT_KEY = 'stateLayout';
 
 
 /**
- * The one consumer loop for exactly-once stream processing on kafkajs 2.2.4.
+ * The one consumer loop for exactly-once stream processing, on the runtime's client
+ * interface (`StreamClient`: kafkajs by default, or @platformatic/kafka).
  *
  * Phases, per chunk of a fetched batch (one Kafka transaction each):
- *   1. poll     - kafkajs `eachBatch` hands over records of one input partition;
+ *   1. poll     - the client hands over a batch of one input partition; records before
+ *                 the task's committed position (a client's re-delivery) are skipped;
  *   2. decode   - Avro single-object decoding; undecodable bytes are dead-lettered;
  *   3. process  - the task's `StreamTask` runs the processor on each record (non-retriable
  *                 errors dead-letter the record), then punctuates when its stream-time
@@ -108,7 +114,7 @@ const STATE_LAYOUT_KEY = 'stateLayout';
  * Only after the commit do the stores fold in their pending writes; an abort
  * rolls them back and seeks the partition back, so state never runs ahead.
  *
- * kafkajs 2.2.4 only has the pre-KIP-447 transactional protocol, so fencing uses
+ * Fencing does not rely on KIP-447 (kafkajs 2.2.4 only has the earlier protocol): it uses
  * one transactional producer per task with a stable id (`<appId>-<partition>`),
  * initialised when the task is first seen after an assignment: the epoch bump
  * aborts a dead owner's open transaction and fences a live zombie. A fenced
@@ -119,7 +125,8 @@ const STATE_LAYOUT_KEY = 'stateLayout';
  * writes go out with the first transaction.
  */
 export class ConsumerRunner<S extends Stores> {
-  private consumer?: Consumer;
+  private consumer?: GroupConsumer;
+  private readonly client: StreamClient;
   private readonly tasks = new Map<number, Task<S>>();
   private assigned: Set<number> | undefined;
   private readonly log: Logger;
@@ -127,7 +134,7 @@ export class ConsumerRunner<S extends Stores> {
   private readonly count: (metric: string, labels?: Record<string, string>) => void;
   private readonly now: () => number;
   private stopping = false;
-  private admin?: Admin;
+  private admin?: StreamAdmin;
   private poller?: NodeJS.Timeout;
   private restarting = false;
 
@@ -136,14 +143,18 @@ export class ConsumerRunner<S extends Stores> {
     this.maxRecords = options.maxRecordsPerTransaction ?? 500;
     this.count = options.count ?? (() => undefined);
     this.now = options.now ?? Date.now;
+    this.client = options.client ?? new KafkajsStreamClient(options.kafka);
+  }
+
+  /** The client of the processing loop (`kafkajs` or `platformatic`). */
+  get clientName(): string {
+    return this.client.name;
   }
 
   async start(): Promise<void> {
-    const { kafka } = this.options;
     await this.ensureChangelogTopics();
     await this.startConsumer();
-    this.admin = kafka.admin();
-    await this.admin.connect();
+    this.admin = await this.client.admin();
     let polling = false;
     this.poller = setInterval(() => {
       if (polling) return;
@@ -155,36 +166,25 @@ export class ConsumerRunner<S extends Stores> {
   }
 
   private async startConsumer(): Promise<void> {
-    const { kafka, appId, inputTopics } = this.options;
-    const consumer = kafka.consumer({
-      groupId: appId,
-      partitionAssigners: [CoPartitionAssigner],
-      readUncommitted: false,
-      sessionTimeout: this.options.sessionTimeoutMs ?? 30_000,
-      rebalanceTimeout: 60_000,
-      heartbeatInterval: Math.min(3_000, Math.floor((this.options.sessionTimeoutMs ?? 30_000) / 3)),
-      maxWaitTimeInMs: 250,
-      retry: { retries: 10 },
+    const sessionTimeoutMs = this.options.sessionTimeoutMs ?? 30_000;
+    const consumer = this.client.groupConsumer({
+      groupId: this.options.appId,
+      topics: this.options.inputTopics,
+      sessionTimeoutMs,
+      rebalanceTimeoutMs: 60_000,
+      heartbeatIntervalMs: Math.min(3_000, Math.floor(sessionTimeoutMs / 3)),
+      maxWaitMs: 250,
     });
     this.consumer = consumer;
-    consumer.on(consumer.events.GROUP_JOIN, (e) => {
-      const partitions = new Set<number>();
-      for (const topic of inputTopics) for (const p of e.payload.memberAssignment[topic] ?? []) partitions.add(p);
-      this.assigned = partitions;
-      this.log.info('assignment', { partitions: [...partitions].sort((a, b) => a - b) });
-    });
-    consumer.on(consumer.events.CRASH, (e) => {
-      // kafkajs restarts itself after retriable errors only; after a non-retriable one (e.g. the
-      // coordinator forgot this member while the broker was down) the consumer stays dead.
-      if (!e.payload.restart && !this.stopping) void this.restartConsumer(errorMessage(e.payload.error));
-    });
-    await consumer.connect();
-    await consumer.subscribe({ topics: inputTopics, fromBeginning: true });
-    await consumer.run({
-      autoCommit: false,
-      eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: 1,
-      eachBatch: (payload) => this.onBatch(payload),
+    await consumer.start({
+      onAssignment: (partitions) => {
+        this.assigned = new Set(partitions);
+        this.log.info('assignment', { partitions: [...partitions].sort((a, b) => a - b) });
+      },
+      onFatal: (error) => {
+        if (!this.stopping) void this.restartConsumer(errorMessage(error));
+      },
+      onBatch: (batch) => this.onBatch(batch),
     });
   }
 
@@ -197,7 +197,7 @@ export class ConsumerRunner<S extends Stores> {
     try {
       const old = this.consumer;
       this.consumer = undefined;
-      await old?.disconnect().catch(() => undefined);
+      await old?.stop().catch(() => undefined);
       for (const p of [...this.tasks.keys()]) await this.closeTask(p);
       await retry(() => this.startConsumer(), {
         initialDelayMs: 500,
@@ -215,10 +215,10 @@ export class ConsumerRunner<S extends Stores> {
   async stop(): Promise<void> {
     this.stopping = true;
     if (this.poller) clearInterval(this.poller);
-    await this.admin?.disconnect().catch(() => undefined);
-    await this.consumer?.disconnect().catch((e) => this.log.warn('consumer disconnect failed', { error: errorMessage(e) }));
+    await this.admin?.close().catch(() => undefined);
+    await this.consumer?.stop().catch((e) => this.log.warn('consumer disconnect failed', { error: errorMessage(e) }));
     for (const task of this.tasks.values()) {
-      await task.producer.disconnect().catch(() => undefined);
+      await task.producer.close().catch(() => undefined);
       task.state.close();
     }
     this.tasks.clear();
@@ -233,22 +233,28 @@ export class ConsumerRunner<S extends Stores> {
     }));
   }
 
-  private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
-    if (batch.messages.length === 0 || !isRunning() || isStale() || this.stopping) return;
+  private async onBatch(batch: InputBatch): Promise<void> {
+    if (batch.records.length === 0 || !batch.isActive() || this.stopping) return;
     await this.closeRevokedTasks();
     const task = await this.task(batch.partition);
     await this.options.syncGlobalState?.(batch.topic);
-    for (let i = 0; i < batch.messages.length; i += this.maxRecords) {
-      if (!isRunning() || isStale() || this.stopping) return;
-      const chunk = batch.messages.slice(i, i + this.maxRecords);
+    // A client may hand over records again (a rebalance, a reopened stream): those before the
+    // committed position are done and were committed with their effects.
+    const position = task.positions.get(batch.topic) as InputPosition;
+    const firstNew = batch.records.findIndex((r) => r.offset >= position.nextOffset);
+    const records = firstNew === 0 ? batch.records : firstNew < 0 ? [] : batch.records.slice(firstNew);
+    if (records.length < batch.records.length) batch.resolve(batch.records[batch.records.length - records.length - 1].offset);
+    for (let i = 0; i < records.length; i += this.maxRecords) {
+      if (!batch.isActive() || this.stopping) return;
+      const chunk = records.slice(i, i + this.maxRecords);
       const ok = await this.withLock(task, () => this.processChunk(task, batch.topic, chunk));
       if (!ok) return;
-      resolveOffset(chunk[chunk.length - 1].offset);
-      await heartbeat();
+      batch.resolve(chunk[chunk.length - 1].offset);
+      await batch.heartbeat();
     }
   }
 
-  private async processChunk(task: Task<S>, topic: string, messages: KafkaMessage[]): Promise<boolean> {
+  private async processChunk(task: Task<S>, topic: string, messages: FetchedRecord[]): Promise<boolean> {
     const { codec } = this.options;
     // Confluent-framed input: load unknown writer schemas from the registry first (no-op otherwise).
     await codec.prefetch(messages.map((m) => m.value));
@@ -258,7 +264,7 @@ export class ConsumerRunner<S extends Stores> {
     const position = task.positions.get(topic) as InputPosition;
     try {
       for (const m of messages) {
-        task.streamTask.feed(decodeRecord(codec, { topic, partition: task.partition, offset: Number(m.offset), key: m.key, value: m.value, timestampMs: Number(m.timestamp) }));
+        task.streamTask.feed(decodeRecord(codec, { topic, partition: task.partition, offset: m.offset, key: m.key, value: m.value, timestampMs: m.timestampMs }));
       }
     } catch (e) {
       // A retriable failure (or a bug) mid-chunk: nothing of the chunk happened.
@@ -266,7 +272,7 @@ export class ConsumerRunner<S extends Stores> {
       task.state.rollback();
       throw e;
     }
-    const lastOffset = Number(messages[messages.length - 1].offset);
+    const lastOffset = messages[messages.length - 1].offset;
     const nextOffsetBefore = position.nextOffset;
     position.nextOffset = lastOffset + 1;
     this.refreshUnread(task);
@@ -281,11 +287,11 @@ export class ConsumerRunner<S extends Stores> {
       position.nextOffset = nextOffsetBefore;
       task.state.rollback();
       this.count('stream_transaction_aborts_total', { reason: errorName(e) });
-      const fenced = isFencing(e);
+      const fenced = this.client.isFencing(e);
       this.log.warn('transaction aborted; seeking back', {
         topic,
         partition: task.partition,
-        offset: Number(messages[0].offset),
+        offset: messages[0].offset,
         error: errorMessage(e),
         fenced,
       });
@@ -294,8 +300,8 @@ export class ConsumerRunner<S extends Stores> {
       // fresh producer with the same transactional id aborts whatever the old one left open,
       // and state is restored from the changelog, which holds only committed writes.
       await this.closeTask(task.partition);
-      this.consumer?.seek({ topic, partition: task.partition, offset: messages[0].offset });
-      if (!fenced && isRetriable(e)) await sleep(500);
+      this.consumer?.seek(topic, task.partition, messages[0].offset);
+      if (!fenced && this.client.isRetriable(e)) await sleep(500);
       return false;
     }
     if (!(await this.commitStores(task, changelogOffsets))) return false;
@@ -323,11 +329,11 @@ export class ConsumerRunner<S extends Stores> {
     if (now.punctuatedAtMs !== undefined && now.punctuatedAtMs !== before.punctuatedAtMs) meta.put(PUNCTUATED_AT_KEY, now.punctuatedAtMs);
   }
 
-  private flushChangelogs(task: Task<S>, outputs: { topic: string; message: Message }[]): void {
+  private flushChangelogs(task: Task<S>, outputs: PendingOutput[]): void {
     for (const store of task.state.list) {
       if (!store.dirty) continue;
       const topic = changelogTopic(this.options.appId, store.name);
-      for (const r of store.changelogRecords()) outputs.push({ topic, message: { key: r.key, value: r.value, partition: task.partition } });
+      for (const r of store.changelogRecords()) outputs.push({ topic, key: r.key, value: r.value, partition: task.partition });
     }
   }
 
@@ -343,10 +349,9 @@ export class ConsumerRunner<S extends Stores> {
     const admin = this.admin;
     if (!admin) return;
     for (const topic of this.options.inputTopics) {
-      const offsets = await admin.fetchTopicOffsets(topic);
-      for (const o of offsets) {
+      for (const o of await admin.endOffsets(topic)) {
         const position = this.tasks.get(o.partition)?.positions.get(topic);
-        if (position) position.high = Number(o.high);
+        if (position) position.high = o.high;
       }
     }
     for (const task of [...this.tasks.values()]) {
@@ -404,36 +409,26 @@ export class ConsumerRunner<S extends Stores> {
    * them (never past them: a local copy checkpointed there re-reads at most this
    * transaction's records, which are whole values, on restore).
    */
-  private async commitTransaction(task: Task<S>, input: { topic: string; lastOffset: number } | null, outputs: { topic: string; message: Message }[]): Promise<Record<string, number>> {
-    const byTopic = new Map<string, Message[]>();
-    for (const o of outputs) {
-      const list = byTopic.get(o.topic) ?? [];
-      list.push(o.message);
-      byTopic.set(o.topic, list);
-    }
-    const tx = await task.producer.transaction();
+  private async commitTransaction(task: Task<S>, input: { topic: string; lastOffset: number } | null, outputs: PendingOutput[]): Promise<Record<string, number>> {
+    const tx = await task.producer.begin();
     const changelogOffsets: Record<string, number> = {};
     try {
-      if (byTopic.size > 0) {
-        const sent = await tx.sendBatch({ topicMessages: [...byTopic].map(([t, messages]) => ({ topic: t, messages })), acks: -1 });
+      if (outputs.length > 0) {
+        const sent = await tx.send(outputs);
         const prefix = `${this.options.appId}.`;
-        for (const [t, messages] of byTopic) {
-          if (!t.startsWith(prefix) || !t.endsWith('.changelog')) continue;
-          const batches = sent.filter((m) => m.topicName === t && m.partition === task.partition && m.baseOffset !== undefined);
+        const counts = new Map<string, number>();
+        for (const o of outputs) if (o.topic.startsWith(prefix) && o.topic.endsWith('.changelog')) counts.set(o.topic, (counts.get(o.topic) ?? 0) + 1);
+        for (const [t, n] of counts) {
+          const batches = sent.filter((m) => m.topic === t && m.partition === task.partition);
           if (batches.length === 0) continue;
-          const first = Math.min(...batches.map((m) => Number(m.baseOffset)));
-          changelogOffsets[t] = batches.length === 1 ? first + messages.length : first;
+          const first = Math.min(...batches.map((m) => m.baseOffset));
+          changelogOffsets[t] = batches.length === 1 ? first + n : first;
         }
       }
-      if (input) {
-        await tx.sendOffsets({
-          consumerGroupId: this.options.appId,
-          topics: [{ topic: input.topic, partitions: [{ partition: task.partition, offset: String(input.lastOffset + 1) }] }],
-        });
-      }
+      if (input) await tx.sendOffsets(this.options.appId, input.topic, task.partition, input.lastOffset + 1);
       await tx.commit();
     } catch (e) {
-      if (!isFencing(e)) await tx.abort().catch(() => undefined);
+      if (!this.client.isFencing(e)) await tx.abort().catch(() => undefined);
       throw e;
     }
     return changelogOffsets;
@@ -444,7 +439,7 @@ export class ConsumerRunner<S extends Stores> {
     const { codec, processor } = this.options;
     return {
       emit: (o: OutputRecord) => {
-        task.outputs.push({ topic: o.topic, message: { key: o.key, value: codec.encode(o.type, o.value as never) } });
+        task.outputs.push({ topic: o.topic, key: o.key, value: codec.encode(o.type, o.value as never) });
         this.count('stream_records_out_total', { topic: o.topic });
       },
       deadLetter: (original, reasonCode, reason, details) => {
@@ -458,7 +453,7 @@ export class ConsumerRunner<S extends Stores> {
   private pushDeadLetter(outputs: PendingOutput[], original: DeadLetterOriginal, reasonCode: string, reason: string, details: Record<string, string>): void {
     const key = typeof original.key === 'string' ? Buffer.from(original.key) : original.key;
     const dl = deadLetterOf({ key, value: original.raw, source: original.source }, reasonCode, reason, this.options.processor.name, details, this.now());
-    outputs.push({ topic: this.options.deadLetterTopic, message: { key, value: this.encodeDeadLetter(dl) } });
+    outputs.push({ topic: this.options.deadLetterTopic, key, value: this.encodeDeadLetter(dl) });
     this.count('deadletter_total', { reason: reasonCode });
     this.log.warn('dead letter', { ...original.source, reasonCode, reason });
   }
@@ -481,21 +476,7 @@ export class ConsumerRunner<S extends Stores> {
   private async initTasks(partitions: number[]): Promise<void> {
     const { kafka, appId, processor } = this.options;
     const producers = await Promise.all(
-      partitions.map(async (p) => {
-        const producer = kafka.producer({
-          transactionalId: `${appId}-${p}`,
-          idempotent: true,
-          maxInFlightRequests: 1,
-          transactionTimeout: 60_000,
-          createPartitioner: Partitioners.DefaultPartitioner,
-          // The broker answers CONCURRENT_TRANSACTIONS until the previous commit's markers are
-          // written (a few ms); kafkajs's default 100+ ms backoff would cap each task at a few
-          // transactions per second. Retries stay bounded so a dead broker surfaces as an error.
-          retry: { initialRetryTime: 5, maxRetryTime: 1_000, retries: 600 },
-        });
-        await producer.connect();
-        return [p, producer] as const;
-      }),
+      partitions.map(async (p) => [p, await this.client.transactionalProducer(`${appId}-${p}`, { transactionTimeoutMs: 60_000 })] as const),
     );
     // After every producer is initialised, no earlier owner can commit anything for these tasks.
     let restored: Map<number, TaskStores>;
@@ -514,7 +495,7 @@ export class ConsumerRunner<S extends Stores> {
         partitions,
       );
     } catch (e) {
-      for (const [, producer] of producers) await producer.disconnect().catch(() => undefined);
+      for (const [, producer] of producers) await producer.close().catch(() => undefined);
       throw e;
     }
     const committed = await this.committedOffsets();
@@ -549,16 +530,11 @@ export class ConsumerRunner<S extends Stores> {
   }
 
   private async committedOffsets(): Promise<Map<string, number>> {
-    const admin = this.options.kafka.admin();
-    await admin.connect();
+    const admin = await this.client.admin();
     try {
-      const result = new Map<string, number>();
-      for (const t of await admin.fetchOffsets({ groupId: this.options.appId, topics: this.options.inputTopics })) {
-        for (const p of t.partitions) result.set(`${t.topic}:${p.partition}`, Math.max(0, Number(p.offset)));
-      }
-      return result;
+      return await admin.committedOffsets(this.options.appId, this.options.inputTopics);
     } finally {
-      await admin.disconnect();
+      await admin.close();
     }
   }
 
@@ -571,44 +547,29 @@ export class ConsumerRunner<S extends Stores> {
     const task = this.tasks.get(partition);
     if (!task) return;
     this.tasks.delete(partition);
-    await task.producer.disconnect().catch(() => undefined);
+    await task.producer.close().catch(() => undefined);
     task.state.close();
     this.log.info('task closed', { partition });
   }
 
   private async ensureChangelogTopics(): Promise<void> {
-    const { kafka, appId, processor, partitions } = this.options;
-    const admin = kafka.admin();
-    await admin.connect();
+    const { appId, processor, partitions } = this.options;
+    const admin = await this.client.admin();
     try {
       const existing = new Set(await admin.listTopics());
       const topics = [...processor.storeNames, META_STORE]
         .map((n) => changelogTopic(appId, n))
         .filter((t) => !existing.has(t))
-        .map((topic) => ({
-          topic,
-          numPartitions: partitions,
-          replicationFactor: -1,
-          configEntries: [
-            { name: 'cleanup.policy', value: 'compact' },
-            { name: 'min.compaction.lag.ms', value: '0' },
-          ],
-        }));
-      if (topics.length > 0) await createTopicsIdempotent(admin, topics);
+        .map((topic) => ({ topic, partitions, configs: { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '0' } }));
+      if (topics.length > 0) await admin.createTopics(topics);
     } finally {
-      await admin.disconnect();
+      await admin.close();
     }
   }
 }
 
-function isFencing(e: unknown): boolean {
-  const type = (e as { type?: string } | null)?.type ?? '';
-  const name = (e as { name?: string } | null)?.name ?? '';
-  return /INVALID_PRODUCER_EPOCH|PRODUCER_FENCED|TRANSACTIONAL_ID_AUTHORIZATION|INVALID_PRODUCER_ID_MAPPING/.test(type) || /Fenced/i.test(name);
-}
-
 function errorName(e: unknown): string {
-  return (e as { type?: string } | null)?.type ?? (e as Error | null)?.name ?? 'Error';
+  return (e as { type?: string } | null)?.type ?? (e as { apiId?: string } | null)?.apiId ?? (e as Error | null)?.name ?? 'Error';
 }
 
 function sleep(ms: number): Promise<void> {

@@ -10,3 +10,8 @@ export * from './persistent-store';
 export * from './task-stores';
 export * from './in-process-runner';
 export * from './bulk-io';
+export * from './client/stream-client';
+export * from './client/kafkajs-stream-client';
+export * from './client/platformatic-stream-client';
+export * from './client/partition-buffers';
+export * from './client/create-stream-client';

@@ -28,7 +28,8 @@ export function spawnApp(app: string, env: Record<string, string>, logFile?: str
   if (!fs.existsSync(entry)) throw new Error(`${entry} missing: run \`npm run build\` first`);
   const out = logFile ? fs.openSync(logFile, 'a') : 'ignore';
   return spawn(process.execPath, [entry], {
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SRPO_STATE_DIR: testStateDir(), ...env },
+    // SRPO_KAFKA_CLIENT passes through, so the broker suites can run on either stream client.
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SRPO_STATE_DIR: testStateDir(), ...(process.env.SRPO_KAFKA_CLIENT ? { SRPO_KAFKA_CLIENT: process.env.SRPO_KAFKA_CLIENT } : {}), ...env },
     stdio: ['ignore', out, out],
   });
 }
