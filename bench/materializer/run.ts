@@ -1,7 +1,7 @@
 /**
  * bench/materializer: events/s through the materializer on the local broker,
- * side by side with a raw kafkajs pass-through (consume and transactionally
- * re-produce the same bytes, offsets in the transaction) over the same input,
+ * side by side with a pass-through (consume and transactionally re-produce the same
+ * bytes, offsets in the transaction) on the same Kafka client, over the same input,
  * in one run; then process RSS of the materializer with 25k/50k/100k open episodes.
  * Materializer figures are end to end: from start until every advantage group
  * is committed (two exactly-once hops: raw -> active sets -> groups).
@@ -14,7 +14,7 @@
 import { ChildProcess } from 'child_process';
 import { randomUUID } from 'crypto';
 import { Session } from 'inspector';
-import { Kafka, Message, Partitioners } from 'kafkajs';
+import { Kafka } from 'kafkajs';
 import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog } from '@srpo/events';
 import { createStreamClient, type StreamClient, type TransactionalProducer } from '@srpo/streams';
 import { ensureKafka, sleep, spawnApp } from '@srpo/testing';
@@ -210,63 +210,13 @@ async function twoProcessRun(kafka: Kafka, brokers: string[], events: AgentEvent
 
 /** Baseline: consume the raw topics and re-produce the same bytes in one transaction per chunk. */
 /**
- * Consumes `from` and transactionally re-produces the same bytes to `to` (one transaction per
- * 500 records, with the offsets; the materializer runner's producer settings). Resolves once
- * started; `done()` counts the records re-produced.
+ * Consumes `from` and transactionally re-produces the same bytes to `to`, on the runtime's
+ * client interface (`--client kafkajs|platformatic`, default kafkajs): one transactional
+ * producer per input partition, 500 records per transaction with the offsets, the
+ * materializer runner's settings; so each client is compared with its own floor. Resolves
+ * once started; `done()` counts the records re-produced.
  */
-async function startRelay(kafka: Kafka, groupId: string, from: string[], to: string): Promise<{ done(): number; stop(): Promise<void> }> {
-  const producers = new Map<number, ReturnType<Kafka['producer']>>();
-  const consumer = kafka.consumer({ groupId, readUncommitted: false, maxWaitTimeInMs: 250 });
-  let done = 0;
-  await consumer.connect();
-  await consumer.subscribe({ topics: from, fromBeginning: true });
-  await consumer.run({
-    autoCommit: false,
-    eachBatchAutoResolve: false,
-    eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
-      // One producer per input partition, shared by the co-partitioned topics (batches run one at a time).
-      let producer = producers.get(batch.partition);
-      if (!producer) {
-        // Same producer settings as the materializer's runner, so the comparison is fair.
-        producer = kafka.producer({
-          transactionalId: `${groupId}-${batch.partition}`,
-          idempotent: true,
-          maxInFlightRequests: 1,
-          createPartitioner: Partitioners.DefaultPartitioner,
-          retry: { initialRetryTime: 5, maxRetryTime: 1_000, retries: 600 },
-        });
-        await producer.connect();
-        producers.set(batch.partition, producer);
-      }
-      for (let i = 0; i < batch.messages.length; i += 500) {
-        const chunk = batch.messages.slice(i, i + 500);
-        const tx = await producer.transaction();
-        const messages: Message[] = chunk.map((m) => ({ key: m.key, value: m.value }));
-        await tx.send({ topic: to, messages });
-        const last = chunk[chunk.length - 1].offset;
-        await tx.sendOffsets({ consumerGroupId: groupId, topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: String(Number(last) + 1) }] }] });
-        await tx.commit();
-        resolveOffset(last);
-        await heartbeat();
-        done += chunk.length;
-      }
-    },
-  });
-  return {
-    done: () => done,
-    async stop() {
-      await consumer.disconnect();
-      for (const p of producers.values()) await p.disconnect();
-    },
-  };
-}
-
-/**
- * The same relay on the runtime's client interface (`--client kafkajs|platformatic`): one
- * transactional producer per input partition, 500 records per transaction with the offsets,
- * as the materializer's runner does; so each client is compared with its own floor.
- */
-async function startClientRelay(client: StreamClient, groupId: string, from: string[], to: string): Promise<{ done(): number; stop(): Promise<void> }> {
+async function startRelay(client: StreamClient, groupId: string, from: string[], to: string): Promise<{ done(): number; stop(): Promise<void> }> {
   const producers = new Map<number, TransactionalProducer>();
   const consumer = client.groupConsumer({ groupId, topics: from, sessionTimeoutMs: 30_000, heartbeatIntervalMs: 3_000, rebalanceTimeoutMs: 60_000, maxWaitMs: 250 });
   let done = 0;
@@ -312,10 +262,8 @@ async function passThroughRun(kafka: Kafka, events: AgentEvent[], hops: 1 | 2 = 
   await produceAll(kafka, catalog, events);
   const start = Date.now();
   const cpu = process.cpuUsage();
-  const clientName = argValue('client');
-  const relay = clientName
-    ? (g: string, from: string[], to: string) => startClientRelay(createStreamClient(clientName === 'platformatic' ? 'platformatic' : 'kafkajs', { brokers: ensureKafka(), clientId: 'bench-relay' }, kafka), g, from, to)
-    : (g: string, from: string[], to: string) => startRelay(kafka, g, from, to);
+  const client = createStreamClient(argValue('client') === 'platformatic' ? 'platformatic' : 'kafkajs', { brokers: ensureKafka(), clientId: 'bench-relay' }, kafka);
+  const relay = (groupId: string, from: string[], to: string) => startRelay(client, groupId, from, to);
   const first = await relay(`${prefix}passthrough`, [catalog.agentOutputs.name, catalog.transitions.name], catalog.activeSets.name);
   const second = hops === 2 ? await relay(`${prefix}passthrough2`, [catalog.activeSets.name], catalog.advantageGroups.name) : undefined;
   const last = second ?? first;

@@ -146,11 +146,6 @@ export class ConsumerRunner<S extends Stores> {
     this.client = options.client ?? new KafkajsStreamClient(options.kafka);
   }
 
-  /** The client of the processing loop (`kafkajs` or `platformatic`). */
-  get clientName(): string {
-    return this.client.name;
-  }
-
   async start(): Promise<void> {
     await this.ensureChangelogTopics();
     await this.startConsumer();
@@ -241,9 +236,10 @@ export class ConsumerRunner<S extends Stores> {
     // A client may hand over records again (a rebalance, a reopened stream): those before the
     // committed position are done and were committed with their effects.
     const position = task.positions.get(batch.topic) as InputPosition;
-    const firstNew = batch.records.findIndex((r) => r.offset >= position.nextOffset);
-    const records = firstNew === 0 ? batch.records : firstNew < 0 ? [] : batch.records.slice(firstNew);
-    if (records.length < batch.records.length) batch.resolve(batch.records[batch.records.length - records.length - 1].offset);
+    let done = 0;
+    while (done < batch.records.length && batch.records[done].offset < position.nextOffset) done++;
+    if (done > 0) batch.resolve(batch.records[done - 1].offset);
+    const records = done === 0 ? batch.records : batch.records.slice(done);
     for (let i = 0; i < records.length; i += this.maxRecords) {
       if (!batch.isActive() || this.stopping) return;
       const chunk = records.slice(i, i + this.maxRecords);

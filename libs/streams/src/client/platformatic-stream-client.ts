@@ -75,6 +75,7 @@ export class PlatformaticStreamClient implements StreamClient {
       // The broker answers CONCURRENT_TRANSACTIONS until the previous commit's markers are written.
       retries: 600,
       retryDelay: 5,
+      // The client sends its operation timeout as InitProducerId's transaction timeout.
       timeout: options.transactionTimeoutMs,
     });
     // InitProducerId runs on the first begin: it bumps the epoch, fencing an earlier owner and
@@ -311,10 +312,13 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
     return {
       send: async (records: OutgoingRecord[]): Promise<ProducedBatch[]> => {
         if (records.length === 0) return [];
+        // Partition counts of the topics that need one, looked up once per send, not per record.
+        const counts = new Map<string, number>();
+        for (const r of records) if (r.partition === undefined && !counts.has(r.topic)) counts.set(r.topic, await this.partitionsOf(r.topic));
         const messages: Platformatic.MessageToProduce<Buffer, Buffer, Buffer, Buffer>[] = [];
         for (const r of records) {
           // kafkajs's default partitioner (Java-compatible murmur2), so both clients put a key in the same partition.
-          const n = r.partition === undefined ? await this.partitionsOf(r.topic) : 0;
+          const n = counts.get(r.topic) ?? 0;
           const partition = r.partition ?? (r.key === null ? this.roundRobin++ % n : keyPartition(r.topic, r.key.toString(), n));
           // A null value is written as a null record (a tombstone).
           messages.push({ topic: r.topic, partition, value: r.value as Buffer, ...(r.key === null ? {} : { key: Buffer.isBuffer(r.key) ? r.key : Buffer.from(r.key) }) });
