@@ -5,7 +5,7 @@
  *   npm run build && node dist/bench/learner/run.js [--backend tensorflow|webgpu|tensorflow-gpu]
  *       [--config reference|large] [--rounds 3] [--steps 30] [--warmup 5] [--cpu-steps 3]
  *       [--threads N] [--sequences N] [--no-native] [--no-torch] [--torch-device cpu|cuda]
- *       [--webgpu-layout on|off] [--out FILE] [--json]
+ *       [--webgpu-layout on|off] [--isa native|avx2] [--profile-ops] [--out FILE] [--json]
  *
  * `--backend tensorflow` (default) is the CPU comparison of RESULTS.md: native
  * TensorFlow against PyTorch CPU and, for reference, tfjs's pure-JS `cpu`.
@@ -20,12 +20,22 @@
  * them). A "token" is one model input position of a member (context' +
  * response − 1), forward + backward + optimizer included; every side counts
  * the same way.
+ *
+ * The output names the CPU (model and vector extensions), the thread settings and the
+ * kernels each side ran: oneDNN's MatMul implementation inside libtensorflow (from a probe
+ * run under ONEDNN_VERBOSE) and PyTorch's ATen/MKL dispatch. `--isa avx2` caps both sides'
+ * dispatched kernels at AVX2 (see kernels.ts for what that does and does not reproduce).
+ * `--profile-ops` adds each side's ops by time per step (tfjs: timed native calls;
+ * PyTorch: torch.profiler self CPU), which slows both sides a little.
  */
 import { spawnSync } from 'node:child_process';
 import { promises as fs, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { cpuDescription } from '../cpu';
 import { best, findBenchScript, lastJsonLine, median, threadEnv } from './bench-common';
+import { describeOneDnn, describeThreads, ISA_CAPS, isaEnv, parseOneDnnVerbose, type IsaCap } from './kernels';
+import type { OpTime } from './op-profile';
 
 type Backend = 'tensorflow' | 'webgpu' | 'tensorflow-gpu' | 'cpu';
 const BACKENDS: readonly Backend[] = ['tensorflow', 'webgpu', 'tensorflow-gpu', 'cpu'];
@@ -41,6 +51,12 @@ interface SideResult {
   firstGradNorm: number;
   /** Where it ran: the WebGPU adapter, libtensorflow's version, PyTorch's device. */
   device?: string;
+  /** PyTorch: its ATen dispatch, BLAS and threads. */
+  kernels?: string;
+  /** `--profile-ops`: the ops with the most time per step. */
+  opProfile?: OpTime[] | null;
+  /** tfjs `--profile-ops`: step time outside native op calls (JavaScript, tape, GC). */
+  outsideOpsMs?: number;
   [key: string]: unknown;
 }
 
@@ -62,6 +78,10 @@ interface Args {
   /** `off`: the plain composite ops on webgpu too (configureWebGpuKernels), for A/B runs. */
   webgpuLayout: 'on' | 'off';
   out?: string;
+  isa: IsaCap;
+  profileOps: boolean;
+  /** Internal: run one product with this TensorFlow op and exit, for the oneDNN probe. */
+  probe?: 'MatMul' | 'BatchMatMulV2';
   worker?: Backend;
   jobDir?: string;
 }
@@ -80,6 +100,8 @@ function parseArgs(argv: string[]): Args {
     backend: 'tensorflow',
     config: 'reference',
     webgpuLayout: 'on',
+    isa: 'native',
+    profileOps: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
@@ -112,6 +134,9 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--config') a.config = oneOf(['reference', 'large'] as const);
     else if (k === '--out') a.out = next();
     else if (k === '--webgpu-layout') a.webgpuLayout = oneOf(['on', 'off'] as const);
+    else if (k === '--isa') a.isa = oneOf(ISA_CAPS);
+    else if (k === '--profile-ops') a.profileOps = true;
+    else if (k === '--probe') a.probe = oneOf(['MatMul', 'BatchMatMulV2'] as const);
     else if (k === '--worker') a.worker = oneOf(BACKENDS);
     else if (k === '--job-dir') a.jobDir = next();
     else throw new Error(`unknown argument ${k}`);
@@ -161,12 +186,18 @@ async function worker(args: Args): Promise<void> {
   const trainer = new SrpoTrainer(policy, { objective: w.objective, schedule: { kind: 'constant', lr: w.lr }, maxGradNorm: w.maxGradNorm });
   const first = await trainer.update(sets);
   for (let i = 1; i < args.warmup; i++) await trainer.update(sets);
+  const { OpProfiler } = await import('./op-profile');
+  const profiler = args.profileOps && backend === 'tensorflow' ? new OpProfiler(tf.backend()) : undefined;
   const tensorsBefore = tf.memory().numTensors;
+  profiler?.start();
   const t0 = process.hrtime.bigint();
   let tokens = 0;
   // Each update ends with one host read (loss, diagnostics, gradient norm), so the GPU's queue is drained per step.
   for (let i = 0; i < args.steps; i++) tokens = (await trainer.update(sets)).tokens;
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  profiler?.stop();
+  const profile = profiler?.report(args.steps, (1000 * seconds) / args.steps);
+  profiler?.dispose();
   const result: SideResult = {
     side: `tfjs-${backend}`,
     webgpuLayout: backend === 'webgpu' ? args.webgpuLayout : undefined,
@@ -179,6 +210,8 @@ async function worker(args: Args): Promise<void> {
     firstGradNorm: first.gradNorm,
     device: info.adapter ? describeAdapter(info.adapter) : info.nativeVersion ? `libtensorflow ${info.nativeVersion}` : info.package,
     tensorsLeaked: tf.memory().numTensors - tensorsBefore,
+    opProfile: profile?.ops,
+    outsideOpsMs: profile?.outsideOpsMs,
   };
   process.stdout.write(JSON.stringify(result) + '\n');
   trainer.dispose();
@@ -188,15 +221,58 @@ async function worker(args: Args): Promise<void> {
 }
 
 function runNodeWorker(args: Args, backend: Backend, steps: number, warmup: number, jobDir?: string): SideResult {
-  const argv = [...process.execArgv, __filename, '--worker', backend, '--config', args.config, '--steps', String(steps), '--warmup', String(warmup), '--threads', String(args.threads), '--torch-device', args.torchDevice, '--webgpu-layout', args.webgpuLayout];
+  const argv = [...process.execArgv, __filename, '--worker', backend, ...(args.profileOps ? ['--profile-ops'] : []), '--config', args.config, '--steps', String(steps), '--warmup', String(warmup), '--threads', String(args.threads), '--torch-device', args.torchDevice, '--webgpu-layout', args.webgpuLayout];
   if (args.sequences) argv.push('--sequences', String(args.sequences));
   if (jobDir) argv.push('--job-dir', jobDir);
-  const r = spawnSync(process.execPath, argv, { env: threadEnv(args.threads), encoding: 'utf8', maxBuffer: 64 << 20 });
+  const r = spawnSync(process.execPath, argv, { env: sideEnv(args), encoding: 'utf8', maxBuffer: 64 << 20 });
   if (r.status !== 0) {
     const err = (r.stderr ?? '').split('\n').filter((l) => l && !/artificially reduced/.test(l));
     throw new Error(`${backend} worker failed (${r.status ?? r.signal}):\n${err.slice(-15).join('\n')}`);
   }
   return lastJsonLine<SideResult>(r.stdout);
+}
+
+/** Both sides' environment: the same threads, and the `--isa` cap. */
+function sideEnv(args: Args): NodeJS.ProcessEnv {
+  return { ...threadEnv(args.threads), ...isaEnv(args.isa) };
+}
+
+/** Probe: one [2048,128]·[128,128] product with `op` through the backend, as the learner calls it. */
+async function probe(op: 'MatMul' | 'BatchMatMulV2'): Promise<void> {
+  const { initTfBackend } = await import('@srpo/core');
+  await initTfBackend('tensorflow');
+  const tf = await import('@tensorflow/tfjs');
+  const be = tf.backend() as unknown as { binding: Record<string, number>; executeSingleOutput(n: string, a: unknown[], i: unknown[]): { dispose(): void } };
+  const b = be.binding;
+  const x = tf.ones([2048, 128]);
+  const w = tf.ones([128, 128]);
+  const [ta, tb] = op === 'MatMul' ? ['transpose_a', 'transpose_b'] : ['adj_x', 'adj_y'];
+  const attrs = [
+    { name: 'T', type: b.TF_ATTR_TYPE, value: b.TF_FLOAT },
+    { name: ta, type: b.TF_ATTR_BOOL, value: false },
+    { name: tb, type: b.TF_ATTR_BOOL, value: false },
+  ];
+  be.executeSingleOutput(op, attrs, [x, w]).dispose();
+}
+
+/**
+ * Which product kernels libtensorflow runs here, from probe processes under ONEDNN_VERBOSE: the
+ * 2-D `MatMul` the project's native fast paths call, and the `BatchMatMulV2` of attention and tfjs's matMul.
+ */
+function tfKernels(args: Args): string {
+  const parts: string[] = [];
+  let isa: string | undefined;
+  for (const op of ['MatMul', 'BatchMatMulV2'] as const) {
+    const r = spawnSync(process.execPath, [...process.execArgv, __filename, '--probe', op], { env: { ...sideEnv(args), ONEDNN_VERBOSE: '1' }, encoding: 'utf8', maxBuffer: 16 << 20 });
+    if (r.status !== 0) {
+      parts.push(`${op} unknown (probe failed: ${(r.stderr ?? '').trim().split('\n').pop() ?? r.status})`);
+      continue;
+    }
+    const report = parseOneDnnVerbose(r.stdout);
+    isa ??= report.isa;
+    parts.push(describeOneDnn(op, report));
+  }
+  return `${parts.join('; ')}${isa ? ` (oneDNN isa: ${isa})` : ''}; elementwise ops and reductions through Eigen (AVX code compiled into libtensorflow, no runtime dispatch)`;
 }
 
 function torchAvailable(device: 'cpu' | 'cuda'): string | undefined {
@@ -214,6 +290,7 @@ interface Side {
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
+  if (args.probe) return probe(args.probe);
   if (args.worker) return worker(args);
   const { WORKLOADS, describeWorkload } = await import('./workload');
   const w = WORKLOADS[args.config];
@@ -244,7 +321,8 @@ async function main(): Promise<void> {
         }
       }
       if (!torch.skipped) {
-        const r = spawnSync('python3', [script as string, '--job', path.join(jobDir, 'job.json')], { env: threadEnv(args.threads), encoding: 'utf8', maxBuffer: 64 << 20 });
+        const torchArgs = [script as string, '--job', path.join(jobDir, 'job.json'), ...(args.profileOps ? ['--profile-ops'] : [])];
+        const r = spawnSync('python3', torchArgs, { env: sideEnv(args), encoding: 'utf8', maxBuffer: 64 << 20 });
         if (r.status !== 0) throw new Error(`PyTorch side failed (${r.status}):\n${r.stderr}`);
         torch.results.push(lastJsonLine<SideResult>(r.stdout));
       }
@@ -257,9 +335,19 @@ async function main(): Promise<void> {
     for (const s of sides) if (s.skipped) notes.push(`${s.label}: ${s.skipped}`);
     const ran = sides.filter((s) => s.results.length > 0);
 
-    const header = `learner benchmark, ${describeWorkload(w)}${args.sequences ? ` (batch overridden: ${args.sequences} sequences)` : ''}; ${args.threads} threads; ${os.cpus()[0]?.model ?? 'cpu'}`;
+    const header = `learner benchmark, ${describeWorkload(w)}${args.sequences ? ` (batch overridden: ${args.sequences} sequences)` : ''}; ${args.threads} threads`;
+    const c = cpuDescription();
+    const cpuLine = `CPU: ${c.model}, ${c.vector} (${c.flags.join(' ')}), ${os.cpus().length} vCPUs${args.isa === 'avx2' ? '; dispatched kernels capped at AVX2 (--isa avx2: an emulation, not an AVX2 machine)' : ''}`;
+    const threadsLine = `threads: ${describeThreads(sideEnv(args))}`;
+    const kernelsLines = [`tfjs-tensorflow kernels: ${tfKernels(args)}`];
+    const torchKernels = torch.results[0]?.kernels;
+    if (torchKernels) kernelsLines.push(`${torch.label} kernels: ${torchKernels}`);
     const summary = {
       header,
+      cpu: cpuLine,
+      threadSettings: threadsLine,
+      kernels: kernelsLines,
+      isa: args.isa,
       config: args.config,
       threads: args.threads,
       date: new Date().toISOString(),
@@ -275,6 +363,9 @@ async function main(): Promise<void> {
       `${label.padEnd(28)}${String(r.steps).padStart(6)}${r.msPerStep.toFixed(1).padStart(10)}${Math.round(r.tokensPerSecond).toString().padStart(11)}${r.firstLoss.toFixed(7).padStart(14)}`;
     const lines = [
       header,
+      cpuLine,
+      threadsLine,
+      ...kernelsLines,
       `rounds: ${args.rounds} x ${args.steps} timed steps (after ${args.warmup} warm-up) per side, sides alternating`,
       `${'side'.padEnd(28)}${'steps'.padStart(6)}${'ms/step'.padStart(10)}${'tokens/s'.padStart(11)}${'first loss'.padStart(14)}`,
     ];
@@ -290,11 +381,25 @@ async function main(): Promise<void> {
       lines.push(`${primary.label} / ${other.label} tokens/s: median ${(ref.tokensPerSecond / o.tokensPerSecond).toFixed(2)}x, best ${(best(primary.results).tokensPerSecond / best(other.results).tokensPerSecond).toFixed(2)}x`);
       lines.push(`first-step loss difference |${primary.label} - ${other.label}|: ${Math.abs(ref.firstLoss - o.firstLoss).toExponential(2)} (same weights and batch)`);
     }
+    if (args.profileOps) lines.push(...opTables(ran));
     lines.push(...notes);
     process.stdout.write(lines.join('\n') + '\n');
   } finally {
     await fs.rm(jobDir, { recursive: true, force: true });
   }
+}
+
+/** `--profile-ops`: each side's ops by time per step (median round's profile), side by side. */
+function opTables(ran: Side[]): string[] {
+  const out: string[] = [];
+  for (const s of ran) {
+    const r = median(s.results);
+    if (!r.opProfile) continue;
+    const outside = r.outsideOpsMs === undefined ? '' : `; outside native ops (JavaScript, tape, GC): ${r.outsideOpsMs.toFixed(1)} ms`;
+    out.push(`${s.label} ops by time per step (step ${r.msPerStep.toFixed(1)} ms${outside}):`);
+    for (const o of r.opProfile.slice(0, 15)) out.push(`  ${o.op.slice(0, 48).padEnd(50)}${o.callsPerStep.toFixed(1).padStart(7)} calls${o.msPerStep.toFixed(2).padStart(9)} ms`);
+  }
+  return out;
 }
 
 main().catch((e: unknown) => {

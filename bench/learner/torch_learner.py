@@ -10,7 +10,10 @@ The model is written the way a PyTorch user would write it (nn.Linear,
 F.layer_norm, F.scaled_dot_product_attention, torch.optim.Adam defaults),
 so the comparison is against idiomatic eager PyTorch, not a handicapped port.
 
-Usage: python3 torch_learner.py --job job.json   (see run.ts)
+Usage: python3 torch_learner.py --job job.json [--profile-ops]   (see run.ts)
+
+With --profile-ops the timed steps run under torch.profiler and the result carries the
+ops with the most self CPU time per step, for the side-by-side table of run.ts.
 """
 import argparse
 import json
@@ -24,6 +27,7 @@ import time
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--job", required=True)
+    ap.add_argument("--profile-ops", action="store_true")
     args = ap.parse_args()
     with open(args.job) as f:
         job = json.load(f)
@@ -171,10 +175,25 @@ def main() -> None:
     first_loss, first_gn, _ = step()
     for _ in range(job["warmup"] - 1):
         step()
-    t0 = time.perf_counter()
-    for _ in range(job["steps"]):
-        step()
-    dt = time.perf_counter() - t0
+    op_profile = None
+    if args.profile_ops:
+        from torch.profiler import ProfilerActivity, profile
+
+        t0 = time.perf_counter()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(job["steps"]):
+                step()
+        dt = time.perf_counter() - t0
+        rows = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+        op_profile = [
+            {"op": e.key, "callsPerStep": e.count / job["steps"], "msPerStep": e.self_cpu_time_total / 1000 / job["steps"]}
+            for e in rows[:20]
+        ]
+    else:
+        t0 = time.perf_counter()
+        for _ in range(job["steps"]):
+            step()
+        dt = time.perf_counter() - t0
     print(
         json.dumps(
             {
@@ -189,8 +208,21 @@ def main() -> None:
                 "tokensPerSecond": tokens_per_step * job["steps"] / dt,
                 "firstLoss": first_loss,
                 "firstGradNorm": first_gn,
+                "kernels": kernels_in_use(torch),
+                "opProfile": op_profile,
             }
         )
+    )
+
+
+def kernels_in_use(torch) -> str:
+    """What decides PyTorch's CPU arithmetic here: ATen's vector dispatch, the BLAS, oneDNN, threads."""
+    cap = torch.backends.cpu.get_cpu_capability() if hasattr(torch.backends, "cpu") else "unknown"
+    blas = "MKL" if torch.backends.mkl.is_available() else "no MKL"
+    capped = [f"{k}={os.environ[k]}" for k in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA") if k in os.environ]
+    return (
+        f"ATen {cap}; {blas} for mm/addmm; oneDNN {'available' if torch.backends.mkldnn.is_available() else 'absent'}; "
+        f"{torch.get_num_threads()} threads" + (f" (capped: {', '.join(capped)})" if capped else "")
     )
 
 
