@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process';
+
 /**
  * What decides each learner side's arithmetic on this CPU, so that a figure can say which
  * kernels produced it (#21): the vector ISA the libraries may use, oneDNN's matmul
@@ -68,4 +70,43 @@ export function describeOneDnn(op: string, r: OneDnnReport): string {
 export function describeThreads(env: NodeJS.ProcessEnv): string {
   const keys = ['TF_NUM_INTRAOP_THREADS', 'TF_NUM_INTEROP_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'TF_ENABLE_ONEDNN_OPTS'];
   return keys.map((k) => `${k}=${env[k] ?? 'unset'}`).join(' ');
+}
+
+/** Probe: one [2048,128]·[128,128] product with `op` through the backend, as the learner calls it. */
+export async function matMulProbe(op: 'MatMul' | 'BatchMatMulV2'): Promise<void> {
+  const { initTfBackend } = await import('@srpo/core');
+  await initTfBackend('tensorflow');
+  const tf = await import('@tensorflow/tfjs');
+  const be = tf.backend() as unknown as { binding: Record<string, number>; executeSingleOutput(n: string, a: unknown[], i: unknown[]): { dispose(): void } };
+  const b = be.binding;
+  const x = tf.ones([2048, 128]);
+  const w = tf.ones([128, 128]);
+  const [ta, tb] = op === 'MatMul' ? ['transpose_a', 'transpose_b'] : ['adj_x', 'adj_y'];
+  const attrs = [
+    { name: 'T', type: b.TF_ATTR_TYPE, value: b.TF_FLOAT },
+    { name: ta, type: b.TF_ATTR_BOOL, value: false },
+    { name: tb, type: b.TF_ATTR_BOOL, value: false },
+  ];
+  be.executeSingleOutput(op, attrs, [x, w]).dispose();
+}
+
+/**
+ * Which product kernels libtensorflow runs here, from probe processes (`node ...nodeArgs --probe OP`,
+ * which runs {@link matMulProbe}) under ONEDNN_VERBOSE: the
+ * 2-D `MatMul` the project's native fast paths call, and the `BatchMatMulV2` of attention and tfjs's matMul.
+ */
+export function probeTfKernels(nodeArgs: readonly string[], env: NodeJS.ProcessEnv): string {
+  const parts: string[] = [];
+  let isa: string | undefined;
+  for (const op of ['MatMul', 'BatchMatMulV2'] as const) {
+    const r = spawnSync(process.execPath, [...nodeArgs, '--probe', op], { env: { ...env, ONEDNN_VERBOSE: '1' }, encoding: 'utf8', maxBuffer: 16 << 20 });
+    if (r.status !== 0) {
+      parts.push(`${op} unknown (probe failed: ${(r.stderr ?? '').trim().split('\n').pop() ?? r.status})`);
+      continue;
+    }
+    const report = parseOneDnnVerbose(r.stdout);
+    isa ??= report.isa;
+    parts.push(describeOneDnn(op, report));
+  }
+  return `${parts.join('; ')}${isa ? ` (oneDNN isa: ${isa})` : ''}; elementwise ops and reductions through Eigen (AVX code compiled into libtensorflow, no runtime dispatch)`;
 }

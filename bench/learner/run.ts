@@ -5,7 +5,7 @@
  *   npm run build && node dist/bench/learner/run.js [--backend tensorflow|webgpu|tensorflow-gpu]
  *       [--config reference|large] [--rounds 3] [--steps 30] [--warmup 5] [--cpu-steps 3]
  *       [--threads N] [--sequences N] [--no-native] [--no-torch] [--torch-device cpu|cuda]
- *       [--webgpu-layout on|off] [--isa native|avx2] [--profile-ops] [--out FILE] [--json]
+ *       [--webgpu-layout on|off] [--isa native|avx2] [--profile-ops] [--no-fused] [--out FILE] [--json]
  *
  * `--backend tensorflow` (default) is the CPU comparison of RESULTS.md: native
  * TensorFlow against PyTorch CPU and, for reference, tfjs's pure-JS `cpu`.
@@ -26,7 +26,8 @@
  * run under ONEDNN_VERBOSE) and PyTorch's ATen/MKL dispatch. `--isa avx2` caps both sides'
  * dispatched kernels at AVX2 (see kernels.ts for what that does and does not reproduce).
  * `--profile-ops` adds each side's ops by time per step (tfjs: timed native calls;
- * PyTorch: torch.profiler self CPU), which slows both sides a little.
+ * PyTorch: torch.profiler self CPU), which slows both sides a little. `--no-fused` keeps the
+ * project's fused TensorFlow kernels (libs/policy/native) off, for A/B runs.
  */
 import { spawnSync } from 'node:child_process';
 import { promises as fs, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -34,7 +35,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { cpuDescription } from '../cpu';
 import { best, findBenchScript, lastJsonLine, median, threadEnv } from './bench-common';
-import { describeOneDnn, describeThreads, ISA_CAPS, isaEnv, parseOneDnnVerbose, type IsaCap } from './kernels';
+import { describeThreads, ISA_CAPS, isaEnv, matMulProbe, probeTfKernels, type IsaCap } from './kernels';
 import type { OpTime } from './op-profile';
 
 type Backend = 'tensorflow' | 'webgpu' | 'tensorflow-gpu' | 'cpu';
@@ -80,6 +81,8 @@ interface Args {
   out?: string;
   isa: IsaCap;
   profileOps: boolean;
+  /** False: the project's fused TensorFlow kernels stay off (configureSrpoKernels). */
+  fused: boolean;
   /** Internal: run one product with this TensorFlow op and exit, for the oneDNN probe. */
   probe?: 'MatMul' | 'BatchMatMulV2';
   worker?: Backend;
@@ -102,6 +105,7 @@ function parseArgs(argv: string[]): Args {
     webgpuLayout: 'on',
     isa: 'native',
     profileOps: false,
+    fused: true,
   };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
@@ -136,6 +140,7 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--webgpu-layout') a.webgpuLayout = oneOf(['on', 'off'] as const);
     else if (k === '--isa') a.isa = oneOf(ISA_CAPS);
     else if (k === '--profile-ops') a.profileOps = true;
+    else if (k === '--no-fused') a.fused = false;
     else if (k === '--probe') a.probe = oneOf(['MatMul', 'BatchMatMulV2'] as const);
     else if (k === '--worker') a.worker = oneOf(BACKENDS);
     else if (k === '--job-dir') a.jobDir = next();
@@ -155,8 +160,9 @@ async function worker(args: Args): Promise<void> {
   const backend = args.worker as Backend;
   const info = await initTfBackend(backend);
   const tf = await import('@tensorflow/tfjs');
-  const { SrpoTrainer, saveCheckpoint, configureWebGpuKernels } = await import('@srpo/policy');
+  const { SrpoTrainer, saveCheckpoint, configureWebGpuKernels, configureSrpoKernels, loadSrpoKernels } = await import('@srpo/policy');
   configureWebGpuKernels({ enabled: args.webgpuLayout === 'on' });
+  configureSrpoKernels({ enabled: args.fused });
   const { buildWorkload, WORKLOADS } = await import('./workload');
   const w = WORKLOADS[args.config];
   const jobFile = args.jobDir ? path.join(args.jobDir, 'job.json') : undefined;
@@ -212,6 +218,7 @@ async function worker(args: Args): Promise<void> {
     tensorsLeaked: tf.memory().numTensors - tensorsBefore,
     opProfile: profile?.ops,
     outsideOpsMs: profile?.outsideOpsMs,
+    kernels: backend !== 'tensorflow' ? undefined : !args.fused ? 'fused kernels off (--no-fused)' : fusedKernels(loadSrpoKernels()),
   };
   process.stdout.write(JSON.stringify(result) + '\n');
   trainer.dispose();
@@ -221,7 +228,7 @@ async function worker(args: Args): Promise<void> {
 }
 
 function runNodeWorker(args: Args, backend: Backend, steps: number, warmup: number, jobDir?: string): SideResult {
-  const argv = [...process.execArgv, __filename, '--worker', backend, ...(args.profileOps ? ['--profile-ops'] : []), '--config', args.config, '--steps', String(steps), '--warmup', String(warmup), '--threads', String(args.threads), '--torch-device', args.torchDevice, '--webgpu-layout', args.webgpuLayout];
+  const argv = [...process.execArgv, __filename, '--worker', backend, ...(args.profileOps ? ['--profile-ops'] : []), ...(args.fused ? [] : ['--no-fused']), '--config', args.config, '--steps', String(steps), '--warmup', String(warmup), '--threads', String(args.threads), '--torch-device', args.torchDevice, '--webgpu-layout', args.webgpuLayout];
   if (args.sequences) argv.push('--sequences', String(args.sequences));
   if (jobDir) argv.push('--job-dir', jobDir);
   const r = spawnSync(process.execPath, argv, { env: sideEnv(args), encoding: 'utf8', maxBuffer: 64 << 20 });
@@ -232,47 +239,13 @@ function runNodeWorker(args: Args, backend: Backend, steps: number, warmup: numb
   return lastJsonLine<SideResult>(r.stdout);
 }
 
+function fusedKernels(s: { loaded: boolean; version?: number; ops: readonly string[]; reason?: string }): string {
+  return s.loaded ? `fused kernels srpo-kernels.${s.version}: ${s.ops.join(', ')}` : `no fused kernels (${s.reason})`;
+}
+
 /** Both sides' environment: the same threads, and the `--isa` cap. */
 function sideEnv(args: Args): NodeJS.ProcessEnv {
   return { ...threadEnv(args.threads), ...isaEnv(args.isa) };
-}
-
-/** Probe: one [2048,128]·[128,128] product with `op` through the backend, as the learner calls it. */
-async function probe(op: 'MatMul' | 'BatchMatMulV2'): Promise<void> {
-  const { initTfBackend } = await import('@srpo/core');
-  await initTfBackend('tensorflow');
-  const tf = await import('@tensorflow/tfjs');
-  const be = tf.backend() as unknown as { binding: Record<string, number>; executeSingleOutput(n: string, a: unknown[], i: unknown[]): { dispose(): void } };
-  const b = be.binding;
-  const x = tf.ones([2048, 128]);
-  const w = tf.ones([128, 128]);
-  const [ta, tb] = op === 'MatMul' ? ['transpose_a', 'transpose_b'] : ['adj_x', 'adj_y'];
-  const attrs = [
-    { name: 'T', type: b.TF_ATTR_TYPE, value: b.TF_FLOAT },
-    { name: ta, type: b.TF_ATTR_BOOL, value: false },
-    { name: tb, type: b.TF_ATTR_BOOL, value: false },
-  ];
-  be.executeSingleOutput(op, attrs, [x, w]).dispose();
-}
-
-/**
- * Which product kernels libtensorflow runs here, from probe processes under ONEDNN_VERBOSE: the
- * 2-D `MatMul` the project's native fast paths call, and the `BatchMatMulV2` of attention and tfjs's matMul.
- */
-function tfKernels(args: Args): string {
-  const parts: string[] = [];
-  let isa: string | undefined;
-  for (const op of ['MatMul', 'BatchMatMulV2'] as const) {
-    const r = spawnSync(process.execPath, [...process.execArgv, __filename, '--probe', op], { env: { ...sideEnv(args), ONEDNN_VERBOSE: '1' }, encoding: 'utf8', maxBuffer: 16 << 20 });
-    if (r.status !== 0) {
-      parts.push(`${op} unknown (probe failed: ${(r.stderr ?? '').trim().split('\n').pop() ?? r.status})`);
-      continue;
-    }
-    const report = parseOneDnnVerbose(r.stdout);
-    isa ??= report.isa;
-    parts.push(describeOneDnn(op, report));
-  }
-  return `${parts.join('; ')}${isa ? ` (oneDNN isa: ${isa})` : ''}; elementwise ops and reductions through Eigen (AVX code compiled into libtensorflow, no runtime dispatch)`;
 }
 
 function torchAvailable(device: 'cpu' | 'cuda'): string | undefined {
@@ -290,7 +263,7 @@ interface Side {
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
-  if (args.probe) return probe(args.probe);
+  if (args.probe) return matMulProbe(args.probe);
   if (args.worker) return worker(args);
   const { WORKLOADS, describeWorkload } = await import('./workload');
   const w = WORKLOADS[args.config];
@@ -339,7 +312,8 @@ async function main(): Promise<void> {
     const c = cpuDescription();
     const cpuLine = `CPU: ${c.model}, ${c.vector} (${c.flags.join(' ')}), ${os.cpus().length} vCPUs${args.isa === 'avx2' ? '; dispatched kernels capped at AVX2 (--isa avx2: an emulation, not an AVX2 machine)' : ''}`;
     const threadsLine = `threads: ${describeThreads(sideEnv(args))}`;
-    const kernelsLines = [`tfjs-tensorflow kernels: ${tfKernels(args)}`];
+    const fusedLine = native.results[0]?.kernels ?? primary.results[0]?.kernels;
+    const kernelsLines = [`tfjs-tensorflow kernels: ${probeTfKernels([...process.execArgv, __filename], sideEnv(args))}${fusedLine ? `; ${fusedLine}` : ''}`];
     const torchKernels = torch.results[0]?.kernels;
     if (torchKernels) kernelsLines.push(`${torch.label} kernels: ${torchKernels}`);
     const summary = {

@@ -35,6 +35,7 @@ import {
   POLICY_TRAINER,
 } from './learner-tokens';
 import { UpdateService } from './update.service';
+import { backendLabel } from '@srpo/policy';
 
 /**
  * The learner application. Every outside dependency sits behind a token
@@ -89,7 +90,7 @@ export class LearnerModule {
         {
           provide: AUDIT_SERVICE,
           inject: [AUDIT_STORE, BACKEND_INFO],
-          useFactory: (store: AuditStore, backend: { name: string }) => new AuditService({ store, kafka: createKafka(config.kafka), backend: backend.name, codec: new EventCodec(undefined, { registry: config.schemaRegistry }) }),
+          useFactory: (store: AuditStore, backend: { name: string }) => new AuditService({ store, kafka: createKafka(config.kafka), backend: backendLabel(backend), codec: new EventCodec(undefined, { registry: config.schemaRegistry }) }),
         },
         LearnerMetrics,
         LearnerStateService,

@@ -2,7 +2,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { pathToFileURL } from 'url';
 import { ErrorCode, initTfBackend, Logger, SrpoError } from '@srpo/core';
-import { loadCheckpoint, Policy, weightsHash } from '@srpo/policy';
+import { loadCheckpoint, Policy, weightsHash, loadSrpoKernels } from '@srpo/policy';
 import { EventCodec, SchemaRegistryClient, type AgentOutput } from '@srpo/events';
 import { AuditStore } from '@srpo/store';
 import { InMemoryEventsPublisher, TfPolicyTrainer } from '@srpo/trainer';
@@ -177,7 +177,8 @@ describe('UpdateService on SQLite with a real tiny policy', () => {
       weightsHashBefore: before.weightsHash,
       weightsHashAfter: afterHash,
       seed: SEED,
-      backend: 'tensorflow',
+      // The recorded backend names the fused kernels when they computed the step.
+      backend: loadSrpoKernels().loaded ? 'tensorflow+srpo-kernels.1' : 'tensorflow',
       codeVersion: 'test-code',
       checkpointUri: pathToFileURL(ckptDir).href,
       committedAtMs: NOW,

@@ -20,6 +20,7 @@ import type { LearnerConfig } from './learner-config';
 import { LearnerMetrics } from './learner-metrics.service';
 import { LearnerStateService } from './learner-state.service';
 import { AUDIT_STORE, BACKEND_INFO, CLOCK, EVENTS_PUBLISHER, FAULT_INJECTOR, LEARNER_CONFIG, POLICY_TRAINER, type Clock } from './learner-tokens';
+import { backendLabel } from '@srpo/policy';
 
 /** Why a consumed group was not trained on. */
 export type SkipReason =
@@ -124,7 +125,7 @@ export class UpdateService {
     private readonly metrics: LearnerMetrics,
   ) {
     this.codec = new EventCodec(undefined, { registry: config.schemaRegistry });
-    this.recorder = new RunRecorder({ store, backend: backend.name, codeVersion: config.codeVersion });
+    this.recorder = new RunRecorder({ store, backend: backendLabel(backend), codeVersion: config.codeVersion });
   }
 
   /** Applies one mini-batch (serialised: concurrent calls run one after another). */

@@ -1,4 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
+import { srpoKernelAvailable } from './srpo-kernels';
 
 /**
  * Single native TensorFlow kernels for steps that tfjs would otherwise run as
@@ -179,6 +180,19 @@ export function batchMatMul<T extends tf.Tensor>(a: T, b: T, adjA = false, adjB 
 export function rowMean(x: tf.Tensor2D, meanCol: tf.Tensor2D, composite = false): tf.Tensor2D {
   if (!composite && native() === undefined && webgpuActive()) return tf.mean(x, 1, true) as tf.Tensor2D;
   return matMul2d(x, meanCol, false, false, composite);
+}
+
+/**
+ * GELU (tanh form) and its derivative, `[y, y′]`, in one pass over x: the project's fused kernel
+ * `SrpoGeluWithDerivative` (libs/policy/native/srpo-kernels.cc). Undefined where it is not
+ * available (another backend, the addon not built, or `composite`): the caller then takes its
+ * composite form. Tape-free like {@link matMul2d}.
+ */
+export function geluWithDerivative(x: tf.Tensor, composite = false): { y: tf.Tensor; dydx: tf.Tensor } | undefined {
+  const be = composite ? undefined : native();
+  if (!be || !srpoKernelAvailable('SrpoGeluWithDerivative')) return undefined;
+  const [y, dydx] = be.executeMultipleOutputs('SrpoGeluWithDerivative', [], [x], 2);
+  return { y, dydx };
 }
 
 /** `dy · y · (1 − y)` where y = sigmoid(x): the sigmoid gradient from its output. Native: `SigmoidGrad`. */

@@ -5,6 +5,7 @@ import { ErrorCode, initTfBackend, SrpoError } from '@srpo/core';
 import { createKafka, EventCodec } from '@srpo/events';
 import { AuditStore, type UpdateDetail } from '@srpo/store';
 import { CliConfig } from '../cli-config';
+import { backendLabel } from '@srpo/policy';
 
 interface AuditOptions {
   json: boolean;
@@ -37,7 +38,7 @@ export function auditCommand(config: () => CliConfig): Command {
       const report = await withService(
         cfg,
         {
-          backend: backend.name,
+          backend: backendLabel(backend),
           kafka: true,
           checkpointDir: opts.checkpointDir ? path.resolve(opts.checkpointDir) : cfg.checkpointDir,
           sourcePrefix: opts.sourcePrefix,

@@ -14,7 +14,7 @@ import {
   type OfflineReport,
   type TaskInferrer,
 } from '@srpo/offline';
-import type { Policy } from '@srpo/policy';
+import { backendLabel, type Policy } from '@srpo/policy';
 import { AuditStore } from '@srpo/store';
 import { DemoEnvTaskInferrer } from '@srpo/workflows';
 import { CliConfig } from '../cli-config';
@@ -114,7 +114,7 @@ export function offlineCommand(config: () => CliConfig): Command {
           stepRule,
           trainOn: opts.allActions ? 'all' : 'policy',
           sft: { steps, batchSize, lr, seed },
-          backend: backend.name,
+          backend: backendLabel(backend),
           codeVersion: codeVersion(),
           onProgress: bar,
         });

@@ -7,6 +7,7 @@ import { AuditStore } from '@srpo/store';
 import type { RematerializeProgress } from '@srpo/materializer';
 import { ReplayService, type ReplayOverrides, type ReplayReport } from '@srpo/audit';
 import { CliConfig } from '../cli-config';
+import { backendLabel } from '@srpo/policy';
 
 interface ReplayCliOptions {
   run: string;
@@ -55,7 +56,7 @@ export function replayCommand(config: () => CliConfig): Command {
         const svc = new ReplayService({
           store,
           kafka: createKafka(cfg.kafka),
-          backend: backend.name,
+          backend: backendLabel(backend),
           checkpointDir: cfg.checkpointDir,
           codec: new EventCodec(undefined, { registry: cfg.schemaRegistry }),
         });

@@ -1,0 +1,92 @@
+import { existsSync } from 'node:fs';
+import * as path from 'node:path';
+import { errorMessage, Logger } from '@srpo/core';
+
+/**
+ * The project's own TensorFlow kernels (libs/policy/native/srpo-kernels.cc): fused CPU kernels
+ * for the learner's hot spots, registered into the process's libtensorflow by a Node addon and
+ * run by tfjs-node's backend like TensorFlow's own ops.
+ *
+ * `npm run setup` builds the addon (scripts/build-native-kernels.sh). Where it is not built, or
+ * cannot load (no AVX2/FMA, another TensorFlow), the learner takes the composite paths: the same
+ * function, more passes over memory, different float rounding. Because the rounding differs, an
+ * update's recorded backend names the kernel set ({@link backendLabel}), so that audit and
+ * replay tell "other kernels" from "other inputs".
+ */
+export interface SrpoKernelsStatus {
+  loaded: boolean;
+  /** Kernel-set version (`SRPO_KERNELS_VERSION` of the source). */
+  version?: number;
+  /** The TensorFlow op names it registered. */
+  ops: readonly string[];
+  /** The addon file, when found. */
+  file?: string;
+  /** Why it is not loaded. */
+  reason?: string;
+}
+
+interface AddonExports {
+  version: number;
+  ops: string[];
+}
+
+/** The kernel set this code expects (`SRPO_KERNELS_VERSION` in srpo-kernels.cc); a build of another version is stale. */
+export const SRPO_KERNELS_VERSION = 1;
+
+const log = new Logger('srpo-kernels');
+let status: SrpoKernelsStatus | undefined;
+let enabled = true;
+
+/** Where the build puts the addon, seen from libs/policy/src (ts-jest) and from dist/libs/policy/src. */
+function candidates(): string[] {
+  return [path.resolve(__dirname, '../native/build/srpo_kernels.node'), path.resolve(__dirname, '../../../../libs/policy/native/build/srpo_kernels.node')];
+}
+
+/**
+ * Loads the addon once per process; later calls return the first outcome. Call it only with
+ * tfjs-node's backend active: the addon registers into the libtensorflow that backend loaded.
+ * A failure to load is reported once, as a warning, and is not an error: the composite paths remain.
+ */
+export function loadSrpoKernels(): SrpoKernelsStatus {
+  if (status) return status;
+  const file = candidates().find((f) => existsSync(f));
+  if (!file) {
+    status = { loaded: false, ops: [], reason: 'not built (run npm run setup, or bash scripts/build-native-kernels.sh)' };
+    log.warn('fused kernels not built; the learner uses the composite paths', { reason: status.reason });
+    return status;
+  }
+  try {
+    const addon = require(file) as AddonExports;
+    if (addon.version !== SRPO_KERNELS_VERSION) {
+      status = { loaded: false, ops: [], file, version: addon.version, reason: `stale build: kernel set ${addon.version}, this code expects ${SRPO_KERNELS_VERSION} (run npm run build:native)` };
+      log.warn('fused kernels not used; the learner uses the composite paths', { file, reason: status.reason });
+      return status;
+    }
+    status = { loaded: true, version: addon.version, ops: [...addon.ops], file };
+  } catch (e) {
+    status = { loaded: false, ops: [], file, reason: errorMessage(e) };
+    log.warn('fused kernels could not load; the learner uses the composite paths', { file, reason: status.reason });
+  }
+  return status;
+}
+
+/** Process-wide switch (bench A/B, or a team that wants TensorFlow's kernels only). Default on. */
+export function configureSrpoKernels(next: { enabled?: boolean }): { enabled: boolean } {
+  if (next.enabled !== undefined) enabled = next.enabled;
+  return { enabled };
+}
+
+/** True when `op` is registered and the fused kernels are switched on. Loads the addon on first use. */
+export function srpoKernelAvailable(op: string): boolean {
+  return enabled && loadSrpoKernels().ops.includes(op);
+}
+
+/**
+ * The backend name an update is recorded with: `tensorflow+srpo-kernels.<version>` when the
+ * fused kernels compute on tfjs-node's backend, else the backend's own name.
+ */
+export function backendLabel(backend: { name: string }): string {
+  if (backend.name !== 'tensorflow' || !enabled) return backend.name;
+  const s = loadSrpoKernels();
+  return s.loaded ? `tensorflow+srpo-kernels.${s.version ?? 0}` : backend.name;
+}
