@@ -46,7 +46,7 @@ mkdir -p "$out"
 tmp="$out/srpo_kernels.node.tmp.$$"
 trap 'rm -f "$tmp"' EXIT
 # -mavx2 -mfma: the addon refuses to load on CPUs without them (checked at load).
-# -ffast-math: lets GCC call glibc's vectorised expf; the kernels handle their edge cases explicitly.
+# -ffast-math: lets GCC vectorise the kernels' loops; the kernels handle their edge cases explicitly.
 "${CXX:-g++}" -std=c++17 -O3 -ffast-math -mavx2 -mfma -fPIC -shared -fvisibility=hidden \
   -I"$node_include" -I"$deps/include" -I"$src" \
   "$src/srpo-kernels.cc" -o "$tmp" \

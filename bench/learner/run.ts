@@ -58,6 +58,8 @@ interface SideResult {
   opProfile?: OpTime[] | null;
   /** tfjs `--profile-ops`: step time outside native op calls (JavaScript, tape, GC). */
   outsideOpsMs?: number;
+  /** tfjs `--profile-ops`: native op calls per step. */
+  opsPerStep?: number;
   [key: string]: unknown;
 }
 
@@ -218,6 +220,7 @@ async function worker(args: Args): Promise<void> {
     tensorsLeaked: tf.memory().numTensors - tensorsBefore,
     opProfile: profile?.ops,
     outsideOpsMs: profile?.outsideOpsMs,
+    opsPerStep: profile?.opsPerStep,
     kernels: backend !== 'tensorflow' ? undefined : !args.fused ? 'fused kernels off (--no-fused)' : fusedKernels(loadSrpoKernels()),
   };
   process.stdout.write(JSON.stringify(result) + '\n');
@@ -369,7 +372,7 @@ function opTables(ran: Side[]): string[] {
   for (const s of ran) {
     const r = median(s.results);
     if (!r.opProfile) continue;
-    const outside = r.outsideOpsMs === undefined ? '' : `; outside native ops (JavaScript, tape, GC): ${r.outsideOpsMs.toFixed(1)} ms`;
+    const outside = r.outsideOpsMs === undefined ? '' : `; ${Math.round(r.opsPerStep ?? 0)} native ops; outside them (JavaScript, tape, GC): ${r.outsideOpsMs.toFixed(1)} ms`;
     out.push(`${s.label} ops by time per step (step ${r.msPerStep.toFixed(1)} ms${outside}):`);
     for (const o of r.opProfile.slice(0, 15)) out.push(`  ${o.op.slice(0, 48).padEnd(50)}${o.callsPerStep.toFixed(1).padStart(7)} calls${o.msPerStep.toFixed(2).padStart(9)} ms`);
   }

@@ -2,7 +2,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { pathToFileURL } from 'url';
 import { ErrorCode, initTfBackend, Logger, SrpoError } from '@srpo/core';
-import { loadCheckpoint, Policy, weightsHash, loadSrpoKernels } from '@srpo/policy';
+import { loadCheckpoint, loadSrpoKernels, Policy, SRPO_KERNELS_VERSION, weightsHash } from '@srpo/policy';
 import { EventCodec, SchemaRegistryClient, type AgentOutput } from '@srpo/events';
 import { AuditStore } from '@srpo/store';
 import { InMemoryEventsPublisher, TfPolicyTrainer } from '@srpo/trainer';
@@ -178,7 +178,7 @@ describe('UpdateService on SQLite with a real tiny policy', () => {
       weightsHashAfter: afterHash,
       seed: SEED,
       // The recorded backend names the fused kernels when they computed the step.
-      backend: loadSrpoKernels().loaded ? 'tensorflow+srpo-kernels.1' : 'tensorflow',
+      backend: loadSrpoKernels().loaded ? `tensorflow+srpo-kernels.${SRPO_KERNELS_VERSION}` : 'tensorflow',
       codeVersion: 'test-code',
       checkpointUri: pathToFileURL(ckptDir).href,
       committedAtMs: NOW,

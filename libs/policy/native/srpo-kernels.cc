@@ -8,33 +8,64 @@
 // TensorFlow's own. The C API is ABI-stable, so the addon builds against the headers tfjs-node
 // ships, whatever libtensorflow version was installed.
 //
-// Why one thread: these kernels run on the calling thread. A second thread pool beside
-// TensorFlow's would fight it for the cores (measured: docs/benchmarks.md, #21).
+// Threads: a kernel splits its rows into one contiguous chunk per core, always the same chunk to
+// the same thread (OpenMP's static schedule), so that between the ops of a step a row's data
+// stays in one core's cache; TensorFlow's own pool hands blocks to whichever thread is free,
+// which measured 3x slower on 1 MB arrays (docs/benchmarks.md, #21). The workers sleep between
+// calls instead of spinning, so they do not take cores from TensorFlow's threads.
 //
-// Numerics: float32 in and out, float32 arithmetic, vectorised exp (glibc's libmvec, hence
-// -ffast-math in the build). Every kernel states its edge cases; its spec checks it against a
-// float64 evaluation of the formula.
+// Numerics: float32 in and out, float32 arithmetic, an inlined exp within 2 ulp (below), and
+// -ffast-math so that GCC vectorises the loops (reassociated sums, min/max selects). Every
+// kernel states its edge cases; its spec checks it against a float64 evaluation of the formula.
 #include <node_api.h>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
 #include "tf-kernel-api.h"
 
-#define SRPO_KERNELS_VERSION 1
+#define SRPO_KERNELS_VERSION 3
 
 namespace {
 
-// --- GELU (tanh form) with its derivative -------------------------------------------------
+// --- exp ----------------------------------------------------------------------------------
+// exp(x) in float32 for x in [−87, 88], within 2 ulp: Cephes' expf (range reduction by ln 2 in
+// two parts, a degree-5 polynomial, the power of two put into the exponent bits). Inlined, so
+// GCC vectorises the loops that call it without a libm call (which spills every vector
+// register). Callers keep x in range (below −87 they use 0: 2^n would leave the normal floats).
+inline float exp_in_range(float x) {
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  return y * scale;
+}
+
+// --- GELU (tanh form) and its backward -----------------------------------------------------
 // y = x·σ(v), v = 2c(x + a x³) (= x·½(1 + tanh u), u = v/2), and
 // y' = σ(v) + x·σ(v)(1 − σ(v))·2c(1 + 3a x²): the same function and derivative as
-// transformer-ops.ts's composite gelu, in one pass that reads x once and writes y and y'.
+// transformer-ops.ts's composite gelu. The forward writes y only; the backward recomputes σ
+// from x (cheaper than writing and keeping y′: these kernels are bound by memory traffic).
 // Edge cases: σ(v) is taken as exactly 0 for v ≤ −80 and 1 for v ≥ 80 (float32's σ rounds
-// to 1 from v ≈ 17 and underflows below v ≈ −88; expf then stays finite), so y = −0 and y′ = 0
-// for x below about −9.4, and y = x, y′ = 1 above about 9.4. The derivative's x³ term uses x
-// clamped to ±10, where σ(1 − σ) has vanished, so x³ cannot overflow: every finite x gives a
-// finite y and y′ (the composite form gives NaN for |x| > ~1e13). A NaN x gives NaN y and y′
-// (tested by its bits: -ffast-math may not keep x != x).
+// to 1 from v ≈ 17 and underflows below v ≈ −88), so y = −0 and y′ = 0 for x below about
+// −9.4, and y = x, y′ = 1 above about 9.4. The derivative's x³ term uses x clamped to ±10,
+// where σ(1 − σ) has vanished, so x³ cannot overflow: every finite x gives a finite y and y′
+// (the composite form gives NaN for |x| > ~1e13). A NaN x gives NaN y and y′ (tested by its
+// bits: -ffast-math may not keep x != x).
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/π)
 constexpr float kGeluA = 0.044715f;
 
@@ -44,26 +75,200 @@ inline bool is_nan_bits(float x) {
   return (b & 0x7fffffffu) > 0x7f800000u;
 }
 
-void gelu_with_derivative(const float* x, float* y, float* dydx, int64_t n) {
-  const float c2 = 2 * kGeluC, c2a = 2 * kGeluC * kGeluA, c6a = 6 * kGeluC * kGeluA;
-  for (int64_t i = 0; i < n; i++) {
+// σ(v) with its saturation, and e = exp(−v) for the derivative.
+inline float gelu_sigma(float xi, float* e_out) {
+  const float v = xi * (2 * kGeluC * kGeluA * xi * xi + 2 * kGeluC);
+  const float vc = v < -80.f ? -80.f : (v > 80.f ? 80.f : v);
+  const float e = exp_in_range(-vc);
+  *e_out = e;
+  const float sigma = 1.0f / (1.0f + e);
+  return v <= -80.f ? 0.f : (v >= 80.f ? 1.f : sigma);
+}
+
+void gelu_forward(const float* __restrict x, float* __restrict y, int64_t lo, int64_t hi) {
+  for (int64_t i = lo; i < hi; i++) {
     const float xi = x[i];
-    const float x2 = xi * xi;
-    const float v = xi * (c2a * x2 + c2);
-    const float vc = v < -80.f ? -80.f : (v > 80.f ? 80.f : v);
-    const float e = expf(-vc);
-    const float sigma = 1.0f / (1.0f + e);
-    const float s = v <= -80.f ? 0.f : (v >= 80.f ? 1.f : sigma);
-    const float xd = xi < -10.f ? -10.f : (xi > 10.f ? 10.f : xi);
-    const float xdv = xd * (c6a * xd * xd + c2);
-    y[i] = xi * s;
-    // σ(1 − σ) as e·σ² (e = exp(−v)): 1 − σ would cancel to a few digits where σ is near 1.
-    dydx[i] = s + (e * sigma) * sigma * xdv;
-  }
-  for (int64_t i = 0; i < n; i++) {
-    if (is_nan_bits(x[i])) y[i] = dydx[i] = x[i];
+    float e;
+    const float s = gelu_sigma(xi, &e);
+    y[i] = is_nan_bits(xi) ? xi : xi * s;
   }
 }
+
+void gelu_backward(const float* __restrict x, const float* __restrict dy, float* __restrict dx, int64_t lo, int64_t hi) {
+  const float c2 = 2 * kGeluC, c6a = 6 * kGeluC * kGeluA;
+  for (int64_t i = lo; i < hi; i++) {
+    const float xi = x[i];
+    float e;
+    const float s = gelu_sigma(xi, &e);
+    const float sigma = 1.0f / (1.0f + e);
+    const float xd = xi < -10.f ? -10.f : (xi > 10.f ? 10.f : xi);
+    const float xdv = xd * (c6a * xd * xd + c2);
+    // σ(1 − σ) as e·σ² (e = exp(−v)): 1 − σ would cancel to a few digits where σ is near 1.
+    const float d = s + (e * sigma) * sigma * xdv;
+    dx[i] = is_nan_bits(xi) ? xi : dy[i] * d;
+  }
+}
+
+// --- Layer-norm statistics and their backward --------------------------------------------
+// Forward, per row of x [N, D]: μ = Σx/D, σ² = Σ(x − μ)²/D (biased), r = 1/√(σ² + eps),
+// x̂ = (x − μ)·r. Outputs x̂ [N, D] and r [N, 1]: what transformer-ops.ts's normLinear forms
+// from five ops. Two passes over a row that sits in L1 (two-pass variance, not E[x²] − μ²,
+// which cancels).
+// Backward, per row, given x̂, r and dx̂ (row-centred: normLinear centres its folded weight,
+// so Σdx̂ = 0 and that term of the layer-norm gradient is dropped, as in the composite):
+// p = Σ(dx̂·x̂)/D, dx = (dx̂ − x̂·p)·r.
+// Edge cases: a constant row has σ² = 0 and r = 1/√eps (eps > 0 is required by the op);
+// D = 0 gives empty outputs.
+void layer_norm_rows(const float* x, float* xhat, float* rstd, int64_t n, int64_t d, float eps) {
+  for (int64_t r = 0; r < n; r++) {
+    const float* xr = x + r * d;
+    float* yr = xhat + r * d;
+    float sum = 0.f;
+    for (int64_t j = 0; j < d; j++) sum += xr[j];
+    const float mean = sum / static_cast<float>(d);
+    float sq = 0.f;
+    for (int64_t j = 0; j < d; j++) {
+      const float c = xr[j] - mean;
+      sq += c * c;
+    }
+    const float rs = 1.0f / std::sqrt(sq / static_cast<float>(d) + eps);
+    for (int64_t j = 0; j < d; j++) yr[j] = (xr[j] - mean) * rs;
+    rstd[r] = rs;
+  }
+}
+
+void layer_norm_grad_rows(const float* dxhat, const float* xhat, const float* rstd, float* dx, int64_t n, int64_t d) {
+  for (int64_t r = 0; r < n; r++) {
+    const float* g = dxhat + r * d;
+    const float* h = xhat + r * d;
+    float dot = 0.f;
+    for (int64_t j = 0; j < d; j++) dot += g[j] * h[j];
+    const float p = dot / static_cast<float>(d);
+    const float rs = rstd[r];
+    float* o = dx + r * d;
+    for (int64_t j = 0; j < d; j++) o[j] = (g[j] - h[j] * p) * rs;
+  }
+}
+
+// --- Masked softmax over the last axis, and its backward ---------------------------------
+// Forward, per row of s [..., T, K] with an additive mask m [T, K] (0 or a large negative)
+// broadcast over the leading axes: p = softmax(s + m), max-subtracted. Backward, per row:
+// ds = p ∘ (dp − Σ dp∘p). Edge cases: a row whose every entry is −inf (or masked to it) gives
+// NaN, as TensorFlow's Softmax does; a masked entry of −1e9 gives exactly 0.
+void masked_softmax_rows(const float* s, const float* mask, float* p, int64_t lo, int64_t hi, int64_t t, int64_t k) {
+  for (int64_t r = lo; r < hi; r++) {
+    const float* sr = s + r * k;
+    const float* mr = mask + (r % t) * k;
+    float* pr = p + r * k;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < k; j++) {
+      const float v = sr[j] + mr[j];
+      pr[j] = v;
+      mx = v > mx ? v : mx;
+    }
+    float sum = 0.f;
+    for (int64_t j = 0; j < k; j++) {
+      const float z = pr[j] - mx;  // <= 0
+      const float e = z < -87.f ? 0.f : exp_in_range(z < -87.f ? -87.f : z);
+      pr[j] = e;
+      sum += e;
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < k; j++) pr[j] *= inv;
+  }
+}
+
+void softmax_grad_rows(const float* p, const float* dp, float* ds, int64_t rows, int64_t k) {
+  for (int64_t r = 0; r < rows; r++) {
+    const float* pr = p + r * k;
+    const float* gr = dp + r * k;
+    float dot = 0.f;
+    for (int64_t j = 0; j < k; j++) dot += gr[j] * pr[j];
+    float* o = ds + r * k;
+    for (int64_t j = 0; j < k; j++) o[j] = pr[j] * (gr[j] - dot);
+  }
+}
+
+// --- A static-schedule pool ---------------------------------------------------------------
+
+class StaticPool {
+ public:
+  explicit StaticPool(int chunks) : chunks_(chunks < 1 ? 1 : chunks) {
+    for (int w = 1; w < chunks_; w++) workers_.emplace_back([this, w] { work(w); });
+  }
+  int chunks() const { return chunks_; }
+
+  // Runs fn(lo, hi) over [0, total) in chunks() contiguous pieces, piece 0 on the calling
+  // thread; returns when all are done. `align` rounds inner boundaries down to a multiple (a
+  // cache line of floats for flat arrays, 1 for rows). Small totals run inline.
+  void run(int64_t total, int64_t align, int64_t inline_below, const std::function<void(int64_t, int64_t)>& fn) {
+    if (chunks_ == 1 || total < inline_below) {
+      if (total > 0) fn(0, total);
+      return;
+    }
+    std::lock_guard<std::mutex> one_call(call_);
+    {
+      std::lock_guard<std::mutex> l(m_);
+      fn_ = &fn;
+      total_ = total;
+      align_ = align;
+      pending_ = chunks_ - 1;
+      generation_++;
+    }
+    wake_.notify_all();
+    chunk(0, fn);
+    std::unique_lock<std::mutex> l(m_);
+    done_.wait(l, [this] { return pending_ == 0; });
+    fn_ = nullptr;
+  }
+
+ private:
+  void chunk(int c, const std::function<void(int64_t, int64_t)>& fn) const {
+    const auto edge = [this](int i) {
+      if (i >= chunks_) return total_;
+      const int64_t e = total_ * i / chunks_;
+      return e - e % align_;
+    };
+    const int64_t lo = edge(c), hi = edge(c + 1);
+    if (hi > lo) fn(lo, hi);
+  }
+  void work(int w) {
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int64_t, int64_t)>* fn;
+      {
+        std::unique_lock<std::mutex> l(m_);
+        wake_.wait(l, [&] { return generation_ != seen; });
+        seen = generation_;
+        fn = fn_;
+      }
+      chunk(w, *fn);
+      std::lock_guard<std::mutex> l(m_);
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  const int chunks_;
+  std::mutex call_;
+  std::mutex m_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  int64_t total_ = 0;
+  int64_t align_ = 1;
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  std::vector<std::thread> workers_;
+};
+
+// One pool per process, never destroyed: its sleeping workers end with the process.
+StaticPool& pool() {
+  static StaticPool* p = new StaticPool(static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency()))));
+  return *p;
+}
+
+constexpr int64_t kLine = 16;           // floats per 64-byte cache line
+constexpr int64_t kInlineBelow = 32768;  // elements: below this, waking a worker costs more than it saves
 
 // --- Kernel plumbing ----------------------------------------------------------------------
 
@@ -71,51 +276,181 @@ void* no_state(TF_OpKernelConstruction*) { return nullptr; }
 void no_delete(void*) {}
 void unknown_shape(TF_ShapeInferenceContext* ctx, TF_Status* status) { TF_ShapeInferenceContextSetUnknownShape(ctx, status); }
 
-void fail(TF_OpKernelContext* ctx, TF_Status* status, const char* message) {
-  TF_SetStatus(status, TF_INVALID_ARGUMENT, message);
-  TF_OpKernelContext_Failure(ctx, status);
-}
-
-// SrpoGeluWithDerivative(x: float) -> (y: float, dydx: float), any shape.
-void gelu_compute(void*, TF_OpKernelContext* ctx) {
-  TF_Status* status = TF_NewStatus();
-  TF_Tensor* x = nullptr;
-  TF_Tensor* y = nullptr;
-  TF_Tensor* d = nullptr;
-  TF_GetInput(ctx, 0, &x, status);
-  if (TF_GetCode(status) != TF_OK) {
-    TF_OpKernelContext_Failure(ctx, status);
-  } else if (TF_TensorType(x) != TF_FLOAT) {
-    fail(ctx, status, "SrpoGeluWithDerivative: x must be float32");
-  } else {
-    const int rank = TF_NumDims(x);
-    int64_t dims[16];
-    if (rank > 16) {
-      fail(ctx, status, "SrpoGeluWithDerivative: x has more than 16 dimensions");
-    } else {
-      for (int i = 0; i < rank; i++) dims[i] = TF_Dim(x, i);
-      const int64_t n = TF_TensorElementCount(x);
-      y = TF_AllocateOutput(ctx, 0, TF_FLOAT, dims, rank, n * sizeof(float), status);
-      if (TF_GetCode(status) == TF_OK) d = TF_AllocateOutput(ctx, 1, TF_FLOAT, dims, rank, n * sizeof(float), status);
-      if (TF_GetCode(status) != TF_OK) TF_OpKernelContext_Failure(ctx, status);
-      else if (n > 0) gelu_with_derivative(static_cast<const float*>(TF_TensorData(x)), static_cast<float*>(TF_TensorData(y)), static_cast<float*>(TF_TensorData(d)), n);
+// One kernel call: its float32 inputs, the outputs it allocates, and every handle released at
+// the end of the scope. After a failure (ok() is false) the kernel returns without computing;
+// TensorFlow then raises the message, which names the op, to the caller.
+class Call {
+ public:
+  Call(TF_OpKernelContext* ctx, const char* op, int inputs) : ctx_(ctx), op_(op), status_(TF_NewStatus()), n_in_(inputs) {
+    for (int i = 0; i < n_in_ && ok_; i++) {
+      TF_GetInput(ctx_, i, &in_[i], status_);
+      if (TF_GetCode(status_) != TF_OK) fail_status();
+      else if (TF_TensorType(in_[i]) != TF_FLOAT) fail("inputs must be float32");
     }
   }
-  if (x) TF_DeleteTensor(x);
-  if (y) TF_DeleteTensor(y);
-  if (d) TF_DeleteTensor(d);
+  ~Call() {
+    for (TF_Tensor* t : in_) if (t) TF_DeleteTensor(t);
+    for (TF_Tensor* t : out_) if (t) TF_DeleteTensor(t);
+    TF_DeleteStatus(status_);
+  }
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  bool ok() const { return ok_; }
+  int rank(int i) const { return TF_NumDims(in_[i]); }
+  int64_t dim(int i, int d) const { return TF_Dim(in_[i], d < 0 ? rank(i) + d : d); }
+  int64_t size(int i) const { return TF_TensorElementCount(in_[i]); }
+  const float* data(int i) const { return static_cast<const float*>(TF_TensorData(in_[i])); }
+
+  // Output `index` with the shape of input `like`, or with `dims`.
+  float* out_like(int index, int like) {
+    int64_t dims[kMaxRank];
+    const int r = rank(like);
+    if (r > kMaxRank) return fail("more than 8 dimensions"), nullptr;
+    for (int d = 0; d < r; d++) dims[d] = TF_Dim(in_[like], d);
+    return out(index, dims, r);
+  }
+  float* out(int index, const int64_t* dims, int r) {
+    if (!ok_) return nullptr;
+    int64_t n = 1;
+    for (int d = 0; d < r; d++) n *= dims[d];
+    out_[index] = TF_AllocateOutput(ctx_, index, TF_FLOAT, dims, r, static_cast<size_t>(n) * sizeof(float), status_);
+    if (TF_GetCode(status_) != TF_OK) return fail_status(), nullptr;
+    return static_cast<float*>(TF_TensorData(out_[index]));
+  }
+  void fail(const char* message) {
+    if (!ok_) return;
+    char text[256];
+    snprintf(text, sizeof text, "%s: %s", op_, message);
+    TF_SetStatus(status_, TF_INVALID_ARGUMENT, text);
+    fail_status();
+  }
+
+ private:
+  static constexpr int kMaxRank = 8;
+  void fail_status() {
+    ok_ = false;
+    TF_OpKernelContext_Failure(ctx_, status_);
+  }
+  TF_OpKernelContext* ctx_;
+  const char* op_;
+  TF_Status* status_;
+  int n_in_;
+  bool ok_ = true;
+  TF_Tensor* in_[4] = {nullptr, nullptr, nullptr, nullptr};
+  TF_Tensor* out_[4] = {nullptr, nullptr, nullptr, nullptr};
+};
+
+// SrpoGelu(x) -> y, any shape.
+void gelu_compute(void*, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoGelu", 1);
+  float* y = c.out_like(0, 0);
+  if (!c.ok()) return;
+  const float* x = c.data(0);
+  pool().run(c.size(0), kLine, kInlineBelow, [&](int64_t lo, int64_t hi) { gelu_forward(x, y, lo, hi); });
+}
+
+// SrpoGeluGrad(x, dy) -> dx, x and dy of one shape.
+void gelu_grad_compute(void*, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoGeluGrad", 2);
+  if (c.ok() && c.size(0) != c.size(1)) c.fail("x and dy must have the same shape");
+  float* dx = c.out_like(0, 0);
+  if (!c.ok()) return;
+  const float* x = c.data(0);
+  const float* dy = c.data(1);
+  pool().run(c.size(0), kLine, kInlineBelow, [&](int64_t lo, int64_t hi) { gelu_backward(x, dy, dx, lo, hi); });
+}
+
+// Attribute `eps` of SrpoLayerNorm, read once per kernel instance.
+struct Eps {
+  float eps;
+};
+void* eps_create(TF_OpKernelConstruction* ctx) {
+  TF_Status* status = TF_NewStatus();
+  float eps = 0.f;
+  TF_OpKernelConstruction_GetAttrFloat(ctx, "eps", &eps, status);
+  if (TF_GetCode(status) == TF_OK && !(eps > 0.f && std::isfinite(eps))) TF_SetStatus(status, TF_INVALID_ARGUMENT, "SrpoLayerNorm: eps must be a finite number > 0");
+  if (TF_GetCode(status) != TF_OK) TF_OpKernelConstruction_Failure(ctx, status);
   TF_DeleteStatus(status);
+  return new Eps{eps};
+}
+void eps_delete(void* p) { delete static_cast<Eps*>(p); }
+
+// SrpoLayerNorm(x [N, D]; eps) -> (xhat [N, D], rstd [N, 1]).
+void layer_norm_compute(void* state, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoLayerNorm", 1);
+  if (c.ok() && c.rank(0) != 2) c.fail("x must be [N, D]");
+  if (!c.ok()) return;
+  const int64_t n = c.dim(0, 0), d = c.dim(0, 1);
+  const int64_t col[2] = {n, 1};
+  float* xhat = c.out_like(0, 0);
+  float* rstd = c.out(1, col, 2);
+  if (!c.ok() || d == 0) return;
+  const float* x = c.data(0);
+  const float eps = static_cast<Eps*>(state)->eps;
+  pool().run(n, 1, kInlineBelow / d + 1, [&](int64_t lo, int64_t hi) { layer_norm_rows(x + lo * d, xhat + lo * d, rstd + lo, hi - lo, d, eps); });
+}
+
+// SrpoLayerNormGrad(dxhat [N, D], xhat [N, D], rstd [N, 1]) -> dx [N, D].
+void layer_norm_grad_compute(void*, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoLayerNormGrad", 3);
+  if (c.ok() && (c.rank(0) != 2 || c.rank(1) != 2 || c.rank(2) != 2 || c.dim(1, 0) != c.dim(0, 0) || c.dim(1, 1) != c.dim(0, 1) ||
+                 c.dim(2, 0) != c.dim(0, 0) || c.dim(2, 1) != 1))
+    c.fail("dxhat and xhat must be [N, D] and rstd [N, 1]");
+  if (!c.ok()) return;
+  float* dx = c.out_like(0, 0);
+  if (!c.ok() || c.size(0) == 0) return;
+  const int64_t n = c.dim(0, 0), d = c.dim(0, 1);
+  const float *g = c.data(0), *h = c.data(1), *r = c.data(2);
+  pool().run(n, 1, kInlineBelow / d + 1, [&](int64_t lo, int64_t hi) { layer_norm_grad_rows(g + lo * d, h + lo * d, r + lo, dx + lo * d, hi - lo, d); });
+}
+
+// SrpoMaskedSoftmax(scores [..., T, K], mask [T, K]) -> p [..., T, K].
+void masked_softmax_compute(void*, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoMaskedSoftmax", 2);
+  if (c.ok() && (c.rank(0) < 2 || c.rank(1) != 2 || c.dim(0, -2) != c.dim(1, 0) || c.dim(0, -1) != c.dim(1, 1)))
+    c.fail("scores must be [..., T, K] and mask [T, K]");
+  if (!c.ok()) return;
+  float* p = c.out_like(0, 0);
+  const int64_t k = c.dim(0, -1), t = c.dim(0, -2);
+  if (!c.ok() || c.size(0) == 0) return;
+  const float *sc = c.data(0), *m = c.data(1);
+  pool().run(c.size(0) / k, 1, kInlineBelow / k + 1, [&](int64_t lo, int64_t hi) { masked_softmax_rows(sc, m, p, lo, hi, t, k); });
+}
+
+// SrpoSoftmaxGrad(p [..., K], dp [..., K]) -> ds [..., K].
+void softmax_grad_compute(void*, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoSoftmaxGrad", 2);
+  if (c.ok()) {
+    bool same = c.rank(0) == c.rank(1) && c.rank(0) >= 1;
+    for (int d = 0; same && d < c.rank(0); d++) same = c.dim(0, d) == c.dim(1, d);
+    if (!same) c.fail("p and dp must have the same shape, of rank >= 1");
+  }
+  if (!c.ok()) return;
+  float* ds = c.out_like(0, 0);
+  const int64_t k = c.dim(0, -1);
+  if (!c.ok() || c.size(0) == 0) return;
+  const float *pp = c.data(0), *dp = c.data(1);
+  pool().run(c.size(0) / k, 1, kInlineBelow / k + 1, [&](int64_t lo, int64_t hi) { softmax_grad_rows(pp + lo * k, dp + lo * k, ds + lo * k, hi - lo, k); });
 }
 
 struct OpSpec {
   const char* name;
   const char* inputs[4];
   const char* outputs[4];
+  const char* attrs[2];
+  void* (*create)(TF_OpKernelConstruction*);
   void (*compute)(void*, TF_OpKernelContext*);
+  void (*destroy)(void*);
 };
 
 const OpSpec kOps[] = {
-    {"SrpoGeluWithDerivative", {"x: float"}, {"y: float", "dydx: float"}, gelu_compute},
+    {"SrpoGelu", {"x: float"}, {"y: float"}, {}, no_state, gelu_compute, no_delete},
+    {"SrpoGeluGrad", {"x: float", "dy: float"}, {"dx: float"}, {}, no_state, gelu_grad_compute, no_delete},
+    {"SrpoLayerNorm", {"x: float"}, {"xhat: float", "rstd: float"}, {"eps: float"}, eps_create, layer_norm_compute, eps_delete},
+    {"SrpoLayerNormGrad", {"dxhat: float", "xhat: float", "rstd: float"}, {"dx: float"}, {}, no_state, layer_norm_grad_compute, no_delete},
+    {"SrpoMaskedSoftmax", {"scores: float", "mask: float"}, {"p: float"}, {}, no_state, masked_softmax_compute, no_delete},
+    {"SrpoSoftmaxGrad", {"p: float", "dp: float"}, {"ds: float"}, {}, no_state, softmax_grad_compute, no_delete},
 };
 
 // Registers every op and kernel; returns the first error, or nullptr.
@@ -125,10 +460,11 @@ const char* register_all(TF_Status* status) {
     TF_OpDefinitionBuilder* b = TF_NewOpDefinitionBuilder(op.name);
     for (const char* in : op.inputs) if (in) TF_OpDefinitionBuilderAddInput(b, in);
     for (const char* out : op.outputs) if (out) TF_OpDefinitionBuilderAddOutput(b, out);
+    for (const char* attr : op.attrs) if (attr) TF_OpDefinitionBuilderAddAttr(b, attr);
     TF_OpDefinitionBuilderSetShapeInferenceFunction(b, &unknown_shape);
     TF_RegisterOpDefinition(b, status);  // takes ownership of b
     if (TF_GetCode(status) == TF_OK) {
-      TF_KernelBuilder* k = TF_NewKernelBuilder(op.name, "CPU", &no_state, op.compute, &no_delete);
+      TF_KernelBuilder* k = TF_NewKernelBuilder(op.name, "CPU", op.create, op.compute, op.destroy);
       TF_RegisterKernelBuilder(op.name, k, status);  // takes ownership of k
     }
     if (TF_GetCode(status) != TF_OK) {
@@ -149,14 +485,14 @@ napi_value init(napi_env env, napi_value exports) {
   }
   // Node may load the addon twice (jest module registries); TensorFlow refuses a second
   // registration of an op, and the first one is the same code: register once per process.
+  // std::call_once: worker_threads may load it from several threads at once.
   static const char* error = nullptr;
-  static bool registered = false;
-  if (!registered) {
+  static std::once_flag once;
+  std::call_once(once, [] {
     TF_Status* status = TF_NewStatus();
     error = register_all(status);
     TF_DeleteStatus(status);
-    registered = true;
-  }
+  });
   if (error) {
     napi_throw_error(env, "SRPO_KERNELS_REGISTER", error);
     return nullptr;

@@ -20,6 +20,7 @@ int TF_NumInputs(TF_OpKernelContext* ctx);
 void TF_GetInput(TF_OpKernelContext* ctx, int i, TF_Tensor** tensor, TF_Status* status);
 void TF_OpKernelContext_Failure(TF_OpKernelContext* ctx, TF_Status* status);
 TF_Tensor* TF_AllocateOutput(TF_OpKernelContext* context, int index, TF_DataType dtype, const int64_t* dims, int num_dims, size_t len, TF_Status* status);
+void TF_OpKernelConstruction_GetAttrFloat(TF_OpKernelConstruction* ctx, const char* attr_name, float* val, TF_Status* status);
 void TF_OpKernelConstruction_GetAttrBool(TF_OpKernelConstruction* ctx, const char* attr_name, unsigned char* val, TF_Status* status);
 TF_OpDefinitionBuilder* TF_NewOpDefinitionBuilder(const char* op_name);
 void TF_RegisterOpDefinition(TF_OpDefinitionBuilder* builder, TF_Status* status);
@@ -29,4 +30,5 @@ void TF_OpDefinitionBuilderAddOutput(TF_OpDefinitionBuilder* builder, const char
 void TF_OpDefinitionBuilderSetShapeInferenceFunction(TF_OpDefinitionBuilder* builder, void (*shape_inference_func)(TF_ShapeInferenceContext* ctx, TF_Status* status));
 void TF_ShapeInferenceContextSetUnknownShape(TF_ShapeInferenceContext* ctx, TF_Status* status);
 int64_t TF_TensorElementCount(const TF_Tensor* tensor);
+void TF_OpKernelConstruction_Failure(TF_OpKernelConstruction* ctx, TF_Status* status);
 }

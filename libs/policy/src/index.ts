@@ -10,5 +10,5 @@ export * from './adam-optimizer';
 export * from './checkpoint-store';
 export * from './srpo-step';
 export { configureNativeKernels, configureWebGpuKernels, nativeKernelsActive, webgpuActive, type NativeKernelOptions, type WebGpuKernelOptions } from './native-ops';
-export { backendLabel, configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable, type SrpoKernelsStatus } from './srpo-kernels';
+export { backendLabel, configureSrpoKernels, loadSrpoKernels, SRPO_KERNELS_VERSION, srpoKernelAvailable, type SrpoKernelsStatus } from './srpo-kernels';
 export * from './hf';

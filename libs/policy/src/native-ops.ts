@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { srpoKernelAvailable } from './srpo-kernels';
+import { srpoKernelAvailable, srpoKernelRegistered } from './srpo-kernels';
 
 /**
  * Single native TensorFlow kernels for steps that tfjs would otherwise run as
@@ -183,16 +183,61 @@ export function rowMean(x: tf.Tensor2D, meanCol: tf.Tensor2D, composite = false)
 }
 
 /**
- * GELU (tanh form) and its derivative, `[y, y′]`, in one pass over x: the project's fused kernel
- * `SrpoGeluWithDerivative` (libs/policy/native/srpo-kernels.cc). Undefined where it is not
- * available (another backend, the addon not built, or `composite`): the caller then takes its
- * composite form. Tape-free like {@link matMul2d}.
+ * GELU (tanh form) in one pass over x: the project's fused kernel `SrpoGelu`
+ * (libs/policy/native/srpo-kernels.cc). Undefined where it is not available (another backend,
+ * the addon not built, switched off, or `composite`): the caller then takes its composite form.
+ * Pair it with {@link geluGrad}. Tape-free like {@link matMul2d}.
  */
-export function geluWithDerivative(x: tf.Tensor, composite = false): { y: tf.Tensor; dydx: tf.Tensor } | undefined {
+export function geluFused(x: tf.Tensor, composite = false): tf.Tensor | undefined {
   const be = composite ? undefined : native();
-  if (!be || !srpoKernelAvailable('SrpoGeluWithDerivative')) return undefined;
-  const [y, dydx] = be.executeMultipleOutputs('SrpoGeluWithDerivative', [], [x], 2);
-  return { y, dydx };
+  if (!be || !srpoKernelAvailable('SrpoGelu')) return undefined;
+  return be.executeMultipleOutputs('SrpoGelu', [], [x], 1)[0];
+}
+
+/** `dy · gelu′(x)` in one pass (`SrpoGeluGrad`), for a forward that took {@link geluFused}. */
+export function geluGrad(x: tf.Tensor, dy: tf.Tensor): tf.Tensor {
+  const be = tf.backend() as unknown as NativeBackend;
+  if (!srpoKernelRegistered('SrpoGeluGrad')) throw new Error('SrpoGeluGrad is not registered: geluGrad pairs only with a fused forward');
+  return be.executeMultipleOutputs('SrpoGeluGrad', [], [x, dy], 1)[0];
+}
+
+/**
+ * Layer-norm statistics of each row of `x` `[N, D]`: `x̂ = (x − μ)·r` and `r = 1/√(σ² + eps)`
+ * `[N, 1]` (biased variance), in one kernel (`SrpoLayerNorm`). Undefined where the fused
+ * kernels are not available; the caller then forms them from composite ops. Tape-free.
+ */
+export function layerNormStats(x: tf.Tensor2D, eps: number): { xhat: tf.Tensor2D; rstd: tf.Tensor2D } | undefined {
+  const be = native();
+  if (!be || !srpoKernelAvailable('SrpoLayerNorm')) return undefined;
+  const [xhat, rstd] = be.executeMultipleOutputs('SrpoLayerNorm', [{ name: 'eps', type: be.binding.TF_ATTR_FLOAT, value: eps }], [x], 2);
+  return { xhat: xhat as tf.Tensor2D, rstd: rstd as tf.Tensor2D };
+}
+
+/**
+ * The layer-norm backward for a row-centred `dx̂` (see normLinear): `dx = (dx̂ − x̂·mean(dx̂∘x̂))·r`
+ * per row, in one kernel (`SrpoLayerNormGrad`). Undefined where not available. Tape-free.
+ */
+export function layerNormGrad(dxhat: tf.Tensor2D, xhat: tf.Tensor2D, rstd: tf.Tensor2D): tf.Tensor2D | undefined {
+  const be = native();
+  if (!be || !srpoKernelAvailable('SrpoLayerNormGrad')) return undefined;
+  return be.executeMultipleOutputs('SrpoLayerNormGrad', [], [dxhat, xhat, rstd], 1)[0] as tf.Tensor2D;
+}
+
+/**
+ * `softmax(scores + mask)` over the last axis, the `[T, K]` mask broadcast over the leading axes,
+ * in one kernel (`SrpoMaskedSoftmax`). Undefined where not available. Tape-free.
+ */
+export function maskedSoftmax<T extends tf.Tensor>(scores: T, mask: tf.Tensor2D): T | undefined {
+  const be = native();
+  if (!be || !srpoKernelAvailable('SrpoMaskedSoftmax')) return undefined;
+  return be.executeMultipleOutputs('SrpoMaskedSoftmax', [], [scores, mask], 1)[0] as T;
+}
+
+/** The softmax backward `p ∘ (dp − Σ dp∘p)` over the last axis, in one kernel (`SrpoSoftmaxGrad`). Undefined where not available. */
+export function softmaxGrad<T extends tf.Tensor>(p: T, dp: T): T | undefined {
+  const be = native();
+  if (!be || !srpoKernelAvailable('SrpoSoftmaxGrad')) return undefined;
+  return be.executeMultipleOutputs('SrpoSoftmaxGrad', [], [p, dp], 1)[0] as T;
 }
 
 /** `dy · y · (1 − y)` where y = sigmoid(x): the sigmoid gradient from its output. Native: `SigmoidGrad`. */

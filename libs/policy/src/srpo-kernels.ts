@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import * as path from 'node:path';
-import { errorMessage, Logger } from '@srpo/core';
+import { currentBackend, errorMessage, Logger } from '@srpo/core';
 
 /**
  * The project's own TensorFlow kernels (libs/policy/native/srpo-kernels.cc): fused CPU kernels
@@ -31,7 +31,7 @@ interface AddonExports {
 }
 
 /** The kernel set this code expects (`SRPO_KERNELS_VERSION` in srpo-kernels.cc); a build of another version is stale. */
-export const SRPO_KERNELS_VERSION = 1;
+export const SRPO_KERNELS_VERSION = 3;
 
 const log = new Logger('srpo-kernels');
 let status: SrpoKernelsStatus | undefined;
@@ -49,6 +49,13 @@ function candidates(): string[] {
  */
 export function loadSrpoKernels(): SrpoKernelsStatus {
   if (status) return status;
+  // The addon links tfjs-node's libtensorflow; tfjs-node-gpu (also named `tensorflow`) loads
+  // another one, and two TensorFlow runtimes must not share a process.
+  const pkg = currentBackend()?.package;
+  if (pkg !== undefined && pkg !== '@tensorflow/tfjs-node') {
+    status = { loaded: false, ops: [], reason: `built for @tensorflow/tfjs-node's libtensorflow; the backend comes from ${pkg}` };
+    return status;
+  }
   const file = candidates().find((f) => existsSync(f));
   if (!file) {
     status = { loaded: false, ops: [], reason: 'not built (run npm run setup, or bash scripts/build-native-kernels.sh)' };
@@ -78,7 +85,15 @@ export function configureSrpoKernels(next: { enabled?: boolean }): { enabled: bo
 
 /** True when `op` is registered and the fused kernels are switched on. Loads the addon on first use. */
 export function srpoKernelAvailable(op: string): boolean {
-  return enabled && loadSrpoKernels().ops.includes(op);
+  return enabled && srpoKernelRegistered(op);
+}
+
+/**
+ * True when `op` is registered, switched on or not: a backward whose forward took a fused
+ * kernel must take its fused pair even if the switch flipped in between.
+ */
+export function srpoKernelRegistered(op: string): boolean {
+  return loadSrpoKernels().ops.includes(op);
 }
 
 /**

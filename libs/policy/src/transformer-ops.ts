@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { batchMatMul, geluWithDerivative, matMul2d, rowMean, sigmoidGrad, sumToLastAxis, targetLogProbs } from './native-ops';
+import { batchMatMul, geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, matMul2d, rowMean, sigmoidGrad, softmaxGrad, sumToLastAxis, targetLogProbs } from './native-ops';
 
 /**
  * Differentiable building blocks of the transformer, each with a hand-written
@@ -81,10 +81,8 @@ export function normLinear(
       wc = tf.mul(wc, colScale);
       c = tf.mul(c, colScale);
     }
-    // Row statistics (large, [N, D]).
-    const xc = tf.sub(xi, rowMean(xi, meanCol));
-    const rstd = tf.rsqrt(tf.add(rowMean(tf.square(xc) as tf.Tensor2D, meanCol), eps)) as tf.Tensor2D; // [N, 1]
-    const xhat = tf.mul(xc, rstd) as tf.Tensor2D;
+    // Row statistics (large, [N, D]): one fused kernel where available.
+    const { xhat, rstd } = layerNormStats(xi, eps) ?? compositeNormStats(xi, meanCol, eps);
     // colScale may be a caller temporary that is gone by the time gradients run: save it too.
     save([xhat, rstd, wc, wi, gCol, sRow, ...(colScale ? [colScale] : [])]);
     return {
@@ -94,8 +92,7 @@ export function normLinear(
         const g = dy as tf.Tensor2D;
         const dxhat = matMul2d(g, swc, false, true); // row-centred because swc is column-centred
         // dx = rstd · (dx̂ − mean(dx̂) − x̂ · mean(dx̂ ∘ x̂)), with mean(dx̂) = 0
-        const proj = rowMean(tf.mul(dxhat, sxhat) as tf.Tensor2D, meanCol); // [N, 1]
-        const dx = tf.mul(tf.sub(dxhat, tf.mul(sxhat, proj)), srstd);
+        const dx = layerNormGrad(dxhat, sxhat, srstd) ?? tf.mul(tf.sub(dxhat, tf.mul(sxhat, rowMean(tf.mul(dxhat, sxhat) as tf.Tensor2D, meanCol))), srstd);
         let dwc = matMul2d(sxhat, g, true, false); // [D, O]
         let dc = sumToLastAxis(g); // [O]
         if (sscale) {
@@ -118,6 +115,13 @@ export function normLinear(
   return (bias ? fn(x, gain, shift, w, bias) : fn(x, gain, shift, w)) as tf.Tensor2D;
 }
 
+/** Row statistics of {@link normLinear} from composite ops: `x̂ = (x − μ)·r`, `r = 1/√(σ² + eps)` `[N, 1]`. */
+function compositeNormStats(x: tf.Tensor2D, meanCol: tf.Tensor2D, eps: number): { xhat: tf.Tensor2D; rstd: tf.Tensor2D } {
+  const xc = tf.sub(x, rowMean(x, meanCol));
+  const rstd = tf.rsqrt(tf.add(rowMean(tf.square(xc) as tf.Tensor2D, meanCol), eps)) as tf.Tensor2D; // [N, 1]
+  return { xhat: tf.mul(xc, rstd) as tf.Tensor2D, rstd };
+}
+
 /** Constants {@link normLinear} needs for a width D; cache them (the model does). */
 export interface NormConstants {
   /** `[D, 1]` filled with 1/D: `x · meanCol` is the row mean, as a matrix–vector product. */
@@ -138,15 +142,16 @@ const GELU_A = 0.044715;
  * pass from the values already at hand, so the backward is one multiply and
  * only one activation-sized tensor is kept: 12 passes over the activations in
  * all, where autodiff of the textbook form records about 20. With the project's fused
- * kernel (native-ops' geluWithDerivative) y and y′ come from one pass.
+ * kernels (native-ops' geluFused and geluGrad) forward and backward are one pass each.
  */
 export function gelu(x: tf.Tensor2D, composite = false): tf.Tensor2D {
   const fn = tf.customGrad((...args: Input[]) => {
     const [xi, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
-    const fused = geluWithDerivative(xi, composite);
+    const fused = geluFused(xi, composite);
     if (fused) {
-      save([fused.dydx]);
-      return { value: fused.y as tf.Tensor2D, gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => tf.mul(dy, saved[0]) };
+      // The fused backward recomputes σ from x: nothing activation-sized is written for it.
+      save([xi]);
+      return { value: fused as tf.Tensor2D, gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => geluGrad(saved[0], dy) };
     }
     const x2 = tf.square(xi);
     const s = tf.sigmoid(tf.mul(xi, tf.add(tf.mul(x2, 2 * GELU_C * GELU_A), 2 * GELU_C))); // σ(v), v = 2u
@@ -209,7 +214,8 @@ export function causalAttention(qkv: tf.Tensor2D, mask: tf.Tensor2D, batch: numb
   const fn = tf.customGrad((...args: Input[]) => {
     const [x, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
     const [q, k, v] = tf.unstack(x.reshape([batch, t, 3, heads, dh]).transpose([2, 0, 3, 1, 4]), 0) as tf.Tensor4D[]; // [B, H, T, dh]
-    const p = tf.softmax(tf.add(batchMatMul(q, k, false, true), mask)) as tf.Tensor4D; // [B, H, T, T]
+    const scores = batchMatMul(q, k, false, true);
+    const p = maskedSoftmax(scores, mask) ?? (tf.softmax(tf.add(scores, mask)) as tf.Tensor4D); // [B, H, T, T]
     const o = batchMatMul(p, v); // [B, H, T, dh]
     save([q, k, v, p]);
     return {
@@ -220,7 +226,7 @@ export function causalAttention(qkv: tf.Tensor2D, mask: tf.Tensor2D, batch: numb
         const dv = batchMatMul(sp, dO, true, false);
         const dp = batchMatMul(dO, sv, false, true);
         // softmax backward: p ∘ (dp − Σ_j dp_j p_j)
-        const ds = tf.mul(sp, tf.sub(dp, tf.sum(tf.mul(dp, sp), -1, true))) as tf.Tensor4D;
+        const ds = softmaxGrad(sp, dp) ?? (tf.mul(sp, tf.sub(dp, tf.sum(tf.mul(dp, sp), -1, true))) as tf.Tensor4D);
         const dq = batchMatMul(ds, sk);
         const dk = batchMatMul(ds, sq, true, false);
         return tf.stack([dq, dk, dv]).transpose([1, 3, 0, 2, 4]).reshape([n, d3]);

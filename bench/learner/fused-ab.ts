@@ -1,0 +1,57 @@
+/**
+ * The project's fused TensorFlow kernels on and off, in one process (#21): the reference SRPO step
+ * in alternating blocks of 5 steps with the kernels on and off (configureSrpoKernels), so that a
+ * noisy machine slows both alike. Prints the median step time of each and the median of the
+ * per-pair ratios.
+ *
+ *   npm run build && node dist/bench/learner/fused-ab.js [--pairs 12] [--block 5]
+ */
+import { cpuDescription } from '../cpu';
+import { threadEnv } from './bench-common';
+
+function arg(name: string, fallback: number): number {
+  const i = process.argv.indexOf(name);
+  const v = i >= 0 ? Number(process.argv[i + 1]) : fallback;
+  if (!Number.isInteger(v) || v < 1) throw new Error(`${name} must be an integer >= 1`);
+  return v;
+}
+
+async function main(): Promise<void> {
+  const pairs = arg('--pairs', 12);
+  const block = arg('--block', 5);
+  // Both settings run in this process: apply the bench's thread settings before TensorFlow loads.
+  const env = threadEnv(2);
+  for (const k of ['TF_NUM_INTRAOP_THREADS', 'TF_NUM_INTEROP_THREADS', 'TF_CPP_MIN_LOG_LEVEL'] as const) process.env[k] ??= env[k];
+  const { initTfBackend } = await import('@srpo/core');
+  await initTfBackend('tensorflow');
+  const { SrpoTrainer, configureSrpoKernels, loadSrpoKernels } = await import('@srpo/policy');
+  const kernels = loadSrpoKernels();
+  if (!kernels.loaded) throw new Error(`the fused kernels are not loaded: ${kernels.reason}`);
+  const { buildWorkload, REFERENCE: w } = await import('./workload');
+  const { policy, sets } = await buildWorkload(w);
+  const trainer = new SrpoTrainer(policy, { objective: w.objective, schedule: { kind: 'constant', lr: w.lr }, maxGradNorm: w.maxGradNorm });
+  for (let i = 0; i < 5; i++) await trainer.update(sets);
+  const ms = { on: [] as number[], off: [] as number[] };
+  for (let p = 0; p < pairs; p++) {
+    for (const mode of ['on', 'off'] as const) {
+      configureSrpoKernels({ enabled: mode === 'on' });
+      await trainer.update(sets); // the first step after a switch builds its kernels
+      const t0 = process.hrtime.bigint();
+      for (let i = 0; i < block; i++) await trainer.update(sets);
+      ms[mode].push(Number(process.hrtime.bigint() - t0) / 1e6 / block);
+    }
+  }
+  configureSrpoKernels({ enabled: true });
+  const med = (v: number[]): number => [...v].sort((a, b) => a - b)[(v.length - 1) >> 1];
+  const ratios = ms.on.map((v, i) => v / ms.off[i]);
+  const c = cpuDescription();
+  console.log(`fused kernels A/B, reference workload, ${pairs} pairs of ${block}-step blocks; ${c.model}, ${c.vector}; srpo-kernels.${kernels.version}: ${kernels.ops.join(', ')}`);
+  console.log(`ms/step: fused on median ${med(ms.on).toFixed(1)}, off median ${med(ms.off).toFixed(1)}; on/off per pair: median ${med(ratios).toFixed(3)} (${ratios.map((r) => r.toFixed(2)).join(' ')})`);
+  trainer.dispose();
+  policy.dispose();
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+  process.exit(1);
+});
