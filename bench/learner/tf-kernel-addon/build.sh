@@ -13,7 +13,7 @@ if [ ! -f "$out/blas/scipy_openblas32/lib/libscipy_openblas.so" ]; then
   python3 -m pip download --no-deps --only-binary=:all: scipy-openblas32==0.3.34.481.3 -d "$out/wheel" -q
   python3 -m zipfile -e "$out"/wheel/scipy_openblas32-*.whl "$out/blas"
 fi
-g++ -O2 -shared -fPIC -std=c++17 -I"$here" -I"$node_inc" -I"$deps/include" \
+g++ -O2 -shared -fPIC -std=c++17 -I"$here" -I"$root/libs/policy/native" -I"$node_inc" -I"$deps/include" \
   "$here/srpo_kernels.cc" -o "$out/srpo_kernels.node" \
   -L"$deps/lib" -l:libtensorflow_framework.so.2 -l:libtensorflow.so.2 -Wl,-rpath,"$deps/lib" \
   -DNODE_GYP_MODULE_NAME=srpo_kernels

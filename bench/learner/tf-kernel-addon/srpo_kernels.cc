@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include "tf_kernel_api.h"
+#include "tf-kernel-api.h"  // libs/policy/native: the project's declarations of the C kernel API
 #include "tensorflow/c/tf_tensor.h"
 #include "tensorflow/c/tf_status.h"
 
