@@ -75,21 +75,22 @@ inline bool is_nan_bits(float x) {
   return (b & 0x7fffffffu) > 0x7f800000u;
 }
 
-// σ(v) with its saturation, and e = exp(−v) for the derivative.
-inline float gelu_sigma(float xi, float* e_out) {
+// σ(v) with its saturation; for the derivative also e = exp(−v) and σ of the clamped v.
+inline float gelu_sigma(float xi, float* e_out, float* sigma_out) {
   const float v = xi * (2 * kGeluC * kGeluA * xi * xi + 2 * kGeluC);
   const float vc = v < -80.f ? -80.f : (v > 80.f ? 80.f : v);
   const float e = exp_in_range(-vc);
-  *e_out = e;
   const float sigma = 1.0f / (1.0f + e);
+  *e_out = e;
+  *sigma_out = sigma;
   return v <= -80.f ? 0.f : (v >= 80.f ? 1.f : sigma);
 }
 
 void gelu_forward(const float* __restrict x, float* __restrict y, int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi; i++) {
     const float xi = x[i];
-    float e;
-    const float s = gelu_sigma(xi, &e);
+    float e, sigma;
+    const float s = gelu_sigma(xi, &e, &sigma);
     y[i] = is_nan_bits(xi) ? xi : xi * s;
   }
 }
@@ -98,9 +99,8 @@ void gelu_backward(const float* __restrict x, const float* __restrict dy, float*
   const float c2 = 2 * kGeluC, c6a = 6 * kGeluC * kGeluA;
   for (int64_t i = lo; i < hi; i++) {
     const float xi = x[i];
-    float e;
-    const float s = gelu_sigma(xi, &e);
-    const float sigma = 1.0f / (1.0f + e);
+    float e, sigma;
+    const float s = gelu_sigma(xi, &e, &sigma);
     const float xd = xi < -10.f ? -10.f : (xi > 10.f ? 10.f : xi);
     const float xdv = xd * (c6a * xd * xd + c2);
     // σ(1 − σ) as e·σ² (e = exp(−v)): 1 − σ would cancel to a few digits where σ is near 1.

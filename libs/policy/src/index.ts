@@ -9,6 +9,6 @@ export * from './lr-schedule';
 export * from './adam-optimizer';
 export * from './checkpoint-store';
 export * from './srpo-step';
-export { configureNativeKernels, configureWebGpuKernels, nativeKernelsActive, webgpuActive, type NativeKernelOptions, type WebGpuKernelOptions } from './native-ops';
-export { backendLabel, configureSrpoKernels, loadSrpoKernels, SRPO_KERNELS_VERSION, srpoKernelAvailable, type SrpoKernelsStatus } from './srpo-kernels';
+export { backendLabel, configureNativeKernels, configureWebGpuKernels, nativeKernelsActive, webgpuActive, type NativeKernelOptions, type WebGpuKernelOptions } from './native-ops';
+export { configureSrpoKernels, loadSrpoKernels, SRPO_KERNELS_VERSION, srpoKernelAvailable, type SrpoKernelsStatus } from './srpo-kernels';
 export * from './hf';

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { srpoKernelAvailable, srpoKernelRegistered } from './srpo-kernels';
+import { fusedKernelSet, srpoKernelAvailable, srpoKernelRegistered } from './srpo-kernels';
 
 /**
  * Single native TensorFlow kernels for steps that tfjs would otherwise run as
@@ -183,15 +183,34 @@ export function rowMean(x: tf.Tensor2D, meanCol: tf.Tensor2D, composite = false)
 }
 
 /**
- * GELU (tanh form) in one pass over x: the project's fused kernel `SrpoGelu`
- * (libs/policy/native/srpo-kernels.cc). Undefined where it is not available (another backend,
- * the addon not built, switched off, or `composite`): the caller then takes its composite form.
+ * One of the project's fused kernels (libs/policy/native/srpo-kernels.cc) by name, or undefined
+ * where it is not available: another backend, the native paths or the fused kernels switched off,
+ * the addon not built, or `composite`. The callers below then take their composite forms.
+ */
+function fused(op: string, inputs: tf.Tensor[], outputs: number, attrs?: (b: NativeBinding) => TfeAttr[], composite = false): tf.Tensor[] | undefined {
+  const be = composite ? undefined : native();
+  if (!be || !srpoKernelAvailable(op)) return undefined;
+  return be.executeMultipleOutputs(op, attrs?.(be.binding) ?? [], inputs, outputs);
+}
+
+/**
+ * True when the fused kernels compute on this backend: the name an update's backend is
+ * recorded with then says so (`tensorflow+srpo-kernels.<version>`), because they round
+ * differently from the composite forms and audit and replay must tell other kernels from
+ * other inputs. `backend` is the backend info of `initTfBackend`.
+ */
+export function backendLabel(backend: { name: string }): string {
+  if (backend.name !== 'tensorflow' || !options.enabled) return backend.name;
+  const version = fusedKernelSet();
+  return version === undefined ? backend.name : `tensorflow+srpo-kernels.${version}`;
+}
+
+/**
+ * GELU (tanh form) in one pass over x (`SrpoGelu`), or undefined where not available.
  * Pair it with {@link geluGrad}. Tape-free like {@link matMul2d}.
  */
 export function geluFused(x: tf.Tensor, composite = false): tf.Tensor | undefined {
-  const be = composite ? undefined : native();
-  if (!be || !srpoKernelAvailable('SrpoGelu')) return undefined;
-  return be.executeMultipleOutputs('SrpoGelu', [], [x], 1)[0];
+  return fused('SrpoGelu', [x], 1, undefined, composite)?.[0];
 }
 
 /** `dy · gelu′(x)` in one pass (`SrpoGeluGrad`), for a forward that took {@link geluFused}. */
@@ -203,41 +222,29 @@ export function geluGrad(x: tf.Tensor, dy: tf.Tensor): tf.Tensor {
 
 /**
  * Layer-norm statistics of each row of `x` `[N, D]`: `x̂ = (x − μ)·r` and `r = 1/√(σ² + eps)`
- * `[N, 1]` (biased variance), in one kernel (`SrpoLayerNorm`). Undefined where the fused
- * kernels are not available; the caller then forms them from composite ops. Tape-free.
+ * `[N, 1]` (biased variance), in one kernel (`SrpoLayerNorm`). Undefined where not available.
  */
 export function layerNormStats(x: tf.Tensor2D, eps: number): { xhat: tf.Tensor2D; rstd: tf.Tensor2D } | undefined {
-  const be = native();
-  if (!be || !srpoKernelAvailable('SrpoLayerNorm')) return undefined;
-  const [xhat, rstd] = be.executeMultipleOutputs('SrpoLayerNorm', [{ name: 'eps', type: be.binding.TF_ATTR_FLOAT, value: eps }], [x], 2);
-  return { xhat: xhat as tf.Tensor2D, rstd: rstd as tf.Tensor2D };
+  const out = fused('SrpoLayerNorm', [x], 2, (b) => [{ name: 'eps', type: b.TF_ATTR_FLOAT, value: eps }]);
+  return out && { xhat: out[0] as tf.Tensor2D, rstd: out[1] as tf.Tensor2D };
 }
 
 /**
  * The layer-norm backward for a row-centred `dx̂` (see normLinear): `dx = (dx̂ − x̂·mean(dx̂∘x̂))·r`
- * per row, in one kernel (`SrpoLayerNormGrad`). Undefined where not available. Tape-free.
+ * per row, in one kernel (`SrpoLayerNormGrad`). Undefined where not available.
  */
 export function layerNormGrad(dxhat: tf.Tensor2D, xhat: tf.Tensor2D, rstd: tf.Tensor2D): tf.Tensor2D | undefined {
-  const be = native();
-  if (!be || !srpoKernelAvailable('SrpoLayerNormGrad')) return undefined;
-  return be.executeMultipleOutputs('SrpoLayerNormGrad', [], [dxhat, xhat, rstd], 1)[0] as tf.Tensor2D;
+  return fused('SrpoLayerNormGrad', [dxhat, xhat, rstd], 1)?.[0] as tf.Tensor2D | undefined;
 }
 
-/**
- * `softmax(scores + mask)` over the last axis, the `[T, K]` mask broadcast over the leading axes,
- * in one kernel (`SrpoMaskedSoftmax`). Undefined where not available. Tape-free.
- */
+/** `softmax(scores + mask)` over the last axis, the `[T, K]` mask broadcast over the leading axes (`SrpoMaskedSoftmax`). */
 export function maskedSoftmax<T extends tf.Tensor>(scores: T, mask: tf.Tensor2D): T | undefined {
-  const be = native();
-  if (!be || !srpoKernelAvailable('SrpoMaskedSoftmax')) return undefined;
-  return be.executeMultipleOutputs('SrpoMaskedSoftmax', [], [scores, mask], 1)[0] as T;
+  return fused('SrpoMaskedSoftmax', [scores, mask], 1)?.[0] as T | undefined;
 }
 
-/** The softmax backward `p ∘ (dp − Σ dp∘p)` over the last axis, in one kernel (`SrpoSoftmaxGrad`). Undefined where not available. */
+/** The softmax backward `p ∘ (dp − Σ dp∘p)` over the last axis (`SrpoSoftmaxGrad`). */
 export function softmaxGrad<T extends tf.Tensor>(p: T, dp: T): T | undefined {
-  const be = native();
-  if (!be || !srpoKernelAvailable('SrpoSoftmaxGrad')) return undefined;
-  return be.executeMultipleOutputs('SrpoSoftmaxGrad', [], [p, dp], 1)[0] as T;
+  return fused('SrpoSoftmaxGrad', [p, dp], 1)?.[0] as T | undefined;
 }
 
 /** `dy · y · (1 − y)` where y = sigmoid(x): the sigmoid gradient from its output. Native: `SigmoidGrad`. */

@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
-import { geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, softmaxGrad } from './native-ops';
-import { backendLabel, configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
+import { backendLabel, configureNativeKernels, geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, softmaxGrad } from './native-ops';
+import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
 import { nativeBackend } from './test/fixtures';
 import { causalAttention, gelu, normConstants, normLinear } from './transformer-ops';
 
@@ -103,6 +103,15 @@ describe('srpo-kernels (fused TensorFlow kernels)', () => {
     } finally {
       configureSrpoKernels({ enabled: true });
     }
+    // With the native paths off, nothing fused runs either, and the label says so.
+    try {
+      configureNativeKernels({ enabled: false });
+      expect(geluFused(x)).toBeUndefined();
+      expect(backendLabel({ name: 'tensorflow' })).toBe('tensorflow');
+    } finally {
+      configureNativeKernels({ enabled: true });
+    }
+    expect(backendLabel({ name: 'tensorflow' })).toBe(`tensorflow+srpo-kernels.${loadSrpoKernels().version}`);
   });
 
   it('refuses a non-float input with TensorFlow error naming the op', () => {

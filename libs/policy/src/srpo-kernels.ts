@@ -7,10 +7,10 @@ import { currentBackend, errorMessage, Logger } from '@srpo/core';
  * for the learner's hot spots, registered into the process's libtensorflow by a Node addon and
  * run by tfjs-node's backend like TensorFlow's own ops.
  *
- * `npm run setup` builds the addon (scripts/build-native-kernels.sh). Where it is not built, or
+ * `npm run build` (and so `npm run setup`) builds the addon (scripts/build-native-kernels.sh). Where it is not built, or
  * cannot load (no AVX2/FMA, another TensorFlow), the learner takes the composite paths: the same
  * function, more passes over memory, different float rounding. Because the rounding differs, an
- * update's recorded backend names the kernel set ({@link backendLabel}), so that audit and
+ * update's recorded backend names the kernel set (native-ops' `backendLabel`), so that audit and
  * replay tell "other kernels" from "other inputs".
  */
 export interface SrpoKernelsStatus {
@@ -96,12 +96,9 @@ export function srpoKernelRegistered(op: string): boolean {
   return loadSrpoKernels().ops.includes(op);
 }
 
-/**
- * The backend name an update is recorded with: `tensorflow+srpo-kernels.<version>` when the
- * fused kernels compute on tfjs-node's backend, else the backend's own name.
- */
-export function backendLabel(backend: { name: string }): string {
-  if (backend.name !== 'tensorflow' || !enabled) return backend.name;
+/** The loaded kernel set's version when the fused kernels are switched on, else undefined. */
+export function fusedKernelSet(): number | undefined {
+  if (!enabled) return undefined;
   const s = loadSrpoKernels();
-  return s.loaded ? `tensorflow+srpo-kernels.${s.version ?? 0}` : backend.name;
+  return s.loaded ? s.version : undefined;
 }
