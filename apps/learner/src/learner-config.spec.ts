@@ -121,7 +121,7 @@ describe('loadLearnerConfig', () => {
     [{ SRPO_POLICY_ID: 'p', SRPO_LR: 'fast' }, 'SRPO_LR', /expected a number/],
     [{ SRPO_POLICY_ID: 'p', SRPO_MAX_GRAD_NORM: '-2' }, 'SRPO_MAX_GRAD_NORM', /must be >= 0/],
     [{ SRPO_POLICY_ID: 'p', SRPO_SEED: '-3' }, 'SRPO_SEED', /must be >= 0/],
-    [{ SRPO_POLICY_ID: 'p', SRPO_OBJECTIVE: 'ppo' }, 'SRPO_OBJECTIVE', /expected one of srpo, gspo, grpo-token, got "ppo"/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_OBJECTIVE: 'ppo' }, 'SRPO_OBJECTIVE', /expected one of srpo, gspo, grpo-token, srpo-length-norm, got "ppo"/],
     [{ SRPO_POLICY_ID: 'p', SRPO_EVENT_REDUCTION: 'max' }, 'SRPO_EVENT_REDUCTION', /expected one of sqrt, sum, mean/],
     [{ SRPO_POLICY_ID: 'p', SRPO_CLIP_LOW: '1.5' }, 'SRPO_CLIP_LOW', /must be <= 1/],
     [{ SRPO_POLICY_ID: 'p', SRPO_CLIP_HIGH: 'abc' }, 'SRPO_CLIP_HIGH', /expected a number, got "abc"/],

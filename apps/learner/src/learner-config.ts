@@ -83,7 +83,7 @@ const MIN_TOKEN_LENGTH = 16;
  * | `SRPO_LR` | 3e-4 | Adam learning rate (constant) |
  * | `SRPO_MAX_GRAD_NORM` | 1.0 | global gradient-norm clip; 0 disables |
  * | `SRPO_SEED` | 0 | seed of the initial (version 0) weights |
- * | `SRPO_OBJECTIVE` | `srpo` | `srpo`, `gspo` or `grpo-token` |
+ * | `SRPO_OBJECTIVE` | `srpo` | `srpo`, `gspo`, `grpo-token` or `srpo-length-norm` (the project's own variant; docs/objective.md) |
  * | `SRPO_EVENT_REDUCTION` | `sqrt` | c(K) of the set ratio: `sqrt`, `sum` or `mean` |
  * | `SRPO_CLIP_LOW` | 0.2 | ε_low, in [0, 1] |
  * | `SRPO_CLIP_HIGH` | 0.2 | ε_high, >= 0 |

@@ -45,7 +45,7 @@ describe('resolveObjectiveConfig', () => {
   });
 
   it.each([
-    [{ objective: 'ppo' }, 'config.objective: expected one of srpo, gspo, grpo-token, got "ppo"'],
+    [{ objective: 'ppo' }, 'config.objective: expected one of srpo, gspo, grpo-token, srpo-length-norm, got "ppo"'],
     [{ eventReduction: 'max' }, 'config.eventReduction: expected one of sqrt, sum, mean, got "max"'],
     [{ clipLow: 1.5 }, 'config.clipLow: must be in [0, 1], got 1.5'],
     [{ clipLow: '0.2' }, 'config.clipLow: expected a finite number, got "0.2"'],

@@ -6,9 +6,12 @@ import { describeValue, isRecord, rejectUnknownKeys, requireBoolean, requireFini
  * - `srpo`: one ratio and one clip per active set (SRPO: Setwise Relative Policy Optimization).
  * - `gspo`: one length-normalised ratio and one clip per member (Zheng et al. 2025, GSPO).
  * - `grpo-token`: one ratio and one clip per token (Shao et al. 2024, DeepSeekMath GRPO).
+ * - `srpo-length-norm`: this project's variant of SRPO, not the paper's: the set ratio sums
+ *   each member's log-ratio divided by its length (GSPO's per-member normalisation inside
+ *   SRPO's one ratio and one clip per set). Kept for the experiments of bench/studies/srpo.
  */
-export type Objective = 'srpo' | 'gspo' | 'grpo-token';
-export const OBJECTIVES: readonly Objective[] = ['srpo', 'gspo', 'grpo-token'];
+export type Objective = 'srpo' | 'gspo' | 'grpo-token' | 'srpo-length-norm';
+export const OBJECTIVES: readonly Objective[] = ['srpo', 'gspo', 'grpo-token', 'srpo-length-norm'];
 
 /**
  * The event reduction c(K) applied to the summed member log-ratios of a set with K

@@ -127,6 +127,11 @@ describe('readDiagnostics', () => {
       'ratio/mean_k1': 0.778801,
       'ratio/mean_k3': (0.904837 * 2 + 0.951229) / 3,
       'ratio/min_k3': 0.904837,
+      // Population std over a K's members: |1.105171 − 1.051271| / 2; K = 3 deviations
+      // from 0.920301 are −0.015464 (twice) and +0.030928 → √(0.001435/3) = 0.021869.
+      'ratio/std_k1': 0,
+      'ratio/std_k2': 0.026950,
+      'ratio/std_k3': 0.021869,
       'kl/approx_k3': KL_K3,
       // o3, the one clipped member, is the K=1 set's.
       'losses/clip_frac_low_k1': 1,

@@ -36,7 +36,7 @@ export function approxKlK3(tokenLogRatios: tf.Tensor2D, mask: tf.Tensor2D): tf.S
  * float32 tensor values). Frees every tensor it creates; `out` and `batch` stay
  * owned by the caller.
  *
- * Units are sets (`srpo`), members (`gspo`) or unmasked tokens (`grpo-token`).
+ * Units are sets (`srpo`, `srpo-length-norm`), members (`gspo`) or unmasked tokens (`grpo-token`).
  * - `losses/loss`: the loss value (NaN here means a NaN reached `logpNew`).
  * - `losses/clip_frac_low`, `losses/clip_frac_high`: share of units whose clip is
  *   active on that side (r < 1 − ε_low with A < 0; r > 1 + ε_high with A > 0), i.e.
@@ -49,7 +49,8 @@ export function approxKlK3(tokenLogRatios: tf.Tensor2D, mask: tf.Tensor2D): tf.S
  *   range, |log r| > MAX_LOG_RATIO = 44.36: a set with a floor behaviour log-prob such as
  *   −9999, for example. Their loss is evaluated through the bounds of
  *   `boundedClippedSurrogate` (docs/objective.md).
- * - `ratio/mean_k{K}`, `ratio/min_k{K}`, `ratio/max_k{K}`: over units of sets with K members.
+ * - `ratio/mean_k{K}`, `ratio/min_k{K}`, `ratio/max_k{K}`, `ratio/std_k{K}` (population
+ *   standard deviation, the spread of the ratios): over units of sets with K members.
  * - `losses/clip_frac_low_k{K}`, `losses/clip_frac_high_k{K}`: the clip fractions over units
  *   of sets with K members (SRPO's one clip per set should not bind more often on large sets).
  * - `kl/approx_k3`: see {@link approxKlK3}.
@@ -121,6 +122,7 @@ export async function readDiagnostics(
     d[`ratio/mean_k${k}`] = stats.mean();
     d[`ratio/min_k${k}`] = stats.min;
     d[`ratio/max_k${k}`] = stats.max;
+    d[`ratio/std_k${k}`] = stats.std();
     const clipped = clippedByK.get(k) as { low: number; high: number };
     d[`losses/clip_frac_low_k${k}`] = clipped.low / stats.count;
     d[`losses/clip_frac_high_k${k}`] = clipped.high / stats.count;
@@ -147,20 +149,30 @@ export function advantageDiagnostics(advantageInfo: readonly AdvantageResult[]):
 }
 
 class RatioStats {
-  private sum = 0;
   private n = 0;
+  // Welford's running mean and sum of squared deviations: ratios near 1 with a few
+  // far out would lose the small spread in E[x²] − E[x]².
+  private m = 0;
+  private m2 = 0;
   min = Number.POSITIVE_INFINITY;
   max = Number.NEGATIVE_INFINITY;
 
   add(x: number): void {
-    this.sum += x;
     this.n++;
+    const d = x - this.m;
+    this.m += d / this.n;
+    this.m2 += d * (x - this.m);
     if (x < this.min) this.min = x;
     if (x > this.max) this.max = x;
   }
 
   mean(): number {
-    return this.sum / this.n;
+    return this.m;
+  }
+
+  /** Population standard deviation (0 for one unit). */
+  std(): number {
+    return Math.sqrt(this.m2 / this.n);
   }
 
   get count(): number {

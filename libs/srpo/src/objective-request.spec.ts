@@ -175,7 +175,7 @@ describe('evaluateObjectiveRequest', () => {
     ['positive log-prob', (r) => (((member(r, 0, 0).logpOld as number[])[0] = 0.5), r), 'sets[0] (t-17).members[0] (o-1).logpOld[0]: a log-probability must be <= 0, got 0.5'],
     ['no unmasked token', (r) => ((member(r, 2, 0).mask = [0]), r), 'sets[2] (t-19).members[0] (o-4).mask: no unmasked token (every entry is 0); each member needs at least one response token'],
     ['mask not 0/1', (r) => ((member(r, 2, 0).mask = [true]), r), 'sets[2] (t-19).members[0] (o-4).mask[0]: expected 0 or 1, got true'],
-    ['unknown objective', (r) => ((r.config = { objective: 'ppo' }), r), 'config.objective: expected one of srpo, gspo, grpo-token, got "ppo"'],
+    ['unknown objective', (r) => ((r.config = { objective: 'ppo' }), r), 'config.objective: expected one of srpo, gspo, grpo-token, srpo-length-norm, got "ppo"'],
     ['bad clip', (r) => ((r.config = { clipLow: -0.1 }), r), 'config.clipLow: must be in [0, 1], got -0.1'],
     ['missing groupKey', (r) => (delete r.sets[1].groupKey, r), 'sets[1] (t-18).groupKey: missing; expected a non-empty string'],
     ['missing setId', (r) => (delete r.sets[1].setId, r), 'sets[1].setId: missing; expected a non-empty string'],

@@ -58,6 +58,8 @@ function refUnitRatios(sets: RefSet[], cfg: ObjectiveConfig): number[] {
       return sets.flatMap((s) => s.members.map((m) => Math.exp(refMemberLogRatio(m) / refTokenCount(m))));
     case 'grpo-token':
       return sets.flatMap((s) => s.members.flatMap((m) => m.logpNew.map((x, u) => Math.exp(x - m.logpOld[u])).filter((_, u) => m.mask[u] === 1)));
+    case 'srpo-length-norm':
+      return sets.map((s) => Math.exp(refReduction[cfg.eventReduction](s.members.length) * s.members.reduce((acc, m) => acc + refMemberLogRatio(m) / refTokenCount(m), 0)));
   }
 }
 
@@ -97,6 +99,15 @@ function refLoss(sets: RefSet[], cfg: ObjectiveConfig): number {
         }
       }
       return -total / tokens;
+    }
+    case 'srpo-length-norm': {
+      let total = 0;
+      for (const s of sets) {
+        let sum = 0;
+        for (const m of s.members) sum += refMemberLogRatio(m) / refTokenCount(m);
+        total += refSurrogate(Math.exp(refReduction[cfg.eventReduction](s.members.length) * sum), s.advantage, cfg);
+      }
+      return -total / sets.length;
     }
   }
 }
@@ -297,6 +308,14 @@ describe('objectiveLoss: values worked out by hand', () => {
     for (const eventReduction of EVENT_REDUCTIONS) {
       expectClose(lossOf(HAND, cfg({ objective: 'grpo-token', eventReduction })), 0.59622598, 1e-6);
     }
+  });
+
+  it('srpo-length-norm (our variant), sqrt: L_e = (1/√K) Σ_j ℓ_j / |y_j|', () => {
+    // a: ℓ/|y| = 0.1/2 + 0.1/1 = 0.15, L = 0.15/√2 = 0.106066, ρ = 1.111895 (inside), term 0.555948
+    // b: −0.5/2 = −0.25, K = 1, ρ = 0.778801 < 0.8, A = −2 → min(−1.557602, −1.6) = −1.6
+    // c: −0.1/1 − 0.1/1 + (−0.1)/2 = −0.25, L = −0.25/√3 = −0.144338, ρ = 0.865596 (inside), term −0.865596
+    // loss = −(0.555948 − 1.6 − 0.865596)/3 = 1.909648/3 = 0.636549
+    expectClose(lossOf(HAND, cfg({ objective: 'srpo-length-norm', eventReduction: 'sqrt' })), 0.63654929, 1e-6);
   });
 
   it('srpo, sqrt gradient by hand: −(1/|B|)·A·ρ·c(K) on counted tokens of unclipped sets, 0 elsewhere', () => {

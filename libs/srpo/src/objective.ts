@@ -20,7 +20,7 @@ export type RatioUnit = 'set' | 'member' | 'token';
 
 /**
  * The loss and the per-unit tensors diagnostics read. U is the number of units:
- * S for `srpo`, M for `gspo`, M·T (row-major, padding included with weight 0)
+ * S for `srpo` and `srpo-length-norm`, M for `gspo`, M·T (row-major, padding included with weight 0)
  * for `grpo-token`.
  *
  * The caller owns every tensor; free them with {@link disposeObjectiveOutput}.
@@ -37,7 +37,7 @@ export interface ObjectiveOutput {
    * `reportedRatio(logRatio)`: saturated at e^±44.36 outside the representable range.
    */
   ratio: tf.Tensor1D;
-  /** [U] its log: L_e (srpo), ℓ_j/|y_j| (gspo), the token log-ratio (grpo-token; 0 where masked). Finite. */
+  /** [U] its log: L_e (srpo, srpo-length-norm), ℓ_j/|y_j| (gspo), the token log-ratio (grpo-token; 0 where masked). Finite. */
   logRatio: tf.Tensor1D;
   /** [U] 1 where the unit counts in the loss; 0 only for masked tokens under grpo-token. */
   unitWeight: tf.Tensor1D;
@@ -159,6 +159,41 @@ export function srpoObjective(logpNew: tf.Tensor2D, batch: PaddedSetBatch, confi
 }
 
 /**
+ * Member-length-normalised SRPO, **this project's variant, not the paper's**: one ratio
+ * and one clip per active set as in {@link srpoObjective}, but each member enters the set
+ * log-ratio as its mean token log-ratio,
+ *
+ * `L_e = c(K_e) Σ_{j∈e} ℓ_j / |y_j|`, `|y_j| = Σ_u m_u`,
+ *
+ * so a long member weighs no more than a short one (what GSPO does per member). The loss,
+ * clip, dual clip and diagnostics are those of {@link srpoObjective}; with one-token
+ * members the two are the same function.
+ */
+export function srpoLengthNormObjective(logpNew: tf.Tensor2D, batch: PaddedSetBatch, config: ObjectiveConfig): ObjectiveOutput {
+  return tidyOutput(() => {
+    const S = batch.numSets;
+    const tokens = tokenLogRatio(logpNew, batch.logpOld, batch.mask);
+    const members = tf.sum(tokens, 1) as tf.Tensor1D; // ℓ_j
+    const perToken = sequenceLogRatio(members, tf.sum(batch.mask, 1) as tf.Tensor1D); // ℓ_j / |y_j|
+    const logRho = setLogRatio(perToken, batch.memberSet, S, config.eventReduction);
+    const surrogate = boundedClippedSurrogate(logRho, batch.advantage, surrogateClip(config));
+    return {
+      loss: tf.neg(tf.mean(surrogate)) as tf.Scalar,
+      objective: 'srpo-length-norm',
+      unit: 'set',
+      ...unitFlags(logRho, batch.advantage, config),
+      logRatio: logRho,
+      unitWeight: tf.ones([S]) as tf.Tensor1D,
+      unitSet: tf.range(0, S, 1, 'int32') as tf.Tensor1D,
+      unitSetSize: memberCount(batch.memberSet, S),
+      unitAdvantage: tf.clone(batch.advantage),
+      memberLogRatio: members,
+      tokenLogRatio: tokens,
+    };
+  });
+}
+
+/**
  * GSPO baseline: one length-normalised ratio and one clip per member, averaged over
  * all members of the batch; every member carries its set's advantage.
  *
@@ -252,6 +287,8 @@ export function objectiveLoss(logpNew: tf.Tensor2D, batch: PaddedSetBatch, confi
       return gspoObjective(logpNew, batch, config);
     case 'grpo-token':
       return grpoTokenObjective(logpNew, batch, config);
+    case 'srpo-length-norm':
+      return srpoLengthNormObjective(logpNew, batch, config);
     default:
       throw new ValidationError('config.objective', `unknown objective ${JSON.stringify(config.objective satisfies never)}`);
   }
