@@ -25,7 +25,7 @@
  * because the three losses are normalised differently (per set, per member,
  * per token). Writes results/compare.json and results/compare.md.
  */
-import { spawn } from 'node:child_process';
+import { runChild } from '../child';
 import { promises as fs } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -163,21 +163,7 @@ async function worker(job: Job): Promise<JobResult> {
 }
 
 function runJob(job: Job): Promise<JobResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [__filename, '--worker', JSON.stringify(job)], {
-      env: { ...process.env, TF_NUM_INTRAOP_THREADS: '1', TF_NUM_INTEROP_THREADS: '1', SRPO_LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    child.once('exit', (code) => {
-      const line = out.trim().split('\n').pop() ?? '';
-      if (code !== 0 || !line.startsWith('{')) reject(new Error(`job ${JSON.stringify(job)} failed (${code}): ${err.slice(-2000)}`));
-      else resolve(JSON.parse(line) as JobResult);
-    });
-  });
+  return runChild<JobResult>(__filename, job, `job ${JSON.stringify(job)}`);
 }
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;

@@ -5,6 +5,14 @@ import { CreditWeightedSftTrainer, trainWeighted, weightedNll } from './credit-w
 
 const TINY: TransformerConfig = { vocabSize: 16, dModel: 16, nLayers: 2, nHeads: 2, maxSeqLen: 16 };
 
+/** Mean per-token NLL of an example's response under the policy's current weights. */
+async function meanNll(policy: Policy, example: { contextTokens: number[]; responseTokens: number[] }): Promise<number> {
+  const { logProbs, mask } = tokenLogProbs(policy.model, [example]);
+  const v = -(await logProbs.sum().data())[0] / example.responseTokens.length;
+  tf.dispose([logProbs, mask]);
+  return v;
+}
+
 describe('credit-weighted SFT', () => {
   beforeAll(async () => {
     await initTfBackend('tensorflow');
@@ -26,12 +34,7 @@ describe('credit-weighted SFT', () => {
     await trainer.step([example]);
     expect(await weightsHash(policy)).toBe(before);
 
-    const nll = async () => {
-      const { logProbs, mask } = tokenLogProbs(policy.model, [example]);
-      const v = -(await logProbs.sum().data())[0] / 2;
-      tf.dispose([logProbs, mask]);
-      return v;
-    };
+    const nll = () => meanNll(policy, example);
     const start = await nll();
     for (let i = 0; i < 10; i++) await trainer.step([{ ...example, weight: 1 }]);
     expect(await nll()).toBeLessThan(start - 0.5);
@@ -52,8 +55,25 @@ describe('credit-weighted SFT', () => {
     expect(r.steps).toBe(3);
     expect(r.examples).toBe(2);
     expect(seen).toEqual([1, 2, 3]);
-    await expect(trainWeighted(trainer, [examples[2]], { steps: 1, batchSize: 1, seed: 1 })).rejects.toThrow(/no example has a weight above 0/);
-    await expect(trainer.step([{ ...examples[0], weight: 2 }])).rejects.toThrow(/batch\[0\]\.weight/);
+    await expect(trainWeighted(trainer, [examples[2]], { steps: 1, batchSize: 1, seed: 1 })).rejects.toThrow(/no example has a weight other than 0/);
+    await expect(trainer.step([{ ...examples[0], weight: 2 }])).rejects.toThrow(/batch\[0\]\.weight: must be in \[0, 1\], got 2/);
+    await expect(trainer.step([{ ...examples[0], weight: -0.5 }])).rejects.toThrow(/batch\[0\]\.weight/);
+    trainer.dispose();
+    policy.dispose();
+  });
+
+  it('signed weights: a negative weight raises the NLL of its example; non-finite ones are refused', async () => {
+    const policy = Policy.create('p', TINY, 9);
+    const trainer = new CreditWeightedSftTrainer(policy, { lr: 1e-2, signedWeights: true });
+    const example = { contextTokens: [0, 3, 1], responseTokens: [5, 6], weight: -1 };
+    const nll = () => meanNll(policy, example);
+    const start = await nll();
+    for (let i = 0; i < 10; i++) await trainer.step([example]);
+    expect(await nll()).toBeGreaterThan(start + 0.5);
+    await expect(trainer.step([{ ...example, weight: Number.NaN }])).rejects.toThrow(/batch\[0\]\.weight: must be a finite number, got NaN/);
+    // trainWeighted draws negative-weight examples too (only weight 0 is left out).
+    const r = await trainWeighted(trainer, [example, { ...example, weight: 0 }], { steps: 1, batchSize: 2, seed: 1 });
+    expect(r.examples).toBe(1);
     trainer.dispose();
     policy.dispose();
   });

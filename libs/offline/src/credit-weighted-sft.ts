@@ -34,6 +34,12 @@ export interface SftConfig {
   /** Global gradient-norm clip; 0 disables (default 1). */
   maxGradNorm?: number;
   adam?: AdamConfig;
+  /**
+   * Accept any finite weight, negative ones included (default false: weights in [0, 1]).
+   * A negative weight pushes an example's likelihood down, without bound; it is there to
+   * train on signed credits as they are (bench/studies/agentbrew), not for production.
+   */
+  signedWeights?: boolean;
 }
 
 export interface SftStepResult {
@@ -46,11 +52,13 @@ export class CreditWeightedSftTrainer {
   readonly optimizer: AdamOptimizer;
   readonly lr: number;
   readonly maxGradNorm: number;
+  readonly signedWeights: boolean;
 
   constructor(
     readonly policy: Policy,
     config: SftConfig = {},
   ) {
+    this.signedWeights = config.signedWeights ?? false;
     this.lr = config.lr ?? 5e-4;
     if (!(this.lr > 0) || !Number.isFinite(this.lr)) throw new ValidationError('lr', `must be a finite number > 0, got ${this.lr}`);
     this.maxGradNorm = config.maxGradNorm ?? 1;
@@ -61,7 +69,9 @@ export class CreditWeightedSftTrainer {
   async step(batch: readonly WeightedExample[]): Promise<SftStepResult> {
     if (batch.length === 0) throw new ValidationError('batch', 'must hold at least one example');
     batch.forEach((e, i) => {
-      if (!(e.weight >= 0 && e.weight <= 1)) throw new ValidationError(`batch[${i}].weight`, `must be in [0, 1], got ${e.weight}`);
+      if (this.signedWeights ? !Number.isFinite(e.weight) : !(e.weight >= 0 && e.weight <= 1)) {
+        throw new ValidationError(`batch[${i}].weight`, `must be ${this.signedWeights ? 'a finite number' : 'in [0, 1]'}, got ${e.weight}`);
+      }
     });
     const model = this.policy.model;
     const packed = packPairs(
@@ -108,7 +118,7 @@ export interface SftBudget {
 
 export interface SftRunResult {
   steps: number;
-  /** Examples with a weight above 0 (the others cannot move the weights and are not drawn). */
+  /** Examples with a weight other than 0 (the others cannot move the weights and are not drawn). */
   examples: number;
   meanLoss: number;
   firstLoss: number;
@@ -118,14 +128,15 @@ export interface SftRunResult {
 
 /**
  * Runs a fixed budget of steps: mini-batches are drawn without replacement from
- * a seeded shuffle of the examples with weight > 0, reshuffled at every pass,
+ * a seeded shuffle of the examples with weight ≠ 0, reshuffled at every pass,
  * so two runs with the same budget see the same number of examples.
  */
 export async function trainWeighted(trainer: CreditWeightedSftTrainer, examples: readonly WeightedExample[], budget: SftBudget, onStep?: (done: number, total: number) => void): Promise<SftRunResult> {
   if (!Number.isInteger(budget.steps) || budget.steps < 1) throw new ValidationError('steps', `must be a positive integer, got ${budget.steps}`);
   if (!Number.isInteger(budget.batchSize) || budget.batchSize < 1) throw new ValidationError('batchSize', `must be a positive integer, got ${budget.batchSize}`);
-  const pool = examples.filter((e) => e.weight > 0);
-  if (pool.length === 0) throw new ValidationError('examples', 'no example has a weight above 0; nothing to train on');
+  // Weight-0 examples cannot move the weights; negative ones (signed weights) can.
+  const pool = examples.filter((e) => e.weight !== 0);
+  if (pool.length === 0) throw new ValidationError('examples', 'no example has a weight other than 0; nothing to train on');
   const rng = new SeededRng(budget.seed >>> 0);
   let order: number[] = [];
   let cursor = 0;
