@@ -31,7 +31,7 @@ missing() {
 }
 
 target="$out/srpo_kernels.node"
-if [[ $force == 0 && -f "$target" && "$target" -nt "$src/srpo-kernels.cc" && "$target" -nt "$src/tf-kernel-api.h" && "$target" -nt "$0" ]]; then
+if [[ $force == 0 && -f "$target" && "$target" -nt "$src/srpo-kernels.cc" && "$target" -nt "$src/tf-kernel-api.h" && "$target" -nt "$src/llama-kernels.h" && "$target" -nt "$0" ]]; then
   log "up to date: $target"
   exit 0
 fi
@@ -47,7 +47,8 @@ tmp="$out/srpo_kernels.node.tmp.$$"
 trap 'rm -f "$tmp"' EXIT
 # -mavx2 -mfma: the addon refuses to load on CPUs without them (checked at load).
 # -ffast-math: lets GCC vectorise the kernels' loops; the kernels handle their edge cases explicitly.
-"${CXX:-g++}" -std=c++17 -O3 -ffast-math -mavx2 -mfma -fPIC -shared -fvisibility=hidden \
+# -mno-recip: divisions stay exact instead of fast-math's reciprocal estimates (see the source).
+"${CXX:-g++}" -std=c++17 -O3 -ffast-math -mno-recip -mavx2 -mfma -fPIC -shared -fvisibility=hidden \
   -I"$node_include" -I"$deps/include" -I"$src" \
   "$src/srpo-kernels.cc" -o "$tmp" \
   -L"$deps/lib" -l:libtensorflow_framework.so.2 -Wl,-rpath,"$deps/lib"

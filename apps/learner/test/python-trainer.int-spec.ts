@@ -193,7 +193,12 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
         `ratio/mean diff ${Math.abs(py['ratio/mean'] - ts['ratio/mean']).toExponential(2)}, kl diff ${Math.abs(py['kl/approx_k3'] - ts['kl/approx_k3']).toExponential(2)}`,
     );
     expect(lossDiff).toBeLessThan(1e-5);
-    for (const key of ['ratio/mean', 'ratio/min', 'ratio/max', 'kl/approx_k3']) expect(Math.abs(py[key] - ts[key])).toBeLessThan(1e-5);
+    // A set ratio is exp(c(K)·Σ log-ratio) over every token of its members: each log-prob agrees
+    // with PyTorch's to float32 rounding (~2e-6 rms, hf-reference.spec), so a set's sum drifts by
+    // ~√tokens of that, and the ratio by as much relatively: 2e-5 of the ratio. The mean over sets
+    // (the loss, above) stays within 1e-5.
+    for (const key of ['ratio/mean', 'ratio/min', 'ratio/max']) expect({ key, diff: Math.abs(py[key] - ts[key]) <= 2e-5 * Math.max(1, Math.abs(ts[key])) }).toEqual({ key, diff: true });
+    expect(Math.abs(py['kl/approx_k3'] - ts['kl/approx_k3'])).toBeLessThan(1e-5);
     for (const key of ['losses/clip_frac_low', 'losses/clip_frac_high', 'losses/clip_frac_dual', 'batch/sets', 'batch/members', 'batch/tokens']) expect(py[key]).toBe(ts[key]);
     expect(py['losses/clip_frac_high']).toBeGreaterThan(0); // the clipped set is in the first mini-batch
     // No prompt or response content in anything the trainer printed.

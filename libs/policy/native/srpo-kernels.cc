@@ -15,7 +15,9 @@
 // calls instead of spinning, so they do not take cores from TensorFlow's threads.
 //
 // Numerics: float32 in and out, float32 arithmetic, an inlined exp within 2 ulp (below), and
-// -ffast-math so that GCC vectorises the loops (reassociated sums, min/max selects). Every
+// -ffast-math so that GCC vectorises the loops (reassociated sums, min/max selects), with
+// -mno-recip so that divisions stay divisions (fast-math would otherwise use the RCPPS estimate
+// and a Newton step, about 2 ulp) and row factors 1/√v rounded from double (rsqrt_rounded). Every
 // kernel states its edge cases; its spec checks it against a float64 evaluation of the formula.
 #include <node_api.h>
 #include <cmath>
@@ -29,7 +31,7 @@
 #include <vector>
 #include "tf-kernel-api.h"
 
-#define SRPO_KERNELS_VERSION 3
+#define SRPO_KERNELS_VERSION 4
 
 namespace {
 
@@ -68,6 +70,12 @@ inline float exp_in_range(float x) {
 // bits: -ffast-math may not keep x != x).
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/π)
 constexpr float kGeluA = 0.044715f;
+
+// 1/√v rounded once from double. With -ffast-math GCC turns a float 1.0f/sqrtf(v) into the
+// RSQRTSS estimate plus one Newton step (about 2 ulp, and biased), which the build's -mno-recip
+// does not prevent; a normalisation applies its row factor to every element, so that error would
+// reach every output alike. Once per row, so the double costs nothing.
+inline float rsqrt_rounded(float v) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(v))); }
 
 inline bool is_nan_bits(float x) {
   uint32_t b;
@@ -131,7 +139,7 @@ void layer_norm_rows(const float* x, float* xhat, float* rstd, int64_t n, int64_
       const float c = xr[j] - mean;
       sq += c * c;
     }
-    const float rs = 1.0f / std::sqrt(sq / static_cast<float>(d) + eps);
+    const float rs = rsqrt_rounded(sq / static_cast<float>(d) + eps);
     for (int64_t j = 0; j < d; j++) yr[j] = (xr[j] - mean) * rs;
     rstd[r] = rs;
   }
@@ -188,6 +196,8 @@ void softmax_grad_rows(const float* p, const float* dp, float* ds, int64_t rows,
     for (int64_t j = 0; j < k; j++) o[j] = pr[j] * (gr[j] - dot);
   }
 }
+
+#include "llama-kernels.h"
 
 // --- A static-schedule pool ---------------------------------------------------------------
 
@@ -361,7 +371,7 @@ void gelu_grad_compute(void*, TF_OpKernelContext* ctx) {
   pool().run(c.size(0), kLine, kInlineBelow, [&](int64_t lo, int64_t hi) { gelu_backward(x, dy, dx, lo, hi); });
 }
 
-// Attribute `eps` of SrpoLayerNorm, read once per kernel instance.
+// Attribute `eps` of SrpoLayerNorm and SrpoRmsNorm, read once per kernel instance.
 struct Eps {
   float eps;
 };
@@ -369,7 +379,7 @@ void* eps_create(TF_OpKernelConstruction* ctx) {
   TF_Status* status = TF_NewStatus();
   float eps = 0.f;
   TF_OpKernelConstruction_GetAttrFloat(ctx, "eps", &eps, status);
-  if (TF_GetCode(status) == TF_OK && !(eps > 0.f && std::isfinite(eps))) TF_SetStatus(status, TF_INVALID_ARGUMENT, "SrpoLayerNorm: eps must be a finite number > 0");
+  if (TF_GetCode(status) == TF_OK && !(eps > 0.f && std::isfinite(eps))) TF_SetStatus(status, TF_INVALID_ARGUMENT, "eps must be a finite number > 0");
   if (TF_GetCode(status) != TF_OK) TF_OpKernelConstruction_Failure(ctx, status);
   TF_DeleteStatus(status);
   return new Eps{eps};
@@ -434,6 +444,98 @@ void softmax_grad_compute(void*, TF_OpKernelContext* ctx) {
   pool().run(c.size(0) / k, 1, kInlineBelow / k + 1, [&](int64_t lo, int64_t hi) { softmax_grad_rows(pp + lo * k, dp + lo * k, ds + lo * k, hi - lo, k); });
 }
 
+// SrpoRmsNorm(x [N, D], w [D]; eps) -> (y [N, D], rstd [N, 1]).
+void rms_norm_compute(void* state, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoRmsNorm", 2);
+  if (c.ok() && (c.rank(0) != 2 || c.rank(1) != 1 || c.dim(1, 0) != c.dim(0, 1))) c.fail("x must be [N, D] and w [D]");
+  if (!c.ok()) return;
+  const int64_t n = c.dim(0, 0), d = c.dim(0, 1);
+  const int64_t col[2] = {n, 1};
+  float* y = c.out_like(0, 0);
+  float* rstd = c.out(1, col, 2);
+  if (!c.ok()) return;
+  const float eps = static_cast<Eps*>(state)->eps;
+  if (d == 0) {
+    for (int64_t r = 0; r < n; r++) rstd[r] = rsqrt_rounded(eps);  // the mean of no squares is 0
+    return;
+  }
+  const float *x = c.data(0), *w = c.data(1);
+  pool().run(n, 1, kInlineBelow / d + 1, [&](int64_t lo, int64_t hi) { rms_norm_rows(x + lo * d, w, y + lo * d, rstd + lo, hi - lo, d, eps); });
+}
+
+// SrpoRmsNormGrad(dy [N, D], x [N, D], w [D], rstd [N, 1]) -> (dx [N, D], dw [D]).
+void rms_norm_grad_compute(void*, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoRmsNormGrad", 4);
+  if (c.ok() && (c.rank(0) != 2 || c.rank(1) != 2 || c.rank(2) != 1 || c.rank(3) != 2 || c.dim(1, 0) != c.dim(0, 0) || c.dim(1, 1) != c.dim(0, 1) ||
+                 c.dim(2, 0) != c.dim(0, 1) || c.dim(3, 0) != c.dim(0, 0) || c.dim(3, 1) != 1))
+    c.fail("dy and x must be [N, D], w [D] and rstd [N, 1]");
+  if (!c.ok()) return;
+  float* dx = c.out_like(0, 0);
+  float* dw = c.out_like(1, 2);
+  if (!c.ok()) return;
+  const int64_t n = c.dim(0, 0), d = c.dim(0, 1);
+  if (d == 0) return;
+  const float *g = c.data(0), *x = c.data(1), *w = c.data(2), *r = c.data(3);
+  if (n > 0) pool().run(n, 1, kInlineBelow / d + 1, [&](int64_t lo, int64_t hi) { rms_norm_grad_rows(g + lo * d, x + lo * d, w, r + lo, dx + lo * d, hi - lo, d); });
+  pool().run(d, kLine, kInlineBelow / (n + 1) + 1, [&](int64_t lo, int64_t hi) { rms_norm_weight_grad_cols(g, x, r, dw, n, d, lo, hi); });
+}
+
+// SrpoSwiGlu(g, u) -> y, g and u of one shape.
+void swiglu_compute(void*, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoSwiGlu", 2);
+  if (c.ok() && c.size(0) != c.size(1)) c.fail("g and u must have the same shape");
+  float* y = c.out_like(0, 0);
+  if (!c.ok()) return;
+  const float *g = c.data(0), *u = c.data(1);
+  pool().run(c.size(0), kLine, kInlineBelow, [&](int64_t lo, int64_t hi) { swiglu_forward(g, u, y, lo, hi); });
+}
+
+// SrpoSwiGluGrad(g, u, dy) -> (dg, du), all of one shape.
+void swiglu_grad_compute(void*, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoSwiGluGrad", 3);
+  if (c.ok() && (c.size(0) != c.size(1) || c.size(0) != c.size(2))) c.fail("g, u and dy must have the same shape");
+  float* dg = c.out_like(0, 0);
+  float* du = c.out_like(1, 0);
+  if (!c.ok()) return;
+  const float *g = c.data(0), *u = c.data(1), *dy = c.data(2);
+  pool().run(c.size(0), kLine, kInlineBelow, [&](int64_t lo, int64_t hi) { swiglu_backward(g, u, dy, dg, du, lo, hi); });
+}
+
+// Attributes of SrpoRope: the output scale and the direction (inverse: the backward's −sin).
+struct RopeAttrs {
+  float scale;
+  float sign;
+};
+void* rope_create(TF_OpKernelConstruction* ctx) {
+  TF_Status* status = TF_NewStatus();
+  float scale = 1.f;
+  unsigned char inverse = 0;
+  TF_OpKernelConstruction_GetAttrFloat(ctx, "scale", &scale, status);
+  if (TF_GetCode(status) == TF_OK) TF_OpKernelConstruction_GetAttrBool(ctx, "inverse", &inverse, status);
+  if (TF_GetCode(status) == TF_OK && !std::isfinite(scale)) TF_SetStatus(status, TF_INVALID_ARGUMENT, "SrpoRope: scale must be finite");
+  if (TF_GetCode(status) != TF_OK) TF_OpKernelConstruction_Failure(ctx, status);
+  TF_DeleteStatus(status);
+  return new RopeAttrs{scale, inverse ? -1.f : 1.f};
+}
+void rope_delete(void* p) { delete static_cast<RopeAttrs*>(p); }
+
+// SrpoRope(x [B·T, H·d], cos [T, d], sin [T, d]; scale, inverse) -> y [B·T, H·d].
+void rope_compute(void* state, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoRope", 3);
+  if (c.ok()) {
+    const bool tables = c.rank(1) == 2 && c.rank(2) == 2 && c.dim(1, 0) == c.dim(2, 0) && c.dim(1, 1) == c.dim(2, 1);
+    const int64_t t = tables ? c.dim(1, 0) : 0, d = tables ? c.dim(1, 1) : 0;
+    if (!tables || t < 1 || d < 2 || d % 2 != 0 || c.rank(0) != 2 || c.dim(0, 0) % t != 0 || c.dim(0, 1) % d != 0)
+      c.fail("x must be [B*T, H*d], cos and sin [T, d] with d even");
+  }
+  float* y = c.out_like(0, 0);
+  if (!c.ok() || c.size(0) == 0) return;
+  const int64_t t = c.dim(1, 0), d = c.dim(1, 1), cols = c.dim(0, 1);
+  const float *x = c.data(0), *cs = c.data(1), *sn = c.data(2);
+  const RopeAttrs a = *static_cast<RopeAttrs*>(state);
+  pool().run(c.dim(0, 0), 1, kInlineBelow / cols + 1, [&](int64_t lo, int64_t hi) { rope_rows(x, cs, sn, y, lo, hi, t, cols, d, a.scale, a.sign); });
+}
+
 struct OpSpec {
   const char* name;
   const char* inputs[4];
@@ -451,6 +553,11 @@ const OpSpec kOps[] = {
     {"SrpoLayerNormGrad", {"dxhat: float", "xhat: float", "rstd: float"}, {"dx: float"}, {}, no_state, layer_norm_grad_compute, no_delete},
     {"SrpoMaskedSoftmax", {"scores: float", "mask: float"}, {"p: float"}, {}, no_state, masked_softmax_compute, no_delete},
     {"SrpoSoftmaxGrad", {"p: float", "dp: float"}, {"ds: float"}, {}, no_state, softmax_grad_compute, no_delete},
+    {"SrpoRmsNorm", {"x: float", "w: float"}, {"y: float", "rstd: float"}, {"eps: float"}, eps_create, rms_norm_compute, eps_delete},
+    {"SrpoRmsNormGrad", {"dy: float", "x: float", "w: float", "rstd: float"}, {"dx: float", "dw: float"}, {}, no_state, rms_norm_grad_compute, no_delete},
+    {"SrpoSwiGlu", {"g: float", "u: float"}, {"y: float"}, {}, no_state, swiglu_compute, no_delete},
+    {"SrpoSwiGluGrad", {"g: float", "u: float", "dy: float"}, {"dg: float", "du: float"}, {}, no_state, swiglu_grad_compute, no_delete},
+    {"SrpoRope", {"x: float", "cos: float", "sin: float"}, {"y: float"}, {"scale: float", "inverse: bool"}, rope_create, rope_compute, rope_delete},
 };
 
 // Registers every op and kernel; returns the first error, or nullptr.

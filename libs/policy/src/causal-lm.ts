@@ -11,8 +11,11 @@ export interface CausalLm {
   /**
    * Next-token logits for every position: int32 `[B, T]` → float32 `[B·T, V]`, divided by
    * `temperature` (default 1); row `b·T + t` predicts the token after position t of row b.
+   * With `rows` (int32 `[R]`, indices into those B·T positions) only those rows are computed,
+   * `[R, V]`: the output projection, the costliest product for a large vocabulary, then runs
+   * on the positions a caller reads (response tokens, the last position when sampling).
    */
-  logits2d(tokens: tf.Tensor2D, temperature?: number): tf.Tensor2D;
+  logits2d(tokens: tf.Tensor2D, temperature?: number, rows?: tf.Tensor1D): tf.Tensor2D;
   /** Next-token logits `[B, T, V]` at temperature 1. */
   logits(tokens: tf.Tensor2D): tf.Tensor3D;
   /** Trainable weights by canonical name. */

@@ -112,8 +112,8 @@ function checkIds(tokens: readonly number[], vocabSize: number, field: string): 
 /** Device-side copy of a {@link PackedPairs}; owned by the caller (dispose). */
 export interface PackedTensors {
   inputs: tf.Tensor2D;
-  /** int32 `[m·inputLength]` next-token targets. */
-  targets: tf.Tensor1D;
+  /** int32 `[m·responseLength]` the target of each response position (`targets[gatherIndex]`). */
+  responseTargets: tf.Tensor1D;
   gatherIndex: tf.Tensor1D;
   mask: tf.Tensor2D;
   packed: PackedPairs;
@@ -122,7 +122,7 @@ export interface PackedTensors {
 export function packedToTensors(packed: PackedPairs): PackedTensors {
   return {
     inputs: tf.tensor2d(packed.inputs, [packed.m, packed.inputLength], 'int32'),
-    targets: tf.tensor1d(packed.targets, 'int32'),
+    responseTargets: tf.tensor1d(Int32Array.from(packed.gatherIndex, (g) => packed.targets[g]), 'int32'),
     gatherIndex: tf.tensor1d(packed.gatherIndex, 'int32'),
     mask: tf.tensor2d(packed.mask, [packed.m, packed.responseLength], 'float32'),
     packed,
@@ -130,7 +130,7 @@ export function packedToTensors(packed: PackedPairs): PackedTensors {
 }
 
 export function disposePacked(t: PackedTensors): void {
-  tf.dispose([t.inputs, t.targets, t.gatherIndex, t.mask]);
+  tf.dispose([t.inputs, t.responseTargets, t.gatherIndex, t.mask]);
 }
 
 /**
@@ -141,9 +141,9 @@ export function disposePacked(t: PackedTensors): void {
  */
 export function packedLogProbs(model: CausalLm, t: PackedTensors, temperature: number): tf.Tensor2D {
   return tf.tidy(() => {
-    const logits = model.logits2d(t.inputs, temperature); // [M·Tin, V]
-    const all = pickLogProbs(logits, t.targets); // [M·Tin]
-    const picked = tf.gather(all, t.gatherIndex).reshape([t.packed.m, t.packed.responseLength]);
+    // Logits of the response positions only: [M·Tr, V] instead of [M·Tin, V].
+    const logits = model.logits2d(t.inputs, temperature, t.gatherIndex);
+    const picked = pickLogProbs(logits, t.responseTargets).reshape([t.packed.m, t.packed.responseLength]);
     return tf.mul(picked, t.mask) as tf.Tensor2D;
   });
 }
@@ -175,7 +175,7 @@ export function tokenLogProbs(model: CausalLm, pairs: readonly SequencePair[], o
     const logProbs = packedLogProbs(model, t, temperature);
     return { logProbs, mask: t.mask };
   } finally {
-    tf.dispose([t.inputs, t.targets, t.gatherIndex]);
+    tf.dispose([t.inputs, t.responseTargets, t.gatherIndex]);
   }
 }
 

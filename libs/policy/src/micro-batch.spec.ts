@@ -59,8 +59,12 @@ describe('SrpoTrainer with micro-batches', () => {
       for (let e = 0; e < 2; e++) {
         const d1 = r1.epochs[e].diagnostics;
         const d2 = r2.epochs[e].diagnostics;
+        // The first epoch starts from equal weights: float32 summation order alone, 1e-5. The
+        // second starts from weights that one Adam step left a few 1e-6 apart (checked below),
+        // and its set ratios reach e^8 here, which multiplies that: 5e-5.
+        const tolerance = e === 0 ? 1e-5 : 5e-5;
         for (const k of Object.keys(d1).filter((k) => !k.startsWith('memory/'))) {
-          expect({ k, close: Math.abs(d1[k] - d2[k]) <= 1e-5 * Math.max(1, Math.abs(d1[k])) }).toEqual({ k, close: true });
+          expect({ k, e, close: Math.abs(d1[k] - d2[k]) <= tolerance * Math.max(1, Math.abs(d1[k])) }).toEqual({ k, e, close: true });
         }
       }
       expect(r1.diagnostics['losses/clip_frac_low'] + r1.diagnostics['losses/clip_frac_high']).toBeGreaterThan(0);

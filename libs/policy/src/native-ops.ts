@@ -215,9 +215,7 @@ export function geluFused(x: tf.Tensor, composite = false): tf.Tensor | undefine
 
 /** `dy · gelu′(x)` in one pass (`SrpoGeluGrad`), for a forward that took {@link geluFused}. */
 export function geluGrad(x: tf.Tensor, dy: tf.Tensor): tf.Tensor {
-  const be = tf.backend() as unknown as NativeBackend;
-  if (!srpoKernelRegistered('SrpoGeluGrad')) throw new Error('SrpoGeluGrad is not registered: geluGrad pairs only with a fused forward');
-  return be.executeMultipleOutputs('SrpoGeluGrad', [], [x, dy], 1)[0];
+  return fusedPair('SrpoGeluGrad', [x, dy], 1)[0];
 }
 
 /**
@@ -245,6 +243,54 @@ export function maskedSoftmax<T extends tf.Tensor>(scores: T, mask: tf.Tensor2D)
 /** The softmax backward `p ∘ (dp − Σ dp∘p)` over the last axis (`SrpoSoftmaxGrad`). */
 export function softmaxGrad<T extends tf.Tensor>(p: T, dp: T): T | undefined {
   return fused('SrpoSoftmaxGrad', [p, dp], 1)?.[0] as T | undefined;
+}
+
+/**
+ * A backward kernel whose forward took its fused pair: run it even if the switch flipped in
+ * between (the saved tensors are the fused forward's), and fail loudly where it is missing.
+ */
+function fusedPair(op: string, inputs: tf.Tensor[], outputs: number): tf.Tensor[] {
+  if (!srpoKernelRegistered(op)) throw new Error(`${op} is not registered: it pairs only with a fused forward`);
+  return (tf.backend() as unknown as NativeBackend).executeMultipleOutputs(op, [], inputs, outputs);
+}
+
+/**
+ * RMSNorm of each row of x `[N, D]` with weight w `[D]`: `y = w ⊙ x·r`, `r = 1/√(mean(x²) + eps)`
+ * `[N, 1]` (`SrpoRmsNorm`), or undefined where not available. Pair it with {@link rmsNormGrad}.
+ */
+export function rmsNormFused(x: tf.Tensor2D, w: tf.Tensor1D, eps: number, composite = false): { y: tf.Tensor2D; rstd: tf.Tensor2D } | undefined {
+  const out = fused('SrpoRmsNorm', [x, w], 2, (b) => [{ name: 'eps', type: b.TF_ATTR_FLOAT, value: eps }], composite);
+  return out && { y: out[0] as tf.Tensor2D, rstd: out[1] as tf.Tensor2D };
+}
+
+/** The RMSNorm backward (`SrpoRmsNormGrad`): `dx` `[N, D]` and the weight's `dw` `[D]`, for a forward that took {@link rmsNormFused}. */
+export function rmsNormGrad(dy: tf.Tensor2D, x: tf.Tensor2D, w: tf.Tensor1D, rstd: tf.Tensor2D): { dx: tf.Tensor2D; dw: tf.Tensor1D } {
+  const [dx, dw] = fusedPair('SrpoRmsNormGrad', [dy, x, w, rstd], 2);
+  return { dx: dx as tf.Tensor2D, dw: dw as tf.Tensor1D };
+}
+
+/** SwiGLU's gate `SiLU(g) ⊙ u` in one pass (`SrpoSwiGlu`), or undefined where not available. Pair it with {@link swiGluGrad}. */
+export function swiGluFused(g: tf.Tensor2D, u: tf.Tensor2D, composite = false): tf.Tensor2D | undefined {
+  return fused('SrpoSwiGlu', [g, u], 1, undefined, composite)?.[0] as tf.Tensor2D | undefined;
+}
+
+/** The SwiGLU backward (`SrpoSwiGluGrad`): `dg` and `du`, for a forward that took {@link swiGluFused}. */
+export function swiGluGrad(g: tf.Tensor2D, u: tf.Tensor2D, dy: tf.Tensor2D): { dg: tf.Tensor2D; du: tf.Tensor2D } {
+  const [dg, du] = fusedPair('SrpoSwiGluGrad', [g, u, dy], 2);
+  return { dg: dg as tf.Tensor2D, du: du as tf.Tensor2D };
+}
+
+/**
+ * Rotary embedding on projection rows x `[B·T, H·d]` (row b·T + t is position t), times
+ * `scale`, with tables `[T, d]` (`SrpoRope`); `inverse` rotates by −sin (the backward). Undefined
+ * where not available.
+ */
+export function ropeFused(x: tf.Tensor2D, cos: tf.Tensor2D, sin: tf.Tensor2D, scale: number, inverse: boolean, composite = false): tf.Tensor2D | undefined {
+  const attrs = (b: NativeBinding): TfeAttr[] => [
+    { name: 'scale', type: b.TF_ATTR_FLOAT, value: scale },
+    { name: 'inverse', type: b.TF_ATTR_BOOL, value: inverse },
+  ];
+  return fused('SrpoRope', [x, cos, sin], 1, attrs, composite)?.[0] as tf.Tensor2D | undefined;
 }
 
 /** `dy · y · (1 − y)` where y = sigmoid(x): the sigmoid gradient from its output. Native: `SigmoidGrad`. */

@@ -103,7 +103,8 @@ export async function sampleBatch(
       last[i] = i * width + r.seq.length - 1;
     });
     const lp = tf.tidy(() => {
-      const logits = tf.gather(model.logits2d(tf.tensor2d(ids, [active.length, width], 'int32'), temperature), tf.tensor1d(last, 'int32'));
+      // Only each row's last position is sampled from: project only those rows.
+      const logits = model.logits2d(tf.tensor2d(ids, [active.length, width], 'int32'), temperature, tf.tensor1d(last, 'int32'));
       return tf.logSoftmax(logits) as tf.Tensor2D;
     });
     let values: Float32Array;

@@ -192,10 +192,11 @@ export class TransformerModel {
    *
    * @param tokens int32 `[B, T]` token ids, `1 <= T <= maxSeqLen`.
    * @param temperature logits are divided by it (folded into the output projection); default 1.
-   * @returns float32 `[B·T, V]` logits, row `b·T + t` predicts the token after position t of row b.
+   * @param rows int32 indices into the B·T positions: compute only those rows' logits.
+   * @returns float32 `[B·T, V]` logits (or `[R, V]` with rows), row `b·T + t` predicts the token after position t of row b.
    *   Kept 2-D because every consumer (log-softmax, sampling) works per row and it saves reshapes.
    */
-  logits2d(tokens: tf.Tensor2D, temperature = 1): tf.Tensor2D {
+  logits2d(tokens: tf.Tensor2D, temperature = 1, rows?: tf.Tensor1D): tf.Tensor2D {
     this.assertLive();
     const [b, t] = tokens.shape;
     if (t < 1 || t > this.config.maxSeqLen) {
@@ -219,7 +220,9 @@ export class TransformerModel {
       }
       const head = this.config.tiedEmbeddings ? (tf.transpose(w('tok_emb')) as tf.Tensor2D) : w('head');
       const outScale = temperature === 1 ? undefined : tf.fill([v], 1 / temperature) as tf.Tensor1D;
-      return normLinear(h, w1('ln_f.g'), w1('ln_f.b'), head, undefined, eps, nc, outScale);
+      // The final layer norm is per row: select the rows first, and norm and project only those.
+      const last = rows ? (tf.gather(h, rows) as tf.Tensor2D) : h;
+      return normLinear(last, w1('ln_f.g'), w1('ln_f.b'), head, undefined, eps, nc, outScale);
     });
   }
 

@@ -143,9 +143,10 @@ export class GenerationEngine {
       last[i] = i * width + r.seq.length - 1;
       taus[i] = r.params.temperature > 0 ? r.params.temperature : 1;
     });
-    // Right-padding is harmless: attention is causal, and only each row's last real position is read.
+    // Right-padding is harmless: attention is causal, and only each row's last real position is read
+    // (and projected to the vocabulary).
     const lp = tf.tidy(() => {
-      const logits = tf.gather(model.logits2d(tf.tensor2d(ids, [rows.length, width], 'int32')), tf.tensor1d(last, 'int32'));
+      const logits = model.logits2d(tf.tensor2d(ids, [rows.length, width], 'int32'), 1, tf.tensor1d(last, 'int32'));
       return tf.logSoftmax(tf.div(logits, tf.tensor2d(taus, [rows.length, 1]))) as tf.Tensor2D;
     });
     let values: Float32Array;

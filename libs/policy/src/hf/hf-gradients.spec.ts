@@ -4,6 +4,7 @@ import * as tf from '@tensorflow/tfjs';
 import { repoRoot } from '@srpo/core';
 import { buildPaddedSetBatch, disposePaddedSetBatch, objectiveLoss, resolveObjectiveConfig, type SetInput } from '@srpo/srpo';
 import { disposePacked, packedLogProbs, packedToTensors, packPairs } from '../log-probs';
+import { configureSrpoKernels, srpoKernelAvailable } from '../srpo-kernels';
 import { nativeBackend } from '../test/fixtures';
 import { loadHfModel } from './hf-model-dir';
 import { readSafetensorsHeader, readSafetensorsTensor } from './safetensors';
@@ -20,11 +21,22 @@ interface GradCase {
   loss: number;
 }
 
-describe.each(['llama', 'qwen2'])('%s: SRPO gradients against PyTorch autograd', (name) => {
+// Both paths of llama-ops: the project's fused kernels (where built; CI requires them) and the
+// composite tfjs ops that WebGPU and machines without the kernels run.
+const modes = [
+  ['fused kernels', true],
+  ['composite ops', false],
+] as const;
+
+describe.each(modes.flatMap(([mode, fused]) => ['llama', 'qwen2'].map((name) => [name, mode, fused] as const)))('%s (%s): SRPO gradients against PyTorch autograd', (name, _mode, fused) => {
   const dir = path.join(FIXTURES, name);
+  afterEach(() => configureSrpoKernels({ enabled: true }));
 
   it('loss within 1e-5; every weight gradient within float32 tolerance of torch', async () => {
     await nativeBackend();
+    configureSrpoKernels({ enabled: fused });
+    if (fused && process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1') expect(srpoKernelAvailable('SrpoRmsNorm')).toBe(true);
+    if (!fused) expect(srpoKernelAvailable('SrpoRmsNorm')).toBe(false);
     const ref = JSON.parse(fs.readFileSync(path.join(dir, 'grad-case.json'), 'utf8')) as GradCase;
     const grads = readSafetensorsHeader(path.join(dir, 'grad-reference.safetensors'));
     const hf = loadHfModel(dir);

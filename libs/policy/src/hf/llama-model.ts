@@ -1,6 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
 import type { HfModelConfig } from './hf-config';
+import { linear, ropeAttention, rmsNorm, swiGlu, type RopeTables } from './llama-ops';
 import { ropeTables } from './rope';
 
 /** Where a Hugging Face model came from: its directory and the SHA-256 of its files. */
@@ -77,6 +78,9 @@ const IGNORED = /\.rotary_emb\.inv_freq$/;
  * `modeling_llama.py` eager path step for step; Qwen2 adds q/k/v biases, Mistral is Llama
  * without a sliding window (the loader refuses one).
  *
+ * Each piece (linear, RMSNorm, the SwiGLU gate, attention with RoPE) is one tape entry with a
+ * hand-written gradient and, on tfjs-node, the project's fused kernels (llama-ops.ts).
+ *
  * Owns its variables; {@link dispose} when done. Same surface as the project's own
  * `TransformerModel` where the log-prob, sampling and update code needs it.
  */
@@ -91,7 +95,7 @@ export class LlamaModel {
    * ({@link hfDirectoryHash}): checkpoints name it, export takes config and tokenizer from it.
    */
   source?: HfModelSource;
-  private readonly ropeCache = new Map<number, { cos: tf.Tensor2D; sin: tf.Tensor2D }>();
+  private readonly ropeCache = new Map<number, RopeTables>();
   private readonly maskCache = new Map<number, tf.Tensor2D>();
   private disposed = false;
 
@@ -204,30 +208,34 @@ export class LlamaModel {
    * @param tokens int32 `[B, T]`, `1 ≤ T ≤ maxSeqLen`; rows right-padded (causal attention
    *   keeps padding from reaching real positions).
    * @param temperature logits are divided by it; default 1.
-   * @returns float32 `[B·T, V]`; row `b·T + t` predicts the token after position t of row b.
+   * @param rows int32 indices into the B·T positions: compute only those rows' logits.
+   * @returns float32 `[B·T, V]` (or `[R, V]` with rows); row `b·T + t` predicts the token after position t of row b.
    */
-  logits2d(tokens: tf.Tensor2D, temperature = 1): tf.Tensor2D {
+  logits2d(tokens: tf.Tensor2D, temperature = 1, rows?: tf.Tensor1D): tf.Tensor2D {
     if (this.disposed) throw new ValidationError('model', 'has been disposed');
     const [b, t] = tokens.shape;
     const c = this.config;
     if (t < 1 || t > c.maxSeqLen) throw new ValidationError('tokens', `sequence length must be in [1, ${c.maxSeqLen}], got ${t}`);
     return tf.tidy((): tf.Tensor2D => {
-      const w = (name: string): tf.Tensor => this.weight(name);
+      const w = (name: string): tf.Variable => this.weight(name);
+      const eps = c.rmsNormEps;
       let h = tf.gather(w('model.embed_tokens.weight'), tokens.reshape([b * t])) as tf.Tensor2D;
       const rope = this.rope(t);
       const mask = this.causalMask(t, c.numHeads / c.numKvHeads);
       for (let i = 0; i < c.numLayers; i++) {
         const p = `model.layers.${i}.`;
-        const n1 = rmsNorm(h, w(`${p}input_layernorm.weight`), c.rmsNormEps);
+        const n1 = rmsNorm(h, w(`${p}input_layernorm.weight`) as tf.Tensor as tf.Tensor1D, eps);
         const attn = this.attention(n1, p, b, t, rope, mask);
         h = tf.add(h, this.linear(attn, `${p}self_attn.o_proj`, c.oBias)) as tf.Tensor2D;
-        const n2 = rmsNorm(h, w(`${p}post_attention_layernorm.weight`), c.rmsNormEps);
+        const n2 = rmsNorm(h, w(`${p}post_attention_layernorm.weight`) as tf.Tensor as tf.Tensor1D, eps);
         const gate = this.linear(n2, `${p}mlp.gate_proj`, c.mlpBias);
         const up = this.linear(n2, `${p}mlp.up_proj`, c.mlpBias);
-        h = tf.add(h, this.linear(tf.mul(silu(gate), up) as tf.Tensor2D, `${p}mlp.down_proj`, c.mlpBias)) as tf.Tensor2D;
+        h = tf.add(h, this.linear(swiGlu(gate, up), `${p}mlp.down_proj`, c.mlpBias)) as tf.Tensor2D;
       }
-      const head = w(c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight') as tf.Tensor2D;
-      const logits = tf.matMul(rmsNorm(h, w('model.norm.weight'), c.rmsNormEps), head, false, true) as tf.Tensor2D;
+      const head = w(c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight') as tf.Tensor as tf.Tensor2D;
+      // RMSNorm is per row: select the rows first, and norm and project only those.
+      const last = rows ? (tf.gather(h, rows) as tf.Tensor2D) : h;
+      const logits = linear(rmsNorm(last, w('model.norm.weight') as tf.Tensor as tf.Tensor1D, eps), head);
       return temperature === 1 ? logits : (tf.div(logits, temperature) as tf.Tensor2D);
     });
   }
@@ -244,7 +252,7 @@ export class LlamaModel {
     for (const v of this.base.values()) v.dispose();
     this.linearAdapter?.dispose();
     this.linearAdapter = undefined;
-    for (const r of this.ropeCache.values()) tf.dispose([r.cos, r.sin]);
+    for (const r of this.ropeCache.values()) tf.dispose([r.cos, r.sin, r.negSin]);
     for (const m of this.maskCache.values()) m.dispose();
   }
 
@@ -254,40 +262,27 @@ export class LlamaModel {
 
   /** `x · Wᵀ (+ b)` for a `[out, in]` weight, plus the attached adapter's term (added last, as peft's LoRA `Linear.forward` does). */
   private linear(x: tf.Tensor2D, name: string, bias: boolean): tf.Tensor2D {
-    const y = tf.matMul(x, this.weight(`${name}.weight`) as unknown as tf.Tensor2D, false, true) as tf.Tensor2D;
-    const out = bias ? (tf.add(y, this.weight(`${name}.bias`)) as tf.Tensor2D) : y;
+    const out = linear(x, this.weight(`${name}.weight`) as tf.Tensor as tf.Tensor2D, bias ? (this.weight(`${name}.bias`) as tf.Tensor as tf.Tensor1D) : undefined);
     const delta = this.linearAdapter?.delta(x, name);
     return delta ? (tf.add(out, delta) as tf.Tensor2D) : out;
   }
 
-  /**
-   * Causal grouped-query attention on normed input `[B·T, D]` → `[B·T, H·d]`:
-   * softmax(q kᵀ / √d + M) v per head, M = −∞ above the diagonal.
-   *
-   * Query head i reads key/value head ⌊i / r⌋, r = H / H_kv (transformers' `repeat_kv`).
-   * Rather than copying each key/value head r times, the r query heads of a group are
-   * stacked along the time axis, `[B, H_kv, r·T, d]`, against the group's single key/value
-   * head; the mask is stacked the same way. Same products, no copies (and no rank-5 tile,
-   * whose gradient tfjs lacks).
-   */
-  private attention(n: tf.Tensor2D, p: string, b: number, t: number, rope: { cos: tf.Tensor2D; sin: tf.Tensor2D }, mask: tf.Tensor2D): tf.Tensor2D {
-    const { numHeads: h, numKvHeads: kvh, headDim: d, qkvBias } = this.config;
-    const r = h / kvh;
-    const heads = (x: tf.Tensor2D, count: number): tf.Tensor4D => tf.transpose(x.reshape([b, t, count, d]), [0, 2, 1, 3]) as tf.Tensor4D;
-    const q = applyRope(heads(this.linear(n, `${p}self_attn.q_proj`, qkvBias), h), rope).reshape([b, kvh, r * t, d]);
-    const k = applyRope(heads(this.linear(n, `${p}self_attn.k_proj`, qkvBias), kvh), rope);
-    const v = heads(this.linear(n, `${p}self_attn.v_proj`, qkvBias), kvh);
-    const scores = tf.add(tf.mul(tf.matMul(q, k, false, true), 1 / Math.sqrt(d)), mask); // [B, H_kv, r·T, T]
-    const out = tf.matMul(tf.softmax(scores), v).reshape([b, h, t, d]);
-    return tf.transpose(out, [0, 2, 1, 3]).reshape([b * t, h * d]) as tf.Tensor2D;
+  /** Causal grouped-query attention with RoPE on normed input `[B·T, D]` → `[B·T, H·d]` (llama-ops' {@link ropeAttention}). */
+  private attention(n: tf.Tensor2D, p: string, b: number, t: number, rope: RopeTables, mask: tf.Tensor2D): tf.Tensor2D {
+    const { numHeads: heads, numKvHeads: kvHeads, headDim, qkvBias } = this.config;
+    const q = this.linear(n, `${p}self_attn.q_proj`, qkvBias);
+    const k = this.linear(n, `${p}self_attn.k_proj`, qkvBias);
+    const v = this.linear(n, `${p}self_attn.v_proj`, qkvBias);
+    return ropeAttention(q, k, v, { b, t, heads, kvHeads, headDim }, rope, mask);
   }
 
-  private rope(t: number): { cos: tf.Tensor2D; sin: tf.Tensor2D } {
+  private rope(t: number): RopeTables {
     let r = this.ropeCache.get(t);
     if (!r) {
       const { cos, sin } = ropeTables(this.config, t);
       const d = this.config.headDim;
-      r = { cos: tf.keep(tf.tensor2d(cos, [t, d])), sin: tf.keep(tf.tensor2d(sin, [t, d])) };
+      const neg = sin.map((x) => -x);
+      r = { cos: tf.keep(tf.tensor2d(cos, [t, d])), sin: tf.keep(tf.tensor2d(sin, [t, d])), negSin: tf.keep(tf.tensor2d(neg, [t, d])) };
       this.ropeCache.set(t, r);
     }
     return r;
@@ -309,23 +304,4 @@ export class LlamaModel {
     }
     return m;
   }
-}
-
-/** RMSNorm(x) = w ⊙ x / √(mean(x²) + ε) over the last axis (Zhang & Sennrich 2019; transformers `LlamaRMSNorm`). */
-export function rmsNorm(x: tf.Tensor2D, weight: tf.Tensor, eps: number): tf.Tensor2D {
-  const variance = tf.mean(tf.square(x), -1, true);
-  return tf.mul(tf.mul(x, tf.rsqrt(tf.add(variance, eps))), weight) as tf.Tensor2D;
-}
-
-/** SiLU(x) = x · σ(x) (the "Swish" gate of SwiGLU; Shazeer 2020). */
-export function silu(x: tf.Tensor2D): tf.Tensor2D {
-  return tf.mul(x, tf.sigmoid(x)) as tf.Tensor2D;
-}
-
-/** RoPE on `[B, heads, T, d]`: x ⊙ cos + rotate_half(x) ⊙ sin, rotate_half(x) = [−x₂, x₁]. */
-export function applyRope(x: tf.Tensor4D, rope: { cos: tf.Tensor2D; sin: tf.Tensor2D }): tf.Tensor4D {
-  const d = x.shape[3];
-  const [x1, x2] = tf.split(x, [d / 2, d / 2], 3);
-  const rotated = tf.concat([tf.neg(x2), x1], 3);
-  return tf.add(tf.mul(x, rope.cos), tf.mul(rotated, rope.sin)) as tf.Tensor4D;
 }
