@@ -18,8 +18,9 @@ Two modes, both driven by bench/learner/hf/run.ts:
       prints one JSON line: timings, first- and last-step loss, memory.
 
 The step is written the way a PyTorch user would write it: the transformers model as
-loaded, model(input_ids).logits, log_softmax + gather, torch.optim.Adam defaults,
-clip_grad_norm_. Nothing is compiled (eager PyTorch, like tfjs's eager execution).
+loaded, model(input_ids, logits_to_keep=...).logits from the first response position on
+(as TRL's GRPO trainer asks for them; --all-positions projects every position),
+log_softmax + gather, torch.optim.Adam defaults, clip_grad_norm_. Nothing is compiled (eager PyTorch, like tfjs's eager execution).
 
 Memory: `peakRssBytes` is the process's resident-set high-water mark from
 resource.getrusage(RUSAGE_SELF).ru_maxrss (Linux reports KiB), over the whole process
@@ -77,7 +78,7 @@ def cpu_capability(torch) -> str:
         return "unknown"
 
 
-def run_job(job_file: str, attn: str, profile_ops: int, profile_shapes: bool = False) -> None:
+def run_job(job_file: str, attn: str, profile_ops: int, profile_shapes: bool = False, all_positions: bool = False) -> None:
     with open(job_file) as f:
         job = json.load(f)
     threads = int(job["threads"])
@@ -141,10 +142,18 @@ def run_job(job_file: str, attn: str, profile_ops: int, profile_shapes: bool = F
     opt = torch.optim.Adam(model.parameters(), lr=job["lr"], betas=(0.9, 0.999), eps=1e-8)
     max_norm = job["maxGradNorm"]
 
+    # Logits only from the first position that predicts a response token on, as TRL's trainers
+    # ask for them (logits_to_keep): the output projection over a 32k vocabulary is the largest
+    # product of the step, and the learner too projects only response positions.
+    first = 0 if all_positions else min(c for _, _, c in rows) - 1
+    keep = tin - first
+    targets_kept = targets[:, first:]
+    gather_kept = gather - first
+
     def step():
-        logits = model(input_ids=inputs, use_cache=False).logits  # [M, Tin, V] float32
-        logp_all = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        logp_new = logp_all.gather(1, gather)
+        logits = model(input_ids=inputs, use_cache=False, logits_to_keep=keep).logits  # [M, keep, V] float32
+        logp_all = torch.log_softmax(logits, dim=-1).gather(-1, targets_kept.unsqueeze(-1)).squeeze(-1)
+        logp_new = logp_all.gather(1, gather_kept)
         tok = torch.where(mask > 0, logp_new - logp_old, torch.zeros_like(logp_new))
         set_lr = red * torch.zeros(S).index_add(0, member_set, tok.sum(1))
         rho = set_lr.exp()
@@ -214,11 +223,12 @@ def main() -> None:
     ap.add_argument("--attn", default="eager", choices=["eager", "sdpa"])
     ap.add_argument("--profile-ops", type=int, default=0, help="profile one extra step; report the top N ops by self CPU time")
     ap.add_argument("--profile-shapes", action="store_true", help="group the op profile by input shapes too")
+    ap.add_argument("--all-positions", action="store_true", help="project every position to logits (transformers' default), not only from the first response position on")
     args = ap.parse_args()
     if args.make_model:
         make_model(args.make_model, args.seed)
     elif args.job:
-        run_job(args.job, args.attn, args.profile_ops, args.profile_shapes)
+        run_job(args.job, args.attn, args.profile_ops, args.profile_shapes, args.all_positions)
     else:
         ap.error("one of --make-model or --job is required")
 

@@ -7,7 +7,7 @@
  *       [--steps 10] [--warmup 2] [--threads N] [--arch qwen2|llama] [--vocab N] [--hidden N]
  *       [--layers N] [--heads N] [--kv-heads N] [--intermediate N] [--seq-len N] [--context N]
  *       [--sequences N] [--untied|--tied] [--lr X] [--torch-attn eager,sdpa] [--no-torch]
- *       [--profile-ops N] [--keep-model DIR] [--out FILE] [--json]
+ *       [--profile-ops N] [--keep-model DIR] [--out FILE] [--json] [--torch-all-positions] [--isa native|avx2]
  *
  * Default (`--preset qwen2`) is the issue's configuration: Qwen2-like, hidden 512, 8 layers,
  * 8 heads with 2 KV heads, SwiGLU 1408, vocabulary 32 000, T 256, 8 sequences per step.
@@ -33,6 +33,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { best, findBenchScript, lastJsonLine, median, threadEnv } from '../bench-common';
+import { ISA_CAPS, isaEnv, type IsaCap } from '../kernels';
 import { cpuDescription } from '../../cpu';
 
 type Attn = 'eager' | 'sdpa';
@@ -77,6 +78,10 @@ interface Args {
   profileOps: number;
   /** Group the op profile by op and input shapes instead of by op alone. */
   profileShapes: boolean;
+  /** The PyTorch side projects every position to logits (transformers' default) instead of response positions only (TRL's logits_to_keep). */
+  torchAllPositions: boolean;
+  /** `avx2` caps both sides' dispatched kernels (oneDNN, ATen, MKL) at AVX2: an emulation of an AVX2-only CPU. */
+  isa: IsaCap;
   json: boolean;
   out?: string;
   keepModel?: string;
@@ -111,6 +116,8 @@ function parseArgs(argv: string[]): Args {
     torchAttn: ['eager', 'sdpa'],
     profileOps: 0,
     profileShapes: false,
+    torchAllPositions: false,
+    isa: 'native',
     json: false,
   };
   for (let i = 0; i < argv.length; i++) {
@@ -148,6 +155,12 @@ function parseArgs(argv: string[]): Args {
       a.torchAttn = v as Attn[];
     } else if (k === '--profile-ops') a.profileOps = int(0);
     else if (k === '--profile-shapes') a.profileShapes = true;
+    else if (k === '--torch-all-positions') a.torchAllPositions = true;
+    else if (k === '--isa') {
+      const v = next();
+      if (!(ISA_CAPS as readonly string[]).includes(v)) throw new Error(`--isa takes ${ISA_CAPS.join(' or ')}`);
+      a.isa = v as IsaCap;
+    }
     else if (k === '--json') a.json = true;
     else if (k === '--out') a.out = next();
     else if (k === '--keep-model') a.keepModel = next();
@@ -319,9 +332,14 @@ function workerArgv(args: Args): string[] {
   return out;
 }
 
+/** Both sides' environment: the same threads, and the `--isa` cap. */
+function sideEnv(args: Args): NodeJS.ProcessEnv {
+  return { ...threadEnv(args.threads), ...isaEnv(args.isa) };
+}
+
 function runNode(args: Args, role: 'prepare' | 'tfjs', jobDir: string): SideResult | undefined {
   const argv = [...process.execArgv, __filename, '--worker', role, '--job-dir', jobDir, ...workerArgv(args)];
-  const r = spawnSync(process.execPath, argv, { env: threadEnv(args.threads), encoding: 'utf8', maxBuffer: 64 << 20 });
+  const r = spawnSync(process.execPath, argv, { env: sideEnv(args), encoding: 'utf8', maxBuffer: 64 << 20 });
   if (r.status !== 0) {
     const err = (r.stderr ?? '').split('\n').filter((l) => l && !/artificially reduced/.test(l));
     throw new Error(`${role} worker failed (${r.status ?? r.signal}):\n${err.slice(-20).join('\n')}`);
@@ -368,7 +386,7 @@ async function main(): Promise<void> {
     mkdirSync(modelDir, { recursive: true });
     writeJson(path.join(modelDir, 'config.json'), hfConfigJson(w));
     if (versions && script) {
-      const r = spawnSync('python3', [script, '--make-model', modelDir, '--seed', String(w.modelSeed)], { env: threadEnv(args.threads), encoding: 'utf8', maxBuffer: 16 << 20 });
+      const r = spawnSync('python3', [script, '--make-model', modelDir, '--seed', String(w.modelSeed)], { env: sideEnv(args), encoding: 'utf8', maxBuffer: 16 << 20 });
       if (r.status !== 0) throw new Error(`making the model failed (${r.status}):\n${r.stderr}`);
     }
     runNode(args, 'prepare', jobDir);
@@ -381,8 +399,8 @@ async function main(): Promise<void> {
       for (const s of torchSides) {
         if (s.skipped) continue;
         const attn = s.label.slice('pytorch-'.length);
-        const r = spawnSync('python3', [script as string, '--job', path.join(jobDir, 'job.json'), '--attn', attn, '--profile-ops', String(args.profileOps), ...(args.profileShapes ? ['--profile-shapes'] : [])], {
-          env: threadEnv(args.threads),
+        const r = spawnSync('python3', [script as string, '--job', path.join(jobDir, 'job.json'), '--attn', attn, '--profile-ops', String(args.profileOps), ...(args.profileShapes ? ['--profile-shapes'] : []), ...(args.torchAllPositions ? ['--all-positions'] : [])], {
+          env: sideEnv(args),
           encoding: 'utf8',
           maxBuffer: 64 << 20,
         });
@@ -392,10 +410,11 @@ async function main(): Promise<void> {
     }
     const sides = [tfjs, ...torchSides];
     for (const s of sides) if (s.skipped) notes.push(`${s.label}: ${s.skipped}`);
+    notes.push(`logits: tfjs projects the response positions only; PyTorch ${args.torchAllPositions ? 'every position (--torch-all-positions)' : 'from the first response position on (logits_to_keep, as TRL)'}`);
     const ran = sides.filter((s) => s.results.length > 0);
 
     const header = `HF learner benchmark, ${describeWorkload(w)}; weights from ${job.weightsFrom}`;
-    const machine = `CPU: ${cpu.model}; vector extensions: ${cpu.vector} [${cpu.flags.join(' ')}]; ${os.availableParallelism()} logical CPUs; threads per side: ${args.threads} (TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS, torch.set_num_threads)`;
+    const machine = `CPU: ${cpu.model}; vector extensions: ${cpu.vector} [${cpu.flags.join(' ')}]; ${os.availableParallelism()} logical CPUs; threads per side: ${args.threads} (TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS, torch.set_num_threads)${args.isa === 'avx2' ? '; dispatched kernels capped at AVX2 (--isa avx2: an emulation, not an AVX2 machine)' : ''}`;
     const ratios: Record<string, { median: number; best: number; firstLossDiff: number; firstGradNormRelDiff: number; lastLossDiff: number; lastGradNormRelDiff: number }> = {};
     const rel = (a: number, b: number): number => Math.abs(a - b) / Math.max(Math.abs(b), 1e-30);
     const ref = tfjs.results.length ? median(tfjs.results) : undefined;
