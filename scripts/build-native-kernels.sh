@@ -31,7 +31,7 @@ missing() {
 }
 
 target="$out/srpo_kernels.node"
-if [[ $force == 0 && -f "$target" && "$target" -nt "$src/srpo-kernels.cc" && "$target" -nt "$src/tf-kernel-api.h" && "$target" -nt "$src/llama-kernels.h" && "$target" -nt "$0" ]]; then
+if [[ $force == 0 && -f "$target" && "$target" -nt "$src/srpo-kernels.cc" && "$target" -nt "$src/tf-kernel-api.h" && "$target" -nt "$src/llama-kernels.h" && "$target" -nt "$src/logprob-kernels.h" && "$target" -nt "$0" ]]; then
   log "up to date: $target"
   exit 0
 fi

@@ -198,6 +198,7 @@ void softmax_grad_rows(const float* p, const float* dp, float* ds, int64_t rows,
 }
 
 #include "llama-kernels.h"
+#include "logprob-kernels.h"
 
 // --- A static-schedule pool ---------------------------------------------------------------
 
@@ -291,11 +292,12 @@ void unknown_shape(TF_ShapeInferenceContext* ctx, TF_Status* status) { TF_ShapeI
 // TensorFlow then raises the message, which names the op, to the caller.
 class Call {
  public:
-  Call(TF_OpKernelContext* ctx, const char* op, int inputs) : ctx_(ctx), op_(op), status_(TF_NewStatus()), n_in_(inputs) {
+  // Every input is float32, except input `int_input` (if any), which is int32.
+  Call(TF_OpKernelContext* ctx, const char* op, int inputs, int int_input = -1) : ctx_(ctx), op_(op), status_(TF_NewStatus()), n_in_(inputs) {
     for (int i = 0; i < n_in_ && ok_; i++) {
       TF_GetInput(ctx_, i, &in_[i], status_);
       if (TF_GetCode(status_) != TF_OK) fail_status();
-      else if (TF_TensorType(in_[i]) != TF_FLOAT) fail("inputs must be float32");
+      else if (i == int_input ? TF_TensorType(in_[i]) != TF_INT32 : TF_TensorType(in_[i]) != TF_FLOAT) fail(i == int_input ? "targets must be int32" : "inputs must be float32");
     }
   }
   ~Call() {
@@ -311,6 +313,7 @@ class Call {
   int64_t dim(int i, int d) const { return TF_Dim(in_[i], d < 0 ? rank(i) + d : d); }
   int64_t size(int i) const { return TF_TensorElementCount(in_[i]); }
   const float* data(int i) const { return static_cast<const float*>(TF_TensorData(in_[i])); }
+  const int32_t* ints(int i) const { return static_cast<const int32_t*>(TF_TensorData(in_[i])); }
 
   // Output `index` with the shape of input `like`, or with `dims`.
   float* out_like(int index, int like) {
@@ -536,6 +539,50 @@ void rope_compute(void* state, TF_OpKernelContext* ctx) {
   pool().run(c.dim(0, 0), 1, kInlineBelow / cols + 1, [&](int64_t lo, int64_t hi) { rope_rows(x, cs, sn, y, lo, hi, t, cols, d, a.scale, a.sign); });
 }
 
+// Inputs of SrpoTargetLogProbs(Grad): logits [N, V] and int32 targets [N] within [0, V).
+bool check_targets(Call& c) {
+  if (c.ok() && (c.rank(0) != 2 || c.rank(1) != 1 || c.dim(1, 0) != c.dim(0, 0))) c.fail("logits must be [N, V] and targets [N]");
+  if (!c.ok()) return false;
+  const int64_t n = c.dim(0, 0), v = c.dim(0, 1);
+  const int32_t* t = c.ints(1);
+  for (int64_t r = 0; r < n; r++) {
+    if (t[r] < 0 || t[r] >= v) {
+      char text[96];
+      snprintf(text, sizeof text, "targets[%lld] = %d is outside [0, %lld)", static_cast<long long>(r), t[r], static_cast<long long>(v));
+      c.fail(text);
+      return false;
+    }
+  }
+  return true;
+}
+
+// SrpoTargetLogProbs(logits [N, V], targets int32 [N]) -> (logp [N], lse [N]).
+void target_logp_compute(void*, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoTargetLogProbs", 2, 1);
+  if (!check_targets(c)) return;
+  const int64_t n = c.dim(0, 0), v = c.dim(0, 1);
+  const int64_t col[1] = {n};
+  float* logp = c.out(0, col, 1);
+  float* lse = c.out(1, col, 1);
+  if (!c.ok() || n == 0) return;
+  const float* x = c.data(0);
+  const int32_t* t = c.ints(1);
+  pool().run(n, 1, kInlineBelow / (v + 1) + 1, [&](int64_t lo, int64_t hi) { target_logp_rows(x, t, logp, lse, lo, hi, v); });
+}
+
+// SrpoTargetLogProbsGrad(logits [N, V], targets int32 [N], lse [N], dy [N]) -> dlogits [N, V].
+void target_logp_grad_compute(void*, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoTargetLogProbsGrad", 4, 1);
+  if (!check_targets(c)) return;
+  if (c.rank(2) != 1 || c.rank(3) != 1 || c.dim(2, 0) != c.dim(0, 0) || c.dim(3, 0) != c.dim(0, 0)) c.fail("lse and dy must be [N]");
+  float* dx = c.out_like(0, 0);
+  if (!c.ok() || c.size(0) == 0) return;
+  const int64_t v = c.dim(0, 1);
+  const float *x = c.data(0), *lse = c.data(2), *dy = c.data(3);
+  const int32_t* t = c.ints(1);
+  pool().run(c.dim(0, 0), 1, kInlineBelow / (v + 1) + 1, [&](int64_t lo, int64_t hi) { target_logp_grad_rows(x, t, lse, dy, dx, lo, hi, v); });
+}
+
 struct OpSpec {
   const char* name;
   const char* inputs[4];
@@ -558,6 +605,8 @@ const OpSpec kOps[] = {
     {"SrpoSwiGlu", {"g: float", "u: float"}, {"y: float"}, {}, no_state, swiglu_compute, no_delete},
     {"SrpoSwiGluGrad", {"g: float", "u: float", "dy: float"}, {"dg: float", "du: float"}, {}, no_state, swiglu_grad_compute, no_delete},
     {"SrpoRope", {"x: float", "cos: float", "sin: float"}, {"y: float"}, {"scale: float", "inverse: bool"}, rope_create, rope_compute, rope_delete},
+    {"SrpoTargetLogProbs", {"logits: float", "targets: int32"}, {"logp: float", "lse: float"}, {}, no_state, target_logp_compute, no_delete},
+    {"SrpoTargetLogProbsGrad", {"logits: float", "targets: int32", "lse: float", "dy: float"}, {"dlogits: float"}, {}, no_state, target_logp_grad_compute, no_delete},
 };
 
 // Registers every op and kernel; returns the first error, or nullptr.

@@ -293,6 +293,22 @@ export function ropeFused(x: tf.Tensor2D, cos: tf.Tensor2D, sin: tf.Tensor2D, sc
   return fused('SrpoRope', [x, cos, sin], 1, attrs, composite)?.[0] as tf.Tensor2D | undefined;
 }
 
+/**
+ * Log-probability of each row's target, `x_t − lse`, `lse = log Σ_j exp(x_j)` `[N]`, from logits
+ * `[N, V]` and int32 targets `[N]` (`SrpoTargetLogProbs`), or undefined where not available.
+ * Pair it with {@link targetLogProbsGrad}: the backward needs `lse` and the logits, where
+ * {@link targetLogProbs} keeps a `[N, V]` gradient table.
+ */
+export function targetLogProbsFused(logits: tf.Tensor2D, targets: tf.Tensor1D, composite = false): { logp: tf.Tensor1D; lse: tf.Tensor1D } | undefined {
+  const out = fused('SrpoTargetLogProbs', [logits, targets], 2, undefined, composite);
+  return out && { logp: out[0] as tf.Tensor1D, lse: out[1] as tf.Tensor1D };
+}
+
+/** `dy ⊗ (onehot(t) − softmax(x))` `[N, V]` from the logits, targets and the forward's lse (`SrpoTargetLogProbsGrad`). */
+export function targetLogProbsGrad(logits: tf.Tensor2D, targets: tf.Tensor1D, lse: tf.Tensor1D, dy: tf.Tensor): tf.Tensor2D {
+  return fusedPair('SrpoTargetLogProbsGrad', [logits, targets, lse, dy], 1)[0] as tf.Tensor2D;
+}
+
 /** `dy · y · (1 − y)` where y = sigmoid(x): the sigmoid gradient from its output. Native: `SigmoidGrad`. */
 export function sigmoidGrad(y: tf.Tensor, dy: tf.Tensor, composite = false): tf.Tensor {
   const be = composite ? undefined : native();

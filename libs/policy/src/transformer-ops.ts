@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { batchMatMul, geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, matMul2d, rowMean, sigmoidGrad, softmaxGrad, sumToLastAxis, targetLogProbs } from './native-ops';
+import { batchMatMul, geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, matMul2d, rowMean, sigmoidGrad, softmaxGrad, sumToLastAxis, targetLogProbs, targetLogProbsFused, targetLogProbsGrad } from './native-ops';
 
 /**
  * Differentiable building blocks of the transformer, each with a hand-written
@@ -243,6 +243,15 @@ export function causalAttention(qkv: tf.Tensor2D, mask: tf.Tensor2D, batch: numb
 export function pickLogProbs(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tensor1D {
   const fn = tf.customGrad((...args: Input[]) => {
     const [li, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
+    const fused = targetLogProbsFused(li, targets);
+    if (fused) {
+      // One number per row and the logits are all the backward reads: no [N, V] table is kept.
+      save([li, targets, fused.lse]);
+      return {
+        value: fused.logp,
+        gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => targetLogProbsGrad(saved[0] as tf.Tensor2D, saved[1] as tf.Tensor1D, saved[2] as tf.Tensor1D, dy),
+      };
+    }
     const { logp, dlogp } = targetLogProbs(li, targets);
     save([dlogp]);
     return {

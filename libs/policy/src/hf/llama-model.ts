@@ -217,25 +217,28 @@ export class LlamaModel {
     const c = this.config;
     if (t < 1 || t > c.maxSeqLen) throw new ValidationError('tokens', `sequence length must be in [1, ${c.maxSeqLen}], got ${t}`);
     return tf.tidy((): tf.Tensor2D => {
-      const w = (name: string): tf.Variable => this.weight(name);
+      // Weights by rank: the variables are rank-erased, llama-ops takes them shaped.
+      const w = (name: string): tf.Tensor => this.weight(name);
+      const w1 = (name: string): tf.Tensor1D => this.weight(name) as unknown as tf.Tensor1D;
+      const w2 = (name: string): tf.Tensor2D => this.weight(name) as unknown as tf.Tensor2D;
       const eps = c.rmsNormEps;
       let h = tf.gather(w('model.embed_tokens.weight'), tokens.reshape([b * t])) as tf.Tensor2D;
       const rope = this.rope(t);
       const mask = this.causalMask(t, c.numHeads / c.numKvHeads);
       for (let i = 0; i < c.numLayers; i++) {
         const p = `model.layers.${i}.`;
-        const n1 = rmsNorm(h, w(`${p}input_layernorm.weight`) as tf.Tensor as tf.Tensor1D, eps);
+        const n1 = rmsNorm(h, w1(`${p}input_layernorm.weight`), eps);
         const attn = this.attention(n1, p, b, t, rope, mask);
         h = tf.add(h, this.linear(attn, `${p}self_attn.o_proj`, c.oBias)) as tf.Tensor2D;
-        const n2 = rmsNorm(h, w(`${p}post_attention_layernorm.weight`) as tf.Tensor as tf.Tensor1D, eps);
+        const n2 = rmsNorm(h, w1(`${p}post_attention_layernorm.weight`), eps);
         const gate = this.linear(n2, `${p}mlp.gate_proj`, c.mlpBias);
         const up = this.linear(n2, `${p}mlp.up_proj`, c.mlpBias);
         h = tf.add(h, this.linear(swiGlu(gate, up), `${p}mlp.down_proj`, c.mlpBias)) as tf.Tensor2D;
       }
-      const head = w(c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight') as tf.Tensor as tf.Tensor2D;
+      const head = w2(c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
       // RMSNorm is per row: select the rows first, and norm and project only those.
       const last = rows ? (tf.gather(h, rows) as tf.Tensor2D) : h;
-      const logits = linear(rmsNorm(last, w('model.norm.weight') as tf.Tensor as tf.Tensor1D, eps), head);
+      const logits = linear(rmsNorm(last, w1('model.norm.weight'), eps), head);
       return temperature === 1 ? logits : (tf.div(logits, temperature) as tf.Tensor2D);
     });
   }
@@ -262,7 +265,9 @@ export class LlamaModel {
 
   /** `x · Wᵀ (+ b)` for a `[out, in]` weight, plus the attached adapter's term (added last, as peft's LoRA `Linear.forward` does). */
   private linear(x: tf.Tensor2D, name: string, bias: boolean): tf.Tensor2D {
-    const out = linear(x, this.weight(`${name}.weight`) as tf.Tensor as tf.Tensor2D, bias ? (this.weight(`${name}.bias`) as tf.Tensor as tf.Tensor1D) : undefined);
+    const w = this.weight(`${name}.weight`) as unknown as tf.Tensor2D;
+    const b = bias ? (this.weight(`${name}.bias`) as unknown as tf.Tensor1D) : undefined;
+    const out = linear(x, w, b);
     const delta = this.linearAdapter?.delta(x, name);
     return delta ? (tf.add(out, delta) as tf.Tensor2D) : out;
   }

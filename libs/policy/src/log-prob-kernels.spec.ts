@@ -1,0 +1,101 @@
+import * as tf from '@tensorflow/tfjs';
+import { targetLogProbsFused, targetLogProbsGrad } from './native-ops';
+import { configureSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
+import { nativeBackend } from './test/fixtures';
+import { pickLogProbs } from './transformer-ops';
+
+/**
+ * The target log-prob kernels (native/logprob-kernels.h) against a float64 log-softmax written
+ * here, and pickLogProbs' fused path against its composite one. Without the addon these tests
+ * skip, unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
+ */
+const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
+const available = (): boolean => srpoKernelAvailable('SrpoTargetLogProbs');
+
+/** Seeded values in [−a, a) (a small LCG, not the code under test). */
+function values(n: number, seed: number, a = 1): Float32Array {
+  let s = seed >>> 0;
+  return Float32Array.from({ length: n }, () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return (s / 2 ** 32) * 2 * a - a;
+  });
+}
+
+describe('target log-prob kernels', () => {
+  beforeAll(nativeBackend);
+  afterEach(() => configureSrpoKernels({ enabled: true }));
+
+  it('are loaded where CI requires them', () => {
+    if (required) expect(available()).toBe(true);
+    else expect(typeof available()).toBe('boolean');
+  });
+
+  it('match a float64 log-softmax and its gradient over a 32k vocabulary, rows split over threads', async () => {
+    if (!available()) return void expect(required).toBe(false);
+    const [n, v] = [24, 32000];
+    const x = values(n * v, 1, 12);
+    const t = Int32Array.from({ length: n }, (_, r) => (r * 7919) % v);
+    const dy = values(n, 2, 3);
+    const logits = tf.tensor2d(x, [n, v]);
+    const targets = tf.tensor1d(t, 'int32');
+    const out = targetLogProbsFused(logits, targets)!;
+    const grad = targetLogProbsGrad(logits, targets, out.lse, tf.tensor1d(dy));
+    const [logp, g] = await Promise.all([out.logp.data(), grad.data()]);
+    let worstLogp = 0;
+    let worstGrad = 0;
+    for (let r = 0; r < n; r++) {
+      let m = -Infinity;
+      for (let j = 0; j < v; j++) m = Math.max(m, x[r * v + j]);
+      let sum = 0;
+      for (let j = 0; j < v; j++) sum += Math.exp(x[r * v + j] - m);
+      const lse = m + Math.log(sum);
+      worstLogp = Math.max(worstLogp, Math.abs(logp[r] - (x[r * v + t[r]] - lse)));
+      for (let j = 0; j < v; j++) {
+        const want = dy[r] * ((j === t[r] ? 1 : 0) - Math.exp(x[r * v + j] - lse));
+        worstGrad = Math.max(worstGrad, Math.abs(g[r * v + j] - want));
+      }
+    }
+    // log-probs near −20 in float32: a few ulps of 20 (2e-6 each) from the subtraction.
+    expect(worstLogp).toBeLessThan(1e-5);
+    expect(worstGrad).toBeLessThan(1e-6);
+  });
+
+  it('give −inf logits no mass, NaN for a row of NaN, +inf or only −inf, and refuse targets out of range', async () => {
+    if (!available()) return void expect(required).toBe(false);
+    const rows = [
+      [0, -Infinity, 1, 2],
+      [NaN, 0, 1, 2],
+      [Infinity, 0, 1, 2],
+      [-Infinity, -Infinity, -Infinity, -Infinity],
+    ];
+    const logits = tf.tensor2d(rows);
+    const targets = tf.tensor1d([2, 0, 1, 3], 'int32');
+    const out = targetLogProbsFused(logits, targets)!;
+    const logp = await out.logp.data();
+    const want0 = 1 - Math.log(Math.exp(0) + Math.exp(1) + Math.exp(2));
+    expect(logp[0]).toBeCloseTo(want0, 6);
+    expect([1, 2, 3].map((i) => Number.isNaN(logp[i]))).toEqual([true, true, true]);
+    const g = await targetLogProbsGrad(logits, targets, out.lse, tf.ones([4]) as tf.Tensor1D).data();
+    expect(g[1]).toBe(0); // the −inf logit
+    expect(Number.isNaN(g[4])).toBe(true);
+    expect(() => targetLogProbsFused(logits, tf.tensor1d([0, 0, 4, 0], 'int32'))).toThrow(/SrpoTargetLogProbs.*targets\[2\] = 4 is outside \[0, 4\)/);
+    expect(() => targetLogProbsFused(logits, tf.tensor1d([0, -1, 0, 0], 'int32'))).toThrow(/SrpoTargetLogProbs/);
+  });
+
+  it('give pickLogProbs the composite value and gradient', async () => {
+    if (!available()) return void expect(required).toBe(false);
+    const logits = tf.tensor2d(values(64 * 500, 3, 8), [64, 500]);
+    const targets = tf.tensor1d(Int32Array.from({ length: 64 }, (_, r) => (r * 31) % 500), 'int32');
+    const up = tf.tensor1d(values(64, 4));
+    const run = async (fused: boolean): Promise<[Float32Array, Float32Array]> => {
+      configureSrpoKernels({ enabled: fused });
+      const y = (await pickLogProbs(logits, targets).data()) as Float32Array;
+      const g = (await tf.grad((l: tf.Tensor) => tf.sum(tf.mul(pickLogProbs(l as tf.Tensor2D, targets), up)))(logits).data()) as Float32Array;
+      return [y, g];
+    };
+    const [yf, gf] = await run(true);
+    const [yc, gc] = await run(false);
+    expect(Math.max(...Array.from(yf, (v, i) => Math.abs(v - yc[i])))).toBeLessThan(5e-6);
+    expect(Math.max(...Array.from(gf, (v, i) => Math.abs(v - gc[i])))).toBeLessThan(1e-6);
+  });
+});
