@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { targetLogProbsFused, targetLogProbsGrad } from './native-ops';
 import { configureSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
-import { nativeBackend } from './test/fixtures';
+import { nativeBackend, seededValues as values } from './test/fixtures';
 import { pickLogProbs } from './transformer-ops';
 
 /**
@@ -11,15 +11,6 @@ import { pickLogProbs } from './transformer-ops';
  */
 const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
 const available = (): boolean => srpoKernelAvailable('SrpoTargetLogProbs');
-
-/** Seeded values in [−a, a) (a small LCG, not the code under test). */
-function values(n: number, seed: number, a = 1): Float32Array {
-  let s = seed >>> 0;
-  return Float32Array.from({ length: n }, () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return (s / 2 ** 32) * 2 * a - a;
-  });
-}
 
 describe('target log-prob kernels', () => {
   beforeAll(nativeBackend);

@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { rmsNormFused, rmsNormGrad, ropeFused, swiGluFused, swiGluGrad } from '../native-ops';
 import { configureSrpoKernels, srpoKernelAvailable } from '../srpo-kernels';
-import { nativeBackend } from '../test/fixtures';
+import { nativeBackend, seededValues as values } from '../test/fixtures';
 import { rmsNorm, ropeAttention, swiGlu, type RopeTables } from './llama-ops';
 import { ropeTables } from './rope';
 
@@ -14,15 +14,6 @@ import { ropeTables } from './rope';
  */
 const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
 const available = (): boolean => srpoKernelAvailable('SrpoRmsNorm') && srpoKernelAvailable('SrpoSwiGlu') && srpoKernelAvailable('SrpoRope');
-
-/** Seeded values in [−a, a) (a small LCG: the spec's inputs do not come from the code under test). */
-function values(n: number, seed: number, a = 1): Float32Array {
-  let s = seed >>> 0;
-  return Float32Array.from({ length: n }, () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return (s / 2 ** 32) * 2 * a - a;
-  });
-}
 
 const worst = (got: ArrayLike<number>, want: ArrayLike<number>, floor = 1): number => {
   let w = 0;

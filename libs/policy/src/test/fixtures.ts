@@ -39,3 +39,12 @@ export async function makeSets(policy: Policy, seed: number, numSets = 3, opts: 
   }
   return sets;
 }
+
+/** Seeded values in [−a, a) from a small LCG: spec inputs that do not come from the code under test. */
+export function seededValues(n: number, seed: number, a = 1): Float32Array {
+  let s = seed >>> 0;
+  return Float32Array.from({ length: n }, () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return (s / 2 ** 32) * 2 * a - a;
+  });
+}
