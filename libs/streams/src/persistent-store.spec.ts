@@ -1,3 +1,4 @@
+import { spawnSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -198,5 +199,69 @@ describe('PersistentStore', () => {
     expect([...store.restoredValues()].map(([k, v]) => [k, v.sourced[0].source.offset])).toEqual([['a', 4]]);
     expect(store.lookup('ids', 'x')).toBe('a');
     local.close();
+  });
+
+  describe('unflushed local commits (unsynced markers)', () => {
+    const markers = (dir: string) => fs.readdirSync(dir).filter((f) => f.startsWith('unsynced-'));
+    const value: Value = { ids: ['x'], dueMs: null, sourced: [] };
+
+    it('rebuilds a copy written unflushed in another boot, and keeps one flushed by a clean close', () => {
+      const dir = tmp();
+      const first = LocalTaskState.open(dir, identity, { bootId: () => 'boot-a' });
+      expect(markers(dir)).toHaveLength(1);
+      expect(fs.readFileSync(path.join(dir, markers(dir)[0]), 'utf8')).toBe('boot-a');
+      first.store<Value>('s', jsonSerde()).put('k', value);
+      first.commit({ c: 4 });
+      // No clean close: the machine restarts with the marker on disk.
+      const afterReboot = LocalTaskState.open(dir, identity, { bootId: () => 'boot-b' });
+      expect(afterReboot.discarded).toBe('the machine restarted while the local state had writes not yet flushed to disk');
+      expect(afterReboot.checkpoint).toBeUndefined();
+      expect(afterReboot.store<Value>('s', jsonSerde()).get('k')).toBeUndefined();
+      first.close();
+      afterReboot.store<Value>('s', jsonSerde()).put('k2', value);
+      afterReboot.commit({ c: 6 });
+      afterReboot.close();
+      expect(markers(dir)).toEqual([]);
+      // Closed cleanly (flushed, marker removed): a later boot keeps it.
+      const later = LocalTaskState.open(dir, identity, { bootId: () => 'boot-c' });
+      expect(later.discarded).toBeUndefined();
+      expect(later.checkpoint).toEqual({ c: 6 });
+      expect(later.store<Value>('s', jsonSerde()).get('k2')).toEqual(value);
+      later.close();
+    });
+
+    it('keeps a copy whose writer crashed in this boot, clearing the dead writer’s marker', () => {
+      const dir = tmp();
+      const local = LocalTaskState.open(dir, identity, { bootId: () => 'boot-a' });
+      local.store<Value>('s', jsonSerde()).put('k', value);
+      local.commit({ c: 2 });
+      local.close();
+      // A writer that died without closing: its pid is gone, its writes are in this boot's page cache.
+      const deadPid = spawnSync(process.execPath, ['-e', '0']).pid;
+      fs.writeFileSync(path.join(dir, `unsynced-${deadPid}-deadbeef`), 'boot-a');
+      const reopened = LocalTaskState.open(dir, identity, { bootId: () => 'boot-a' });
+      expect(reopened.discarded).toBeUndefined();
+      expect(reopened.checkpoint).toEqual({ c: 2 });
+      expect(markers(dir).some((m) => m.startsWith(`unsynced-${deadPid}-`))).toBe(false);
+      expect(markers(dir)).toHaveLength(1);
+      reopened.close();
+      expect(markers(dir)).toEqual([]);
+    });
+
+    it('flushes every commit and writes no marker where the boot id is unknown, and then distrusts any marker', () => {
+      const dir = tmp();
+      const local = LocalTaskState.open(dir, identity, { bootId: () => undefined });
+      expect(markers(dir)).toEqual([]);
+      local.store<Value>('s', jsonSerde()).put('k', value);
+      local.commit({ c: 1 });
+      local.close();
+      const kept = LocalTaskState.open(dir, identity, { bootId: () => undefined });
+      expect(kept.checkpoint).toEqual({ c: 1 });
+      kept.close();
+      fs.writeFileSync(path.join(dir, 'unsynced-1-abcdef12'), 'boot-a');
+      const distrusted = LocalTaskState.open(dir, identity, { bootId: () => undefined });
+      expect(distrusted.discarded).toBe('the machine restarted while the local state had writes not yet flushed to disk');
+      distrusted.close();
+    });
   });
 });

@@ -18,6 +18,16 @@ import { SourceBacked, sourcedItems, StoreDerivations, StoreSerde, StoreIndexes,
  * of a changelog prefix. A crash before that leaves the older checkpoint, and restore reads
  * the changelog from there: the records it re-applies are whole values (or tombstones), so
  * applying them again to a copy that may already hold some of them changes nothing.
+ *
+ * Local commits are not flushed to disk one by one (LMDB's `noSync`): that fsync blocked the
+ * event loop for milliseconds per Kafka transaction, for durability the changelog already
+ * has. Without it LMDB keeps atomicity and consistency through a process crash (its pages
+ * are in the page cache, meta page last), but an operating-system crash can leave a torn
+ * file. So each open copy holds a marker file, `unsynced-<pid>-<token>`, made durable before
+ * its first unflushed write and naming the boot it was written in; a clean close flushes the
+ * file and removes its marker. A copy with a marker of another boot is not opened: it is
+ * rebuilt from the whole changelog. Where the boot id cannot be read, every commit is
+ * flushed as before.
  */
 
 const DELETED = Symbol('deleted');
@@ -68,12 +78,15 @@ export class LocalTaskState {
     /** Why there was no usable copy (for the log), when `checkpoint` is undefined. */
     readonly discarded: string | undefined,
     private readonly cacheSize: number,
+    /** This opening's marker of unflushed writes; undefined when every commit is flushed. */
+    private readonly unsynced: string | undefined,
   ) {}
 
   /** Opens (or creates) the copy in `dir`; `discard` drops what is there first (a copy the changelog contradicts). */
-  static open(dir: string, identity: LocalStateIdentity, options: { cacheSize?: number; discard?: boolean } = {}): LocalTaskState {
+  static open(dir: string, identity: LocalStateIdentity, options: LocalStateOptions = {}): LocalTaskState {
     let discarded: string | undefined = options.discard ? 'discarded' : undefined;
     const data = path.join(dir, 'data.mdb');
+    const boot = (options.bootId ?? currentBootId)();
     // LMDB trusts its file: a damaged one can crash the process instead of failing the open.
     // So a copy is opened only when it starts like an LMDB file, and under a marker that a
     // start which crashed while opening it leaves behind: the next start does not try again.
@@ -83,8 +96,10 @@ export class LocalTaskState {
     } else if (!fs.existsSync(data)) discarded = 'no local state';
     else if (fs.existsSync(marker)) discarded = 'the previous start crashed while opening the local state';
     else if (!looksLikeLmdb(data)) discarded = 'local state unreadable';
+    else if (unsyncedFromAnotherBoot(dir, boot)) discarded = 'the machine restarted while the local state had writes not yet flushed to disk';
     if (!discarded) fs.writeFileSync(marker, String(process.pid));
-    let opened = discarded ? undefined : tryOpen(dir);
+    const noSync = boot !== undefined;
+    let opened = discarded ? undefined : tryOpen(dir, noSync);
     if (!discarded && !opened) discarded = 'local state unreadable';
     let checkpoint: Checkpoint | undefined;
     if (opened) {
@@ -103,10 +118,12 @@ export class LocalTaskState {
     if (!opened) {
       // Nothing of an unusable copy is kept: the changelog rebuilds it.
       fs.rmSync(dir, { recursive: true, force: true });
-      opened = tryOpen(dir);
+      opened = tryOpen(dir, noSync);
       if (!opened) throw new SrpoError(ErrorCode.ENVIRONMENT, `cannot create the local state store in ${dir}`);
     }
-    return new LocalTaskState(dir, opened.env, opened.meta, identity, discarded ? undefined : checkpoint?.offsets, discarded, options.cacheSize ?? 4096);
+    // Durable before the first unflushed write can reach the file.
+    const unsynced = boot === undefined ? undefined : writeUnsyncedMarker(dir, boot);
+    return new LocalTaskState(dir, opened.env, opened.meta, identity, discarded ? undefined : checkpoint?.offsets, discarded, options.cacheSize ?? 4096, unsynced);
   }
 
   /** A store of this task, backed by this copy. */
@@ -159,19 +176,114 @@ export class LocalTaskState {
     return this.meta.get(CHECKPOINT_KEY)?.offsets;
   }
 
+  /** Closes the copy; its writes are flushed to disk first, and then its marker is removed. */
   close(): void {
     if (this.closed) return;
     this.closed = true;
     void this.env.close();
+    if (this.unsynced) {
+      flushFile(path.join(this.dir, 'data.mdb'));
+      fs.rmSync(this.unsynced, { force: true });
+    }
   }
 }
 
-function tryOpen(dir: string): { env: RootDatabase; meta: Database<Checkpoint, string> } | undefined {
+/** Options of `LocalTaskState.open`. */
+export interface LocalStateOptions {
+  /** Decoded values kept in memory per store (default 4096). */
+  cacheSize?: number;
+  /** Drop what is there first (a copy the changelog contradicts). */
+  discard?: boolean;
+  /** This boot's id (default: the kernel's `boot_id`); undefined makes every commit flushed. */
+  bootId?: () => string | undefined;
+}
+
+const BOOT_ID_FILE = '/proc/sys/kernel/random/boot_id';
+
+/** The kernel's id of this boot, or undefined where there is none to read. */
+export function currentBootId(): string | undefined {
+  try {
+    const id = fs.readFileSync(BOOT_ID_FILE, 'utf8').trim();
+    return id.length > 0 ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const UNSYNCED_PREFIX = 'unsynced-';
+
+/**
+ * Whether the copy in `dir` may hold writes that a machine restart tore: a marker of another
+ * boot (or any marker when this boot's id is unknown). Markers of this boot whose process is
+ * gone (it crashed) are cleared after flushing the file, since their writes sit in this
+ * boot's page cache.
+ */
+function unsyncedFromAnotherBoot(dir: string, boot: string | undefined): boolean {
+  const markers = fs.readdirSync(dir).filter((f) => f.startsWith(UNSYNCED_PREFIX));
+  let flushed = false;
+  for (const name of markers) {
+    const file = path.join(dir, name);
+    let written: string;
+    try {
+      written = fs.readFileSync(file, 'utf8').trim();
+    } catch {
+      continue;
+    }
+    if (boot === undefined || written !== boot) return true;
+    const pid = Number(name.slice(UNSYNCED_PREFIX.length).split('-')[0]);
+    if (Number.isInteger(pid) && pid > 0 && !processAlive(pid)) {
+      if (!flushed) flushFile(path.join(dir, 'data.mdb'));
+      flushed = true;
+      fs.rmSync(file, { force: true });
+    }
+  }
+  return false;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    // EPERM: it exists, under another user.
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Writes this opening's marker and makes it durable (file and directory entry). */
+function writeUnsyncedMarker(dir: string, boot: string): string {
+  const file = path.join(dir, `${UNSYNCED_PREFIX}${process.pid}-${randomUUID().slice(0, 8)}`);
+  const fd = fs.openSync(file, 'w');
+  try {
+    fs.writeSync(fd, boot);
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  flushFile(dir);
+  return file;
+}
+
+/** fsync of a file or directory by path (any descriptor of the inode flushes its dirty pages). */
+function flushFile(file: string): void {
+  let fd: number | undefined;
+  try {
+    fd = fs.openSync(file, 'r');
+    fs.fsyncSync(fd);
+  } catch {
+    // A missing file has nothing to flush.
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
+}
+
+function tryOpen(dir: string, noSync: boolean): { env: RootDatabase; meta: Database<Checkpoint, string> } | undefined {
   try {
     fs.mkdirSync(dir, { recursive: true });
     // Durability is the changelog's: a lost local transaction only moves the checkpoint back.
-    // LMDB stays consistent after a process kill either way (copy-on-write pages, meta page last).
-    const env = open({ path: dir, maxDbs: 64, encoding: 'msgpack', compression: false, noSync: false });
+    // LMDB stays consistent after a process kill either way (copy-on-write pages, meta page
+    // last); an OS crash is caught by the unsynced markers (see the top of this file).
+    const env = open({ path: dir, maxDbs: 64, encoding: 'msgpack', compression: false, noSync });
     const meta = env.openDB<Checkpoint, string>('meta', { encoding: 'msgpack' });
     return { env, meta };
   } catch {
