@@ -1,6 +1,6 @@
 import { Kafka } from 'kafkajs';
 import { ActiveSet, AdvantageGroup, AgentEventsProducer, createKafka, DeadLetter, EventCodec, readTopicsToEnd, ReasonCode, toPlain } from '@srpo/events';
-import { ensureKafka, uniquePrefix } from '@srpo/testing';
+import { ensureKafka, streamClientEnv, uniquePrefix } from '@srpo/testing';
 import { loadMaterializerConfig } from '../src/materializer-config';
 import { Materializer } from '../src/materializer.service';
 import { outcome, output, transition } from '../../../libs/materializer/src/test-events';
@@ -27,6 +27,7 @@ describe('materializer on the real broker', () => {
 
   beforeAll(async () => {
     const config = loadMaterializerConfig({
+      ...streamClientEnv(),
       KAFKA_BROKERS: brokers.join(','),
       SRPO_TOPIC_PREFIX: uniquePrefix('mat'),
       SRPO_RAW_PARTITIONS: '1',

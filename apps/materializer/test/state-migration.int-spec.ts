@@ -1,7 +1,7 @@
 import { Kafka } from 'kafkajs';
 import { ActiveSet, AdvantageGroup, AgentEventsProducer, createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog } from '@srpo/events';
 import { changelogTopic, ProcessorHarness } from '@srpo/streams';
-import { ensureKafka, uniquePrefix } from '@srpo/testing';
+import { ensureKafka, streamClientEnv, uniquePrefix } from '@srpo/testing';
 import { ActiveSetProcessor, ActiveSetStores } from '@srpo/materializer';
 import { loadMaterializerConfig } from '../src/materializer-config';
 import { Materializer } from '../src/materializer.service';
@@ -32,6 +32,7 @@ describe('materializer state of the previous layout', () => {
 
   it('restores and migrates it, and completes the set and the group that were in flight', async () => {
     const config = loadMaterializerConfig({
+      ...streamClientEnv(),
       KAFKA_BROKERS: brokers.join(','),
       SRPO_TOPIC_PREFIX: uniquePrefix('migrate'),
       SRPO_RAW_PARTITIONS: '1',

@@ -20,6 +20,14 @@ function testStateDir(): string {
 }
 
 /**
+ * The stream client the broker suites run on: `SRPO_KAFKA_CLIENT` passed through from the test
+ * run (kafkajs when unset), for the apps tests start in-process or as child processes.
+ */
+export function streamClientEnv(): Record<string, string> {
+  return process.env.SRPO_KAFKA_CLIENT ? { SRPO_KAFKA_CLIENT: process.env.SRPO_KAFKA_CLIENT } : {};
+}
+
+/**
  * Starts a compiled app (`dist/apps/<app>/src/main.js`, built by `npm run build`,
  * which `npm test` runs first) as a child process, so tests can SIGKILL it.
  */
@@ -29,7 +37,7 @@ export function spawnApp(app: string, env: Record<string, string>, logFile?: str
   const out = logFile ? fs.openSync(logFile, 'a') : 'ignore';
   return spawn(process.execPath, [entry], {
     // SRPO_KAFKA_CLIENT passes through, so the broker suites can run on either stream client.
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SRPO_STATE_DIR: testStateDir(), ...(process.env.SRPO_KAFKA_CLIENT ? { SRPO_KAFKA_CLIENT: process.env.SRPO_KAFKA_CLIENT } : {}), ...env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', SRPO_STATE_DIR: testStateDir(), ...streamClientEnv(), ...env },
     stdio: ['ignore', out, out],
   });
 }

@@ -26,14 +26,20 @@ type PkStream = Platformatic.MessagesStream<Buffer, Buffer, Buffer, Buffer>;
 
 /**
  * The package is ESM-only. It is loaded on first use with Node's require(esm) (Node ≥ 20.19),
- * so processes that never pick this client (and jest, whose CommonJS loader cannot load it)
- * never load it.
+ * so processes that never pick this client never load it; in jest too (see `nodeRequire`).
  */
 let loaded: Pk | undefined;
 function platformatic(): Pk {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  loaded ??= require('@platformatic/kafka') as Pk;
+  // Node's own require, reached through process.getBuiltinModule (Node ≥ 20.16): a loader
+  // that wraps `require` (jest's does) cannot load an ES module, Node's can.
+  loaded ??= nodeRequire()('@platformatic/kafka') as Pk;
   return loaded;
+}
+
+function nodeRequire(): NodeJS.Require {
+  const builtin = (process as unknown as { getBuiltinModule?: (name: 'module') => typeof import('module') }).getBuiltinModule;
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return builtin ? builtin('module').createRequire(__filename) : require;
 }
 
 /** Buffered records per consumer before its stream is paused (it resumes once they are handed over). */
@@ -71,6 +77,12 @@ export class PlatformaticStreamClient implements StreamClient {
       clientId: `${this.base.clientId}-${transactionalId}`,
       transactionalId,
       idempotent: true,
+      // InitProducerId must carry "no producer" (-1/-1) for a new instance. The client defaults
+      // to 0/0, which the broker reads as a claim to producer id 0: once the transactional id
+      // has another producer id (any earlier run), every InitProducerId of a new process is
+      // answered PRODUCER_FENCED, forever. That was the crash test's hang on this client.
+      producerId: -1n,
+      producerEpoch: -1,
       acks: -1,
       // The broker answers CONCURRENT_TRANSACTIONS until the previous commit's markers are written.
       retries: 600,
