@@ -23,4 +23,11 @@ describe('forwardKafkaLog', () => {
     forwardKafkaLog(log, entry(logLevel.ERROR, 'Response GroupCoordinator', { error: 'The group coordinator is not available' }));
     expect(lines.map((l) => l.level)).toEqual(['error', 'debug']);
   });
+
+  it('leaves CreateTopics answers with per-topic errors to the caller that handles them (debug)', () => {
+    const log = new Logger('kafkajs');
+    forwardKafkaLog(log, entry(logLevel.ERROR, 'Response CreateTopics(key: 19, version: 3)', { error: 'Topic creation errors', correlationId: 4 }));
+    forwardKafkaLog(log, entry(logLevel.ERROR, 'Response CreateTopics(key: 19, version: 3)', { error: 'Cluster authorization failed' }));
+    expect(lines.map((l) => l.level)).toEqual(['debug', 'error']);
+  });
 });

@@ -107,6 +107,14 @@ const RETRIED_ERRORS =
  */
 const SELF_RESTART = /^Restarting the consumer in \d+ms/;
 
+/**
+ * The connection's error line for a CreateTopics answer with per-topic errors. Its caller
+ * (`createTopicsIdempotent`) gets the same errors in the exception and decides: topics that
+ * already exist (two instances starting at once) are fine, anything else is thrown and logged
+ * there. So the connection's copy is debug.
+ */
+const CREATE_TOPICS_ANSWER = /^Response CreateTopics\b/;
+
 /** Maps one kafkajs log entry onto the project's logger (exported for its spec). */
 export function forwardKafkaLog(logger: Logger, entry: LogEntry): void {
   const { message, ...rest } = entry.log;
@@ -116,7 +124,7 @@ export function forwardKafkaLog(logger: Logger, entry: LogEntry): void {
     return;
   }
   const error = typeof rest.error === 'string' ? rest.error : '';
-  if (RETRIED_ERRORS.test(message) || RETRIED_ERRORS.test(error)) {
+  if (RETRIED_ERRORS.test(message) || RETRIED_ERRORS.test(error) || (CREATE_TOPICS_ANSWER.test(message) && error === 'Topic creation errors')) {
     logger.debug(message, { namespace: entry.namespace, ...rest });
     return;
   }
