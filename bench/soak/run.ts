@@ -127,7 +127,8 @@ async function main(): Promise<void> {
   const metricsPort = await freePort(9464);
   const config = loadDemoConfig(
     { ...process.env, SRPO_DEMO_RUN_ID: process.env.SRPO_DEMO_RUN_ID ?? runId, SRPO_METRICS_PORT: String(metricsPort) },
-    { seconds: Math.round(minutes * 60) },
+    // Target 0: the demo would otherwise end once its success target is held, long before the soak.
+    { seconds: Math.round(minutes * 60), target: 0 },
   );
   // The materializer's local state goes under the run's directory unless placed elsewhere, so
   // that it starts empty and its size on disk can be sampled. Only the materializer reads it.
