@@ -1,4 +1,5 @@
-import { errorMessage, Logger, onShutdownSignals, retry } from '@srpo/core';
+import { errorMessage, isRetriable, Logger, onShutdownSignals, retry } from '@srpo/core';
+import { isKafkaUnreachable } from '@srpo/events';
 import { loadMaterializerConfig } from './materializer-config';
 import { Materializer } from './materializer.service';
 
@@ -29,6 +30,8 @@ async function main(): Promise<void> {
       initialDelayMs: 500,
       linearStepMs: 500,
       maxDelayMs: 10_000,
+      // A broker that is down stays transient here even once kafkajs's own retries gave up.
+      retryIf: (e) => isRetriable(e) || isKafkaUnreachable(e),
       stopped: () => signals.stopping,
       onRetry: (e, attempt) => log.warn('start failed; retrying', { attempt, error: errorMessage(e) }),
     },

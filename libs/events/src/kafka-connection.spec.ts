@@ -1,6 +1,6 @@
 import { logLevel, LogEntry } from 'kafkajs';
 import { Logger } from '@srpo/core';
-import { forwardKafkaLog } from './kafka-connection';
+import { forwardKafkaLog, isKafkaUnreachable } from './kafka-connection';
 
 function entry(level: logLevel, message: string, extra: Record<string, unknown> = {}): LogEntry {
   return { namespace: 'Consumer', level, label: 'ERROR', log: { timestamp: 't', message, ...extra } };
@@ -29,5 +29,26 @@ describe('forwardKafkaLog', () => {
     forwardKafkaLog(log, entry(logLevel.ERROR, 'Response CreateTopics(key: 19, version: 3)', { error: 'Topic creation errors', correlationId: 4 }));
     forwardKafkaLog(log, entry(logLevel.ERROR, 'Response CreateTopics(key: 19, version: 3)', { error: 'Cluster authorization failed' }));
     expect(lines.map((l) => l.level)).toEqual(['debug', 'error']);
+  });
+});
+
+describe('isKafkaUnreachable', () => {
+  // kafkajs's own error classes, as its retrier and connections throw them.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const k = require('kafkajs/src/errors') as Record<string, new (e: unknown, o?: Record<string, unknown>) => Error>;
+
+  it('sees a broker out of reach through kafkajs wrappers and cause chains', () => {
+    const refused = new k.KafkaJSConnectionError('Connection error: connect ECONNREFUSED 127.0.0.1:19492', { broker: '127.0.0.1:19492' });
+    const spent = new k.KafkaJSNonRetriableError(refused);
+    expect((spent as unknown as { retriable: boolean }).retriable).toBe(false);
+    expect(isKafkaUnreachable(refused)).toBe(true);
+    expect(isKafkaUnreachable(spent)).toBe(true);
+    expect(isKafkaUnreachable(new Error('start failed', { cause: new k.KafkaJSConnectionError('Connection timeout') }))).toBe(true);
+  });
+
+  it('leaves other failures alone', () => {
+    expect(isKafkaUnreachable(new k.KafkaJSNonRetriableError(new Error('Topic authorization failed')))).toBe(false);
+    expect(isKafkaUnreachable(new Error('invalid configuration KAFKA_BROKERS: must be host:port'))).toBe(false);
+    expect(isKafkaUnreachable(undefined)).toBe(false);
   });
 });

@@ -134,6 +134,27 @@ export function forwardKafkaLog(logger: Logger, entry: LogEntry): void {
   else logger.debug(message, fields);
 }
 
+/** kafkajs's errors for a broker that cannot be reached, whatever they are wrapped in. */
+const UNREACHABLE_NAMES = new Set(['KafkaJSConnectionError', 'KafkaJSConnectionClosedError', 'KafkaJSBrokerNotFound', 'KafkaJSRequestTimeoutError']);
+const UNREACHABLE_MESSAGE = /^Connection error: (connect |read |write )?(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH)|^Connection timeout|^Closed connection/;
+
+/**
+ * Whether a failure is the cluster being out of reach (stopped, restarting, a network cut):
+ * transient for a loop that starts an app, even where kafkajs, its own retries spent, reports
+ * it as a KafkaJSNonRetriableError ("Connection error: connect ECONNREFUSED …"). The cause
+ * chain is followed a few levels.
+ */
+export function isKafkaUnreachable(error: unknown): boolean {
+  let e: unknown = error;
+  for (let depth = 0; depth < 6 && typeof e === 'object' && e !== null; depth++) {
+    const x = e as { name?: unknown; message?: unknown; cause?: unknown };
+    if (typeof x.name === 'string' && UNREACHABLE_NAMES.has(x.name)) return true;
+    if (typeof x.message === 'string' && UNREACHABLE_MESSAGE.test(x.message)) return true;
+    e = x.cause;
+  }
+  return false;
+}
+
 /**
  * SRPO_SCHEMA_REGISTRY_URL switches producers to the Confluent wire format with
  * ids from that registry (SRPO_SCHEMA_REGISTRY_USER / SRPO_SCHEMA_REGISTRY_PASSWORD

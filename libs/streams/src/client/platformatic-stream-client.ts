@@ -2,7 +2,7 @@ import * as fs from 'fs';
 import type { Kafka } from 'kafkajs';
 import type * as Platformatic from '@platformatic/kafka';
 import type { KafkaConnectionOptions } from '@srpo/events';
-import { ConfigError, ErrorCode, isRetriable, SrpoError } from '@srpo/core';
+import { ConfigError, ErrorCode, errorMessage, isRetriable, SrpoError } from '@srpo/core';
 import { coPartitionAssignment } from '../co-partition-assigner';
 import { keyPartition } from '../bulk-io';
 import { KafkajsStreamClient } from './kafkajs-stream-client';
@@ -97,7 +97,7 @@ export class PlatformaticStreamClient implements StreamClient {
       await tx.cancel();
     } catch (e) {
       await forceClose(producer).catch(() => undefined);
-      throw e;
+      throw asStreamFailure(e);
     }
     return new PlatformaticTransactionalProducer(producer, this.consumers);
   }
@@ -107,13 +107,33 @@ export class PlatformaticStreamClient implements StreamClient {
   }
 
   isFencing(e: unknown): boolean {
-    return someError(e, (x) => ['INVALID_PRODUCER_EPOCH', 'PRODUCER_FENCED', 'INVALID_PRODUCER_ID_MAPPING', 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED'].includes(String(x.apiId)));
+    return someError(e, (x) => FENCING.includes(String(x.apiId)));
   }
 
   isRetriable(e: unknown): boolean {
-    if (this.isFencing(e)) return false;
-    return isRetriable(e) || someError(e, (x) => x.canRetry === true);
+    return platformaticRetriable(e);
   }
+}
+
+const FENCING = ['INVALID_PRODUCER_EPOCH', 'PRODUCER_FENCED', 'INVALID_PRODUCER_ID_MAPPING', 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED'];
+
+/**
+ * Whether a failure of this client is transient: one it marks retriable, or a network failure
+ * (its `TimeoutError` carries the network code but `canRetry: false`), alone or aggregated
+ * (`findGroupCoordinator failed 4 times` while the broker is away). Fencing never is.
+ */
+function platformaticRetriable(e: unknown): boolean {
+  if (someError(e, (x) => FENCING.includes(String(x.apiId)))) return false;
+  return isRetriable(e) || someError(e, (x) => x.canRetry === true || x.code === 'PLT_KFK_NETWORK');
+}
+
+/**
+ * A failure to hand to the runtime's callers: a transient one as a retriable SrpoError, which
+ * the project's retrier (`retry`, used by every start and restart loop) knows; else as it is.
+ */
+export function asStreamFailure(e: unknown): unknown {
+  if (e instanceof SrpoError || !platformaticRetriable(e)) return e;
+  return new SrpoError(ErrorCode.UNAVAILABLE, `Kafka unavailable: ${errorMessage(e)}`, { retriable: true, cause: e });
 }
 
 /** Closes a client without waiting for its pending requests (the promise overload of `close(force)`). */
@@ -123,6 +143,7 @@ function forceClose(client: PkProducer | PkConsumer): Promise<void> {
 
 interface ErrorLike {
   apiId?: unknown;
+  code?: unknown;
   canRetry?: unknown;
   errors?: unknown[];
 }
@@ -202,7 +223,11 @@ class PlatformaticGroupConsumer implements GroupConsumer {
       handlers.onAssignment(partitions);
     });
     consumer.on('consumer:group:rebalance', () => this.generation++);
-    await this.open();
+    try {
+      await this.open();
+    } catch (e) {
+      throw asStreamFailure(e);
+    }
   }
 
   /** Consumes from the committed offsets; records before a partition's resolved position are dropped. */
