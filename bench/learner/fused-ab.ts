@@ -2,9 +2,10 @@
  * The project's fused TensorFlow kernels on and off, in one process (#21): the reference SRPO step
  * in alternating blocks of 5 steps with the kernels on and off (configureSrpoKernels), so that a
  * noisy machine slows both alike. Prints the median step time of each and the median of the
- * per-pair ratios.
+ * per-pair ratios. With `--adds`, only the routing of tfjs's adds to `SrpoAdd` is switched (every
+ * other fused kernel stays on).
  *
- *   npm run build && node dist/bench/learner/fused-ab.js [--pairs 12] [--block 5]
+ *   npm run build && node dist/bench/learner/fused-ab.js [--pairs 12] [--block 5] [--adds]
  */
 import { cpuDescription } from '../cpu';
 import { threadEnv } from './bench-common';
@@ -18,6 +19,7 @@ function arg(name: string, fallback: number): number {
 
 async function main(): Promise<void> {
   const pairs = arg('--pairs', 12);
+  const addsOnly = process.argv.includes('--adds');
   const block = arg('--block', 5);
   // Both settings run in this process: apply the bench's thread settings before TensorFlow loads.
   const env = threadEnv(2);
@@ -34,19 +36,19 @@ async function main(): Promise<void> {
   const ms = { on: [] as number[], off: [] as number[] };
   for (let p = 0; p < pairs; p++) {
     for (const mode of ['on', 'off'] as const) {
-      configureSrpoKernels({ enabled: mode === 'on' });
+      configureSrpoKernels(addsOnly ? { adds: mode === 'on' } : { enabled: mode === 'on' });
       await trainer.update(sets); // the first step after a switch builds its kernels
       const t0 = process.hrtime.bigint();
       for (let i = 0; i < block; i++) await trainer.update(sets);
       ms[mode].push(Number(process.hrtime.bigint() - t0) / 1e6 / block);
     }
   }
-  configureSrpoKernels({ enabled: true });
+  configureSrpoKernels({ enabled: true, adds: true });
   const med = (v: number[]): number => [...v].sort((a, b) => a - b)[(v.length - 1) >> 1];
   const ratios = ms.on.map((v, i) => v / ms.off[i]);
   const c = cpuDescription();
-  console.log(`fused kernels A/B, reference workload, ${pairs} pairs of ${block}-step blocks; ${c.model}, ${c.vector}; srpo-kernels.${kernels.version}: ${kernels.ops.join(', ')}`);
-  console.log(`ms/step: fused on median ${med(ms.on).toFixed(1)}, off median ${med(ms.off).toFixed(1)}; on/off per pair: median ${med(ratios).toFixed(3)} (${ratios.map((r) => r.toFixed(2)).join(' ')})`);
+  console.log(`${addsOnly ? 'SrpoAdd routing' : 'fused kernels'} A/B, reference workload, ${pairs} pairs of ${block}-step blocks; ${c.model}, ${c.vector}; srpo-kernels.${kernels.version}: ${kernels.ops.join(', ')}`);
+  console.log(`ms/step: on median ${med(ms.on).toFixed(1)}, off median ${med(ms.off).toFixed(1)}; on/off per pair: median ${med(ratios).toFixed(3)} (${ratios.map((r) => r.toFixed(2)).join(' ')})`);
   trainer.dispose();
   policy.dispose();
 }

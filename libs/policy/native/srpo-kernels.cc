@@ -281,6 +281,8 @@ StaticPool& pool() {
 constexpr int64_t kLine = 16;           // floats per 64-byte cache line
 constexpr int64_t kInlineBelow = 32768;  // elements: below this, waking a worker costs more than it saves
 
+#include "elementwise-kernels.h"
+
 // --- Kernel plumbing ----------------------------------------------------------------------
 
 void* no_state(TF_OpKernelConstruction*) { return nullptr; }
@@ -583,6 +585,25 @@ void target_logp_grad_compute(void*, TF_OpKernelContext* ctx) {
   pool().run(c.dim(0, 0), 1, kInlineBelow / (v + 1) + 1, [&](int64_t lo, int64_t hi) { target_logp_grad_rows(x, t, lse, dy, dx, lo, hi, v); });
 }
 
+// SrpoAdd(a, b) -> y = a + b: b of a's shape, or a row [C] for a [..., C].
+void add_compute(void*, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoAdd", 2);
+  bool same = c.ok() && c.rank(0) == c.rank(1);
+  for (int d = 0; same && d < c.rank(0); d++) same = c.dim(0, d) == c.dim(1, d);
+  const bool row = c.ok() && !same && c.rank(1) == 1 && c.rank(0) >= 1 && c.dim(1, 0) == c.dim(0, -1);
+  if (c.ok() && !same && !row) c.fail("b must have a's shape, or be a row [C] for a [..., C]");
+  float* y = c.out_like(0, 0);
+  if (!c.ok()) return;
+  const float *a = c.data(0), *b = c.data(1);
+  if (same) {
+    pool().run(c.size(0), kLine, kInlineBelow, [&](int64_t lo, int64_t hi) { add_flat(a, b, y, lo, hi); });
+  } else {
+    const int64_t cols = c.dim(1, 0);
+    if (cols == 0) return;
+    pool().run(c.size(0) / cols, 1, kInlineBelow / cols + 1, [&](int64_t lo, int64_t hi) { add_row(a, b, y, lo, hi, cols); });
+  }
+}
+
 struct OpSpec {
   const char* name;
   const char* inputs[4];
@@ -606,6 +627,7 @@ const OpSpec kOps[] = {
     {"SrpoSwiGluGrad", {"g: float", "u: float", "dy: float"}, {"dg: float", "du: float"}, {}, no_state, swiglu_grad_compute, no_delete},
     {"SrpoRope", {"x: float", "cos: float", "sin: float"}, {"y: float"}, {"scale: float", "inverse: bool"}, rope_create, rope_compute, rope_delete},
     {"SrpoTargetLogProbs", {"logits: float", "targets: int32"}, {"logp: float", "lse: float"}, {}, no_state, target_logp_compute, no_delete},
+    {"SrpoAdd", {"a: float", "b: float"}, {"y: float"}, {}, no_state, add_compute, no_delete},
     {"SrpoTargetLogProbsGrad", {"logits: float", "targets: int32", "lse: float", "dy: float"}, {"dlogits: float"}, {}, no_state, target_logp_grad_compute, no_delete},
 };
 

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import * as path from 'node:path';
+import * as tf from '@tensorflow/tfjs';
 import { currentBackend, errorMessage, Logger } from '@srpo/core';
 
 /**
@@ -70,6 +71,7 @@ export function loadSrpoKernels(): SrpoKernelsStatus {
       return status;
     }
     status = { loaded: true, version: addon.version, ops: [...addon.ops], file };
+    if (status.ops.includes('SrpoAdd')) routeAddsToSrpoAdd();
   } catch (e) {
     status = { loaded: false, ops: [], file, reason: errorMessage(e) };
     log.warn('fused kernels could not load; the learner uses the composite paths', { file, reason: status.reason });
@@ -77,10 +79,16 @@ export function loadSrpoKernels(): SrpoKernelsStatus {
   return status;
 }
 
-/** Process-wide switch (bench A/B, or a team that wants TensorFlow's kernels only). Default on. */
-export function configureSrpoKernels(next: { enabled?: boolean }): { enabled: boolean } {
+let addsEnabled = true;
+
+/**
+ * Process-wide switches (bench A/B, or a team that wants TensorFlow's kernels only), both on by
+ * default: `enabled` for every fused kernel, `adds` for routing tfjs's adds to `SrpoAdd` alone.
+ */
+export function configureSrpoKernels(next: { enabled?: boolean; adds?: boolean }): { enabled: boolean; adds: boolean } {
   if (next.enabled !== undefined) enabled = next.enabled;
-  return { enabled };
+  if (next.adds !== undefined) addsEnabled = next.adds;
+  return { enabled, adds: addsEnabled };
 }
 
 /** True when `op` is registered and the fused kernels are switched on. Loads the addon on first use. */
@@ -102,3 +110,50 @@ export function fusedKernelSet(): number | undefined {
   const s = loadSrpoKernels();
   return s.loaded ? s.version : undefined;
 }
+
+interface AddBackend {
+  executeSingleOutput(name: string, attrs: never[], inputs: tf.TensorInfo[]): tf.TensorInfo;
+}
+
+let addRouted = false;
+
+/** True when tfjs's float32 adds on the native backend run `SrpoAdd` (the addon loaded and the switch on). */
+export function srpoAddRouted(): boolean {
+  return addRouted && enabled && addsEnabled;
+}
+
+/**
+ * Routes tfjs's `Add` on the native backend to `SrpoAdd` (elementwise-kernels.h) for float32
+ * operands of one shape, or a row `[C]` and a `[..., C]`: every add of a step, tfjs's own
+ * gradient accumulation included, which no custom gradient reaches. Other adds, and all adds
+ * while the switch is off, keep tfjs-node's kernel. The sums are bit for bit TensorFlow's
+ * (one IEEE addition per element), so this is not part of the recorded kernel set.
+ */
+function routeAddsToSrpoAdd(): void {
+  if (addRouted) return;
+  const registered = tf.getKernel(tf.Add, 'tensorflow');
+  if (!registered) return;
+  // tfjs's kernel registry is process-wide while this module may be loaded twice (jest's module
+  // registries): wrap tfjs-node's own kernel, never a wrapper installed by another copy.
+  const original = (registered.kernelFunc as RoutedAdd).tensorflowAdd ?? registered.kernelFunc;
+  addRouted = true;
+  const sameShape = (a: tf.TensorInfo, b: tf.TensorInfo) => a.shape.length === b.shape.length && a.shape.every((d, i) => d === b.shape[i]);
+  const isRowOf = (row: tf.TensorInfo, x: tf.TensorInfo) => row.shape.length === 1 && x.shape.length >= 1 && row.shape[0] === x.shape[x.shape.length - 1];
+  const routed: RoutedAdd = (args) => {
+    const { a, b } = args.inputs as { a: tf.TensorInfo; b: tf.TensorInfo };
+    if (enabled && addsEnabled && a.dtype === 'float32' && b.dtype === 'float32') {
+      const backend = args.backend as unknown as AddBackend;
+      if (sameShape(a, b) || isRowOf(b, a)) return backend.executeSingleOutput('SrpoAdd', [], [a, b]);
+      // Addition commutes exactly: a row first is the same sum.
+      if (isRowOf(a, b)) return backend.executeSingleOutput('SrpoAdd', [], [b, a]);
+    }
+    return original(args);
+  };
+  routed.tensorflowAdd = original;
+  tf.unregisterKernel(tf.Add, 'tensorflow');
+  tf.registerKernel({ kernelName: tf.Add, backendName: 'tensorflow', kernelFunc: routed });
+}
+
+/** The `Add` kernel this module installs, carrying the one it replaced. */
+type RoutedAdd = tf.KernelFunc & { tensorflowAdd?: tf.KernelFunc };
+

@@ -1,0 +1,24 @@
+// Elementwise addition on the static-schedule pool (native-ops' installFastAdd routes tfjs's
+// `Add` here). Included by srpo-kernels.cc after the pool.
+#pragma once
+
+// Why: TensorFlow's AddV2 on a [2048, 128] float array takes 3–6x PyTorch's time on these 2-vCPU
+// machines, though the loop is the same; its Eigen pool hands blocks to whichever thread is
+// free, so halves of an array change cores between ops (docs/benchmarks.md, #21). A step of the
+// learner runs about 35 such adds (residuals, biases, and tfjs's own gradient accumulation).
+//
+// y = a + b, float32, one IEEE addition per element: the result is bit for bit TensorFlow's
+// (addition is exactly rounded and commutative; no reassociation is possible in one add), so
+// routing adds here changes no recorded number. b is either of a's shape or a row [C] added to
+// every row of a [..., C] (a bias).
+inline void add_flat(const float* __restrict a, const float* __restrict b, float* __restrict y, int64_t lo, int64_t hi) {
+  for (int64_t i = lo; i < hi; i++) y[i] = a[i] + b[i];
+}
+
+inline void add_row(const float* __restrict a, const float* __restrict b, float* __restrict y, int64_t rows_lo, int64_t rows_hi, int64_t c) {
+  for (int64_t r = rows_lo; r < rows_hi; r++) {
+    const float* ar = a + r * c;
+    float* yr = y + r * c;
+    for (int64_t j = 0; j < c; j++) yr[j] = ar[j] + b[j];
+  }
+}

@@ -1,0 +1,130 @@
+import * as tf from '@tensorflow/tfjs';
+import { configureSrpoKernels, loadSrpoKernels, srpoAddRouted } from './srpo-kernels';
+import { nativeBackend, seededValues } from './test/fixtures';
+
+/**
+ * tfjs's `Add` routed to `SrpoAdd` (elementwise-kernels.h): every sum must be bit for bit the
+ * float32 sum, checked against JavaScript's own (a float64 sum of two floats rounded once to
+ * float32 is the exactly rounded float32 sum) and against TensorFlow's kernel (the switch off).
+ * Skips where the addon is not built, unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
+ */
+const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
+
+/** The float32 bits of a tensor, so that NaN, −0 and every last bit compare exactly. */
+async function bits(t: tf.Tensor): Promise<Uint32Array> {
+  return new Uint32Array((await t.data<'float32'>()).slice().buffer);
+}
+
+/** Index of the first element whose bits differ (or -1): jest's deep equality is slow on 10^5 elements. */
+function firstMismatch(a: Uint32Array, b: Uint32Array): number {
+  if (a.length !== b.length) return Math.min(a.length, b.length);
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
+  return -1;
+}
+
+function expectedBits(a: Float32Array, b: Float32Array, rowLength?: number): Uint32Array {
+  const y = new Float32Array(a.length);
+  for (let i = 0; i < a.length; i++) y[i] = Math.fround(a[i] + b[rowLength ? i % rowLength : i]);
+  return new Uint32Array(y.buffer);
+}
+
+/** The same add with TensorFlow's own kernel (routing switched off for the call). */
+async function tensorflowAdd(a: tf.Tensor, b: tf.Tensor): Promise<Uint32Array> {
+  configureSrpoKernels({ enabled: false });
+  try {
+    return await bits(tf.add(a, b));
+  } finally {
+    configureSrpoKernels({ enabled: true });
+  }
+}
+
+describe('SrpoAdd (tfjs adds on the native backend)', () => {
+  beforeAll(nativeBackend);
+  const routed = (): boolean => {
+    loadSrpoKernels();
+    return srpoAddRouted();
+  };
+
+  it('routes adds once the addon is loaded (required in CI)', () => {
+    if (required) expect(routed()).toBe(true);
+    if (!routed()) return void expect(required).toBe(false);
+    configureSrpoKernels({ enabled: false });
+    expect(srpoAddRouted()).toBe(false);
+    configureSrpoKernels({ enabled: true, adds: false });
+    expect(srpoAddRouted()).toBe(false);
+    configureSrpoKernels({ adds: true });
+    expect(srpoAddRouted()).toBe(true);
+  });
+
+  it('adds arrays of one shape exactly, split over threads and with a ragged tail', async () => {
+    if (!routed()) return void expect(required).toBe(false);
+    for (const shape of [[2048, 128], [3, 1001], [7], []] as number[][]) {
+      const n = shape.reduce((p, d) => p * d, 1);
+      const av = seededValues(n, 11 + n, 3);
+      const bv = seededValues(n, 29 + n, 1e-3);
+      const a = tf.tensor(av, shape);
+      const b = tf.tensor(bv, shape);
+      const got = await bits(tf.add(a, b));
+      expect(firstMismatch(got, expectedBits(av, bv))).toBe(-1);
+      expect(firstMismatch(got, await tensorflowAdd(a, b))).toBe(-1);
+      expect(tf.add(a, b).shape).toEqual(shape);
+      // The kernel itself, called by name, gives the same bits.
+      const direct = (tf.backend() as unknown as { executeSingleOutput(op: string, attrs: never[], inputs: tf.Tensor[]): tf.Tensor }).executeSingleOutput('SrpoAdd', [], [a, b]);
+      expect(firstMismatch(await bits(direct), got)).toBe(-1);
+    }
+  });
+
+  it('adds a row [C] to every row of [..., C], in either operand order', async () => {
+    if (!routed()) return void expect(required).toBe(false);
+    const [n, c] = [4096, 96];
+    const xv = seededValues(n * c, 5, 2);
+    const rv = seededValues(c, 6, 2);
+    const x = tf.tensor3d(xv, [2, n / 2, c]);
+    const row = tf.tensor1d(rv);
+    const want = expectedBits(xv, rv, c);
+    expect(firstMismatch(await bits(tf.add(x, row)), want)).toBe(-1);
+    expect(firstMismatch(await bits(tf.add(row, x)), want)).toBe(-1);
+    expect(tf.add(row, x).shape).toEqual([2, n / 2, c]);
+    expect(firstMismatch(await bits(tf.add(x, row)), await tensorflowAdd(x, row))).toBe(-1);
+  });
+
+  it('keeps IEEE special values: infinities, NaN, signed zeros, overflow, and TensorFlow’s flushed subnormals', async () => {
+    if (!routed()) return void expect(required).toBe(false);
+    const av = Float32Array.from([Infinity, -Infinity, Infinity, NaN, -0, -0, 3e38, -3e38, 1, 1e-45, 1e-39]);
+    const bv = Float32Array.from([1, -5, -Infinity, 2, -0, 0, 3e38, -3e38, -1, 1e-45, -3e-39]);
+    const a = tf.tensor1d(av);
+    const b = tf.tensor1d(bv);
+    const got = await bits(tf.add(a, b));
+    const js = new Float32Array(got.buffer);
+    expect(js[0]).toBe(Infinity);
+    expect(js[1]).toBe(-Infinity);
+    expect(Number.isNaN(js[2])).toBe(true);
+    expect(Number.isNaN(js[3])).toBe(true);
+    expect(Object.is(js[4], -0)).toBe(true);
+    expect(Object.is(js[5], 0)).toBe(true);
+    expect(js[6]).toBe(Infinity);
+    expect(js[7]).toBe(-Infinity);
+    expect(Object.is(js[8], 0)).toBe(true);
+    // Subnormals: whatever TensorFlow's own kernel does with them (it runs with flush-to-zero).
+    expect(got.slice(9)).toEqual((await tensorflowAdd(a, b)).slice(9));
+  });
+
+  it('leaves other adds to TensorFlow: other broadcasts and integer sums', async () => {
+    if (!routed()) return void expect(required).toBe(false);
+    const col = tf.tensor2d([1, 2], [2, 1]);
+    const m = tf.tensor2d([10, 20, 30, 40, 50, 60], [2, 3]);
+    expect(await tf.add(col, m).array()).toEqual([
+      [11, 21, 31],
+      [42, 52, 62],
+    ]);
+    const ints = tf.add(tf.tensor1d([1, 2], 'int32'), tf.tensor1d([3, 4], 'int32'));
+    expect(ints.dtype).toBe('int32');
+    expect(await ints.array()).toEqual([4, 6]);
+  });
+
+  it('refuses operands of other shapes by name when called directly', () => {
+    if (!routed()) return void expect(required).toBe(false);
+    const backend = tf.backend() as unknown as { executeSingleOutput(op: string, attrs: never[], inputs: tf.Tensor[]): tf.Tensor };
+    expect(() => backend.executeSingleOutput('SrpoAdd', [], [tf.zeros([2, 3]), tf.zeros([3, 2])])).toThrow(/SrpoAdd: b must have a's shape/);
+  });
+});
