@@ -1,5 +1,5 @@
-// Elementwise addition on the static-schedule pool (native-ops' installFastAdd routes tfjs's
-// `Add` here). Included by srpo-kernels.cc after the pool.
+// Elementwise addition on the static-schedule pool (srpo-kernels.ts' routeAddsToSrpoAdd routes
+// tfjs's `Add` here). Included by srpo-kernels.cc after the pool.
 #pragma once
 
 // Why: TensorFlow's AddV2 on a [2048, 128] float array takes 3–6x PyTorch's time on these 2-vCPU
