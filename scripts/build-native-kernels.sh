@@ -31,7 +31,13 @@ missing() {
 }
 
 target="$out/srpo_kernels.node"
-if [[ $force == 0 && -f "$target" && "$target" -nt "$src/srpo-kernels.cc" && "$target" -nt "$src/tf-kernel-api.h" && "$target" -nt "$src/llama-kernels.h" && "$target" -nt "$src/logprob-kernels.h" && "$target" -nt "$0" ]]; then
+# Up to date when newer than this script and every source (the .cc and each header it includes).
+fresh=0
+if [[ $force == 0 && -f "$target" && "$target" -nt "$0" ]]; then
+  fresh=1
+  for f in "$src"/*.cc "$src"/*.h; do [[ "$target" -nt "$f" ]] || fresh=0; done
+fi
+if [[ $fresh == 1 ]]; then
   log "up to date: $target"
   exit 0
 fi

@@ -22,3 +22,18 @@ inline void add_row(const float* __restrict a, const float* __restrict b, float*
     for (int64_t j = 0; j < c; j++) yr[j] = ar[j] + b[j];
   }
 }
+
+// y = a + (b + row): a residual plus a product plus its bias ([..., C] with a row [C]), as
+// transformer-ops.ts' residualLinear forms it with two adds, in one pass over a row at a time.
+// Each row's b + row is finished before a is added (two loops, so -ffast-math cannot reassociate
+// the sum): bit for bit the two adds.
+inline void add_residual_bias(const float* __restrict a, const float* __restrict b, const float* __restrict row, float* __restrict y, int64_t rows_lo, int64_t rows_hi,
+                              int64_t c) {
+  for (int64_t r = rows_lo; r < rows_hi; r++) {
+    const float* ar = a + r * c;
+    const float* br = b + r * c;
+    float* yr = y + r * c;
+    for (int64_t j = 0; j < c; j++) yr[j] = br[j] + row[j];
+    for (int64_t j = 0; j < c; j++) yr[j] = ar[j] + yr[j];
+  }
+}

@@ -21,6 +21,7 @@ void TF_GetInput(TF_OpKernelContext* ctx, int i, TF_Tensor** tensor, TF_Status* 
 void TF_OpKernelContext_Failure(TF_OpKernelContext* ctx, TF_Status* status);
 TF_Tensor* TF_AllocateOutput(TF_OpKernelContext* context, int index, TF_DataType dtype, const int64_t* dims, int num_dims, size_t len, TF_Status* status);
 void TF_OpKernelConstruction_GetAttrFloat(TF_OpKernelConstruction* ctx, const char* attr_name, float* val, TF_Status* status);
+void TF_OpKernelConstruction_GetAttrInt32(TF_OpKernelConstruction* ctx, const char* attr_name, int32_t* val, TF_Status* status);
 void TF_OpKernelConstruction_GetAttrBool(TF_OpKernelConstruction* ctx, const char* attr_name, unsigned char* val, TF_Status* status);
 TF_OpDefinitionBuilder* TF_NewOpDefinitionBuilder(const char* op_name);
 void TF_RegisterOpDefinition(TF_OpDefinitionBuilder* builder, TF_Status* status);

@@ -1,6 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
 import type { CausalLm } from './causal-lm';
+import { adamUpdateFused, type AdamStepScalars } from './native-ops';
 
 export interface AdamConfig {
   /** Default 0.9. */
@@ -25,6 +26,10 @@ export function resolveAdamConfig(c: AdamConfig = {}, field = 'adam'): ResolvedA
   return r;
 }
 
+function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((d, i) => d === b[i]);
+}
+
 /** Optimizer state in canonical form: per-weight moments keyed by the weight's canonical name. */
 export interface AdamState {
   /** Optimizer steps applied so far (drives bias correction and the LR schedule). */
@@ -39,8 +44,11 @@ export interface AdamState {
  * The moments live in two flat variables (all weights concatenated in
  * canonical order) so an update is a dozen ops on one vector instead of a
  * dozen per weight: tfjs dispatches every op separately, so op count, not
- * arithmetic, dominates for small models. Outwardly the state is per weight
- * ({@link AdamState}) so checkpoints do not depend on this layout.
+ * arithmetic, dominates for small models. On tfjs-node with the project's
+ * native kernels the whole step is one kernel, SrpoAdam, which takes the
+ * gradients and weights as lists and returns the new moments and weights
+ * (no concat, split or per-weight op around it). Outwardly the state is per
+ * weight ({@link AdamState}) so checkpoints do not depend on this layout.
  */
 export class AdamOptimizer {
   readonly config: ResolvedAdamConfig;
@@ -85,31 +93,42 @@ export class AdamOptimizer {
     // Same arithmetic as torch.optim.Adam: lr/bc1 · m / (√v/√bc2 + ε), rearranged to one scale and one ε.
     const stepSize = (lr * Math.sqrt(bc2)) / bc1;
     const epsHat = epsilon * Math.sqrt(bc2);
+    const scalars: AdamStepScalars = { maxGradNorm, beta1, beta2, stepSize, epsHat, decay: weightDecay > 0 ? lr * weightDecay : 0 };
     const norm = tf.tidy(() => {
-      const flat = tf.concat(
-        this.names.map((n) => {
-          const g = grads.get(n);
-          if (!g) throw new ValidationError('grads', `missing gradient for ${n}`);
-          return g.reshape([-1]);
-        }),
+      const gs = this.names.map((n) => {
+        const g = grads.get(n);
+        if (!g) throw new ValidationError('grads', `missing gradient for ${n}`);
+        return g;
+      });
+      // tfjs-node with the project's kernels: the whole step (clip, moments, weights, decay) in
+      // one native kernel (SrpoAdam, the same formula), the gradients and weights passed as lists.
+      const weights = this.names.map((n) => this.model.weight(n));
+      const fusedStep = adamUpdateFused(
+        // A gradient of another shape but the weight's size (the composite path accepts one) is
+        // reshaped; the gradients of tf.variableGrads have the weights' shapes, so no op here.
+        gs.map((g, i) => (sameShape(g.shape, this.shapes[i]) ? g : g.reshape(this.shapes[i]))),
+        weights,
+        this.m as tf.Tensor1D,
+        this.v as tf.Tensor1D,
+        scalars,
       );
-      const g2 = tf.square(flat); // shared by the norm and the second moment
-      const gNorm = tf.sqrt(tf.sum(g2)) as tf.Scalar;
-      // The clip coefficient min(1, max/(norm+1e-6)) stays a device scalar (no host read
-      // inside the step) and is folded into the moment updates' scalar factors.
-      const clip = maxGradNorm > 0 && Number.isFinite(maxGradNorm);
-      const coef = clip ? tf.minimum(tf.div(maxGradNorm, tf.add(gNorm, 1e-6)), 1) : undefined;
-      const k1 = coef ? tf.mul(coef, 1 - beta1) : 1 - beta1;
-      const k2 = coef ? tf.mul(tf.square(coef), 1 - beta2) : 1 - beta2;
-      const m = tf.add(tf.mul(this.m, beta1), tf.mul(flat, k1));
-      const v = tf.add(tf.mul(this.v, beta2), tf.mul(g2, k2));
+      if (fusedStep) {
+        this.m.assign(fusedStep.m);
+        this.v.assign(fusedStep.v);
+        weights.forEach((w, i) => w.assign(fusedStep.weights[i]));
+        return fusedStep.norm;
+      }
+      const flat = tf.concat(
+        // tfjs-node runs even a same-shape reshape as a native op: skip the 1-D ones.
+        gs.map((g) => (g.rank === 1 ? g : g.reshape([-1]))),
+      ) as tf.Tensor1D;
+      const { m, v, delta, norm: gNorm } = this.compositeUpdate(flat, scalars);
       this.m.assign(m);
       this.v.assign(v);
-      const delta = tf.div(tf.mul(m, stepSize), tf.add(tf.sqrt(v), epsHat));
       const parts = tf.split(delta, this.sizes);
       this.names.forEach((n, i) => {
         const w = this.model.weight(n);
-        let next = tf.sub(w, parts[i].reshape(this.shapes[i]));
+        let next = tf.sub(w, this.shapes[i].length === 1 ? parts[i] : parts[i].reshape(this.shapes[i]));
         // Decoupled decay (AdamW) uses the pre-update weight, as torch.optim.AdamW does.
         if (weightDecay > 0) next = tf.sub(next, tf.mul(w, lr * weightDecay));
         w.assign(next);
@@ -118,6 +137,27 @@ export class AdamOptimizer {
     });
     this.steps = t;
     return norm;
+  }
+
+  /**
+   * The clip and moment update from public tfjs ops (other backends, or the fused kernels off):
+   * `norm = √Σg²`, `coef = min(1, maxGradNorm/(norm + 1e-6))` (with clipping), `m' = β1·m +
+   * g·(coef·(1 − β1))`, `v' = β2·v + g²·(coef²·(1 − β2))`, `delta = m'·stepSize/(√v' + epsHat)`.
+   */
+  private compositeUpdate(flat: tf.Tensor1D, s: AdamStepScalars): { m: tf.Tensor1D; v: tf.Tensor1D; delta: tf.Tensor1D; norm: tf.Scalar } {
+    const { beta1, beta2 } = s;
+    const g2 = tf.square(flat); // shared by the norm and the second moment
+    const norm = tf.sqrt(tf.sum(g2)) as tf.Scalar;
+    // The clip coefficient min(1, max/(norm+1e-6)) stays a device scalar (no host read
+    // inside the step) and is folded into the moment updates' scalar factors.
+    const clip = s.maxGradNorm > 0 && Number.isFinite(s.maxGradNorm);
+    const coef = clip ? tf.minimum(tf.div(s.maxGradNorm, tf.add(norm, 1e-6)), 1) : undefined;
+    const k1 = coef ? tf.mul(coef, 1 - beta1) : 1 - beta1;
+    const k2 = coef ? tf.mul(tf.square(coef), 1 - beta2) : 1 - beta2;
+    const m = tf.add(tf.mul(this.m, beta1), tf.mul(flat, k1)) as tf.Tensor1D;
+    const v = tf.add(tf.mul(this.v, beta2), tf.mul(g2, k2)) as tf.Tensor1D;
+    const delta = tf.div(tf.mul(m, s.stepSize), tf.add(tf.sqrt(v), s.epsHat)) as tf.Tensor1D;
+    return { m, v, delta, norm };
   }
 
   /** Copies the state out to host memory. */

@@ -1,4 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
+import { addResidualBias } from './native-ops';
 import { configureSrpoKernels, loadSrpoKernels, srpoAddRouted } from './srpo-kernels';
 import { nativeBackend, seededValues } from './test/fixtures';
 
@@ -58,7 +59,8 @@ describe('SrpoAdd (tfjs adds on the native backend)', () => {
 
   it('adds arrays of one shape exactly, split over threads and with a ragged tail', async () => {
     if (!routed()) return void expect(required).toBe(false);
-    for (const shape of [[2048, 128], [3, 1001], [7], []] as number[][]) {
+    // [1025, 1031]: above the 2^20-element limit below which the kernel runs on the calling thread.
+    for (const shape of [[1025, 1031], [2048, 128], [3, 1001], [7], []] as number[][]) {
       const n = shape.reduce((p, d) => p * d, 1);
       const av = seededValues(n, 11 + n, 3);
       const bv = seededValues(n, 29 + n, 1e-3);
@@ -86,6 +88,43 @@ describe('SrpoAdd (tfjs adds on the native backend)', () => {
     expect(firstMismatch(await bits(tf.add(row, x)), want)).toBe(-1);
     expect(tf.add(row, x).shape).toEqual([2, n / 2, c]);
     expect(firstMismatch(await bits(tf.add(x, row)), await tensorflowAdd(x, row))).toBe(-1);
+  });
+
+  it('adds a [1, C] row (normLinear\'s bias row) to a [N, C], and a [1, 1, C] to a [B, T, C]', async () => {
+    if (!routed()) return void expect(required).toBe(false);
+    const [n, c] = [2048, 384];
+    const xv = seededValues(n * c, 15, 2);
+    const rv = seededValues(c, 16, 2);
+    const x = tf.tensor2d(xv, [n, c]);
+    const row = tf.tensor2d(rv, [1, c]);
+    const want = expectedBits(xv, rv, c);
+    expect(firstMismatch(await bits(tf.add(x, row)), want)).toBe(-1);
+    expect(firstMismatch(await bits(tf.add(row, x)), want)).toBe(-1);
+    expect(tf.add(x, row).shape).toEqual([n, c]);
+    expect(firstMismatch(await bits(tf.add(x, row)), await tensorflowAdd(x, row))).toBe(-1);
+    const x3 = x.reshape([4, n / 4, c]);
+    const row3 = row.reshape([1, 1, c]);
+    expect(firstMismatch(await bits(tf.add(x3, row3)), want)).toBe(-1);
+    expect(tf.add(row3, x3).shape).toEqual([4, n / 4, c]);
+  });
+
+  it('adds a residual, a product and its bias in one op, bit for bit the two adds (SrpoAddResidualBias)', async () => {
+    if (!routed()) return void expect(required).toBe(false);
+    for (const [n, c] of [[2048, 128], [5, 7]]) {
+      const [av, bv, rv] = [seededValues(n * c, 31 + n, 2), seededValues(n * c, 32 + n, 1e-2), seededValues(c, 33 + c, 3)];
+      const [a, b, row] = [tf.tensor2d(av, [n, c]), tf.tensor2d(bv, [n, c]), tf.tensor1d(rv)];
+      const got = await bits(addResidualBias(a, b, row) as tf.Tensor);
+      const want = new Float32Array(n * c);
+      for (let i = 0; i < want.length; i++) want[i] = Math.fround(av[i] + Math.fround(bv[i] + rv[i % c]));
+      expect(firstMismatch(got, new Uint32Array(want.buffer))).toBe(-1);
+      configureSrpoKernels({ enabled: false });
+      try {
+        expect(firstMismatch(got, await bits(tf.add(a, tf.add(b, row))))).toBe(-1);
+      } finally {
+        configureSrpoKernels({ enabled: true });
+      }
+    }
+    expect(() => addResidualBias(tf.zeros([2, 3]), tf.zeros([2, 3]), tf.zeros([2]) as tf.Tensor1D)).toThrow(/SrpoAddResidualBias: b must have a's shape \[\.\.\., C\] and row be \[C\]/);
   });
 
   it('keeps IEEE special values: infinities, NaN, signed zeros, overflow, and TensorFlow’s flushed subnormals', async () => {
@@ -126,5 +165,8 @@ describe('SrpoAdd (tfjs adds on the native backend)', () => {
     if (!routed()) return void expect(required).toBe(false);
     const backend = tf.backend() as unknown as { executeSingleOutput(op: string, attrs: never[], inputs: tf.Tensor[]): tf.Tensor };
     expect(() => backend.executeSingleOutput('SrpoAdd', [], [tf.zeros([2, 3]), tf.zeros([3, 2])])).toThrow(/SrpoAdd: b must have a's shape/);
+    // A row with more axes than a would broadcast a to b's shape: not this kernel's case.
+    expect(() => backend.executeSingleOutput('SrpoAdd', [], [tf.zeros([3]), tf.zeros([1, 3])])).toThrow(/SrpoAdd: b must have a's shape/);
+    expect(() => backend.executeSingleOutput('SrpoAdd', [], [tf.zeros([2, 3]), tf.zeros([2, 1, 3])])).toThrow(/SrpoAdd: b must have a's shape/);
   });
 });

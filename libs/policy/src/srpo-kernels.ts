@@ -32,7 +32,7 @@ interface AddonExports {
 }
 
 /** The kernel set this code expects (`SRPO_KERNELS_VERSION` in srpo-kernels.cc); a build of another version is stale. */
-export const SRPO_KERNELS_VERSION = 4;
+export const SRPO_KERNELS_VERSION = 5;
 
 const log = new Logger('srpo-kernels');
 let status: SrpoKernelsStatus | undefined;
@@ -80,20 +80,33 @@ export function loadSrpoKernels(): SrpoKernelsStatus {
 }
 
 let addsEnabled = true;
+let excluded: ReadonlySet<string> = new Set();
 
-/**
- * Process-wide switches (bench A/B, or a team that wants TensorFlow's kernels only), both on by
- * default: `enabled` for every fused kernel, `adds` for routing tfjs's adds to `SrpoAdd` alone.
- */
-export function configureSrpoKernels(next: { enabled?: boolean; adds?: boolean }): { enabled: boolean; adds: boolean } {
-  if (next.enabled !== undefined) enabled = next.enabled;
-  if (next.adds !== undefined) addsEnabled = next.adds;
-  return { enabled, adds: addsEnabled };
+/** The process-wide switches of {@link configureSrpoKernels}. */
+export interface SrpoKernelSwitches {
+  /** Every fused kernel; default true. */
+  enabled: boolean;
+  /** The routing of tfjs's adds to `SrpoAdd` alone; default true. */
+  adds: boolean;
+  /** Fused forward kernels not to use (e.g. `['SrpoAttention']`), the others staying on; default none. */
+  except: readonly string[];
 }
 
-/** True when `op` is registered and the fused kernels are switched on. Loads the addon on first use. */
+/**
+ * Process-wide switches (bench A/B, or a team that wants TensorFlow's kernels only). A kernel
+ * left out by `except` is not taken by new forward passes; a backward whose forward took it still
+ * runs its pair (see {@link srpoKernelRegistered}).
+ */
+export function configureSrpoKernels(next: Partial<SrpoKernelSwitches>): SrpoKernelSwitches {
+  if (next.enabled !== undefined) enabled = next.enabled;
+  if (next.adds !== undefined) addsEnabled = next.adds;
+  if (next.except !== undefined) excluded = new Set(next.except);
+  return { enabled, adds: addsEnabled, except: [...excluded] };
+}
+
+/** True when `op` is registered and switched on (see {@link configureSrpoKernels}). Loads the addon on first use. */
 export function srpoKernelAvailable(op: string): boolean {
-  return enabled && srpoKernelRegistered(op);
+  return enabled && !excluded.has(op) && srpoKernelRegistered(op);
 }
 
 /**
@@ -124,7 +137,7 @@ export function srpoAddRouted(): boolean {
 
 /**
  * Routes tfjs's `Add` on the native backend to `SrpoAdd` (elementwise-kernels.h) for float32
- * operands of one shape, or a row `[C]` and a `[..., C]`: every add of a step, tfjs's own
+ * operands of one shape, or a row `[C]` (or `[1, ..., C]`) and a `[..., C]`: every add of a step, tfjs's own
  * gradient accumulation included, which no custom gradient reaches. Other adds, and all adds
  * while the switch is off, keep tfjs-node's kernel. The sums are bit for bit TensorFlow's
  * (one IEEE addition per element), so this is not part of the recorded kernel set.
@@ -138,7 +151,14 @@ function routeAddsToSrpoAdd(): void {
   const original = (registered.kernelFunc as RoutedAdd).tensorflowAdd ?? registered.kernelFunc;
   addRouted = true;
   const sameShape = (a: tf.TensorInfo, b: tf.TensorInfo) => a.shape.length === b.shape.length && a.shape.every((d, i) => d === b.shape[i]);
-  const isRowOf = (row: tf.TensorInfo, x: tf.TensorInfo) => row.shape.length === 1 && x.shape.length >= 1 && row.shape[0] === x.shape[x.shape.length - 1];
+  // A row: [C], or [1, ..., 1, C] with no more axes than x (normLinear's [1, O] bias row): the sum
+  // broadcasts to x's shape either way.
+  const isRowOf = (row: tf.TensorInfo, x: tf.TensorInfo) => {
+    const r = row.shape.length;
+    if (r < 1 || r > x.shape.length || row.shape[r - 1] !== x.shape[x.shape.length - 1]) return false;
+    for (let i = 0; i < r - 1; i++) if (row.shape[i] !== 1) return false;
+    return true;
+  };
   const routed: RoutedAdd = (args) => {
     const { a, b } = args.inputs as { a: tf.TensorInfo; b: tf.TensorInfo };
     if (enabled && addsEnabled && a.dtype === 'float32' && b.dtype === 'float32') {

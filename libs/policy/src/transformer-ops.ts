@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { batchMatMul, geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, matMul2d, rowMean, sigmoidGrad, softmaxGrad, sumToLastAxis, targetLogProbs, targetLogProbsFused, targetLogProbsGrad } from './native-ops';
+import { addResidualBias, attentionFused, attentionGradPacked, batchMatMul, geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, matMul2d, normFold, normFoldGrad, rowMean, sigmoidGrad, softmaxGrad, sumToLastAxis, targetLogProbs, targetLogProbsFused, targetLogProbsGrad, type AttentionLayout } from './native-ops';
 
 /**
  * Differentiable building blocks of the transformer, each with a hand-written
@@ -23,8 +23,9 @@ export function residualLinear(h: tf.Tensor2D, x: tf.Tensor2D, w: tf.Tensor2D, b
   const fn = tf.customGrad((...args: Input[]) => {
     const [hi, xi, wi, bi, save] = args as [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D, tf.Tensor1D, tf.GradSaveFunc];
     save([xi, wi]);
+    const product = matMul2d(xi, wi);
     return {
-      value: tf.add(hi, tf.add(matMul2d(xi, wi), bi)),
+      value: addResidualBias(hi, product, bi) ?? tf.add(hi, tf.add(product, bi)),
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
         const [sx, sw] = saved as [tf.Tensor2D, tf.Tensor2D];
         const d = dy as tf.Tensor2D;
@@ -70,6 +71,28 @@ export function normLinear(
   const fn = tf.customGrad((...args: Input[]) => {
     const [xi, gi, si, wi, bi] = args as tf.Tensor2D[]; // x, gain, shift, W, bias
     const save = args[args.length - 1] as tf.GradSaveFunc;
+    // Row statistics (large, [N, D]): one fused kernel where available.
+    const { xhat, rstd } = layerNormStats(xi, eps) ?? compositeNormStats(xi, meanCol, eps);
+    // The folding as one op each way where available (SrpoNormFold, norm-fold-kernels.h).
+    const g1 = gi as unknown as tf.Tensor1D;
+    const s1 = si as unknown as tf.Tensor1D;
+    const fold = normFold(wi, g1, s1, bias ? (bi as unknown as tf.Tensor1D) : undefined, colScale);
+    if (fold) {
+      save([xhat, rstd, fold.wcT, wi, g1, s1, ...(colScale ? [colScale] : [])]);
+      return {
+        value: tf.add(matMul2d(xhat, fold.wc), fold.c),
+        gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+          const [sxhat, srstd, swcT, sw, sg, ss, sscale] = saved;
+          const g = dy as tf.Tensor2D;
+          const dxhat = matMul2d(g, swcT as tf.Tensor2D); // row-centred because W_c is column-centred
+          const dx = layerNormGrad(dxhat, sxhat as tf.Tensor2D, srstd as tf.Tensor2D) ?? layerNormGradComposite(dxhat, sxhat as tf.Tensor2D, srstd as tf.Tensor2D, meanCol);
+          const f = normFoldGrad(matMul2d(sxhat as tf.Tensor2D, g, true, false), sumToLastAxis(g), sw as tf.Tensor2D, sg as tf.Tensor1D, ss as tf.Tensor1D, sscale as tf.Tensor1D | undefined);
+          const grads = [dx, f.dGain, f.dShift, f.dW];
+          if (bias) grads.push(f.dBias);
+          return grads;
+        },
+      };
+    }
     // Folded weights (small). Gain as a column and shift as a row serve both passes.
     const gCol = gi.reshape([d, 1]) as tf.Tensor2D;
     const sRow = si.reshape([1, d]) as tf.Tensor2D;
@@ -81,8 +104,6 @@ export function normLinear(
       wc = tf.mul(wc, colScale);
       c = tf.mul(c, colScale);
     }
-    // Row statistics (large, [N, D]): one fused kernel where available.
-    const { xhat, rstd } = layerNormStats(xi, eps) ?? compositeNormStats(xi, meanCol, eps);
     // colScale may be a caller temporary that is gone by the time gradients run: save it too.
     save([xhat, rstd, wc, wi, gCol, sRow, ...(colScale ? [colScale] : [])]);
     return {
@@ -92,7 +113,7 @@ export function normLinear(
         const g = dy as tf.Tensor2D;
         const dxhat = matMul2d(g, swc, false, true); // row-centred because swc is column-centred
         // dx = rstd · (dx̂ − mean(dx̂) − x̂ · mean(dx̂ ∘ x̂)), with mean(dx̂) = 0
-        const dx = layerNormGrad(dxhat, sxhat, srstd) ?? tf.mul(tf.sub(dxhat, tf.mul(sxhat, rowMean(tf.mul(dxhat, sxhat) as tf.Tensor2D, meanCol))), srstd);
+        const dx = layerNormGrad(dxhat, sxhat, srstd) ?? layerNormGradComposite(dxhat, sxhat, srstd, meanCol);
         let dwc = matMul2d(sxhat, g, true, false); // [D, O]
         let dc = sumToLastAxis(g); // [O]
         if (sscale) {
@@ -113,6 +134,11 @@ export function normLinear(
     };
   });
   return (bias ? fn(x, gain, shift, w, bias) : fn(x, gain, shift, w)) as tf.Tensor2D;
+}
+
+/** The layer-norm backward of {@link normLinear} from composite ops, for a row-centred dx̂: `(dx̂ − x̂ · mean(dx̂ ∘ x̂)) · r`. */
+function layerNormGradComposite(dxhat: tf.Tensor2D, xhat: tf.Tensor2D, rstd: tf.Tensor2D, meanCol: tf.Tensor2D): tf.Tensor2D {
+  return tf.mul(tf.sub(dxhat, tf.mul(xhat, rowMean(tf.mul(dxhat, xhat) as tf.Tensor2D, meanCol))), rstd) as tf.Tensor2D;
 }
 
 /** Row statistics of {@link normLinear} from composite ops: `x̂ = (x − μ)·r`, `r = 1/√(σ² + eps)` `[N, 1]`. */
@@ -201,9 +227,14 @@ export function embed(ids: tf.Tensor1D, table: tf.Tensor2D, positions: tf.Tensor
  * Causal multi-head self-attention core, from the fused projection to the
  * per-head outputs merged back to rows.
  *
+ * With the project's kernels (`SrpoAttention`, attention-kernels.h) forward and backward are one
+ * op each, reading the heads in place from qkv's columns: no transposes, no unstack or stack,
+ * and the masked half of the scores is skipped. The kernel applies the causal mask by position
+ * (j ≤ i), which is what `mask` holds; the composite path adds `mask` itself.
+ *
  * @param qkv `[B·T, 3·D]`, columns `[q | k | v]`, each split into heads of `D/H`;
  *   q must already carry the 1/√d_h scale (folded into its projection).
- * @param mask `[T, T]` additive causal mask (0 / large negative)
+ * @param mask `[T, T]` additive causal mask (0 on and below the diagonal, large negative above)
  * @returns `[B·T, D]`
  */
 export function causalAttention(qkv: tf.Tensor2D, mask: tf.Tensor2D, batch: number, heads: number): tf.Tensor2D {
@@ -211,8 +242,17 @@ export function causalAttention(qkv: tf.Tensor2D, mask: tf.Tensor2D, batch: numb
   const t = n / batch;
   const d = d3 / 3;
   const dh = d / heads;
+  const layout: AttentionLayout = { batch, heads, kvHeads: heads, headDim: dh, qCol: 0, kCol: d, vCol: 2 * d };
   const fn = tf.customGrad((...args: Input[]) => {
     const [x, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
+    const fused = attentionFused(x, x, x, layout);
+    if (fused) {
+      save([x, fused.p]);
+      return {
+        value: fused.o,
+        gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => attentionGradPacked(dy as tf.Tensor2D, saved[0] as tf.Tensor2D, saved[1] as tf.Tensor4D, layout),
+      };
+    }
     const [q, k, v] = tf.unstack(x.reshape([batch, t, 3, heads, dh]).transpose([2, 0, 3, 1, 4]), 0) as tf.Tensor4D[]; // [B, H, T, dh]
     const scores = batchMatMul(q, k, false, true);
     const p = maskedSoftmax(scores, mask) ?? (tf.softmax(tf.add(scores, mask)) as tf.Tensor4D); // [B, H, T, T]

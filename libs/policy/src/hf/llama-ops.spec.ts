@@ -30,8 +30,9 @@ describe('Llama-family fused kernels', () => {
     else expect(typeof available()).toBe('boolean');
   });
 
-  // 300 rows of 200: above the kernels' inline threshold, so rows and columns split over threads.
-  const n = 300;
+  // 5300 rows of 200: above the memory-bound kernels' inline limit (2^20 elements), so rows and
+  // columns split over threads.
+  const n = 5300;
   const d = 200;
 
   it('RMSNorm and its backward match float64, rows split over threads', async () => {
@@ -67,8 +68,9 @@ describe('Llama-family fused kernels', () => {
     expect(worst(await out.rstd.data(), r64)).toBeLessThan(1e-6);
     expect(worst(await out.y.data(), y64)).toBeLessThan(2e-6);
     expect(worst(await grad.dx.data(), dx64, 10)).toBeLessThan(2e-6);
-    // dw sums 300 rows in float32: relative to the sum of magnitudes, a few ulps per add.
-    expect(worst(await grad.dw.data(), dw64, 10)).toBeLessThan(1e-5);
+    // dw sums 5300 rows in float32, one running sum per column: its error grows with the row
+    // count (1.2e-5 measured; a few ulps of the column's magnitude per hundred adds).
+    expect(worst(await grad.dw.data(), dw64, 10)).toBeLessThan(5e-5);
     expect(Array.from((await out.y.data()).slice(0, d), Math.abs)).toEqual(new Array(d).fill(0)); // ±0: w's sign
   });
 
@@ -111,7 +113,7 @@ describe('Llama-family fused kernels', () => {
 
   it('RoPE matches float64 on projection rows, and its inverse undoes it', async () => {
     if (!available()) return void expect(required).toBe(false);
-    const [b, t, h, hd] = [4, 33, 5, 64]; // 132 rows of 320: split over threads
+    const [b, t, h, hd] = [16, 33, 31, 64]; // 528 rows of 1984, over 2^20 elements: split over threads
     const { cos, sin } = ropeTables({ headDim: hd, ropeTheta: 500000, ropeScaling: { type: 'none' } }, t);
     const x = values(b * t * h * hd, 6, 2);
     const scale = 0.125;

@@ -1,5 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
-import { batchMatMul, maskedSoftmax, matMul2d, rmsNormFused, rmsNormGrad, ropeFused, softmaxGrad, sumToLastAxis, swiGluFused, swiGluGrad } from '../native-ops';
+import { attentionFused, attentionGrad, batchMatMul, maskedSoftmax, matMul2d, rmsNormFused, rmsNormGrad, ropeFused, softmaxGrad, sumToLastAxis, swiGluFused, swiGluGrad, type AttentionLayout } from '../native-ops';
+import { srpoKernelAvailable } from '../srpo-kernels';
 
 /**
  * The Llama-family decoder's differentiable pieces, each one tape entry with a hand-written
@@ -173,15 +174,38 @@ export function ropeAttention(q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D, sh
     const y = applyRope(toHeads(x, count), rope.cos, rope.sin);
     return (s === 1 ? y : tf.mul(y, s)) as tf.Tensor4D;
   };
-  const unrotate = (dx: tf.Tensor, count: number, s: number): tf.Tensor2D => {
-    const rows = fromHeads(dx, count);
+  // The inverse rotation (times s) of gradients in rows, or in the heads layout.
+  const unrotateRows = (rows: tf.Tensor2D, count: number, s: number): tf.Tensor2D => {
     const f = ropeFused(rows, rope.cos, rope.sin, s, true);
+    if (f) return f;
+    const y = fromHeads(applyRope(toHeads(rows, count), rope.cos, rope.negSin), count);
+    return s === 1 ? y : (tf.mul(y, s) as tf.Tensor2D);
+  };
+  const unrotate = (dx: tf.Tensor, count: number, s: number): tf.Tensor2D => {
+    const f = ropeFused(fromHeads(dx, count), rope.cos, rope.sin, s, true);
     if (f) return f;
     const y = fromHeads(applyRope(dx.reshape([b, count, t, d]) as tf.Tensor4D, rope.cos, rope.negSin), count);
     return s === 1 ? y : (tf.mul(y, s) as tf.Tensor2D);
   };
+  const layout: AttentionLayout = { batch: b, heads, kvHeads, headDim: d, qCol: 0, kCol: 0, vCol: 0 };
   const fn = tf.customGrad((...args: Input[]) => {
     const [qi, ki, vi, save] = args as [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D, tf.GradSaveFunc];
+    // The project's kernels: RoPE on the rows, then attention reading the heads in place (no
+    // transposes, grouped heads without stacking; the causal mask by position, as `mask` holds).
+    const qr = srpoKernelAvailable('SrpoAttention') ? ropeFused(qi, rope.cos, rope.sin, scale, false) : undefined;
+    const kr = qr && ropeFused(ki, rope.cos, rope.sin, 1, false);
+    const fused = kr && attentionFused(qr, kr, vi, layout);
+    if (qr && kr && fused) {
+      save([qr, kr, vi, fused.p]);
+      return {
+        value: fused.o,
+        gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+          const [sq, sk, sv, sp] = saved;
+          const [dq, dk, dv] = attentionGrad(dy as tf.Tensor2D, sq as tf.Tensor2D, sk as tf.Tensor2D, sv as tf.Tensor2D, sp as tf.Tensor4D, layout);
+          return [unrotateRows(dq, heads, scale), unrotateRows(dk, kvHeads, 1), dv];
+        },
+      };
+    }
     const q4 = rotate(qi, heads, scale).reshape([b, kvHeads, r * t, d]) as tf.Tensor4D;
     const k4 = rotate(ki, kvHeads, 1);
     const v4 = toHeads(vi, kvHeads);
