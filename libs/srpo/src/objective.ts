@@ -139,8 +139,8 @@ export function srpoObjective(logpNew: tf.Tensor2D, batch: PaddedSetBatch, confi
     const tokens = tokenLogRatio(logpNew, batch.logpOld, batch.mask);
     // ℓ_j as in memberLogRatio, summed from the token log-ratios already at hand.
     const members = tf.sum(tokens, 1) as tf.Tensor1D;
-    const logRho = setLogRatio(members, batch.memberSet, S, config.eventReduction);
     const setSize = memberCount(batch.memberSet, S);
+    const logRho = setLogRatio(members, batch.memberSet, S, config.eventReduction, setSize);
     const surrogate = boundedClippedSurrogate(logRho, batch.advantage, surrogateClip(config));
     return {
       loss: tf.neg(tf.mean(surrogate)) as tf.Scalar,
@@ -175,7 +175,8 @@ export function srpoLengthNormObjective(logpNew: tf.Tensor2D, batch: PaddedSetBa
     const tokens = tokenLogRatio(logpNew, batch.logpOld, batch.mask);
     const members = tf.sum(tokens, 1) as tf.Tensor1D; // ℓ_j
     const perToken = sequenceLogRatio(members, tf.sum(batch.mask, 1) as tf.Tensor1D); // ℓ_j / |y_j|
-    const logRho = setLogRatio(perToken, batch.memberSet, S, config.eventReduction);
+    const setSize = memberCount(batch.memberSet, S);
+    const logRho = setLogRatio(perToken, batch.memberSet, S, config.eventReduction, setSize);
     const surrogate = boundedClippedSurrogate(logRho, batch.advantage, surrogateClip(config));
     return {
       loss: tf.neg(tf.mean(surrogate)) as tf.Scalar,
@@ -185,7 +186,7 @@ export function srpoLengthNormObjective(logpNew: tf.Tensor2D, batch: PaddedSetBa
       logRatio: logRho,
       unitWeight: tf.ones([S]) as tf.Tensor1D,
       unitSet: tf.range(0, S, 1, 'int32') as tf.Tensor1D,
-      unitSetSize: memberCount(batch.memberSet, S),
+      unitSetSize: setSize,
       unitAdvantage: tf.clone(batch.advantage),
       memberLogRatio: members,
       tokenLogRatio: tokens,
