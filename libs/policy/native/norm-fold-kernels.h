@@ -21,7 +21,7 @@ struct NormFoldArgs {
 };
 
 // Writes W_c [D, O], its transpose W_cᵀ [O, D] (the backward's dx̂ = dy·W_cᵀ then runs as a
-// plain product, 10–20 % faster in oneDNN than with transpose_b on these shapes) and c [O].
+// plain product, 1–20 % faster in oneDNN than with transpose_b on these shapes) and c [O].
 // `colsum` is scratch of O floats.
 inline void norm_fold_forward(const NormFoldArgs& a, float* __restrict wc, float* __restrict wct, float* __restrict c, float* __restrict colsum) {
   const int64_t d = a.d, o = a.o;
