@@ -1,5 +1,5 @@
 // Causal multi-head attention, forward and backward, one op each (SrpoAttention,
-// SrpoAttentionGrad, SrpoAttentionGradPacked in srpo-kernels.cc).
+// SrpoAttentionGrad, SrpoAttentionGradPacked; their op bodies are in transformer-ops.h).
 //
 // Why: tfjs's attention is a transpose of the projection into heads, an unstack, two batched
 // products, the softmax, a transpose back and a reshape; the backward adds four products, a pack

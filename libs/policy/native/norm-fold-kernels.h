@@ -1,5 +1,5 @@
 // The weight folding of transformer-ops.ts' normLinear, forward and backward, one op each
-// (SrpoNormFold, SrpoNormFoldGrad in srpo-kernels.cc).
+// (SrpoNormFold, SrpoNormFoldGrad; their op bodies are in transformer-ops.h).
 //
 // Why: normLinear computes LN(x; g, β)·W + b as x̂·W_c + c with the gain and shift folded into
 // the (small) weight. As tfjs ops the folding is 7 ops forward and 10 backward per projection,
