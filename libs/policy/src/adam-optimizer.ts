@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
 import type { CausalLm } from './causal-lm';
-import { adamUpdateFused, type AdamStepScalars } from './native-ops';
+import { type AdamStepScalars, adamUpdateFused } from './fused-ops';
 
 export interface AdamConfig {
   /** Default 0.9. */

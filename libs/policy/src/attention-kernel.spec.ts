@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { attentionFused, attentionGrad, attentionGradPacked, type AttentionLayout } from './native-ops';
+import { attentionFused, attentionGrad, attentionGradPacked, type AttentionLayout } from './fused-ops';
 import { srpoKernelAvailable } from './srpo-kernels';
 import { nativeBackend, seededValues } from './test/fixtures';
 

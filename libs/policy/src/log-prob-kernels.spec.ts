@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { targetLogProbsFused, targetLogProbsGrad } from './native-ops';
+import { targetLogProbsFused, targetLogProbsGrad } from './fused-ops';
 import { configureSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
 import { nativeBackend, seededValues as values } from './test/fixtures';
 import { pickLogProbs } from './transformer-ops';

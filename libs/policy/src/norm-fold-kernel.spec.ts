@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { normFold, normFoldGrad } from './native-ops';
+import { normFold, normFoldGrad } from './fused-ops';
 import { srpoKernelAvailable } from './srpo-kernels';
 import { nativeBackend, seededValues } from './test/fixtures';
 

@@ -1,6 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { AdamOptimizer } from './adam-optimizer';
-import { adamUpdateFused, sumToLastAxis, type AdamStepScalars } from './native-ops';
+import { sumToLastAxis } from './native-ops';
+import { type AdamStepScalars, adamUpdateFused } from './fused-ops';
 import { Policy } from './policy';
 import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
 import { nativeBackend, seededValues, TINY } from './test/fixtures';

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { addResidualBias } from './native-ops';
+import { addResidualBias } from './fused-ops';
 import { configureSrpoKernels, loadSrpoKernels, srpoAddRouted } from './srpo-kernels';
 import { nativeBackend, seededValues } from './test/fixtures';
 

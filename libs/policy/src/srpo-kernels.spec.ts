@@ -1,5 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
-import { backendLabel, configureNativeKernels, geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, softmaxGrad } from './native-ops';
+import { backendLabel, configureNativeKernels } from './native-ops';
+import { geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, softmaxGrad } from './fused-ops';
 import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
 import { nativeBackend } from './test/fixtures';
 import { causalAttention, gelu, normConstants, normLinear } from './transformer-ops';

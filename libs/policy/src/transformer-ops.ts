@@ -1,5 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
-import { addResidualBias, attentionFused, attentionGradPacked, batchMatMul, geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, matMul2d, normFold, normFoldGrad, rowMean, sigmoidGrad, softmaxGrad, sumToLastAxis, targetLogProbs, targetLogProbsFused, targetLogProbsGrad, type AttentionLayout } from './native-ops';
+import { batchMatMul, matMul2d, rowMean, sigmoidGrad, sumToLastAxis, targetLogProbs } from './native-ops';
+import { addResidualBias, attentionFused, attentionGradPacked, type AttentionLayout, geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, normFold, normFoldGrad, softmaxGrad, targetLogProbsFused, targetLogProbsGrad } from './fused-ops';
 
 /**
  * Differentiable building blocks of the transformer, each with a hand-written
@@ -7,7 +8,7 @@ import { addResidualBias, attentionFused, attentionGradPacked, batchMatMul, gelu
  * 2–4× more ops, and tfjs pays per op (on the native backend an elementwise op
  * over a [2048, 128] activation costs ~50–100 µs, mostly fixed); these keep
  * forward + backward near the minimum number of passes over activations and
- * route the hot spots to single native kernels (see native-ops.ts).
+ * route the hot spots to single native kernels (see native-ops.ts and fused-ops.ts).
  *
  * Activations are 2-D `[N, ·]` (rows = batch·time) unless stated otherwise.
  */
@@ -168,7 +169,7 @@ const GELU_A = 0.044715;
  * pass from the values already at hand, so the backward is one multiply and
  * only one activation-sized tensor is kept: 12 passes over the activations in
  * all, where autodiff of the textbook form records about 20. With the project's fused
- * kernels (native-ops' geluFused and geluGrad) forward and backward are one pass each.
+ * kernels (fused-ops' geluFused and geluGrad) forward and backward are one pass each.
  */
 export function gelu(x: tf.Tensor2D, composite = false): tf.Tensor2D {
   const fn = tf.customGrad((...args: Input[]) => {

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { rmsNormFused, rmsNormGrad, ropeFused, swiGluFused, swiGluGrad } from '../native-ops';
+import { rmsNormFused, rmsNormGrad, ropeFused, swiGluFused, swiGluGrad } from '../fused-ops';
 import { configureSrpoKernels, srpoKernelAvailable } from '../srpo-kernels';
 import { nativeBackend, seededValues as values } from '../test/fixtures';
 import { rmsNorm, ropeAttention, swiGlu, type RopeTables } from './llama-ops';

@@ -1,5 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
-import { attentionFused, attentionGrad, batchMatMul, maskedSoftmax, matMul2d, rmsNormFused, rmsNormGrad, ropeFused, softmaxGrad, sumToLastAxis, swiGluFused, swiGluGrad, type AttentionLayout } from '../native-ops';
+import { batchMatMul, matMul2d, sumToLastAxis } from '../native-ops';
+import { attentionFused, attentionGrad, type AttentionLayout, maskedSoftmax, rmsNormFused, rmsNormGrad, ropeFused, softmaxGrad, swiGluFused, swiGluGrad } from '../fused-ops';
 import { srpoKernelAvailable } from '../srpo-kernels';
 
 /**
