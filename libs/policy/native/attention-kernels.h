@@ -118,19 +118,8 @@ inline void gather_head(const float* x, int64_t stride, int64_t col, int64_t b, 
 
 // Softmax of row i of s over columns 0..i in place, max-subtracted; columns past i set to 0.
 inline void causal_softmax_row(float* si, int64_t i, int64_t t) {
-  const int64_t n = i + 1;
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < n; j++) mx = si[j] > mx ? si[j] : mx;
-  float sum = 0.f;
-  for (int64_t j = 0; j < n; j++) {
-    const float z = si[j] - mx;  // <= 0, or NaN
-    const float ez = z < -87.f ? 0.f : exp_in_range(z < -87.f ? -87.f : z);
-    si[j] = ez;
-    sum += ez;
-  }
-  const float inv = 1.0f / sum;
-  for (int64_t j = 0; j < n; j++) si[j] *= inv;
-  for (int64_t j = n; j < t; j++) si[j] = 0.f;
+  softmax_in_place(si, i + 1);
+  for (int64_t j = i + 1; j < t; j++) si[j] = 0.f;
 }
 
 // Forward over work items [lo, hi) of B·H (item = b·H + h). `scratch` holds 3·T·d floats.

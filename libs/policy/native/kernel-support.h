@@ -137,8 +137,9 @@ void unknown_shape(TF_ShapeInferenceContext* ctx, TF_Status* status) { TF_ShapeI
 class Call {
  public:
   // Every input is float32, except input `int_input` (if any), which is int32.
-  Call(TF_OpKernelContext* ctx, const char* op, int inputs, int int_input = -1) : ctx_(ctx), op_(op), status_(TF_NewStatus()), n_in_(inputs) {
-    for (int i = 0; i < n_in_ && ok_; i++) {
+  // `inputs` counts list inputs flat (TensorFlow's C API indexes them so).
+  Call(TF_OpKernelContext* ctx, const char* op, int inputs, int int_input = -1) : ctx_(ctx), op_(op), status_(TF_NewStatus()), in_(static_cast<size_t>(inputs), nullptr) {
+    for (int i = 0; i < inputs && ok_; i++) {
       TF_GetInput(ctx_, i, &in_[i], status_);
       if (TF_GetCode(status_) != TF_OK) fail_status();
       else if (i == int_input ? TF_TensorType(in_[i]) != TF_INT32 : TF_TensorType(in_[i]) != TF_FLOAT) fail(i == int_input ? "targets must be int32" : "inputs must be float32");
@@ -171,15 +172,14 @@ class Call {
     if (!ok_) return nullptr;
     int64_t n = 1;
     for (int d = 0; d < r; d++) n *= dims[d];
+    if (out_.size() <= static_cast<size_t>(index)) out_.resize(static_cast<size_t>(index) + 1, nullptr);
     out_[index] = TF_AllocateOutput(ctx_, index, TF_FLOAT, dims, r, static_cast<size_t>(n) * sizeof(float), status_);
     if (TF_GetCode(status_) != TF_OK) return fail_status(), nullptr;
     return static_cast<float*>(TF_TensorData(out_[index]));
   }
-  void fail(const char* message) {
+  void fail(const std::string& message) {
     if (!ok_) return;
-    char text[256];
-    snprintf(text, sizeof text, "%s: %s", op_, message);
-    TF_SetStatus(status_, TF_INVALID_ARGUMENT, text);
+    TF_SetStatus(status_, TF_INVALID_ARGUMENT, (std::string(op_) + ": " + message).c_str());
     fail_status();
   }
 
@@ -192,8 +192,7 @@ class Call {
   TF_OpKernelContext* ctx_;
   const char* op_;
   TF_Status* status_;
-  int n_in_;
   bool ok_ = true;
-  TF_Tensor* in_[6] = {};
-  TF_Tensor* out_[4] = {};
+  std::vector<TF_Tensor*> in_;
+  std::vector<TF_Tensor*> out_;
 };

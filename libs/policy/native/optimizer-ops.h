@@ -9,8 +9,7 @@
 // 1 - beta2, stepSize, epsHat, lr * weightDecay], an input rather than attributes because
 // stepSize and epsHat change every step (attributes would build a kernel per step).
 // TensorFlow's C API indexes list inputs and outputs flat: grads are inputs 0..N-1, weights
-// N..2N-1, then m, v, p; the outputs m', v', norm, then the new weights 3..N+2. Written without
-// Call (fixed at 6 inputs and 4 outputs); same style of errors, naming the op.
+// N..2N-1, then m, v, p; the outputs m', v', norm, then the new weights 3..N+2.
 void* adam_create(TF_OpKernelConstruction* ctx) {
   TF_Status* status = TF_NewStatus();
   int32_t n = 0;
@@ -21,80 +20,43 @@ void* adam_create(TF_OpKernelConstruction* ctx) {
 }
 void adam_delete(void* p) { delete static_cast<int32_t*>(p); }
 
-// "[2, 3]": a tensor's shape for error messages.
-std::string shape_text(const TF_Tensor* t) {
-  std::string s = "[";
-  for (int d = 0; d < TF_NumDims(t); d++) s += (d ? ", " : "") + std::to_string(TF_Dim(t, d));
-  return s + "]";
-}
-
 void adam_compute(void* state, TF_OpKernelContext* ctx) {
   const int n = *static_cast<const int32_t*>(state);
-  // Every handle (inputs and outputs) released at the end of the scope.
-  struct Scope {
-    TF_Status* status = TF_NewStatus();
-    std::vector<TF_Tensor*> tensors;
-    ~Scope() {
-      for (TF_Tensor* t : tensors) if (t) TF_DeleteTensor(t);
-      TF_DeleteStatus(status);
-    }
-  } scope;
-  TF_Status* status = scope.status;
-  const auto fail = [&](const std::string& message) {
-    TF_SetStatus(status, TF_INVALID_ARGUMENT, ("SrpoAdam: " + message).c_str());
-    TF_OpKernelContext_Failure(ctx, status);
-  };
   const int inputs = TF_NumInputs(ctx);
-  if (n < 1 || inputs != 2 * n + 3) {
-    return fail("expected 2 * N + 3 inputs (N gradients, N weights, m, v, p) for N = " + std::to_string(n) + ", got " + std::to_string(inputs));
-  }
-  std::vector<TF_Tensor*>& in = scope.tensors;
-  in.assign(static_cast<size_t>(inputs), nullptr);
-  for (int i = 0; i < inputs; i++) {
-    TF_GetInput(ctx, i, &in[i], status);
-    if (TF_GetCode(status) != TF_OK) return TF_OpKernelContext_Failure(ctx, status);
-    if (TF_TensorType(in[i]) != TF_FLOAT) return fail("inputs must be float32 (input " + std::to_string(i) + " is not)");
-  }
+  Call c(ctx, "SrpoAdam", inputs);
+  if (c.ok() && (n < 1 || inputs != 2 * n + 3))
+    c.fail("expected 2 * N + 3 inputs (N gradients, N weights, m, v, p) for N = " + std::to_string(n) + ", got " + std::to_string(inputs));
+  if (!c.ok()) return;
+  const auto shape = [&](int i) {
+    std::string s = "[";
+    for (int d = 0; d < c.rank(i); d++) s += (d ? ", " : "") + std::to_string(c.dim(i, d));
+    return s + "]";
+  };
   std::vector<int64_t> offset(static_cast<size_t>(n) + 1, 0);
   std::vector<const float*> g(n), w(n);
   std::vector<float*> w_out(n);
   for (int t = 0; t < n; t++) {
-    const TF_Tensor *gt = in[t], *wt = in[n + t];
-    bool same = TF_NumDims(gt) == TF_NumDims(wt);
-    for (int d = 0; same && d < TF_NumDims(gt); d++) same = TF_Dim(gt, d) == TF_Dim(wt, d);
-    if (!same) return fail("grads[" + std::to_string(t) + "] " + shape_text(gt) + " must have the shape of weights[" + std::to_string(t) + "] " + shape_text(wt));
-    offset[t + 1] = offset[t] + TF_TensorElementCount(wt);
-    g[t] = static_cast<const float*>(TF_TensorData(gt));
-    w[t] = static_cast<const float*>(TF_TensorData(wt));
+    bool same = c.rank(t) == c.rank(n + t);
+    for (int d = 0; same && d < c.rank(t); d++) same = c.dim(t, d) == c.dim(n + t, d);
+    if (!same) return c.fail("grads[" + std::to_string(t) + "] " + shape(t) + " must have the shape of weights[" + std::to_string(t) + "] " + shape(n + t));
+    offset[t + 1] = offset[t] + c.size(n + t);
+    g[t] = c.data(t);
+    w[t] = c.data(n + t);
   }
   const int64_t total = offset[n];
-  const TF_Tensor *mt = in[2 * n], *vt = in[2 * n + 1], *pt = in[2 * n + 2];
-  if (TF_NumDims(mt) != 1 || TF_NumDims(vt) != 1 || TF_Dim(mt, 0) != total || TF_Dim(vt, 0) != total) {
-    return fail("m and v must be [total], total = " + std::to_string(total) + " (the weights' sizes summed), got m " + shape_text(mt) + " and v " + shape_text(vt));
-  }
-  if (TF_NumDims(pt) != 1 || TF_Dim(pt, 0) != kAdamParams) {
-    return fail("p must be [8]: maxGradNorm, beta1, 1 - beta1, beta2, 1 - beta2, stepSize, epsHat, lr * weightDecay; got " + shape_text(pt));
-  }
-  const auto allocate = [&](int index, const int64_t* dims, int rank, int64_t count) -> float* {
-    TF_Tensor* out = TF_AllocateOutput(ctx, index, TF_FLOAT, dims, rank, static_cast<size_t>(count) * sizeof(float), status);
-    if (TF_GetCode(status) != TF_OK) return TF_OpKernelContext_Failure(ctx, status), nullptr;
-    scope.tensors.push_back(out);
-    return static_cast<float*>(TF_TensorData(out));
-  };
+  const int im = 2 * n, iv = 2 * n + 1, ip = 2 * n + 2;
+  if (c.rank(im) != 1 || c.rank(iv) != 1 || c.dim(im, 0) != total || c.dim(iv, 0) != total)
+    return c.fail("m and v must be [total], total = " + std::to_string(total) + " (the weights' sizes summed), got m " + shape(im) + " and v " + shape(iv));
+  if (c.rank(ip) != 1 || c.dim(ip, 0) != kAdamParams)
+    return c.fail("p must be [8]: maxGradNorm, beta1, 1 - beta1, beta2, 1 - beta2, stepSize, epsHat, lr * weightDecay; got " + shape(ip));
   const int64_t flat[1] = {total};
-  float* m_out = allocate(0, flat, 1, total);
-  float* v_out = m_out ? allocate(1, flat, 1, total) : nullptr;
-  float* norm = v_out ? allocate(2, flat, 0, 1) : nullptr;
-  if (!norm) return;
-  for (int t = 0; t < n; t++) {
-    const TF_Tensor* wt = in[n + t];
-    std::vector<int64_t> dims(static_cast<size_t>(TF_NumDims(wt)));
-    for (size_t d = 0; d < dims.size(); d++) dims[d] = TF_Dim(wt, static_cast<int>(d));
-    w_out[t] = allocate(3 + t, dims.data(), static_cast<int>(dims.size()), offset[t + 1] - offset[t]);
-    if (!w_out[t]) return;
-  }
+  float* m_out = c.out(0, flat, 1);
+  float* v_out = c.out(1, flat, 1);
+  float* norm = c.out(2, flat, 0);
+  for (int t = 0; t < n; t++) w_out[t] = c.out_like(3 + t, n + t);
+  if (!c.ok()) return;
   const AdamLists lists{g.data(), w.data(), w_out.data(), offset.data(), n};
-  const float *m = static_cast<const float*>(TF_TensorData(mt)), *v = static_cast<const float*>(TF_TensorData(vt)), *p = static_cast<const float*>(TF_TensorData(pt));
+  const float *m = c.data(im), *v = c.data(iv), *p = c.data(ip);
   const int64_t blocks = (total + kNormBlock - 1) / kNormBlock;
   std::vector<double> partial(static_cast<size_t>(blocks));
   const int64_t inline_blocks = kInlineMemoryBound / kNormBlock + 1;

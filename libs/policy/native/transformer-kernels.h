@@ -97,26 +97,29 @@ void layer_norm_grad_rows(const float* dxhat, const float* xhat, const float* rs
 // broadcast over the leading axes: p = softmax(s + m), max-subtracted. Backward, per row:
 // ds = p ∘ (dp − Σ dp∘p). Edge cases: a row whose every entry is −inf (or masked to it) gives
 // NaN, as TensorFlow's Softmax does; a masked entry of −1e9 gives exactly 0.
+// softmax(x) over n floats in place, max-subtracted; exp(z) below −87 is taken as 0. Shared by
+// the masked softmax below and the attention kernel's causal rows (attention-kernels.h).
+inline void softmax_in_place(float* x, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+  float sum = 0.f;
+  for (int64_t j = 0; j < n; j++) {
+    const float z = x[j] - mx;  // <= 0, or NaN
+    const float e = z < -87.f ? 0.f : exp_in_range(z < -87.f ? -87.f : z);
+    x[j] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < n; j++) x[j] *= inv;
+}
+
 void masked_softmax_rows(const float* s, const float* mask, float* p, int64_t lo, int64_t hi, int64_t t, int64_t k) {
   for (int64_t r = lo; r < hi; r++) {
     const float* sr = s + r * k;
     const float* mr = mask + (r % t) * k;
     float* pr = p + r * k;
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < k; j++) {
-      const float v = sr[j] + mr[j];
-      pr[j] = v;
-      mx = v > mx ? v : mx;
-    }
-    float sum = 0.f;
-    for (int64_t j = 0; j < k; j++) {
-      const float z = pr[j] - mx;  // <= 0
-      const float e = z < -87.f ? 0.f : exp_in_range(z < -87.f ? -87.f : z);
-      pr[j] = e;
-      sum += e;
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j < k; j++) pr[j] *= inv;
+    for (int64_t j = 0; j < k; j++) pr[j] = sr[j] + mr[j];
+    softmax_in_place(pr, k);
   }
 }
 

@@ -26,10 +26,6 @@ export function resolveAdamConfig(c: AdamConfig = {}, field = 'adam'): ResolvedA
   return r;
 }
 
-function sameShape(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((d, i) => d === b[i]);
-}
-
 /** Optimizer state in canonical form: per-weight moments keyed by the weight's canonical name. */
 export interface AdamState {
   /** Optimizer steps applied so far (drives bias correction and the LR schedule). */
@@ -106,7 +102,7 @@ export class AdamOptimizer {
       const fusedStep = adamUpdateFused(
         // A gradient of another shape but the weight's size (the composite path accepts one) is
         // reshaped; the gradients of tf.variableGrads have the weights' shapes, so no op here.
-        gs.map((g, i) => (sameShape(g.shape, this.shapes[i]) ? g : g.reshape(this.shapes[i]))),
+        gs.map((g, i) => (tf.util.arraysEqual(g.shape, this.shapes[i]) ? g : g.reshape(this.shapes[i]))),
         weights,
         this.m as tf.Tensor1D,
         this.v as tf.Tensor1D,

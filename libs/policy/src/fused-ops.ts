@@ -26,7 +26,7 @@ function fused(op: string, inputs: tf.Tensor[], outputs: number, attrs?: (b: Nat
 
 /**
  * GELU (tanh form) in one pass over x (`SrpoGelu`), or undefined where not available.
- * Pair it with {@link geluGrad}. Tape-free like {@link matMul2d}.
+ * Pair it with {@link geluGrad}. Tape-free like native-ops' `matMul2d`.
  */
 export function geluFused(x: tf.Tensor, composite = false): tf.Tensor | undefined {
   return fused('SrpoGelu', [x], 1, undefined, composite)?.[0];
@@ -261,7 +261,7 @@ export interface AdamStepScalars {
  * summed in fixed blocks of the concatenation so that it depends neither on the core count nor
  * on how the weights are cut into tensors. Returns m', v', norm and the new weights (each of its
  * weight's shape), all new tensors for the caller to assign and dispose. No concat, split or
- * per-weight op around the kernel: one dispatch per step. Tape-free like {@link matMul2d}.
+ * per-weight op around the kernel: one dispatch per step. Tape-free like native-ops' `matMul2d`.
  */
 export function adamUpdateFused(
   grads: readonly tf.Tensor[],

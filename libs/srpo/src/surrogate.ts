@@ -43,9 +43,27 @@ export function clippedSurrogate<R extends tf.Rank>(
   clipLow: number,
   clipHigh: number,
 ): tf.Tensor<R> {
-  return tf.tidy(() =>
-    tf.minimum(tf.mul(importanceRatio, advantage), tf.mul(clippedRatio(importanceRatio, clipLow, clipHigh), advantage)),
-  );
+  return tf.tidy(() => surrogateTerms(importanceRatio, advantage, clipLow, clipHigh, null).value);
+}
+
+/**
+ * The terms of the (dual-)clipped surrogate: `unclipped = r·A`, `clipped = clip(r)·A`,
+ * `ppo = min(unclipped, clipped)` and the surrogate `value` (`ppo`, or with c, `max(ppo, c·A)`
+ * where A < 0). {@link clippedSurrogate} and {@link dualClippedSurrogate} return `value`;
+ * {@link boundedClippedSurrogate} keeps the others for its written-out gradient.
+ */
+function surrogateTerms<R extends tf.Rank>(
+  importanceRatio: tf.Tensor<R>,
+  advantage: tf.Tensor,
+  clipLow: number,
+  clipHigh: number,
+  clipRatioC: number | null,
+): { unclipped: tf.Tensor<R>; clipped: tf.Tensor<R>; ppo: tf.Tensor<R>; value: tf.Tensor<R> } {
+  const unclipped = tf.mul(importanceRatio, advantage) as tf.Tensor<R>;
+  const clipped = tf.mul(clippedRatio(importanceRatio, clipLow, clipHigh), advantage) as tf.Tensor<R>;
+  const ppo = tf.minimum(unclipped, clipped) as tf.Tensor<R>;
+  const value = clipRatioC === null ? ppo : (tf.where(tf.less(advantage, 0), tf.maximum(ppo, tf.mul(advantage, clipRatioC)), ppo) as tf.Tensor<R>);
+  return { unclipped, clipped, ppo, value };
 }
 
 /**
@@ -171,12 +189,7 @@ export function dualClippedSurrogate<R extends tf.Rank>(
   clipHigh: number,
   clipRatioC: number | null,
 ): tf.Tensor<R> {
-  return tf.tidy(() => {
-    const ppo = clippedSurrogate(importanceRatio, advantage, clipLow, clipHigh);
-    if (clipRatioC === null) return ppo;
-    const lowerBound = tf.mul(advantage, clipRatioC);
-    return tf.where(tf.less(advantage, 0), tf.maximum(ppo, lowerBound), ppo) as tf.Tensor<R>;
-  });
+  return tf.tidy(() => surrogateTerms(importanceRatio, advantage, clipLow, clipHigh, clipRatioC).value);
 }
 
 /**
@@ -197,11 +210,7 @@ export function boundedClippedSurrogate<R extends tf.Rank>(logRatio: tf.Tensor<R
     const [x, save] = args as [tf.Tensor<R>, tf.GradSaveFunc];
     const bounded = boundedLogRatio(x, advantage, clip.clipHigh, clip.clipRatioC);
     const r = tf.exp(bounded);
-    const unclipped = tf.mul(r, advantage);
-    const clipped = tf.mul(clippedRatio(r, clip.clipLow, clip.clipHigh), advantage);
-    const ppo = tf.minimum(unclipped, clipped);
-    // dualClippedSurrogate's arithmetic, step for step, so the value is the same to the bit.
-    const value = clip.clipRatioC === null ? ppo : tf.where(tf.less(advantage, 0), tf.maximum(ppo, tf.mul(advantage, clip.clipRatioC)), ppo);
+    const { unclipped, clipped, ppo, value } = surrogateTerms(r, advantage, clip.clipLow, clip.clipHigh, clip.clipRatioC);
     // The advantage too: it may be a caller's temporary, gone by the time gradients run.
     save([x, bounded, r, unclipped, clipped, ppo, advantage]);
     return {
