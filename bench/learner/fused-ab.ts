@@ -3,9 +3,10 @@
  * in alternating blocks of 5 steps with the kernels on and off (configureSrpoKernels), so that a
  * noisy machine slows both alike. Prints the median step time of each and the median of the
  * per-pair ratios. With `--adds`, only the routing of tfjs's adds to `SrpoAdd` is switched; with
- * `--ops A,B`, only the named kernels (every other fused kernel stays on).
+ * `--ops A,B`, only the named kernels (every other fused kernel stays on); with `--matmul`, the
+ * 2-D products between `SrpoMatMul` (on) and TensorFlow's `MatMul` (off), whatever `auto` picks here.
  *
- *   npm run build && node dist/bench/learner/fused-ab.js [--pairs 12] [--block 5] [--adds | --ops SrpoAttention]
+ *   npm run build && node dist/bench/learner/fused-ab.js [--pairs 12] [--block 5] [--adds | --ops SrpoAttention | --matmul]
  */
 import { cpuDescription } from '../cpu';
 import { threadEnv } from './bench-common';
@@ -20,6 +21,7 @@ function arg(name: string, fallback: number): number {
 async function main(): Promise<void> {
   const pairs = arg('--pairs', 12);
   const addsOnly = process.argv.includes('--adds');
+  const matMulOnly = process.argv.includes('--matmul');
   const opsAt = process.argv.indexOf('--ops');
   const ops = opsAt >= 0 ? (process.argv[opsAt + 1] ?? '').split(',').filter((o) => o.length > 0) : [];
   if (opsAt >= 0 && ops.length === 0) throw new Error('--ops needs a comma-separated list of kernel names');
@@ -41,18 +43,19 @@ async function main(): Promise<void> {
   const ms = { on: [] as number[], off: [] as number[] };
   for (let p = 0; p < pairs; p++) {
     for (const mode of ['on', 'off'] as const) {
-      configureSrpoKernels(addsOnly ? { adds: mode === 'on' } : ops.length > 0 ? { except: mode === 'on' ? [] : ops } : { enabled: mode === 'on' });
+      if (matMulOnly) configureSrpoKernels({ matMul: mode === 'on' ? 'srpo' : 'tensorflow' });
+      else configureSrpoKernels(addsOnly ? { adds: mode === 'on' } : ops.length > 0 ? { except: mode === 'on' ? [] : ops } : { enabled: mode === 'on' });
       await trainer.update(sets); // the first step after a switch builds its kernels
       const t0 = process.hrtime.bigint();
       for (let i = 0; i < block; i++) await trainer.update(sets);
       ms[mode].push(Number(process.hrtime.bigint() - t0) / 1e6 / block);
     }
   }
-  configureSrpoKernels({ enabled: true, adds: true, except: [] });
+  configureSrpoKernels({ enabled: true, adds: true, except: [], matMul: 'auto' });
   const med = (v: number[]): number => [...v].sort((a, b) => a - b)[(v.length - 1) >> 1];
   const ratios = ms.on.map((v, i) => v / ms.off[i]);
   const c = cpuDescription();
-  console.log(`${addsOnly ? 'SrpoAdd routing' : ops.length > 0 ? ops.join(', ') : 'fused kernels'} A/B, reference workload, ${pairs} pairs of ${block}-step blocks; ${c.model}, ${c.vector}; srpo-kernels.${kernels.version}: ${kernels.ops.join(', ')}`);
+  console.log(`${matMulOnly ? 'SrpoMatMul against MatMul' : addsOnly ? 'SrpoAdd routing' : ops.length > 0 ? ops.join(', ') : 'fused kernels'} A/B, reference workload, ${pairs} pairs of ${block}-step blocks; ${c.model}, ${c.vector}; srpo-kernels.${kernels.version}: ${kernels.ops.join(', ')}`);
   console.log(`ms/step: on median ${med(ms.on).toFixed(1)}, off median ${med(ms.off).toFixed(1)}; on/off per pair: median ${med(ratios).toFixed(3)} (${ratios.map((r) => r.toFixed(2)).join(' ')})`);
   trainer.dispose();
   policy.dispose();

@@ -162,7 +162,7 @@ async function worker(args: Args): Promise<void> {
   const backend = args.worker as Backend;
   const info = await initTfBackend(backend);
   const tf = await import('@tensorflow/tfjs');
-  const { SrpoTrainer, saveCheckpoint, configureWebGpuKernels, configureSrpoKernels, loadSrpoKernels } = await import('@srpo/policy');
+  const { SrpoTrainer, saveCheckpoint, configureWebGpuKernels, configureSrpoKernels, loadSrpoKernels, srpoMatMulRouted } = await import('@srpo/policy');
   configureWebGpuKernels({ enabled: args.webgpuLayout === 'on' });
   configureSrpoKernels({ enabled: args.fused });
   const { buildWorkload, WORKLOADS } = await import('./workload');
@@ -221,7 +221,7 @@ async function worker(args: Args): Promise<void> {
     opProfile: profile?.ops,
     outsideOpsMs: profile?.outsideOpsMs,
     opsPerStep: profile?.opsPerStep,
-    kernels: backend !== 'tensorflow' ? undefined : !args.fused ? 'fused kernels off (--no-fused)' : fusedKernels(loadSrpoKernels()),
+    kernels: backend !== 'tensorflow' ? undefined : !args.fused ? 'fused kernels off (--no-fused)' : fusedKernels(loadSrpoKernels(), srpoMatMulRouted()),
   };
   process.stdout.write(JSON.stringify(result) + '\n');
   trainer.dispose();
@@ -242,8 +242,12 @@ function runNodeWorker(args: Args, backend: Backend, steps: number, warmup: numb
   return lastJsonLine<SideResult>(r.stdout);
 }
 
-function fusedKernels(s: { loaded: boolean; version?: number; ops: readonly string[]; reason?: string }): string {
-  return s.loaded ? `fused kernels srpo-kernels.${s.version}: ${s.ops.join(', ')}` : `no fused kernels (${s.reason})`;
+function fusedKernels(s: { loaded: boolean; version?: number; ops: readonly string[]; reason?: string; onednnAvx512?: boolean }, srpoMatMul: boolean): string {
+  if (!s.loaded) return `no fused kernels (${s.reason})`;
+  const products = srpoMatMul
+    ? `2-D products through SrpoMatMul${s.onednnAvx512 ? '' : ' (oneDNN has no AVX-512 here)'}, not TensorFlow's MatMul`
+    : `2-D products through TensorFlow's MatMul${s.onednnAvx512 ? ' (oneDNN with AVX-512)' : ''}`;
+  return `fused kernels srpo-kernels.${s.version}: ${s.ops.join(', ')}; ${products}`;
 }
 
 /** Both sides' environment: the same threads, and the `--isa` cap. */

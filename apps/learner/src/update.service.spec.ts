@@ -2,7 +2,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { pathToFileURL } from 'url';
 import { ErrorCode, initTfBackend, Logger, SrpoError } from '@srpo/core';
-import { loadCheckpoint, loadSrpoKernels, Policy, SRPO_KERNELS_VERSION, weightsHash } from '@srpo/policy';
+import { loadCheckpoint, loadSrpoKernels, Policy, SRPO_KERNELS_VERSION, srpoMatMulRouted, weightsHash } from '@srpo/policy';
 import { EventCodec, SchemaRegistryClient, type AgentOutput } from '@srpo/events';
 import { AuditStore } from '@srpo/store';
 import { InMemoryEventsPublisher, TfPolicyTrainer } from '@srpo/trainer';
@@ -177,8 +177,9 @@ describe('UpdateService on SQLite with a real tiny policy', () => {
       weightsHashBefore: before.weightsHash,
       weightsHashAfter: afterHash,
       seed: SEED,
-      // The recorded backend names the fused kernels when they computed the step.
-      backend: loadSrpoKernels().loaded ? `tensorflow+srpo-kernels.${SRPO_KERNELS_VERSION}` : 'tensorflow',
+      // The recorded backend names the fused kernels when they computed the step, and SrpoMatMul
+      // when it ran the products (machines where oneDNN has no AVX-512).
+      backend: loadSrpoKernels().loaded ? `tensorflow+srpo-kernels.${SRPO_KERNELS_VERSION}${srpoMatMulRouted() ? '+srpo-matmul' : ''}` : 'tensorflow',
       codeVersion: 'test-code',
       checkpointUri: pathToFileURL(ckptDir).href,
       committedAtMs: NOW,

@@ -23,7 +23,9 @@
 // kernel states its edge cases; its spec checks it against a float64 evaluation of the formula.
 #include <node_api.h>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -35,7 +37,7 @@
 #include <vector>
 #include "tf-kernel-api.h"
 
-#define SRPO_KERNELS_VERSION 5
+#define SRPO_KERNELS_VERSION 6
 
 namespace {
 
@@ -50,11 +52,13 @@ namespace {
 #include "norm-fold-kernels.h"
 #include "elementwise-kernels.h"
 #include "optimizer-kernels.h"
+#include "gemm-kernels.h"
 #include "transformer-ops.h"
 #include "llama-ops.h"
 #include "logprob-ops.h"
 #include "elementwise-ops.h"
 #include "optimizer-ops.h"
+#include "gemm-ops.h"
 
 struct OpSpec {
   const char* name;
@@ -95,6 +99,7 @@ const OpSpec kOps[] = {
     {"SrpoAdam", {"grads: N * float", "weights: N * float", "m: float", "v: float", "p: float"}, {"m_out: float", "v_out: float", "norm: float", "new_weights: N * float"},
      {"N: int >= 1"}, adam_create, adam_compute, adam_delete},
     {"SrpoColumnSum", {"x: float"}, {"y: float"}, {}, no_state, column_sum_compute, no_delete},
+    {"SrpoMatMul", {"a: float", "b: float"}, {"product: float"}, {"transpose_a: bool = false", "transpose_b: bool = false"}, matmul_create, matmul_compute, matmul_delete},
 };
 
 // Registers every op and kernel; returns the first error, or nullptr.
@@ -117,6 +122,22 @@ const char* register_all(TF_Status* status) {
     }
   }
   return nullptr;
+}
+
+// Whether TensorFlow's MatMul (oneDNN's sgemm) runs AVX-512 code here: the CPU has AVX-512 F,
+// BW, VL and DQ (oneDNN's avx512_core), and ONEDNN_MAX_CPU_ISA (or its older name
+// DNNL_MAX_CPU_ISA), which oneDNN itself reads, does not cap it below. Where it does not, the
+// learner's products take SrpoMatMul, which measured faster than oneDNN's AVX2 code
+// (docs/benchmarks.md, #21); the addon reports it and libs/policy/src/srpo-kernels.ts decides.
+bool onednn_avx512() {
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq"))
+    return false;
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (!cap) cap = std::getenv("DNNL_MAX_CPU_ISA");
+  if (!cap) return true;
+  std::string isa(cap);
+  for (char& ch : isa) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return !(isa == "SSE41" || isa == "AVX" || isa == "AVX2" || isa.rfind("AVX2_", 0) == 0);
 }
 
 napi_value init(napi_env env, napi_value exports) {
@@ -152,6 +173,9 @@ napi_value init(napi_env env, napi_value exports) {
     napi_set_element(env, ops, i++, name);
   }
   napi_set_named_property(env, exports, "ops", ops);
+  napi_value avx512;
+  napi_get_boolean(env, onednn_avx512(), &avx512);
+  napi_set_named_property(env, exports, "onednnAvx512", avx512);
   return exports;
 }
 

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { fusedKernelSet, srpoKernelAvailable } from './srpo-kernels';
+import { fusedKernelSet, srpoKernelAvailable, srpoMatMulRouted } from './srpo-kernels';
 
 /**
  * Single native TensorFlow kernels for steps that tfjs would otherwise run as
@@ -135,9 +135,11 @@ export function sumToLastAxis(x: tf.Tensor, composite = false): tf.Tensor1D {
 }
 
 /**
- * 2-D matrix product `op(a) · op(b)`. Native: one `MatMul` (tfjs's matMul
- * wraps every call in three reshapes to a batch of one and runs
- * `BatchMatMulV2`, which is also slower than `MatMul` for 2-D operands here).
+ * 2-D matrix product `op(a) · op(b)`. Native: the project's `SrpoMatMul` where
+ * `srpoMatMulRouted()` (gemm-kernels.h: packed blocks and a register-tiled micro-kernel; each
+ * element one sequential chain of multiply-adds, so the bits do not depend on the core count or
+ * the CPU), else one TensorFlow `MatMul` (tfjs's matMul wraps every call in three reshapes to a
+ * batch of one and runs `BatchMatMulV2`, which is also slower than `MatMul` for 2-D operands here).
  * Not recorded on the gradient tape: use inside `tf.customGrad` functions only.
  */
 export function matMul2d(a: tf.Tensor2D, b: tf.Tensor2D, transposeA = false, transposeB = false, composite = false): tf.Tensor2D {
@@ -147,6 +149,11 @@ export function matMul2d(a: tf.Tensor2D, b: tf.Tensor2D, transposeA = false, tra
     return tf.matMul(a, b, transposeA, transposeB);
   }
   const bb = be.binding;
+  const transposes = [
+    { name: 'transpose_a', type: bb.TF_ATTR_BOOL, value: transposeA },
+    { name: 'transpose_b', type: bb.TF_ATTR_BOOL, value: transposeB },
+  ];
+  if (srpoMatMulRouted()) return be.executeSingleOutput('SrpoMatMul', transposes, [a, b]) as tf.Tensor2D;
   if (options.matMulOp === 'BatchMatMulV2') {
     return be.executeSingleOutput(
       'BatchMatMulV2',
@@ -154,11 +161,7 @@ export function matMul2d(a: tf.Tensor2D, b: tf.Tensor2D, transposeA = false, tra
       [a, b],
     ) as tf.Tensor2D;
   }
-  return be.executeSingleOutput(
-    'MatMul',
-    [floatT(bb), { name: 'transpose_a', type: bb.TF_ATTR_BOOL, value: transposeA }, { name: 'transpose_b', type: bb.TF_ATTR_BOOL, value: transposeB }],
-    [a, b],
-  ) as tf.Tensor2D;
+  return be.executeSingleOutput('MatMul', [floatT(bb), ...transposes], [a, b]) as tf.Tensor2D;
 }
 
 /**
@@ -192,14 +195,16 @@ export function rowMean(x: tf.Tensor2D, meanCol: tf.Tensor2D, composite = false)
 
 /**
  * True when the fused kernels compute on this backend: the name an update's backend is
- * recorded with then says so (`tensorflow+srpo-kernels.<version>`), because they round
- * differently from the composite forms and audit and replay must tell other kernels from
- * other inputs. `backend` is the backend info of `initTfBackend`.
+ * recorded with then says so (`tensorflow+srpo-kernels.<version>`, and `+srpo-matmul` when the
+ * products run `SrpoMatMul`), because they round differently from the composite forms and
+ * TensorFlow's `MatMul`, and audit and replay must tell other kernels from other inputs.
+ * `backend` is the backend info of `initTfBackend`.
  */
 export function backendLabel(backend: { name: string }): string {
   if (backend.name !== 'tensorflow' || !options.enabled) return backend.name;
   const version = fusedKernelSet();
-  return version === undefined ? backend.name : `tensorflow+srpo-kernels.${version}`;
+  if (version === undefined) return backend.name;
+  return `tensorflow+srpo-kernels.${version}${srpoMatMulRouted() ? '+srpo-matmul' : ''}`;
 }
 
 /** `dy · y · (1 − y)` where y = sigmoid(x): the sigmoid gradient from its output. Native: `SigmoidGrad`. */

@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { backendLabel, configureNativeKernels } from './native-ops';
 import { geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, softmaxGrad } from './fused-ops';
-import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
+import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable, srpoMatMulRouted } from './srpo-kernels';
 import { nativeBackend } from './test/fixtures';
 import { causalAttention, gelu, normConstants, normLinear } from './transformer-ops';
 
@@ -40,7 +40,8 @@ describe('srpo-kernels (fused TensorFlow kernels)', () => {
     if (s.loaded) {
       expect(s.ops).toEqual(expect.arrayContaining(['SrpoGelu', 'SrpoGeluGrad', 'SrpoLayerNorm', 'SrpoLayerNormGrad', 'SrpoMaskedSoftmax', 'SrpoSoftmaxGrad']));
       expect(s.version).toBeGreaterThanOrEqual(1);
-      expect(backendLabel({ name: 'tensorflow' })).toBe(`tensorflow+srpo-kernels.${s.version}`);
+      // `+srpo-matmul` where the products run SrpoMatMul (gemm-kernel.spec.ts checks when they do).
+      expect(backendLabel({ name: 'tensorflow' })).toBe(`tensorflow+srpo-kernels.${s.version}${srpoMatMulRouted() ? '+srpo-matmul' : ''}`);
     } else {
       expect(s.reason).toEqual(expect.any(String));
       expect(backendLabel({ name: 'tensorflow' })).toBe('tensorflow');
@@ -112,7 +113,7 @@ describe('srpo-kernels (fused TensorFlow kernels)', () => {
     } finally {
       configureNativeKernels({ enabled: true });
     }
-    expect(backendLabel({ name: 'tensorflow' })).toBe(`tensorflow+srpo-kernels.${loadSrpoKernels().version}`);
+    expect(backendLabel({ name: 'tensorflow' })).toBe(`tensorflow+srpo-kernels.${loadSrpoKernels().version}${srpoMatMulRouted() ? '+srpo-matmul' : ''}`);
   });
 
   it('refuses a non-float input with TensorFlow error naming the op', () => {

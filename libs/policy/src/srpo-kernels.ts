@@ -24,15 +24,21 @@ export interface SrpoKernelsStatus {
   file?: string;
   /** Why it is not loaded. */
   reason?: string;
+  /**
+   * Whether TensorFlow's `MatMul` (oneDNN) runs AVX-512 code on this machine: the CPU has
+   * AVX-512 F/BW/VL/DQ and `ONEDNN_MAX_CPU_ISA` does not cap it below. Decides `matMul: 'auto'`.
+   */
+  onednnAvx512?: boolean;
 }
 
 interface AddonExports {
   version: number;
   ops: string[];
+  onednnAvx512: boolean;
 }
 
 /** The kernel set this code expects (`SRPO_KERNELS_VERSION` in srpo-kernels.cc); a build of another version is stale. */
-export const SRPO_KERNELS_VERSION = 5;
+export const SRPO_KERNELS_VERSION = 6;
 
 const log = new Logger('srpo-kernels');
 let status: SrpoKernelsStatus | undefined;
@@ -70,7 +76,7 @@ export function loadSrpoKernels(): SrpoKernelsStatus {
       log.warn('fused kernels not used; the learner uses the composite paths', { file, reason: status.reason });
       return status;
     }
-    status = { loaded: true, version: addon.version, ops: [...addon.ops], file };
+    status = { loaded: true, version: addon.version, ops: [...addon.ops], file, onednnAvx512: addon.onednnAvx512 };
     if (status.ops.includes('SrpoAdd')) routeAddsToSrpoAdd();
   } catch (e) {
     status = { loaded: false, ops: [], file, reason: errorMessage(e) };
@@ -81,6 +87,16 @@ export function loadSrpoKernels(): SrpoKernelsStatus {
 
 let addsEnabled = true;
 let excluded: ReadonlySet<string> = new Set();
+let matMulChoice: MatMulChoice = 'auto';
+
+/**
+ * The kernel of the learner's 2-D products on the native backend: `SrpoMatMul`
+ * (gemm-kernels.h), TensorFlow's `MatMul`, or `auto`: `SrpoMatMul` where TensorFlow's would run
+ * oneDNN's code below AVX-512 (no AVX-512 on the CPU, or `ONEDNN_MAX_CPU_ISA` capped), which it
+ * beats there; TensorFlow's `MatMul` where oneDNN has AVX-512, which is a few percent faster than
+ * `SrpoMatMul` on the AMD EPYC measured (docs/benchmarks.md, #21).
+ */
+export type MatMulChoice = 'auto' | 'srpo' | 'tensorflow';
 
 /** The process-wide switches of {@link configureSrpoKernels}. */
 export interface SrpoKernelSwitches {
@@ -90,6 +106,8 @@ export interface SrpoKernelSwitches {
   adds: boolean;
   /** Fused forward kernels not to use (e.g. `['SrpoAttention']`), the others staying on; default none. */
   except: readonly string[];
+  /** The kernel of 2-D products (see {@link MatMulChoice}); default `auto`. */
+  matMul: MatMulChoice;
 }
 
 /**
@@ -101,7 +119,17 @@ export function configureSrpoKernels(next: Partial<SrpoKernelSwitches>): SrpoKer
   if (next.enabled !== undefined) enabled = next.enabled;
   if (next.adds !== undefined) addsEnabled = next.adds;
   if (next.except !== undefined) excluded = new Set(next.except);
-  return { enabled, adds: addsEnabled, except: [...excluded] };
+  if (next.matMul !== undefined) matMulChoice = next.matMul;
+  return { enabled, adds: addsEnabled, except: [...excluded], matMul: matMulChoice };
+}
+
+/**
+ * True when the learner's 2-D products run `SrpoMatMul`: the addon loaded, the kernels on, and
+ * `matMul` is `srpo`, or `auto` on a machine where oneDNN has no AVX-512 (see {@link MatMulChoice}).
+ */
+export function srpoMatMulRouted(): boolean {
+  if (matMulChoice === 'tensorflow' || !srpoKernelAvailable('SrpoMatMul')) return false;
+  return matMulChoice === 'srpo' || loadSrpoKernels().onednnAvx512 !== true;
 }
 
 /** True when `op` is registered and switched on (see {@link configureSrpoKernels}). Loads the addon on first use. */

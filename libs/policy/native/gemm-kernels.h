@@ -1,0 +1,177 @@
+// Single-precision matrix products for SrpoMatMul (gemm-ops.h): C = op(A)·op(B), with op a
+// transpose or not, the way BLIS and the BLAS libraries do it (Goto & van de Geijn 2008).
+//
+// Why: TensorFlow's MatMul runs oneDNN's sgemm. With AVX-512 it is near the machine's peak on
+// the reference step's large products; below AVX-512 (AVX2-only CPUs, or ONEDNN_MAX_CPU_ISA
+// capped) its products took 38.8 ms of the step where PyTorch's MKL took 32.8, its transposed
+// long-K products (the weight gradients) running at 0.70–0.77x the speed of this code, and a
+// step with this code in place of MatMul took 0.84–0.93x the time (AMD EPYC, 2 vCPUs,
+// 2026-12-03, docs/benchmarks.md, #21). The learner therefore takes it where oneDNN has no
+// AVX-512 (libs/policy/src/srpo-kernels.ts, `matMul: 'auto'`).
+//
+// Layout: the K dimension is cut into blocks of kKc, the rows of C into blocks of kMc and its
+// columns into blocks of kNc. For each (K block, column block) the block of op(B) is packed
+// into panels of kNr columns ([k][kNr], zero-padded), and for each row block the block of
+// op(A) into panels of kMr rows ([k][kMr], zero-padded). The micro-kernel then keeps a kMr × kNr
+// tile of C in 12 AVX2 registers over the K block: per k, two loads of B, six broadcasts of A
+// and 12 FMAs. Packing makes every load of the micro-kernel sequential whatever the transposes
+// and strides (a power-of-two row stride would otherwise map a panel's rows onto a few L1 sets).
+//
+// Numerics: every element of C is one sequential chain of fused multiply-adds over k = 0..K−1
+// (a later K block reloads the tile and continues the chain), so the result does not depend on
+// the blocking, the thread count or the vector width: the same bits on every machine.
+// K = 0 gives C = 0.
+#pragma once
+
+constexpr int64_t kMr = 6, kNr = 16;            // micro-tile: 6 rows × 16 columns (2 vectors)
+constexpr int64_t kKc = 256, kMc = 96, kNc = 2048;  // packed A block 96 KB (L2), B panel 16 KB (L1)
+
+// op(A) [m, k] and op(B) [k, n] as stored: element (i, p) of op(A) is a[i·lda + p], or
+// a[p·lda + i] when trans_a; element (p, j) of op(B) is b[p·ldb + j], or b[j·ldb + p] when
+// trans_b. C [m, n] is row-major with row stride ldc.
+struct GemmArgs {
+  int64_t m, n, k;
+  const float* a;
+  int64_t lda;
+  bool trans_a;
+  const float* b;
+  int64_t ldb;
+  bool trans_b;
+  float* c;
+  int64_t ldc;
+};
+
+// Packs rows [i0, i0 + mc) × k [p0, p0 + kc) of op(A) into ceil(mc / kMr) panels [kc][kMr].
+inline void pack_a(const GemmArgs& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* __restrict dst) {
+  for (int64_t ip = 0; ip < mc; ip += kMr) {
+    const int64_t rows = std::min(kMr, mc - ip);
+    float* panel = dst + ip * kc;
+    if (g.trans_a) {
+      for (int64_t p = 0; p < kc; p++) {
+        const float* src = g.a + (p0 + p) * g.lda + i0 + ip;
+        for (int64_t r = 0; r < kMr; r++) panel[p * kMr + r] = r < rows ? src[r] : 0.f;
+      }
+    } else {
+      for (int64_t r = 0; r < kMr; r++) {
+        if (r < rows) {
+          const float* src = g.a + (i0 + ip + r) * g.lda + p0;
+          for (int64_t p = 0; p < kc; p++) panel[p * kMr + r] = src[p];
+        } else {
+          for (int64_t p = 0; p < kc; p++) panel[p * kMr + r] = 0.f;
+        }
+      }
+    }
+  }
+}
+
+// Packs k [p0, p0 + kc) × columns [j0, j0 + nc) of op(B) into ceil(nc / kNr) panels [kc][kNr].
+inline void pack_b(const GemmArgs& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* __restrict dst) {
+  for (int64_t jp = 0; jp < nc; jp += kNr) {
+    const int64_t cols = std::min(kNr, nc - jp);
+    float* panel = dst + jp * kc;
+    if (g.trans_b) {
+      for (int64_t col = 0; col < kNr; col++) {
+        if (col < cols) {
+          const float* src = g.b + (j0 + jp + col) * g.ldb + p0;
+          for (int64_t p = 0; p < kc; p++) panel[p * kNr + col] = src[p];
+        } else {
+          for (int64_t p = 0; p < kc; p++) panel[p * kNr + col] = 0.f;
+        }
+      }
+    } else {
+      for (int64_t p = 0; p < kc; p++) {
+        const float* src = g.b + (p0 + p) * g.ldb + j0 + jp;
+        float* out = panel + p * kNr;
+        if (cols == kNr) {
+          std::memcpy(out, src, kNr * sizeof(float));
+        } else {
+          for (int64_t col = 0; col < kNr; col++) out[col] = col < cols ? src[col] : 0.f;
+        }
+      }
+    }
+  }
+}
+
+// The kMr × kNr tile c (row stride ldc) from a panel of A and a panel of B over kc: C = A·B,
+// or C += A·B when `more` (a later K block continuing each element's chain).
+inline void gemm_micro(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc, bool more) {
+  v8f c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+  if (more) {
+    c00 = load8(c), c01 = load8(c + 8);
+    c10 = load8(c + ldc), c11 = load8(c + ldc + 8);
+    c20 = load8(c + 2 * ldc), c21 = load8(c + 2 * ldc + 8);
+    c30 = load8(c + 3 * ldc), c31 = load8(c + 3 * ldc + 8);
+    c40 = load8(c + 4 * ldc), c41 = load8(c + 4 * ldc + 8);
+    c50 = load8(c + 5 * ldc), c51 = load8(c + 5 * ldc + 8);
+  } else {
+    // The tile's lines are written at the end: fetch them now, behind the k loop, rather than
+    // stall the stores on reading them for ownership then.
+    for (int64_t r = 0; r < kMr; r++) __builtin_prefetch(c + r * ldc, 1), __builtin_prefetch(c + r * ldc + kNr - 1, 1);
+    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = v8f{};
+  }
+  for (int64_t p = 0; p < kc; p++, ap += kMr, bp += kNr) {
+    const v8f b0 = load8(bp), b1 = load8(bp + 8);
+    v8f a = v8f{} + ap[0];
+    c00 += a * b0, c01 += a * b1;
+    a = v8f{} + ap[1];
+    c10 += a * b0, c11 += a * b1;
+    a = v8f{} + ap[2];
+    c20 += a * b0, c21 += a * b1;
+    a = v8f{} + ap[3];
+    c30 += a * b0, c31 += a * b1;
+    a = v8f{} + ap[4];
+    c40 += a * b0, c41 += a * b1;
+    a = v8f{} + ap[5];
+    c50 += a * b0, c51 += a * b1;
+  }
+  store8(c, c00), store8(c + 8, c01);
+  store8(c + ldc, c10), store8(c + ldc + 8, c11);
+  store8(c + 2 * ldc, c20), store8(c + 2 * ldc + 8, c21);
+  store8(c + 3 * ldc, c30), store8(c + 3 * ldc + 8, c31);
+  store8(c + 4 * ldc, c40), store8(c + 4 * ldc + 8, c41);
+  store8(c + 5 * ldc, c50), store8(c + 5 * ldc + 8, c51);
+}
+
+// C block [mc, nc] (row stride ldc) from packed blocks of A and B. Edge tiles run on a
+// scratch tile and copy their valid part.
+inline void gemm_macro(int64_t mc, int64_t nc, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool more) {
+  for (int64_t jp = 0; jp < nc; jp += kNr) {
+    const int64_t cols = std::min(kNr, nc - jp);
+    for (int64_t ip = 0; ip < mc; ip += kMr) {
+      const int64_t rows = std::min(kMr, mc - ip);
+      float* ct = c + ip * ldc + jp;
+      if (rows == kMr && cols == kNr) {
+        gemm_micro(kc, ap + ip * kc, bp + jp * kc, ct, ldc, more);
+        continue;
+      }
+      float tile[kMr * kNr];
+      if (more)
+        for (int64_t r = 0; r < rows; r++) std::memcpy(tile + r * kNr, ct + r * ldc, cols * sizeof(float));
+      gemm_micro(kc, ap + ip * kc, bp + jp * kc, tile, kNr, more);
+      for (int64_t r = 0; r < rows; r++) std::memcpy(ct + r * ldc, tile + r * kNr, cols * sizeof(float));
+    }
+  }
+}
+
+// Floats of packing space one thread needs.
+constexpr int64_t kGemmPackA = kMc * kKc, kGemmPackB = kKc * kNc;
+
+// Rows [i_lo, i_hi) × columns [j_lo, j_hi) of C, with the caller's packing space.
+inline void gemm_block(const GemmArgs& g, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, float* apack, float* bpack) {
+  if (g.k == 0) {
+    for (int64_t i = i_lo; i < i_hi; i++) std::fill(g.c + i * g.ldc + j_lo, g.c + i * g.ldc + j_hi, 0.f);
+    return;
+  }
+  for (int64_t jc = j_lo; jc < j_hi; jc += kNc) {
+    const int64_t nc = std::min(kNc, j_hi - jc);
+    for (int64_t pc = 0; pc < g.k; pc += kKc) {
+      const int64_t kc = std::min(kKc, g.k - pc);
+      pack_b(g, pc, kc, jc, nc, bpack);
+      for (int64_t ic = i_lo; ic < i_hi; ic += kMc) {
+        const int64_t mc = std::min(kMc, i_hi - ic);
+        pack_a(g, ic, mc, pc, kc, apack);
+        gemm_macro(mc, nc, kc, apack, bpack, g.c + ic * g.ldc + jc, g.ldc, pc > 0);
+      }
+    }
+  }
+}

@@ -1,0 +1,201 @@
+import { readFileSync } from 'node:fs';
+import * as tf from '@tensorflow/tfjs';
+import { backendLabel, matMul2d } from './native-ops';
+import { Policy } from './policy';
+import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable, srpoMatMulRouted } from './srpo-kernels';
+import { SrpoTrainer } from './srpo-step';
+import { makeSets, nativeBackend, seededValues, TINY } from './test/fixtures';
+
+/**
+ * `SrpoMatMul` (gemm-kernels.h) against float64 products written out here, not against the code
+ * under test: every transpose, shapes that end mid-tile and cross the K, row and column blocks,
+ * the empty cases, and the routing of the learner's products (`matMul: auto | srpo | tensorflow`).
+ * Skips where the addon is not built, unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
+ */
+const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
+
+interface Executor {
+  binding: { TF_ATTR_BOOL: number };
+  executeSingleOutput(name: string, attrs: unknown[], inputs: tf.Tensor[]): tf.Tensor;
+}
+const executor = (): Executor => tf.backend() as unknown as Executor;
+
+/** SrpoMatMul(a, b) called directly, as TensorFlow's MatMul would be. */
+function srpoMatMul(a: tf.Tensor, b: tf.Tensor, transposeA = false, transposeB = false): tf.Tensor {
+  const bool = executor().binding.TF_ATTR_BOOL;
+  return executor().executeSingleOutput(
+    'SrpoMatMul',
+    [
+      { name: 'transpose_a', type: bool, value: transposeA },
+      { name: 'transpose_b', type: bool, value: transposeB },
+    ],
+    [a, b],
+  );
+}
+
+/** Row-major `[rows, cols]` values stored transposed (`[cols, rows]`). */
+function transposed(x: Float32Array, rows: number, cols: number): Float32Array {
+  const t = new Float32Array(x.length);
+  for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) t[j * rows + i] = x[i * cols + j];
+  return t;
+}
+
+async function bits(t: tf.Tensor): Promise<Uint32Array> {
+  return new Uint32Array((await t.data<'float32'>()).slice().buffer);
+}
+
+/** Index of the first element whose bits differ (or -1): jest's deep equality is slow on 10^5 elements. */
+function firstMismatch(a: Uint32Array, b: Uint32Array): number {
+  if (a.length !== b.length) return Math.min(a.length, b.length);
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
+  return -1;
+}
+
+/**
+ * The worst error of c = a·b ([m, k]·[k, n], row-major float32) against the float64 product, in
+ * units of the float32 bound for a sum of k products: (k + 1)·2⁻²⁴·Σ_p |a_ip b_pj| per element.
+ */
+function worstError(a: Float32Array, b: Float32Array, c: Float32Array, m: number, n: number, k: number): number {
+  let worst = 0;
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) {
+      let exact = 0;
+      let scale = 0;
+      for (let p = 0; p < k; p++) {
+        exact += a[i * k + p] * b[p * n + j];
+        scale += Math.abs(a[i * k + p] * b[p * n + j]);
+      }
+      const bound = (k + 1) * 2 ** -24 * scale + 1e-30;
+      worst = Math.max(worst, Math.abs(c[i * n + j] - exact) / bound);
+    }
+  }
+  return worst;
+}
+
+describe('SrpoMatMul (the learner products where oneDNN has no AVX-512)', () => {
+  beforeAll(nativeBackend);
+  afterEach(() => configureSrpoKernels({ matMul: 'auto' }));
+  const available = (): boolean => srpoKernelAvailable('SrpoMatMul');
+
+  // [m, n, k]: one element; mid-tile edges; K over two 256-blocks; more rows than a 96-row block
+  // and enough work to split the rows between threads; more columns than a 2048-column block,
+  // split between threads by columns.
+  const shapes: [number, number, number][] = [
+    [1, 1, 1],
+    [7, 5, 3],
+    [6, 16, 8],
+    [13, 37, 300],
+    [700, 19, 65],
+    [30, 2100, 9],
+  ];
+
+  it.each(shapes)('[%i, %i] over k = %i matches float64 for every transpose, to the same bits', async (m, n, k) => {
+    if (!available()) return void expect(required).toBe(false);
+    const a = seededValues(m * k, 11 + m, 2);
+    const b = seededValues(k * n, 23 + n, 2);
+    const plain = srpoMatMul(tf.tensor2d(a, [m, k]), tf.tensor2d(b, [k, n]));
+    expect(plain.shape).toEqual([m, n]);
+    const c = await plain.data<'float32'>();
+    expect(worstError(a, b, c, m, n, k)).toBeLessThan(1);
+    // The same product from transposed storage packs to the same panels: the same bits.
+    const expected = await bits(plain);
+    const at = tf.tensor2d(transposed(a, m, k), [k, m]);
+    const bt = tf.tensor2d(transposed(b, k, n), [n, k]);
+    for (const [ta, tb] of [
+      [true, false],
+      [false, true],
+      [true, true],
+    ] as const) {
+      const out = srpoMatMul(ta ? at : tf.tensor2d(a, [m, k]), tb ? bt : tf.tensor2d(b, [k, n]), ta, tb);
+      expect(firstMismatch(await bits(out), expected)).toBe(-1);
+    }
+  });
+
+  it('gives each row and column the same bits whatever the rest of the product (threads and blocks)', async () => {
+    if (!available()) return void expect(required).toBe(false);
+    const [m, n, k] = [301, 150, 520];
+    const a = tf.tensor2d(seededValues(m * k, 5), [m, k]);
+    const b = tf.tensor2d(seededValues(k * n, 6), [k, n]);
+    const full = await srpoMatMul(a, b).data<'float32'>();
+    // 37 rows split between threads differently and ending mid-tile; 21 columns likewise.
+    const rows = await srpoMatMul(a.slice([101, 0], [37, k]), b).data<'float32'>();
+    const cols = await srpoMatMul(a, b.slice([0, 70], [k, 21])).data<'float32'>();
+    for (let i = 0; i < 37; i++) for (let j = 0; j < n; j++) expect(rows[i * n + j]).toBe(full[(101 + i) * n + j]);
+    for (let i = 0; i < m; i++) for (let j = 0; j < 21; j++) expect(cols[i * 21 + j]).toBe(full[i * n + 70 + j]);
+  });
+
+  it('handles the empty cases: k = 0 gives zeros, m = 0 or n = 0 an empty product', async () => {
+    if (!available()) return void expect(required).toBe(false);
+    const z = srpoMatMul(tf.zeros([3, 0]), tf.zeros([0, 4]));
+    expect(z.shape).toEqual([3, 4]);
+    expect(Array.from(await z.data())).toEqual(new Array(12).fill(0));
+    expect(srpoMatMul(tf.zeros([0, 5]), tf.ones([5, 4])).shape).toEqual([0, 4]);
+    expect(srpoMatMul(tf.ones([3, 5]), tf.zeros([5, 0])).shape).toEqual([3, 0]);
+  });
+
+  it('keeps a NaN in its own row', async () => {
+    if (!available()) return void expect(required).toBe(false);
+    const a = seededValues(9 * 20, 3);
+    a[2 * 20 + 7] = NaN;
+    const c = await srpoMatMul(tf.tensor2d(a, [9, 20]), tf.tensor2d(seededValues(20 * 17, 4), [20, 17])).data();
+    for (let i = 0; i < 9; i++) for (let j = 0; j < 17; j++) expect(Number.isNaN(c[i * 17 + j])).toBe(i === 2);
+  });
+
+  it('refuses operands that are not matrices, or whose inner dimensions differ, naming both shapes', () => {
+    if (!available()) return void expect(required).toBe(false);
+    expect(() => srpoMatMul(tf.ones([2, 3, 4]), tf.ones([4, 2]))).toThrow(/SrpoMatMul: a and b must be 2-D/);
+    expect(() => srpoMatMul(tf.ones([2, 3]), tf.ones([4, 2]))).toThrow(/SrpoMatMul: inner dimensions differ: op\(a\) is \[2, 3\], op\(b\) is \[4, 2\]/);
+    expect(() => srpoMatMul(tf.ones([2, 3]), tf.ones([2, 3]), true, true)).toThrow(/op\(a\) is \[3, 2\], op\(b\) is \[3, 2\]/);
+  });
+
+  it('routes the learner products by `matMul`, auto following whether oneDNN has AVX-512 here', async () => {
+    if (!available()) return void expect(required).toBe(false);
+    // Independently of the addon: the CPU's flags, and the cap oneDNN would honour (none in tests).
+    const flags = new Set(/^flags\s*:(.*)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1].trim().split(/\s+/) ?? []);
+    const avx512 = ['avx512f', 'avx512bw', 'avx512vl', 'avx512dq'].every((f) => flags.has(f));
+    const capped = /^(SSE41|AVX|AVX2|AVX2_.*)$/i.test(process.env.ONEDNN_MAX_CPU_ISA ?? process.env.DNNL_MAX_CPU_ISA ?? '');
+    expect(loadSrpoKernels().onednnAvx512).toBe(avx512 && !capped);
+    expect(srpoMatMulRouted()).toBe(!(avx512 && !capped));
+
+    const a = tf.tensor2d(seededValues(40 * 24, 7), [40, 24]);
+    const b = tf.tensor2d(seededValues(24 * 30, 8), [24, 30]);
+    const direct = await bits(srpoMatMul(a, b));
+    configureSrpoKernels({ matMul: 'srpo' });
+    expect(srpoMatMulRouted()).toBe(true);
+    expect(backendLabel({ name: 'tensorflow' })).toBe(`tensorflow+srpo-kernels.${loadSrpoKernels().version}+srpo-matmul`);
+    expect(firstMismatch(await bits(matMul2d(a, b)), direct)).toBe(-1);
+    configureSrpoKernels({ matMul: 'tensorflow' });
+    expect(srpoMatMulRouted()).toBe(false);
+    expect(backendLabel({ name: 'tensorflow' })).toBe(`tensorflow+srpo-kernels.${loadSrpoKernels().version}`);
+    const viaTf = await matMul2d(a, b).data<'float32'>();
+    expect(worstError(await a.data<'float32'>(), await b.data<'float32'>(), viaTf, 40, 30, 24)).toBeLessThan(1);
+    // Switching the fused kernels off takes the products back to TensorFlow's whatever `matMul` says.
+    configureSrpoKernels({ matMul: 'srpo', enabled: false });
+    try {
+      expect(srpoMatMulRouted()).toBe(false);
+    } finally {
+      configureSrpoKernels({ enabled: true });
+    }
+  });
+
+  it('trains to the same loss and gradient norm through either kernel (float32 agreement)', async () => {
+    if (!available()) return void expect(required).toBe(false);
+    const run = async (matMul: 'srpo' | 'tensorflow') => {
+      configureSrpoKernels({ matMul });
+      const policy = Policy.create('gemm', TINY, 3);
+      const trainer = new SrpoTrainer(policy, { schedule: { kind: 'constant', lr: 1e-3 } });
+      const sets = await makeSets(policy, 9, 6);
+      const first = await trainer.update(sets);
+      const second = await trainer.update(sets);
+      trainer.dispose();
+      policy.dispose();
+      return [first, second];
+    };
+    const [s1, s2] = await run('srpo');
+    const [t1, t2] = await run('tensorflow');
+    expect(Number.isFinite(s1.loss)).toBe(true);
+    expect(Math.abs(s1.loss - t1.loss)).toBeLessThan(1e-6);
+    expect(Math.abs(s2.loss - t2.loss)).toBeLessThan(1e-5);
+    expect(Math.abs(s1.gradNorm - t1.gradNorm) / t1.gradNorm).toBeLessThan(1e-5);
+  });
+});
