@@ -68,12 +68,17 @@ export function demoCommand(env: Readonly<Record<string, string | undefined>> = 
       process.on('SIGTERM', onSignal);
       try {
         const result = await runner.run();
-        await runner.summarize(result);
-        if (config.serve && !result.failure) {
+        const serving = config.serve && !result.failure;
+        // Arm the serving phase before the summary says "until Ctrl-C": from that line on, a
+        // Ctrl-C stops serving, one that arrives while the summary is still finishing (the
+        // monitor's disconnect) included. Reset after the summary, such a Ctrl-C was lost and the
+        // demo served on (a test that interrupts as soon as it reads the line hung on it).
+        if (serving) {
           interrupts = 0;
           runner.resetStop();
-          await runner.serveUntilStopped();
         }
+        await runner.summarize(result);
+        if (serving) await runner.serveUntilStopped();
         process.exitCode = result.failure ? 1 : 0;
       } finally {
         process.removeListener('SIGINT', onSignal);
