@@ -13,13 +13,9 @@ struct MatMulAttrs {
 };
 
 void* matmul_create(TF_OpKernelConstruction* ctx) {
-  TF_Status* status = TF_NewStatus();
-  unsigned char ta = 0, tb = 0;
-  TF_OpKernelConstruction_GetAttrBool(ctx, "transpose_a", &ta, status);
-  if (TF_GetCode(status) == TF_OK) TF_OpKernelConstruction_GetAttrBool(ctx, "transpose_b", &tb, status);
-  if (TF_GetCode(status) != TF_OK) TF_OpKernelConstruction_Failure(ctx, status);
-  TF_DeleteStatus(status);
-  return new MatMulAttrs{ta != 0, tb != 0};
+  auto* a = new MatMulAttrs{false, false};
+  read_bool_attrs(ctx, {{"transpose_a", &a->trans_a}, {"transpose_b", &a->trans_b}});
+  return a;
 }
 void matmul_delete(void* p) { delete static_cast<MatMulAttrs*>(p); }
 

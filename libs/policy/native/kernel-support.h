@@ -128,6 +128,22 @@ constexpr int64_t kInlineMemoryBound = int64_t{1} << 20;
 // --- Kernel plumbing ----------------------------------------------------------------------
 
 void* no_state(TF_OpKernelConstruction*) { return nullptr; }
+
+// Reads the kernel's bool attributes into `attrs`' targets; on a failure, fails the kernel's
+// construction (TensorFlow then raises the message) and returns false.
+bool read_bool_attrs(TF_OpKernelConstruction* ctx, std::initializer_list<std::pair<const char*, bool*>> attrs) {
+  TF_Status* status = TF_NewStatus();
+  for (const auto& [name, target] : attrs) {
+    unsigned char value = 0;
+    TF_OpKernelConstruction_GetAttrBool(ctx, name, &value, status);
+    if (TF_GetCode(status) != TF_OK) break;
+    *target = value != 0;
+  }
+  const bool ok = TF_GetCode(status) == TF_OK;
+  if (!ok) TF_OpKernelConstruction_Failure(ctx, status);
+  TF_DeleteStatus(status);
+  return ok;
+}
 void no_delete(void*) {}
 void unknown_shape(TF_ShapeInferenceContext* ctx, TF_Status* status) { TF_ShapeInferenceContextSetUnknownShape(ctx, status); }
 

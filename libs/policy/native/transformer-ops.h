@@ -200,13 +200,9 @@ struct NormFoldAttrs {
   bool bias, scale;
 };
 void* norm_fold_create(TF_OpKernelConstruction* ctx) {
-  TF_Status* status = TF_NewStatus();
-  unsigned char bias = 0, scale = 0;
-  TF_OpKernelConstruction_GetAttrBool(ctx, "has_bias", &bias, status);
-  if (TF_GetCode(status) == TF_OK) TF_OpKernelConstruction_GetAttrBool(ctx, "has_scale", &scale, status);
-  if (TF_GetCode(status) != TF_OK) TF_OpKernelConstruction_Failure(ctx, status);
-  TF_DeleteStatus(status);
-  return new NormFoldAttrs{bias != 0, scale != 0};
+  auto* a = new NormFoldAttrs{false, false};
+  read_bool_attrs(ctx, {{"has_bias", &a->bias}, {"has_scale", &a->scale}});
+  return a;
 }
 void norm_fold_delete(void* p) { delete static_cast<NormFoldAttrs*>(p); }
 

@@ -4,7 +4,7 @@ import { backendLabel, matMul2d } from './native-ops';
 import { Policy } from './policy';
 import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable, srpoMatMulRouted } from './srpo-kernels';
 import { SrpoTrainer } from './srpo-step';
-import { makeSets, nativeBackend, seededValues, TINY } from './test/fixtures';
+import { bits, firstMismatch, makeSets, nativeBackend, seededValues, TINY } from './test/fixtures';
 
 /**
  * `SrpoMatMul` (gemm-kernels.h) against float64 products written out here, not against the code
@@ -38,17 +38,6 @@ function transposed(x: Float32Array, rows: number, cols: number): Float32Array {
   const t = new Float32Array(x.length);
   for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) t[j * rows + i] = x[i * cols + j];
   return t;
-}
-
-async function bits(t: tf.Tensor): Promise<Uint32Array> {
-  return new Uint32Array((await t.data<'float32'>()).slice().buffer);
-}
-
-/** Index of the first element whose bits differ (or -1): jest's deep equality is slow on 10^5 elements. */
-function firstMismatch(a: Uint32Array, b: Uint32Array): number {
-  if (a.length !== b.length) return Math.min(a.length, b.length);
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
-  return -1;
 }
 
 /**

@@ -4,7 +4,7 @@ import { sumToLastAxis } from './native-ops';
 import { type AdamStepScalars, adamUpdateFused } from './fused-ops';
 import { Policy } from './policy';
 import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
-import { nativeBackend, seededValues, TINY } from './test/fixtures';
+import { bits, firstMismatch, nativeBackend, seededValues, TINY } from './test/fixtures';
 
 /**
  * SrpoAdam (the whole Adam step on the lists of gradients and weights) and SrpoColumnSum
@@ -18,17 +18,6 @@ import { nativeBackend, seededValues, TINY } from './test/fixtures';
 const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
 
 const FLOAT32_OVERFLOW = 2 ** 128 - 2 ** 103; // the least value Math.fround rounds to +inf
-
-/** The float32 bits of a tensor, so that NaN, −0 and every last bit compare exactly. */
-async function bits(t: tf.Tensor): Promise<Uint32Array> {
-  return new Uint32Array(Float32Array.from(await t.data<'float32'>()).buffer);
-}
-
-function firstMismatch(a: Uint32Array, b: Uint32Array): number {
-  if (a.length !== b.length) return Math.min(a.length, b.length);
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
-  return -1;
-}
 
 interface Adam64 {
   m: Float64Array;

@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { addResidualBias } from './fused-ops';
 import { configureSrpoKernels, loadSrpoKernels, srpoAddRouted } from './srpo-kernels';
-import { nativeBackend, seededValues } from './test/fixtures';
+import { bits, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
 
 /**
  * tfjs's `Add` routed to `SrpoAdd` (elementwise-kernels.h): every sum must be bit for bit the
@@ -10,18 +10,6 @@ import { nativeBackend, seededValues } from './test/fixtures';
  * Skips where the addon is not built, unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
  */
 const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
-
-/** The float32 bits of a tensor, so that NaN, −0 and every last bit compare exactly. */
-async function bits(t: tf.Tensor): Promise<Uint32Array> {
-  return new Uint32Array((await t.data<'float32'>()).slice().buffer);
-}
-
-/** Index of the first element whose bits differ (or -1): jest's deep equality is slow on 10^5 elements. */
-function firstMismatch(a: Uint32Array, b: Uint32Array): number {
-  if (a.length !== b.length) return Math.min(a.length, b.length);
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
-  return -1;
-}
 
 function expectedBits(a: Float32Array, b: Float32Array, rowLength?: number): Uint32Array {
   const y = new Float32Array(a.length);

@@ -48,3 +48,15 @@ export function seededValues(n: number, seed: number, a = 1): Float32Array {
     return (s / 2 ** 32) * 2 * a - a;
   });
 }
+
+/** The float32 bits of a tensor, so that NaN, −0 and every last bit compare exactly. */
+export async function bits(t: tf.Tensor): Promise<Uint32Array> {
+  return new Uint32Array((await t.data<'float32'>()).slice().buffer);
+}
+
+/** Index of the first element whose bits differ (or -1): jest's deep equality is slow on 10^5 elements. */
+export function firstMismatch(a: Uint32Array, b: Uint32Array): number {
+  if (a.length !== b.length) return Math.min(a.length, b.length);
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
+  return -1;
+}
