@@ -1,4 +1,4 @@
-// Elementwise addition on the static-schedule pool (srpo-kernels.ts' routeAddsToSrpoAdd routes
+// Elementwise addition on the pool (srpo-kernels.ts' routeAddsToSrpoAdd routes
 // tfjs's `Add` here). Included by srpo-kernels.cc after the pool.
 #pragma once
 

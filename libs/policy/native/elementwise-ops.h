@@ -13,7 +13,7 @@ void add_residual_bias_compute(void*, TF_OpKernelContext* ctx) {
   const int64_t cols = c.dim(0, -1);
   if (cols == 0 || c.size(0) == 0) return;
   const float *a = c.data(0), *b = c.data(1), *row = c.data(2);
-  pool().run(c.size(0) / cols, 1, kInlineMemoryBound / cols + 1, [&](int64_t lo, int64_t hi) { add_residual_bias(a, b, row, y, lo, hi, cols); });
+  pool().run(c.size(0) / cols, 1, kInlineBelow / cols + 1, [&](int64_t lo, int64_t hi) { add_residual_bias(a, b, row, y, lo, hi, cols); });
 }
 
 // SrpoAdd(a, b) -> y = a + b: b of a's shape, or a row for a [..., C]: [C], or [1, C] (any
@@ -28,10 +28,10 @@ void add_compute(void*, TF_OpKernelContext* ctx) {
   if (!c.ok()) return;
   const float *a = c.data(0), *b = c.data(1);
   if (same) {
-    pool().run(c.size(0), kLine, kInlineMemoryBound, [&](int64_t lo, int64_t hi) { add_flat(a, b, y, lo, hi); });
+    pool().run(c.size(0), kLine, kInlineBelow, [&](int64_t lo, int64_t hi) { add_flat(a, b, y, lo, hi); });
   } else {
     const int64_t cols = c.dim(1, -1);
     if (cols == 0) return;
-    pool().run(c.size(0) / cols, 1, kInlineMemoryBound / cols + 1, [&](int64_t lo, int64_t hi) { add_row(a, b, y, lo, hi, cols); });
+    pool().run(c.size(0) / cols, 1, kInlineBelow / cols + 1, [&](int64_t lo, int64_t hi) { add_row(a, b, y, lo, hi, cols); });
   }
 }

@@ -156,21 +156,42 @@ inline void gemm_macro(int64_t mc, int64_t nc, int64_t kc, const float* ap, cons
 // Floats of packing space one thread needs.
 constexpr int64_t kGemmPackA = kMc * kKc, kGemmPackB = kKc * kNc;
 
-// Rows [i_lo, i_hi) × columns [j_lo, j_hi) of C, with the caller's packing space.
-inline void gemm_block(const GemmArgs& g, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, float* apack, float* bpack) {
+// The whole of op(A) or op(B) packed once, for products whose threads all read it (gemm_block's
+// a_all, b_all). K block pc of op(B) sits at pc·n_pad with its column panels at j·kc within; K
+// block pc of op(A) at pc·m_pad with its row panels at i·kc within (n_pad, m_pad: n and m
+// rounded up to whole panels).
+inline int64_t gemm_padded(int64_t x, int64_t panel) { return (x + panel - 1) / panel * panel; }
+inline void pack_a_all(const GemmArgs& g, float* dst) {
+  const int64_t m_pad = gemm_padded(g.m, kMr);
+  for (int64_t pc = 0; pc < g.k; pc += kKc) pack_a(g, 0, g.m, pc, std::min(kKc, g.k - pc), dst + pc * m_pad);
+}
+inline void pack_b_all(const GemmArgs& g, float* dst) {
+  const int64_t n_pad = gemm_padded(g.n, kNr);
+  for (int64_t pc = 0; pc < g.k; pc += kKc) pack_b(g, pc, std::min(kKc, g.k - pc), 0, g.n, dst + pc * n_pad);
+}
+
+// Rows [i_lo, i_hi) × columns [j_lo, j_hi) of C, with the caller's packing space. a_all or b_all,
+// when given, hold the whole of op(A) or op(B) packed (pack_a_all, pack_b_all): its blocks are
+// read from there instead of packed again. i_lo is a multiple of kMr when a_all is given, j_lo
+// of kNr when b_all is.
+inline void gemm_block(const GemmArgs& g, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, float* apack, float* bpack, const float* a_all = nullptr,
+                       const float* b_all = nullptr) {
   if (g.k == 0) {
     for (int64_t i = i_lo; i < i_hi; i++) std::fill(g.c + i * g.ldc + j_lo, g.c + i * g.ldc + j_hi, 0.f);
     return;
   }
+  const int64_t m_pad = gemm_padded(g.m, kMr), n_pad = gemm_padded(g.n, kNr);
   for (int64_t jc = j_lo; jc < j_hi; jc += kNc) {
     const int64_t nc = std::min(kNc, j_hi - jc);
     for (int64_t pc = 0; pc < g.k; pc += kKc) {
       const int64_t kc = std::min(kKc, g.k - pc);
-      pack_b(g, pc, kc, jc, nc, bpack);
+      const float* bp = b_all ? b_all + pc * n_pad + jc * kc : bpack;
+      if (!b_all) pack_b(g, pc, kc, jc, nc, bpack);
       for (int64_t ic = i_lo; ic < i_hi; ic += kMc) {
         const int64_t mc = std::min(kMc, i_hi - ic);
-        pack_a(g, ic, mc, pc, kc, apack);
-        gemm_macro(mc, nc, kc, apack, bpack, g.c + ic * g.ldc + jc, g.ldc, pc > 0);
+        const float* ap = a_all ? a_all + pc * m_pad + ic * kc : apack;
+        if (!a_all) pack_a(g, ic, mc, pc, kc, apack);
+        gemm_macro(mc, nc, kc, ap, bp, g.c + ic * g.ldc + jc, g.ldc, pc > 0);
       }
     }
   }

@@ -1,5 +1,5 @@
 // What every kernel of the addon shares: the inlined exp, exact reciprocal square roots and NaN
-// tests, the static-schedule pool and the Call plumbing of one TensorFlow kernel invocation.
+// tests, the thread pool and the Call plumbing of one TensorFlow kernel invocation.
 // Included once, first, by srpo-kernels.cc (inside its anonymous namespace).
 #pragma once
 
@@ -37,62 +37,120 @@ inline bool is_nan_bits(float x) {
   return (b & 0x7fffffffu) > 0x7f800000u;
 }
 
-// --- A static-schedule pool ---------------------------------------------------------------
+// --- The pool: each core its own contiguous range, and stealing when a core is late -------
 
-class StaticPool {
+// Why not a plain static schedule: waking a sleeping worker takes 40–60 µs on these VMs (a futex
+// wake of an idle vCPU) and, one call in a hundred, 1.5–2.5 ms (the vCPU was descheduled); with
+// a fixed half each, the calling thread waited for the late worker a mean 190 µs per call, about
+// 12 ms of an 80 ms step (AMD EPYC, 2 vCPUs, 2026-12-03, #21). Here each chunk of the range is
+// cut into kPiecesPerChunk pieces; a thread runs its own chunk's pieces in order (so a row's data
+// stays in the same core's cache from op to op, as with OpenMP's static schedule) and then takes
+// the pieces that other threads have not started. A late worker thus costs at most a piece.
+// Which thread runs a piece never changes a result: every kernel computes each output from its
+// inputs alone, in an order fixed by the piece's range or by nothing at all (each one's spec).
+//
+// Waiting: the calling thread spins for the last pieces rather than sleep (it has nothing else
+// to do, and a futex wake costs more than most pieces); a worker spins for kWorkerSpin after a
+// call before it sleeps, because the ops of a step follow each other by tens of microseconds.
+class Pool {
  public:
-  explicit StaticPool(int chunks) : chunks_(chunks < 1 ? 1 : chunks) {
+  using Fn = std::function<void(int64_t, int64_t)>;
+  static constexpr int64_t kPiecesPerChunk = 4;
+
+  explicit Pool(int chunks) : chunks_(chunks < 1 ? 1 : chunks), next_(static_cast<size_t>(chunks_)) {
     for (int w = 1; w < chunks_; w++) workers_.emplace_back([this, w] { work(w); });
   }
   int chunks() const { return chunks_; }
 
-  // Runs fn(lo, hi) over [0, total) in chunks() contiguous pieces, piece 0 on the calling
-  // thread; returns when all are done. `align` rounds inner boundaries down to a multiple (a
-  // cache line of floats for flat arrays, 1 for rows). Small totals run inline.
-  void run(int64_t total, int64_t align, int64_t inline_below, const std::function<void(int64_t, int64_t)>& fn) {
+  // Runs fn(lo, hi) over [0, total) in pieces whose inner boundaries are multiples of `align`
+  // (a cache line of floats for flat arrays, 1 for rows), and returns when all are done. The
+  // calling thread is thread 0. Small totals (below inline_below) run inline in one call.
+  // `pieces_per_chunk` is how many pieces each thread's share is cut into (1: a static schedule).
+  void run(int64_t total, int64_t align, int64_t inline_below, const Fn& fn, int64_t pieces_per_chunk = kPiecesPerChunk) {
     if (chunks_ == 1 || total < inline_below) {
       if (total > 0) fn(0, total);
       return;
     }
     std::lock_guard<std::mutex> one_call(call_);
+    const int64_t per_chunk = std::max<int64_t>(1, pieces_per_chunk);
+    Job job;
     {
       std::lock_guard<std::mutex> l(m_);
-      fn_ = &fn;
-      total_ = total;
-      align_ = align;
-      pending_ = chunks_ - 1;
-      generation_++;
+      job = Job{++generation_, &fn, total, std::max<int64_t>(1, align), per_chunk, per_chunk * chunks_};
+      job_ = job;
+      done_.store(0, std::memory_order_relaxed);
+      for (int c = 0; c < chunks_; c++) next_[c].store(tag(job.gen, c * per_chunk), std::memory_order_relaxed);
+      published_.store(job.gen, std::memory_order_release);
     }
     wake_.notify_all();
-    chunk(0, fn);
-    std::unique_lock<std::mutex> l(m_);
-    done_.wait(l, [this] { return pending_ == 0; });
-    fn_ = nullptr;
+    take_pieces(0, job);
+    // The last pieces run on the workers: spin briefly, then sleep (a worker was descheduled; a
+    // spinning caller would also keep it from moving to this core).
+    const auto spin_until = std::chrono::steady_clock::now() + kCallerSpin;
+    while (done_.load(std::memory_order_acquire) < job.pieces && std::chrono::steady_clock::now() < spin_until) __builtin_ia32_pause();
+    if (done_.load(std::memory_order_acquire) < job.pieces) {
+      std::unique_lock<std::mutex> l(m_);
+      finished_.wait(l, [&] { return done_.load(std::memory_order_acquire) >= job.pieces; });
+    }
   }
 
  private:
-  void chunk(int c, const std::function<void(int64_t, int64_t)>& fn) const {
-    const auto edge = [this](int i) {
-      if (i >= chunks_) return total_;
-      const int64_t e = total_ * i / chunks_;
-      return e - e % align_;
-    };
-    const int64_t lo = edge(c), hi = edge(c + 1);
-    if (hi > lo) fn(lo, hi);
+  struct Job {
+    uint64_t gen = 0;
+    const Fn* fn = nullptr;
+    int64_t total = 0, align = 1, per_chunk = 1, pieces = 0;
+    int64_t edge(int64_t piece) const {
+      if (piece >= pieces) return total;
+      const int64_t e = total * piece / pieces;
+      return e - e % align;
+    }
+  };
+
+  static constexpr auto kCallerSpin = std::chrono::microseconds(100);
+  static constexpr auto kWorkerSpin = std::chrono::microseconds(100);
+
+  // A claim counter holds its call's generation in the high half, so that a worker that wakes
+  // after its call has ended cannot claim a piece of the next call.
+  static uint64_t tag(uint64_t gen, int64_t piece) { return (gen << 32) | static_cast<uint64_t>(piece); }
+
+  // Claims the next unstarted piece of chunk c for the job, or returns −1.
+  int64_t claim(int c, const Job& job) {
+    const uint64_t end = tag(job.gen, (c + 1) * job.per_chunk);
+    uint64_t v = next_[c].load(std::memory_order_acquire);
+    while ((v >> 32) == (job.gen & 0xffffffffu) && v < end)
+      if (next_[c].compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) return static_cast<int64_t>(v & 0xffffffffu);
+    return -1;
   }
+
+  // Thread w's own chunk first, then the other chunks' unstarted pieces. job.fn stays valid while
+  // a piece of the job is unfinished, and only then can a claim succeed.
+  void take_pieces(int w, const Job& job) {
+    for (int i = 0; i < chunks_; i++) {
+      const int c = (w + i) % chunks_;
+      for (int64_t p; (p = claim(c, job)) >= 0;) {
+        const int64_t lo = job.edge(p), hi = job.edge(p + 1);
+        if (hi > lo) (*job.fn)(lo, hi);
+        if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == job.pieces) {
+          std::lock_guard<std::mutex> l(m_);
+          finished_.notify_one();
+        }
+      }
+    }
+  }
+
   void work(int w) {
     uint64_t seen = 0;
     for (;;) {
-      const std::function<void(int64_t, int64_t)>* fn;
+      const auto spin_until = std::chrono::steady_clock::now() + kWorkerSpin;
+      while (published_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < spin_until) __builtin_ia32_pause();
+      Job job;
       {
         std::unique_lock<std::mutex> l(m_);
         wake_.wait(l, [&] { return generation_ != seen; });
-        seen = generation_;
-        fn = fn_;
+        job = job_;
+        seen = job.gen;
       }
-      chunk(w, *fn);
-      std::lock_guard<std::mutex> l(m_);
-      if (--pending_ == 0) done_.notify_one();
+      take_pieces(w, job);
     }
   }
 
@@ -100,30 +158,29 @@ class StaticPool {
   std::mutex call_;
   std::mutex m_;
   std::condition_variable wake_;
-  std::condition_variable done_;
+  std::condition_variable finished_;
   uint64_t generation_ = 0;
-  int pending_ = 0;
-  int64_t total_ = 0;
-  int64_t align_ = 1;
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  Job job_;
+  std::atomic<uint64_t> published_{0};
+  std::vector<std::atomic<uint64_t>> next_;
+  std::atomic<int64_t> done_{0};
   std::vector<std::thread> workers_;
 };
 
 // One pool per process, never destroyed: its sleeping workers end with the process.
-StaticPool& pool() {
-  static StaticPool* p = new StaticPool(static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency()))));
+Pool& pool() {
+  static Pool* p = new Pool(static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency()))));
   return *p;
 }
 
 constexpr int64_t kLine = 16;           // floats per 64-byte cache line
-constexpr int64_t kInlineBelow = 32768;  // elements: below this, waking a worker costs more than it saves
-// The same for kernels bound by memory traffic (adds, normalisations, the Adam update): waking
-// the sleeping worker costs about 80–100 µs on these VMs (a futex wake of an idle vCPU), more
-// than a second core saves on a pass over a few MB. Measured per op in the reference step (AMD
-// EPYC, 2 vCPUs, 2026-12-03): [2048, 128] adds 130 µs on the calling thread against 230 µs split,
-// layer norm 110 against 170 µs, the Adam update 0.7 against 0.84 ms; from 1M elements the two
-// are level. Kernels with more arithmetic per element (GELU, attention) keep kInlineBelow.
-constexpr int64_t kInlineMemoryBound = int64_t{1} << 20;
+// Elements below which a kernel runs on the calling thread alone. Kernels bound by memory traffic
+// (adds, normalisations, the Adam update) used a threshold of 2^20 while a worker that slept
+// had to be waited for: its 80–100 µs wake cost more than a second core saved on a [2048, 128]
+// add. Now the calling thread takes the pieces of a late worker, so a split costs nothing when
+// the worker sleeps and halves the pass when it is awake; with this threshold the reference
+// step took 0.91–0.95x the time of the 2^20 one (AMD EPYC, 2 vCPUs, 2026-12-03, #21).
+constexpr int64_t kInlineBelow = 32768;
 
 // --- Kernel plumbing ----------------------------------------------------------------------
 

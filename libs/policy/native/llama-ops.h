@@ -18,7 +18,7 @@ void rms_norm_compute(void* state, TF_OpKernelContext* ctx) {
     return;
   }
   const float *x = c.data(0), *w = c.data(1);
-  pool().run(n, 1, kInlineMemoryBound / d + 1, [&](int64_t lo, int64_t hi) { rms_norm_rows(x + lo * d, w, y + lo * d, rstd + lo, hi - lo, d, eps); });
+  pool().run(n, 1, kInlineBelow / d + 1, [&](int64_t lo, int64_t hi) { rms_norm_rows(x + lo * d, w, y + lo * d, rstd + lo, hi - lo, d, eps); });
 }
 
 // SrpoRmsNormGrad(dy [N, D], x [N, D], w [D], rstd [N, 1]) -> (dx [N, D], dw [D]).
@@ -34,7 +34,7 @@ void rms_norm_grad_compute(void*, TF_OpKernelContext* ctx) {
   const int64_t n = c.dim(0, 0), d = c.dim(0, 1);
   if (d == 0) return;
   const float *g = c.data(0), *x = c.data(1), *w = c.data(2), *r = c.data(3);
-  if (n > 0) pool().run(n, 1, kInlineMemoryBound / d + 1, [&](int64_t lo, int64_t hi) { rms_norm_grad_rows(g + lo * d, x + lo * d, w, r + lo, dx + lo * d, hi - lo, d); });
+  if (n > 0) pool().run(n, 1, kInlineBelow / d + 1, [&](int64_t lo, int64_t hi) { rms_norm_grad_rows(g + lo * d, x + lo * d, w, r + lo, dx + lo * d, hi - lo, d); });
   pool().run(d, kLine, kInlineBelow / (n + 1) + 1, [&](int64_t lo, int64_t hi) { rms_norm_weight_grad_cols(g, x, r, dw, n, d, lo, hi); });
 }
 
@@ -91,5 +91,5 @@ void rope_compute(void* state, TF_OpKernelContext* ctx) {
   const int64_t t = c.dim(1, 0), d = c.dim(1, 1), cols = c.dim(0, 1);
   const float *x = c.data(0), *cs = c.data(1), *sn = c.data(2);
   const RopeAttrs a = *static_cast<RopeAttrs*>(state);
-  pool().run(c.dim(0, 0), 1, kInlineMemoryBound / cols + 1, [&](int64_t lo, int64_t hi) { rope_rows(x, cs, sn, y, lo, hi, t, cols, d, a.scale, a.sign); });
+  pool().run(c.dim(0, 0), 1, kInlineBelow / cols + 1, [&](int64_t lo, int64_t hi) { rope_rows(x, cs, sn, y, lo, hi, t, cols, d, a.scale, a.sign); });
 }

@@ -59,7 +59,7 @@ void adam_compute(void* state, TF_OpKernelContext* ctx) {
   const float *m = c.data(im), *v = c.data(iv), *p = c.data(ip);
   const int64_t blocks = (total + kNormBlock - 1) / kNormBlock;
   std::vector<double> partial(static_cast<size_t>(blocks));
-  const int64_t inline_blocks = kInlineMemoryBound / kNormBlock + 1;
+  const int64_t inline_blocks = kInlineBelow / kNormBlock + 1;
   const bool clip = !is_nan_bits(p[0]) && p[0] > 0.f;
   if (!clip) {
     // The update does not need the norm: one pass, each block summed and updated by one thread.
@@ -74,7 +74,7 @@ void adam_compute(void* state, TF_OpKernelContext* ctx) {
   pool().run(blocks, 1, inline_blocks, [&](int64_t lo, int64_t hi) { sum_squares_blocks(lists, total, partial.data(), lo, hi); });
   *norm = global_norm(partial.data(), blocks);
   const AdamScalars s = adam_scalars(p, *norm);
-  pool().run(total, kLine, kInlineMemoryBound, [&](int64_t lo, int64_t hi) { adam_update_range(lists, m, v, m_out, v_out, lo, hi, s); });
+  pool().run(total, kLine, kInlineBelow, [&](int64_t lo, int64_t hi) { adam_update_range(lists, m, v, m_out, v_out, lo, hi, s); });
 }
 
 // SrpoColumnSum(x [..., C]) -> y [C]: the sum over every axis but the last (optimizer-kernels.h).
@@ -88,5 +88,5 @@ void column_sum_compute(void*, TF_OpKernelContext* ctx) {
   if (!c.ok() || cols == 0) return;
   const int64_t rows = c.size(0) / cols;
   const float* x = c.data(0);
-  pool().run(cols, kLine, kInlineMemoryBound / (rows + 1) + 1, [&](int64_t lo, int64_t hi) { column_sums(x, y, rows, cols, lo, hi); });
+  pool().run(cols, kLine, kInlineBelow / (rows + 1) + 1, [&](int64_t lo, int64_t hi) { column_sums(x, y, rows, cols, lo, hi); });
 }

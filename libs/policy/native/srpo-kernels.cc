@@ -8,13 +8,15 @@
 // TensorFlow's own. The C API is ABI-stable, so the addon builds against the headers tfjs-node
 // ships, whatever libtensorflow version was installed.
 //
-// Threads: a kernel splits its rows into one contiguous chunk per core, always the same chunk to
-// the same thread (OpenMP's static schedule), so that between the ops of a step a row's data
-// stays in one core's cache; TensorFlow's own pool hands blocks to whichever thread is free,
-// which measured 3x slower on 1 MB arrays (docs/benchmarks.md, #21). The workers sleep between
-// calls instead of spinning, so they do not take cores from TensorFlow's threads.
-// Kernels bound by memory traffic stay on the calling thread below 2^20 elements, where waking a
-// worker costs more than it saves (kernel-support.h).
+// Threads: a kernel splits its rows into one contiguous chunk per core, the same chunk to the
+// same thread on every call (as OpenMP's static schedule), so that between the ops of a step a
+// row's data stays in one core's cache; TensorFlow's own pool hands blocks to whichever thread is
+// free, which measured 3x slower on 1 MB arrays (docs/benchmarks.md, #21). Each chunk is cut into
+// pieces, and a core that has finished its own chunk takes the pieces that a late core has not
+// started (kernel-support.h), so a worker that wakes late, or loses its vCPU, costs a piece at
+// most. The workers spin for 100 µs after a call, then sleep: longer spins took the cores
+// TensorFlow's own threads needed.
+// Kernels stay on the calling thread below 32768 elements (kernel-support.h).
 //
 // Numerics: float32 in and out, float32 arithmetic, an inlined exp within 2 ulp (below), and
 // -ffast-math so that GCC vectorises the loops (reassociated sums, min/max selects), with
@@ -23,6 +25,8 @@
 // kernel states its edge cases; its spec checks it against a float64 evaluation of the formula.
 #include <node_api.h>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>

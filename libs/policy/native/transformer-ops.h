@@ -50,7 +50,7 @@ void layer_norm_compute(void* state, TF_OpKernelContext* ctx) {
   if (!c.ok() || d == 0) return;
   const float* x = c.data(0);
   const float eps = static_cast<Eps*>(state)->eps;
-  pool().run(n, 1, kInlineMemoryBound / d + 1, [&](int64_t lo, int64_t hi) { layer_norm_rows(x + lo * d, xhat + lo * d, rstd + lo, hi - lo, d, eps); });
+  pool().run(n, 1, kInlineBelow / d + 1, [&](int64_t lo, int64_t hi) { layer_norm_rows(x + lo * d, xhat + lo * d, rstd + lo, hi - lo, d, eps); });
 }
 
 // SrpoLayerNormGrad(dxhat [N, D], xhat [N, D], rstd [N, 1]) -> dx [N, D].
@@ -64,7 +64,7 @@ void layer_norm_grad_compute(void*, TF_OpKernelContext* ctx) {
   if (!c.ok() || c.size(0) == 0) return;
   const int64_t n = c.dim(0, 0), d = c.dim(0, 1);
   const float *g = c.data(0), *h = c.data(1), *r = c.data(2);
-  pool().run(n, 1, kInlineMemoryBound / d + 1, [&](int64_t lo, int64_t hi) { layer_norm_grad_rows(g + lo * d, h + lo * d, r + lo, dx + lo * d, hi - lo, d); });
+  pool().run(n, 1, kInlineBelow / d + 1, [&](int64_t lo, int64_t hi) { layer_norm_grad_rows(g + lo * d, h + lo * d, r + lo, dx + lo * d, hi - lo, d); });
 }
 
 // SrpoMaskedSoftmax(scores [..., T, K], mask [T, K]) -> p [..., T, K].

@@ -68,7 +68,8 @@ describe('SrpoMatMul (the learner products where oneDNN has no AVX-512)', () => 
 
   // [m, n, k]: one element; mid-tile edges; K over two 256-blocks; more rows than a 96-row block
   // and enough work to split the rows between threads; more columns than a 2048-column block,
-  // split between threads by columns.
+  // split between threads by columns; rows and then columns split over three K blocks, where
+  // each thread packs the operand all pieces read (op(B), then op(A)) once for the call.
   const shapes: [number, number, number][] = [
     [1, 1, 1],
     [7, 5, 3],
@@ -76,6 +77,8 @@ describe('SrpoMatMul (the learner products where oneDNN has no AVX-512)', () => 
     [13, 37, 300],
     [700, 19, 65],
     [30, 2100, 9],
+    [400, 45, 520],
+    [45, 400, 520],
   ];
 
   it.each(shapes)('[%i, %i] over k = %i matches float64 for every transpose, to the same bits', async (m, n, k) => {
@@ -111,6 +114,30 @@ describe('SrpoMatMul (the learner products where oneDNN has no AVX-512)', () => 
     const cols = await srpoMatMul(a, b.slice([0, 70], [k, 21])).data<'float32'>();
     for (let i = 0; i < 37; i++) for (let j = 0; j < n; j++) expect(rows[i * n + j]).toBe(full[(101 + i) * n + j]);
     for (let i = 0; i < m; i++) for (let j = 0; j < 21; j++) expect(cols[i * 21 + j]).toBe(full[i * n + 70 + j]);
+  });
+
+  it('gives the same bits on every call when products of other operands run between (the pool and the packed-operand reuse)', async () => {
+    if (!available()) return void expect(required).toBe(false);
+    // Each product is large enough for the pool; the two share a but not b, so a thread that
+    // reused the previous call's packed op(B) (or a worker that ran a piece of an ended call)
+    // would change the bits.
+    const [m, n, k] = [390, 70, 300];
+    const a = tf.tensor2d(seededValues(m * k, 31), [m, k]);
+    const bs = [tf.tensor2d(seededValues(k * n, 32), [k, n]), tf.tensor2d(seededValues(k * n, 33), [k, n])];
+    const wide = [tf.tensor2d(seededValues(n * k, 34), [n, k]), tf.tensor2d(seededValues(k * m, 35), [k, m])];
+    const first = await Promise.all(bs.map((b) => bits(srpoMatMul(a, b))));
+    const firstWide = await bits(srpoMatMul(wide[0], wide[1]));
+    expect(firstMismatch(first[0], first[1])).not.toBe(-1);
+    for (let call = 0; call < 120; call++) {
+      const out = srpoMatMul(a, bs[call % 2]);
+      expect(firstMismatch(await bits(out), first[call % 2])).toBe(-1);
+      out.dispose();
+      if (call % 10 === 0) {
+        const w = srpoMatMul(wide[0], wide[1]);
+        expect(firstMismatch(await bits(w), firstWide)).toBe(-1);
+        w.dispose();
+      }
+    }
   });
 
   it('handles the empty cases: k = 0 gives zeros, m = 0 or n = 0 an empty product', async () => {
