@@ -43,7 +43,8 @@ inline bool is_nan_bits(float x) {
 // wake of an idle vCPU) and, one call in a hundred, 1.5–2.5 ms (the vCPU was descheduled); with
 // a fixed half each, the calling thread waited for the late worker a mean 190 µs per call, about
 // 12 ms of an 80 ms step (AMD EPYC, 2 vCPUs, 2026-12-03, #21). Here each chunk of the range is
-// cut into kPiecesPerChunk pieces; a thread runs its own chunk's pieces in order (so a row's data
+// cut into kPiecesPerChunk pieces (8: the reference step took 0.98–0.99x the time of 4 in a
+// one-process A/B); a thread runs its own chunk's pieces in order (so a row's data
 // stays in the same core's cache from op to op, as with OpenMP's static schedule) and then takes
 // the pieces that other threads have not started. A late worker thus costs at most a piece.
 // Which thread runs a piece never changes a result: every kernel computes each output from its
@@ -55,7 +56,7 @@ inline bool is_nan_bits(float x) {
 class Pool {
  public:
   using Fn = std::function<void(int64_t, int64_t)>;
-  static constexpr int64_t kPiecesPerChunk = 4;
+  static constexpr int64_t kPiecesPerChunk = 8;
 
   explicit Pool(int chunks) : chunks_(chunks < 1 ? 1 : chunks), next_(static_cast<size_t>(chunks_)) {
     for (int w = 1; w < chunks_; w++) workers_.emplace_back([this, w] { work(w); });
