@@ -24,6 +24,7 @@
 // and a Newton step, about 2 ulp) and row factors 1/√v rounded from double (rsqrt_rounded). Every
 // kernel states its edge cases; its spec checks it against a float64 evaluation of the formula.
 #include <node_api.h>
+#include <sched.h>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
