@@ -243,7 +243,7 @@ describe('SrpoAdam (AdamOptimizer.apply on the native backend)', () => {
 
   /** Tensors of odd sizes: 1 element, a block ± 1, blocks spanning tensors, several ranks. */
   const MIXED = [[1], [7, 3], [4097], [13, 331], [2, 2, 5], [4095], [1]];
-  /** More than 9 blocks and 2^20 elements (the inline limit of memory-bound kernels): the pool splits both passes. */
+  /** More than 9 blocks and 32,768 elements (the inline limit, kernel-support.h): the pool splits both passes. */
   const THREADED = [[1000, 1041], [1], [128], [4096], [9000]];
   const LAYOUTS = [[[1]], [[7]], [[4096]], [[3], [0], [4]], MIXED, THREADED];
 

@@ -47,7 +47,7 @@ describe('SrpoAdd (tfjs adds on the native backend)', () => {
 
   it('adds arrays of one shape exactly, split over threads and with a ragged tail', async () => {
     if (!routed()) return void expect(required).toBe(false);
-    // [1025, 1031]: above the 2^20-element limit below which the kernel runs on the calling thread.
+    // [1025, 1031]: above the 32,768-element limit below which the kernel runs on the calling thread ([2048, 128] too; [3, 1001] and [7] below it).
     for (const shape of [[1025, 1031], [2048, 128], [3, 1001], [7], []] as number[][]) {
       const n = shape.reduce((p, d) => p * d, 1);
       const av = seededValues(n, 11 + n, 3);

@@ -30,7 +30,7 @@ describe('Llama-family fused kernels', () => {
     else expect(typeof available()).toBe('boolean');
   });
 
-  // 5300 rows of 200: above the memory-bound kernels' inline limit (2^20 elements), so rows and
+  // 5300 rows of 200: above the kernels' inline limit (32,768 elements), so rows and
   // columns split over threads.
   const n = 5300;
   const d = 200;
@@ -113,7 +113,7 @@ describe('Llama-family fused kernels', () => {
 
   it('RoPE matches float64 on projection rows, and its inverse undoes it', async () => {
     if (!available()) return void expect(required).toBe(false);
-    const [b, t, h, hd] = [16, 33, 31, 64]; // 528 rows of 1984, over 2^20 elements: split over threads
+    const [b, t, h, hd] = [16, 33, 31, 64]; // 528 rows of 1984, over the 32,768-element inline limit: split over threads
     const { cos, sin } = ropeTables({ headDim: hd, ropeTheta: 500000, ropeScaling: { type: 'none' } }, t);
     const x = values(b * t * h * hd, 6, 2);
     const scale = 0.125;
