@@ -94,11 +94,12 @@ export async function matMulProbe(op: 'MatMul' | 'BatchMatMulV2'): Promise<void>
  * Which product kernels libtensorflow runs here, from probe processes (`node ...nodeArgs --probe OP`,
  * which runs {@link matMulProbe}) under ONEDNN_VERBOSE: the
  * 2-D `MatMul` the project's native fast paths call, and the `BatchMatMulV2` of attention and tfjs's matMul.
+ * `matMulUnused`: the 2-D products ran the project's `SrpoMatMul`, so `MatMul` is not probed.
  */
-export function probeTfKernels(nodeArgs: readonly string[], env: NodeJS.ProcessEnv): string {
-  const parts: string[] = [];
+export function probeTfKernels(nodeArgs: readonly string[], env: NodeJS.ProcessEnv, matMulUnused = false): string {
+  const parts: string[] = matMulUnused ? ["TensorFlow's MatMul not run (the 2-D products run SrpoMatMul)"] : [];
   let isa: string | undefined;
-  for (const op of ['MatMul', 'BatchMatMulV2'] as const) {
+  for (const op of matMulUnused ? (['BatchMatMulV2'] as const) : (['MatMul', 'BatchMatMulV2'] as const)) {
     const r = spawnSync(process.execPath, [...nodeArgs, '--probe', op], { env: { ...env, ONEDNN_VERBOSE: '1' }, encoding: 'utf8', maxBuffer: 16 << 20 });
     if (r.status !== 0) {
       parts.push(`${op} unknown (probe failed: ${(r.stderr ?? '').trim().split('\n').pop() ?? r.status})`);

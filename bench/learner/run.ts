@@ -54,6 +54,8 @@ interface SideResult {
   device?: string;
   /** PyTorch: its ATen dispatch, BLAS and threads. */
   kernels?: string;
+  /** True when the 2-D products ran the project's `SrpoMatMul`, not TensorFlow's `MatMul`. */
+  srpoMatMul?: boolean;
   /** `--profile-ops`: the ops with the most time per step. */
   opProfile?: OpTime[] | null;
   /** tfjs `--profile-ops`: step time outside native op calls (JavaScript, tape, GC). */
@@ -222,6 +224,7 @@ async function worker(args: Args): Promise<void> {
     outsideOpsMs: profile?.outsideOpsMs,
     opsPerStep: profile?.opsPerStep,
     kernels: backend !== 'tensorflow' ? undefined : !args.fused ? 'fused kernels off (--no-fused)' : fusedKernels(loadSrpoKernels(), srpoMatMulRouted()),
+    srpoMatMul: backend === 'tensorflow' && args.fused && srpoMatMulRouted(),
   };
   process.stdout.write(JSON.stringify(result) + '\n');
   trainer.dispose();
@@ -320,7 +323,8 @@ async function main(): Promise<void> {
     const cpuLine = `CPU: ${c.model}, ${c.vector} (${c.flags.join(' ')}), ${os.cpus().length} vCPUs${args.isa === 'avx2' ? '; dispatched kernels capped at AVX2 (--isa avx2: an emulation, not an AVX2 machine)' : ''}`;
     const threadsLine = `threads: ${describeThreads(sideEnv(args))}`;
     const fusedLine = native.results[0]?.kernels ?? primary.results[0]?.kernels;
-    const kernelsLines = [`tfjs-tensorflow kernels: ${probeTfKernels([...process.execArgv, __filename], sideEnv(args))}${fusedLine ? `; ${fusedLine}` : ''}`];
+    const matMulUnused = (native.results[0] ?? primary.results[0])?.srpoMatMul === true;
+    const kernelsLines = [`tfjs-tensorflow kernels: ${probeTfKernels([...process.execArgv, __filename], sideEnv(args), matMulUnused)}${fusedLine ? `; ${fusedLine}` : ''}`];
     const torchKernels = torch.results[0]?.kernels;
     if (torchKernels) kernelsLines.push(`${torch.label} kernels: ${torchKernels}`);
     const summary = {
