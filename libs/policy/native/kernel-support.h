@@ -42,7 +42,7 @@ inline bool is_nan_bits(float x) {
 // Why not a plain static schedule: waking a sleeping worker takes 40–60 µs on these VMs (a futex
 // wake of an idle vCPU) and, one call in a hundred, 1.5–2.5 ms (the vCPU was descheduled); with
 // a fixed half each, the calling thread waited for the late worker a mean 190 µs per call, about
-// 12 ms of an 80 ms step (AMD EPYC, 2 vCPUs, 2026-12-03, #21). Here each chunk of the range is
+// 7 ms of an 80 ms step (40 calls) (AMD EPYC, 2 vCPUs, 2026-12-03, #21). Here each chunk of the range is
 // cut into kPiecesPerChunk pieces (8: the reference step took 0.98–0.99x the time of 4 in a
 // one-process A/B); a thread runs its own chunk's pieces in order (so a row's data
 // stays in the same core's cache from op to op, as with OpenMP's static schedule) and then takes
