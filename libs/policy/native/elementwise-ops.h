@@ -35,3 +35,35 @@ void add_compute(void*, TF_OpKernelContext* ctx) {
     pool().run(c.size(0) / cols, 1, kInlineBelow / cols + 1, [&](int64_t lo, int64_t hi) { add_row(a, b, y, lo, hi, cols); });
   }
 }
+
+// SrpoScatterRows(g [R, D], rows int32 [R]; n) -> y [n, D]: the rows of g added into rows
+// `rows` of zeros (elementwise-kernels.h). An index outside [0, n) fails the op, naming it.
+struct ScatterRowsAttrs {
+  int32_t n;
+};
+void* scatter_rows_create(TF_OpKernelConstruction* ctx) {
+  auto* a = new ScatterRowsAttrs{0};
+  TF_Status* status = TF_NewStatus();
+  TF_OpKernelConstruction_GetAttrInt32(ctx, "n", &a->n, status);
+  TF_DeleteStatus(status);
+  return a;
+}
+void scatter_rows_delete(void* p) { delete static_cast<ScatterRowsAttrs*>(p); }
+
+void scatter_rows_compute(void* state, TF_OpKernelContext* ctx) {
+  const int64_t n = static_cast<const ScatterRowsAttrs*>(state)->n;
+  Call c(ctx, "SrpoScatterRows", 2, 1);
+  if (c.ok() && (c.rank(0) != 2 || c.rank(1) != 1 || c.dim(1, 0) != c.dim(0, 0))) c.fail("g must be [R, D] and rows [R]");
+  if (c.ok() && n < 0) c.fail("n must be >= 0");
+  if (!c.ok()) return;
+  const int64_t r_count = c.dim(0, 0), d = c.dim(0, 1);
+  const int32_t* rows = c.ints(1);
+  for (int64_t r = 0; r < r_count; r++)
+    if (rows[r] < 0 || rows[r] >= n)
+      return c.fail("rows[" + std::to_string(r) + "] = " + std::to_string(rows[r]) + " is outside [0, " + std::to_string(n) + ")");
+  const int64_t dims[2] = {n, d};
+  float* y = c.out(0, dims, 2);
+  if (!c.ok() || n == 0 || d == 0) return;
+  const float* g = c.data(0);
+  pool().run(d, kLine, kInlineBelow / (n + r_count + 1) + 1, [&](int64_t lo, int64_t hi) { scatter_rows(g, rows, y, r_count, n, d, lo, hi); });
+}

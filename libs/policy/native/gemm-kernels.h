@@ -23,8 +23,32 @@
 // K = 0 gives C = 0.
 #pragma once
 
-constexpr int64_t kMr = 6, kNr = 16;            // micro-tile: 6 rows × 16 columns (2 vectors)
-constexpr int64_t kKc = 256, kMc = 96, kNc = 2048;  // packed A block 96 KB (L2), B panel 16 KB (L1)
+#ifndef GEMM_KC
+#define GEMM_KC 256
+#endif
+#ifndef GEMM_MC
+#define GEMM_MC 96
+#endif
+constexpr int64_t kKc = GEMM_KC, kMc = GEMM_MC, kNc = 2048;  // packed A block 96 KB (L2), B panel 16 KB (L1)
+
+// Transposes the 8 × 8 block v[r][c] in place (v[c][r] after), in 24 shuffles.
+inline void transpose8(__m256* v) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; i++) {
+    t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; i++) {
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; i++) {
+    v[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    v[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
 
 // op(A) [m, k] and op(B) [k, n] as stored: element (i, p) of op(A) is a[i·lda + p], or
 // a[p·lda + i] when trans_a; element (p, j) of op(B) is b[p·ldb + j], or b[j·ldb + p] when
@@ -41,113 +65,190 @@ struct GemmArgs {
   int64_t ldc;
 };
 
-// Packs rows [i0, i0 + mc) × k [p0, p0 + kc) of op(A) into ceil(mc / kMr) panels [kc][kMr].
-inline void pack_a(const GemmArgs& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* __restrict dst) {
-  for (int64_t ip = 0; ip < mc; ip += kMr) {
-    const int64_t rows = std::min(kMr, mc - ip);
-    float* panel = dst + ip * kc;
-    if (g.trans_a) {
-      for (int64_t p = 0; p < kc; p++) {
-        const float* src = g.a + (p0 + p) * g.lda + i0 + ip;
-        for (int64_t r = 0; r < kMr; r++) panel[p * kMr + r] = r < rows ? src[r] : 0.f;
+// dst[p·w + r] = src[r·ld + p] for p < kc and r < rows, and 0 for rows <= r < w: a block
+// whose rows are contiguous along k, packed k-major. Eight rows at a time, eight k at a time,
+// through an 8 × 8 transpose in registers; element by element, the same copy took a quarter of
+// a product's time (pack_a of [2048, 512]·[512, 128]ᵀ, Intel Xeon, 2026-12-03, #21).
+template <int64_t w>
+void pack_transposed(const float* src, int64_t ld, int64_t rows, int64_t kc, float* __restrict dst) {
+  alignas(32) static const float zeros[kKc] = {};  // the rows past `rows` (kc <= kKc)
+  for (int64_t r0 = 0; r0 < w; r0 += 8) {
+    const int64_t lanes = std::min<int64_t>(8, w - r0);
+    const float* row[8];
+    for (int64_t r = 0; r < 8; r++) row[r] = r0 + r < rows ? src + (r0 + r) * ld : zeros;
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    int64_t p = 0;
+    for (; p + 8 <= kc; p += 8) {
+      __m256 v[8];
+      for (int64_t r = 0; r < 8; r++) v[r] = _mm256_loadu_ps(row[r] + p);
+      transpose8(v);
+      float* out = dst + p * w + r0;
+      if (lanes == 8) {
+        for (int64_t j = 0; j < 8; j++) _mm256_storeu_ps(out + j * w, v[j]);
+      } else {
+        for (int64_t j = 0; j < 8; j++) _mm256_maskstore_ps(out + j * w, mask, v[j]);
       }
-    } else {
-      for (int64_t r = 0; r < kMr; r++) {
-        if (r < rows) {
-          const float* src = g.a + (i0 + ip + r) * g.lda + p0;
-          for (int64_t p = 0; p < kc; p++) panel[p * kMr + r] = src[p];
+    }
+    for (; p < kc; p++)
+      for (int64_t r = 0; r < lanes; r++) dst[p * w + r0 + r] = row[r][p];
+  }
+}
+
+// Packs rows [i0, i0 + mc) × k [p0, p0 + kc) of op(A) into ceil(mc / kMr) panels [kc][kMr].
+//
+// Stored transposed, op(A)'s k-th column is a row of a: it is read once, in order, and dealt to
+// the panels (row by row over k, not panel by panel: a panel's 48 bytes per k, at the row
+// stride, map onto two L1 sets when the stride is 2 KB, and each line was read again for the
+// next panel; pack_a took 18% of a weight gradient's time that way, Intel Xeon, 2026-12-03).
+template <int64_t kMr>
+void pack_a(const GemmArgs& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* __restrict dst) {
+  if (g.trans_a) {
+    for (int64_t p = 0; p < kc; p++) {
+      const float* src = g.a + (p0 + p) * g.lda + i0;
+      for (int64_t ip = 0; ip < mc; ip += kMr) {
+        const int64_t rows = std::min(kMr, mc - ip);
+        float* out = dst + ip * kc + p * kMr;
+        if (rows == kMr) {
+          std::memcpy(out, src + ip, kMr * sizeof(float));
         } else {
-          for (int64_t p = 0; p < kc; p++) panel[p * kMr + r] = 0.f;
+          for (int64_t r = 0; r < kMr; r++) out[r] = r < rows ? src[ip + r] : 0.f;
         }
       }
     }
+    return;
   }
+  for (int64_t ip = 0; ip < mc; ip += kMr) pack_transposed<kMr>(g.a + (i0 + ip) * g.lda + p0, g.lda, std::min(kMr, mc - ip), kc, dst + ip * kc);
 }
 
 // Packs k [p0, p0 + kc) × columns [j0, j0 + nc) of op(B) into ceil(nc / kNr) panels [kc][kNr].
-inline void pack_b(const GemmArgs& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* __restrict dst) {
-  for (int64_t jp = 0; jp < nc; jp += kNr) {
-    const int64_t cols = std::min(kNr, nc - jp);
-    float* panel = dst + jp * kc;
-    if (g.trans_b) {
-      for (int64_t col = 0; col < kNr; col++) {
-        if (col < cols) {
-          const float* src = g.b + (j0 + jp + col) * g.ldb + p0;
-          for (int64_t p = 0; p < kc; p++) panel[p * kNr + col] = src[p];
-        } else {
-          for (int64_t p = 0; p < kc; p++) panel[p * kNr + col] = 0.f;
-        }
-      }
-    } else {
-      for (int64_t p = 0; p < kc; p++) {
-        const float* src = g.b + (p0 + p) * g.ldb + j0 + jp;
-        float* out = panel + p * kNr;
-        if (cols == kNr) {
-          std::memcpy(out, src, kNr * sizeof(float));
-        } else {
-          for (int64_t col = 0; col < kNr; col++) out[col] = col < cols ? src[col] : 0.f;
-        }
+// Stored as is, op(B)'s rows are read once each, in order, and dealt to the panels (as pack_a's
+// transposed case).
+template <int64_t kNr>
+void pack_b(const GemmArgs& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* __restrict dst) {
+  if (g.trans_b) {
+    for (int64_t jp = 0; jp < nc; jp += kNr) pack_transposed<kNr>(g.b + (j0 + jp) * g.ldb + p0, g.ldb, std::min(kNr, nc - jp), kc, dst + jp * kc);
+    return;
+  }
+  for (int64_t p = 0; p < kc; p++) {
+    const float* src = g.b + (p0 + p) * g.ldb + j0;
+    for (int64_t jp = 0; jp < nc; jp += kNr) {
+      const int64_t cols = std::min(kNr, nc - jp);
+      float* out = dst + jp * kc + p * kNr;
+      if (cols == kNr) {
+        std::memcpy(out, src + jp, kNr * sizeof(float));
+      } else {
+        for (int64_t col = 0; col < kNr; col++) out[col] = col < cols ? src[jp + col] : 0.f;
       }
     }
   }
 }
 
-// The kMr × kNr tile c (row stride ldc) from a panel of A and a panel of B over kc: C = A·B,
-// or C += A·B when `more` (a later K block continuing each element's chain).
-inline void gemm_micro(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc, bool more) {
-  v8f c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
-  if (more) {
-    c00 = load8(c), c01 = load8(c + 8);
-    c10 = load8(c + ldc), c11 = load8(c + ldc + 8);
-    c20 = load8(c + 2 * ldc), c21 = load8(c + 2 * ldc + 8);
-    c30 = load8(c + 3 * ldc), c31 = load8(c + 3 * ldc + 8);
-    c40 = load8(c + 4 * ldc), c41 = load8(c + 4 * ldc + 8);
-    c50 = load8(c + 5 * ldc), c51 = load8(c + 5 * ldc + 8);
-  } else {
-    // The tile's lines are written at the end: fetch them now, behind the k loop, rather than
-    // stall the stores on reading them for ownership then.
-    for (int64_t r = 0; r < kMr; r++) __builtin_prefetch(c + r * ldc, 1), __builtin_prefetch(c + r * ldc + kNr - 1, 1);
-    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = v8f{};
+// Micro-kernels. Each is a traits type: its tile (kMr rows × kNr columns of C) and `micro`,
+// the tile from a panel of A ([kc][kMr]) and a panel of B ([kc][kNr]) over kc: C = A·B, or
+// C += A·B when `more` (a later K block continuing each element's chain). Both compute every
+// element as the same chain of fused multiply-adds in the same k order, so they give the same
+// bits; they differ only in how many elements one instruction advances.
+//
+// GemmAvx2: 6 × 16, twelve 8-float accumulators (of 16 YMM registers); per k, two loads of B,
+// six broadcasts of A and 12 FMAs.
+struct GemmAvx2 {
+  static constexpr int64_t kMr = 6, kNr = 16;
+  static void micro(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc, bool more) {
+    v8f c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+    if (more) {
+      c00 = load8(c), c01 = load8(c + 8);
+      c10 = load8(c + ldc), c11 = load8(c + ldc + 8);
+      c20 = load8(c + 2 * ldc), c21 = load8(c + 2 * ldc + 8);
+      c30 = load8(c + 3 * ldc), c31 = load8(c + 3 * ldc + 8);
+      c40 = load8(c + 4 * ldc), c41 = load8(c + 4 * ldc + 8);
+      c50 = load8(c + 5 * ldc), c51 = load8(c + 5 * ldc + 8);
+    } else {
+      // The tile's lines are written at the end: fetch them now, behind the k loop, rather than
+      // stall the stores on reading them for ownership then.
+      for (int64_t r = 0; r < kMr; r++) __builtin_prefetch(c + r * ldc, 1), __builtin_prefetch(c + r * ldc + kNr - 1, 1);
+      c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = v8f{};
+    }
+    for (int64_t p = 0; p < kc; p++, ap += kMr, bp += kNr) {
+      const v8f b0 = load8(bp), b1 = load8(bp + 8);
+      v8f a = v8f{} + ap[0];
+      c00 += a * b0, c01 += a * b1;
+      a = v8f{} + ap[1];
+      c10 += a * b0, c11 += a * b1;
+      a = v8f{} + ap[2];
+      c20 += a * b0, c21 += a * b1;
+      a = v8f{} + ap[3];
+      c30 += a * b0, c31 += a * b1;
+      a = v8f{} + ap[4];
+      c40 += a * b0, c41 += a * b1;
+      a = v8f{} + ap[5];
+      c50 += a * b0, c51 += a * b1;
+    }
+    store8(c, c00), store8(c + 8, c01);
+    store8(c + ldc, c10), store8(c + ldc + 8, c11);
+    store8(c + 2 * ldc, c20), store8(c + 2 * ldc + 8, c21);
+    store8(c + 3 * ldc, c30), store8(c + 3 * ldc + 8, c31);
+    store8(c + 4 * ldc, c40), store8(c + 4 * ldc + 8, c41);
+    store8(c + 5 * ldc, c50), store8(c + 5 * ldc + 8, c51);
   }
-  for (int64_t p = 0; p < kc; p++, ap += kMr, bp += kNr) {
-    const v8f b0 = load8(bp), b1 = load8(bp + 8);
-    v8f a = v8f{} + ap[0];
-    c00 += a * b0, c01 += a * b1;
-    a = v8f{} + ap[1];
-    c10 += a * b0, c11 += a * b1;
-    a = v8f{} + ap[2];
-    c20 += a * b0, c21 += a * b1;
-    a = v8f{} + ap[3];
-    c30 += a * b0, c31 += a * b1;
-    a = v8f{} + ap[4];
-    c40 += a * b0, c41 += a * b1;
-    a = v8f{} + ap[5];
-    c50 += a * b0, c51 += a * b1;
+};
+
+// GemmAvx512: GEMM512_MR × 32, 2·GEMM512_MR 16-float accumulators (of 32 ZMM registers); per k,
+// two loads of B, GEMM512_MR broadcasts of A and 2·GEMM512_MR FMAs. Compiled for AVX-512F
+// alone (the target attribute; the rest of the addon stays AVX2) and run only where the CPU has it.
+#ifndef GEMM512_MR
+#define GEMM512_MR 12
+#endif
+typedef float v16f __attribute__((vector_size(64)));
+struct GemmAvx512 {
+  static constexpr int64_t kMr = GEMM512_MR, kNr = 32;
+  __attribute__((target("avx512f"))) static void micro(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
+                                                       bool more) {
+    v16f acc[kMr][2];
+    if (more) {
+      for (int64_t r = 0; r < kMr; r++) std::memcpy(&acc[r][0], c + r * ldc, sizeof acc[r]);
+    } else {
+      for (int64_t r = 0; r < kMr; r++) __builtin_prefetch(c + r * ldc, 1), __builtin_prefetch(c + r * ldc + kNr - 1, 1);
+      for (int64_t r = 0; r < kMr; r++) acc[r][0] = acc[r][1] = v16f{};
+    }
+    for (int64_t p = 0; p < kc; p++, ap += kMr, bp += kNr) {
+      v16f b0, b1;
+      std::memcpy(&b0, bp, sizeof b0);
+      std::memcpy(&b1, bp + 16, sizeof b1);
+#pragma GCC unroll 16
+      for (int64_t r = 0; r < kMr; r++) {
+        const v16f a = v16f{} + ap[r];
+        acc[r][0] += a * b0, acc[r][1] += a * b1;
+      }
+    }
+    for (int64_t r = 0; r < kMr; r++) std::memcpy(c + r * ldc, &acc[r][0], sizeof acc[r]);
   }
-  store8(c, c00), store8(c + 8, c01);
-  store8(c + ldc, c10), store8(c + ldc + 8, c11);
-  store8(c + 2 * ldc, c20), store8(c + 2 * ldc + 8, c21);
-  store8(c + 3 * ldc, c30), store8(c + 3 * ldc + 8, c31);
-  store8(c + 4 * ldc, c40), store8(c + 4 * ldc + 8, c41);
-  store8(c + 5 * ldc, c50), store8(c + 5 * ldc + 8, c51);
-}
+};
 
 // C block [mc, nc] (row stride ldc) from packed blocks of A and B. Edge tiles run on a
 // scratch tile and copy their valid part.
-inline void gemm_macro(int64_t mc, int64_t nc, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool more) {
+template <class K>
+void gemm_macro(int64_t mc, int64_t nc, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool more) {
+  constexpr int64_t kMr = K::kMr, kNr = K::kNr;
+#ifdef GEMM_ROWS_OUTER
+  for (int64_t ip = 0; ip < mc; ip += kMr) {
+    const int64_t rows = std::min(kMr, mc - ip);
+    for (int64_t jp = 0; jp < nc; jp += kNr) {
+      const int64_t cols = std::min(kNr, nc - jp);
+#else
   for (int64_t jp = 0; jp < nc; jp += kNr) {
     const int64_t cols = std::min(kNr, nc - jp);
     for (int64_t ip = 0; ip < mc; ip += kMr) {
       const int64_t rows = std::min(kMr, mc - ip);
+#endif
       float* ct = c + ip * ldc + jp;
       if (rows == kMr && cols == kNr) {
-        gemm_micro(kc, ap + ip * kc, bp + jp * kc, ct, ldc, more);
+        K::micro(kc, ap + ip * kc, bp + jp * kc, ct, ldc, more);
         continue;
       }
-      float tile[kMr * kNr];
+      alignas(64) float tile[kMr * kNr];
       if (more)
         for (int64_t r = 0; r < rows; r++) std::memcpy(tile + r * kNr, ct + r * ldc, cols * sizeof(float));
-      gemm_micro(kc, ap + ip * kc, bp + jp * kc, tile, kNr, more);
+      K::micro(kc, ap + ip * kc, bp + jp * kc, tile, kNr, more);
       for (int64_t r = 0; r < rows; r++) std::memcpy(ct + r * ldc, tile + r * kNr, cols * sizeof(float));
     }
   }
@@ -161,37 +262,40 @@ constexpr int64_t kGemmPackA = kMc * kKc, kGemmPackB = kKc * kNc;
 // block pc of op(A) at pc·m_pad with its row panels at i·kc within (n_pad, m_pad: n and m
 // rounded up to whole panels).
 inline int64_t gemm_padded(int64_t x, int64_t panel) { return (x + panel - 1) / panel * panel; }
-inline void pack_a_all(const GemmArgs& g, float* dst) {
-  const int64_t m_pad = gemm_padded(g.m, kMr);
-  for (int64_t pc = 0; pc < g.k; pc += kKc) pack_a(g, 0, g.m, pc, std::min(kKc, g.k - pc), dst + pc * m_pad);
+template <class K>
+void pack_a_all(const GemmArgs& g, float* dst) {
+  const int64_t m_pad = gemm_padded(g.m, K::kMr);
+  for (int64_t pc = 0; pc < g.k; pc += kKc) pack_a<K::kMr>(g, 0, g.m, pc, std::min(kKc, g.k - pc), dst + pc * m_pad);
 }
-inline void pack_b_all(const GemmArgs& g, float* dst) {
-  const int64_t n_pad = gemm_padded(g.n, kNr);
-  for (int64_t pc = 0; pc < g.k; pc += kKc) pack_b(g, pc, std::min(kKc, g.k - pc), 0, g.n, dst + pc * n_pad);
+template <class K>
+void pack_b_all(const GemmArgs& g, float* dst) {
+  const int64_t n_pad = gemm_padded(g.n, K::kNr);
+  for (int64_t pc = 0; pc < g.k; pc += kKc) pack_b<K::kNr>(g, pc, std::min(kKc, g.k - pc), 0, g.n, dst + pc * n_pad);
 }
 
 // Rows [i_lo, i_hi) × columns [j_lo, j_hi) of C, with the caller's packing space. a_all or b_all,
 // when given, hold the whole of op(A) or op(B) packed (pack_a_all, pack_b_all): its blocks are
 // read from there instead of packed again. i_lo is a multiple of kMr when a_all is given, j_lo
 // of kNr when b_all is.
-inline void gemm_block(const GemmArgs& g, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, float* apack, float* bpack, const float* a_all = nullptr,
+template <class K>
+void gemm_block(const GemmArgs& g, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, float* apack, float* bpack, const float* a_all = nullptr,
                        const float* b_all = nullptr) {
   if (g.k == 0) {
     for (int64_t i = i_lo; i < i_hi; i++) std::fill(g.c + i * g.ldc + j_lo, g.c + i * g.ldc + j_hi, 0.f);
     return;
   }
-  const int64_t m_pad = gemm_padded(g.m, kMr), n_pad = gemm_padded(g.n, kNr);
+  const int64_t m_pad = gemm_padded(g.m, K::kMr), n_pad = gemm_padded(g.n, K::kNr);
   for (int64_t jc = j_lo; jc < j_hi; jc += kNc) {
     const int64_t nc = std::min(kNc, j_hi - jc);
     for (int64_t pc = 0; pc < g.k; pc += kKc) {
       const int64_t kc = std::min(kKc, g.k - pc);
       const float* bp = b_all ? b_all + pc * n_pad + jc * kc : bpack;
-      if (!b_all) pack_b(g, pc, kc, jc, nc, bpack);
+      if (!b_all) pack_b<K::kNr>(g, pc, kc, jc, nc, bpack);
       for (int64_t ic = i_lo; ic < i_hi; ic += kMc) {
         const int64_t mc = std::min(kMc, i_hi - ic);
         const float* ap = a_all ? a_all + pc * m_pad + ic * kc : apack;
-        if (!a_all) pack_a(g, ic, mc, pc, kc, apack);
-        gemm_macro(mc, nc, kc, ap, bp, g.c + ic * g.ldc + jc, g.ldc, pc > 0);
+        if (!a_all) pack_a<K::kMr>(g, ic, mc, pc, kc, apack);
+        gemm_macro<K>(mc, nc, kc, ap, bp, g.c + ic * g.ldc + jc, g.ldc, pc > 0);
       }
     }
   }

@@ -30,25 +30,95 @@ float* gemm_pack_space() {
   return space.data();
 }
 
-// Products whose shared operand packs into more than this (16 MB per thread, kept between calls)
-// pack it block by block on a static schedule (one piece per thread: each piece packs it again).
+// Products whose shared operand packs into more than this (16 MB) pack it block by block on a
+// static schedule (one piece per thread: each piece packs it again).
 constexpr int64_t kGemmSharedMax = int64_t{1} << 22;
-std::atomic<uint64_t> gemm_calls{0};
 constexpr int64_t kGemmPiecesPerThread = 16;
 
-// This thread's copy of a product's shared operand, packed by `pack` on the thread's first piece
-// of call `call` and reused for its later pieces (the pool's pieces of one call may run on any
-// thread).
-template <typename Pack>
-const float* gemm_shared_pack(uint64_t call, int64_t floats, Pack pack) {
-  thread_local uint64_t packed_call = 0;
-  thread_local std::vector<float> space;
-  if (packed_call != call) {
-    if (space.size() < static_cast<size_t>(floats)) space.resize(static_cast<size_t>(floats));
-    pack(space.data());
-    packed_call = call;
+// Space for a product's shared operand, packed once per call by all threads together and read by
+// every piece. Taken for the call and given back after, so that products running at once (TF's
+// inter-op threads) never share one; the buffers are kept between calls (one per concurrent
+// product, up to 16 MB each).
+class SharedPackSpace {
+ public:
+  std::unique_ptr<std::vector<float>> take(int64_t floats) {
+    std::unique_ptr<std::vector<float>> space;
+    {
+      std::lock_guard<std::mutex> l(m_);
+      if (!free_.empty()) space = std::move(free_.back()), free_.pop_back();
+    }
+    if (!space) space = std::make_unique<std::vector<float>>();
+    if (space->size() < static_cast<size_t>(floats)) space->resize(static_cast<size_t>(floats));
+    return space;
   }
-  return space.data();
+  void give_back(std::unique_ptr<std::vector<float>> space) {
+    std::lock_guard<std::mutex> l(m_);
+    free_.push_back(std::move(space));
+  }
+
+ private:
+  std::mutex m_;
+  std::vector<std::unique_ptr<std::vector<float>>> free_;
+};
+SharedPackSpace& shared_pack_space() {
+  static SharedPackSpace* space = new SharedPackSpace();  // never destroyed: workers may outlive static destructors
+  return *space;
+}
+
+// The micro-kernel of this process (gemm-kernels.h): GemmAvx512 where the CPU has AVX-512F and
+// ONEDNN_MAX_CPU_ISA does not cap the process below it (the one knob that emulates an AVX2-only
+// machine for TensorFlow's kernels and ours alike), else GemmAvx2. Set once by the addon's init.
+// Both give the same bits, so which one ran never shows in a result.
+bool gemm_avx512 = false;
+
+// One product on the pool, with micro-kernel K (see matmul_compute).
+template <class K>
+void matmul_run(const GemmArgs& g) {
+  const int64_t m = g.m, n = g.n, k = g.k;
+  const bool split_rows = m >= n;
+  const int64_t tile = split_rows ? K::kMr : K::kNr, tiles = ((split_rows ? m : n) + tile - 1) / tile;
+  const int64_t inline_below = m * n * k < kGemmInlineFma ? tiles + 1 : 0;
+  // Every thread reads the whole of the operand that the split does not cut (op(B) when C's rows
+  // are split, op(A) when its columns are): each thread packs it once per call, on its first piece.
+  const int64_t shared_floats = k * (split_rows ? gemm_padded(n, K::kNr) : gemm_padded(m, K::kMr));
+  const bool share = k > 0 && shared_floats <= kGemmSharedMax;
+  std::unique_ptr<std::vector<float>> space_taken;
+  const float* shared = nullptr;
+  if (share) {
+    // The shared operand, packed by all threads at once: pieces of its panels (kNr columns of
+    // op(B), kMr rows of op(A)), each packed over every K block into its place in the layout that
+    // pack_a_all / pack_b_all write. Each thread packing all of it took as long as the product's
+    // arithmetic on the weight gradients ([128, 2048]·[2048, 384], Intel Xeon, 2026-12-03, #21).
+    space_taken = shared_pack_space().take(shared_floats);
+    float* dst = space_taken->data();
+    const int64_t panel = split_rows ? K::kNr : K::kMr, extent = split_rows ? n : m;
+    const int64_t panels = (extent + panel - 1) / panel, padded = gemm_padded(extent, panel);
+    pool().run(panels, 1, m * n * k < kGemmInlineFma ? panels + 1 : 0, [&](int64_t lo, int64_t hi) {
+      const int64_t x0 = lo * panel, width = std::min(extent, hi * panel) - x0;
+      for (int64_t pc = 0; pc < k; pc += kKc) {
+        const int64_t kc = std::min(kKc, k - pc);
+        if (split_rows)
+          pack_b<K::kNr>(g, pc, kc, x0, width, dst + pc * padded + x0 * kc);
+        else
+          pack_a<K::kMr>(g, x0, width, pc, kc, dst + pc * padded + x0 * kc);
+      }
+    });
+    shared = dst;
+  }
+  // Pieces of whole row blocks (kMc rows) where there are many (a piece's A blocks stay full), of
+  // single row tiles where there are few (128 rows in 96-row blocks split 96:32 between two
+  // threads), or of 64 columns. With the shared operand packed once, a piece costs little, and
+  // small ones keep the wait for a late worker's last piece short: 16 per thread (the step took
+  // 0.98–0.99x the time of 4 per thread in a one-process A/B, AMD EPYC, 2026-12-03).
+  const int64_t row_align = tiles >= 4 * pool().chunks() * (kMc / K::kMr) ? kMc / K::kMr : 1;
+  pool().run(tiles, split_rows ? row_align : 64 / K::kNr, inline_below, [&](int64_t lo, int64_t hi) {
+    float* space = gemm_pack_space();
+    if (split_rows)
+      gemm_block<K>(g, lo * K::kMr, std::min(m, hi * K::kMr), 0, n, space, space + kGemmPackA, nullptr, shared);
+    else
+      gemm_block<K>(g, 0, m, lo * K::kNr, std::min(n, hi * K::kNr), space, space + kGemmPackA, shared, nullptr);
+  }, share ? kGemmPiecesPerThread : 1);
+  if (space_taken) shared_pack_space().give_back(std::move(space_taken));
 }
 
 void matmul_compute(void* state, TF_OpKernelContext* ctx) {
@@ -65,24 +135,8 @@ void matmul_compute(void* state, TF_OpKernelContext* ctx) {
   float* out = c.out(0, dims, 2);
   if (!out || m == 0 || n == 0) return;
   const GemmArgs g{m, n, k, c.data(0), c.dim(0, 1), at.trans_a, c.data(1), c.dim(1, 1), at.trans_b, out, n};
-  const bool split_rows = m >= n;
-  const int64_t tile = split_rows ? kMr : kNr, tiles = ((split_rows ? m : n) + tile - 1) / tile;
-  const int64_t inline_below = m * n * k < kGemmInlineFma ? tiles + 1 : 0;
-  // Every thread reads the whole of the operand that the split does not cut (op(B) when C's rows
-  // are split, op(A) when its columns are): each thread packs it once per call, on its first piece.
-  const int64_t shared_floats = k * (split_rows ? gemm_padded(n, kNr) : gemm_padded(m, kMr));
-  const uint64_t call = gemm_calls.fetch_add(1, std::memory_order_relaxed) + 1;
-  const bool share = k > 0 && shared_floats <= kGemmSharedMax;
-  // Pieces of whole row blocks (kMc rows), or of 64 columns: a piece's A blocks stay full. With
-  // the shared operand packed once per thread, a piece costs little, and small ones keep the
-  // wait for a late worker's last piece short: 16 per thread (the step took 0.98–0.99x the time
-  // of 4 per thread in a one-process A/B, AMD EPYC, 2026-12-03).
-  pool().run(tiles, split_rows ? kMc / kMr : 4, inline_below, [&](int64_t lo, int64_t hi) {
-    float* space = gemm_pack_space();
-    const float* shared = share ? gemm_shared_pack(call, shared_floats, [&](float* dst) { split_rows ? pack_b_all(g, dst) : pack_a_all(g, dst); }) : nullptr;
-    if (split_rows)
-      gemm_block(g, lo * kMr, std::min(m, hi * kMr), 0, n, space, space + kGemmPackA, nullptr, shared);
-    else
-      gemm_block(g, 0, m, lo * kNr, std::min(n, hi * kNr), space, space + kGemmPackA, shared, nullptr);
-  }, share ? kGemmPiecesPerThread : 1);
+  if (gemm_avx512)
+    matmul_run<GemmAvx512>(g);
+  else
+    matmul_run<GemmAvx2>(g);
 }

@@ -36,13 +36,15 @@
 #include <cstring>
 #include <condition_variable>
 #include <functional>
+#include <immintrin.h>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 #include "tf-kernel-api.h"
 
-#define SRPO_KERNELS_VERSION 6
+#define SRPO_KERNELS_VERSION 7
 
 namespace {
 
@@ -104,6 +106,7 @@ const OpSpec kOps[] = {
     {"SrpoAdam", {"grads: N * float", "weights: N * float", "m: float", "v: float", "p: float"}, {"m_out: float", "v_out: float", "norm: float", "new_weights: N * float"},
      {"N: int >= 1"}, adam_create, adam_compute, adam_delete},
     {"SrpoColumnSum", {"x: float"}, {"y: float"}, {}, no_state, column_sum_compute, no_delete},
+    {"SrpoScatterRows", {"g: float", "rows: int32"}, {"y: float"}, {"n: int"}, scatter_rows_create, scatter_rows_compute, scatter_rows_delete},
     {"SrpoMatMul", {"a: float", "b: float"}, {"product: float"}, {"transpose_a: bool = false", "transpose_b: bool = false"}, matmul_create, matmul_compute, matmul_delete},
 };
 
@@ -129,20 +132,25 @@ const char* register_all(TF_Status* status) {
   return nullptr;
 }
 
+// Whether ONEDNN_MAX_CPU_ISA (or its older name DNNL_MAX_CPU_ISA), which oneDNN itself reads,
+// caps the process below AVX-512: the knob that emulates an AVX2-only machine (bench --isa avx2).
+// SrpoMatMul's micro-kernel honours it too, so an emulated run takes the AVX2 code throughout.
+bool isa_capped_below_avx512() {
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (!cap) cap = std::getenv("DNNL_MAX_CPU_ISA");
+  if (!cap) return false;
+  std::string isa(cap);
+  for (char& ch : isa) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return isa == "SSE41" || isa == "AVX" || isa == "AVX2" || isa.rfind("AVX2_", 0) == 0;
+}
+
 // Whether TensorFlow's MatMul (oneDNN's sgemm) runs AVX-512 code here: the CPU has AVX-512 F,
-// BW, VL and DQ (oneDNN's avx512_core), and ONEDNN_MAX_CPU_ISA (or its older name
-// DNNL_MAX_CPU_ISA), which oneDNN itself reads, does not cap it below. Where it does not, the
-// learner's products take SrpoMatMul, which measured faster than oneDNN's AVX2 code
-// (docs/benchmarks.md, #21); the addon reports it and libs/policy/src/srpo-kernels.ts decides.
+// BW, VL and DQ (oneDNN's avx512_core) and the ISA is not capped below it. The addon reports it,
+// with the CPU's vendor, and libs/policy/src/srpo-kernels.ts decides the learner's products.
 bool onednn_avx512() {
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq"))
     return false;
-  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
-  if (!cap) cap = std::getenv("DNNL_MAX_CPU_ISA");
-  if (!cap) return true;
-  std::string isa(cap);
-  for (char& ch : isa) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  return !(isa == "SSE41" || isa == "AVX" || isa == "AVX2" || isa.rfind("AVX2_", 0) == 0);
+  return !isa_capped_below_avx512();
 }
 
 napi_value init(napi_env env, napi_value exports) {
@@ -159,6 +167,7 @@ napi_value init(napi_env env, napi_value exports) {
   static const char* error = nullptr;
   static std::once_flag once;
   std::call_once(once, [] {
+    gemm_avx512 = __builtin_cpu_supports("avx512f") && !isa_capped_below_avx512();
     TF_Status* status = TF_NewStatus();
     error = register_all(status);
     TF_DeleteStatus(status);
@@ -181,6 +190,11 @@ napi_value init(napi_env env, napi_value exports) {
   napi_value avx512;
   napi_get_boolean(env, onednn_avx512(), &avx512);
   napi_set_named_property(env, exports, "onednnAvx512", avx512);
+  napi_value gemm_isa, vendor;
+  napi_create_string_utf8(env, gemm_avx512 ? "avx512" : "avx2", NAPI_AUTO_LENGTH, &gemm_isa);
+  napi_set_named_property(env, exports, "gemmIsa", gemm_isa);
+  napi_create_string_utf8(env, __builtin_cpu_is("intel") ? "intel" : __builtin_cpu_is("amd") ? "amd" : "other", NAPI_AUTO_LENGTH, &vendor);
+  napi_set_named_property(env, exports, "cpuVendor", vendor);
   return exports;
 }
 

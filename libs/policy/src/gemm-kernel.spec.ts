@@ -61,7 +61,34 @@ function worstError(a: Float32Array, b: Float32Array, c: Float32Array, m: number
   return worst;
 }
 
-describe('SrpoMatMul (the learner products where oneDNN has no AVX-512)', () => {
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+/** The float32 next to `x` (a float32 value) towards +∞ (up) or −∞; finite, nonzero x only. */
+function nextFloat32(x: number, up: boolean): number {
+  f32[0] = x;
+  u32[0] += (x > 0) === up ? 1 : -1;
+  return f32[0];
+}
+
+/**
+ * fma(a, b, c) in float32, rounded once (a, b, c float32 values), written out here from IEEE 754:
+ * a·b is exact in float64 (48 significant bits); s = a·b + c rounds, and TwoSum gives its error
+ * e exactly. fround(s) is then the correctly rounded result, except where s lies exactly halfway
+ * between two float32 values and e ≠ 0, when e decides the side.
+ */
+function fma32(a: number, b: number, c: number): number {
+  const p = a * b;
+  const s = p + c;
+  const bb = s - p;
+  const e = p - (s - bb) + (c - bb);
+  const r = Math.fround(s);
+  if (e === 0 || r === s || r === 0 || !Number.isFinite(r)) return r;
+  const other = nextFloat32(r, s > r);
+  if (s !== (r + other) / 2) return r;
+  return (e > 0) === (other > r) ? other : r;
+}
+
+describe('SrpoMatMul (the learner products)', () => {
   beforeAll(nativeBackend);
   afterEach(() => configureSrpoKernels({ matMul: 'auto' }));
   const available = (): boolean => srpoKernelAvailable('SrpoMatMul');
@@ -101,6 +128,28 @@ describe('SrpoMatMul (the learner products where oneDNN has no AVX-512)', () => 
       const out = srpoMatMul(ta ? at : tf.tensor2d(a, [m, k]), tb ? bt : tf.tensor2d(b, [k, n]), ta, tb);
       expect(firstMismatch(await bits(out), expected)).toBe(-1);
     }
+  });
+
+  // [m, n, k]: mid-tile edges of either micro-kernel (6 × 16 and 12 × 32), three K blocks.
+  it.each([
+    [13, 37, 300],
+    [45, 70, 520],
+    [70, 45, 600],
+  ])('[%i, %i] over k = %i is, bit for bit, one float32 fused multiply-add chain per element (so the same on AVX2 and AVX-512)', async (m, n, k) => {
+    if (!available()) return void expect(required).toBe(false);
+    const a = seededValues(m * k, 5 + m, 2);
+    const b = seededValues(k * n, 9 + n, 2);
+    const c = await srpoMatMul(tf.tensor2d(a, [m, k]), tf.tensor2d(b, [k, n])).data<'float32'>();
+    const expected = new Float32Array(m * n);
+    for (let i = 0; i < m; i++) {
+      for (let j = 0; j < n; j++) {
+        let acc = 0;
+        for (let p = 0; p < k; p++) acc = fma32(a[i * k + p], b[p * n + j], acc);
+        expected[i * n + j] = acc;
+      }
+    }
+    const got = new Uint32Array(c.buffer, c.byteOffset, c.length);
+    expect(firstMismatch(got, new Uint32Array(expected.buffer))).toBe(-1);
   });
 
   it('gives each row and column the same bits whatever the rest of the product (threads and blocks)', async () => {
@@ -164,14 +213,19 @@ describe('SrpoMatMul (the learner products where oneDNN has no AVX-512)', () => 
     expect(() => srpoMatMul(tf.ones([2, 3]), tf.ones([2, 3]), true, true)).toThrow(/op\(a\) is \[3, 2\], op\(b\) is \[3, 2\]/);
   });
 
-  it('routes the learner products by `matMul`, auto following whether oneDNN has AVX-512 here', async () => {
+  it('routes the learner products by `matMul`, auto taking SrpoMatMul except on AMD CPUs where oneDNN has AVX-512', async () => {
     if (!available()) return void expect(required).toBe(false);
-    // Independently of the addon: the CPU's flags, and the cap oneDNN would honour (none in tests).
-    const flags = new Set(/^flags\s*:(.*)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1].trim().split(/\s+/) ?? []);
+    // Independently of the addon: the CPU's flags and vendor, and the cap oneDNN would honour (none in tests).
+    const cpuinfo = readFileSync('/proc/cpuinfo', 'utf8');
+    const flags = new Set(/^flags\s*:(.*)$/m.exec(cpuinfo)?.[1].trim().split(/\s+/) ?? []);
+    const vendor = /^vendor_id\s*:\s*(\S+)/m.exec(cpuinfo)?.[1];
     const avx512 = ['avx512f', 'avx512bw', 'avx512vl', 'avx512dq'].every((f) => flags.has(f));
     const capped = /^(SSE41|AVX|AVX2|AVX2_.*)$/i.test(process.env.ONEDNN_MAX_CPU_ISA ?? process.env.DNNL_MAX_CPU_ISA ?? '');
-    expect(loadSrpoKernels().onednnAvx512).toBe(avx512 && !capped);
-    expect(srpoMatMulRouted()).toBe(!(avx512 && !capped));
+    const kernels = loadSrpoKernels();
+    expect(kernels.onednnAvx512).toBe(avx512 && !capped);
+    expect(kernels.cpuVendor).toBe(vendor === 'GenuineIntel' ? 'intel' : vendor === 'AuthenticAMD' ? 'amd' : 'other');
+    expect(kernels.gemmIsa).toBe(flags.has('avx512f') && !capped ? 'avx512' : 'avx2');
+    expect(srpoMatMulRouted()).toBe(!(avx512 && !capped && vendor === 'AuthenticAMD'));
 
     const a = tf.tensor2d(seededValues(40 * 24, 7), [40, 24]);
     const b = tf.tensor2d(seededValues(24 * 30, 8), [24, 30]);

@@ -135,6 +135,35 @@ export function sumToLastAxis(x: tf.Tensor, composite = false): tf.Tensor1D {
 }
 
 /**
+ * Rows `rows` of `x`: `[N, D] → [R, D]`, `y_r = x[rows_r]` (tf.gather on axis 0), differentiable
+ * in `x`. Its gradient scatters `dy` back: `dx[rows_r] += dy_r`, zeros elsewhere. Native: the
+ * project's `SrpoScatterRows` (elementwise-kernels.h; one pass, columns split over the cores),
+ * where TensorFlow's `UnsortedSegmentSum`, which tf.gather's own gradient runs, took 180–580 µs
+ * on the learner's shapes (#21). With distinct rows both give the same bits (each row copied).
+ *
+ * @param x float32 `[N, D]`
+ * @param rows int32 `[R]` indices in `[0, N)`
+ */
+export function gatherRows(x: tf.Tensor2D, rows: tf.Tensor1D, composite = false): tf.Tensor2D {
+  const n = x.shape[0];
+  const fn = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+    const [xi, save] = args as [tf.Tensor2D, tf.GradSaveFunc];
+    // rows belongs to the caller's scope, which may be gone when gradients run: the tape keeps what is saved.
+    save([rows]);
+    return {
+      value: tf.gather(xi, rows) as tf.Tensor2D,
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+        const be = composite ? undefined : native();
+        const r = saved[0] as tf.Tensor1D;
+        if (be && srpoKernelAvailable('SrpoScatterRows')) return be.executeSingleOutput('SrpoScatterRows', [{ name: 'n', type: be.binding.TF_ATTR_INT, value: n }], [dy, r]) as tf.Tensor2D;
+        return tf.unsortedSegmentSum(dy, r, n) as tf.Tensor2D;
+      },
+    };
+  });
+  return fn(x) as tf.Tensor2D;
+}
+
+/**
  * 2-D matrix product `op(a) · op(b)`. Native: the project's `SrpoMatMul` where
  * `srpoMatMulRouted()` (gemm-kernels.h: packed blocks and a register-tiled micro-kernel; each
  * element one sequential chain of multiply-adds, so the bits do not depend on the core count or

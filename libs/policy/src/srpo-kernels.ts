@@ -29,16 +29,25 @@ export interface SrpoKernelsStatus {
    * AVX-512 F/BW/VL/DQ and `ONEDNN_MAX_CPU_ISA` does not cap it below. Decides `matMul: 'auto'`.
    */
   onednnAvx512?: boolean;
+  /**
+   * The micro-kernel of `SrpoMatMul` here: `avx512` where the CPU has AVX-512F and
+   * `ONEDNN_MAX_CPU_ISA` does not cap it below, else `avx2`. Both give the same bits.
+   */
+  gemmIsa?: 'avx512' | 'avx2';
+  /** The CPU's vendor, as the addon's CPUID reads it. Decides `matMul: 'auto'` with {@link onednnAvx512}. */
+  cpuVendor?: 'intel' | 'amd' | 'other';
 }
 
 interface AddonExports {
   version: number;
   ops: string[];
   onednnAvx512: boolean;
+  gemmIsa: 'avx512' | 'avx2';
+  cpuVendor: 'intel' | 'amd' | 'other';
 }
 
 /** The kernel set this code expects (`SRPO_KERNELS_VERSION` in srpo-kernels.cc); a build of another version is stale. */
-export const SRPO_KERNELS_VERSION = 6;
+export const SRPO_KERNELS_VERSION = 7;
 
 const log = new Logger('srpo-kernels');
 let status: SrpoKernelsStatus | undefined;
@@ -76,7 +85,7 @@ export function loadSrpoKernels(): SrpoKernelsStatus {
       log.warn('fused kernels not used; the learner uses the composite paths', { file, reason: status.reason });
       return status;
     }
-    status = { loaded: true, version: addon.version, ops: [...addon.ops], file, onednnAvx512: addon.onednnAvx512 };
+    status = { loaded: true, version: addon.version, ops: [...addon.ops], file, onednnAvx512: addon.onednnAvx512, gemmIsa: addon.gemmIsa, cpuVendor: addon.cpuVendor };
     if (status.ops.includes('SrpoAdd')) routeAddsToSrpoAdd();
   } catch (e) {
     status = { loaded: false, ops: [], file, reason: errorMessage(e) };
@@ -91,10 +100,12 @@ let matMulChoice: MatMulChoice = 'auto';
 
 /**
  * The kernel of the learner's 2-D products on the native backend: `SrpoMatMul`
- * (gemm-kernels.h), TensorFlow's `MatMul`, or `auto`: `SrpoMatMul` where TensorFlow's would run
- * oneDNN's code below AVX-512 (no AVX-512 on the CPU, or `ONEDNN_MAX_CPU_ISA` capped), which it
- * beats there; TensorFlow's `MatMul` where oneDNN has AVX-512, which is a few percent faster than
- * `SrpoMatMul` on the AMD EPYC measured (docs/benchmarks.md, #21).
+ * (gemm-kernels.h), TensorFlow's `MatMul`, or `auto`: `SrpoMatMul` everywhere except on AMD CPUs
+ * where oneDNN has AVX-512. Measured (docs/benchmarks.md, #21): below AVX-512 (AVX2-only CPUs,
+ * or `ONEDNN_MAX_CPU_ISA` capped) `SrpoMatMul` beats oneDNN's AVX2 code; on the Intel Xeon with
+ * AVX-512, `SrpoMatMul`'s AVX-512 micro-kernel beats oneDNN's sgemm; on the AMD EPYC (Zen 4)
+ * oneDNN's AVX-512 sgemm was a few percent faster than the AVX2 `SrpoMatMul`, and the AVX-512
+ * one has not been measured there, so TensorFlow's `MatMul` stays.
  */
 export type MatMulChoice = 'auto' | 'srpo' | 'tensorflow';
 
@@ -125,11 +136,12 @@ export function configureSrpoKernels(next: Partial<SrpoKernelSwitches>): SrpoKer
 
 /**
  * True when the learner's 2-D products run `SrpoMatMul`: the addon loaded, the kernels on, and
- * `matMul` is `srpo`, or `auto` on a machine where oneDNN has no AVX-512 (see {@link MatMulChoice}).
+ * `matMul` is `srpo`, or `auto` anywhere but an AMD CPU where oneDNN has AVX-512 (see {@link MatMulChoice}).
  */
 export function srpoMatMulRouted(): boolean {
   if (matMulChoice === 'tensorflow' || !srpoKernelAvailable('SrpoMatMul')) return false;
-  return matMulChoice === 'srpo' || loadSrpoKernels().onednnAvx512 !== true;
+  const kernels = loadSrpoKernels();
+  return matMulChoice === 'srpo' || !(kernels.onednnAvx512 === true && kernels.cpuVendor === 'amd');
 }
 
 /** True when `op` is registered and switched on (see {@link configureSrpoKernels}). Loads the addon on first use. */

@@ -2,6 +2,7 @@ import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
 import { SeededRng } from './rng';
 import { causalAttention, embed, gelu, normConstants, normLinear, residualLinear, type NormConstants } from './transformer-ops';
+import { gatherRows } from './native-ops';
 
 /** Shape of a causal transformer language model. */
 export interface TransformerConfig {
@@ -221,7 +222,7 @@ export class TransformerModel {
       const head = this.config.tiedEmbeddings ? (tf.transpose(w('tok_emb')) as tf.Tensor2D) : w('head');
       const outScale = temperature === 1 ? undefined : tf.fill([v], 1 / temperature) as tf.Tensor1D;
       // The final layer norm is per row: select the rows first, and norm and project only those.
-      const last = rows ? (tf.gather(h, rows) as tf.Tensor2D) : h;
+      const last = rows ? gatherRows(h, rows) : h;
       return normLinear(last, w1('ln_f.g'), w1('ln_f.b'), head, undefined, eps, nc, outScale);
     });
   }

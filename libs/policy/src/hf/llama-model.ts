@@ -3,6 +3,7 @@ import { ValidationError } from '@srpo/core';
 import type { HfModelConfig } from './hf-config';
 import { linear, ropeAttention, rmsNorm, swiGlu, type RopeTables } from './llama-ops';
 import { ropeTables } from './rope';
+import { gatherRows } from '../native-ops';
 
 /** Where a Hugging Face model came from: its directory and the SHA-256 of its files. */
 export interface HfModelSource {
@@ -218,11 +219,10 @@ export class LlamaModel {
     if (t < 1 || t > c.maxSeqLen) throw new ValidationError('tokens', `sequence length must be in [1, ${c.maxSeqLen}], got ${t}`);
     return tf.tidy((): tf.Tensor2D => {
       // Weights by rank: the variables are rank-erased, llama-ops takes them shaped.
-      const w = (name: string): tf.Tensor => this.weight(name);
       const w1 = (name: string): tf.Tensor1D => this.weight(name) as unknown as tf.Tensor1D;
       const w2 = (name: string): tf.Tensor2D => this.weight(name) as unknown as tf.Tensor2D;
       const eps = c.rmsNormEps;
-      let h = tf.gather(w('model.embed_tokens.weight'), tokens.reshape([b * t])) as tf.Tensor2D;
+      let h = gatherRows(w2('model.embed_tokens.weight'), tokens.reshape([b * t]) as tf.Tensor1D);
       const rope = this.rope(t);
       const mask = this.causalMask(t, c.numHeads / c.numKvHeads);
       for (let i = 0; i < c.numLayers; i++) {
@@ -237,7 +237,7 @@ export class LlamaModel {
       }
       const head = w2(c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
       // RMSNorm is per row: select the rows first, and norm and project only those.
-      const last = rows ? (tf.gather(h, rows) as tf.Tensor2D) : h;
+      const last = rows ? gatherRows(h, rows) : h;
       const logits = linear(rmsNorm(last, w1('model.norm.weight'), eps), head);
       return temperature === 1 ? logits : (tf.div(logits, temperature) as tf.Tensor2D);
     });
