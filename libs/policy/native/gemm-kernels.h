@@ -1,35 +1,32 @@
 // Single-precision matrix products for SrpoMatMul (gemm-ops.h): C = op(A)·op(B), with op a
 // transpose or not, the way BLIS and the BLAS libraries do it (Goto & van de Geijn 2008).
 //
-// Why: TensorFlow's MatMul runs oneDNN's sgemm. With AVX-512 it is near the machine's peak on
-// the reference step's large products; below AVX-512 (AVX2-only CPUs, or ONEDNN_MAX_CPU_ISA
-// capped) its products took 38.8 ms of the step where PyTorch's MKL took 32.8, its transposed
-// long-K products (the weight gradients) running at 0.70–0.77x the speed of this code, and a
-// step with this code in place of MatMul took 0.84–0.93x the time (AMD EPYC, 2 vCPUs,
-// 2026-12-03, docs/benchmarks.md, #21). The learner therefore takes it where oneDNN has no
-// AVX-512 (libs/policy/src/srpo-kernels.ts, `matMul: 'auto'`).
+// Why: TensorFlow's MatMul runs oneDNN's sgemm. Below AVX-512 (AVX2-only CPUs, or
+// ONEDNN_MAX_CPU_ISA capped) its products took 38.8 ms of the step where PyTorch's MKL took 32.8,
+// its transposed long-K products (the weight gradients) running at 0.70–0.77x the speed of this
+// code (AMD EPYC, 2 vCPUs, 2026-12-03). On the Intel Xeon with AVX-512 its products took 25 ms of
+// a 49 ms step where MKL's took 17, and the step with this code's AVX-512 kernel in its place
+// took 0.95x the time (one-process A/B, 2026-12-03). On the AMD EPYC with AVX-512, oneDNN's
+// sgemm was a few percent faster than the AVX2 kernel here. The learner therefore takes this
+// code everywhere but there (libs/policy/src/srpo-kernels.ts, `matMul: 'auto'`; docs/benchmarks.md, #21).
 //
 // Layout: the K dimension is cut into blocks of kKc, the rows of C into blocks of kMc and its
 // columns into blocks of kNc. For each (K block, column block) the block of op(B) is packed
 // into panels of kNr columns ([k][kNr], zero-padded), and for each row block the block of
-// op(A) into panels of kMr rows ([k][kMr], zero-padded). The micro-kernel then keeps a kMr × kNr
-// tile of C in 12 AVX2 registers over the K block: per k, two loads of B, six broadcasts of A
-// and 12 FMAs. Packing makes every load of the micro-kernel sequential whatever the transposes
-// and strides (a power-of-two row stride would otherwise map a panel's rows onto a few L1 sets).
+// op(A) into panels of kMr rows ([k][kMr], zero-padded). The micro-kernel (GemmAvx2: 6 × 16 in
+// 12 YMM registers; GemmAvx512: 12 × 32 in 24 ZMM registers) then keeps a kMr × kNr tile of C in
+// registers over the K block. Packing makes every load of the micro-kernel sequential whatever
+// the transposes and strides (a power-of-two row stride would otherwise map a panel's rows onto a
+// few L1 sets).
 //
 // Numerics: every element of C is one sequential chain of fused multiply-adds over k = 0..K−1
 // (a later K block reloads the tile and continues the chain), so the result does not depend on
-// the blocking, the thread count or the vector width: the same bits on every machine.
+// the blocking, the thread count or the vector width: the same bits on every machine, AVX2 or
+// AVX-512 (the spec checks them against such a chain written out in JavaScript).
 // K = 0 gives C = 0.
 #pragma once
 
-#ifndef GEMM_KC
-#define GEMM_KC 256
-#endif
-#ifndef GEMM_MC
-#define GEMM_MC 96
-#endif
-constexpr int64_t kKc = GEMM_KC, kMc = GEMM_MC, kNc = 2048;  // packed A block 96 KB (L2), B panel 16 KB (L1)
+constexpr int64_t kKc = 256, kMc = 96, kNc = 2048;  // packed A block 96 KB (L2), B panel 16 KB (L1)
 
 // Transposes the 8 × 8 block v[r][c] in place (v[c][r] after), in 24 shuffles.
 inline void transpose8(__m256* v) {
@@ -192,15 +189,14 @@ struct GemmAvx2 {
   }
 };
 
-// GemmAvx512: GEMM512_MR × 32, 2·GEMM512_MR 16-float accumulators (of 32 ZMM registers); per k,
-// two loads of B, GEMM512_MR broadcasts of A and 2·GEMM512_MR FMAs. Compiled for AVX-512F
-// alone (the target attribute; the rest of the addon stays AVX2) and run only where the CPU has it.
-#ifndef GEMM512_MR
-#define GEMM512_MR 12
-#endif
+// GemmAvx512: 12 × 32, twenty-four 16-float accumulators (of 32 ZMM registers); per k, two
+// loads of B, 12 broadcasts of A and 24 FMAs. Compiled for AVX-512F alone (the target attribute;
+// the rest of the addon stays AVX2) and run only where the CPU has it (gemm-ops.h). On the Intel
+// Xeon (2026-12-03) it ran 185–200 GFLOP/s on one core with its operands in L1, the AVX2 kernel
+// 122–125; 8 × 32 did as well in the step, and 14 × 32 was no faster on its own.
 typedef float v16f __attribute__((vector_size(64)));
 struct GemmAvx512 {
-  static constexpr int64_t kMr = GEMM512_MR, kNr = 32;
+  static constexpr int64_t kMr = 12, kNr = 32;
   __attribute__((target("avx512f"))) static void micro(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
                                                        bool more) {
     v16f acc[kMr][2];
@@ -229,17 +225,10 @@ struct GemmAvx512 {
 template <class K>
 void gemm_macro(int64_t mc, int64_t nc, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool more) {
   constexpr int64_t kMr = K::kMr, kNr = K::kNr;
-#ifdef GEMM_ROWS_OUTER
-  for (int64_t ip = 0; ip < mc; ip += kMr) {
-    const int64_t rows = std::min(kMr, mc - ip);
-    for (int64_t jp = 0; jp < nc; jp += kNr) {
-      const int64_t cols = std::min(kNr, nc - jp);
-#else
   for (int64_t jp = 0; jp < nc; jp += kNr) {
     const int64_t cols = std::min(kNr, nc - jp);
     for (int64_t ip = 0; ip < mc; ip += kMr) {
       const int64_t rows = std::min(kMr, mc - ip);
-#endif
       float* ct = c + ip * ldc + jp;
       if (rows == kMr && cols == kNr) {
         K::micro(kc, ap + ip * kc, bp + jp * kc, ct, ldc, more);

@@ -5,9 +5,9 @@
 // SrpoMatMul(a, b; transpose_a, transpose_b) -> c = op(a)·op(b), 2-D, as TensorFlow's MatMul:
 // op(a) [M, K] (a is [K, M] when transpose_a), op(b) [K, N] (b is [N, K] when transpose_b).
 // Threads: C's rows (when M >= N) or columns are cut into the pool's pieces (kernel-support.h:
-// each core its own range, and the pieces a late core has not started go to the others). Each
-// thread packs the operand that every piece reads once per call (gemm_shared_pack) and the
-// blocks of its own pieces. Every element is computed whole by one thread in the same order
+// each core its own range, and the pieces a late core has not started go to the others). The
+// operand that every piece reads is packed once per call, by all threads together, before the
+// pieces run (SharedPackSpace); each piece packs the blocks of its own operand. Every element is computed whole by one thread in the same order
 // (gemm-kernels.h), so the bits do not depend on the core count or on which thread ran a piece.
 // Products under kGemmInlineFma multiply-adds run on the calling thread.
 struct MatMulAttrs {
