@@ -245,10 +245,13 @@ function runNodeWorker(args: Args, backend: Backend, steps: number, warmup: numb
   return lastJsonLine<SideResult>(r.stdout);
 }
 
-function fusedKernels(s: { loaded: boolean; version?: number; ops: readonly string[]; reason?: string; onednnAvx512?: boolean }, srpoMatMul: boolean): string {
+function fusedKernels(
+  s: { loaded: boolean; version?: number; ops: readonly string[]; reason?: string; onednnAvx512?: boolean; gemmIsa?: string; cpuVendor?: string },
+  srpoMatMul: boolean,
+): string {
   if (!s.loaded) return `no fused kernels (${s.reason})`;
   const products = srpoMatMul
-    ? `2-D products through SrpoMatMul${s.onednnAvx512 ? '' : ' (oneDNN has no AVX-512 here)'}, not TensorFlow's MatMul`
+    ? `2-D products through SrpoMatMul, ${s.gemmIsa === 'avx512' ? 'AVX-512' : 'AVX2'} micro-kernel${s.onednnAvx512 ? '' : ' (oneDNN has no AVX-512 here)'}, not TensorFlow's MatMul`
     : `2-D products through TensorFlow's MatMul${s.onednnAvx512 ? ' (oneDNN with AVX-512)' : ''}`;
   return `fused kernels srpo-kernels.${s.version}: ${s.ops.join(', ')}; ${products}`;
 }

@@ -226,7 +226,7 @@ async function tfjsWorker(args: Args): Promise<void> {
   const { initTfBackend } = await import('@srpo/core');
   const info = await initTfBackend('tensorflow');
   const tf = await import('@tensorflow/tfjs');
-  const { Policy, SrpoTrainer, backendLabel, configureNativeKernels, nativeKernelsActive, srpoMatMulRouted } = await import('@srpo/policy');
+  const { Policy, SrpoTrainer, backendLabel, configureNativeKernels, loadSrpoKernels, nativeKernelsActive, srpoMatMulRouted } = await import('@srpo/policy');
   const { loadModelDir } = await import('./workload');
   const job = JSON.parse(readFileSync(path.join(args.jobDir as string, 'job.json'), 'utf8')) as Job & { sets: import('@srpo/policy').ActiveSet[] };
   const model = loadModelDir(job.modelDir);
@@ -293,7 +293,7 @@ async function tfjsWorker(args: Args): Promise<void> {
     device: info.nativeVersion ? `libtensorflow ${info.nativeVersion} (${info.package})` : info.package,
     kernels:
       `oneDNN ${onednn}; ${backendLabel({ name: 'tensorflow' })}; ` +
-      `project native kernels ${nativeKernelsActive() ? `on (2-D products via ${srpoMatMulRouted() ? 'SrpoMatMul' : kernelsCfg.matMulOp})` : 'off'}`,
+      `project native kernels ${nativeKernelsActive() ? `on (2-D products via ${srpoMatMulRouted() ? `SrpoMatMul, ${loadSrpoKernels().gemmIsa === 'avx512' ? 'AVX-512' : 'AVX2'} micro-kernel` : kernelsCfg.matMulOp})` : 'off'}`,
     threads: args.threads,
     parameters: model.parameterCount(),
     kernelsPerStep: prof.kernels.length,
