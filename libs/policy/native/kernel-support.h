@@ -51,12 +51,17 @@ inline bool is_nan_bits(float x) {
 // inputs alone, in an order fixed by the piece's range or by nothing at all (each one's spec).
 //
 // Waiting: the calling thread spins for the last pieces rather than sleep (it has nothing else
-// to do, and a futex wake costs more than most pieces); a worker spins for kWorkerSpin after a
-// call before it sleeps, because the ops of a step follow each other by tens of microseconds,
-// yielding its core meanwhile to any thread that wants it. In one-process A/Bs of the reference
+// to do, and a futex wake costs more than most pieces); a worker spins after a call before it
+// sleeps, because the ops of a step follow each other by tens of microseconds, yielding its core
+// meanwhile to any thread that wants it. How long is set by the learner (srpo-kernels.ts): 100 µs
+// where TensorFlow's MatMul runs the products on TensorFlow's own threads, 1 ms where SrpoMatMul
+// runs them on this pool (below). In one-process A/Bs of the reference
 // step (AMD EPYC, 2 vCPUs, 2026-12-03): pieces and stealing against the static halves, 0.93–0.97x
 // the time (capped at AVX2; 0.94–0.99x native); longer worker spins (400 µs, 2 ms) cost up to
-// 1.13x natively, where oneDNN's MatMul needs TensorFlow's threads on the same cores.
+// 1.13x natively, where oneDNN's MatMul needs TensorFlow's threads on the same cores, but 0.89x
+// capped at AVX2, where SrpoMatMul ran the products here. On the Intel Xeon with SrpoMatMul
+// routed (2026-12-03, 20 pairs of 5-step blocks, per-pair geometric mean): 1 ms against 100 µs
+// 0.961–0.967 natively and 0.978 capped, 3 ms 0.959, 20 µs 1.062.
 class Pool {
  public:
   using Fn = std::function<void(int64_t, int64_t)>;
@@ -66,6 +71,9 @@ class Pool {
     for (int w = 1; w < chunks_; w++) workers_.emplace_back([this, w] { work(w); });
   }
   int chunks() const { return chunks_; }
+  // How long a worker spins after a call before it sleeps (see above; set_worker_spin in srpo-kernels.cc).
+  void set_worker_spin(int64_t us) { worker_spin_us_.store(std::max<int64_t>(0, us), std::memory_order_relaxed); }
+  int64_t worker_spin() const { return worker_spin_us_.load(std::memory_order_relaxed); }
 
   // Runs fn(lo, hi) over [0, total) in pieces whose inner boundaries are multiples of `align`
   // (a cache line of floats for flat arrays, 1 for rows), and returns when all are done. The
@@ -112,7 +120,6 @@ class Pool {
   };
 
   static constexpr auto kCallerSpin = std::chrono::microseconds(100);
-  static constexpr auto kWorkerSpin = std::chrono::microseconds(100);
 
   // A claim counter holds its call's generation in the high half, so that a worker that wakes
   // after its call has ended cannot claim a piece of the next call.
@@ -146,7 +153,7 @@ class Pool {
   void work(int w) {
     uint64_t seen = 0;
     for (;;) {
-      const auto spin_until = std::chrono::steady_clock::now() + kWorkerSpin;
+      const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(worker_spin_us_.load(std::memory_order_relaxed));
       // Yield rather than pause: a TensorFlow thread woken onto this core (oneDNN's MatMul runs
       // in TensorFlow's pool) then runs at once; with pause the native step took 1.06x the time.
       while (published_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < spin_until) sched_yield();
@@ -172,6 +179,7 @@ class Pool {
   std::vector<std::atomic<uint64_t>> next_;
   std::atomic<int64_t> done_{0};
   std::vector<std::thread> workers_;
+  std::atomic<int64_t> worker_spin_us_{100};
 };
 
 // One pool per process, never destroyed: its sleeping workers end with the process.

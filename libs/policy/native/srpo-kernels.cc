@@ -153,6 +153,27 @@ bool onednn_avx512() {
   return !isa_capped_below_avx512();
 }
 
+// setWorkerSpin(microseconds): how long the pool's workers spin after a call (kernel-support.h).
+napi_value set_worker_spin(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  int64_t us = 0;
+  if (argc < 1 || napi_get_value_int64(env, argv[0], &us) != napi_ok || us < 0) {
+    napi_throw_range_error(env, "SRPO_KERNELS_ARG", "setWorkerSpin takes a number of microseconds >= 0");
+    return nullptr;
+  }
+  pool().set_worker_spin(us);
+  return nullptr;
+}
+
+// workerSpin(): the current setting, in microseconds.
+napi_value worker_spin(napi_env env, napi_callback_info) {
+  napi_value v;
+  napi_create_int64(env, pool().worker_spin(), &v);
+  return v;
+}
+
 napi_value init(napi_env env, napi_value exports) {
   // The build targets AVX2 + FMA (every CPU this project's machines have); refuse, rather than
   // crash on an illegal instruction, anywhere else. The loader then keeps the composite paths.
@@ -193,6 +214,11 @@ napi_value init(napi_env env, napi_value exports) {
   napi_value gemm_isa, vendor;
   napi_create_string_utf8(env, gemm_avx512 ? "avx512" : "avx2", NAPI_AUTO_LENGTH, &gemm_isa);
   napi_set_named_property(env, exports, "gemmIsa", gemm_isa);
+  napi_value spin;
+  napi_create_function(env, "setWorkerSpin", NAPI_AUTO_LENGTH, set_worker_spin, nullptr, &spin);
+  napi_set_named_property(env, exports, "setWorkerSpin", spin);
+  napi_create_function(env, "workerSpin", NAPI_AUTO_LENGTH, worker_spin, nullptr, &spin);
+  napi_set_named_property(env, exports, "workerSpin", spin);
   napi_create_string_utf8(env, __builtin_cpu_is("intel") ? "intel" : __builtin_cpu_is("amd") ? "amd" : "other", NAPI_AUTO_LENGTH, &vendor);
   napi_set_named_property(env, exports, "cpuVendor", vendor);
   return exports;

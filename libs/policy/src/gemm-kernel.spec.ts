@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import * as tf from '@tensorflow/tfjs';
 import { backendLabel, matMul2d } from './native-ops';
 import { Policy } from './policy';
-import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable, srpoMatMulRouted } from './srpo-kernels';
+import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable, srpoMatMulRouted, workerSpinMicroseconds } from './srpo-kernels';
 import { SrpoTrainer } from './srpo-step';
 import { bits, firstMismatch, makeSets, nativeBackend, seededValues, TINY } from './test/fixtures';
 
@@ -232,10 +232,13 @@ describe('SrpoMatMul (the learner products)', () => {
     const direct = await bits(srpoMatMul(a, b));
     configureSrpoKernels({ matMul: 'srpo' });
     expect(srpoMatMulRouted()).toBe(true);
+    // The pool's workers spin longer when the products run on it (srpo-kernels.ts' syncWorkerSpin).
+    expect(workerSpinMicroseconds()).toBe(1000);
     expect(backendLabel({ name: 'tensorflow' })).toBe(`tensorflow+srpo-kernels.${loadSrpoKernels().version}+srpo-matmul`);
     expect(firstMismatch(await bits(matMul2d(a, b)), direct)).toBe(-1);
     configureSrpoKernels({ matMul: 'tensorflow' });
     expect(srpoMatMulRouted()).toBe(false);
+    expect(workerSpinMicroseconds()).toBe(100);
     expect(backendLabel({ name: 'tensorflow' })).toBe(`tensorflow+srpo-kernels.${loadSrpoKernels().version}`);
     const viaTf = await matMul2d(a, b).data<'float32'>();
     expect(worstError(await a.data<'float32'>(), await b.data<'float32'>(), viaTf, 40, 30, 24)).toBeLessThan(1);

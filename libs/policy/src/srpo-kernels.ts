@@ -44,6 +44,8 @@ interface AddonExports {
   onednnAvx512: boolean;
   gemmIsa: 'avx512' | 'avx2';
   cpuVendor: 'intel' | 'amd' | 'other';
+  setWorkerSpin(microseconds: number): void;
+  workerSpin(): number;
 }
 
 /** The kernel set this code expects (`SRPO_KERNELS_VERSION` in srpo-kernels.cc); a build of another version is stale. */
@@ -51,6 +53,7 @@ export const SRPO_KERNELS_VERSION = 7;
 
 const log = new Logger('srpo-kernels');
 let status: SrpoKernelsStatus | undefined;
+let addonExports: AddonExports | undefined;
 let enabled = true;
 
 /** Where the build puts the addon, seen from libs/policy/src (ts-jest) and from dist/libs/policy/src. */
@@ -86,12 +89,31 @@ export function loadSrpoKernels(): SrpoKernelsStatus {
       return status;
     }
     status = { loaded: true, version: addon.version, ops: [...addon.ops], file, onednnAvx512: addon.onednnAvx512, gemmIsa: addon.gemmIsa, cpuVendor: addon.cpuVendor };
+    addonExports = addon;
+    syncWorkerSpin();
     if (status.ops.includes('SrpoAdd')) routeAddsToSrpoAdd();
   } catch (e) {
     status = { loaded: false, ops: [], file, reason: errorMessage(e) };
     log.warn('fused kernels could not load; the learner uses the composite paths', { file, reason: status.reason });
   }
   return status;
+}
+
+/**
+ * How long the kernels' pool workers spin after a call before they sleep (kernel-support.h):
+ * 1 ms where `SrpoMatMul` runs the products on that pool, 100 µs where TensorFlow's `MatMul`
+ * runs them on TensorFlow's threads, which a spinning worker would hold off its core. Measured
+ * in one process on the reference step (docs/benchmarks.md, #21): 1 ms against 100 µs took
+ * 0.96–0.98x the time with `SrpoMatMul` (Intel Xeon), and longer spins up to 1.13x with oneDNN's
+ * `MatMul` (AMD EPYC).
+ */
+function syncWorkerSpin(): void {
+  addonExports?.setWorkerSpin(srpoMatMulRouted() ? 1000 : 100);
+}
+
+/** How long the pool's workers spin after a call, in µs (see {@link syncWorkerSpin}); undefined without the addon. */
+export function workerSpinMicroseconds(): number | undefined {
+  return addonExports?.workerSpin();
 }
 
 let addsEnabled = true;
@@ -131,6 +153,7 @@ export function configureSrpoKernels(next: Partial<SrpoKernelSwitches>): SrpoKer
   if (next.adds !== undefined) addsEnabled = next.adds;
   if (next.except !== undefined) excluded = new Set(next.except);
   if (next.matMul !== undefined) matMulChoice = next.matMul;
+  syncWorkerSpin();
   return { enabled, adds: addsEnabled, except: [...excluded], matMul: matMulChoice };
 }
 
