@@ -24,8 +24,8 @@ template <class K> double run(const GemmArgs& g, int reps) {
   shared.resize(sf);
   auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < reps; r++) {
-    if (split_rows) { pack_b_all<K>(g, shared.data()); gemm_block<K>(g, 0, g.m, 0, g.n, space.data(), space.data() + kGemmPackA, nullptr, shared.data()); }
-    else { pack_a_all<K>(g, shared.data()); gemm_block<K>(g, 0, g.m, 0, g.n, space.data(), space.data() + kGemmPackA, shared.data(), nullptr); }
+    if (split_rows) { pack_b_all<K>(g, 0, g.n, shared.data()); gemm_block<K>(g, 0, g.m, 0, g.n, space.data(), space.data() + kGemmPackA, nullptr, shared.data()); }
+    else { pack_a_all<K>(g, 0, g.m, shared.data()); gemm_block<K>(g, 0, g.m, 0, g.n, space.data(), space.data() + kGemmPackA, shared.data(), nullptr); }
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
 }

@@ -91,53 +91,42 @@ void pack_transposed(const float* src, int64_t ld, int64_t rows, int64_t kc, flo
   }
 }
 
-// Packs rows [i0, i0 + mc) × k [p0, p0 + kc) of op(A) into ceil(mc / kMr) panels [kc][kMr].
-//
-// Stored transposed, op(A)'s k-th column is a row of a: it is read once, in order, and dealt to
-// the panels (row by row over k, not panel by panel: a panel's 48 bytes per k, at the row
-// stride, map onto two L1 sets when the stride is 2 KB, and each line was read again for the
-// next panel; pack_a took 18% of a weight gradient's time that way, Intel Xeon, 2026-12-03).
-template <int64_t kMr>
-void pack_a(const GemmArgs& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* __restrict dst) {
-  if (g.trans_a) {
-    for (int64_t p = 0; p < kc; p++) {
-      const float* src = g.a + (p0 + p) * g.lda + i0;
-      for (int64_t ip = 0; ip < mc; ip += kMr) {
-        const int64_t rows = std::min(kMr, mc - ip);
-        float* out = dst + ip * kc + p * kMr;
-        if (rows == kMr) {
-          std::memcpy(out, src + ip, kMr * sizeof(float));
-        } else {
-          for (int64_t r = 0; r < kMr; r++) out[r] = r < rows ? src[ip + r] : 0.f;
-        }
+// dst[x·kc + p·w + r] = src[p·ld + x + r] for p < kc and x + r < extent (x a multiple of w), 0 past
+// it: a block whose rows run along k, k-major already, dealt into panels of w. Each row of src is
+// read once, in order, and its pieces go to the panels (row by row over k, not panel by panel: a
+// panel's 48 bytes per k, at the row stride, map onto two L1 sets when the stride is 2 KB, and
+// each line was read again for the next panel; packing took 18% of a weight gradient's time that
+// way, Intel Xeon, 2026-12-03).
+template <int64_t w>
+void pack_dealt(const float* src, int64_t ld, int64_t extent, int64_t kc, float* __restrict dst) {
+  for (int64_t p = 0; p < kc; p++) {
+    const float* row = src + p * ld;
+    for (int64_t x = 0; x < extent; x += w) {
+      const int64_t valid = std::min(w, extent - x);
+      float* out = dst + x * kc + p * w;
+      if (valid == w) {
+        std::memcpy(out, row + x, w * sizeof(float));
+      } else {
+        for (int64_t r = 0; r < w; r++) out[r] = r < valid ? row[x + r] : 0.f;
       }
     }
-    return;
   }
+}
+
+// Packs rows [i0, i0 + mc) × k [p0, p0 + kc) of op(A) into ceil(mc / kMr) panels [kc][kMr]:
+// transposed in registers when a is stored as is, dealt when it is stored transposed.
+template <int64_t kMr>
+void pack_a(const GemmArgs& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* __restrict dst) {
+  if (g.trans_a) return pack_dealt<kMr>(g.a + p0 * g.lda + i0, g.lda, mc, kc, dst);
   for (int64_t ip = 0; ip < mc; ip += kMr) pack_transposed<kMr>(g.a + (i0 + ip) * g.lda + p0, g.lda, std::min(kMr, mc - ip), kc, dst + ip * kc);
 }
 
-// Packs k [p0, p0 + kc) × columns [j0, j0 + nc) of op(B) into ceil(nc / kNr) panels [kc][kNr].
-// Stored as is, op(B)'s rows are read once each, in order, and dealt to the panels (as pack_a's
-// transposed case).
+// Packs k [p0, p0 + kc) × columns [j0, j0 + nc) of op(B) into ceil(nc / kNr) panels [kc][kNr]:
+// dealt when b is stored as is, transposed in registers when it is stored transposed.
 template <int64_t kNr>
 void pack_b(const GemmArgs& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* __restrict dst) {
-  if (g.trans_b) {
-    for (int64_t jp = 0; jp < nc; jp += kNr) pack_transposed<kNr>(g.b + (j0 + jp) * g.ldb + p0, g.ldb, std::min(kNr, nc - jp), kc, dst + jp * kc);
-    return;
-  }
-  for (int64_t p = 0; p < kc; p++) {
-    const float* src = g.b + (p0 + p) * g.ldb + j0;
-    for (int64_t jp = 0; jp < nc; jp += kNr) {
-      const int64_t cols = std::min(kNr, nc - jp);
-      float* out = dst + jp * kc + p * kNr;
-      if (cols == kNr) {
-        std::memcpy(out, src + jp, kNr * sizeof(float));
-      } else {
-        for (int64_t col = 0; col < kNr; col++) out[col] = col < cols ? src[jp + col] : 0.f;
-      }
-    }
-  }
+  if (!g.trans_b) return pack_dealt<kNr>(g.b + p0 * g.ldb + j0, g.ldb, nc, kc, dst);
+  for (int64_t jp = 0; jp < nc; jp += kNr) pack_transposed<kNr>(g.b + (j0 + jp) * g.ldb + p0, g.ldb, std::min(kNr, nc - jp), kc, dst + jp * kc);
 }
 
 // Micro-kernels. Each is a traits type: its tile (kMr rows × kNr columns of C) and `micro`,
@@ -249,17 +238,25 @@ constexpr int64_t kGemmPackA = kMc * kKc, kGemmPackB = kKc * kNc;
 // The whole of op(A) or op(B) packed once, for products whose threads all read it (gemm_block's
 // a_all, b_all). K block pc of op(B) sits at pc·n_pad with its column panels at j·kc within; K
 // block pc of op(A) at pc·m_pad with its row panels at i·kc within (n_pad, m_pad: n and m
-// rounded up to whole panels).
+// rounded up to whole panels). Each call packs the panels of rows [i0, i0 + mc) of op(A), or of
+// columns [j0, j0 + nc) of op(B), over every K block (i0, j0 multiples of the panel), so that
+// threads can pack disjoint ranges of one layout.
 inline int64_t gemm_padded(int64_t x, int64_t panel) { return (x + panel - 1) / panel * panel; }
 template <class K>
-void pack_a_all(const GemmArgs& g, float* dst) {
+void pack_a_all(const GemmArgs& g, int64_t i0, int64_t mc, float* dst) {
   const int64_t m_pad = gemm_padded(g.m, K::kMr);
-  for (int64_t pc = 0; pc < g.k; pc += kKc) pack_a<K::kMr>(g, 0, g.m, pc, std::min(kKc, g.k - pc), dst + pc * m_pad);
+  for (int64_t pc = 0; pc < g.k; pc += kKc) {
+    const int64_t kc = std::min(kKc, g.k - pc);
+    pack_a<K::kMr>(g, i0, mc, pc, kc, dst + pc * m_pad + i0 * kc);
+  }
 }
 template <class K>
-void pack_b_all(const GemmArgs& g, float* dst) {
+void pack_b_all(const GemmArgs& g, int64_t j0, int64_t nc, float* dst) {
   const int64_t n_pad = gemm_padded(g.n, K::kNr);
-  for (int64_t pc = 0; pc < g.k; pc += kKc) pack_b<K::kNr>(g, pc, std::min(kKc, g.k - pc), 0, g.n, dst + pc * n_pad);
+  for (int64_t pc = 0; pc < g.k; pc += kKc) {
+    const int64_t kc = std::min(kKc, g.k - pc);
+    pack_b<K::kNr>(g, pc, kc, j0, nc, dst + pc * n_pad + j0 * kc);
+  }
 }
 
 // Rows [i_lo, i_hi) × columns [j_lo, j_hi) of C, with the caller's packing space. a_all or b_all,

@@ -7,8 +7,9 @@
 // Threads: C's rows (when M >= N) or columns are cut into the pool's pieces (kernel-support.h:
 // each core its own range, and the pieces a late core has not started go to the others). The
 // operand that every piece reads is packed once per call, by all threads together, before the
-// pieces run (SharedPackSpace); each piece packs the blocks of its own operand. Every element is computed whole by one thread in the same order
-// (gemm-kernels.h), so the bits do not depend on the core count or on which thread ran a piece.
+// pieces run (SharedPackSpace); each piece packs the blocks of its own operand. Every element is
+// computed whole by one thread in the same order (gemm-kernels.h), so the bits do not depend on
+// the core count or on which thread ran a piece.
 // Products under kGemmInlineFma multiply-adds run on the calling thread.
 struct MatMulAttrs {
   bool trans_a, trans_b;
@@ -77,31 +78,23 @@ void matmul_run(const GemmArgs& g) {
   const int64_t m = g.m, n = g.n, k = g.k;
   const bool split_rows = m >= n;
   const int64_t tile = split_rows ? K::kMr : K::kNr, tiles = ((split_rows ? m : n) + tile - 1) / tile;
-  const int64_t inline_below = m * n * k < kGemmInlineFma ? tiles + 1 : 0;
-  // Every thread reads the whole of the operand that the split does not cut (op(B) when C's rows
-  // are split, op(A) when its columns are): each thread packs it once per call, on its first piece.
+  const bool small = m * n * k < kGemmInlineFma;
+  // Every piece reads the whole of the operand that the split does not cut (op(B) when C's rows
+  // are split, op(A) when its columns are): it is packed once per call, by all threads at once,
+  // each taking ranges of its panels (kNr columns of op(B), kMr rows of op(A)). Each thread
+  // packing all of it took as long as the product's arithmetic on the weight gradients
+  // ([128, 2048]·[2048, 384], Intel Xeon, 2026-12-03, #21).
   const int64_t shared_floats = k * (split_rows ? gemm_padded(n, K::kNr) : gemm_padded(m, K::kMr));
   const bool share = k > 0 && shared_floats <= kGemmSharedMax;
   std::unique_ptr<std::vector<float>> space_taken;
   const float* shared = nullptr;
   if (share) {
-    // The shared operand, packed by all threads at once: pieces of its panels (kNr columns of
-    // op(B), kMr rows of op(A)), each packed over every K block into its place in the layout that
-    // pack_a_all / pack_b_all write. Each thread packing all of it took as long as the product's
-    // arithmetic on the weight gradients ([128, 2048]·[2048, 384], Intel Xeon, 2026-12-03, #21).
     space_taken = shared_pack_space().take(shared_floats);
     float* dst = space_taken->data();
-    const int64_t panel = split_rows ? K::kNr : K::kMr, extent = split_rows ? n : m;
-    const int64_t panels = (extent + panel - 1) / panel, padded = gemm_padded(extent, panel);
-    pool().run(panels, 1, m * n * k < kGemmInlineFma ? panels + 1 : 0, [&](int64_t lo, int64_t hi) {
+    const int64_t panel = split_rows ? K::kNr : K::kMr, extent = split_rows ? n : m, panels = (extent + panel - 1) / panel;
+    pool().run(panels, 1, small ? panels + 1 : 0, [&](int64_t lo, int64_t hi) {
       const int64_t x0 = lo * panel, width = std::min(extent, hi * panel) - x0;
-      for (int64_t pc = 0; pc < k; pc += kKc) {
-        const int64_t kc = std::min(kKc, k - pc);
-        if (split_rows)
-          pack_b<K::kNr>(g, pc, kc, x0, width, dst + pc * padded + x0 * kc);
-        else
-          pack_a<K::kMr>(g, x0, width, pc, kc, dst + pc * padded + x0 * kc);
-      }
+      split_rows ? pack_b_all<K>(g, x0, width, dst) : pack_a_all<K>(g, x0, width, dst);
     });
     shared = dst;
   }
@@ -111,7 +104,7 @@ void matmul_run(const GemmArgs& g) {
   // small ones keep the wait for a late worker's last piece short: 16 per thread (the step took
   // 0.98–0.99x the time of 4 per thread in a one-process A/B, AMD EPYC, 2026-12-03).
   const int64_t row_align = tiles >= 4 * pool().chunks() * (kMc / K::kMr) ? kMc / K::kMr : 1;
-  pool().run(tiles, split_rows ? row_align : 64 / K::kNr, inline_below, [&](int64_t lo, int64_t hi) {
+  pool().run(tiles, split_rows ? row_align : 64 / K::kNr, small ? tiles + 1 : 0, [&](int64_t lo, int64_t hi) {
     float* space = gemm_pack_space();
     if (split_rows)
       gemm_block<K>(g, lo * K::kMr, std::min(m, hi * K::kMr), 0, n, space, space + kGemmPackA, nullptr, shared);
