@@ -14,6 +14,7 @@
 typedef float v8f __attribute__((vector_size(32)));
 inline v8f load8(const float* p) { v8f v; std::memcpy(&v, p, sizeof v); return v; }
 inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
+constexpr int64_t kRowGroup = 64;  // optimizer-kernels.h's row group, which gemm-kernels.h's column sums follow
 #include "gemm-kernels.h"
 struct Shape { int64_t m, n, k; bool ta, tb; };
 template <class K> double run(const GemmArgs& g, int reps) {

@@ -23,7 +23,7 @@
 // (a later K block reloads the tile and continues the chain), so the result does not depend on
 // the blocking, the thread count or the vector width: the same bits on every machine, AVX2 or
 // AVX-512 (the spec checks them against such a chain written out in JavaScript).
-// K = 0 gives C = 0.
+// K = 0 gives C = 0 (plus the bias, when given).
 #pragma once
 
 constexpr int64_t kKc = 256, kMc = 96, kNc = 2048;  // packed A block 96 KB (L2), B panel 16 KB (L1)
@@ -50,6 +50,13 @@ inline void transpose8(__m256* v) {
 // op(A) [m, k] and op(B) [k, n] as stored: element (i, p) of op(A) is a[i·lda + p], or
 // a[p·lda + i] when trans_a; element (p, j) of op(B) is b[p·ldb + j], or b[j·ldb + p] when
 // trans_b. C [m, n] is row-major with row stride ldc.
+//
+// Epilogues, each bit for bit the separate op it replaces (SrpoMatMulBias, SrpoMatMulColumnSum in
+// gemm-ops.h): `bias` [n], when given, is added to every row of C once its chains are finished
+// (one float32 addition per element, as SrpoAdd); `col_sums` [n], when given, receives the sums
+// of op(B)'s columns over k, formed while op(B) is packed, in the cascade of SrpoColumnSum
+// (sum_columns_block). col_sums needs trans_b = false, and every column of op(B) packed exactly
+// once per call (matmul_run says when it is not, and sums them afterwards instead).
 struct GemmArgs {
   int64_t m, n, k;
   const float* a;
@@ -60,7 +67,40 @@ struct GemmArgs {
   bool trans_b;
   float* c;
   int64_t ldc;
+  const float* bias = nullptr;
+  float* col_sums = nullptr;
 };
+
+// Rows [p0, p0 + kc) of a block of `extent` columns (at src, row stride ld) of a [k, ·] matrix
+// added into its column sums `total`, in the cascade of column_sums (optimizer-kernels.h): the
+// rows in groups of kRowGroup counted from row 0, each group summed into `part` (its first row
+// copied, the others added in order) and the group's sum then added into `total` (zeroed at row
+// 0). Called for a column's K blocks in order, it gives SrpoColumnSum's bits: K blocks are whole
+// groups, so a block ends a group except at row k. Why: the weight gradients' products read
+// op(B) = dY anyway, and its bias gradient as a separate SrpoColumnSum was a pass over dY from
+// memory and a tfjs op (#21).
+static_assert(kKc % kRowGroup == 0, "a K block must hold whole row groups of the column sums");
+inline void sum_columns_block(const float* src, int64_t ld, int64_t extent, int64_t p0, int64_t kc, int64_t k, float* __restrict part, float* __restrict total) {
+  if (p0 == 0) std::fill(total, total + extent, 0.f);
+  for (int64_t p = 0; p < kc; p++) {
+    const int64_t r = p0 + p;
+    const float* row = src + p * ld;
+    if (r % kRowGroup == 0) {
+      std::memcpy(part, row, extent * sizeof(float));
+    } else {
+      for (int64_t j = 0; j < extent; j++) part[j] += row[j];
+    }
+    if (r % kRowGroup == kRowGroup - 1 || r == k - 1)
+      for (int64_t j = 0; j < extent; j++) total[j] += part[j];
+  }
+}
+
+// A thread's buffer of group sums for sum_columns_block, at least n floats, kept.
+inline float* gemm_sum_space(int64_t n) {
+  thread_local std::vector<float> space;
+  if (space.size() < static_cast<size_t>(n)) space.resize(static_cast<size_t>(n));
+  return space.data();
+}
 
 // dst[p·w + r] = src[r·ld + p] for p < kc and r < rows, and 0 for rows <= r < w: a block
 // whose rows are contiguous along k, packed k-major. Eight rows at a time, eight k at a time,
@@ -123,9 +163,15 @@ void pack_a(const GemmArgs& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, f
 
 // Packs k [p0, p0 + kc) × columns [j0, j0 + nc) of op(B) into ceil(nc / kNr) panels [kc][kNr]:
 // dealt when b is stored as is, transposed in registers when it is stored transposed.
+// With g.col_sums, also adds the block into the sums of its columns (sum_columns_block).
 template <int64_t kNr>
 void pack_b(const GemmArgs& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* __restrict dst) {
-  if (!g.trans_b) return pack_dealt<kNr>(g.b + p0 * g.ldb + j0, g.ldb, nc, kc, dst);
+  if (!g.trans_b) {
+    const float* src = g.b + p0 * g.ldb + j0;
+    pack_dealt<kNr>(src, g.ldb, nc, kc, dst);
+    if (g.col_sums) sum_columns_block(src, g.ldb, nc, p0, kc, g.k, gemm_sum_space(nc), g.col_sums + j0);
+    return;
+  }
   for (int64_t jp = 0; jp < nc; jp += kNr) pack_transposed<kNr>(g.b + (j0 + jp) * g.ldb + p0, g.ldb, std::min(kNr, nc - jp), kc, dst + jp * kc);
 }
 
@@ -209,10 +255,20 @@ struct GemmAvx512 {
   }
 };
 
-// C block [mc, nc] (row stride ldc) from packed blocks of A and B. Edge tiles run on a
+// A finished tile of C plus the bias row, while the tile is in L1: one float32 addition per
+// element after the chain's result is stored, as SrpoAdd of the product and the bias gives. The
+// compiler barrier keeps -ffast-math from folding the addition into the chain's last FMA.
+inline void add_bias_tile(float* c, int64_t ldc, int64_t rows, int64_t cols, const float* __restrict bias) {
+  asm volatile("" ::: "memory");
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < cols; j++) c[r * ldc + j] += bias[j];
+}
+
+// C block [mc, nc] (row stride ldc) from packed blocks of A and B; `bias` (the block's columns),
+// when given, is added to each tile once it is finished (the last K block). Edge tiles run on a
 // scratch tile and copy their valid part.
 template <class K>
-void gemm_macro(int64_t mc, int64_t nc, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool more) {
+void gemm_macro(int64_t mc, int64_t nc, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool more, const float* bias = nullptr) {
   constexpr int64_t kMr = K::kMr, kNr = K::kNr;
   for (int64_t jp = 0; jp < nc; jp += kNr) {
     const int64_t cols = std::min(kNr, nc - jp);
@@ -221,13 +277,14 @@ void gemm_macro(int64_t mc, int64_t nc, int64_t kc, const float* ap, const float
       float* ct = c + ip * ldc + jp;
       if (rows == kMr && cols == kNr) {
         K::micro(kc, ap + ip * kc, bp + jp * kc, ct, ldc, more);
-        continue;
+      } else {
+        alignas(64) float tile[kMr * kNr];
+        if (more)
+          for (int64_t r = 0; r < rows; r++) std::memcpy(tile + r * kNr, ct + r * ldc, cols * sizeof(float));
+        K::micro(kc, ap + ip * kc, bp + jp * kc, tile, kNr, more);
+        for (int64_t r = 0; r < rows; r++) std::memcpy(ct + r * ldc, tile + r * kNr, cols * sizeof(float));
       }
-      alignas(64) float tile[kMr * kNr];
-      if (more)
-        for (int64_t r = 0; r < rows; r++) std::memcpy(tile + r * kNr, ct + r * ldc, cols * sizeof(float));
-      K::micro(kc, ap + ip * kc, bp + jp * kc, tile, kNr, more);
-      for (int64_t r = 0; r < rows; r++) std::memcpy(ct + r * ldc, tile + r * kNr, cols * sizeof(float));
+      if (bias) add_bias_tile(ct, ldc, rows, cols, bias + jp);
     }
   }
 }
@@ -267,7 +324,11 @@ template <class K>
 void gemm_block(const GemmArgs& g, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, float* apack, float* bpack, const float* a_all = nullptr,
                        const float* b_all = nullptr) {
   if (g.k == 0) {
-    for (int64_t i = i_lo; i < i_hi; i++) std::fill(g.c + i * g.ldc + j_lo, g.c + i * g.ldc + j_hi, 0.f);
+    for (int64_t i = i_lo; i < i_hi; i++) {
+      float* row = g.c + i * g.ldc;
+      std::fill(row + j_lo, row + j_hi, 0.f);
+      if (g.bias) add_bias_tile(row + j_lo, 0, 1, j_hi - j_lo, g.bias + j_lo);  // 0 + (−0) is +0, as an add gives
+    }
     return;
   }
   const int64_t m_pad = gemm_padded(g.m, K::kMr), n_pad = gemm_padded(g.n, K::kNr);
@@ -281,7 +342,7 @@ void gemm_block(const GemmArgs& g, int64_t i_lo, int64_t i_hi, int64_t j_lo, int
         const int64_t mc = std::min(kMc, i_hi - ic);
         const float* ap = a_all ? a_all + pc * m_pad + ic * kc : apack;
         if (!a_all) pack_a<K::kMr>(g, ic, mc, pc, kc, apack);
-        gemm_macro<K>(mc, nc, kc, ap, bp, g.c + ic * g.ldc + jc, g.ldc, pc > 0);
+        gemm_macro<K>(mc, nc, kc, ap, bp, g.c + ic * g.ldc + jc, g.ldc, pc > 0, g.bias && pc + kc == g.k ? g.bias + jc : nullptr);
       }
     }
   }

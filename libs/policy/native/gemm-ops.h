@@ -4,6 +4,13 @@
 
 // SrpoMatMul(a, b; transpose_a, transpose_b) -> c = op(a)·op(b), 2-D, as TensorFlow's MatMul:
 // op(a) [M, K] (a is [K, M] when transpose_a), op(b) [K, N] (b is [N, K] when transpose_b).
+// SrpoMatMulBias(a, b, bias [N] or [1, N]) -> op(a)·op(b) + bias on every row: a linear layer's forward.
+// SrpoMatMulColumnSum(a, b) -> (op(a)·op(b), the column sums of b [N]), transpose_b false: a
+// weight gradient Xᵀ·dY with its bias gradient Σ_rows dY.
+// Each gives, bit for bit, SrpoMatMul followed by SrpoAdd, or by SrpoColumnSum of b (the
+// epilogues of gemm-kernels.h); fused, they save a pass over C or over dY and a tfjs op each (a
+// one-process A/B of the reference step with the adds and sums left out took 0.96x the time,
+// Intel Xeon, 2026-12-03, #21).
 // Threads: C's rows (when M >= N) or columns are cut into the pool's pieces (kernel-support.h:
 // each core its own range, and the pieces a late core has not started go to the others). The
 // operand that every piece reads is packed once per call, by all threads together, before the
@@ -72,6 +79,11 @@ SharedPackSpace& shared_pack_space() {
 // Both give the same bits, so which one ran never shows in a result.
 bool gemm_avx512 = false;
 
+// The column sums of op(B) [K, N] (b as stored, trans_b false) into g.col_sums, as SrpoColumnSum.
+void matmul_column_sums(const GemmArgs& g) {
+  pool().run(g.n, kLine, kInlineBelow / (g.k + 1) + 1, [&](int64_t lo, int64_t hi) { column_sums(g.b, g.col_sums, g.k, g.ldb, lo, hi); });
+}
+
 // One product on the pool, with micro-kernel K (see matmul_compute).
 template <class K>
 void matmul_run(const GemmArgs& g) {
@@ -86,6 +98,12 @@ void matmul_run(const GemmArgs& g) {
   // ([128, 2048]·[2048, 384], Intel Xeon, 2026-12-03, #21).
   const int64_t shared_floats = k * (split_rows ? gemm_padded(n, K::kNr) : gemm_padded(m, K::kMr));
   const bool share = k > 0 && shared_floats <= kGemmSharedMax;
+  // Column sums form while op(B) is packed, which must then happen once per column: in the shared
+  // packing, or in the column pieces. Rows split without sharing pack op(B) in every piece: the
+  // sums then run afterwards, on the pool, as SrpoColumnSum does (the same bits).
+  const bool sums_after = g.col_sums && split_rows && !share;
+  GemmArgs gg = g;
+  if (sums_after) gg.col_sums = nullptr;
   std::unique_ptr<std::vector<float>> space_taken;
   const float* shared = nullptr;
   if (share) {
@@ -94,7 +112,7 @@ void matmul_run(const GemmArgs& g) {
     const int64_t panel = split_rows ? K::kNr : K::kMr, extent = split_rows ? n : m, panels = (extent + panel - 1) / panel;
     pool().run(panels, 1, small ? panels + 1 : 0, [&](int64_t lo, int64_t hi) {
       const int64_t x0 = lo * panel, width = std::min(extent, hi * panel) - x0;
-      split_rows ? pack_b_all<K>(g, x0, width, dst) : pack_a_all<K>(g, x0, width, dst);
+      split_rows ? pack_b_all<K>(gg, x0, width, dst) : pack_a_all<K>(gg, x0, width, dst);
     });
     shared = dst;
   }
@@ -107,16 +125,22 @@ void matmul_run(const GemmArgs& g) {
   pool().run(tiles, split_rows ? row_align : 64 / K::kNr, small ? tiles + 1 : 0, [&](int64_t lo, int64_t hi) {
     float* space = gemm_pack_space();
     if (split_rows)
-      gemm_block<K>(g, lo * K::kMr, std::min(m, hi * K::kMr), 0, n, space, space + kGemmPackA, nullptr, shared);
+      gemm_block<K>(gg, lo * K::kMr, std::min(m, hi * K::kMr), 0, n, space, space + kGemmPackA, nullptr, shared);
     else
-      gemm_block<K>(g, 0, m, lo * K::kNr, std::min(n, hi * K::kNr), space, space + kGemmPackA, shared, nullptr);
+      gemm_block<K>(gg, 0, m, lo * K::kNr, std::min(n, hi * K::kNr), space, space + kGemmPackA, shared, nullptr);
   }, share ? kGemmPiecesPerThread : 1);
   if (space_taken) shared_pack_space().give_back(std::move(space_taken));
+  if (sums_after) matmul_column_sums(g);
 }
 
+// The three ops' bodies: kEpilogue is what follows the product (gemm-kernels.h's GemmArgs).
+enum class MatMulEpilogue { kNone, kBias, kColumnSums };
+
+template <MatMulEpilogue kEpilogue>
 void matmul_compute(void* state, TF_OpKernelContext* ctx) {
   const MatMulAttrs& at = *static_cast<const MatMulAttrs*>(state);
-  Call c(ctx, "SrpoMatMul", 2);
+  const char* name = kEpilogue == MatMulEpilogue::kBias ? "SrpoMatMulBias" : kEpilogue == MatMulEpilogue::kColumnSums ? "SrpoMatMulColumnSum" : "SrpoMatMul";
+  Call c(ctx, name, kEpilogue == MatMulEpilogue::kBias ? 3 : 2);
   if (!c.ok()) return;
   if (c.rank(0) != 2 || c.rank(1) != 2) return c.fail("a and b must be 2-D");
   const int64_t m = c.dim(0, at.trans_a ? 1 : 0), k = c.dim(0, at.trans_a ? 0 : 1);
@@ -124,10 +148,27 @@ void matmul_compute(void* state, TF_OpKernelContext* ctx) {
   if (k != kb)
     return c.fail("inner dimensions differ: op(a) is [" + std::to_string(m) + ", " + std::to_string(k) + "], op(b) is [" + std::to_string(kb) + ", " +
                   std::to_string(n) + "]");
+  if (kEpilogue == MatMulEpilogue::kBias && (c.rank(2) < 1 || c.rank(2) > 2 || c.dim(2, -1) != n || c.size(2) != n))
+    return c.fail("bias must hold one value per column of the product: [" + std::to_string(n) + "] or [1, " + std::to_string(n) + "]");
+  if (kEpilogue == MatMulEpilogue::kColumnSums && at.trans_b) return c.fail("column sums are of b as stored: transpose_b must be false");
   const int64_t dims[2] = {m, n};
   float* out = c.out(0, dims, 2);
-  if (!out || m == 0 || n == 0) return;
-  const GemmArgs g{m, n, k, c.data(0), c.dim(0, 1), at.trans_a, c.data(1), c.dim(1, 1), at.trans_b, out, n};
+  if (!out) return;
+  float* sums = nullptr;
+  if (kEpilogue == MatMulEpilogue::kColumnSums) {
+    const int64_t sum_dims[1] = {n};
+    sums = c.out(1, sum_dims, 1);
+    if (!sums) return;
+  }
+  GemmArgs g{m, n, k, c.data(0), c.dim(0, 1), at.trans_a, c.data(1), c.dim(1, 1), at.trans_b, out, n};
+  g.bias = kEpilogue == MatMulEpilogue::kBias ? c.data(2) : nullptr;
+  g.col_sums = sums;
+  if (n == 0) return;
+  if (sums && (m == 0 || k == 0)) {  // no product, or nothing of op(B) packed: sum it alone
+    matmul_column_sums(g);
+    g.col_sums = nullptr;
+  }
+  if (m == 0) return;
   if (gemm_avx512)
     matmul_run<GemmAvx512>(g);
   else

@@ -44,7 +44,7 @@
 #include <vector>
 #include "tf-kernel-api.h"
 
-#define SRPO_KERNELS_VERSION 7
+#define SRPO_KERNELS_VERSION 8
 
 namespace {
 
@@ -107,7 +107,12 @@ const OpSpec kOps[] = {
      {"N: int >= 1"}, adam_create, adam_compute, adam_delete},
     {"SrpoColumnSum", {"x: float"}, {"y: float"}, {}, no_state, column_sum_compute, no_delete},
     {"SrpoScatterRows", {"g: float", "rows: int32"}, {"y: float"}, {"n: int"}, scatter_rows_create, scatter_rows_compute, scatter_rows_delete},
-    {"SrpoMatMul", {"a: float", "b: float"}, {"product: float"}, {"transpose_a: bool = false", "transpose_b: bool = false"}, matmul_create, matmul_compute, matmul_delete},
+    {"SrpoMatMul", {"a: float", "b: float"}, {"product: float"}, {"transpose_a: bool = false", "transpose_b: bool = false"}, matmul_create,
+     matmul_compute<MatMulEpilogue::kNone>, matmul_delete},
+    {"SrpoMatMulBias", {"a: float", "b: float", "bias: float"}, {"product: float"}, {"transpose_a: bool = false", "transpose_b: bool = false"}, matmul_create,
+     matmul_compute<MatMulEpilogue::kBias>, matmul_delete},
+    {"SrpoMatMulColumnSum", {"a: float", "b: float"}, {"product: float", "column_sums: float"}, {"transpose_a: bool = false", "transpose_b: bool = false"},
+     matmul_create, matmul_compute<MatMulEpilogue::kColumnSums>, matmul_delete},
 };
 
 // Registers every op and kernel; returns the first error, or nullptr.

@@ -178,10 +178,7 @@ export function matMul2d(a: tf.Tensor2D, b: tf.Tensor2D, transposeA = false, tra
     return tf.matMul(a, b, transposeA, transposeB);
   }
   const bb = be.binding;
-  const transposes = [
-    { name: 'transpose_a', type: bb.TF_ATTR_BOOL, value: transposeA },
-    { name: 'transpose_b', type: bb.TF_ATTR_BOOL, value: transposeB },
-  ];
+  const transposes = transposeAttrs(bb, transposeA, transposeB);
   if (srpoMatMulRouted()) return be.executeSingleOutput('SrpoMatMul', transposes, [a, b]) as tf.Tensor2D;
   if (options.matMulOp === 'BatchMatMulV2') {
     return be.executeSingleOutput(
@@ -191,6 +188,48 @@ export function matMul2d(a: tf.Tensor2D, b: tf.Tensor2D, transposeA = false, tra
     ) as tf.Tensor2D;
   }
   return be.executeSingleOutput('MatMul', [floatT(bb), ...transposes], [a, b]) as tf.Tensor2D;
+}
+
+/** The transpose attributes of the `SrpoMatMul` family and TensorFlow's `MatMul`. */
+function transposeAttrs(bb: NativeBinding, transposeA: boolean, transposeB: boolean): TfeAttr[] {
+  return [
+    { name: 'transpose_a', type: bb.TF_ATTR_BOOL, value: transposeA },
+    { name: 'transpose_b', type: bb.TF_ATTR_BOOL, value: transposeB },
+  ];
+}
+
+/**
+ * `op(a) · op(b) + bias`, the bias (`[N]` or `[1, N]`) added to every row: a linear layer's
+ * forward. Native with `SrpoMatMul` routed: one `SrpoMatMulBias` (gemm-kernels.h adds the bias to
+ * each finished tile, one float32 addition per element), bit for bit `matMul2d` and then `tf.add`,
+ * without the pass over the product and the op between. Elsewhere exactly those two ops.
+ * Not recorded on the gradient tape, like {@link matMul2d}.
+ */
+export function matMul2dBias(a: tf.Tensor2D, b: tf.Tensor2D, bias: tf.Tensor, transposeA = false, transposeB = false, composite = false): tf.Tensor2D {
+  const be = composite ? undefined : native();
+  if (be && srpoMatMulRouted() && srpoKernelAvailable('SrpoMatMulBias')) {
+    return be.executeSingleOutput('SrpoMatMulBias', transposeAttrs(be.binding, transposeA, transposeB), [a, b, bias]) as tf.Tensor2D;
+  }
+  return tf.add(matMul2d(a, b, transposeA, transposeB, composite), bias);
+}
+
+/**
+ * A weight gradient and its bias gradient together: `op(a) · b` and the column sums of b
+ * (`Σ_r b[r, j]`, {@link sumToLastAxis}), for `Xᵀ · dY` and `Σ_rows dY`. Native with `SrpoMatMul`
+ * routed: one `SrpoMatMulColumnSum`, which sums dY's columns while it packs them for the product,
+ * in `SrpoColumnSum`'s order (the same bits as the two ops, one pass over dY fewer). Elsewhere
+ * exactly {@link matMul2d} and {@link sumToLastAxis}. Not recorded on the gradient tape.
+ *
+ * @param b `[K, N]` as stored (no transpose)
+ * @returns the product `[M, N]` and the column sums `[N]`
+ */
+export function matMul2dColumnSum(a: tf.Tensor2D, b: tf.Tensor2D, transposeA = false, composite = false): [tf.Tensor2D, tf.Tensor1D] {
+  const be = composite ? undefined : native();
+  if (be && srpoMatMulRouted() && srpoKernelAvailable('SrpoMatMulColumnSum')) {
+    const [product, sums] = be.executeMultipleOutputs('SrpoMatMulColumnSum', transposeAttrs(be.binding, transposeA, false), [a, b], 2);
+    return [product as tf.Tensor2D, sums as tf.Tensor1D];
+  }
+  return [matMul2d(a, b, transposeA, false, composite), sumToLastAxis(b, composite)];
 }
 
 /**

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { batchMatMul, matMul2d, rowMean, sigmoidGrad, sumToLastAxis, targetLogProbs } from './native-ops';
+import { batchMatMul, matMul2d, matMul2dBias, matMul2dColumnSum, rowMean, sigmoidGrad, sumToLastAxis, targetLogProbs } from './native-ops';
 import { addResidualBias, attentionFused, attentionGradPacked, type AttentionLayout, geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, normFold, normFoldGrad, softmaxGrad, targetLogProbsFused, targetLogProbsGrad } from './fused-ops';
 
 /**
@@ -30,7 +30,8 @@ export function residualLinear(h: tf.Tensor2D, x: tf.Tensor2D, w: tf.Tensor2D, b
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
         const [sx, sw] = saved as [tf.Tensor2D, tf.Tensor2D];
         const d = dy as tf.Tensor2D;
-        return [d, matMul2d(d, sw, false, true), matMul2d(sx, d, true, false), sumToLastAxis(d)];
+        const [dW, dBias] = matMul2dColumnSum(sx, d, true);
+        return [d, matMul2d(d, sw, false, true), dW, dBias];
       },
     };
   });
@@ -81,13 +82,14 @@ export function normLinear(
     if (fold) {
       save([xhat, rstd, fold.wcT, wi, g1, s1, ...(colScale ? [colScale] : [])]);
       return {
-        value: tf.add(matMul2d(xhat, fold.wc), fold.c),
+        value: matMul2dBias(xhat, fold.wc, fold.c),
         gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
           const [sxhat, srstd, swcT, sw, sg, ss, sscale] = saved;
           const g = dy as tf.Tensor2D;
           const dxhat = matMul2d(g, swcT as tf.Tensor2D); // row-centred because W_c is column-centred
           const dx = layerNormGrad(dxhat, sxhat as tf.Tensor2D, srstd as tf.Tensor2D) ?? layerNormGradComposite(dxhat, sxhat as tf.Tensor2D, srstd as tf.Tensor2D, meanCol);
-          const f = normFoldGrad(matMul2d(sxhat as tf.Tensor2D, g, true, false), sumToLastAxis(g), sw as tf.Tensor2D, sg as tf.Tensor1D, ss as tf.Tensor1D, sscale as tf.Tensor1D | undefined);
+          const [dwc, dc] = matMul2dColumnSum(sxhat as tf.Tensor2D, g, true);
+          const f = normFoldGrad(dwc, dc, sw as tf.Tensor2D, sg as tf.Tensor1D, ss as tf.Tensor1D, sscale as tf.Tensor1D | undefined);
           const grads = [dx, f.dGain, f.dShift, f.dW];
           if (bias) grads.push(f.dBias);
           return grads;
