@@ -3,7 +3,7 @@
  * tfjs backend, next to the same model and step on the others.
  *
  *   npm run build && node dist/bench/learner/run.js [--backend tensorflow|webgpu|tensorflow-gpu]
- *       [--config reference|large] [--rounds 3] [--steps 30] [--warmup 5] [--cpu-steps 3]
+ *       [--config reference|large] [--rounds 3] [--steps 30] [--warmup 40] [--cpu-steps 3]
  *       [--threads N] [--sequences N] [--no-native] [--no-torch] [--torch-device cpu|cuda]
  *       [--webgpu-layout on|off] [--isa native|avx2] [--profile-ops] [--no-fused] [--out FILE] [--json]
  *
@@ -28,6 +28,13 @@
  * `--profile-ops` adds each side's ops by time per step (tfjs: timed native calls;
  * PyTorch: torch.profiler self CPU), which slows both sides a little. `--no-fused` keeps the
  * project's fused TensorFlow kernels (libs/policy/native) off, for A/B runs.
+ *
+ * Every side of every round runs `--warmup` untimed steps first (40 by default, since
+ * 2026-12-03; 5 before). A learner trains for hours, so the figure is its steady state, and
+ * tfjs reaches it late: V8 compiles the step's JavaScript function by function as each gets hot,
+ * and on the Intel Xeon (2 vCPUs) steps 5–35 took 1.05–1.10x the time of steps 35–70 in the same
+ * process, where PyTorch's eager step is flat after its first few (docs/benchmarks.md, #21).
+ * `--warmup 5` gives the earlier, warm-up-inclusive figure.
  */
 import { spawnSync } from 'node:child_process';
 import { promises as fs, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -97,7 +104,7 @@ function parseArgs(argv: string[]): Args {
   const a: Args = {
     rounds: 3,
     steps: 30,
-    warmup: 5,
+    warmup: 40,
     cpuSteps: -1,
     threads: os.availableParallelism(),
     torch: true,

@@ -1,16 +1,24 @@
 /**
  * The tfjs native side's step time alone (no PyTorch), for comparing two builds of the native
  * kernels across processes: run it alternately with each build's addon in place. Not a timed test.
+ * `--curve N` instead times the first N steps of a fresh process in windows of 10: the warm-up
+ * that run.ts's `--warmup` leaves out (V8 compiling the step's JavaScript as it gets hot).
  *
- *   npm run build && node dist/bench/learner/step-time.js [--steps 30]
+ *   npm run build && node dist/bench/learner/step-time.js [--steps 30] [--warmup 40] [--curve 80]
  */
 import { cpuDescription } from '../cpu';
 import { threadEnv } from './bench-common';
 
 async function main(): Promise<void> {
-  const i = process.argv.indexOf('--steps');
-  const steps = i >= 0 ? Number(process.argv[i + 1]) : 30;
-  if (!Number.isInteger(steps) || steps < 1) throw new Error('--steps must be an integer >= 1');
+  const intArg = (name: string, fallback: number, min: number): number => {
+    const i = process.argv.indexOf(name);
+    const v = i >= 0 ? Number(process.argv[i + 1]) : fallback;
+    if (!Number.isInteger(v) || v < min) throw new Error(`${name} must be an integer >= ${min}`);
+    return v;
+  };
+  const steps = intArg('--steps', 30, 1);
+  const warmup = intArg('--warmup', 40, 0);
+  const curve = intArg('--curve', 0, 0);
   // Apply the bench's thread settings before TensorFlow loads.
   const env = threadEnv(2);
   for (const k of ['TF_NUM_INTRAOP_THREADS', 'TF_NUM_INTEROP_THREADS', 'TF_CPP_MIN_LOG_LEVEL'] as const) process.env[k] ??= env[k];
@@ -22,12 +30,23 @@ async function main(): Promise<void> {
   const { buildWorkload, REFERENCE: w } = await import('./workload');
   const { policy, sets } = await buildWorkload(w);
   const trainer = new SrpoTrainer(policy, { objective: w.objective, schedule: { kind: 'constant', lr: w.lr }, maxGradNorm: w.maxGradNorm });
-  for (let s = 0; s < 5; s++) await trainer.update(sets);
-  const t0 = process.hrtime.bigint();
-  for (let s = 0; s < steps; s++) await trainer.update(sets);
-  const ms = Number(process.hrtime.bigint() - t0) / 1e6 / steps;
   const c = cpuDescription();
-  console.log(`${ms.toFixed(1)} ms/step over ${steps} steps; ${backendLabel({ name: backend.name })}; ${c.model}, ${c.vector}`);
+  if (curve > 0) {
+    const windows: string[] = [];
+    for (let s0 = 0; s0 < curve; s0 += 10) {
+      const n = Math.min(10, curve - s0);
+      const t0 = process.hrtime.bigint();
+      for (let s = 0; s < n; s++) await trainer.update(sets);
+      windows.push(`${s0}-${s0 + n - 1}: ${(Number(process.hrtime.bigint() - t0) / 1e6 / n).toFixed(1)}`);
+    }
+    console.log(`ms/step by steps from the first: ${windows.join(', ')}; ${backendLabel({ name: backend.name })}; ${c.model}, ${c.vector}`);
+  } else {
+    for (let s = 0; s < warmup; s++) await trainer.update(sets);
+    const t0 = process.hrtime.bigint();
+    for (let s = 0; s < steps; s++) await trainer.update(sets);
+    const ms = Number(process.hrtime.bigint() - t0) / 1e6 / steps;
+    console.log(`${ms.toFixed(1)} ms/step over ${steps} steps after ${warmup} warm-up; ${backendLabel({ name: backend.name })}; ${c.model}, ${c.vector}`);
+  }
   trainer.dispose();
   policy.dispose();
 }

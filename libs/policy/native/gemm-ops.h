@@ -88,7 +88,15 @@ void matmul_column_sums(const GemmArgs& g) {
 template <class K>
 void matmul_run(const GemmArgs& g) {
   const int64_t m = g.m, n = g.n, k = g.k;
-  const bool split_rows = m >= n;
+  // C's rows are split when m >= n, else its columns, unless the columns balance the threads
+  // clearly better: few rows go in single tiles, and 11 tiles of [128, 2048]ᵀ·[2048, 128] went
+  // 6:5 between two threads, where its columns make two pieces of 64 (0.86x the product's time,
+  // one-process A/B, Intel Xeon, 2026-12-03, #21). Balance: the share of the threads' time the
+  // pieces fill when each thread takes an equal count (the last round partly empty).
+  const int64_t threads = pool().chunks();
+  const auto balance = [threads](int64_t pieces) { return static_cast<double>(pieces) / static_cast<double>(threads * ((pieces + threads - 1) / threads)); };
+  const int64_t row_tiles = (m + K::kMr - 1) / K::kMr, col_pieces = (n + 63) / 64;
+  const bool split_rows = m >= n && !(row_tiles < 4 * threads * (kMc / K::kMr) && balance(col_pieces) > balance(row_tiles) + 0.05);
   const int64_t tile = split_rows ? K::kMr : K::kNr, tiles = ((split_rows ? m : n) + tile - 1) / tile;
   const bool small = m * n * k < kGemmInlineFma;
   // Every piece reads the whole of the operand that the split does not cut (op(B) when C's rows
