@@ -52,7 +52,7 @@ void scatter_rows_delete(void* p) { delete static_cast<ScatterRowsAttrs*>(p); }
 
 void scatter_rows_compute(void* state, TF_OpKernelContext* ctx) {
   const int64_t n = static_cast<const ScatterRowsAttrs*>(state)->n;
-  Call c(ctx, "SrpoScatterRows", 2, 1);
+  Call c(ctx, "SrpoScatterRows", 2, 1, "rows");
   if (c.ok() && (c.rank(0) != 2 || c.rank(1) != 1 || c.dim(1, 0) != c.dim(0, 0))) c.fail("g must be [R, D] and rows [R]");
   if (c.ok() && n < 0) c.fail("n must be >= 0");
   if (!c.ok()) return;

@@ -224,13 +224,14 @@ void unknown_shape(TF_ShapeInferenceContext* ctx, TF_Status* status) { TF_ShapeI
 // TensorFlow then raises the message, which names the op, to the caller.
 class Call {
  public:
-  // Every input is float32, except input `int_input` (if any), which is int32.
-  // `inputs` counts list inputs flat (TensorFlow's C API indexes them so).
-  Call(TF_OpKernelContext* ctx, const char* op, int inputs, int int_input = -1) : ctx_(ctx), op_(op), status_(TF_NewStatus()), in_(static_cast<size_t>(inputs), nullptr) {
+  // Every input is float32, except input `int_input` (if any), which is int32 and named
+  // `int_name` in the error. `inputs` counts list inputs flat (TensorFlow's C API indexes them so).
+  Call(TF_OpKernelContext* ctx, const char* op, int inputs, int int_input = -1, const char* int_name = "targets")
+      : ctx_(ctx), op_(op), status_(TF_NewStatus()), in_(static_cast<size_t>(inputs), nullptr) {
     for (int i = 0; i < inputs && ok_; i++) {
       TF_GetInput(ctx_, i, &in_[i], status_);
       if (TF_GetCode(status_) != TF_OK) fail_status();
-      else if (i == int_input ? TF_TensorType(in_[i]) != TF_INT32 : TF_TensorType(in_[i]) != TF_FLOAT) fail(i == int_input ? "targets must be int32" : "inputs must be float32");
+      else if (i == int_input ? TF_TensorType(in_[i]) != TF_INT32 : TF_TensorType(in_[i]) != TF_FLOAT) fail(i == int_input ? std::string(int_name) + " must be int32" : "inputs must be float32");
     }
   }
   ~Call() {

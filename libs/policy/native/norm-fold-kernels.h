@@ -49,8 +49,17 @@ inline void norm_fold_forward(const NormFoldArgs& a, float* __restrict wc, float
       for (int64_t k = 0; k < o; k++) wcr[k] = (wcr[k] - colsum[k]) * a.scale[k];
     else
       for (int64_t k = 0; k < o; k++) wcr[k] = wcr[k] - colsum[k];
-    for (int64_t k = 0; k < o; k++) wct[k * d + i] = wcr[k];
   }
+  // The transpose in 16 × 16 blocks, so that each block's writes fill whole lines of W_cᵀ: column
+  // by column, its writes at a stride of D floats took 85 % of the op (97 of 114 µs on [128, 384],
+  // Intel Xeon, 2026-12-03, #21).
+  constexpr int64_t kBlock = 16;
+  for (int64_t i0 = 0; i0 < d; i0 += kBlock)
+    for (int64_t k0 = 0; k0 < o; k0 += kBlock) {
+      const int64_t i1 = std::min(d, i0 + kBlock), k1 = std::min(o, k0 + kBlock);
+      for (int64_t k = k0; k < k1; k++)
+        for (int64_t i = i0; i < i1; i++) wct[k * d + i] = wc[i * o + k];
+    }
 }
 
 // Writes dg [D], dβ [D], dW [D, O] and db [O] (= h, also used as scratch). `colmean` is scratch of O floats.

@@ -44,7 +44,7 @@
 #include <vector>
 #include "tf-kernel-api.h"
 
-#define SRPO_KERNELS_VERSION 8
+#define SRPO_KERNELS_VERSION 9
 
 namespace {
 
@@ -60,17 +60,19 @@ namespace {
 #include "elementwise-kernels.h"
 #include "optimizer-kernels.h"
 #include "gemm-kernels.h"
+#include "objective-kernels.h"
 #include "transformer-ops.h"
 #include "llama-ops.h"
 #include "logprob-ops.h"
 #include "elementwise-ops.h"
 #include "optimizer-ops.h"
 #include "gemm-ops.h"
+#include "objective-ops.h"
 
 struct OpSpec {
   const char* name;
-  const char* inputs[6];
-  const char* outputs[4];
+  const char* inputs[7];
+  const char* outputs[10];
   const char* attrs[8];
   void* (*create)(TF_OpKernelConstruction*);
   void (*compute)(void*, TF_OpKernelContext*);
@@ -113,6 +115,12 @@ const OpSpec kOps[] = {
      matmul_compute<MatMulEpilogue::kBias>, matmul_delete},
     {"SrpoMatMulColumnSum", {"a: float", "b: float"}, {"product: float", "column_sums: float"}, {"transpose_a: bool = false", "transpose_b: bool = false"},
      matmul_create, matmul_compute<MatMulEpilogue::kColumnSums>, matmul_delete},
+    {"SrpoSetObjective", {"logp_new: float", "logp_old: float", "mask: float", "advantage: float", "member_set: int32", "params: float"},
+     {"loss: float", "log_rho: float", "set_size: float", "ratio: float", "clipped_low: float", "clipped_high: float", "clipped_dual: float", "out_of_range: float",
+      "member_log_ratio: float", "token_log_ratio: float"},
+     {}, no_state, set_objective_compute, no_delete},
+    {"SrpoSetObjectiveGrad", {"dloss: float", "logp_new: float", "logp_old: float", "mask: float", "advantage: float", "member_set: int32", "params: float"},
+     {"dlogp_new: float"}, {}, no_state, set_objective_grad_compute, no_delete},
 };
 
 // Registers every op and kernel; returns the first error, or nullptr.

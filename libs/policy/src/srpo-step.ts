@@ -13,6 +13,7 @@ import {
   type SetInput,
 } from '@srpo/srpo';
 import { AdamOptimizer, type AdamConfig } from './adam-optimizer';
+import { fusedObjectiveLoss } from './fused-objective';
 import { checkTemperature, disposePacked, packPairs, packedLogProbs, packedToTensors, type SequencePair } from './log-probs';
 import { learningRateAt, validateLrSchedule, type LrSchedule } from './lr-schedule';
 import { accumulatedGradients } from './micro-batch';
@@ -178,7 +179,8 @@ export class SrpoTrainer {
         } else {
           const { grads } = tf.variableGrads(() => {
             const logpNew = packedLogProbs(model, tensors, this.temperature);
-            const o = objectiveLoss(logpNew, batch, this.objective);
+            // One native op each way where available (fused-objective.ts), else libs/srpo's composite.
+            const o = fusedObjectiveLoss(logpNew, batch, this.objective) ?? objectiveLoss(logpNew, batch, this.objective);
             // Activations of the whole pass are alive here: the step's peak, give or take its gradients.
             peakBytes = tf.memory().numBytes;
             // The diagnostics tensors must outlive the gradient scope; the loss is kept by variableGrads.
@@ -249,13 +251,19 @@ export class SrpoTrainer {
       const batch = buildPaddedSetBatch(setInputs);
       const tensors = packedToTensors(packed);
       try {
-        const { value, grads } = tf.variableGrads(() => objectiveLoss(packedLogProbs(model, tensors, this.temperature), batch, this.objective).loss, model.trainableVariables());
+        // The objective as update computes it (the fused op where update takes it).
+        let out: ObjectiveOutput | undefined;
+        const { value, grads } = tf.variableGrads(() => {
+          const logpNew = packedLogProbs(model, tensors, this.temperature);
+          out = fusedObjectiveLoss(logpNew, batch, this.objective) ?? objectiveLoss(logpNew, batch, this.objective);
+          return out.loss;
+        }, model.trainableVariables());
         const normT = tf.tidy(() => tf.sqrt(tf.addN(Object.values(grads).map((g) => tf.sum(tf.square(g))))) as tf.Scalar);
         try {
           const [loss, norm] = await Promise.all([value.data(), normT.data()]);
           return { loss: loss[0], gradNorm: norm[0] };
         } finally {
-          tf.dispose([value, normT, ...Object.values(grads)]);
+          tf.dispose([value, normT, ...Object.values(grads), ...(out ? objectiveOutputTensors(out) : [])]);
         }
       } finally {
         disposePacked(tensors);

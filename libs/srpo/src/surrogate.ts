@@ -150,9 +150,19 @@ export function reportedRatio<R extends tf.Rank>(logRatio: tf.Tensor<R>): tf.Ten
  * @returns the shape of `advantage`
  */
 export function logRatioUpperBound(advantage: tf.Tensor, clipHigh: number, clipRatioC: number | null): tf.Tensor {
-  const high = Math.min(Math.log1p(clipHigh) + CLIP_BOUND_MARGIN, MAX_LOG_RATIO);
-  const negative = clipRatioC === null ? MAX_LOG_RATIO : Math.min(Math.log(clipRatioC) + CLIP_BOUND_MARGIN, MAX_LOG_RATIO);
-  return tf.tidy(() => tf.where(tf.greater(advantage, 0), tf.fill(advantage.shape, high), tf.fill(advantage.shape, negative)));
+  const { positive, nonPositive } = logRatioBounds(clipHigh, clipRatioC);
+  return tf.tidy(() => tf.where(tf.greater(advantage, 0), tf.fill(advantage.shape, positive), tf.fill(advantage.shape, nonPositive)));
+}
+
+/**
+ * The two values of {@link logRatioUpperBound} (float64, before the float32 tensor): the bound
+ * for A > 0 and for A ≤ 0. For kernels that take them as numbers (libs/policy's fused objective).
+ */
+export function logRatioBounds(clipHigh: number, clipRatioC: number | null): { positive: number; nonPositive: number } {
+  return {
+    positive: Math.min(Math.log1p(clipHigh) + CLIP_BOUND_MARGIN, MAX_LOG_RATIO),
+    nonPositive: clipRatioC === null ? MAX_LOG_RATIO : Math.min(Math.log(clipRatioC) + CLIP_BOUND_MARGIN, MAX_LOG_RATIO),
+  };
 }
 
 /**
