@@ -55,3 +55,19 @@ inline void scatter_rows(const float* __restrict g, const int32_t* __restrict ro
     for (int64_t j = lo; j < hi; j++) dst[j] += src[j];
   }
 }
+
+// Transpose of a matrix (SrpoTranspose): y [C, R] = xᵀ for x [R, C], over y's rows [lo, hi)
+// (x's columns), in 16 × 16 blocks so that each block's writes fill whole lines of y.
+//
+// Why: TensorFlow's Transpose took 130–140 µs for the tied output head's [64, 128] (a 32 KB
+// copy; a Neg of it, 14–21 µs), twice per step with its gradient (Intel Xeon, 2026-12-03, #21).
+// A copy: the bits are tf.transpose's.
+inline void transpose_rows(const float* __restrict x, float* __restrict y, int64_t r, int64_t c, int64_t lo, int64_t hi) {
+  constexpr int64_t kBlock = 16;
+  for (int64_t j0 = lo; j0 < hi; j0 += kBlock)
+    for (int64_t i0 = 0; i0 < r; i0 += kBlock) {
+      const int64_t j1 = std::min(hi, j0 + kBlock), i1 = std::min(r, i0 + kBlock);
+      for (int64_t j = j0; j < j1; j++)
+        for (int64_t i = i0; i < i1; i++) y[j * r + i] = x[i * c + j];
+    }
+}

@@ -67,3 +67,16 @@ void scatter_rows_compute(void* state, TF_OpKernelContext* ctx) {
   const float* g = c.data(0);
   pool().run(d, kLine, kInlineBelow / (n + r_count + 1) + 1, [&](int64_t lo, int64_t hi) { scatter_rows(g, rows, y, r_count, n, d, lo, hi); });
 }
+
+// SrpoTranspose(x [R, C]) -> y [C, R] (elementwise-kernels.h' transpose_rows).
+void transpose_compute(void*, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoTranspose", 1);
+  if (c.ok() && c.rank(0) != 2) c.fail("x must be 2-D");
+  if (!c.ok()) return;
+  const int64_t r = c.dim(0, 0), cols = c.dim(0, 1);
+  const int64_t dims[2] = {cols, r};
+  float* y = c.out(0, dims, 2);
+  if (!c.ok() || r == 0 || cols == 0) return;
+  const float* x = c.data(0);
+  pool().run(cols, 16, kInlineBelow / (r + 1) + 1, [&](int64_t lo, int64_t hi) { transpose_rows(x, y, r, cols, lo, hi); });
+}

@@ -53,7 +53,9 @@ inline void transpose8(__m256* v) {
 //
 // Epilogues, each bit for bit the separate op it replaces (SrpoMatMulBias, SrpoMatMulColumnSum in
 // gemm-ops.h): `bias` [n], when given, is added to every row of C once its chains are finished
-// (one float32 addition per element, as SrpoAdd); `col_sums` [n], when given, receives the sums
+// (one float32 addition per element, as SrpoAdd), and then `residual` [m, n] (row stride ldc),
+// when given, is added to that (a second rounding, as SrpoAddResidualBias: h + (x·W + b));
+// `col_sums` [n], when given, receives the sums
 // of op(B)'s columns over k, formed while op(B) is packed, in the cascade of SrpoColumnSum
 // (sum_columns_block). col_sums needs trans_b = false, and every column of op(B) packed exactly
 // once per call (matmul_run says when it is not, and sums them afterwards instead).
@@ -68,6 +70,7 @@ struct GemmArgs {
   float* c;
   int64_t ldc;
   const float* bias = nullptr;
+  const float* residual = nullptr;  // only with bias
   float* col_sums = nullptr;
 };
 
@@ -258,17 +261,24 @@ struct GemmAvx512 {
 // A finished tile of C plus the bias row, while the tile is in L1: one float32 addition per
 // element after the chain's result is stored, as SrpoAdd of the product and the bias gives. The
 // compiler barrier keeps -ffast-math from folding the addition into the chain's last FMA.
-inline void add_bias_tile(float* c, int64_t ldc, int64_t rows, int64_t cols, const float* __restrict bias) {
+// With `residual` (the tile's place in it, same stride), that is then added too, after a second
+// barrier, so that the two additions round one after the other as SrpoAddResidualBias's do.
+inline void add_bias_tile(float* c, int64_t ldc, int64_t rows, int64_t cols, const float* __restrict bias, const float* __restrict residual = nullptr) {
   asm volatile("" ::: "memory");
   for (int64_t r = 0; r < rows; r++)
     for (int64_t j = 0; j < cols; j++) c[r * ldc + j] += bias[j];
+  if (!residual) return;
+  asm volatile("" ::: "memory");
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < cols; j++) c[r * ldc + j] = residual[r * ldc + j] + c[r * ldc + j];
 }
 
 // C block [mc, nc] (row stride ldc) from packed blocks of A and B; `bias` (the block's columns),
 // when given, is added to each tile once it is finished (the last K block). Edge tiles run on a
 // scratch tile and copy their valid part.
 template <class K>
-void gemm_macro(int64_t mc, int64_t nc, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool more, const float* bias = nullptr) {
+void gemm_macro(int64_t mc, int64_t nc, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool more, const float* bias = nullptr,
+                const float* residual = nullptr) {
   constexpr int64_t kMr = K::kMr, kNr = K::kNr;
   for (int64_t jp = 0; jp < nc; jp += kNr) {
     const int64_t cols = std::min(kNr, nc - jp);
@@ -284,7 +294,7 @@ void gemm_macro(int64_t mc, int64_t nc, int64_t kc, const float* ap, const float
         K::micro(kc, ap + ip * kc, bp + jp * kc, tile, kNr, more);
         for (int64_t r = 0; r < rows; r++) std::memcpy(ct + r * ldc, tile + r * kNr, cols * sizeof(float));
       }
-      if (bias) add_bias_tile(ct, ldc, rows, cols, bias + jp);
+      if (bias) add_bias_tile(ct, ldc, rows, cols, bias + jp, residual ? residual + ip * ldc + jp : nullptr);
     }
   }
 }
@@ -327,7 +337,7 @@ void gemm_block(const GemmArgs& g, int64_t i_lo, int64_t i_hi, int64_t j_lo, int
     for (int64_t i = i_lo; i < i_hi; i++) {
       float* row = g.c + i * g.ldc;
       std::fill(row + j_lo, row + j_hi, 0.f);
-      if (g.bias) add_bias_tile(row + j_lo, 0, 1, j_hi - j_lo, g.bias + j_lo);  // 0 + (−0) is +0, as an add gives
+      if (g.bias) add_bias_tile(row + j_lo, 0, 1, j_hi - j_lo, g.bias + j_lo, g.residual ? g.residual + i * g.ldc + j_lo : nullptr);  // 0 + (−0) is +0, as an add gives
     }
     return;
   }
@@ -342,7 +352,9 @@ void gemm_block(const GemmArgs& g, int64_t i_lo, int64_t i_hi, int64_t j_lo, int
         const int64_t mc = std::min(kMc, i_hi - ic);
         const float* ap = a_all ? a_all + pc * m_pad + ic * kc : apack;
         if (!a_all) pack_a<K::kMr>(g, ic, mc, pc, kc, apack);
-        gemm_macro<K>(mc, nc, kc, ap, bp, g.c + ic * g.ldc + jc, g.ldc, pc > 0, g.bias && pc + kc == g.k ? g.bias + jc : nullptr);
+        const bool last = pc + kc == g.k;
+        gemm_macro<K>(mc, nc, kc, ap, bp, g.c + ic * g.ldc + jc, g.ldc, pc > 0, g.bias && last ? g.bias + jc : nullptr,
+                      g.residual && last ? g.residual + ic * g.ldc + jc : nullptr);
       }
     }
   }

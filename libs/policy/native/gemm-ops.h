@@ -5,9 +5,11 @@
 // SrpoMatMul(a, b; transpose_a, transpose_b) -> c = op(a)·op(b), 2-D, as TensorFlow's MatMul:
 // op(a) [M, K] (a is [K, M] when transpose_a), op(b) [K, N] (b is [N, K] when transpose_b).
 // SrpoMatMulBias(a, b, bias [N] or [1, N]) -> op(a)·op(b) + bias on every row: a linear layer's forward.
+// SrpoMatMulBiasResidual(a, b, bias, residual [M, N]) -> residual + (op(a)·op(b) + bias): a
+// residual block's output projection (transformer-ops.ts' residualLinear).
 // SrpoMatMulColumnSum(a, b) -> (op(a)·op(b), the column sums of b [N]), transpose_b false: a
 // weight gradient Xᵀ·dY with its bias gradient Σ_rows dY.
-// Each gives, bit for bit, SrpoMatMul followed by SrpoAdd, or by SrpoColumnSum of b (the
+// Each gives, bit for bit, SrpoMatMul followed by SrpoAdd, by SrpoAddResidualBias, or by SrpoColumnSum of b (the
 // epilogues of gemm-kernels.h); fused, they save a pass over C or over dY and a tfjs op each (a
 // one-process A/B of the reference step with the adds and sums left out took 0.96x the time,
 // Intel Xeon, 2026-12-03, #21).
@@ -142,13 +144,17 @@ void matmul_run(const GemmArgs& g) {
 }
 
 // The three ops' bodies: kEpilogue is what follows the product (gemm-kernels.h's GemmArgs).
-enum class MatMulEpilogue { kNone, kBias, kColumnSums };
+enum class MatMulEpilogue { kNone, kBias, kBiasResidual, kColumnSums };
 
 template <MatMulEpilogue kEpilogue>
 void matmul_compute(void* state, TF_OpKernelContext* ctx) {
   const MatMulAttrs& at = *static_cast<const MatMulAttrs*>(state);
-  const char* name = kEpilogue == MatMulEpilogue::kBias ? "SrpoMatMulBias" : kEpilogue == MatMulEpilogue::kColumnSums ? "SrpoMatMulColumnSum" : "SrpoMatMul";
-  Call c(ctx, name, kEpilogue == MatMulEpilogue::kBias ? 3 : 2);
+  constexpr bool biased = kEpilogue == MatMulEpilogue::kBias || kEpilogue == MatMulEpilogue::kBiasResidual;
+  const char* name = kEpilogue == MatMulEpilogue::kBias           ? "SrpoMatMulBias"
+                     : kEpilogue == MatMulEpilogue::kBiasResidual ? "SrpoMatMulBiasResidual"
+                     : kEpilogue == MatMulEpilogue::kColumnSums   ? "SrpoMatMulColumnSum"
+                                                                  : "SrpoMatMul";
+  Call c(ctx, name, kEpilogue == MatMulEpilogue::kBiasResidual ? 4 : biased ? 3 : 2);
   if (!c.ok()) return;
   if (c.rank(0) != 2 || c.rank(1) != 2) return c.fail("a and b must be 2-D");
   const int64_t m = c.dim(0, at.trans_a ? 1 : 0), k = c.dim(0, at.trans_a ? 0 : 1);
@@ -156,8 +162,10 @@ void matmul_compute(void* state, TF_OpKernelContext* ctx) {
   if (k != kb)
     return c.fail("inner dimensions differ: op(a) is [" + std::to_string(m) + ", " + std::to_string(k) + "], op(b) is [" + std::to_string(kb) + ", " +
                   std::to_string(n) + "]");
-  if (kEpilogue == MatMulEpilogue::kBias && (c.rank(2) < 1 || c.rank(2) > 2 || c.dim(2, -1) != n || c.size(2) != n))
+  if (biased && (c.rank(2) < 1 || c.rank(2) > 2 || c.dim(2, -1) != n || c.size(2) != n))
     return c.fail("bias must hold one value per column of the product: [" + std::to_string(n) + "] or [1, " + std::to_string(n) + "]");
+  if (kEpilogue == MatMulEpilogue::kBiasResidual && (c.rank(3) != 2 || c.dim(3, 0) != m || c.dim(3, 1) != n))
+    return c.fail("residual must be [" + std::to_string(m) + ", " + std::to_string(n) + "], the product's shape");
   if (kEpilogue == MatMulEpilogue::kColumnSums && at.trans_b) return c.fail("column sums are of b as stored: transpose_b must be false");
   const int64_t dims[2] = {m, n};
   float* out = c.out(0, dims, 2);
@@ -169,7 +177,8 @@ void matmul_compute(void* state, TF_OpKernelContext* ctx) {
     if (!sums) return;
   }
   GemmArgs g{m, n, k, c.data(0), c.dim(0, 1), at.trans_a, c.data(1), c.dim(1, 1), at.trans_b, out, n};
-  g.bias = kEpilogue == MatMulEpilogue::kBias ? c.data(2) : nullptr;
+  g.bias = biased ? c.data(2) : nullptr;
+  g.residual = kEpilogue == MatMulEpilogue::kBiasResidual ? c.data(3) : nullptr;
   g.col_sums = sums;
   if (n == 0) return;
   if (sums && (m == 0 || k == 0)) {  // no product, or nothing of op(B) packed: sum it alone

@@ -89,7 +89,7 @@ function fma32(a: number, b: number, c: number): number {
 }
 
 /** One of the SrpoMatMul family called directly, with its outputs. */
-function srpoMatMulOp(op: 'SrpoMatMulBias' | 'SrpoMatMulColumnSum', inputs: tf.Tensor[], transposeA = false, transposeB = false): tf.Tensor[] {
+function srpoMatMulOp(op: 'SrpoMatMulBias' | 'SrpoMatMulBiasResidual' | 'SrpoMatMulColumnSum', inputs: tf.Tensor[], transposeA = false, transposeB = false): tf.Tensor[] {
   const bool = executor().binding.TF_ATTR_BOOL;
   const attrs = [
     { name: 'transpose_a', type: bool, value: transposeA },
@@ -133,9 +133,9 @@ function cascadeColumnSums(x: Float32Array, rows: number, cols: number): Float32
 
 const asBits = (x: Float32Array): Uint32Array => new Uint32Array(x.buffer, x.byteOffset, x.length);
 
-describe('SrpoMatMulBias and SrpoMatMulColumnSum (a linear layer forward, a weight gradient with its bias gradient)', () => {
+describe('SrpoMatMulBias, SrpoMatMulBiasResidual and SrpoMatMulColumnSum (a linear layer forward, a residual projection, a weight gradient with its bias gradient)', () => {
   beforeAll(nativeBackend);
-  const available = (): boolean => srpoKernelAvailable('SrpoMatMulBias') && srpoKernelAvailable('SrpoMatMulColumnSum');
+  const available = (): boolean => ['SrpoMatMulBias', 'SrpoMatMulBiasResidual', 'SrpoMatMulColumnSum'].every((op) => srpoKernelAvailable(op));
 
   // Mid-tile edges, three K blocks, rows split (m >= n) and columns split (m < n) between threads.
   it.each([
@@ -168,6 +168,32 @@ describe('SrpoMatMulBias and SrpoMatMulColumnSum (a linear layer forward, a weig
     expect(firstMismatch(await bits(row), asBits(expected))).toBe(-1);
     const separate = executor().executeSingleOutput('SrpoAdd', [], [srpoMatMul(tf.tensor2d(a, [m, k]), tf.tensor2d(b, [k, n])), tf.tensor1d(bias)]);
     expect(firstMismatch(await bits(separate), asBits(expected))).toBe(-1);
+  });
+
+  it.each([
+    [13, 37, 300],
+    [70, 45, 600],
+    [45, 70, 520],
+  ])('[%i, %i] over k = %i: the residual plus (the product plus the bias) rounds each addition in turn, as SrpoAddResidualBias', async (m, n, k) => {
+    if (!available()) return void expect(required).toBe(false);
+    const a = seededValues(m * k, 61 + m, 2);
+    const b = seededValues(k * n, 67 + n, 2);
+    const bias = seededValues(n, 71, 3);
+    const h = seededValues(m * n, 73, 50);
+    const chains = fmaChains(a, b, m, n, k);
+    const expected = new Float32Array(m * n);
+    for (let i = 0; i < m * n; i++) expected[i] = Math.fround(h[i] + Math.fround(chains[i] + bias[i % n]));
+    const [out] = srpoMatMulOp('SrpoMatMulBiasResidual', [tf.tensor2d(a, [m, k]), tf.tensor2d(b, [k, n]), tf.tensor1d(bias), tf.tensor2d(h, [m, n])]);
+    expect(firstMismatch(await bits(out), asBits(expected))).toBe(-1);
+    // A reference that sums the three in another order differs somewhere (the test can fail).
+    const other = new Float32Array(m * n);
+    for (let i = 0; i < m * n; i++) other[i] = Math.fround(Math.fround(h[i] + bias[i % n]) + chains[i]);
+    expect(firstMismatch(await bits(out), asBits(other))).not.toBe(-1);
+    const separate = executor().executeSingleOutput('SrpoAddResidualBias', [], [tf.tensor2d(h, [m, n]), srpoMatMul(tf.tensor2d(a, [m, k]), tf.tensor2d(b, [k, n])), tf.tensor1d(bias)]);
+    expect(firstMismatch(await bits(separate), asBits(expected))).toBe(-1);
+    expect(() => srpoMatMulOp('SrpoMatMulBiasResidual', [tf.tensor2d(a, [m, k]), tf.tensor2d(b, [k, n]), tf.tensor1d(bias), tf.ones([m, n + 1])])).toThrow(
+      new RegExp(`SrpoMatMulBiasResidual: residual must be \\[${m}, ${n}\\], the product's shape`),
+    );
   });
 
   it('adds the bias to zeros for k = 0 (a −0 bias gives +0, as an addition does) and names a bias of the wrong size', async () => {

@@ -135,6 +135,25 @@ export function sumToLastAxis(x: tf.Tensor, composite = false): tf.Tensor1D {
 }
 
 /**
+ * `xᵀ` of a matrix, `[R, C] → [C, R]`, differentiable (its gradient is the transpose of dy).
+ * Native: the project's `SrpoTranspose` (elementwise-kernels.h; a blocked copy), where
+ * TensorFlow's `Transpose` took 130–140 µs for the tied output head's [64, 128] (#21). The bits
+ * are tf.transpose's either way.
+ */
+export function transpose2d(x: tf.Tensor2D, composite = false): tf.Tensor2D {
+  const raw = (t: tf.Tensor): tf.Tensor2D => {
+    const be = composite ? undefined : native();
+    if (be && srpoKernelAvailable('SrpoTranspose')) return be.executeSingleOutput('SrpoTranspose', [], [t]) as tf.Tensor2D;
+    return tf.transpose(t) as tf.Tensor2D;
+  };
+  const fn = tf.customGrad((...args: (tf.Tensor | tf.GradSaveFunc)[]) => {
+    const xi = args[0] as tf.Tensor2D;
+    return { value: raw(xi), gradFunc: (dy: tf.Tensor) => raw(dy) };
+  });
+  return fn(x) as tf.Tensor2D;
+}
+
+/**
  * Rows `rows` of `x`: `[N, D] → [R, D]`, `y_r = x[rows_r]` (tf.gather on axis 0), differentiable
  * in `x`. Its gradient scatters `dy` back: `dx[rows_r] += dy_r`, zeros elsewhere. Native: the
  * project's `SrpoScatterRows` (elementwise-kernels.h; one pass, columns split over the cores),
@@ -211,6 +230,19 @@ export function matMul2dBias(a: tf.Tensor2D, b: tf.Tensor2D, bias: tf.Tensor, tr
     return be.executeSingleOutput('SrpoMatMulBias', transposeAttrs(be.binding, transposeA, transposeB), [a, b, bias]) as tf.Tensor2D;
   }
   return tf.add(matMul2d(a, b, transposeA, transposeB, composite), bias);
+}
+
+/**
+ * `h + (x · W + b)`: a residual block's output projection, the bias (`[N]` or `[1, N]`) added to
+ * every row and then the residual `h` `[M, N]`. Native with `SrpoMatMul` routed: one
+ * `SrpoMatMulBiasResidual`, which adds both to each finished tile, one rounding after the other,
+ * bit for bit `SrpoAddResidualBias(h, matMul2d(x, W), b)`. Elsewhere `undefined`: the caller
+ * takes its own path (transformer-ops.ts' residualLinear). Not recorded on the gradient tape.
+ */
+export function matMul2dBiasResidual(x: tf.Tensor2D, w: tf.Tensor2D, bias: tf.Tensor, residual: tf.Tensor2D): tf.Tensor2D | undefined {
+  const be = native();
+  if (!be || !srpoMatMulRouted() || !srpoKernelAvailable('SrpoMatMulBiasResidual')) return undefined;
+  return be.executeSingleOutput('SrpoMatMulBiasResidual', transposeAttrs(be.binding, false, false), [x, w, bias, residual]) as tf.Tensor2D;
 }
 
 /**

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { batchMatMul, matMul2d, matMul2dBias, matMul2dColumnSum, rowMean, sigmoidGrad, sumToLastAxis, targetLogProbs } from './native-ops';
+import { batchMatMul, matMul2d, matMul2dBias, matMul2dBiasResidual, matMul2dColumnSum, rowMean, sigmoidGrad, sumToLastAxis, targetLogProbs } from './native-ops';
 import { addResidualBias, attentionFused, attentionGradPacked, type AttentionLayout, geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, normFold, normFoldGrad, softmaxGrad, targetLogProbsFused, targetLogProbsGrad } from './fused-ops';
 
 /**
@@ -24,9 +24,11 @@ export function residualLinear(h: tf.Tensor2D, x: tf.Tensor2D, w: tf.Tensor2D, b
   const fn = tf.customGrad((...args: Input[]) => {
     const [hi, xi, wi, bi, save] = args as [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D, tf.Tensor1D, tf.GradSaveFunc];
     save([xi, wi]);
-    const product = matMul2d(xi, wi);
+    // One op with the products' epilogue where SrpoMatMul runs them, else the product and one fused add.
+    const fused = matMul2dBiasResidual(xi, wi, bi, hi);
+    const product = fused ? undefined : matMul2d(xi, wi);
     return {
-      value: addResidualBias(hi, product, bi) ?? tf.add(hi, tf.add(product, bi)),
+      value: fused ?? addResidualBias(hi, product as tf.Tensor2D, bi) ?? tf.add(hi, tf.add(product as tf.Tensor2D, bi)),
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
         const [sx, sw] = saved as [tf.Tensor2D, tf.Tensor2D];
         const d = dy as tf.Tensor2D;

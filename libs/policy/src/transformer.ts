@@ -2,7 +2,7 @@ import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
 import { SeededRng } from './rng';
 import { causalAttention, embed, gelu, normConstants, normLinear, residualLinear, type NormConstants } from './transformer-ops';
-import { gatherRows } from './native-ops';
+import { gatherRows, transpose2d } from './native-ops';
 
 /** Shape of a causal transformer language model. */
 export interface TransformerConfig {
@@ -219,7 +219,7 @@ export class TransformerModel {
         const hidden = gelu(normLinear(h, w1(`${p}ln2.g`), w1(`${p}ln2.b`), w(`${p}mlp.w1`), w1(`${p}mlp.b1`), eps, nc));
         h = residualLinear(h, hidden, w(`${p}mlp.w2`), w1(`${p}mlp.b2`));
       }
-      const head = this.config.tiedEmbeddings ? (tf.transpose(w('tok_emb')) as tf.Tensor2D) : w('head');
+      const head = this.config.tiedEmbeddings ? transpose2d(w('tok_emb')) : w('head');
       const outScale = temperature === 1 ? undefined : tf.fill([v], 1 / temperature) as tf.Tensor1D;
       // The final layer norm is per row: select the rows first, and norm and project only those.
       const last = rows ? gatherRows(h, rows) : h;
