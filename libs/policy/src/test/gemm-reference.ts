@@ -1,0 +1,103 @@
+import * as tf from '@tensorflow/tfjs';
+
+// Helpers of the SrpoMatMul family's specs (gemm-kernel.spec.ts, gemm-epilogue.spec.ts): the ops
+// called directly, and the float32 references written out in JavaScript (FMA chains, the
+// column-sum cascade) that the kernels' bits are checked against.
+
+export interface Executor {
+  binding: { TF_ATTR_BOOL: number };
+  executeSingleOutput(name: string, attrs: unknown[], inputs: tf.Tensor[]): tf.Tensor;
+}
+export const executor = (): Executor => tf.backend() as unknown as Executor;
+
+/** SrpoMatMul(a, b) called directly, as TensorFlow's MatMul would be. */
+export function srpoMatMul(a: tf.Tensor, b: tf.Tensor, transposeA = false, transposeB = false): tf.Tensor {
+  const bool = executor().binding.TF_ATTR_BOOL;
+  return executor().executeSingleOutput(
+    'SrpoMatMul',
+    [
+      { name: 'transpose_a', type: bool, value: transposeA },
+      { name: 'transpose_b', type: bool, value: transposeB },
+    ],
+    [a, b],
+  );
+}
+
+/** Row-major `[rows, cols]` values stored transposed (`[cols, rows]`). */
+export function transposed(x: Float32Array, rows: number, cols: number): Float32Array {
+  const t = new Float32Array(x.length);
+  for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) t[j * rows + i] = x[i * cols + j];
+  return t;
+}
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+/** The float32 next to `x` (a float32 value) towards +∞ (up) or −∞; finite, nonzero x only. */
+export function nextFloat32(x: number, up: boolean): number {
+  f32[0] = x;
+  u32[0] += (x > 0) === up ? 1 : -1;
+  return f32[0];
+}
+
+/**
+ * fma(a, b, c) in float32, rounded once (a, b, c float32 values), written out here from IEEE 754:
+ * a·b is exact in float64 (48 significant bits); s = a·b + c rounds, and TwoSum gives its error
+ * e exactly. fround(s) is then the correctly rounded result, except where s lies exactly halfway
+ * between two float32 values and e ≠ 0, when e decides the side.
+ */
+export function fma32(a: number, b: number, c: number): number {
+  const p = a * b;
+  const s = p + c;
+  const bb = s - p;
+  const e = p - (s - bb) + (c - bb);
+  const r = Math.fround(s);
+  if (e === 0 || r === s || r === 0 || !Number.isFinite(r)) return r;
+  const other = nextFloat32(r, s > r);
+  if (s !== (r + other) / 2) return r;
+  return (e > 0) === (other > r) ? other : r;
+}
+
+/** One of the SrpoMatMul family called directly, with its outputs. */
+export function srpoMatMulOp(op: 'SrpoMatMulBias' | 'SrpoMatMulBiasResidual' | 'SrpoMatMulColumnSum', inputs: tf.Tensor[], transposeA = false, transposeB = false): tf.Tensor[] {
+  const bool = executor().binding.TF_ATTR_BOOL;
+  const attrs = [
+    { name: 'transpose_a', type: bool, value: transposeA },
+    { name: 'transpose_b', type: bool, value: transposeB },
+  ];
+  const be = tf.backend() as unknown as { executeMultipleOutputs(name: string, attrs: unknown[], inputs: tf.Tensor[], n: number): tf.Tensor[] };
+  return be.executeMultipleOutputs(op, attrs, inputs, op === 'SrpoMatMulColumnSum' ? 2 : 1);
+}
+
+/** Each element of a·b ([m, k]·[k, n]) as one float32 FMA chain in k order. */
+export function fmaChains(a: Float32Array, b: Float32Array, m: number, n: number, k: number): Float32Array {
+  const c = new Float32Array(m * n);
+  for (let i = 0; i < m; i++) {
+    for (let j = 0; j < n; j++) {
+      let acc = 0;
+      for (let p = 0; p < k; p++) acc = fma32(a[i * k + p], b[p * n + j], acc);
+      c[i * n + j] = acc;
+    }
+  }
+  return c;
+}
+
+/**
+ * The column sums of x [rows, cols] in SrpoColumnSum's documented cascade (optimizer-kernels.h),
+ * written out here in float32: rows in groups of 64 from row 0, each group summed in row order,
+ * the group sums added in order into a total that starts at 0.
+ */
+export function cascadeColumnSums(x: Float32Array, rows: number, cols: number): Float32Array {
+  const out = new Float32Array(cols);
+  for (let j = 0; j < cols; j++) {
+    let total = 0;
+    for (let r0 = 0; r0 < rows; r0 += 64) {
+      let part = x[r0 * cols + j];
+      for (let r = r0 + 1; r < Math.min(rows, r0 + 64); r++) part = Math.fround(part + x[r * cols + j]);
+      total = Math.fround(total + part);
+    }
+    out[j] = total;
+  }
+  return out;
+}
+
+export const asBits = (x: Float32Array): Uint32Array => new Uint32Array(x.buffer, x.byteOffset, x.length);
