@@ -80,3 +80,21 @@ void transpose_compute(void*, TF_OpKernelContext* ctx) {
   const float* x = c.data(0);
   pool().run(cols, 16, kInlineBelow / (r + 1) + 1, [&](int64_t lo, int64_t hi) { transpose_rows(x, y, r, cols, lo, hi); });
 }
+
+// SrpoGatherRows(x [N, D], rows int32 [R]) -> y [R, D] = x[rows] (elementwise-kernels.h). An index
+// outside [0, N) fails the op, naming it.
+void gather_rows_compute(void*, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoGatherRows", 2, 1, "rows");
+  if (c.ok() && (c.rank(0) != 2 || c.rank(1) != 1)) c.fail("x must be [N, D] and rows [R]");
+  if (!c.ok()) return;
+  const int64_t n = c.dim(0, 0), d = c.dim(0, 1), r_count = c.dim(1, 0);
+  const int32_t* rows = c.ints(1);
+  for (int64_t r = 0; r < r_count; r++)
+    if (rows[r] < 0 || rows[r] >= n)
+      return c.fail("rows[" + std::to_string(r) + "] = " + std::to_string(rows[r]) + " is outside [0, " + std::to_string(n) + ")");
+  const int64_t dims[2] = {r_count, d};
+  float* y = c.out(0, dims, 2);
+  if (!c.ok() || r_count == 0 || d == 0) return;
+  const float* x = c.data(0);
+  pool().run(r_count, 1, kInlineBelow / (d + 1) + 1, [&](int64_t lo, int64_t hi) { gather_rows(x, rows, y, d, lo, hi); });
+}

@@ -44,7 +44,7 @@
 #include <vector>
 #include "tf-kernel-api.h"
 
-#define SRPO_KERNELS_VERSION 9
+#define SRPO_KERNELS_VERSION 10
 
 namespace {
 
@@ -108,6 +108,7 @@ const OpSpec kOps[] = {
     {"SrpoAdam", {"grads: N * float", "weights: N * float", "m: float", "v: float", "p: float"}, {"m_out: float", "v_out: float", "norm: float", "new_weights: N * float"},
      {"N: int >= 1"}, adam_create, adam_compute, adam_delete},
     {"SrpoColumnSum", {"x: float"}, {"y: float"}, {}, no_state, column_sum_compute, no_delete},
+    {"SrpoGatherRows", {"x: float", "rows: int32"}, {"y: float"}, {}, no_state, gather_rows_compute, no_delete},
     {"SrpoTranspose", {"x: float"}, {"y: float"}, {}, no_state, transpose_compute, no_delete},
     {"SrpoScatterRows", {"g: float", "rows: int32"}, {"y: float"}, {"n: int"}, scatter_rows_create, scatter_rows_compute, scatter_rows_delete},
     {"SrpoMatMul", {"a: float", "b: float"}, {"product: float"}, {"transpose_a: bool = false", "transpose_b: bool = false"}, matmul_create,

@@ -1,12 +1,14 @@
 import * as tf from '@tensorflow/tfjs';
 import { gatherRows } from './native-ops';
-import { loadSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
+import { embed } from './transformer-ops';
+import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
 import { bits, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
 
 /**
  * `SrpoScatterRows` (elementwise-kernels.h), the gradient of `gatherRows`: checked against sums
  * written out here in JavaScript (each row added in index order, rounded to float32 per add), and
- * `gatherRows`' gradient against tfjs's own gather gradient (`UnsortedSegmentSum`).
+ * `gatherRows`' gradient against tfjs's own gather gradient (`UnsortedSegmentSum`); `SrpoGatherRows`,
+ * its forward, against tf.gather's bits; the embedding through both against its one-hot product.
  * Skips where the addon is not built, unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
  */
 const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
@@ -82,5 +84,34 @@ describe('SrpoScatterRows (the gradient of gatherRows on the native backend)', (
     // Rows not gathered get exactly zero gradient.
     const grad = await native.grad.data();
     expect(Array.from(grad.slice(1 * 24, 2 * 24))).toEqual(new Array(24).fill(0));
+  });
+
+  it('SrpoGatherRows refuses an index outside [0, N), naming it, and mismatched shapes', () => {
+    if (!available()) return void expect(required).toBe(false);
+    const be = tf.backend() as unknown as Executor;
+    const gather = (x: tf.Tensor, rows: tf.Tensor) => be.executeSingleOutput('SrpoGatherRows', [], [x, rows]);
+    expect(() => gather(tf.ones([4, 2]), tf.tensor1d([0, 4], 'int32'))).toThrow(/SrpoGatherRows: rows\[1\] = 4 is outside \[0, 4\)/);
+    expect(() => gather(tf.ones([4]), tf.tensor1d([0], 'int32'))).toThrow(/SrpoGatherRows: x must be \[N, D\] and rows \[R\]/);
+    expect(gather(tf.ones([4, 3]), tf.tensor1d([], 'int32')).shape).toEqual([0, 3]);
+  });
+
+  it('embeds through the row kernels to the bits of the one-hot product, value and both gradients (repeated tokens)', async () => {
+    if (!available() || !srpoKernelAvailable('SrpoGatherRows')) return void expect(required).toBe(false);
+    const [v, d, t, batch] = [11, 8, 6, 3];
+    const table = tf.tensor2d(seededValues(v * d, 23), [v, d]);
+    const positions = tf.tensor2d(seededValues(t * d, 29), [t, d]);
+    const ids = tf.tensor1d([1, 4, 4, 0, 10, 1, 4, 7, 7, 7, 2, 3, 5, 5, 9, 1, 0, 4], 'int32');
+    const weight = tf.tensor2d(seededValues(batch * t * d, 31), [batch * t, d]);
+    const run = () => tf.grads((tb: tf.Tensor, ps: tf.Tensor) => tf.sum(tf.mul(embed(ids, tb as tf.Tensor2D, ps as tf.Tensor2D, batch, true), weight)))([table, positions]);
+    const viaRows = run();
+    const value = embed(ids, table, positions, batch, true);
+    configureSrpoKernels({ except: ['SrpoGatherRows'] });
+    try {
+      const viaHot = run();
+      expect(firstMismatch(await bits(value), await bits(embed(ids, table, positions, batch, true)))).toBe(-1);
+      for (let i = 0; i < 2; i++) expect(firstMismatch(await bits(viaRows[i]), await bits(viaHot[i]))).toBe(-1);
+    } finally {
+      configureSrpoKernels({ except: [] });
+    }
   });
 });

@@ -49,7 +49,7 @@ interface AddonExports {
 }
 
 /** The kernel set this code expects (`SRPO_KERNELS_VERSION` in srpo-kernels.cc); a build of another version is stale. */
-export const SRPO_KERNELS_VERSION = 9;
+export const SRPO_KERNELS_VERSION = 10;
 
 const log = new Logger('srpo-kernels');
 let status: SrpoKernelsStatus | undefined;

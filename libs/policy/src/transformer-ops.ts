@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { batchMatMul, matMul2d, matMul2dBias, matMul2dBiasResidual, matMul2dColumnSum, rowMean, sigmoidGrad, sumToLastAxis, targetLogProbs } from './native-ops';
+import { batchMatMul, gatherRowsRaw, matMul2d, matMul2dBias, matMul2dBiasResidual, matMul2dColumnSum, nativeRowKernels, rowMean, scatterRowsRaw, sigmoidGrad, sumToLastAxis, targetLogProbs } from './native-ops';
 import { addResidualBias, attentionFused, attentionGradPacked, type AttentionLayout, geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, normFold, normFoldGrad, softmaxGrad, targetLogProbsFused, targetLogProbsGrad } from './fused-ops';
 
 /**
@@ -210,17 +210,19 @@ export function embed(ids: tf.Tensor1D, table: tf.Tensor2D, positions: tf.Tensor
   const t = positions.shape[0];
   const fn = tf.customGrad((...args: Input[]) => {
     const [ti, pi, save] = args as [tf.Tensor2D, tf.Tensor2D, tf.GradSaveFunc];
-    // One-hot matmul for small vocabularies: forward and gradient are one matmul
-    // each, where gather's gradient is a scatter (UnsortedSegmentSum).
-    const hot = oneHot ? (tf.oneHot(ids, v, 1, 0, 'float32') as tf.Tensor2D) : undefined;
-    const rows = hot ? matMul2d(hot, ti) : (tf.gather(ti, ids) as tf.Tensor2D);
+    // Rows copied out and their gradient scattered back by the project's kernels where loaded
+    // (SrpoGatherRows, SrpoScatterRows: a copy each way, the bits of the one-hot product for
+    // finite weights). Elsewhere, a one-hot matmul for small vocabularies: forward and gradient
+    // are one matmul each, where gather's gradient is a scatter (UnsortedSegmentSum).
+    const hot = oneHot && !nativeRowKernels() ? (tf.oneHot(ids, v, 1, 0, 'float32') as tf.Tensor2D) : undefined;
+    const rows = hot ? matMul2d(hot, ti) : gatherRowsRaw(ti, ids);
     // ids belong to the caller's scope, which may be gone when gradients run: keep what the backward needs.
     save([hot ?? ids]);
     return {
       value: tf.add(rows.reshape([batch, t * d]), pi.reshape([t * d])).reshape([batch * t, d]),
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
         const g = dy as tf.Tensor2D;
-        const dTable = hot ? matMul2d(saved[0] as tf.Tensor2D, g, true, false) : (tf.unsortedSegmentSum(g, saved[0] as tf.Tensor1D, v) as tf.Tensor2D);
+        const dTable = hot ? matMul2d(saved[0] as tf.Tensor2D, g, true, false) : scatterRowsRaw(g, saved[0] as tf.Tensor1D, v);
         return [dTable, sumToLastAxis(g.reshape([batch, t * d])).reshape([t, d])];
       },
     };

@@ -294,7 +294,7 @@ export class TransformerModel {
   }
 }
 
-/** Vocabularies up to this size embed by one-hot matmul (see {@link TransformerModel.logits2d}). */
+/** Vocabularies up to this size embed by one-hot matmul where the project's row kernels are not loaded (see transformer-ops.ts' embed). */
 const ONE_HOT_MAX_VOCAB = 512;
 
 /** Creates a transformer with seeded initialisation; see {@link TransformerModel.create}. */
