@@ -50,6 +50,14 @@ void* scatter_rows_create(TF_OpKernelConstruction* ctx) {
 }
 void scatter_rows_delete(void* p) { delete static_cast<ScatterRowsAttrs*>(p); }
 
+// Whether every rows[r] (r < r_count) lies in [0, n); fails the op naming the first that does not.
+bool rows_in_range(Call& c, const int32_t* rows, int64_t r_count, int64_t n) {
+  for (int64_t r = 0; r < r_count; r++)
+    if (rows[r] < 0 || rows[r] >= n)
+      return c.fail("rows[" + std::to_string(r) + "] = " + std::to_string(rows[r]) + " is outside [0, " + std::to_string(n) + ")"), false;
+  return true;
+}
+
 void scatter_rows_compute(void* state, TF_OpKernelContext* ctx) {
   const int64_t n = static_cast<const ScatterRowsAttrs*>(state)->n;
   Call c(ctx, "SrpoScatterRows", 2, 1, "rows");
@@ -58,9 +66,7 @@ void scatter_rows_compute(void* state, TF_OpKernelContext* ctx) {
   if (!c.ok()) return;
   const int64_t r_count = c.dim(0, 0), d = c.dim(0, 1);
   const int32_t* rows = c.ints(1);
-  for (int64_t r = 0; r < r_count; r++)
-    if (rows[r] < 0 || rows[r] >= n)
-      return c.fail("rows[" + std::to_string(r) + "] = " + std::to_string(rows[r]) + " is outside [0, " + std::to_string(n) + ")");
+  if (!rows_in_range(c, rows, r_count, n)) return;
   const int64_t dims[2] = {n, d};
   float* y = c.out(0, dims, 2);
   if (!c.ok() || n == 0 || d == 0) return;
@@ -89,9 +95,7 @@ void gather_rows_compute(void*, TF_OpKernelContext* ctx) {
   if (!c.ok()) return;
   const int64_t n = c.dim(0, 0), d = c.dim(0, 1), r_count = c.dim(1, 0);
   const int32_t* rows = c.ints(1);
-  for (int64_t r = 0; r < r_count; r++)
-    if (rows[r] < 0 || rows[r] >= n)
-      return c.fail("rows[" + std::to_string(r) + "] = " + std::to_string(rows[r]) + " is outside [0, " + std::to_string(n) + ")");
+  if (!rows_in_range(c, rows, r_count, n)) return;
   const int64_t dims[2] = {r_count, d};
   float* y = c.out(0, dims, 2);
   if (!c.ok() || r_count == 0 || d == 0) return;

@@ -131,7 +131,7 @@ void matmul_run(const GemmArgs& g) {
   // threads), or of 64 columns. With the shared operand packed once, a piece costs little, and
   // small ones keep the wait for a late worker's last piece short: 16 per thread (the step took
   // 0.98–0.99x the time of 4 per thread in a one-process A/B, AMD EPYC, 2026-12-03).
-  const int64_t row_align = tiles >= 4 * pool().chunks() * (kMc / K::kMr) ? kMc / K::kMr : 1;
+  const int64_t row_align = tiles >= 4 * threads * (kMc / K::kMr) ? kMc / K::kMr : 1;
   pool().run(tiles, split_rows ? row_align : 64 / K::kNr, small ? tiles + 1 : 0, [&](int64_t lo, int64_t hi) {
     float* space = gemm_pack_space();
     if (split_rows)

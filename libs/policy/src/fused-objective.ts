@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { dualClipRatio, logRatioBounds, type ObjectiveConfig, type ObjectiveOutput, type PaddedSetBatch } from '@srpo/srpo';
+import { dualClipRatio, logRatioBounds, objectiveLoss, type ObjectiveConfig, type ObjectiveOutput, type PaddedSetBatch } from '@srpo/srpo';
 import { native } from './native-ops';
 import { srpoKernelAvailable } from './srpo-kernels';
 
@@ -59,6 +59,15 @@ export function fusedObjectiveLoss(logpNew: tf.Tensor2D, batch: PaddedSetBatch, 
     memberLogRatio: memberLogRatio as tf.Tensor1D,
     tokenLogRatio: tokenLogRatio as tf.Tensor2D,
   };
+}
+
+/**
+ * The objective as the learner computes it: {@link fusedObjectiveLoss} where it applies, else
+ * `@srpo/srpo`'s `objectiveLoss`. The trainer's step, `evaluate` and micro-batches all call this,
+ * so they compute the same numbers.
+ */
+export function learnerObjectiveLoss(logpNew: tf.Tensor2D, batch: PaddedSetBatch, config: ObjectiveConfig): ObjectiveOutput {
+  return fusedObjectiveLoss(logpNew, batch, config) ?? objectiveLoss(logpNew, batch, config);
 }
 
 const REDUCTION_CODE = { sqrt: 0, sum: 1, mean: 2 } as const;

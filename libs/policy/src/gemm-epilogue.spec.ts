@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { srpoKernelAvailable } from './srpo-kernels';
-import { bits, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
-import { asBits, cascadeColumnSums, executor, fmaChains, srpoMatMul, srpoMatMulOp, transposed } from './test/gemm-reference';
+import { bits, cascadeColumnSums, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
+import { asBits, executor, fmaChains, srpoMatMul, srpoMatMulOp, transposed } from './test/gemm-reference';
 
 /**
  * The epilogues of the SrpoMatMul family (gemm-kernels.h, gemm-ops.h), each against float32

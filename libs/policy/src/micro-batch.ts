@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
-import { objectiveLoss, objectiveOutputTensors, type ObjectiveConfig, type ObjectiveOutput, type PaddedSetBatch } from '@srpo/srpo';
-import { fusedObjectiveLoss } from './fused-objective';
+import { objectiveOutputTensors, type ObjectiveConfig, type ObjectiveOutput, type PaddedSetBatch } from '@srpo/srpo';
+import { learnerObjectiveLoss } from './fused-objective';
 import type { CausalLm } from './causal-lm';
 import { disposePacked, packedLogProbs, packedToTensors, packPairs, type SequencePair } from './log-probs';
 
@@ -85,7 +85,7 @@ export function accumulatedGradients(
     // 2. The objective on the whole mini-batch, and its gradient with respect to the log-probs.
     let out: ObjectiveOutput | undefined;
     const g = tf.grad((lp: tf.Tensor) => {
-      const o = fusedObjectiveLoss(lp as tf.Tensor2D, batch, objective) ?? objectiveLoss(lp as tf.Tensor2D, batch, objective);
+      const o = learnerObjectiveLoss(lp as tf.Tensor2D, batch, objective);
       for (const t of objectiveOutputTensors(o)) tf.keep(t);
       out = { ...o, loss: tf.keep(o.loss.clone()) };
       return o.loss;

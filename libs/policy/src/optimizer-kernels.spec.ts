@@ -4,7 +4,7 @@ import { sumToLastAxis } from './native-ops';
 import { type AdamStepScalars, adamUpdateFused } from './fused-ops';
 import { Policy } from './policy';
 import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
-import { bits, firstMismatch, nativeBackend, seededValues, TINY } from './test/fixtures';
+import { bits, cascadeColumnSums, firstMismatch, nativeBackend, seededValues, TINY } from './test/fixtures';
 
 /**
  * SrpoAdam (the whole Adam step on the lists of gradients and weights) and SrpoColumnSum
@@ -198,26 +198,6 @@ function columnSums64(x: Float32Array, cols: number): { y: Float64Array; scale: 
     scale[i % cols] += Math.abs(x[i]);
   }
   return { y, scale };
-}
-
-/**
- * Column sums in the kernel's documented order, bit for bit: each column in row order, rows in
- * groups of 64 summed in float32 (the group's first row, then each next one added), each group's
- * sum added in float32 to a total that starts at 0.
- */
-function columnSumsInKernelOrder(x: Float32Array, cols: number): Float32Array {
-  const rows = cols === 0 ? 0 : x.length / cols;
-  const y = new Float32Array(cols);
-  for (let j = 0; j < cols; j++) {
-    let total = 0;
-    for (let r0 = 0; r0 < rows; r0 += 64) {
-      let part = x[r0 * cols + j];
-      for (let r = r0 + 1; r < Math.min(rows, r0 + 64); r++) part = Math.fround(part + x[r * cols + j]);
-      total = Math.fround(total + part);
-    }
-    y[j] = total;
-  }
-  return y;
 }
 
 interface Executor {
@@ -463,7 +443,7 @@ describe('SrpoColumnSum (sumToLastAxis on the native backend)', () => {
       const want = columnSums64(xv, cols);
       // Two-level sums: about (64 + rows/64) roundings at most, each 6e-8 of the magnitudes.
       expect({ shape, off: firstOff(got, want.y, want.scale, 1e-5) }).toEqual({ shape, off: -1 });
-      expect({ shape, at: firstMismatch(await bits(y), new Uint32Array(columnSumsInKernelOrder(xv, cols).buffer)) }).toEqual({ shape, at: -1 });
+      expect({ shape, at: firstMismatch(await bits(y), new Uint32Array(cascadeColumnSums(xv, cols === 0 ? 0 : xv.length / cols, cols).buffer)) }).toEqual({ shape, at: -1 });
       // Twice, the same bits.
       expect({ shape, at: firstMismatch(await bits(y), await bits(sumToLastAxis(tf.tensor(xv, shape)))) }).toEqual({ shape, at: -1 });
     }

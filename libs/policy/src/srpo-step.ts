@@ -4,7 +4,6 @@ import {
   buildPaddedSetBatch,
   disposeObjectiveOutput,
   disposePaddedSetBatch,
-  objectiveLoss,
   objectiveOutputTensors,
   readDiagnostics,
   resolveObjectiveConfig,
@@ -13,7 +12,7 @@ import {
   type SetInput,
 } from '@srpo/srpo';
 import { AdamOptimizer, type AdamConfig } from './adam-optimizer';
-import { fusedObjectiveLoss } from './fused-objective';
+import { learnerObjectiveLoss } from './fused-objective';
 import { checkTemperature, disposePacked, packPairs, packedLogProbs, packedToTensors, type SequencePair } from './log-probs';
 import { learningRateAt, validateLrSchedule, type LrSchedule } from './lr-schedule';
 import { accumulatedGradients } from './micro-batch';
@@ -179,8 +178,7 @@ export class SrpoTrainer {
         } else {
           const { grads } = tf.variableGrads(() => {
             const logpNew = packedLogProbs(model, tensors, this.temperature);
-            // One native op each way where available (fused-objective.ts), else libs/srpo's composite.
-            const o = fusedObjectiveLoss(logpNew, batch, this.objective) ?? objectiveLoss(logpNew, batch, this.objective);
+            const o = learnerObjectiveLoss(logpNew, batch, this.objective);
             // Activations of the whole pass are alive here: the step's peak, give or take its gradients.
             peakBytes = tf.memory().numBytes;
             // The diagnostics tensors must outlive the gradient scope; the loss is kept by variableGrads.
@@ -255,7 +253,7 @@ export class SrpoTrainer {
         let out: ObjectiveOutput | undefined;
         const { value, grads } = tf.variableGrads(() => {
           const logpNew = packedLogProbs(model, tensors, this.temperature);
-          out = fusedObjectiveLoss(logpNew, batch, this.objective) ?? objectiveLoss(logpNew, batch, this.objective);
+          out = learnerObjectiveLoss(logpNew, batch, this.objective);
           return out.loss;
         }, model.trainableVariables());
         const normT = tf.tidy(() => tf.sqrt(tf.addN(Object.values(grads).map((g) => tf.sum(tf.square(g))))) as tf.Scalar);

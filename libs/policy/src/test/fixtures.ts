@@ -60,3 +60,22 @@ export function firstMismatch(a: Uint32Array, b: Uint32Array): number {
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
   return -1;
 }
+
+/**
+ * The column sums of x [rows, cols] in SrpoColumnSum's documented cascade (optimizer-kernels.h),
+ * written out here in float32: rows in groups of 64 from row 0, each group summed in row order,
+ * the group sums added in order into a total that starts at 0.
+ */
+export function cascadeColumnSums(x: Float32Array, rows: number, cols: number): Float32Array {
+  const out = new Float32Array(cols);
+  for (let j = 0; j < cols; j++) {
+    let total = 0;
+    for (let r0 = 0; r0 < rows; r0 += 64) {
+      let part = x[r0 * cols + j];
+      for (let r = r0 + 1; r < Math.min(rows, r0 + 64); r++) part = Math.fround(part + x[r * cols + j]);
+      total = Math.fround(total + part);
+    }
+    out[j] = total;
+  }
+  return out;
+}

@@ -1,8 +1,8 @@
 import * as tf from '@tensorflow/tfjs';
 
 // Helpers of the SrpoMatMul family's specs (gemm-kernel.spec.ts, gemm-epilogue.spec.ts): the ops
-// called directly, and the float32 references written out in JavaScript (FMA chains, the
-// column-sum cascade) that the kernels' bits are checked against.
+// called directly, and the float32 FMA chains written out in JavaScript that the kernels' bits are
+// checked against (the column-sum cascade is in fixtures.ts, shared with optimizer-kernels.spec.ts).
 
 export interface Executor {
   binding: { TF_ATTR_BOOL: number };
@@ -79,25 +79,6 @@ export function fmaChains(a: Float32Array, b: Float32Array, m: number, n: number
     }
   }
   return c;
-}
-
-/**
- * The column sums of x [rows, cols] in SrpoColumnSum's documented cascade (optimizer-kernels.h),
- * written out here in float32: rows in groups of 64 from row 0, each group summed in row order,
- * the group sums added in order into a total that starts at 0.
- */
-export function cascadeColumnSums(x: Float32Array, rows: number, cols: number): Float32Array {
-  const out = new Float32Array(cols);
-  for (let j = 0; j < cols; j++) {
-    let total = 0;
-    for (let r0 = 0; r0 < rows; r0 += 64) {
-      let part = x[r0 * cols + j];
-      for (let r = r0 + 1; r < Math.min(rows, r0 + 64); r++) part = Math.fround(part + x[r * cols + j]);
-      total = Math.fround(total + part);
-    }
-    out[j] = total;
-  }
-  return out;
 }
 
 export const asBits = (x: Float32Array): Uint32Array => new Uint32Array(x.buffer, x.byteOffset, x.length);
