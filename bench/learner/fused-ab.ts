@@ -4,9 +4,11 @@
  * noisy machine slows both alike. Prints the median step time of each and the median of the
  * per-pair ratios. With `--adds`, only the routing of tfjs's adds to `SrpoAdd` is switched; with
  * `--ops A,B`, only the named kernels (every other fused kernel stays on); with `--matmul`, the
- * 2-D products between `SrpoMatMul` (on) and TensorFlow's `MatMul` (off), whatever `auto` picks here.
+ * 2-D products between `SrpoMatMul` (on) and TensorFlow's `MatMul` (off), whatever `auto` picks here;
+ * with `--isa gemm|elementwise`, that part of the addon between its AVX-512 (on) and AVX2 (off)
+ * builds (setKernelIsa; needs AVX-512F).
  *
- *   npm run build && node dist/bench/learner/fused-ab.js [--pairs 12] [--block 5] [--adds | --ops SrpoAttention | --matmul]
+ *   npm run build && node dist/bench/learner/fused-ab.js [--pairs 12] [--block 5] [--adds | --ops SrpoAttention | --matmul | --isa elementwise]
  */
 import { cpuDescription } from '../cpu';
 import { threadEnv } from './bench-common';
@@ -25,13 +27,17 @@ async function main(): Promise<void> {
   const opsAt = process.argv.indexOf('--ops');
   const ops = opsAt >= 0 ? (process.argv[opsAt + 1] ?? '').split(',').filter((o) => o.length > 0) : [];
   if (opsAt >= 0 && ops.length === 0) throw new Error('--ops needs a comma-separated list of kernel names');
+  const isaAt = process.argv.indexOf('--isa');
+  const isaArg = isaAt >= 0 ? process.argv[isaAt + 1] : undefined;
+  if (isaAt >= 0 && isaArg !== 'gemm' && isaArg !== 'elementwise') throw new Error('--isa takes gemm or elementwise');
+  const isaPart = isaArg as 'gemm' | 'elementwise' | undefined;
   const block = arg('--block', 5);
   // Both settings run in this process: apply the bench's thread settings before TensorFlow loads.
   const env = threadEnv(2);
   for (const k of ['TF_NUM_INTRAOP_THREADS', 'TF_NUM_INTEROP_THREADS', 'TF_CPP_MIN_LOG_LEVEL'] as const) process.env[k] ??= env[k];
   const { initTfBackend } = await import('@srpo/core');
   await initTfBackend('tensorflow');
-  const { SrpoTrainer, configureSrpoKernels, loadSrpoKernels } = await import('@srpo/policy');
+  const { SrpoTrainer, configureSrpoKernels, loadSrpoKernels, setKernelIsa } = await import('@srpo/policy');
   const kernels = loadSrpoKernels();
   if (!kernels.loaded) throw new Error(`the fused kernels are not loaded: ${kernels.reason}`);
   const unknown = ops.filter((o) => !kernels.ops.includes(o));
@@ -43,7 +49,8 @@ async function main(): Promise<void> {
   const ms = { on: [] as number[], off: [] as number[] };
   for (let p = 0; p < pairs; p++) {
     for (const mode of ['on', 'off'] as const) {
-      if (matMulOnly) configureSrpoKernels({ matMul: mode === 'on' ? 'srpo' : 'tensorflow' });
+      if (isaPart) setKernelIsa(isaPart, mode === 'on' ? 'avx512' : 'avx2');
+      else if (matMulOnly) configureSrpoKernels({ matMul: mode === 'on' ? 'srpo' : 'tensorflow' });
       else configureSrpoKernels(addsOnly ? { adds: mode === 'on' } : ops.length > 0 ? { except: mode === 'on' ? [] : ops } : { enabled: mode === 'on' });
       await trainer.update(sets); // the first step after a switch builds its kernels
       const t0 = process.hrtime.bigint();
@@ -52,10 +59,11 @@ async function main(): Promise<void> {
     }
   }
   configureSrpoKernels({ enabled: true, adds: true, except: [], matMul: 'auto' });
+  if (isaPart) setKernelIsa(isaPart, isaPart === 'gemm' ? (kernels.gemmIsa ?? 'avx2') : (kernels.elementwiseIsa ?? 'avx2'));
   const med = (v: number[]): number => [...v].sort((a, b) => a - b)[(v.length - 1) >> 1];
   const ratios = ms.on.map((v, i) => v / ms.off[i]);
   const c = cpuDescription();
-  console.log(`${matMulOnly ? 'SrpoMatMul against MatMul' : addsOnly ? 'SrpoAdd routing' : ops.length > 0 ? ops.join(', ') : 'fused kernels'} A/B, reference workload, ${pairs} pairs of ${block}-step blocks; ${c.model}, ${c.vector}; srpo-kernels.${kernels.version}: ${kernels.ops.join(', ')}`);
+  console.log(`${isaPart ? `${isaPart} AVX-512 against AVX2` : matMulOnly ? 'SrpoMatMul against MatMul' : addsOnly ? 'SrpoAdd routing' : ops.length > 0 ? ops.join(', ') : 'fused kernels'} A/B, reference workload, ${pairs} pairs of ${block}-step blocks; ${c.model}, ${c.vector}; srpo-kernels.${kernels.version}: ${kernels.ops.join(', ')}`);
   console.log(`ms/step: on median ${med(ms.on).toFixed(1)}, off median ${med(ms.off).toFixed(1)}; on/off per pair: median ${med(ratios).toFixed(3)} (${ratios.map((r) => r.toFixed(2)).join(' ')})`);
   trainer.dispose();
   policy.dispose();

@@ -253,14 +253,14 @@ function runNodeWorker(args: Args, backend: Backend, steps: number, warmup: numb
 }
 
 function fusedKernels(
-  s: { loaded: boolean; version?: number; ops: readonly string[]; reason?: string; onednnAvx512?: boolean; gemmIsa?: string; cpuVendor?: string },
+  s: { loaded: boolean; version?: number; ops: readonly string[]; reason?: string; onednnAvx512?: boolean; gemmIsa?: string; elementwiseIsa?: string; cpuVendor?: string },
   srpoMatMul: boolean,
 ): string {
   if (!s.loaded) return `no fused kernels (${s.reason})`;
   const products = srpoMatMul
     ? `2-D products through SrpoMatMul, ${s.gemmIsa === 'avx512' ? 'AVX-512' : 'AVX2'} micro-kernel${s.onednnAvx512 ? '' : ' (oneDNN has no AVX-512 here)'}, not TensorFlow's MatMul`
     : `2-D products through TensorFlow's MatMul${s.onednnAvx512 ? ' (oneDNN with AVX-512)' : ''}`;
-  return `fused kernels srpo-kernels.${s.version}: ${s.ops.join(', ')}; ${products}`;
+  return `fused kernels srpo-kernels.${s.version}: ${s.ops.join(', ')}; ${products}; GELU's ${s.elementwiseIsa === 'avx512' ? 'AVX-512' : 'AVX2'} build`;
 }
 
 /** Both sides' environment: the same threads, and the `--isa` cap. */

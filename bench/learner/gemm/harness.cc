@@ -15,11 +15,12 @@ typedef float v8f __attribute__((vector_size(32)));
 inline v8f load8(const float* p) { v8f v; std::memcpy(&v, p, sizeof v); return v; }
 inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
 constexpr int64_t kRowGroup = 64;  // optimizer-kernels.h's row group, which gemm-kernels.h's column sums follow
+#include "aligned-space.h"
 #include "gemm-kernels.h"
 struct Shape { int64_t m, n, k; bool ta, tb; };
 template <class K> double run(const GemmArgs& g, int reps) {
-  static std::vector<float> space(kGemmPackA + kGemmPackB);
-  static std::vector<float> shared;
+  static AlignedFloats space(kGemmPackA + kGemmPackB);
+  static AlignedFloats shared;
   bool split_rows = g.m >= g.n;
   int64_t sf = g.k * (split_rows ? gemm_padded(g.n, K::kNr) : gemm_padded(g.m, K::kMr));
   shared.resize(sf);
@@ -36,7 +37,7 @@ int main() {
   std::mt19937 rng(1); std::uniform_real_distribution<float> u(-1,1);
   double t2s = 0, t5s = 0;
   for (auto s : shapes) {
-    std::vector<float> a(s.m * s.k), b(s.k * s.n), c1(s.m * s.n), c2(s.m * s.n);
+    AlignedFloats a(s.m * s.k), b(s.k * s.n), c1(s.m * s.n), c2(s.m * s.n);  // aligned, as TensorFlow's tensors are
     for (auto& x : a) x = u(rng); for (auto& x : b) x = u(rng);
     GemmArgs g{s.m, s.n, s.k, a.data(), s.ta ? s.m : s.k, s.ta, b.data(), s.tb ? s.k : s.n, s.tb, c1.data(), s.n};
     run<GemmAvx2>(g, 3); double t2 = 1e9; for (int i = 0; i < 5; i++) t2 = std::min(t2, run<GemmAvx2>(g, 10));

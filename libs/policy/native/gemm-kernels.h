@@ -302,6 +302,14 @@ void gemm_macro(int64_t mc, int64_t nc, int64_t kc, const float* ap, const float
 // Floats of packing space one thread needs.
 constexpr int64_t kGemmPackA = kMc * kKc, kGemmPackB = kKc * kNc;
 
+// Packing space (AlignedFloats, aligned-space.h) starts on a 64-byte boundary. Why: a packed panel
+// of op(B) holds kNr floats per k, which the AVX-512 micro-kernel loads as two 64-byte vectors, and
+// glibc's malloc puts a block this large 16 bytes past a page boundary, so every one of those loads
+// straddled two cache lines. Aligned, the step's twelve product shapes took 0.97x the time on one
+// core (median of 5 runs each of bench/learner/gemm/run.sh's harness), and the reference step
+// 0.98x (one-process A/Bs against a 16-byte offset, 20–40 pairs: 1.021, 1.019, 1.011 the time
+// misaligned, where a switch that changes nothing gave 0.986–0.995; Intel Xeon, 2026-12-03, #21).
+
 // The whole of op(A) or op(B) packed once, for products whose threads all read it (gemm_block's
 // a_all, b_all). K block pc of op(B) sits at pc·n_pad with its column panels at j·kc within; K
 // block pc of op(A) at pc·m_pad with its row panels at i·kc within (n_pad, m_pad: n and m

@@ -36,7 +36,7 @@ constexpr int64_t kGemmInlineFma = int64_t{1} << 19;
 
 // Each thread's packing space, allocated on its first product and kept (2.2 MB).
 float* gemm_pack_space() {
-  thread_local std::vector<float> space(static_cast<size_t>(kGemmPackA + kGemmPackB));
+  thread_local AlignedFloats space(static_cast<size_t>(kGemmPackA + kGemmPackB));
   return space.data();
 }
 
@@ -51,24 +51,24 @@ constexpr int64_t kGemmPiecesPerThread = 16;
 // product, up to 16 MB each).
 class SharedPackSpace {
  public:
-  std::unique_ptr<std::vector<float>> take(int64_t floats) {
-    std::unique_ptr<std::vector<float>> space;
+  std::unique_ptr<AlignedFloats> take(int64_t floats) {
+    std::unique_ptr<AlignedFloats> space;
     {
       std::lock_guard<std::mutex> l(m_);
       if (!free_.empty()) space = std::move(free_.back()), free_.pop_back();
     }
-    if (!space) space = std::make_unique<std::vector<float>>();
+    if (!space) space = std::make_unique<AlignedFloats>();
     if (space->size() < static_cast<size_t>(floats)) space->resize(static_cast<size_t>(floats));
     return space;
   }
-  void give_back(std::unique_ptr<std::vector<float>> space) {
+  void give_back(std::unique_ptr<AlignedFloats> space) {
     std::lock_guard<std::mutex> l(m_);
     free_.push_back(std::move(space));
   }
 
  private:
   std::mutex m_;
-  std::vector<std::unique_ptr<std::vector<float>>> free_;
+  std::vector<std::unique_ptr<AlignedFloats>> free_;
 };
 SharedPackSpace& shared_pack_space() {
   static SharedPackSpace* space = new SharedPackSpace();  // never destroyed: workers may outlive static destructors
@@ -77,8 +77,8 @@ SharedPackSpace& shared_pack_space() {
 
 // The micro-kernel of this process (gemm-kernels.h): GemmAvx512 where the CPU has AVX-512F and
 // ONEDNN_MAX_CPU_ISA does not cap the process below it (the one knob that emulates an AVX2-only
-// machine for TensorFlow's kernels and ours alike), else GemmAvx2. Set once by the addon's init.
-// Both give the same bits, so which one ran never shows in a result.
+// machine for TensorFlow's kernels and ours alike), else GemmAvx2. Set by the addon's init (and
+// by setIsa, for tests and benches). Both give the same bits, so which one ran never shows in a result.
 bool gemm_avx512 = false;
 
 // The column sums of op(B) [K, N] (b as stored, trans_b false) into g.col_sums, as SrpoColumnSum.
@@ -114,7 +114,7 @@ void matmul_run(const GemmArgs& g) {
   const bool sums_after = g.col_sums && split_rows && !share;
   GemmArgs gg = g;
   if (sums_after) gg.col_sums = nullptr;
-  std::unique_ptr<std::vector<float>> space_taken;
+  std::unique_ptr<AlignedFloats> space_taken;
   const float* shared = nullptr;
   if (share) {
     space_taken = shared_pack_space().take(shared_floats);

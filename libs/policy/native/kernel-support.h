@@ -2,13 +2,18 @@
 // tests, the thread pool and the Call plumbing of one TensorFlow kernel invocation.
 // Included once, first, by srpo-kernels.cc (inside its anonymous namespace).
 #pragma once
+#include "aligned-space.h"
+
+// Forces inlining: a loop built twice (SRPO_BOTH_ISAS) must take its helpers into each build,
+// where GCC's heuristics might keep one out-of-line call compiled for AVX2 only.
+#define SRPO_INLINE __attribute__((always_inline)) inline
 
 // --- exp ----------------------------------------------------------------------------------
 // exp(x) in float32 for x in [−87, 88], within 2 ulp: Cephes' expf (range reduction by ln 2 in
 // two parts, a degree-5 polynomial, the power of two put into the exponent bits). Inlined, so
 // GCC vectorises the loops that call it without a libm call (which spills every vector
 // register). Callers keep x in range (below −87 they use 0: 2^n would leave the normal floats).
-inline float exp_in_range(float x) {
+SRPO_INLINE float exp_in_range(float x) {
   const float n = std::floor(x * 1.44269504088896341f + 0.5f);
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
@@ -36,6 +41,33 @@ inline bool is_nan_bits(float x) {
   std::memcpy(&b, &x, 4);
   return (b & 0x7fffffffu) > 0x7f800000u;
 }
+
+// --- Elementwise loops built for AVX2 and for AVX-512 ---------------------------------------
+// The addon is compiled for AVX2 + FMA. SRPO_BOTH_ISAS(name, impl, params, args) defines
+// `name(params)`, which runs `impl(args)` (an SRPO_INLINE loop) compiled once for AVX2 and once
+// under target("avx512f"), where GCC vectorises it 16 floats wide. The AVX-512 build runs where
+// `elementwise_avx512` is set: by the addon's init where the CPU has AVX-512F and
+// ONEDNN_MAX_CPU_ISA does not cap the process below it (the same rule as SrpoMatMul's
+// micro-kernel), or by setIsa (tests, benches).
+// Bits: a loop goes through this only where both builds give the same bits, which
+// kernel-isa.spec.ts checks element by element. That rules out reductions (a vectorised sum adds
+// in an order that depends on the vector width) and, so far, SwiGLU: with -ffast-math GCC
+// reassociated its products differently in the two builds (a third of the outputs an ulp apart),
+// and __builtin_assoc_barrier did not settle it in every loop form tried. GELU agrees.
+// Why: GELU's forward and backward are bound by their arithmetic (an exp and a division per
+// element), not by memory: on [2048, 512], two threads, the forward took 390–434 µs with 8-float
+// vectors and 231–322 with 16, the backward 448–523 and 308–369; the reference step 0.987x the
+// time (fused-ab.js --isa elementwise; Intel Xeon, 2026-12-03, #21).
+bool elementwise_avx512 = false;
+#define SRPO_BOTH_ISAS(name, impl, params, args)                                    \
+  __attribute__((target("avx512f"))) void name##_avx512 params { impl args; } \
+  void name##_avx2 params { impl args; }                                            \
+  void name params {                                                                \
+    if (elementwise_avx512)                                                         \
+      name##_avx512 args;                                                           \
+    else                                                                            \
+      name##_avx2 args;                                                             \
+  }
 
 // --- The pool: each core its own contiguous range, and stealing when a core is late -------
 

@@ -39,6 +39,7 @@
 #include <immintrin.h>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -191,6 +192,40 @@ napi_value worker_spin(napi_env env, napi_callback_info) {
   return v;
 }
 
+// A string argument (at most 15 characters) into out; false when it is not a string.
+bool string_arg(napi_env env, napi_value v, std::string* out) {
+  char buf[16];
+  size_t len = 0;
+  if (napi_get_value_string_utf8(env, v, buf, sizeof buf, &len) != napi_ok) return false;
+  out->assign(buf, len);
+  return true;
+}
+
+// setIsa(part, isa) -> the previous isa: which build of SrpoMatMul's micro-kernel (part "gemm") or
+// of the elementwise loops built twice (part "elementwise", SRPO_BOTH_ISAS) this process runs,
+// "avx2" or "avx512". For tests and benches, which compare the two builds in one process; not
+// while kernels run. "avx512" where the CPU lacks AVX-512F is refused.
+napi_value set_isa(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  std::string part, isa;
+  if (argc < 2 || !string_arg(env, argv[0], &part) || !string_arg(env, argv[1], &isa) || (part != "gemm" && part != "elementwise") ||
+      (isa != "avx2" && isa != "avx512")) {
+    napi_throw_type_error(env, "SRPO_KERNELS_ARG", "setIsa takes a part ('gemm' or 'elementwise') and an isa ('avx2' or 'avx512')");
+    return nullptr;
+  }
+  if (isa == "avx512" && !__builtin_cpu_supports("avx512f")) {
+    napi_throw_range_error(env, "SRPO_KERNELS_ARG", "setIsa: this CPU has no AVX-512F");
+    return nullptr;
+  }
+  bool& flag = part == "gemm" ? gemm_avx512 : elementwise_avx512;
+  napi_value previous;
+  napi_create_string_utf8(env, flag ? "avx512" : "avx2", NAPI_AUTO_LENGTH, &previous);
+  flag = isa == "avx512";
+  return previous;
+}
+
 napi_value init(napi_env env, napi_value exports) {
   // The build targets AVX2 + FMA (every CPU this project's machines have); refuse, rather than
   // crash on an illegal instruction, anywhere else. The loader then keeps the composite paths.
@@ -205,7 +240,7 @@ napi_value init(napi_env env, napi_value exports) {
   static const char* error = nullptr;
   static std::once_flag once;
   std::call_once(once, [] {
-    gemm_avx512 = __builtin_cpu_supports("avx512f") && !isa_capped_below_avx512();
+    gemm_avx512 = elementwise_avx512 = __builtin_cpu_supports("avx512f") && !isa_capped_below_avx512();
     TF_Status* status = TF_NewStatus();
     error = register_all(status);
     TF_DeleteStatus(status);
@@ -231,11 +266,16 @@ napi_value init(napi_env env, napi_value exports) {
   napi_value gemm_isa, vendor;
   napi_create_string_utf8(env, gemm_avx512 ? "avx512" : "avx2", NAPI_AUTO_LENGTH, &gemm_isa);
   napi_set_named_property(env, exports, "gemmIsa", gemm_isa);
+  napi_value elementwise_isa;
+  napi_create_string_utf8(env, elementwise_avx512 ? "avx512" : "avx2", NAPI_AUTO_LENGTH, &elementwise_isa);
+  napi_set_named_property(env, exports, "elementwiseIsa", elementwise_isa);
   napi_value spin;
   napi_create_function(env, "setWorkerSpin", NAPI_AUTO_LENGTH, set_worker_spin, nullptr, &spin);
   napi_set_named_property(env, exports, "setWorkerSpin", spin);
   napi_create_function(env, "workerSpin", NAPI_AUTO_LENGTH, worker_spin, nullptr, &spin);
   napi_set_named_property(env, exports, "workerSpin", spin);
+  napi_create_function(env, "setIsa", NAPI_AUTO_LENGTH, set_isa, nullptr, &spin);
+  napi_set_named_property(env, exports, "setIsa", spin);
   napi_create_string_utf8(env, __builtin_cpu_is("intel") ? "intel" : __builtin_cpu_is("amd") ? "amd" : "other", NAPI_AUTO_LENGTH, &vendor);
   napi_set_named_property(env, exports, "cpuVendor", vendor);
   return exports;

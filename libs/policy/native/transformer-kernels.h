@@ -7,7 +7,8 @@
 // y = x·σ(v), v = 2c(x + a x³) (= x·½(1 + tanh u), u = v/2), and
 // y' = σ(v) + x·σ(v)(1 − σ(v))·2c(1 + 3a x²): the same function and derivative as
 // transformer-ops.ts's composite gelu. The forward writes y only; the backward recomputes σ
-// from x (cheaper than writing and keeping y′: these kernels are bound by memory traffic).
+// from x (cheaper than writing and keeping y′). Both are built for AVX2 and AVX-512
+// (SRPO_BOTH_ISAS).
 // Edge cases: σ(v) is taken as exactly 0 for v ≤ −80 and 1 for v ≥ 80 (float32's σ rounds
 // to 1 from v ≈ 17 and underflows below v ≈ −88), so y = −0 and y′ = 0 for x below about
 // −9.4, and y = x, y′ = 1 above about 9.4. The derivative's x³ term uses x clamped to ±10,
@@ -18,7 +19,7 @@ constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/π)
 constexpr float kGeluA = 0.044715f;
 
 // σ(v) with its saturation; for the derivative also e = exp(−v) and σ of the clamped v.
-inline float gelu_sigma(float xi, float* e_out, float* sigma_out) {
+SRPO_INLINE float gelu_sigma(float xi, float* e_out, float* sigma_out) {
   const float v = xi * (2 * kGeluC * kGeluA * xi * xi + 2 * kGeluC);
   const float vc = v < -80.f ? -80.f : (v > 80.f ? 80.f : v);
   const float e = exp_in_range(-vc);
@@ -28,7 +29,7 @@ inline float gelu_sigma(float xi, float* e_out, float* sigma_out) {
   return v <= -80.f ? 0.f : (v >= 80.f ? 1.f : sigma);
 }
 
-void gelu_forward(const float* __restrict x, float* __restrict y, int64_t lo, int64_t hi) {
+SRPO_INLINE void gelu_forward_loop(const float* __restrict x, float* __restrict y, int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi; i++) {
     const float xi = x[i];
     float e, sigma;
@@ -37,7 +38,7 @@ void gelu_forward(const float* __restrict x, float* __restrict y, int64_t lo, in
   }
 }
 
-void gelu_backward(const float* __restrict x, const float* __restrict dy, float* __restrict dx, int64_t lo, int64_t hi) {
+SRPO_INLINE void gelu_backward_loop(const float* __restrict x, const float* __restrict dy, float* __restrict dx, int64_t lo, int64_t hi) {
   const float c2 = 2 * kGeluC, c6a = 6 * kGeluC * kGeluA;
   for (int64_t i = lo; i < hi; i++) {
     const float xi = x[i];
@@ -50,6 +51,11 @@ void gelu_backward(const float* __restrict x, const float* __restrict dy, float*
     dx[i] = is_nan_bits(xi) ? xi : dy[i] * d;
   }
 }
+
+// Both, built for AVX2 and AVX-512 (SRPO_BOTH_ISAS).
+SRPO_BOTH_ISAS(gelu_forward, gelu_forward_loop, (const float* __restrict x, float* __restrict y, int64_t lo, int64_t hi), (x, y, lo, hi))
+SRPO_BOTH_ISAS(gelu_backward, gelu_backward_loop, (const float* __restrict x, const float* __restrict dy, float* __restrict dx, int64_t lo, int64_t hi),
+               (x, dy, dx, lo, hi))
 
 // --- Layer-norm statistics and their backward --------------------------------------------
 // Forward, per row of x [N, D]: μ = Σx/D, σ² = Σ(x − μ)²/D (biased), r = 1/√(σ² + eps),

@@ -34,6 +34,11 @@ export interface SrpoKernelsStatus {
    * `ONEDNN_MAX_CPU_ISA` does not cap it below, else `avx2`. Both give the same bits.
    */
   gemmIsa?: 'avx512' | 'avx2';
+  /**
+   * The build of the elementwise loops compiled twice (GELU and SwiGLU, each way; kernel-support.h's
+   * `SRPO_BOTH_ISAS`), by the same rule as {@link gemmIsa}. Both give the same bits.
+   */
+  elementwiseIsa?: 'avx512' | 'avx2';
   /** The CPU's vendor, as the addon's CPUID reads it. Decides `matMul: 'auto'` with {@link onednnAvx512}. */
   cpuVendor?: 'intel' | 'amd' | 'other';
 }
@@ -43,7 +48,10 @@ interface AddonExports {
   ops: string[];
   onednnAvx512: boolean;
   gemmIsa: 'avx512' | 'avx2';
+  elementwiseIsa: 'avx512' | 'avx2';
   cpuVendor: 'intel' | 'amd' | 'other';
+  /** Absent from builds before it (the kernel set's results did not change with it). */
+  setIsa?(part: KernelIsaPart, isa: KernelIsa): KernelIsa;
   setWorkerSpin(microseconds: number): void;
   workerSpin(): number;
 }
@@ -88,7 +96,7 @@ export function loadSrpoKernels(): SrpoKernelsStatus {
       log.warn('fused kernels not used; the learner uses the composite paths', { file, reason: status.reason });
       return status;
     }
-    status = { loaded: true, version: addon.version, ops: [...addon.ops], file, onednnAvx512: addon.onednnAvx512, gemmIsa: addon.gemmIsa, cpuVendor: addon.cpuVendor };
+    status = { loaded: true, version: addon.version, ops: [...addon.ops], file, onednnAvx512: addon.onednnAvx512, gemmIsa: addon.gemmIsa, elementwiseIsa: addon.elementwiseIsa, cpuVendor: addon.cpuVendor };
     addonExports = addon;
     syncWorkerSpin();
     if (status.ops.includes('SrpoAdd')) routeAddsToSrpoAdd();
@@ -97,6 +105,22 @@ export function loadSrpoKernels(): SrpoKernelsStatus {
     log.warn('fused kernels could not load; the learner uses the composite paths', { file, reason: status.reason });
   }
   return status;
+}
+
+export type KernelIsa = 'avx2' | 'avx512';
+export type KernelIsaPart = 'gemm' | 'elementwise';
+
+/**
+ * Switches which build of `SrpoMatMul`'s micro-kernel (`gemm`) or of the elementwise loops built
+ * twice (`elementwise`) the addon runs, and returns the previous one. Both builds give the same
+ * bits; this exists so that tests and benches can compare them in one process. Not while kernels
+ * run. Throws where the addon is not loaded, or for `avx512` where the CPU has no AVX-512F.
+ */
+export function setKernelIsa(part: KernelIsaPart, isa: KernelIsa): KernelIsa {
+  if (!addonExports) throw new Error(`srpo-kernels not loaded: ${loadSrpoKernels().reason ?? 'load it first'}`);
+  // A build from before setIsa (same kernel set: the switch changed no result) lacks it.
+  if (typeof addonExports.setIsa !== 'function') throw new Error('srpo-kernels build has no setIsa; rebuild it (npm run build:native)');
+  return addonExports.setIsa(part, isa);
 }
 
 /**
