@@ -22,12 +22,14 @@ template <class K> double run(const GemmArgs& g, int reps) {
   static AlignedFloats space(kGemmPackA + kGemmPackB);
   static AlignedFloats shared;
   bool split_rows = g.m >= g.n;
+  GemmArgs gi = g;
+  gi.b_in_place = !split_rows && !g.trans_b;  // as gemm-ops.h's column pieces
   int64_t sf = g.k * (split_rows ? gemm_padded(g.n, K::kNr) : gemm_padded(g.m, K::kMr));
   shared.resize(sf);
   auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < reps; r++) {
     if (split_rows) { pack_b_all<K>(g, 0, g.n, shared.data()); gemm_block<K>(g, 0, g.m, 0, g.n, space.data(), space.data() + kGemmPackA, nullptr, shared.data()); }
-    else { pack_a_all<K>(g, 0, g.m, shared.data()); gemm_block<K>(g, 0, g.m, 0, g.n, space.data(), space.data() + kGemmPackA, shared.data(), nullptr); }
+    else { pack_a_all<K>(g, 0, g.m, shared.data()); gemm_block<K>(gi, 0, g.m, 0, g.n, space.data(), space.data() + kGemmPackA, shared.data(), nullptr); }
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
 }

@@ -72,6 +72,9 @@ struct GemmArgs {
   const float* bias = nullptr;
   const float* residual = nullptr;  // only with bias
   float* col_sums = nullptr;
+  // op(B) read where it is stored, not packed (trans_b false; gemm_block). The micro-kernel then
+  // steps through its rows at ldb, and col_sums are summed from it block by block.
+  bool b_in_place = false;
 };
 
 // Rows [p0, p0 + kc) of a block of `extent` columns (at src, row stride ld) of a [k, ·] matrix
@@ -179,7 +182,8 @@ void pack_b(const GemmArgs& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, f
 }
 
 // Micro-kernels. Each is a traits type: its tile (kMr rows × kNr columns of C) and `micro`,
-// the tile from a panel of A ([kc][kMr]) and a panel of B ([kc][kNr]) over kc: C = A·B, or
+// the tile from a panel of A ([kc][kMr]) and a panel of B (kNr floats per k, ldbp apart: kNr
+// where packed, op(B)'s row stride where read in place) over kc: C = A·B, or
 // C += A·B when `more` (a later K block continuing each element's chain). Both compute every
 // element as the same chain of fused multiply-adds in the same k order, so they give the same
 // bits; they differ only in how many elements one instruction advances.
@@ -188,7 +192,7 @@ void pack_b(const GemmArgs& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, f
 // six broadcasts of A and 12 FMAs.
 struct GemmAvx2 {
   static constexpr int64_t kMr = 6, kNr = 16;
-  static void micro(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc, bool more) {
+  static void micro(int64_t kc, const float* __restrict ap, const float* __restrict bp, int64_t ldbp, float* __restrict c, int64_t ldc, bool more) {
     v8f c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
     if (more) {
       c00 = load8(c), c01 = load8(c + 8);
@@ -203,7 +207,7 @@ struct GemmAvx2 {
       for (int64_t r = 0; r < kMr; r++) __builtin_prefetch(c + r * ldc, 1), __builtin_prefetch(c + r * ldc + kNr - 1, 1);
       c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = v8f{};
     }
-    for (int64_t p = 0; p < kc; p++, ap += kMr, bp += kNr) {
+    for (int64_t p = 0; p < kc; p++, ap += kMr, bp += ldbp) {
       const v8f b0 = load8(bp), b1 = load8(bp + 8);
       v8f a = v8f{} + ap[0];
       c00 += a * b0, c01 += a * b1;
@@ -235,8 +239,8 @@ struct GemmAvx2 {
 typedef float v16f __attribute__((vector_size(64)));
 struct GemmAvx512 {
   static constexpr int64_t kMr = 12, kNr = 32;
-  __attribute__((target("avx512f"))) static void micro(int64_t kc, const float* __restrict ap, const float* __restrict bp, float* __restrict c, int64_t ldc,
-                                                       bool more) {
+  __attribute__((target("avx512f"))) static void micro(int64_t kc, const float* __restrict ap, const float* __restrict bp, int64_t ldbp, float* __restrict c,
+                                                       int64_t ldc, bool more) {
     v16f acc[kMr][2];
     if (more) {
       for (int64_t r = 0; r < kMr; r++) std::memcpy(&acc[r][0], c + r * ldc, sizeof acc[r]);
@@ -244,7 +248,7 @@ struct GemmAvx512 {
       for (int64_t r = 0; r < kMr; r++) __builtin_prefetch(c + r * ldc, 1), __builtin_prefetch(c + r * ldc + kNr - 1, 1);
       for (int64_t r = 0; r < kMr; r++) acc[r][0] = acc[r][1] = v16f{};
     }
-    for (int64_t p = 0; p < kc; p++, ap += kMr, bp += kNr) {
+    for (int64_t p = 0; p < kc; p++, ap += kMr, bp += ldbp) {
       v16f b0, b1;
       std::memcpy(&b0, bp, sizeof b0);
       std::memcpy(&b1, bp + 16, sizeof b1);
@@ -273,25 +277,35 @@ inline void add_bias_tile(float* c, int64_t ldc, int64_t rows, int64_t cols, con
     for (int64_t j = 0; j < cols; j++) c[r * ldc + j] = residual[r * ldc + j] + c[r * ldc + j];
 }
 
-// C block [mc, nc] (row stride ldc) from packed blocks of A and B; `bias` (the block's columns),
-// when given, is added to each tile once it is finished (the last K block). Edge tiles run on a
-// scratch tile and copy their valid part.
+// Where a block of op(B) is read from: packed (panel j at p + j·kc, its rows kNr floats apart),
+// or in place (panel j at p + j, its rows op(B)'s row stride apart).
+struct BBlock {
+  const float* p;
+  int64_t k_step, col_step;
+  const float* panel(int64_t jp) const { return p + jp * col_step; }
+};
+
+// C block [mc, nc] (row stride ldc) from a packed block of A and a block of B; `bias` (the block's
+// columns), when given, is added to each tile once it is finished (the last K block). Edge tiles
+// run on a scratch tile and copy their valid part (a block of B read in place has no edge panel:
+// gemm_block packs that one).
 template <class K>
-void gemm_macro(int64_t mc, int64_t nc, int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, bool more, const float* bias = nullptr,
+void gemm_macro(int64_t mc, int64_t nc, int64_t kc, const float* ap, BBlock b, float* c, int64_t ldc, bool more, const float* bias = nullptr,
                 const float* residual = nullptr) {
   constexpr int64_t kMr = K::kMr, kNr = K::kNr;
   for (int64_t jp = 0; jp < nc; jp += kNr) {
     const int64_t cols = std::min(kNr, nc - jp);
+    const float* bp = b.panel(jp);
     for (int64_t ip = 0; ip < mc; ip += kMr) {
       const int64_t rows = std::min(kMr, mc - ip);
       float* ct = c + ip * ldc + jp;
       if (rows == kMr && cols == kNr) {
-        K::micro(kc, ap + ip * kc, bp + jp * kc, ct, ldc, more);
+        K::micro(kc, ap + ip * kc, bp, b.k_step, ct, ldc, more);
       } else {
         alignas(64) float tile[kMr * kNr];
         if (more)
           for (int64_t r = 0; r < rows; r++) std::memcpy(tile + r * kNr, ct + r * ldc, cols * sizeof(float));
-        K::micro(kc, ap + ip * kc, bp + jp * kc, tile, kNr, more);
+        K::micro(kc, ap + ip * kc, bp, b.k_step, tile, kNr, more);
         for (int64_t r = 0; r < rows; r++) std::memcpy(ct + r * ldc, tile + r * kNr, cols * sizeof(float));
       }
       if (bias) add_bias_tile(ct, ldc, rows, cols, bias + jp, residual ? residual + ip * ldc + jp : nullptr);
@@ -350,19 +364,39 @@ void gemm_block(const GemmArgs& g, int64_t i_lo, int64_t i_hi, int64_t j_lo, int
     return;
   }
   const int64_t m_pad = gemm_padded(g.m, K::kMr), n_pad = gemm_padded(g.n, K::kNr);
+  const bool in_place = g.b_in_place && !b_all;
   for (int64_t jc = j_lo; jc < j_hi; jc += kNc) {
     const int64_t nc = std::min(kNc, j_hi - jc);
+    // In place, the whole panels are read where op(B) is stored and only a last partial one is
+    // packed (reading it whole would run past op(B)'s end).
+    const int64_t nc_whole = in_place ? nc / K::kNr * K::kNr : 0;
     for (int64_t pc = 0; pc < g.k; pc += kKc) {
       const int64_t kc = std::min(kKc, g.k - pc);
-      const float* bp = b_all ? b_all + pc * n_pad + jc * kc : bpack;
-      if (!b_all) pack_b<K::kNr>(g, pc, kc, jc, nc, bpack);
+      BBlock bb{b_all ? b_all + pc * n_pad + jc * kc : bpack, K::kNr, kc};
+      if (in_place) {
+        const float* src = g.b + pc * g.ldb + jc;
+        if (g.col_sums) sum_columns_block(src, g.ldb, nc, pc, kc, g.k, gemm_sum_space(nc), g.col_sums + jc);
+        if (nc_whole < nc) pack_dealt<K::kNr>(src + nc_whole, g.ldb, nc - nc_whole, kc, bpack);
+        bb = BBlock{src, g.ldb, 1};
+      } else if (!b_all) {
+        pack_b<K::kNr>(g, pc, kc, jc, nc, bpack);
+      }
       for (int64_t ic = i_lo; ic < i_hi; ic += kMc) {
         const int64_t mc = std::min(kMc, i_hi - ic);
         const float* ap = a_all ? a_all + pc * m_pad + ic * kc : apack;
         if (!a_all) pack_a<K::kMr>(g, ic, mc, pc, kc, apack);
         const bool last = pc + kc == g.k;
-        gemm_macro<K>(mc, nc, kc, ap, bp, g.c + ic * g.ldc + jc, g.ldc, pc > 0, g.bias && last ? g.bias + jc : nullptr,
-                      g.residual && last ? g.residual + ic * g.ldc + jc : nullptr);
+        float* cb = g.c + ic * g.ldc + jc;
+        const float* bias = g.bias && last ? g.bias + jc : nullptr;
+        const float* residual = g.residual && last ? g.residual + ic * g.ldc + jc : nullptr;
+        if (!in_place) {
+          gemm_macro<K>(mc, nc, kc, ap, bb, cb, g.ldc, pc > 0, bias, residual);
+          continue;
+        }
+        if (nc_whole > 0) gemm_macro<K>(mc, nc_whole, kc, ap, bb, cb, g.ldc, pc > 0, bias, residual);
+        if (nc_whole < nc)
+          gemm_macro<K>(mc, nc - nc_whole, kc, ap, BBlock{bpack, K::kNr, kc}, cb + nc_whole, g.ldc, pc > 0, bias ? bias + nc_whole : nullptr,
+                        residual ? residual + nc_whole : nullptr);
       }
     }
   }
