@@ -372,12 +372,11 @@ void gemm_block(const GemmArgs& g, int64_t i_lo, int64_t i_hi, int64_t j_lo, int
     const int64_t nc_whole = in_place ? nc / K::kNr * K::kNr : 0;
     for (int64_t pc = 0; pc < g.k; pc += kKc) {
       const int64_t kc = std::min(kKc, g.k - pc);
-      BBlock bb{b_all ? b_all + pc * n_pad + jc * kc : bpack, K::kNr, kc};
+      const float* src = g.b + pc * g.ldb + jc;  // op(B)'s block as stored, when read in place
+      const BBlock bb = in_place ? BBlock{src, g.ldb, 1} : BBlock{b_all ? b_all + pc * n_pad + jc * kc : bpack, K::kNr, kc};
       if (in_place) {
-        const float* src = g.b + pc * g.ldb + jc;
         if (g.col_sums) sum_columns_block(src, g.ldb, nc, pc, kc, g.k, gemm_sum_space(nc), g.col_sums + jc);
         if (nc_whole < nc) pack_dealt<K::kNr>(src + nc_whole, g.ldb, nc - nc_whole, kc, bpack);
-        bb = BBlock{src, g.ldb, 1};
       } else if (!b_all) {
         pack_b<K::kNr>(g, pc, kc, jc, nc, bpack);
       }

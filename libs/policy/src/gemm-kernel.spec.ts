@@ -1,11 +1,10 @@
-import { readFileSync } from 'node:fs';
 import * as tf from '@tensorflow/tfjs';
 import { backendLabel, matMul2d } from './native-ops';
 import { Policy } from './policy';
 import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable, srpoMatMulRouted, workerSpinMicroseconds } from './srpo-kernels';
 import { SrpoTrainer } from './srpo-step';
-import { bits, firstMismatch, makeSets, nativeBackend, seededValues, TINY } from './test/fixtures';
-import { fma32, srpoMatMul, transposed } from './test/gemm-reference';
+import { bits, cpuUnderTest, firstMismatch, makeSets, nativeBackend, seededValues, TINY } from './test/fixtures';
+import { asBits, fmaChains, srpoMatMul, transposed } from './test/gemm-reference';
 
 /**
  * `SrpoMatMul` (gemm-kernels.h) against float64 products written out here, not against the code
@@ -87,17 +86,8 @@ describe('SrpoMatMul (the learner products)', () => {
     if (!available()) return void expect(required).toBe(false);
     const a = seededValues(m * k, 5 + m, 2);
     const b = seededValues(k * n, 9 + n, 2);
-    const c = await srpoMatMul(tf.tensor2d(a, [m, k]), tf.tensor2d(b, [k, n])).data<'float32'>();
-    const expected = new Float32Array(m * n);
-    for (let i = 0; i < m; i++) {
-      for (let j = 0; j < n; j++) {
-        let acc = 0;
-        for (let p = 0; p < k; p++) acc = fma32(a[i * k + p], b[p * n + j], acc);
-        expected[i * n + j] = acc;
-      }
-    }
-    const got = new Uint32Array(c.buffer, c.byteOffset, c.length);
-    expect(firstMismatch(got, new Uint32Array(expected.buffer))).toBe(-1);
+    const c = srpoMatMul(tf.tensor2d(a, [m, k]), tf.tensor2d(b, [k, n]));
+    expect(firstMismatch(await bits(c), asBits(fmaChains(a, b, m, n, k)))).toBe(-1);
   });
 
   it('gives each row and column the same bits whatever the rest of the product (threads and blocks)', async () => {
@@ -164,11 +154,8 @@ describe('SrpoMatMul (the learner products)', () => {
   it('routes the learner products by `matMul`, auto taking SrpoMatMul except on AMD CPUs where oneDNN has AVX-512', async () => {
     if (!available()) return void expect(required).toBe(false);
     // Independently of the addon: the CPU's flags and vendor, and the cap oneDNN would honour (none in tests).
-    const cpuinfo = readFileSync('/proc/cpuinfo', 'utf8');
-    const flags = new Set(/^flags\s*:(.*)$/m.exec(cpuinfo)?.[1].trim().split(/\s+/) ?? []);
-    const vendor = /^vendor_id\s*:\s*(\S+)/m.exec(cpuinfo)?.[1];
+    const { flags, vendor, capped } = cpuUnderTest();
     const avx512 = ['avx512f', 'avx512bw', 'avx512vl', 'avx512dq'].every((f) => flags.has(f));
-    const capped = /^(SSE41|AVX|AVX2|AVX2_.*)$/i.test(process.env.ONEDNN_MAX_CPU_ISA ?? process.env.DNNL_MAX_CPU_ISA ?? '');
     const kernels = loadSrpoKernels();
     expect(kernels.onednnAvx512).toBe(avx512 && !capped);
     expect(kernels.cpuVendor).toBe(vendor === 'GenuineIntel' ? 'intel' : vendor === 'AuthenticAMD' ? 'amd' : 'other');

@@ -1,9 +1,8 @@
-import { readFileSync } from 'node:fs';
 import * as tf from '@tensorflow/tfjs';
 import { geluFused, geluGrad } from './fused-ops';
 import { type KernelIsa, type KernelIsaPart, loadSrpoKernels, setKernelIsa, srpoKernelAvailable } from './srpo-kernels';
 import { srpoMatMul, srpoMatMulOp } from './test/gemm-reference';
-import { bits, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
+import { bits, cpuUnderTest, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
 
 /**
  * The addon's two builds, AVX2 and AVX-512, give the same bits: the elementwise loops built twice
@@ -13,8 +12,7 @@ import { bits, firstMismatch, nativeBackend, seededValues } from './test/fixture
  * must fail.
  */
 const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
-const cpuFlags = new Set(/^flags\s*:(.*)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1].trim().split(/\s+/) ?? []);
-const capped = /^(SSE41|AVX|AVX2|AVX2_.*)$/i.test(process.env.ONEDNN_MAX_CPU_ISA ?? process.env.DNNL_MAX_CPU_ISA ?? '');
+const { flags: cpuFlags, capped } = cpuUnderTest();
 
 /** The outputs' bits from each build of `part`, the build in force restored afterwards. */
 async function bothBuilds(part: KernelIsaPart, run: () => tf.Tensor[]): Promise<Record<KernelIsa, Uint32Array[]>> {

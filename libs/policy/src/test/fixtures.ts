@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import * as tf from '@tensorflow/tfjs';
 import { initTfBackend } from '@srpo/core';
 import { tokenLogProbs } from '../log-probs';
@@ -78,4 +79,18 @@ export function cascadeColumnSums(x: Float32Array, rows: number, cols: number): 
     out[j] = total;
   }
   return out;
+}
+
+/**
+ * This machine's CPU flags and vendor, read from /proc/cpuinfo independently of the addon, and
+ * whether ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA) caps the process below AVX-512, as oneDNN and
+ * the addon read it.
+ */
+export function cpuUnderTest(): { flags: ReadonlySet<string>; vendor: string | undefined; capped: boolean } {
+  const cpuinfo = readFileSync('/proc/cpuinfo', 'utf8');
+  return {
+    flags: new Set(/^flags\s*:(.*)$/m.exec(cpuinfo)?.[1].trim().split(/\s+/) ?? []),
+    vendor: /^vendor_id\s*:\s*(\S+)/m.exec(cpuinfo)?.[1],
+    capped: /^(SSE41|AVX|AVX2|AVX2_.*)$/i.test(process.env.ONEDNN_MAX_CPU_ISA ?? process.env.DNNL_MAX_CPU_ISA ?? ''),
+  };
 }

@@ -10,17 +10,18 @@ export interface Executor {
 }
 export const executor = (): Executor => tf.backend() as unknown as Executor;
 
+/** The family's transpose attributes. */
+function transposeAttrs(transposeA: boolean, transposeB: boolean): unknown[] {
+  const bool = executor().binding.TF_ATTR_BOOL;
+  return [
+    { name: 'transpose_a', type: bool, value: transposeA },
+    { name: 'transpose_b', type: bool, value: transposeB },
+  ];
+}
+
 /** SrpoMatMul(a, b) called directly, as TensorFlow's MatMul would be. */
 export function srpoMatMul(a: tf.Tensor, b: tf.Tensor, transposeA = false, transposeB = false): tf.Tensor {
-  const bool = executor().binding.TF_ATTR_BOOL;
-  return executor().executeSingleOutput(
-    'SrpoMatMul',
-    [
-      { name: 'transpose_a', type: bool, value: transposeA },
-      { name: 'transpose_b', type: bool, value: transposeB },
-    ],
-    [a, b],
-  );
+  return executor().executeSingleOutput('SrpoMatMul', transposeAttrs(transposeA, transposeB), [a, b]);
 }
 
 /** Row-major `[rows, cols]` values stored transposed (`[cols, rows]`). */
@@ -59,13 +60,8 @@ export function fma32(a: number, b: number, c: number): number {
 
 /** One of the SrpoMatMul family called directly, with its outputs. */
 export function srpoMatMulOp(op: 'SrpoMatMulBias' | 'SrpoMatMulBiasResidual' | 'SrpoMatMulColumnSum', inputs: tf.Tensor[], transposeA = false, transposeB = false): tf.Tensor[] {
-  const bool = executor().binding.TF_ATTR_BOOL;
-  const attrs = [
-    { name: 'transpose_a', type: bool, value: transposeA },
-    { name: 'transpose_b', type: bool, value: transposeB },
-  ];
   const be = tf.backend() as unknown as { executeMultipleOutputs(name: string, attrs: unknown[], inputs: tf.Tensor[], n: number): tf.Tensor[] };
-  return be.executeMultipleOutputs(op, attrs, inputs, op === 'SrpoMatMulColumnSum' ? 2 : 1);
+  return be.executeMultipleOutputs(op, transposeAttrs(transposeA, transposeB), inputs, op === 'SrpoMatMulColumnSum' ? 2 : 1);
 }
 
 /** Each element of a·b ([m, k]·[k, n]) as one float32 FMA chain in k order. */
