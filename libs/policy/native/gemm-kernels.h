@@ -22,7 +22,9 @@
 // Numerics: every element of C is one sequential chain of fused multiply-adds over k = 0..K−1
 // (a later K block reloads the tile and continues the chain), so the result does not depend on
 // the blocking, the thread count or the vector width: the same bits on every machine, AVX2 or
-// AVX-512 (the spec checks them against such a chain written out in JavaScript).
+// AVX-512 (the spec checks them against such a chain written out in JavaScript). Products with
+// a long K and a small C are cut by matmul_run into K segments, each such a chain, added in
+// order (gemm-ops.h): which products are cut depends on the shape alone.
 // K = 0 gives C = 0 (plus the bias, when given).
 #pragma once
 
@@ -72,6 +74,10 @@ struct GemmArgs {
   const float* bias = nullptr;
   const float* residual = nullptr;  // only with bias
   float* col_sums = nullptr;
+  // Instead of col_sums (matmul_run's K segments): the sum of each group of kRowGroup rows of
+  // op(B) (counted from this product's row 0, as sum_columns_block forms them) written to row
+  // (row / kRowGroup) of col_groups, row stride n, for the caller to add up in order.
+  float* col_groups = nullptr;
   // op(B) read where it is stored, not packed (trans_b false; gemm_block). The micro-kernel then
   // steps through its rows at ldb, and col_sums are summed from it block by block.
   bool b_in_place = false;
@@ -86,8 +92,11 @@ struct GemmArgs {
 // op(B) = dY anyway, and its bias gradient as a separate SrpoColumnSum was a pass over dY from
 // memory and a tfjs op (#21).
 static_assert(kKc % kRowGroup == 0, "a K block must hold whole row groups of the column sums");
-inline void sum_columns_block(const float* src, int64_t ld, int64_t extent, int64_t p0, int64_t kc, int64_t k, float* __restrict part, float* __restrict total) {
-  if (p0 == 0) std::fill(total, total + extent, 0.f);
+// With `groups` (row stride groups_ld) instead of `total`, each group's sum is written to row
+// (row / kRowGroup) of groups rather than added (GemmArgs::col_groups).
+inline void sum_columns_block(const float* src, int64_t ld, int64_t extent, int64_t p0, int64_t kc, int64_t k, float* __restrict part, float* __restrict total,
+                              float* __restrict groups = nullptr, int64_t groups_ld = 0) {
+  if (p0 == 0 && !groups) std::fill(total, total + extent, 0.f);
   for (int64_t p = 0; p < kc; p++) {
     const int64_t r = p0 + p;
     const float* row = src + p * ld;
@@ -96,7 +105,10 @@ inline void sum_columns_block(const float* src, int64_t ld, int64_t extent, int6
     } else {
       for (int64_t j = 0; j < extent; j++) part[j] += row[j];
     }
-    if (r % kRowGroup == kRowGroup - 1 || r == k - 1)
+    if (r % kRowGroup != kRowGroup - 1 && r != k - 1) continue;
+    if (groups)
+      std::memcpy(groups + r / kRowGroup * groups_ld, part, extent * sizeof(float));
+    else
       for (int64_t j = 0; j < extent; j++) total[j] += part[j];
   }
 }
@@ -375,7 +387,8 @@ void gemm_block(const GemmArgs& g, int64_t i_lo, int64_t i_hi, int64_t j_lo, int
       const float* src = g.b + pc * g.ldb + jc;  // op(B)'s block as stored, when read in place
       const BBlock bb = in_place ? BBlock{src, g.ldb, 1} : BBlock{b_all ? b_all + pc * n_pad + jc * kc : bpack, K::kNr, kc};
       if (in_place) {
-        if (g.col_sums) sum_columns_block(src, g.ldb, nc, pc, kc, g.k, gemm_sum_space(nc), g.col_sums + jc);
+        if (g.col_sums || g.col_groups)
+          sum_columns_block(src, g.ldb, nc, pc, kc, g.k, gemm_sum_space(nc), g.col_sums ? g.col_sums + jc : nullptr, g.col_groups ? g.col_groups + jc : nullptr, g.n);
         if (nc_whole < nc) pack_dealt<K::kNr>(src + nc_whole, g.ldb, nc - nc_whole, kc, bpack);
       } else if (!b_all) {
         pack_b<K::kNr>(g, pc, kc, jc, nc, bpack);

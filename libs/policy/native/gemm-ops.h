@@ -17,8 +17,8 @@
 // each core its own range, and the pieces a late core has not started go to the others). The
 // operand that every piece reads is packed once per call, by all threads together, before the
 // pieces run (SharedPackSpace); each piece packs the blocks of its own operand. Every element is
-// computed whole by one thread in the same order (gemm-kernels.h), so the bits do not depend on
-// the core count or on which thread ran a piece.
+// computed whole by one thread in the same order (gemm-kernels.h), or as K segments fixed by the
+// shape (below), so the bits do not depend on the core count or on which thread ran a piece.
 // Products under kGemmInlineFma multiply-adds run on the calling thread.
 struct MatMulAttrs {
   bool trans_a, trans_b;
@@ -81,9 +81,42 @@ SharedPackSpace& shared_pack_space() {
 // by setIsa, for tests and benches). Both give the same bits, so which one ran never shows in a result.
 bool gemm_avx512 = false;
 
+// The thread count matmul_run plans for; 0: the pool's (setGemmPlanThreads, for tests).
+int64_t gemm_plan_threads = 0;
+
 // The column sums of op(B) [K, N] (b as stored, trans_b false) into g.col_sums, as SrpoColumnSum.
 void matmul_column_sums(const GemmArgs& g) {
   pool().run(g.n, kLine, kInlineBelow / (g.k + 1) + 1, [&](int64_t lo, int64_t hi) { column_sums(g.b, g.col_sums, g.k, g.ldb, lo, hi); });
+}
+
+// K segments. A product with a small C and a long K (the weight gradients Xᵀ·dY: C [128, 384]
+// over K = 2048 tokens) gives each thread too little of C: cut by its columns, each thread
+// re-read the whole of op(A) from L2 for a C of 128 × 192, and the step's weight gradients ran at
+// 1.6x one core's speed on two, where MKL (which splits K) reached 1.8x. Such products are
+// computed as kKSegment-long segments of K instead: each segment's product is its own FMA chain
+// per element (the first into C, the others into scratch), and the segments are then added in
+// order, C = ((C₀ + C₁) + C₂)…, before the bias and the residual. The segments depend on the
+// shape alone, never on the thread count, so the bits still depend on neither the cores nor the
+// vector width (kernel set 11). Two threads then take a segment each: the step's weight
+// gradients took 0.66–0.87x the time of the column pieces (Intel Xeon, 2026-12-04, #21).
+constexpr int64_t kKSegment = 1024;
+constexpr int64_t kSegmentedMaxC = int64_t{1} << 18;  // floats of C (1 MB): the scratch stays small
+inline int64_t k_segments(int64_t m, int64_t n, int64_t k) {
+  return k >= 2 * kKSegment && m * n <= kSegmentedMaxC ? (k + kKSegment - 1) / kKSegment : 1;
+}
+static_assert(kKSegment % kKc == 0, "a K segment must hold whole K blocks (the packed layouts' block offsets)");
+static_assert(kKSegment % kRowGroup == 0, "a K segment must hold whole row groups of the column sums");
+
+// Segment s of a product cut by k_segments: K [s·kKSegment, …) of op(A) and op(B), into `c`.
+inline GemmArgs gemm_segment(const GemmArgs& g, int64_t s, float* c) {
+  const int64_t k0 = s * kKSegment;
+  GemmArgs gs = g;
+  gs.k = std::min(g.k, k0 + kKSegment) - k0;
+  gs.a = g.trans_a ? g.a + k0 * g.lda : g.a + k0;
+  gs.b = g.trans_b ? g.b + k0 : g.b + k0 * g.ldb;
+  gs.c = c;
+  if (g.col_groups) gs.col_groups = g.col_groups + k0 / kRowGroup * g.n;
+  return gs;
 }
 
 // One product on the pool, with micro-kernel K (see matmul_compute).
@@ -95,29 +128,49 @@ void matmul_run(const GemmArgs& g) {
   // 6:5 between two threads, where its columns make two pieces of 64 (0.86x the product's time,
   // one-process A/B, Intel Xeon, 2026-12-03, #21). Balance: the share of the threads' time the
   // pieces fill when each thread takes an equal count (the last round partly empty).
-  const int64_t threads = pool().chunks();
+  const int64_t threads = gemm_plan_threads > 0 ? gemm_plan_threads : pool().chunks();
   const auto balance = [threads](int64_t pieces) { return static_cast<double>(pieces) / static_cast<double>(threads * ((pieces + threads - 1) / threads)); };
   const int64_t row_tiles = (m + K::kMr - 1) / K::kMr, col_pieces = (n + 63) / 64;
   const bool split_rows = m >= n && !(row_tiles < 4 * threads * (kMc / K::kMr) && balance(col_pieces) > balance(row_tiles) + 0.05);
   const int64_t tile = split_rows ? K::kMr : K::kNr, tiles = ((split_rows ? m : n) + tile - 1) / tile;
   const bool small = m * n * k < kGemmInlineFma;
+  const int64_t segments = k_segments(m, n, k);
   // Every piece reads the whole of the operand that the split does not cut (op(B) when C's rows
   // are split, op(A) when its columns are): it is packed once per call, by all threads at once,
   // each taking ranges of its panels (kNr columns of op(B), kMr rows of op(A)). Each thread
   // packing all of it took as long as the product's arithmetic on the weight gradients
   // ([128, 2048]·[2048, 384], Intel Xeon, 2026-12-03, #21).
-  const int64_t shared_floats = k * (split_rows ? gemm_padded(n, K::kNr) : gemm_padded(m, K::kMr));
-  const bool share = k > 0 && shared_floats <= kGemmSharedMax;
+  const int64_t padded = split_rows ? gemm_padded(n, K::kNr) : gemm_padded(m, K::kMr);
+  const int64_t shared_floats = k * padded;
+  // Where there are at least as many segments as threads, each piece is a whole segment, which
+  // packs its own blocks of both operands: nothing is shared, and no thread waits for a packing.
+  const bool whole_segments = segments > 1 && segments >= threads;
+  const bool share = k > 0 && shared_floats <= kGemmSharedMax && !whole_segments;
   // Column sums form while op(B) is packed, which must then happen once per column: in the shared
   // packing, or in the column pieces. Rows split without sharing pack op(B) in every piece: the
-  // sums then run afterwards, on the pool, as SrpoColumnSum does (the same bits).
-  const bool sums_after = g.col_sums && split_rows && !share;
+  // sums then run afterwards, on the pool, as SrpoColumnSum does (the same bits). Pieces of K
+  // segments that read op(B) in place (column pieces, whole segments) each sum their segment's
+  // groups of rows (col_groups), which are added up in order after the pieces, as the cascade
+  // adds them.
+  const bool sums_in_groups = g.col_sums && segments > 1 && (!split_rows || whole_segments);
+  const bool sums_after = g.col_sums && split_rows && !share && !sums_in_groups;
   GemmArgs gg = g;
-  if (sums_after) gg.col_sums = nullptr;
+  if (sums_after || sums_in_groups) gg.col_sums = nullptr;
+  if (segments > 1) gg.bias = nullptr, gg.residual = nullptr;  // added to the segments' sum
   // Column pieces read op(B) where it is stored rather than pack their columns of it: each piece
   // reads them once per row tile from L2 instead of writing and reading a packed copy (the
   // weight gradients' dY). 0.98–0.99x the step time in one-process A/Bs (Intel Xeon, 2026-12-03, #21).
-  gg.b_in_place = !split_rows && !g.trans_b;
+  gg.b_in_place = (!split_rows || whole_segments) && !g.trans_b;
+  // Scratch: the later segments' products ([segments − 1][m][ldc], at most K / 1024 MB), then
+  // the row groups' sums.
+  const int64_t groups = (k + kRowGroup - 1) / kRowGroup;
+  std::unique_ptr<AlignedFloats> scratch_taken;
+  float* partial = nullptr;
+  if (segments > 1) {
+    scratch_taken = shared_pack_space().take((segments - 1) * m * g.ldc + (sums_in_groups ? groups * n : 0));
+    partial = scratch_taken->data();
+    if (sums_in_groups) gg.col_groups = partial + (segments - 1) * m * g.ldc;
+  }
   std::unique_ptr<AlignedFloats> space_taken;
   const float* shared = nullptr;
   if (share) {
@@ -135,15 +188,49 @@ void matmul_run(const GemmArgs& g) {
   // threads), or of 64 columns. With the shared operand packed once, a piece costs little, and
   // small ones keep the wait for a late worker's last piece short: 16 per thread (the step took
   // 0.98–0.99x the time of 4 per thread in a one-process A/B, AMD EPYC, 2026-12-03).
+  // With K segments the pieces run segment after segment (index s·tiles + tile), so that each
+  // thread's own range covers whole segments where the segments are as many as the threads.
   const int64_t row_align = tiles >= 4 * threads * (kMc / K::kMr) ? kMc / K::kMr : 1;
-  pool().run(tiles, split_rows ? row_align : 64 / K::kNr, small ? tiles + 1 : 0, [&](int64_t lo, int64_t hi) {
+  const int64_t total = segments * tiles;
+  const int64_t align = whole_segments ? tiles : split_rows ? row_align : 64 / K::kNr;
+  pool().run(total, align, small ? total + 1 : 0, [&](int64_t lo, int64_t hi) {
     float* space = gemm_pack_space();
-    if (split_rows)
-      gemm_block<K>(gg, lo * K::kMr, std::min(m, hi * K::kMr), 0, n, space, space + kGemmPackA, nullptr, shared);
-    else
-      gemm_block<K>(gg, 0, m, lo * K::kNr, std::min(n, hi * K::kNr), space, space + kGemmPackA, shared, nullptr);
+    for (int64_t s = lo / tiles; s * tiles < hi; s++) {
+      const int64_t t0 = std::max(lo, s * tiles) - s * tiles, t1 = std::min(hi, (s + 1) * tiles) - s * tiles;
+      const GemmArgs gs = segments > 1 ? gemm_segment(gg, s, s == 0 ? g.c : partial + (s - 1) * m * g.ldc) : gg;
+      const float* seg_shared = shared ? shared + s * kKSegment * padded : nullptr;
+      if (split_rows)
+        gemm_block<K>(gs, t0 * K::kMr, std::min(m, t1 * K::kMr), 0, n, space, space + kGemmPackA, nullptr, seg_shared);
+      else
+        gemm_block<K>(gs, 0, m, t0 * K::kNr, std::min(n, t1 * K::kNr), space, space + kGemmPackA, seg_shared, nullptr);
+    }
   }, share ? kGemmPiecesPerThread : 1);
   if (space_taken) shared_pack_space().give_back(std::move(space_taken));
+  if (segments > 1) {
+    // C₀ + C₁ + … in segment order, one rounding each (the barrier keeps -ffast-math from adding
+    // the scratch rows together first), then the bias and the residual as the tiles would have.
+    pool().run(m, 1, kInlineBelow / (segments * n) + 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; i++) {
+        float* row = g.c + i * g.ldc;
+        for (int64_t s = 1; s < segments; s++) {
+          const float* part = partial + ((s - 1) * m + i) * g.ldc;
+          asm volatile("" ::: "memory");
+          for (int64_t j = 0; j < n; j++) row[j] += part[j];
+        }
+        if (g.bias) add_bias_tile(row, 0, 1, n, g.bias, g.residual ? g.residual + i * g.ldc : nullptr);
+      }
+    });
+    if (sums_in_groups) {
+      // The groups' sums added into each column's total in order, as column_sums does.
+      const float* group_sums = gg.col_groups;
+      pool().run(n, kLine, kInlineBelow / groups + 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t j = lo; j < hi; j++) g.col_sums[j] = 0.f;
+        for (int64_t r = 0; r < groups; r++)
+          for (int64_t j = lo; j < hi; j++) g.col_sums[j] += group_sums[r * n + j];
+      });
+    }
+    shared_pack_space().give_back(std::move(scratch_taken));
+  }
   if (sums_after) matmul_column_sums(g);
 }
 

@@ -45,7 +45,7 @@
 #include <vector>
 #include "tf-kernel-api.h"
 
-#define SRPO_KERNELS_VERSION 10
+#define SRPO_KERNELS_VERSION 11
 
 namespace {
 
@@ -192,6 +192,25 @@ napi_value worker_spin(napi_env env, napi_callback_info) {
   return v;
 }
 
+// setGemmPlanThreads(threads) -> the previous setting: SrpoMatMul plans its products (the split,
+// the pieces, K segments whole or in pieces) as if the pool had `threads` threads, 0 meaning the
+// pool's own count (gemm-ops.h). The bits never depend on it; tests use it to run the schedules
+// of larger machines on a small one. Not while kernels run.
+napi_value set_gemm_plan_threads(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
+  int64_t threads = 0;
+  if (argc < 1 || napi_get_value_int64(env, argv[0], &threads) != napi_ok || threads < 0 || threads > 256) {
+    napi_throw_range_error(env, "SRPO_KERNELS_ARG", "setGemmPlanThreads takes a thread count from 0 (the pool's own) to 256");
+    return nullptr;
+  }
+  napi_value previous;
+  napi_create_int64(env, gemm_plan_threads, &previous);
+  gemm_plan_threads = threads;
+  return previous;
+}
+
 // A string argument (at most 15 characters) into out; false when it is not a string.
 bool string_arg(napi_env env, napi_value v, std::string* out) {
   char buf[16];
@@ -276,6 +295,8 @@ napi_value init(napi_env env, napi_value exports) {
   napi_set_named_property(env, exports, "workerSpin", spin);
   napi_create_function(env, "setIsa", NAPI_AUTO_LENGTH, set_isa, nullptr, &spin);
   napi_set_named_property(env, exports, "setIsa", spin);
+  napi_create_function(env, "setGemmPlanThreads", NAPI_AUTO_LENGTH, set_gemm_plan_threads, nullptr, &spin);
+  napi_set_named_property(env, exports, "setGemmPlanThreads", spin);
   napi_create_string_utf8(env, __builtin_cpu_is("intel") ? "intel" : __builtin_cpu_is("amd") ? "amd" : "other", NAPI_AUTO_LENGTH, &vendor);
   napi_set_named_property(env, exports, "cpuVendor", vendor);
   return exports;

@@ -85,10 +85,12 @@ describe('srpo-kernels: the AVX2 and AVX-512 builds', () => {
   it('SrpoMatMul and its epilogues give the same bits from both micro-kernels', async () => {
     if (!available()) return void expect(required).toBe(false);
     if (!cpuFlags.has('avx512f')) return;
-    // Shapes past one tile of either kernel (6 × 16, 12 × 32), with edges, and K past one block (256).
+    // Shapes past one tile of either kernel (6 × 16, 12 × 32), with edges, and K past one block
+    // (256); the last one long enough for K segments (gemm-ops.h), the third one short.
     for (const [m, n, k] of [
       [37, 45, 300],
       [130, 70, 64],
+      [40, 70, 2100],
     ]) {
       const a = tf.tensor2d(seededValues(m * k, 11, 2), [m, k]);
       const b = tf.tensor2d(seededValues(k * n, 12, 2), [k, n]);

@@ -52,12 +52,13 @@ interface AddonExports {
   cpuVendor: 'intel' | 'amd' | 'other';
   /** Absent from builds before it (the kernel set's results did not change with it). */
   setIsa?(part: KernelIsaPart, isa: KernelIsa): KernelIsa;
+  setGemmPlanThreads?(threads: number): number;
   setWorkerSpin(microseconds: number): void;
   workerSpin(): number;
 }
 
 /** The kernel set this code expects (`SRPO_KERNELS_VERSION` in srpo-kernels.cc); a build of another version is stale. */
-export const SRPO_KERNELS_VERSION = 10;
+export const SRPO_KERNELS_VERSION = 11;
 
 const log = new Logger('srpo-kernels');
 let status: SrpoKernelsStatus | undefined;
@@ -121,6 +122,19 @@ export function setKernelIsa(part: KernelIsaPart, isa: KernelIsa): KernelIsa {
   // A build from before setIsa (same kernel set: the switch changed no result) lacks it.
   if (typeof addonExports.setIsa !== 'function') throw new Error('srpo-kernels build has no setIsa; rebuild it (npm run build:native)');
   return addonExports.setIsa(part, isa);
+}
+
+/**
+ * Makes `SrpoMatMul` plan its products (how C is split, the pieces, whether K segments run whole)
+ * as if its pool had `threads` threads, 0 meaning the pool's own count, and returns the previous
+ * setting. The bits never depend on it: every element's chains are fixed by the shape
+ * (gemm-kernels.h, gemm-ops.h). It exists so that tests run the schedules of larger machines on a
+ * small one. Not while kernels run.
+ */
+export function setGemmPlanThreads(threads: number): number {
+  if (!addonExports) throw new Error(`srpo-kernels not loaded: ${loadSrpoKernels().reason ?? 'load it first'}`);
+  if (typeof addonExports.setGemmPlanThreads !== 'function') throw new Error('srpo-kernels build has no setGemmPlanThreads; rebuild it (npm run build:native)');
+  return addonExports.setGemmPlanThreads(threads);
 }
 
 /**

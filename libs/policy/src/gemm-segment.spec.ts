@@ -1,0 +1,149 @@
+import * as tf from '@tensorflow/tfjs';
+import { setGemmPlanThreads, srpoKernelAvailable } from './srpo-kernels';
+import { bits, cascadeColumnSums, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
+import { asBits, fma32, fmaChains, K_SEGMENT, segmented, segmentedChains, srpoMatMul, srpoMatMulOp, transposed } from './test/gemm-reference';
+
+/**
+ * `SrpoMatMul`'s K segments (gemm-ops.h, kernel set 11): products with a long K and a small C
+ * (the weight gradients Xᵀ·dY) are FMA chains over segments of 1024 added in order. Checked
+ * against those chains written out in JavaScript (test/gemm-reference.ts), for every transpose,
+ * with the epilogues, at the rule's boundaries, and under the schedules of two and of eight
+ * threads (setGemmPlanThreads: whole segments per thread, or pieces of each segment with the
+ * shared operand packed once), which must give the same bits. Skips where the addon is not built,
+ * unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
+ */
+const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
+
+/** Element (i, j) of a·b ([m, k]·[k, n]) as one FMA chain, or as segmented chains. */
+function element(a: Float32Array, b: Float32Array, n: number, k: number, i: number, j: number, inSegments: boolean): number {
+  let sum = 0;
+  const segment = inSegments ? K_SEGMENT : k;
+  for (let p0 = 0; p0 < k; p0 += segment) {
+    let acc = 0;
+    for (let p = p0; p < Math.min(k, p0 + segment); p++) acc = fma32(a[i * k + p], b[p * n + j], acc);
+    sum = p0 === 0 ? acc : Math.fround(sum + acc);
+  }
+  return sum;
+}
+
+/** Runs `fn` with products planned for each thread count (0: the pool's own), then restores the pool's. */
+async function underPlans<T>(plans: number[], fn: (plan: number) => Promise<T>): Promise<T[]> {
+  const out: T[] = [];
+  try {
+    for (const plan of plans) {
+      setGemmPlanThreads(plan);
+      out.push(await fn(plan));
+    }
+  } finally {
+    setGemmPlanThreads(0);
+  }
+  return out;
+}
+
+describe('SrpoMatMul over K segments (long K, small C: the weight gradients)', () => {
+  beforeAll(nativeBackend);
+  const available = (): boolean => ['SrpoMatMul', 'SrpoMatMulBias', 'SrpoMatMulBiasResidual', 'SrpoMatMulColumnSum'].every((op) => srpoKernelAvailable(op));
+
+  // [m, n, k]: columns split (m < n) in two segments; three segments, the last one short (52) and
+  // mid-tile edges; rows split (m >= n) in three; one element, small enough to run inline.
+  it.each([
+    [5, 40, 2048],
+    [13, 37, 2100],
+    [70, 9, 3072],
+    [1, 1, 2048],
+  ])('[%i, %i] over k = %i is the segments\' FMA chains added in order, for every transpose and every schedule', async (m, n, k) => {
+    if (!available()) return void expect(required).toBe(false);
+    expect(segmented(m, n, k)).toBe(true);
+    const a = seededValues(m * k, 7 + m, 2);
+    const b = seededValues(k * n, 11 + n, 2);
+    const expected = asBits(segmentedChains(a, b, m, n, k));
+    // The reference can tell: one chain over the whole of K differs somewhere (but for 1 × 1, whose sum may round alike).
+    if (m * n > 1) expect(firstMismatch(asBits(fmaChains(a, b, m, n, k)), expected)).not.toBe(-1);
+    const operands = {
+      a: tf.tensor2d(a, [m, k]),
+      b: tf.tensor2d(b, [k, n]),
+      at: tf.tensor2d(transposed(a, m, k), [k, m]),
+      bt: tf.tensor2d(transposed(b, k, n), [n, k]),
+    };
+    await underPlans([0, 1, 8], async (plan) => {
+      for (const [ta, tb] of [
+        [false, false],
+        [true, false],
+        [false, true],
+        [true, true],
+      ] as const) {
+        const out = srpoMatMul(ta ? operands.at : operands.a, tb ? operands.bt : operands.b, ta, tb);
+        expect([plan, ta, tb, firstMismatch(await bits(out), expected)]).toEqual([plan, ta, tb, -1]);
+        out.dispose();
+      }
+    });
+    tf.dispose(Object.values(operands));
+  });
+
+  it('segments only from k = 2048 and up to m · n = 2^18: below either bound each element is one chain', async () => {
+    if (!available()) return void expect(required).toBe(false);
+    // k = 2047: one chain everywhere.
+    const [m, n] = [13, 37];
+    const a = seededValues(m * 2047, 3, 2);
+    const b = seededValues(2047 * n, 4, 2);
+    expect(firstMismatch(await bits(srpoMatMul(tf.tensor2d(a, [m, 2047]), tf.tensor2d(b, [2047, n]))), asBits(fmaChains(a, b, m, n, 2047)))).toBe(-1);
+    // m · n = 2^18 is segmented, one row more is not: sampled elements (the whole product is too long to write out here).
+    for (const [rows, cols, inSegments] of [
+      [512, 512, true],
+      [513, 512, false],
+    ] as const) {
+      const k = 2048;
+      const x = seededValues(rows * k, 5, 2);
+      const y = seededValues(k * cols, 6, 2);
+      const c = await srpoMatMul(tf.tensor2d(x, [rows, k]), tf.tensor2d(y, [k, cols])).data<'float32'>();
+      let differs = 0;
+      for (let s = 0; s < 24; s++) {
+        const i = (s * 97) % rows;
+        const j = (s * 61 + 7) % cols;
+        expect([rows, i, j, c[i * cols + j]]).toEqual([rows, i, j, element(x, y, cols, k, i, j, inSegments)]);
+        if (element(x, y, cols, k, i, j, !inSegments) !== c[i * cols + j]) differs++;
+      }
+      expect(differs).toBeGreaterThan(0); // the other rule would have failed somewhere
+    }
+  });
+
+  it.each([
+    [13, 37, 2100],
+    [70, 9, 3072],
+  ])('[%i, %i] over k = %i: the bias, then the residual, are added to the segments\' sum, one rounding each', async (m, n, k) => {
+    if (!available()) return void expect(required).toBe(false);
+    const a = seededValues(m * k, 21 + m, 2);
+    const b = seededValues(k * n, 23 + n, 2);
+    const bias = seededValues(n, 25, 3);
+    const h = seededValues(m * n, 27, 50);
+    const product = segmentedChains(a, b, m, n, k);
+    const withBias = product.map((v, i) => Math.fround(v + bias[i % n]));
+    const withResidual = withBias.map((v, i) => Math.fround(h[i] + v));
+    const [at, bt, biasT, hT] = [tf.tensor2d(a, [m, k]), tf.tensor2d(b, [k, n]), tf.tensor1d(bias), tf.tensor2d(h, [m, n])];
+    await underPlans([0, 8], async (plan) => {
+      const [biased] = srpoMatMulOp('SrpoMatMulBias', [at, bt, biasT]);
+      const [residual] = srpoMatMulOp('SrpoMatMulBiasResidual', [at, bt, biasT, hT]);
+      expect([plan, firstMismatch(await bits(biased), asBits(withBias))]).toEqual([plan, -1]);
+      expect([plan, firstMismatch(await bits(residual), asBits(withResidual))]).toEqual([plan, -1]);
+    });
+  });
+
+  // Columns split (each piece sums its segment's row groups) and rows split (whole segments sum
+  // theirs; under the eight-thread plan op(B) is packed once for all pieces and summed there).
+  it.each([
+    [40, 300, 2100],
+    [300, 40, 2100],
+  ])('[%i, %i] over k = %i: the weight gradient is segmented and its bias gradient is SrpoColumnSum\'s cascade, bit for bit', async (m, n, k) => {
+    if (!available()) return void expect(required).toBe(false);
+    const x = seededValues(k * m, 31 + m, 2); // X [k, m]: the product is Xᵀ·dY
+    const dy = seededValues(k * n, 37 + n, 2);
+    const expectedProduct = asBits(segmentedChains(transposed(x, k, m), dy, m, n, k));
+    const expectedSums = asBits(cascadeColumnSums(dy, k, n));
+    const [xt, dyt] = [tf.tensor2d(x, [k, m]), tf.tensor2d(dy, [k, n])];
+    await underPlans([0, 8], async (plan) => {
+      const [product, sums] = srpoMatMulOp('SrpoMatMulColumnSum', [xt, dyt], true);
+      expect([plan, firstMismatch(await bits(product), expectedProduct)]).toEqual([plan, -1]);
+      expect([plan, firstMismatch(await bits(sums), expectedSums)]).toEqual([plan, -1]);
+    });
+  });
+});
