@@ -167,9 +167,10 @@ function parseArgs(argv: string[]): Args {
  * ones read that batch, so every side trains on identical data.
  */
 async function worker(args: Args): Promise<void> {
-  const { initTfBackend, releaseTfBackend, describeAdapter } = await import('@srpo/core');
+  const { EnvReader, initTfBackend, releaseTfBackend, describeAdapter, tfBackendSettings } = await import('@srpo/core');
   const backend = args.worker as Backend;
-  const info = await initTfBackend(backend);
+  // SRPO_DAWN_NODE (the GPU bundle, bench/learner/gpu) and SRPO_WEBGPU_FLAGS (tuning runs) reach the backend as in the apps.
+  const info = await initTfBackend(backend, tfBackendSettings(new EnvReader(process.env)));
   const tf = await import('@tensorflow/tfjs');
   const { SrpoTrainer, saveCheckpoint, configureWebGpuKernels, configureSrpoKernels, loadSrpoKernels, srpoMatMulRouted } = await import('@srpo/policy');
   configureWebGpuKernels({ enabled: args.webgpuLayout === 'on' });

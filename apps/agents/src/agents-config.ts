@@ -1,5 +1,5 @@
 import * as path from 'path';
-import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, Logger, LogLevel } from '@srpo/core';
+import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, Logger, LogLevel, tfBackendSettings, type TfBackendSettings } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
 import { HfTokenizer, readHfConfig } from '@srpo/policy';
 import {
@@ -50,6 +50,8 @@ export interface AgentsConfig {
   /** Prefix of every task, episode and output id; unique per run so ids never collide on shared topics. */
   runId: string;
   backend: BackendRequest;
+  /** How the backend loads: `SRPO_WEBGPU_FLAGS`, `SRPO_DAWN_NODE`, `SRPO_TF_CUDA`, `LD_LIBRARY_PATH` (tfBackendSettings). */
+  backendSettings: TfBackendSettings;
   statsIntervalMs: number;
   logLevel: LogLevel;
 }
@@ -90,6 +92,9 @@ const RUN_ID = /^[A-Za-z0-9_-]{1,40}$/;
  * | `SRPO_AGENTS_RUN_ID` | random | prefix of all ids of this run |
  * | `SRPO_AGENTS_STATS_MS` | 10000 | interval of the stats log line |
  * | `SRPO_BACKEND` | `auto` | TensorFlow.js backend |
+ * | `SRPO_WEBGPU_FLAGS` | | JSON object of tfjs-backend-webgpu flags (tuning runs) |
+ * | `SRPO_DAWN_NODE` | | path of dawn.node, for a bundle that carries it |
+ * | `SRPO_TF_CUDA` | | `11` or `12`: the CUDA generation tfjs-node-gpu's libtensorflow needs, where its files do not tell |
  * | `SRPO_LOG_LEVEL` | `info` | `debug`, `info`, `warn`, `error` |
  */
 export function loadAgentsConfig(env: Readonly<Record<string, string | undefined>> = process.env, cwd: string = process.cwd()): AgentsConfig {
@@ -140,6 +145,7 @@ export function loadAgentsConfig(env: Readonly<Record<string, string | undefined
     maxTasks: r.int('SRPO_AGENTS_MAX_TASKS', 0, { min: 0 }),
     runId,
     backend: r.oneOf('SRPO_BACKEND', BACKEND_REQUESTS, 'auto'),
+    backendSettings: tfBackendSettings(r),
     statsIntervalMs: r.int('SRPO_AGENTS_STATS_MS', 10_000, { min: 100 }),
     logLevel: r.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
   };

@@ -13,7 +13,7 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   applyAgentsConfig(config);
-  await initTfBackend(config.backend);
+  await initTfBackend(config.backend, config.backendSettings);
   const agents = new AgentsService(config);
   const signals = onShutdownSignals(() => agents.stop(), log);
   await agents.start();

@@ -1,4 +1,4 @@
-import { BACKEND_REQUESTS, BackendRequest, EnvReader, Logger, LogLevel } from '@srpo/core';
+import { BACKEND_REQUESTS, BackendRequest, EnvReader, Logger, LogLevel, tfBackendSettings, type TfBackendSettings } from '@srpo/core';
 import * as path from 'path';
 import { KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
 import { readMaterializerSettings, type MaterializerSettings } from '@srpo/materializer';
@@ -20,6 +20,8 @@ export interface CliConfig {
   childEnv: Readonly<Record<string, string | undefined>>;
   topics: TopicCatalogOptions;
   backend: BackendRequest;
+  /** How the backend loads: `SRPO_WEBGPU_FLAGS`, `SRPO_DAWN_NODE`, `SRPO_TF_CUDA`, `LD_LIBRARY_PATH` (tfBackendSettings). */
+  backendSettings: TfBackendSettings;
   logLevel: LogLevel;
   maxPayloadBytes: number;
   /** The learner's audit store (same variables as the learner: SRPO_DATABASE_URL, SRPO_DATABASE_SCHEMA, SRPO_SQLITE_PATH). */
@@ -55,6 +57,7 @@ export function loadCliConfig(env: Readonly<Record<string, string | undefined>> 
       derivedPartitions: reader.int('SRPO_DERIVED_PARTITIONS', 3, { min: 1, max: 1024 }),
     },
     backend: reader.oneOf('SRPO_BACKEND', BACKEND_REQUESTS, 'auto'),
+    backendSettings: tfBackendSettings(reader),
     logLevel: reader.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'warn'),
     maxPayloadBytes: reader.int('SRPO_MAX_PAYLOAD_BYTES', 1024 * 1024, { min: 1024 }),
     store: readStore(reader, process.cwd()),

@@ -55,6 +55,13 @@ describe('npx srpo doctor', () => {
     expect(stdout).toMatch(/^FAIL\s+KAFKA_BROKERS "not-a-broker" is not host:port — fix: .*KAFKA_BROKERS/m);
   });
 
+  it('names a bad backend variable (SRPO_WEBGPU_FLAGS not a JSON object) with its fix, and exits 1', async () => {
+    const { code, stdout } = await doctor(localEnv({ SRPO_WEBGPU_FLAGS: '[1]' }));
+    expect(stdout).toMatch(/^FAIL\s+tf-backend SRPO_BACKEND=auto: invalid configuration SRPO_WEBGPU_FLAGS: expected a JSON object of tfjs flags — fix: correct or unset SRPO_WEBGPU_FLAGS$/m);
+    expect(stdout).toMatch(/^ok\s+libtensorflow /m);
+    expect(code).toBe(1);
+  });
+
   it('warns, without failing, when SRPO_CHROMIUM names no executable', async () => {
     const { code, stdout } = await doctor(localEnv({ SRPO_CHROMIUM: path.join(os.tmpdir(), 'srpo-no-such-chromium') }));
     expect(stdout).toMatch(/^warn\s+chromium SRPO_CHROMIUM=\S*srpo-no-such-chromium is not an executable file.* — fix: unset SRPO_CHROMIUM/m);

@@ -1,6 +1,6 @@
 import * as fs from 'fs';
 import * as path from 'path';
-import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, errorMessage, Logger, LogLevel, repoRoot } from '@srpo/core';
+import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, errorMessage, Logger, LogLevel, repoRoot, tfBackendSettings, type TfBackendSettings } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
 import { readHfConfig, resolveLoraConfig, resolveTransformerConfig, type LoraConfig, type TransformerConfig } from '@srpo/policy';
 import { EVENT_REDUCTIONS, OBJECTIVES, resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
@@ -37,6 +37,8 @@ export interface LearnerConfig {
   /** With `modelDir`: train a LoRA adapter (seeded by SRPO_SEED) on the frozen base instead of the full weights. */
   lora?: LoraConfig;
   backend: BackendRequest;
+  /** How the backend loads: `SRPO_WEBGPU_FLAGS`, `SRPO_DAWN_NODE`, `SRPO_TF_CUDA`, `LD_LIBRARY_PATH` (tfBackendSettings). */
+  backendSettings: TfBackendSettings;
   httpPort: number;
   /** Bearer token for state-changing endpoints; unset disables them. */
   apiToken?: string;
@@ -92,6 +94,9 @@ const MIN_TOKEN_LENGTH = 16;
  * | `SRPO_LORA` | unset | with `SRPO_MODEL_DIR`: JSON LoRA settings, e.g. `{"r":8,"alpha":16,"dropout":0,"targetModules":["q_proj","v_proj"]}` (missing fields take these defaults); the policy then trains an adapter on the frozen base, checkpoints hold the adapter only |
  * | `SRPO_MODEL_DIR` | unset | a Hugging Face model directory (config.json, safetensors, tokenizer.json) as version 0 instead; its config is checked at boot; exclusive with `SRPO_MODEL_CONFIG` |
  * | `SRPO_BACKEND` | `auto` | `auto`, `tensorflow-gpu`, `tensorflow` or `cpu`; a forced backend that fails is an error |
+ * | `SRPO_WEBGPU_FLAGS` | | JSON object of tfjs-backend-webgpu flags (tuning runs) |
+ * | `SRPO_DAWN_NODE` | | path of dawn.node, for a bundle that carries it |
+ * | `SRPO_TF_CUDA` | | `11` or `12`: the CUDA generation tfjs-node-gpu's libtensorflow needs, where its files do not tell |
  * | `SRPO_HTTP_PORT` | 3000 | HTTP API port |
  * | `SRPO_API_TOKEN` | unset | bearer token (>= 16 chars) for `POST /consumption/*`; unset: those endpoints answer 403 |
  * | `SRPO_API_READ_TOKEN` | unset | when set (>= 16 chars), read endpoints (`/metrics`, `/policies`, `/updates`) require it or the write token; `/health` stays open |
@@ -132,6 +137,7 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
     modelDir: readModelDir(r, cwd),
     lora: readLora(r, cwd),
     backend: r.oneOf('SRPO_BACKEND', BACKEND_REQUESTS, 'auto'),
+    backendSettings: tfBackendSettings(r),
     httpPort: r.int('SRPO_HTTP_PORT', 3000, { min: 0, max: 65535 }),
     apiToken: readToken(r, 'SRPO_API_TOKEN'),
     apiReadToken: readToken(r, 'SRPO_API_READ_TOKEN'),

@@ -55,7 +55,7 @@ export class LearnerModule {
         {
           provide: BACKEND_INFO,
           // Before anything touches TensorFlow: the trainer depends on this.
-          useFactory: async () => initTfBackend(config.backend),
+          useFactory: async () => initTfBackend(config.backend, config.backendSettings),
         },
         { provide: AUDIT_STORE, useFactory: () => AuditStore.open(config.store) },
         {

@@ -1,5 +1,5 @@
 import * as path from 'path';
-import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, Logger, LogLevel } from '@srpo/core';
+import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, Logger, LogLevel, tfBackendSettings, type TfBackendSettings } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
 
 export interface ServeConfig {
@@ -19,6 +19,8 @@ export interface ServeConfig {
   maxBodyBytes: number;
   startupTimeoutMs: number;
   backend: BackendRequest;
+  /** How the backend loads: `SRPO_WEBGPU_FLAGS`, `SRPO_DAWN_NODE`, `SRPO_TF_CUDA`, `LD_LIBRARY_PATH` (tfBackendSettings). */
+  backendSettings: TfBackendSettings;
   logLevel: LogLevel;
 }
 
@@ -41,6 +43,9 @@ const POLICY_ID = /^[A-Za-z0-9._-]+$/;
  * | `SRPO_SERVE_MAX_BODY_BYTES` | 4194304 | largest request body |
  * | `SRPO_SERVE_STARTUP_TIMEOUT_MS` | 120000 | longest wait for version 0 of every policy |
  * | `SRPO_BACKEND` | `auto` | TensorFlow.js backend |
+ * | `SRPO_WEBGPU_FLAGS` | | JSON object of tfjs-backend-webgpu flags (tuning runs) |
+ * | `SRPO_DAWN_NODE` | | path of dawn.node, for a bundle that carries it |
+ * | `SRPO_TF_CUDA` | | `11` or `12`: the CUDA generation tfjs-node-gpu's libtensorflow needs, where its files do not tell |
  * | `SRPO_LOG_LEVEL` | `info` | `debug`, `info`, `warn`, `error` |
  */
 export function loadServeConfig(env: Readonly<Record<string, string | undefined>> = process.env, cwd: string = process.cwd()): ServeConfig {
@@ -63,6 +68,7 @@ export function loadServeConfig(env: Readonly<Record<string, string | undefined>
     maxBodyBytes: r.int('SRPO_SERVE_MAX_BODY_BYTES', 4 * 1024 * 1024, { min: 1024 }),
     startupTimeoutMs: r.int('SRPO_SERVE_STARTUP_TIMEOUT_MS', 120_000, { min: 0 }),
     backend: r.oneOf('SRPO_BACKEND', BACKEND_REQUESTS, 'auto'),
+    backendSettings: tfBackendSettings(r),
     logLevel: r.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
   };
 }

@@ -21,7 +21,7 @@ export class ServeService implements OnApplicationShutdown {
   }
 
   async start(): Promise<void> {
-    await initTfBackend(this.config.backend);
+    await initTfBackend(this.config.backend, this.config.backendSettings);
     let models: ServedModels | undefined;
     const pool = new PolicyPool({
       kafka: createKafka(this.config.kafka),

@@ -349,7 +349,11 @@ say({ step: 'load', tfjs: tf.version.tfjs, native: tf.backend().binding.TF_Versi
 const moduleFile = process.argv[1];
 if (!moduleFile) process.exit(0);
 const core = require(moduleFile);
-core.initTfBackend(process.argv[2]).then((info) => {
+let settings;
+// The app config's reading of the backend's variables (config.js sits beside tf-backend.js).
+const { EnvReader } = require(require('path').join(require('path').dirname(moduleFile), 'config'));
+try { settings = core.tfBackendSettings(new EnvReader(process.env)); } catch (e) { say({ step: 'backend', error: first(e) }); process.exit(4); }
+core.initTfBackend(process.argv[2], settings).then((info) => {
   say({ step: 'backend', name: info.name, package: info.package, gpu: info.gpu, nativeVersion: info.nativeVersion,
         adapter: info.adapter ? core.describeAdapter(info.adapter) : undefined });
   try { core.releaseTfBackend(); } catch (e) {}
@@ -411,7 +415,8 @@ function checkTensorflow(host: DoctorHost): DoctorResult[] {
     results.push(ok('tf-backend', 'required', `SRPO_BACKEND=${requested} selects ${backend.name ?? '?'} (${backend.package ?? '?'})${where}`));
   } else {
     const why = backend?.error ?? failure('backend selection', out, TF_CHILD_MS);
-    const fixBackend = requested === 'auto' ? fix : `unset SRPO_BACKEND (or fix what it needs: ${why.split(';')[0]})`;
+    const badVariable = /^invalid configuration (\w+)/.exec(why)?.[1];
+    const fixBackend = badVariable ? `correct or unset ${badVariable}` : requested === 'auto' ? fix : `unset SRPO_BACKEND (or fix what it needs: ${why.split(';')[0]})`;
     results.push(bad('tf-backend', 'required', `SRPO_BACKEND=${requested}: ${why}`, fixBackend));
   }
   return results;

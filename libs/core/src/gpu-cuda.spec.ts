@@ -53,8 +53,8 @@ describe('CUDA library check for tfjs-node-gpu', () => {
   });
 
   it("applies CUDA 11.2 / cuDNN 8 to Google's 2.9.1 archive and CUDA 12 to the wheel layout", () => {
-    expect(cudaRequirementFor(undefined, {})).toBe(CUDA11_TF291);
-    expect(cudaRequirementFor(undefined, { SRPO_TF_CUDA: '12' })).toBe(CUDA12_TF_WHEEL);
+    expect(cudaRequirementFor(undefined)).toBe(CUDA11_TF291);
+    expect(cudaRequirementFor(undefined, '12')).toBe(CUDA12_TF_WHEEL);
     const check = checkCudaLibraries(CUDA11_TF291, CUDA12_LISTING);
     expect(check.missing.map((l) => l.soname)).toContain('libcudnn.so.8');
     expect(cudaMismatchMessage(check)).toMatch(/CUDA 11\.2/);

@@ -145,9 +145,9 @@ export function parseLdconfigCache(output: string): string[] {
  * pip wheels), then the usual driver and toolkit locations. The ldconfig cache
  * is added by {@link checkCudaEnvironment}.
  */
-export function cudaSearchDirs(env: NodeJS.ProcessEnv): string[] {
+export function cudaSearchDirs(libraryPath: string | undefined): string[] {
   const dirs: string[] = [];
-  for (const d of (env.LD_LIBRARY_PATH ?? '').split(':')) if (d) dirs.push(d);
+  for (const d of (libraryPath ?? '').split(':')) if (d) dirs.push(d);
   dirs.push('/usr/local/nvidia/lib64', '/usr/local/cuda/lib64', '/usr/lib/x86_64-linux-gnu', '/usr/lib64', '/usr/lib');
   return [...new Set(dirs)];
 }
@@ -172,20 +172,23 @@ export function tfjsNodeGpuLibDir(): string | undefined {
 /**
  * Which requirement applies to the libtensorflow in `libDir`: the wheel route
  * leaves `libtensorflow_cc.so.2` there (libtensorflow.so.2.9.1 is a link to it),
- * Google's archive does not. `SRPO_TF_CUDA=11|12` overrides.
+ * Google's archive does not. `tfCuda` (`SRPO_TF_CUDA=11|12`, read by the caller's config) overrides.
  */
-export function cudaRequirementFor(libDir: string | undefined, env: NodeJS.ProcessEnv = process.env): CudaRequirement {
-  if (env.SRPO_TF_CUDA === '11') return CUDA11_TF291;
-  if (env.SRPO_TF_CUDA === '12') return CUDA12_TF_WHEEL;
+export function cudaRequirementFor(libDir: string | undefined, tfCuda?: '11' | '12'): CudaRequirement {
+  if (tfCuda === '11') return CUDA11_TF291;
+  if (tfCuda === '12') return CUDA12_TF_WHEEL;
   if (libDir && existsSync(path.join(libDir, 'libtensorflow_cc.so.2'))) return CUDA12_TF_WHEEL;
   return CUDA11_TF291;
 }
 
-/** The check against this machine: files in the search directories plus the ldconfig cache. */
-export function checkCudaEnvironment(env: NodeJS.ProcessEnv = process.env): CudaCheck {
+/**
+ * The check against this machine: files in the search directories (`libraryPath`, the process's
+ * `LD_LIBRARY_PATH` as its config read it, then the usual ones) plus the ldconfig cache.
+ */
+export function checkCudaEnvironment(settings: { tfCuda?: '11' | '12'; libraryPath?: string } = {}): CudaCheck {
   const libDir = tfjsNodeGpuLibDir();
-  const requirement = cudaRequirementFor(libDir, env);
-  const searched = cudaSearchDirs(env);
+  const requirement = cudaRequirementFor(libDir, settings.tfCuda);
+  const searched = cudaSearchDirs(settings.libraryPath);
   const present: string[] = [];
   for (const d of searched) present.push(...safeReaddir(d));
   // ldconfig lives in /sbin, which is not on an ordinary user's PATH.

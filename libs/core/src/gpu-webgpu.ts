@@ -78,13 +78,25 @@ export function describeAdapter(a: GpuAdapterReport): string {
   return `${what}${detail ? ` (${detail})` : ''}${a.software ? ' [software]' : ''}`;
 }
 
+/** dawn.node's path when given (`SRPO_DAWN_NODE`, through {@link useDawnAddon}), else undefined. */
+let dawnAddonOverride: string | undefined;
+
+/**
+ * Takes dawn.node from `path` instead of the `webgpu` package: a single-file bundle inlines the
+ * backend and carries dawn.node beside itself (`SRPO_DAWN_NODE`, read by the caller's config;
+ * initTfBackend passes it). Undefined goes back to the package.
+ */
+export function useDawnAddon(path: string | undefined): void {
+  dawnAddonOverride = path;
+}
+
 /**
  * Which of the two npm packages are missing (empty when both resolve).
- * With `SRPO_DAWN_NODE` set (a single-file bundle that inlines the backend and
- * carries dawn.node beside it) nothing is looked up; loading reports what fails.
+ * With dawn.node's path given ({@link useDawnAddon}) nothing is looked up;
+ * loading reports what fails.
  */
 export function webgpuPackages(): { missing: string[] } {
-  if (process.env.SRPO_DAWN_NODE) return { missing: [] };
+  if (dawnAddonOverride) return { missing: [] };
   return { missing: [DAWN_PACKAGE, WEBGPU_BACKEND_PACKAGE].filter((p) => !resolves(`${p}/package.json`)) };
 }
 
@@ -97,10 +109,9 @@ function resolves(request: string): boolean {
   }
 }
 
-/** Path of dawn.node: `SRPO_DAWN_NODE`, else inside the `webgpu` package. */
+/** Path of dawn.node: the one given ({@link useDawnAddon}), else inside the `webgpu` package. */
 export function dawnAddonPath(): string {
-  const override = process.env.SRPO_DAWN_NODE;
-  if (override) return override;
+  if (dawnAddonOverride) return dawnAddonOverride;
   const root = path.dirname(require.resolve(`${DAWN_PACKAGE}/package.json`));
   const arch = process.platform === 'darwin' ? 'universal' : process.arch;
   return path.join(root, 'dist', `${process.platform}-${arch}`, 'dawn.node');

@@ -1,5 +1,6 @@
 import type * as tfjs from '@tensorflow/tfjs';
-import { ErrorCode, SrpoError } from './errors';
+import type { EnvReader } from './config';
+import { ConfigError, ErrorCode, SrpoError } from './errors';
 import { checkCudaEnvironment, cudaMismatchMessage } from './gpu-cuda';
 import {
   describeAdapter,
@@ -8,6 +9,7 @@ import {
   probeAdapter,
   releaseWebGpuGlobals,
   selectedAdapter,
+  useDawnAddon,
   WEBGPU_BACKEND_PACKAGE,
   webgpuPackages,
   type GpuAdapterReport,
@@ -53,6 +55,55 @@ export interface BackendInfo {
   adapter?: GpuAdapterReport;
 }
 
+/** A tfjs flag's value, as `tf.env().set` takes it. */
+export type TfFlagValue = number | boolean | string;
+
+/**
+ * What loading a backend takes from the process's environment. Each app's config module reads
+ * it ({@link tfBackendSettings}) and passes it to {@link initTfBackend}; this library reads no
+ * environment variable itself.
+ */
+export interface TfBackendSettings {
+  /** `SRPO_WEBGPU_FLAGS`: tfjs flag values for the webgpu backend, over this module's defaults (tuning runs). */
+  webgpuFlags?: Readonly<Record<string, TfFlagValue>>;
+  /** `SRPO_DAWN_NODE`: the path of dawn.node, for a single-file bundle that carries it beside itself. */
+  dawnNode?: string;
+  /** `SRPO_TF_CUDA`: the CUDA generation tfjs-node-gpu's libtensorflow needs, where its files do not tell. */
+  tfCuda?: '11' | '12';
+  /** `LD_LIBRARY_PATH`: where the dynamic loader looks for the CUDA libraries (the check before loading tfjs-node-gpu). */
+  libraryPath?: string;
+}
+
+/** Reads {@link TfBackendSettings} through an app's config reader; a bad value names its variable. */
+export function tfBackendSettings(r: EnvReader): TfBackendSettings {
+  const settings: TfBackendSettings = {};
+  const flags = r.optionalStr('SRPO_WEBGPU_FLAGS');
+  if (flags !== undefined) settings.webgpuFlags = parseWebGpuFlags(flags);
+  const dawnNode = r.optionalStr('SRPO_DAWN_NODE');
+  if (dawnNode !== undefined) settings.dawnNode = dawnNode;
+  if (r.has('SRPO_TF_CUDA')) settings.tfCuda = r.oneOf('SRPO_TF_CUDA', ['11', '12'] as const);
+  const libraryPath = r.optionalStr('LD_LIBRARY_PATH');
+  if (libraryPath !== undefined) settings.libraryPath = libraryPath;
+  return settings;
+}
+
+/** `SRPO_WEBGPU_FLAGS`: a JSON object whose values are numbers, booleans or strings. */
+function parseWebGpuFlags(raw: string): Record<string, TfFlagValue> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch (e) {
+    throw new ConfigError('SRPO_WEBGPU_FLAGS', `expected a JSON object of tfjs flags: ${firstLine(e)}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError('SRPO_WEBGPU_FLAGS', 'expected a JSON object of tfjs flags');
+  const flags: Record<string, TfFlagValue> = {};
+  for (const [k, v] of Object.entries(parsed)) {
+    if (typeof v !== 'number' && typeof v !== 'boolean' && typeof v !== 'string') throw new ConfigError('SRPO_WEBGPU_FLAGS', `flag ${k}: expected a number, boolean or string`);
+    flags[k] = v;
+  }
+  return flags;
+}
+
 let selected: { info: BackendInfo; tf: typeof tfjs } | undefined;
 /**
  * tfjs-node-gpu once loaded: it cannot be unloaded, and loading tfjs-node beside
@@ -89,20 +140,22 @@ class Unavailable extends Error {
  * Loads and activates a backend once per process; later calls return the first
  * choice (tfjs backends cannot be unloaded). Logs the choice once.
  */
-export async function initTfBackend(requested: BackendRequest = 'auto'): Promise<BackendInfo> {
+export async function initTfBackend(requested: BackendRequest = 'auto', settings: TfBackendSettings = {}): Promise<BackendInfo> {
   if (selected) return selected.info;
   if (!BACKEND_REQUESTS.includes(requested)) {
     throw new SrpoError(ErrorCode.CONFIG_INVALID, `unknown backend '${String(requested)}' (one of ${BACKEND_REQUESTS.join(', ')})`, { field: 'SRPO_BACKEND' });
   }
-  // libtensorflow prints oneDNN and CPU-feature notices on stderr at load; a value
-  // set by the user wins (0 shows why a GPU was not registered).
+  // libtensorflow prints oneDNN and CPU-feature notices on stderr at load; it takes its log
+  // level from its environment only, so the default is written there, and a value set by the
+  // user wins (0 shows why a GPU was not registered).
   process.env.TF_CPP_MIN_LOG_LEVEL ??= '2';
+  useDawnAddon(settings.dawnNode);
   const auto = requested === 'auto';
   const attempts: BackendRequest[] = auto ? ['tensorflow-gpu', 'webgpu', 'tensorflow', 'cpu'] : [requested];
   const failures: string[] = [];
   for (const candidate of attempts) {
     try {
-      const result = await tryBackend(candidate, auto);
+      const result = await tryBackend(candidate, auto, settings);
       selected = { info: { ...result.info, requested }, tf: result.tf };
       log.info('tensorflow backend selected', { ...selected.info, adapter: selected.info.adapter && describeAdapter(selected.info.adapter) });
       return selected.info;
@@ -136,12 +189,12 @@ export function releaseTfBackend(): void {
   selected = undefined;
 }
 
-async function tryBackend(candidate: BackendRequest, auto: boolean): Promise<{ info: Omit<BackendInfo, 'requested'>; tf: typeof tfjs }> {
+async function tryBackend(candidate: BackendRequest, auto: boolean, settings: TfBackendSettings): Promise<{ info: Omit<BackendInfo, 'requested'>; tf: typeof tfjs }> {
   switch (candidate) {
     case 'tensorflow-gpu':
-      return tensorflowGpu(auto);
+      return tensorflowGpu(auto, settings);
     case 'webgpu':
-      return webgpu(auto);
+      return webgpu(auto, settings);
     case 'tensorflow': {
       const pkg = nativeGpuPackage ? '@tensorflow/tfjs-node-gpu' : '@tensorflow/tfjs-node';
       const tf = nativeGpuPackage ?? (require('@tensorflow/tfjs-node') as typeof tfjs);
@@ -158,12 +211,12 @@ async function tryBackend(candidate: BackendRequest, auto: boolean): Promise<{ i
   }
 }
 
-async function tensorflowGpu(auto: boolean): Promise<{ info: Omit<BackendInfo, 'requested'>; tf: typeof tfjs }> {
+async function tensorflowGpu(auto: boolean, settings: TfBackendSettings): Promise<{ info: Omit<BackendInfo, 'requested'>; tf: typeof tfjs }> {
   const pkg = '@tensorflow/tfjs-node-gpu';
   if (!isInstalled(pkg)) throw new Unavailable(`${pkg} is not installed`);
   // Check the CUDA libraries before loading: libtensorflow would only log the
   // dlopen failures and run on the CPU, and once loaded it cannot be unloaded.
-  const check = checkCudaEnvironment();
+  const check = checkCudaEnvironment(settings);
   if (check.missing.length > 0) {
     const message = cudaMismatchMessage(check);
     if (auto) throw new Unavailable(message, true);
@@ -186,7 +239,7 @@ async function tensorflowGpu(auto: boolean): Promise<{ info: Omit<BackendInfo, '
   return { info: { package: pkg, name: tf.getBackend(), nativeVersion: nativeVersion(tf), gpu: true }, tf };
 }
 
-async function webgpu(auto: boolean): Promise<{ info: Omit<BackendInfo, 'requested'>; tf: typeof tfjs }> {
+async function webgpu(auto: boolean, settings: TfBackendSettings): Promise<{ info: Omit<BackendInfo, 'requested'>; tf: typeof tfjs }> {
   const { missing } = webgpuPackages();
   if (missing.length > 0) throw new Unavailable(`not installed: ${missing.join(', ')} (npm packages)`);
   const probe = await probeAdapter(dawnGpu());
@@ -209,7 +262,7 @@ async function webgpu(auto: boolean): Promise<{ info: Omit<BackendInfo, 'request
     throw new SrpoError(ErrorCode.ENVIRONMENT, `cannot load ${WEBGPU_BACKEND_PACKAGE}: ${firstLine(e)}`, { cause: e });
   }
   try {
-    applyWebGpuFlags(tf);
+    applyWebGpuFlags(tf, settings.webgpuFlags);
     await activate(tf, 'webgpu');
   } catch (e) {
     releaseWebGpuGlobals();
@@ -227,24 +280,11 @@ async function webgpu(auto: boolean): Promise<{ info: Omit<BackendInfo, 'request
  * across workgroups when the output is small and sums the parts with atomic
  * float adds, whose order varies from run to run; a threshold below one
  * workgroup keeps every product on the tiled program, so the same weights and
- * batch give the same bits (as on the CPU backends). `SRPO_WEBGPU_FLAGS` (a JSON
- * object of tfjs flag values) overrides, for tuning runs.
+ * batch give the same bits (as on the CPU backends). `extra`
+ * (`SRPO_WEBGPU_FLAGS`, {@link TfBackendSettings}) overrides, for tuning runs.
  */
-function applyWebGpuFlags(tf: typeof tfjs): void {
-  const flags: Record<string, number | boolean | string> = { WEBGPU_THRESHOLD_TO_INCREASE_WORKGROUPS_FOR_MATMUL: 0.5 };
-  const extra = process.env.SRPO_WEBGPU_FLAGS;
-  if (extra) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(extra);
-    } catch (e) {
-      throw new SrpoError(ErrorCode.CONFIG_INVALID, `SRPO_WEBGPU_FLAGS must be a JSON object of tfjs flags: ${firstLine(e)}`, { field: 'SRPO_WEBGPU_FLAGS' });
-    }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-      throw new SrpoError(ErrorCode.CONFIG_INVALID, 'SRPO_WEBGPU_FLAGS must be a JSON object of tfjs flags', { field: 'SRPO_WEBGPU_FLAGS' });
-    }
-    Object.assign(flags, parsed);
-  }
+function applyWebGpuFlags(tf: typeof tfjs, extra: Readonly<Record<string, TfFlagValue>> = {}): void {
+  const flags: Record<string, TfFlagValue> = { WEBGPU_THRESHOLD_TO_INCREASE_WORKGROUPS_FOR_MATMUL: 0.5, ...extra };
   for (const [k, v] of Object.entries(flags)) {
     try {
       tf.env().set(k, v);

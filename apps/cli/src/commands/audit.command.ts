@@ -34,7 +34,7 @@ export function auditCommand(config: () => CliConfig): Command {
     .option('--source-prefix <prefix>', 'read source events from topics with this prefix instead of SRPO_TOPIC_PREFIX (a mirrored copy of the log)')
     .action(async (updateId: string, opts: AuditOptions & { checkpointDir?: string; sourcePrefix?: string }) => {
       const cfg = config();
-      const backend = await initTfBackend(cfg.backend);
+      const backend = await initTfBackend(cfg.backend, cfg.backendSettings);
       const report = await withService(
         cfg,
         {

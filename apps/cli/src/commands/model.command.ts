@@ -78,7 +78,7 @@ export function modelCommand(config: () => CliConfig): Command {
       const ref = parsePolicyRef(opts.model);
       const input = readJsonInput(opts.in);
       if (ref) {
-        await initTfBackend(config().backend);
+        await initTfBackend(config().backend, config().backendSettings);
         const policy = await loadRecordedPolicy(config(), ref.policyId, ref.version);
         try {
           const m = policy.model;
@@ -98,7 +98,7 @@ export function modelCommand(config: () => CliConfig): Command {
       const tokenizer = HfTokenizer.fromDirectory(opts.model);
       const cases = tokenizeCases(input, tokenizer, { chat: opts.chat });
       checkScoreCases(cases, hfConfig);
-      await initTfBackend(config().backend);
+      await initTfBackend(config().backend, config().backendSettings);
       const hf = loadHfModel(opts.model);
       try {
         process.stdout.write(JSON.stringify(await scoreCases(hf.model, cases)) + '\n');
@@ -119,7 +119,7 @@ export function modelCommand(config: () => CliConfig): Command {
       if (opts.dtype !== undefined && !['F32', 'BF16', 'F16'].includes(opts.dtype)) throw new ValidationError('--dtype', `expected F32, BF16 or F16, got ${JSON.stringify(opts.dtype)}`);
       const version = Number(opts.version);
       if (!Number.isSafeInteger(version) || version < 0) throw new ValidationError('--version', `must be a non-negative integer, got ${JSON.stringify(opts.version)}`);
-      await initTfBackend(config().backend);
+      await initTfBackend(config().backend, config().backendSettings);
       const policy = await loadRecordedPolicy(config(), opts.policy, version);
       try {
         const files = await exportHfPolicy(policy.model, { format: opts.format, outDir: opts.out, dtype: opts.dtype as SafetensorsDtype | undefined });

@@ -25,7 +25,7 @@ export function objectiveCommand(config: () => CliConfig): Command {
       }
       // Validate before loading native TensorFlow, so bad input gets one clean line on stderr.
       parseObjectiveRequest(input);
-      await initTfBackend(config().backend);
+      await initTfBackend(config().backend, config().backendSettings);
       const report = await evaluateObjectiveRequest(input, { grad: opts.grad });
       process.stdout.write(JSON.stringify(report, null, 2) + '\n');
     });

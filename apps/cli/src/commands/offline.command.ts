@@ -84,7 +84,7 @@ export function offlineCommand(config: () => CliConfig): Command {
       const seed = int('--seed', opts.seed, 0);
       const modulus = int('--modulus', opts.modulus, 2);
       const reverseLength = int('--reverse-length', opts.reverseLength, 1);
-      const backend = await initTfBackend(cfg.backend);
+      const backend = await initTfBackend(cfg.backend, cfg.backendSettings);
       const store = await AuditStore.open(cfg.store);
       let policy: Policy;
       let scorer: Policy;

@@ -49,7 +49,7 @@ export function replayCommand(config: () => CliConfig): Command {
       const to = parseTime('--to', opts.to);
       if (opts.from !== undefined && opts.fromOffsets !== undefined) throw new SrpoError(ErrorCode.VALIDATION_FAILED, '--from and --from-offsets exclude each other');
       const fromOffsets = opts.fromOffsets === undefined ? undefined : readOffsets(opts.fromOffsets);
-      const backend = await initTfBackend(cfg.backend);
+      const backend = await initTfBackend(cfg.backend, cfg.backendSettings);
       const store = await AuditStore.open(cfg.store);
       let report: ReplayReport;
       try {

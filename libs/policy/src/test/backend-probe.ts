@@ -11,7 +11,7 @@
  */
 import { readFileSync } from 'node:fs';
 import * as tf from '@tensorflow/tfjs';
-import { initTfBackend, releaseTfBackend, type BackendRequest } from '@srpo/core';
+import { EnvReader, initTfBackend, releaseTfBackend, tfBackendSettings, type BackendRequest } from '@srpo/core';
 import { packedLogProbs, packedToTensors, packPairs, disposePacked, tokenLogProbs } from '../log-probs';
 import { nativeKernelsActive } from '../native-ops';
 import { Policy } from '../policy';
@@ -89,7 +89,7 @@ async function logitsAndGrads(config: TransformerConfig, seed: number): Promise<
 async function main(): Promise<void> {
   const backend = process.argv[2] as BackendRequest;
   const t0 = Date.now();
-  const info = await initTfBackend(backend);
+  const info = await initTfBackend(backend, tfBackendSettings(new EnvReader(process.env))); // SRPO_DAWN_NODE in the GPU bundle
   const a = await logitsAndGrads(TINY, 21);
   const w = await logitsAndGrads(WIDE_VOCAB, 22);
 

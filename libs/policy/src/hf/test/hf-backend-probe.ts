@@ -8,7 +8,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
-import { initTfBackend, releaseTfBackend, repoRoot, type BackendRequest } from '@srpo/core';
+import { EnvReader, initTfBackend, releaseTfBackend, tfBackendSettings, repoRoot, type BackendRequest } from '@srpo/core';
 import { buildPaddedSetBatch, disposePaddedSetBatch, objectiveLoss, resolveObjectiveConfig } from '@srpo/srpo';
 import { disposePacked, packedLogProbs, packedToTensors, packPairs } from '../../log-probs';
 import { loadHfModel } from '../hf-model-dir';
@@ -26,7 +26,7 @@ export interface HfProbeResult {
 
 async function main(): Promise<void> {
   const backend = process.argv[2] as BackendRequest;
-  const info = await initTfBackend(backend);
+  const info = await initTfBackend(backend, tfBackendSettings(new EnvReader(process.env))); // SRPO_DAWN_NODE in the GPU bundle
   const fixtures = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf');
   const out: HfProbeResult = { backend: info.name, logprobDiff: {}, lossDiff: {}, gradRelDiff: {} };
   for (const name of fs.readdirSync(fixtures).sort()) {
