@@ -7,9 +7,9 @@ import { asBits, fma32, fmaChains, K_SEGMENT, segmented, segmentedChains, srpoMa
  * `SrpoMatMul`'s K segments (gemm-ops.h, kernel set 11): products with a long K and a small C
  * (the weight gradients Xᵀ·dY) are FMA chains over segments of 1024 added in order. Checked
  * against those chains written out in JavaScript (test/gemm-reference.ts), for every transpose,
- * with the epilogues, at the rule's boundaries, and under the schedules of two and of eight
- * threads (setGemmPlanThreads: whole segments per thread, or pieces of each segment with the
- * shared operand packed once), which must give the same bits. Skips where the addon is not built,
+ * with the epilogues, at the rule's boundaries, and under the schedules of two, eight and sixteen
+ * threads (setGemmPlanThreads: whole segments per thread, or pieces of each segment, with the
+ * shared operand packed once or each piece packing its own), which must give the same bits. Skips where the addon is not built,
  * unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
  */
 const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
@@ -105,6 +105,32 @@ describe('SrpoMatMul over K segments (long K, small C: the weight gradients)', (
       }
       expect(differs).toBeGreaterThan(0); // the other rule would have failed somewhere
     }
+  });
+
+  // K = 8400: nine segments, the last one short, and the operand every piece reads too large to
+  // pack once for all (k · 512 > 2^22 floats): under a sixteen-thread plan (more threads than
+  // segments: pieces of each segment) each piece packs its own blocks, and the rows-split
+  // product's bias gradient is summed after it.
+  it.each([
+    [500, 510, 8400],
+    [510, 500, 8400],
+  ])('[%i, %i] over k = %i (nine segments, nothing shared): sampled elements are the segmented chains, the bias gradient the cascade', async (m, n, k) => {
+    if (!available()) return void expect(required).toBe(false);
+    const x = seededValues(k * m, 41 + m, 2); // X [k, m]: the product is Xᵀ·dY
+    const dy = seededValues(k * n, 43 + n, 2);
+    const a = transposed(x, k, m);
+    const expectedSums = asBits(cascadeColumnSums(dy, k, n));
+    const [xt, dyt] = [tf.tensor2d(x, [k, m]), tf.tensor2d(dy, [k, n])];
+    const samples = Array.from({ length: 16 }, (_, s) => [(s * 131) % m, (s * 71 + 5) % n]);
+    const expected = samples.map(([i, j]) => element(a, dy, n, k, i, j, true));
+    await underPlans([0, 16], async (plan) => {
+      const [product, sums] = srpoMatMulOp('SrpoMatMulColumnSum', [xt, dyt], true);
+      const c = await product.data<'float32'>();
+      expect(samples.map(([i, j]) => [plan, i, j, c[i * n + j]])).toEqual(samples.map(([i, j], s) => [plan, i, j, expected[s]]));
+      expect([plan, firstMismatch(await bits(sums), expectedSums)]).toEqual([plan, -1]);
+      tf.dispose([product, sums]);
+    });
+    tf.dispose([xt, dyt]);
   });
 
   it.each([
