@@ -193,16 +193,10 @@ function readModelDir(r: EnvReader, cwd: string): string | undefined {
 }
 
 function readLora(r: EnvReader, cwd: string): LoraConfig | undefined {
-  const raw = r.optionalStr('SRPO_LORA');
-  if (raw === undefined) return undefined;
+  if (!r.has('SRPO_LORA')) return undefined;
   const dir = r.optionalStr('SRPO_MODEL_DIR');
   if (dir === undefined) throw new ConfigError('SRPO_LORA', 'needs SRPO_MODEL_DIR: adapters train on a Hugging Face base model');
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw);
-  } catch (e) {
-    throw new ConfigError('SRPO_LORA', `is not valid JSON (${errorMessage(e)})`);
-  }
+  const parsed = r.json('SRPO_LORA');
   try {
     return resolveLoraConfig(parsed, readHfConfig(path.resolve(cwd, dir)).architecture, 'SRPO_LORA');
   } catch (e) {
@@ -211,14 +205,8 @@ function readLora(r: EnvReader, cwd: string): LoraConfig | undefined {
 }
 
 function readModel(r: EnvReader): TransformerConfig {
-  const raw = r.optionalStr('SRPO_MODEL_CONFIG');
-  if (raw === undefined) return { ...DEFAULT_MODEL };
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw);
-  } catch (e) {
-    throw new ConfigError('SRPO_MODEL_CONFIG', `is not valid JSON (${errorMessage(e)})`);
-  }
+  const parsed = r.json('SRPO_MODEL_CONFIG');
+  if (parsed === undefined) return { ...DEFAULT_MODEL };
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw new ConfigError('SRPO_MODEL_CONFIG', 'must be a JSON object such as {"vocabSize":256,"dModel":64,"nLayers":2,"nHeads":4,"maxSeqLen":128}');
   }

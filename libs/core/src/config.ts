@@ -1,4 +1,4 @@
-import { ConfigError } from './errors';
+import { ConfigError, errorMessage } from './errors';
 
 /**
  * Reads and validates configuration variables from an environment map.
@@ -70,6 +70,17 @@ export class EnvReader {
       throw new ConfigError(name, `expected one of ${allowed.join(', ')}, got "${raw}"`);
     }
     return raw as T;
+  }
+
+  /** The variable parsed as JSON, or undefined when it is not set; invalid JSON is an error naming it. */
+  json(name: string): unknown {
+    const raw = this.optionalStr(name);
+    if (raw === undefined) return undefined;
+    try {
+      return JSON.parse(raw) as unknown;
+    } catch (e) {
+      throw new ConfigError(name, `is not valid JSON (${errorMessage(e)})`);
+    }
   }
 
   list(name: string, fallback: string[] = []): string[] {

@@ -2,6 +2,9 @@ import { spawnSync } from 'child_process';
 import { createHash } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
+import { EnvReader } from './config';
+import { SrpoError } from './errors';
+import { tfBackendSettings, type TfBackendSettings } from './tf-backend';
 
 /**
  * `srpo doctor`: checks what the project needs and, for anything missing or
@@ -349,11 +352,7 @@ say({ step: 'load', tfjs: tf.version.tfjs, native: tf.backend().binding.TF_Versi
 const moduleFile = process.argv[1];
 if (!moduleFile) process.exit(0);
 const core = require(moduleFile);
-let settings;
-// The app config's reading of the backend's variables (config.js sits beside tf-backend.js).
-const { EnvReader } = require(require('path').join(require('path').dirname(moduleFile), 'config'));
-try { settings = core.tfBackendSettings(new EnvReader(process.env)); } catch (e) { say({ step: 'backend', error: first(e) }); process.exit(4); }
-core.initTfBackend(process.argv[2], settings).then((info) => {
+core.initTfBackend(process.argv[2], JSON.parse(process.argv[3] || '{}')).then((info) => {
   say({ step: 'backend', name: info.name, package: info.package, gpu: info.gpu, nativeVersion: info.nativeVersion,
         adapter: info.adapter ? core.describeAdapter(info.adapter) : undefined });
   try { core.releaseTfBackend(); } catch (e) {}
@@ -394,7 +393,16 @@ function parseChildLines(stdout: string): (TfLoadLine | TfBackendLine)[] {
 
 function checkTensorflow(host: DoctorHost): DoctorResult[] {
   const requested = host.env.SRPO_BACKEND || 'auto';
-  const args = ['-e', TF_CHILD_SCRIPT, ...(host.backendModule ? [host.backendModule, requested] : [])];
+  // The backend's variables as the apps' configs read them; the child gets them as JSON.
+  let settings: TfBackendSettings | undefined;
+  let settingsError: SrpoError | undefined;
+  try {
+    settings = tfBackendSettings(new EnvReader(host.env));
+  } catch (e) {
+    if (!(e instanceof SrpoError)) throw e;
+    settingsError = e;
+  }
+  const args = ['-e', TF_CHILD_SCRIPT, ...(host.backendModule && settings ? [host.backendModule, requested, JSON.stringify(settings)] : [])];
   // libtensorflow's start-up notices on stderr are noise here; a value the user set wins.
   const env = { ...host.env, TF_CPP_MIN_LOG_LEVEL: host.env.TF_CPP_MIN_LOG_LEVEL ?? '2', SRPO_LOG_LEVEL: 'error' };
   const out = host.run(host.nodePath, args, { timeoutMs: TF_CHILD_MS, cwd: host.root, env });
@@ -410,13 +418,14 @@ function checkTensorflow(host: DoctorHost): DoctorResult[] {
   }
   results.push(ok('libtensorflow', 'required', `${load.native ?? '?'} (tfjs ${load.tfjs ?? '?'}, backend ${load.backend ?? '?'})`));
   if (!host.backendModule) return results;
-  if (backend && !backend.error) {
+  if (settingsError) {
+    results.push(bad('tf-backend', 'required', `SRPO_BACKEND=${requested}: ${settingsError.message}`, `correct or unset ${settingsError.field ?? 'it'}`));
+  } else if (backend && !backend.error) {
     const where = backend.adapter ? ` on ${backend.adapter}` : backend.gpu ? ' on GPU' : '';
     results.push(ok('tf-backend', 'required', `SRPO_BACKEND=${requested} selects ${backend.name ?? '?'} (${backend.package ?? '?'})${where}`));
   } else {
     const why = backend?.error ?? failure('backend selection', out, TF_CHILD_MS);
-    const badVariable = /^invalid configuration (\w+)/.exec(why)?.[1];
-    const fixBackend = badVariable ? `correct or unset ${badVariable}` : requested === 'auto' ? fix : `unset SRPO_BACKEND (or fix what it needs: ${why.split(';')[0]})`;
+    const fixBackend = requested === 'auto' ? fix : `unset SRPO_BACKEND (or fix what it needs: ${why.split(';')[0]})`;
     results.push(bad('tf-backend', 'required', `SRPO_BACKEND=${requested}: ${why}`, fixBackend));
   }
   return results;

@@ -28,7 +28,7 @@ describe('tfBackendSettings (what an app config reads for the backend)', () => {
   });
 
   it.each([
-    [{ SRPO_WEBGPU_FLAGS: '{not json' }, 'SRPO_WEBGPU_FLAGS', /expected a JSON object of tfjs flags: /],
+    [{ SRPO_WEBGPU_FLAGS: '{not json' }, 'SRPO_WEBGPU_FLAGS', /is not valid JSON \(/],
     [{ SRPO_WEBGPU_FLAGS: '[1, 2]' }, 'SRPO_WEBGPU_FLAGS', /expected a JSON object of tfjs flags$/],
     [{ SRPO_WEBGPU_FLAGS: '{"A": {"b": 1}}' }, 'SRPO_WEBGPU_FLAGS', /flag A: expected a number, boolean or string/],
     [{ SRPO_TF_CUDA: '13' }, 'SRPO_TF_CUDA', /expected one of 11, 12, got "13"/],

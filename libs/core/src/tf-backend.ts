@@ -77,8 +77,8 @@ export interface TfBackendSettings {
 /** Reads {@link TfBackendSettings} through an app's config reader; a bad value names its variable. */
 export function tfBackendSettings(r: EnvReader): TfBackendSettings {
   const settings: TfBackendSettings = {};
-  const flags = r.optionalStr('SRPO_WEBGPU_FLAGS');
-  if (flags !== undefined) settings.webgpuFlags = parseWebGpuFlags(flags);
+  const flags = r.json('SRPO_WEBGPU_FLAGS');
+  if (flags !== undefined) settings.webgpuFlags = webGpuFlags(flags);
   const dawnNode = r.optionalStr('SRPO_DAWN_NODE');
   if (dawnNode !== undefined) settings.dawnNode = dawnNode;
   if (r.has('SRPO_TF_CUDA')) settings.tfCuda = r.oneOf('SRPO_TF_CUDA', ['11', '12'] as const);
@@ -87,14 +87,8 @@ export function tfBackendSettings(r: EnvReader): TfBackendSettings {
   return settings;
 }
 
-/** `SRPO_WEBGPU_FLAGS`: a JSON object whose values are numbers, booleans or strings. */
-function parseWebGpuFlags(raw: string): Record<string, TfFlagValue> {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw);
-  } catch (e) {
-    throw new ConfigError('SRPO_WEBGPU_FLAGS', `expected a JSON object of tfjs flags: ${firstLine(e)}`);
-  }
+/** `SRPO_WEBGPU_FLAGS`, parsed: a JSON object whose values are numbers, booleans or strings. */
+function webGpuFlags(parsed: unknown): Record<string, TfFlagValue> {
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError('SRPO_WEBGPU_FLAGS', 'expected a JSON object of tfjs flags');
   const flags: Record<string, TfFlagValue> = {};
   for (const [k, v] of Object.entries(parsed)) {

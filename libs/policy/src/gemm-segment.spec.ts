@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { setGemmPlanThreads, srpoKernelAvailable } from './srpo-kernels';
 import { bits, cascadeColumnSums, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
-import { asBits, fma32, fmaChains, K_SEGMENT, segmented, segmentedChains, srpoMatMul, srpoMatMulOp, transposed } from './test/gemm-reference';
+import { asBits, fmaChains, segmented, segmentedChains, segmentedElement, srpoMatMul, srpoMatMulOp, transposed } from './test/gemm-reference';
 
 /**
  * `SrpoMatMul`'s K segments (gemm-ops.h, kernel set 11): products with a long K and a small C
@@ -14,30 +14,16 @@ import { asBits, fma32, fmaChains, K_SEGMENT, segmented, segmentedChains, srpoMa
  */
 const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
 
-/** Element (i, j) of a·b ([m, k]·[k, n]) as one FMA chain, or as segmented chains. */
-function element(a: Float32Array, b: Float32Array, n: number, k: number, i: number, j: number, inSegments: boolean): number {
-  let sum = 0;
-  const segment = inSegments ? K_SEGMENT : k;
-  for (let p0 = 0; p0 < k; p0 += segment) {
-    let acc = 0;
-    for (let p = p0; p < Math.min(k, p0 + segment); p++) acc = fma32(a[i * k + p], b[p * n + j], acc);
-    sum = p0 === 0 ? acc : Math.fround(sum + acc);
-  }
-  return sum;
-}
-
 /** Runs `fn` with products planned for each thread count (0: the pool's own), then restores the pool's. */
-async function underPlans<T>(plans: number[], fn: (plan: number) => Promise<T>): Promise<T[]> {
-  const out: T[] = [];
+async function underPlans(plans: number[], fn: (plan: number) => Promise<void>): Promise<void> {
   try {
     for (const plan of plans) {
       setGemmPlanThreads(plan);
-      out.push(await fn(plan));
+      await fn(plan);
     }
   } finally {
     setGemmPlanThreads(0);
   }
-  return out;
 }
 
 describe('SrpoMatMul over K segments (long K, small C: the weight gradients)', () => {
@@ -100,8 +86,9 @@ describe('SrpoMatMul over K segments (long K, small C: the weight gradients)', (
       for (let s = 0; s < 24; s++) {
         const i = (s * 97) % rows;
         const j = (s * 61 + 7) % cols;
-        expect([rows, i, j, c[i * cols + j]]).toEqual([rows, i, j, element(x, y, cols, k, i, j, inSegments)]);
-        if (element(x, y, cols, k, i, j, !inSegments) !== c[i * cols + j]) differs++;
+        const [seg, whole] = [segmentedElement(x, y, cols, k, i, j), segmentedElement(x, y, cols, k, i, j, k)];
+        expect([rows, i, j, c[i * cols + j]]).toEqual([rows, i, j, inSegments ? seg : whole]);
+        if ((inSegments ? whole : seg) !== c[i * cols + j]) differs++;
       }
       expect(differs).toBeGreaterThan(0); // the other rule would have failed somewhere
     }
@@ -122,7 +109,7 @@ describe('SrpoMatMul over K segments (long K, small C: the weight gradients)', (
     const expectedSums = asBits(cascadeColumnSums(dy, k, n));
     const [xt, dyt] = [tf.tensor2d(x, [k, m]), tf.tensor2d(dy, [k, n])];
     const samples = Array.from({ length: 16 }, (_, s) => [(s * 131) % m, (s * 71 + 5) % n]);
-    const expected = samples.map(([i, j]) => element(a, dy, n, k, i, j, true));
+    const expected = samples.map(([i, j]) => segmentedElement(a, dy, n, k, i, j));
     await underPlans([0, 16], async (plan) => {
       const [product, sums] = srpoMatMulOp('SrpoMatMulColumnSum', [xt, dyt], true);
       const c = await product.data<'float32'>();

@@ -85,26 +85,25 @@ export function fmaChains(a: Float32Array, b: Float32Array, m: number, n: number
 export const K_SEGMENT = 1024;
 export const segmented = (m: number, n: number, k: number): boolean => k >= 2 * K_SEGMENT && m * n <= 2 ** 18;
 
-/** Each element of a·b ([m, k]·[k, n]) as FMA chains over K segments of `segment`, added in order: ((c₀ + c₁) + c₂)…, each sum rounded to float32. */
-export function segmentedChains(a: Float32Array, b: Float32Array, m: number, n: number, k: number, segment = K_SEGMENT): Float32Array {
-  const c = new Float32Array(m * n);
-  for (let i = 0; i < m; i++) {
-    for (let j = 0; j < n; j++) {
-      let sum = 0;
-      for (let p0 = 0; p0 < k; p0 += segment) {
-        let acc = 0;
-        for (let p = p0; p < Math.min(k, p0 + segment); p++) acc = fma32(a[i * k + p], b[p * n + j], acc);
-        sum = p0 === 0 ? acc : Math.fround(sum + acc);
-      }
-      c[i * n + j] = sum;
-    }
+/**
+ * Element (i, j) of a·b ([m, k]·[k, n], row-major) as FMA chains over K segments of `segment`,
+ * added in order: ((c₀ + c₁) + c₂)…, each sum rounded to float32. `segment` = k is one chain.
+ */
+export function segmentedElement(a: Float32Array, b: Float32Array, n: number, k: number, i: number, j: number, segment = K_SEGMENT): number {
+  let sum = 0;
+  for (let p0 = 0; p0 < k; p0 += segment) {
+    let acc = 0;
+    for (let p = p0; p < Math.min(k, p0 + segment); p++) acc = fma32(a[i * k + p], b[p * n + j], acc);
+    sum = p0 === 0 ? acc : Math.fround(sum + acc);
   }
-  return c;
+  return sum;
 }
 
-/** What SrpoMatMul computes for [m, k]·[k, n]: segmented chains where the shape is segmented, else one chain per element. */
-export function productChains(a: Float32Array, b: Float32Array, m: number, n: number, k: number): Float32Array {
-  return segmented(m, n, k) ? segmentedChains(a, b, m, n, k) : fmaChains(a, b, m, n, k);
+/** Every element of a·b ([m, k]·[k, n]) as {@link segmentedElement}. */
+export function segmentedChains(a: Float32Array, b: Float32Array, m: number, n: number, k: number): Float32Array {
+  const c = new Float32Array(m * n);
+  for (let i = 0; i < m; i++) for (let j = 0; j < n; j++) c[i * n + j] = segmentedElement(a, b, n, k, i, j);
+  return c;
 }
 
 export const asBits = (x: Float32Array): Uint32Array => new Uint32Array(x.buffer, x.byteOffset, x.length);
