@@ -1,7 +1,7 @@
 /**
  * SRPO vs GSPO vs token-level GRPO on the agents' workflows, in process.
  *
- *   npm run build && node dist/bench/compare/run.js [--seeds 3] [--updates 400] [--mixed-updates 800] [--lag 3] [--jobs 2] [--eval-tasks 64] [--out bench/compare/results]
+ *   npm run build:bench && node dist-bench/bench/compare/run.js [--seeds 3] [--updates 400] [--mixed-updates 800] [--lag 3] [--jobs 2] [--eval-tasks 64] [--out bench/compare/results]
  *
  * Two kinds of jobs, each for every objective and seed:
  * - one workflow (fixed, joint or routed) trained alone for `--updates` updates
@@ -262,7 +262,7 @@ async function main(): Promise<void> {
   const minutes = (Date.now() - started) / 60_000;
   results.sort((a, b) => a.seed - b.seed || a.mode.localeCompare(b.mode) || a.objective.localeCompare(b.objective));
   const table = `Each workflow trained alone (${args.updates} updates per policy):\n\n${singleTable(results, args)}\n\nThe mixed workflow, as in the demo (${args.mixedUpdates} updates per policy):\n\n${mixedTable(results)}`;
-  const command = `node dist/bench/compare/run.js --seeds ${args.seeds} --updates ${args.updates} --mixed-updates ${args.mixedUpdates} --lag ${args.lag} --jobs ${args.jobs} --eval-tasks ${args.evalTasks}`;
+  const command = `node dist-bench/bench/compare/run.js --seeds ${args.seeds} --updates ${args.updates} --mixed-updates ${args.mixedUpdates} --lag ${args.lag} --jobs ${args.jobs} --eval-tasks ${args.evalTasks}`;
   await fs.mkdir(args.out, { recursive: true });
   await fs.writeFile(path.join(args.out, 'compare.json'), JSON.stringify({ command, minutes, args, results }, null, 2));
   await fs.writeFile(path.join(args.out, 'compare.md'), `${table}\n\n_${command}: ${jobs.length} runs in ${minutes.toFixed(1)} min on ${os.cpus().length} CPU cores._\n`);

@@ -3,7 +3,7 @@
  * and prints, per workflow position, the mean set reward of the first and last
  * `window` sets, and the success of the first and last `window` episodes.
  *
- *   npm run build && node dist/bench/compare/tune.js '{"updates":800,"seed":2}'
+ *   npm run build:bench && node dist-bench/bench/compare/tune.js '{"updates":800,"seed":2}'
  *
  * The JSON overrides any field of InProcessOptions (plus `window`); the
  * defaults are the demo's (three policies, lr 5e-4, G = 16, 64 sets per update,

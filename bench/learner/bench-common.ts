@@ -39,14 +39,14 @@ export function lastJsonLine<T>(stdout: string): T {
 
 /**
  * A Python script of bench/learner (`name`, e.g. `torch_learner.py`), found from the compiled
- * bench (dist/bench/learner[/hf]) or the repository root; `depth` is how deep the caller sits
+ * bench (dist-bench/bench/learner[/hf]) or the repository root; `depth` is how deep the caller sits
  * below bench/learner (0 for run.ts, 1 for hf/run.ts).
  */
 export function findBenchScript(dirname: string, name: string, depth: number): string | undefined {
   const up = (n: number): string => path.join(...Array<string>(n).fill('..'));
   const candidates = [
     path.resolve(dirname, up(depth), name),
-    path.resolve(dirname, up(depth + 3), 'bench', 'learner', name), // dist/bench/learner[/hf] -> repo
+    path.resolve(dirname, up(depth + 3), 'bench', 'learner', name), // dist-bench/bench/learner[/hf] -> repo
     path.resolve(process.cwd(), 'bench', 'learner', name),
   ];
   return candidates.find((c) => existsSync(c));

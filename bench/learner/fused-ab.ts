@@ -8,7 +8,7 @@
  * with `--isa gemm|elementwise`, that part of the addon between its AVX-512 (on) and AVX2 (off)
  * builds (setKernelIsa; needs AVX-512F).
  *
- *   npm run build && node dist/bench/learner/fused-ab.js [--pairs 12] [--block 5] [--adds | --ops SrpoAttention | --matmul | --isa elementwise]
+ *   npm run build:bench && node dist-bench/bench/learner/fused-ab.js [--pairs 12] [--block 5] [--adds | --ops SrpoAttention | --matmul | --isa elementwise]
  */
 import { cpuDescription } from '../cpu';
 import { threadEnv } from './bench-common';

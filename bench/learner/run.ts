@@ -2,7 +2,7 @@
  * Learner benchmark: SRPO update throughput (tokens/s) of @srpo/policy on one
  * tfjs backend, next to the same model and step on the others.
  *
- *   npm run build && node dist/bench/learner/run.js [--backend tensorflow|webgpu|tensorflow-gpu]
+ *   npm run build:bench && node dist-bench/bench/learner/run.js [--backend tensorflow|webgpu|tensorflow-gpu]
  *       [--config reference|large] [--rounds 3] [--steps 30] [--warmup 40] [--cpu-steps 3]
  *       [--threads N] [--sequences N] [--no-native] [--no-torch] [--torch-device cpu|cuda]
  *       [--webgpu-layout on|off] [--isa native|avx2] [--profile-ops] [--no-fused] [--out FILE] [--json]

@@ -4,7 +4,7 @@
  * `--curve N` instead times the first N steps of a fresh process in windows of 10: the warm-up
  * that run.ts's `--warmup` leaves out (V8 compiling the step's JavaScript as it gets hot).
  *
- *   npm run build && node dist/bench/learner/step-time.js [--steps 30] [--warmup 40] [--curve 80]
+ *   npm run build:bench && node dist-bench/bench/learner/step-time.js [--steps 30] [--warmup 40] [--curve 80]
  */
 import { cpuDescription } from '../cpu';
 import { threadEnv } from './bench-common';

@@ -11,7 +11,7 @@
  * duplicate detection (SRPO_DEDUPE_RETENTION_MS of 30 days), as a production materializer
  * keeps its dedupe window: each is one record of the set stage's episodes store.
  *
- *   npm run build && node dist/bench/materializer/restart.js [--episodes 200000] [--rounds 2]
+ *   npm run build && npm run build:bench && node dist-bench/bench/materializer/restart.js [--episodes 200000] [--rounds 2]
  *
  * Not a test: it prints figures; docs/benchmarks.md and docs/state.md record them.
  */

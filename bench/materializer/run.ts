@@ -6,7 +6,7 @@
  * Materializer figures are end to end: from start until every advantage group
  * is committed (two exactly-once hops: raw -> active sets -> groups).
  *
- *   npm run build && node dist/bench/materializer/run.js [--episodes 12000] [--open 100000]
+ *   npm run build && npm run build:bench && node dist-bench/bench/materializer/run.js [--episodes 12000] [--open 100000]
  *     [--client kafkajs|platformatic]   pass-through relays and materializer on the runtime's client interface
  *
  * Not a test: it prints figures; docs/benchmarks.md records them.

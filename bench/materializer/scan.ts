@@ -3,7 +3,7 @@
  * N episodes are completed and closed, then stream time advances past several scan intervals
  * while they are all still inside the dedupe window, and each scan is timed.
  *
- *   npm run build && node dist/bench/materializer/scan.js [--episodes 100000] [--scans 5]
+ *   npm run build:bench && node dist-bench/bench/materializer/scan.js [--episodes 100000] [--scans 5]
  */
 import { EventCodec, topicCatalog } from '@srpo/events';
 import { ProcessorHarness } from '@srpo/streams';

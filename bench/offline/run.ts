@@ -2,7 +2,7 @@
  * AgentBrew offline training compared on raw logs of the demo's fixed workflow
  * (solver -> checker), in process.
  *
- *   npm run build && node dist/bench/offline/run.js [--seeds 3] [--weak-updates 30] [--log-tasks 128] [--steps 200] [--batch 64] [--eval-tasks 256] [--out bench/offline/results]
+ *   npm run build:bench && node dist-bench/bench/offline/run.js [--seeds 3] [--weak-updates 30] [--log-tasks 128] [--steps 200] [--batch 64] [--eval-tasks 256] [--out bench/offline/results]
  *
  * Per seed and log source (an untrained policy, and the same after
  * `--weak-updates` SRPO updates of the demo's in-process loop):

@@ -5,7 +5,7 @@
  * side, in one run and on the same range, with a plain read of that range
  * (the same bulk reader, nothing else) and a read + decode.
  *
- *   npm run build && node dist/bench/replay/run.js [--episodes 16000] [--partitions 6] [--repeat 3]
+ *   npm run build:bench && node dist-bench/bench/replay/run.js [--episodes 16000] [--partitions 6] [--repeat 3]
  *
  * Not a test: it prints figures; docs/benchmarks.md records them.
  */

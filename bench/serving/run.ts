@@ -9,7 +9,7 @@
  *    and in front of an instant upstream (a canned completion with log-probs and ids, from a
  *    child process), which isolates the gateway's own cost from generation's variance.
  *
- *   npm run build && node dist/bench/serving/run.js [--requests 400] [--concurrency 1,8,32] [--max-tokens 8]
+ *   npm run build && npm run build:bench && node dist-bench/bench/serving/run.js [--requests 400] [--concurrency 1,8,32] [--max-tokens 8]
  *
  * Needs the local broker (`npx srpo kafka start`). The model is the demo's transformer
  * (32-symbol vocabulary, width 32, 2 layers); prompts are fixed-workflow solver prompts.

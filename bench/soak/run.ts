@@ -6,7 +6,7 @@
  * end it reports rates, the RSS trend of each process once warm (it must stay flat), the
  * largest lag, and every error-level log line, and writes the samples as JSON.
  *
- *   npm run build && node dist/bench/soak/run.js [--minutes 30] [--sample 30] [--warmup-minutes 12]
+ *   npm run build && npm run build:bench && node dist-bench/bench/soak/run.js [--minutes 30] [--sample 30] [--warmup-minutes 12]
  *
  * The warm-up (default 12 min, or a third of a shorter run) must outlast the materializer's
  * dedupe retention (10 min of event time): until then its stores grow by design, keeping

@@ -5,7 +5,7 @@
  * in the episode in the X-SRPO-* headers and posts its transitions and outcomes to the
  * gateway's /v1/srpo/* routes. Nothing else of this project is imported.
  *
- *   node dist/examples/openai-agent/fixed-agent.js --gateway http://127.0.0.1:8100/v1 --model actor --tasks 100
+ *   npm run build:bench && node dist-bench/examples/openai-agent/fixed-agent.js --gateway http://127.0.0.1:8100/v1 --model actor --tasks 100
  *
  * The policy is the project's transformer, whose text is one character per token
  * (docs/serving.md): the solver prompt for digit 2 is "^S2|", and the right answer is the digit

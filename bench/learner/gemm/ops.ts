@@ -5,7 +5,7 @@
  * bench/learner/gemm/mkl.py 2` in the same minutes (PyTorch's MKL on the same shapes). Not a
  * timed test; run it on a quiet machine (docs/benchmarks.md, #21).
  *
- *   npm run build && node dist/bench/learner/gemm/ops.js
+ *   npm run build:bench && node dist-bench/bench/learner/gemm/ops.js
  */
 import type * as tfjs from '@tensorflow/tfjs';
 import { cpuDescription } from '../../cpu';

@@ -4,7 +4,7 @@
  * are the HF bench's MLP projection (B·T = 2048 rows, hidden 512, SwiGLU 1408) and its two
  * backward products. Not a timed test.
  *
- *   npm run build && node dist/bench/learner/hf/gemm.js [--rounds 3]
+ *   npm run build:bench && node dist-bench/bench/learner/hf/gemm.js [--rounds 3]
  */
 import { spawnSync } from 'node:child_process';
 import * as os from 'node:os';

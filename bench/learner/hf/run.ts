@@ -3,7 +3,7 @@
  * @srpo/policy's LlamaModel on native TensorFlow (tfjs-node), next to PyTorch running the
  * transformers model of the same directory on the same batch.
  *
- *   npm run build && node dist/bench/learner/hf/run.js [--preset qwen2|tiny] [--rounds 3]
+ *   npm run build:bench && node dist-bench/bench/learner/hf/run.js [--preset qwen2|tiny] [--rounds 3]
  *       [--steps 10] [--warmup 2] [--threads N] [--arch qwen2|llama] [--vocab N] [--hidden N]
  *       [--layers N] [--heads N] [--kv-heads N] [--intermediate N] [--seq-len N] [--context N]
  *       [--sequences N] [--untied|--tied] [--lr X] [--torch-attn eager,sdpa] [--no-torch]

@@ -4,7 +4,7 @@
  * state, a cross-fitted PMI scorer over (call, observation) prefixes, four weightings of
  * the credits, uniform SFT and rejection sampling, at equal example counts.
  *
- *   npm run build && node dist/bench/studies/agentbrew/run.js [--seeds 5] [--log-episodes 2000] [--steps 2000] [--scorer-steps 1000] [--lr 3e-3] [--jobs 2]
+ *   npm run build:bench && node dist-bench/bench/studies/agentbrew/run.js [--seeds 5] [--log-episodes 2000] [--steps 2000] [--scorer-steps 1000] [--lr 3e-3] [--jobs 2]
  *
  * Per seed: log episodes with the logging agent; split them in two halves by index; fit a
  * scorer on each half and score the other half's calls with it (cross-fitting, so no call
@@ -175,7 +175,7 @@ async function main(): Promise<void> {
   });
   results.sort((a, b) => a.seed - b.seed);
   const minutes = (Date.now() - started) / 60_000;
-  const command = `node dist/bench/studies/agentbrew/run.js --seeds ${args.seeds} --log-episodes ${args.logEpisodes} --steps ${args.steps} --batch ${args.batch} --lr ${args.lr} --scorer-steps ${args.scorerSteps} --eval-tasks ${args.evalTasks} --floor ${args.floor} --jobs ${args.jobs}`;
+  const command = `node dist-bench/bench/studies/agentbrew/run.js --seeds ${args.seeds} --log-episodes ${args.logEpisodes} --steps ${args.steps} --batch ${args.batch} --lr ${args.lr} --scorer-steps ${args.scorerSteps} --eval-tasks ${args.evalTasks} --floor ${args.floor} --jobs ${args.jobs}`;
   const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
   const md = `${table(results)}\n\n_${command}: ${args.seeds} seeds in ${minutes.toFixed(1)} min on ${cpu} (${os.cpus().length} cores), ${new Date().toISOString().slice(0, 10)}._\n`;
   await fs.mkdir(args.out, { recursive: true });

@@ -2,7 +2,7 @@
  * The ProGPO study (issue #20, part 3): the progress fallback on and off, on search tasks
  * hard enough that most groups fail entirely at the start.
  *
- *   npm run build && node dist/bench/studies/progpo/run.js [--seeds 10] [--updates 1000] [--docs 6] [--turns 3] [--modulus 8] [--jobs 2]
+ *   npm run build:bench && node dist-bench/bench/studies/progpo/run.js [--seeds 10] [--updates 1000] [--docs 6] [--turns 3] [--modulus 8] [--jobs 2]
  *
  * Each seed trains the searcher from the same random weights twice, fallback off and on,
  * in process with the agents' search workflow, the materializer's advantage rule and the
@@ -201,7 +201,7 @@ async function main(): Promise<void> {
   });
   results.sort((a, b) => a.seed - b.seed || Number(a.fallback) - Number(b.fallback));
   const minutes = (Date.now() - started) / 60_000;
-  const command = `node dist/bench/studies/progpo/run.js --seeds ${args.seeds} --updates ${args.updates} --docs ${args.docs} --turns ${args.turns} --modulus ${args.modulus} --lr ${args.lr} --eval-tasks ${args.evalTasks} --jobs ${args.jobs}`;
+  const command = `node dist-bench/bench/studies/progpo/run.js --seeds ${args.seeds} --updates ${args.updates} --docs ${args.docs} --turns ${args.turns} --modulus ${args.modulus} --lr ${args.lr} --eval-tasks ${args.evalTasks} --jobs ${args.jobs}`;
   const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
   const block = Math.max(1, Math.round(args.updates / 10));
   const md = `${table(results, block)}\n\n_${command}: ${jobs.length} runs in ${minutes.toFixed(1)} min on ${cpu} (${os.cpus().length} cores), ${new Date().toISOString().slice(0, 10)}._\n`;

@@ -3,7 +3,7 @@
  * GRPO and our member-length-normalised SRPO variant on variable-size sets, under
  * off-policy pressure, with paired seeds and a learning-rate sweep.
  *
- *   npm run build && node dist/bench/studies/srpo/run.js [--seeds 10] [--updates 60] [--lrs 3e-4,1e-3,3e-3]
+ *   npm run build:bench && node dist-bench/bench/studies/srpo/run.js [--seeds 10] [--updates 60] [--lrs 3e-4,1e-3,3e-3]
  *     [--epochs 3] [--lag 4] [--jobs 2] [--objectives all|a,b] [--out bench/studies/srpo/results]
  *
  * Phase 1 warm-starts both policies per seed (supervised, to a base success band); phase 2
@@ -130,7 +130,7 @@ async function worker(task: WorkerTask): Promise<unknown> {
 
 export function commandOf(a: Args): string {
   return (
-    `node dist/bench/studies/srpo/run.js --seeds ${a.seeds} --updates ${a.updates} --lrs ${a.lrs.join(',')} --epochs ${a.epochs} --lag ${a.lag} ` +
+    `node dist-bench/bench/studies/srpo/run.js --seeds ${a.seeds} --updates ${a.updates} --lrs ${a.lrs.join(',')} --epochs ${a.epochs} --lag ${a.lag} ` +
     `--group-size ${a.groupSize} --tasks-per-update ${a.tasksPerUpdate} --eval-tasks ${a.evalTasks} ` +
     `--router-accuracy ${a.routerAccuracy} --work-success ${a.workSuccess}${a.trainRouter ? ' --train-router' : ''} --jobs ${a.jobs}` +
     (a.objectives.length === ALL.length ? '' : ` --objectives ${a.objectives.join(',')}`)
