@@ -4,6 +4,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { EnvReader } from './config';
 import { SrpoError } from './errors';
+import { parseBrokerList } from './kafka-brokers';
 import { tfBackendSettings, type TfBackendSettings } from './tf-backend';
 
 /**
@@ -141,31 +142,6 @@ export function javaMajor(versionOutput: string): number | undefined {
   if (!m) return undefined;
   const major = Number(m[1]);
   return major === 1 && m[2] !== undefined ? Number(m[2]) : major;
-}
-
-export type BrokerList = { ok: true; brokers: { host: string; port: number }[] } | { ok: false; problem: string };
-
-/**
- * Validates KAFKA_BROKERS as kafkajs takes it: comma-separated `host:port`
- * (IPv6 in brackets), no scheme. kafkajs itself only fails at connect time
- * with an unhelpful message, hence the explicit check.
- */
-export function parseBrokerList(raw: string): BrokerList {
-  const entries = raw
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0);
-  if (entries.length === 0) return { ok: false, problem: 'is empty' };
-  const brokers: { host: string; port: number }[] = [];
-  for (const entry of entries) {
-    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(entry)) return { ok: false, problem: `"${entry}" has a scheme; give host:port only` };
-    const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):(\d{1,5})$/.exec(entry);
-    if (!m) return { ok: false, problem: `"${entry}" is not host:port` };
-    const port = Number(m[2]);
-    if (port < 1 || port > 65535) return { ok: false, problem: `"${entry}": port ${port} is outside 1-65535` };
-    brokers.push({ host: m[1], port });
-  }
-  return { ok: true, brokers };
 }
 
 /** setup.sh's stamp: `sha256sum package-lock.json package.json | sha256sum | cut -c1-16`. */

@@ -1,6 +1,7 @@
 export * from './errors';
 export * from './logger';
 export * from './config';
+export * from './kafka-brokers';
 export * from './tf-backend';
 export * from './paths';
 export * from './metrics';
