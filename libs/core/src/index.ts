@@ -7,5 +7,4 @@ export * from './paths';
 export * from './metrics';
 export * from './shutdown';
 export * from './retry';
-export { runDoctor, systemDoctorHost, formatDoctorReport, formatDoctorJson, doctorExitCode, type DoctorHost, type DoctorLevel, type DoctorResult, type ProbeOutcome } from './doctor';
 export * from './nest-logger';

@@ -1,16 +1,8 @@
-import {
-  asRoot,
-  CommandOutcome,
-  DoctorHost,
-  DoctorResult,
-  doctorExitCode,
-  formatDoctorJson,
-  formatDoctorReport,
-  javaMajor,
-  runDoctor,
-  satisfiesRange,
-  setupStampHash,
-} from './doctor';
+import { asRoot } from './check-support';
+import { runDoctor } from './doctor';
+import type { CommandOutcome, DoctorHost, DoctorResult } from './doctor-host';
+import { doctorExitCode, formatDoctorJson, formatDoctorReport } from './doctor-report';
+import { javaMajor, satisfiesRange, setupStampHash } from './version-parsing';
 
 const ENGINES = '>=20.11 <21 || >=22';
 
