@@ -1,17 +1,8 @@
-import {
-  asRoot,
-  CommandOutcome,
-  DoctorHost,
-  DoctorResult,
-  doctorExitCode,
-  formatDoctorJson,
-  formatDoctorReport,
-  javaMajor,
-  parseBrokerList,
-  runDoctor,
-  satisfiesRange,
-  setupStampHash,
-} from './doctor';
+import { asRoot } from './check-support';
+import { runDoctor } from './doctor';
+import type { CommandOutcome, DoctorHost, DoctorResult } from './doctor-host';
+import { doctorExitCode, formatDoctorJson, formatDoctorReport } from './doctor-report';
+import { javaMajor, satisfiesRange, setupStampHash } from './version-parsing';
 
 const ENGINES = '>=20.11 <21 || >=22';
 
@@ -31,21 +22,6 @@ describe('doctor: version and value parsing', () => {
     expect(javaMajor('openjdk version "21" 2023-09-19')).toBe(21);
     expect(javaMajor('java version "1.8.0_292"')).toBe(8);
     expect(javaMajor('nothing here')).toBeUndefined();
-  });
-
-  it('accepts host:port lists and names what is wrong otherwise', () => {
-    expect(parseBrokerList('127.0.0.1:9092, kafka-1.internal:19092,[::1]:9092')).toEqual({
-      ok: true,
-      brokers: [
-        { host: '127.0.0.1', port: 9092 },
-        { host: 'kafka-1.internal', port: 19092 },
-        { host: '[::1]', port: 9092 },
-      ],
-    });
-    expect(parseBrokerList('not-a-broker')).toEqual({ ok: false, problem: '"not-a-broker" is not host:port' });
-    expect(parseBrokerList('PLAINTEXT://h:9092')).toMatchObject({ ok: false, problem: expect.stringMatching(/scheme/) });
-    expect(parseBrokerList('h:0')).toMatchObject({ ok: false, problem: expect.stringMatching(/outside/) });
-    expect(parseBrokerList(' , ')).toEqual({ ok: false, problem: 'is empty' });
   });
 
   it('computes the same stamp as setup.sh', () => {

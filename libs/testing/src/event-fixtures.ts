@@ -1,6 +1,6 @@
 import { AgentOutput, EpisodeOutcome, Transition } from '@srpo/events';
 
-/** Small, valid events for tests and benchmarks of the materializer. */
+/** Small, valid events for tests and benchmarks of the materializer (test fixtures: no product source imports them). */
 export function output(episodeId: string, n: number, patch: Partial<AgentOutput> = {}): AgentOutput {
   return {
     outputId: `${episodeId}/o${n}`,

@@ -1,4 +1,4 @@
-/** The part of Express's request and response the gateway uses (the project carries no Express typings). */
+/** The part of Express's request and response the HTTP apps (serve, gateway) use (the project carries no Express typings). */
 export interface HttpResponse {
   status(code: number): HttpResponse;
   setHeader(name: string, value: string): HttpResponse;
