@@ -35,7 +35,7 @@ import {
   POLICY_TRAINER,
 } from './learner-tokens';
 import { UpdateService } from './update.service';
-import { backendLabel } from '@srpo/policy';
+import { backendLabel } from '@srpo/kernels';
 
 /**
  * The learner application. Every outside dependency sits behind a token

@@ -9,6 +9,4 @@ export * from './lr-schedule';
 export * from './adam-optimizer';
 export * from './checkpoint-store';
 export * from './srpo-step';
-export { backendLabel, configureNativeKernels, configureWebGpuKernels, nativeKernelsActive, webgpuActive, type NativeKernelOptions, type WebGpuKernelOptions } from './native-ops';
-export { configureSrpoKernels, loadSrpoKernels, setKernelIsa, SRPO_KERNELS_VERSION, srpoAddRouted, srpoKernelAvailable, srpoMatMulRouted, workerSpinMicroseconds, type KernelIsa, type KernelIsaPart, type MatMulChoice, type SrpoKernelsStatus, type SrpoKernelSwitches } from './srpo-kernels';
 export * from './hf';

@@ -1,28 +1,24 @@
 import * as tf from '@tensorflow/tfjs';
 import { targetLogProbsFused, targetLogProbsGrad } from './fused-ops';
 import { configureSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
+import { describeNative } from './test/describe-native';
 import { nativeBackend, seededValues as values } from './test/fixtures';
-import { pickLogProbs } from './transformer-ops';
 
 /**
  * The target log-prob kernels (native/logprob-kernels.h) against a float64 log-softmax written
- * here, and pickLogProbs' fused path against its composite one. Without the addon these tests
- * skip, unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
+ * here (pickLogProbs' fused path against its composite one is libs/policy's native-kernels.spec.ts).
+ * Without the addon these tests skip, unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
  */
-const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
-const available = (): boolean => srpoKernelAvailable('SrpoTargetLogProbs');
 
-describe('target log-prob kernels', () => {
+describeNative(['SrpoTargetLogProbs', 'SrpoTargetLogProbsGrad'], 'target log-prob kernels', () => {
   beforeAll(nativeBackend);
   afterEach(() => configureSrpoKernels({ enabled: true }));
 
   it('are loaded where CI requires them', () => {
-    if (required) expect(available()).toBe(true);
-    else expect(typeof available()).toBe('boolean');
+    expect(srpoKernelAvailable('SrpoTargetLogProbs')).toBe(true);
   });
 
   it('match a float64 log-softmax and its gradient over a 32k vocabulary, rows split over threads', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const [n, v] = [24, 32000];
     const x = values(n * v, 1, 12);
     const t = Int32Array.from({ length: n }, (_, r) => (r * 7919) % v);
@@ -52,7 +48,6 @@ describe('target log-prob kernels', () => {
   });
 
   it('give −inf logits no mass, NaN for a row of NaN, +inf or only −inf, and refuse targets out of range', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const rows = [
       [0, -Infinity, 1, 2],
       [NaN, 0, 1, 2],
@@ -71,22 +66,5 @@ describe('target log-prob kernels', () => {
     expect(Number.isNaN(g[4])).toBe(true);
     expect(() => targetLogProbsFused(logits, tf.tensor1d([0, 0, 4, 0], 'int32'))).toThrow(/SrpoTargetLogProbs.*targets\[2\] = 4 is outside \[0, 4\)/);
     expect(() => targetLogProbsFused(logits, tf.tensor1d([0, -1, 0, 0], 'int32'))).toThrow(/SrpoTargetLogProbs/);
-  });
-
-  it('give pickLogProbs the composite value and gradient', async () => {
-    if (!available()) return void expect(required).toBe(false);
-    const logits = tf.tensor2d(values(64 * 500, 3, 8), [64, 500]);
-    const targets = tf.tensor1d(Int32Array.from({ length: 64 }, (_, r) => (r * 31) % 500), 'int32');
-    const up = tf.tensor1d(values(64, 4));
-    const run = async (fused: boolean): Promise<[Float32Array, Float32Array]> => {
-      configureSrpoKernels({ enabled: fused });
-      const y = (await pickLogProbs(logits, targets).data()) as Float32Array;
-      const g = (await tf.grad((l: tf.Tensor) => tf.sum(tf.mul(pickLogProbs(l as tf.Tensor2D, targets), up)))(logits).data()) as Float32Array;
-      return [y, g];
-    };
-    const [yf, gf] = await run(true);
-    const [yc, gc] = await run(false);
-    expect(Math.max(...Array.from(yf, (v, i) => Math.abs(v - yc[i])))).toBeLessThan(5e-6);
-    expect(Math.max(...Array.from(gf, (v, i) => Math.abs(v - gc[i])))).toBeLessThan(1e-6);
   });
 });

@@ -1,7 +1,8 @@
 import * as tf from '@tensorflow/tfjs';
 import { disposeObjectiveOutput, objectiveLoss, objectiveOutputTensors, resolveObjectiveConfig, type ObjectiveConfig, type PaddedSetBatch } from '@srpo/srpo';
 import { fusedObjectiveLoss } from './fused-objective';
-import { configureSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
+import { configureSrpoKernels } from './srpo-kernels';
+import { describeNative } from './test/describe-native';
 import { nativeBackend, seededValues } from './test/fixtures';
 
 /**
@@ -11,8 +12,6 @@ import { nativeBackend, seededValues } from './test/fixtures';
  * gradient, the configs the kernel takes, the edge cases and the errors.
  * Skips where the addon is not built, unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
  */
-const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
-
 interface RawBatch {
   logpOld: Float32Array;
   mask: Float32Array;
@@ -123,10 +122,9 @@ function expectAgree(r: Awaited<ReturnType<typeof both>>): void {
   for (const k of ['loss', 'ratio', 'logRatio', 'memberLogRatio', 'tokenLogRatio', 'grad'] as const) expectClose(f[k], c[k], 2e-6, k);
 }
 
-describe('SrpoSetObjective (the set objectives in one native op each way)', () => {
+describeNative(['SrpoSetObjective', 'SrpoSetObjectiveGrad'], 'SrpoSetObjective (the set objectives in one native op each way)', () => {
   beforeAll(nativeBackend);
   afterEach(() => configureSrpoKernels({ except: [] }));
-  const available = (): boolean => srpoKernelAvailable('SrpoSetObjective') && srpoKernelAvailable('SrpoSetObjectiveGrad');
 
   const configs: [string, Partial<ObjectiveConfig>][] = [
     ['srpo, 1/√K, defaults', { objective: 'srpo' }],
@@ -137,7 +135,6 @@ describe('SrpoSetObjective (the set objectives in one native op each way)', () =
   ];
 
   it.each(configs)('%s: every output field and the gradient agree with the composite', async (_, partial) => {
-    if (!available()) return void expect(required).toBe(false);
     const config = resolveObjectiveConfig(partial, 'config');
     let flagged = 0;
     for (const seed of [3, 17]) {
@@ -154,7 +151,6 @@ describe('SrpoSetObjective (the set objectives in one native op each way)', () =
   });
 
   it('matches a case worked out by hand (two sets, 1/√K, clip 0.2)', async () => {
-    if (!available()) return void expect(required).toBe(false);
     // Set 0: members 0 and 2, A = 1; set 1: member 1, A = −0.5. T = 2, every token counted but
     // member 1's second. Token log-ratios: m0 (0.1, 0.05), m1 (−0.3, masked), m2 (0.2, −0.1).
     const raw: RawBatch = {
@@ -184,7 +180,6 @@ describe('SrpoSetObjective (the set objectives in one native op each way)', () =
   });
 
   it('keeps the composite edge cases: a floor log-prob out of range, a NaN, a set of one member', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const config = resolveObjectiveConfig({ objective: 'srpo' }, 'config');
     const { raw, logpNew } = randomBatch(6, 8, 5);
     raw.logpOld[2] = -9999; // a behaviour floor: the set's log ρ leaves the representable range
@@ -200,7 +195,6 @@ describe('SrpoSetObjective (the set objectives in one native op each way)', () =
   });
 
   it('names a member outside the sets and shapes that differ, and steps aside for other objectives and when switched off', () => {
-    if (!available()) return void expect(required).toBe(false);
     const config = resolveObjectiveConfig({ objective: 'srpo' }, 'config');
     const { raw, logpNew } = randomBatch(3, 4, 9);
     const x = tf.tensor2d(logpNew, [raw.m, raw.t]);

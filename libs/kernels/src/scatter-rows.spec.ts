@@ -1,18 +1,17 @@
 import * as tf from '@tensorflow/tfjs';
 import { gatherRows } from './native-ops';
-import { embed } from './transformer-ops';
-import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
+import { loadSrpoKernels } from './srpo-kernels';
+import { describeNative } from './test/describe-native';
 import { bits, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
 
 /**
  * `SrpoScatterRows` (elementwise-kernels.h), the gradient of `gatherRows`: checked against sums
  * written out here in JavaScript (each row added in index order, rounded to float32 per add), and
  * `gatherRows`' gradient against tfjs's own gather gradient (`UnsortedSegmentSum`); `SrpoGatherRows`,
- * its forward, against tf.gather's bits; the embedding through both against its one-hot product.
+ * its forward, against tf.gather's bits (the embedding through both against its one-hot product is
+ * libs/policy's native-kernels.spec.ts).
  * Skips where the addon is not built, unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
  */
-const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
-
 interface Executor {
   binding: { TF_ATTR_INT: number };
   executeSingleOutput(name: string, attrs: unknown[], inputs: tf.Tensor[]): tf.Tensor;
@@ -32,17 +31,14 @@ function expected(g: Float32Array, rows: number[], n: number, d: number): Float3
   return y;
 }
 
-describe('SrpoScatterRows (the gradient of gatherRows on the native backend)', () => {
+describeNative(['SrpoScatterRows', 'SrpoGatherRows'], 'SrpoScatterRows (the gradient of gatherRows on the native backend)', () => {
   beforeAll(nativeBackend);
-  const available = (): boolean => srpoKernelAvailable('SrpoScatterRows');
 
   it('is registered once the addon is loaded (required in CI)', () => {
-    if (required) expect(loadSrpoKernels().ops).toContain('SrpoScatterRows');
-    if (!available()) return void expect(required).toBe(false);
+    expect(loadSrpoKernels().ops).toContain('SrpoScatterRows');
   });
 
   it('adds each row into its index, repeated indices in order, zeros elsewhere, at sizes that split the columns over the cores', async () => {
-    if (!available()) return void expect(required).toBe(false);
     for (const [r, n, d] of [
       [1, 3, 1],
       [5, 4, 3],
@@ -58,21 +54,18 @@ describe('SrpoScatterRows (the gradient of gatherRows on the native backend)', (
   });
 
   it('gives an empty result for n = 0 or no columns, and zeros for no rows', async () => {
-    if (!available()) return void expect(required).toBe(false);
     expect(scatterRows(tf.zeros([0, 4]), tf.tensor1d([], 'int32'), 0).shape).toEqual([0, 4]);
     expect(scatterRows(tf.zeros([2, 0]), tf.tensor1d([0, 1], 'int32'), 3).shape).toEqual([3, 0]);
     expect(Array.from(await scatterRows(tf.zeros([0, 2]), tf.tensor1d([], 'int32'), 2).data())).toEqual([0, 0, 0, 0]);
   });
 
   it('refuses an index outside [0, n), naming it, and mismatched shapes', () => {
-    if (!available()) return void expect(required).toBe(false);
     expect(() => scatterRows(tf.ones([3, 2]), tf.tensor1d([0, 4, 1], 'int32'), 4)).toThrow(/SrpoScatterRows: rows\[1\] = 4 is outside \[0, 4\)/);
     expect(() => scatterRows(tf.ones([2, 2]), tf.tensor1d([-1, 0], 'int32'), 4)).toThrow(/rows\[0\] = -1 is outside/);
     expect(() => scatterRows(tf.ones([3, 2]), tf.tensor1d([0, 1], 'int32'), 4)).toThrow(/SrpoScatterRows: g must be \[R, D\] and rows \[R\]/);
   });
 
   it("gives gatherRows the same value and gradient bits as tfjs's gather and its UnsortedSegmentSum gradient", async () => {
-    if (!available()) return void expect(required).toBe(false);
     const x = tf.tensor2d(seededValues(40 * 24, 17), [40, 24]);
     const rows = tf.tensor1d([3, 39, 0, 7, 8, 21], 'int32');
     const weight = tf.tensor2d(seededValues(6 * 24, 19), [6, 24]);
@@ -87,31 +80,10 @@ describe('SrpoScatterRows (the gradient of gatherRows on the native backend)', (
   });
 
   it('SrpoGatherRows refuses an index outside [0, N), naming it, and mismatched shapes', () => {
-    if (!available()) return void expect(required).toBe(false);
     const be = tf.backend() as unknown as Executor;
     const gather = (x: tf.Tensor, rows: tf.Tensor) => be.executeSingleOutput('SrpoGatherRows', [], [x, rows]);
     expect(() => gather(tf.ones([4, 2]), tf.tensor1d([0, 4], 'int32'))).toThrow(/SrpoGatherRows: rows\[1\] = 4 is outside \[0, 4\)/);
     expect(() => gather(tf.ones([4]), tf.tensor1d([0], 'int32'))).toThrow(/SrpoGatherRows: x must be \[N, D\] and rows \[R\]/);
     expect(gather(tf.ones([4, 3]), tf.tensor1d([], 'int32')).shape).toEqual([0, 3]);
-  });
-
-  it('embeds through the row kernels to the bits of the one-hot product, value and both gradients (repeated tokens)', async () => {
-    if (!available() || !srpoKernelAvailable('SrpoGatherRows')) return void expect(required).toBe(false);
-    const [v, d, t, batch] = [11, 8, 6, 3];
-    const table = tf.tensor2d(seededValues(v * d, 23), [v, d]);
-    const positions = tf.tensor2d(seededValues(t * d, 29), [t, d]);
-    const ids = tf.tensor1d([1, 4, 4, 0, 10, 1, 4, 7, 7, 7, 2, 3, 5, 5, 9, 1, 0, 4], 'int32');
-    const weight = tf.tensor2d(seededValues(batch * t * d, 31), [batch * t, d]);
-    const run = () => tf.grads((tb: tf.Tensor, ps: tf.Tensor) => tf.sum(tf.mul(embed(ids, tb as tf.Tensor2D, ps as tf.Tensor2D, batch, true), weight)))([table, positions]);
-    const viaRows = run();
-    const value = embed(ids, table, positions, batch, true);
-    configureSrpoKernels({ except: ['SrpoGatherRows'] });
-    try {
-      const viaHot = run();
-      expect(firstMismatch(await bits(value), await bits(embed(ids, table, positions, batch, true)))).toBe(-1);
-      for (let i = 0; i < 2; i++) expect(firstMismatch(await bits(viaRows[i]), await bits(viaHot[i]))).toBe(-1);
-    } finally {
-      configureSrpoKernels({ except: [] });
-    }
   });
 });

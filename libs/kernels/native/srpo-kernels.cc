@@ -1,5 +1,5 @@
 // TensorFlow CPU kernels for the learner's hot spots, each one pass over memory where the
-// composite tfjs form takes several (libs/policy/src/srpo-kernels.ts says when they are used).
+// composite tfjs form takes several (libs/kernels/src/srpo-kernels.ts says when they are used).
 //
 // Why a Node addon: tfjs-node can only run ops that its libtensorflow knows. TensorFlow's C
 // kernel API (TF_NewKernelBuilder, TF_RegisterOpDefinition in libtensorflow_framework.so.2) lets
@@ -164,7 +164,7 @@ bool isa_capped_below_avx512() {
 
 // Whether TensorFlow's MatMul (oneDNN's sgemm) runs AVX-512 code here: the CPU has AVX-512 F,
 // BW, VL and DQ (oneDNN's avx512_core) and the ISA is not capped below it. The addon reports it,
-// with the CPU's vendor, and libs/policy/src/srpo-kernels.ts decides the learner's products.
+// with the CPU's vendor, and libs/kernels/src/srpo-kernels.ts decides the learner's products.
 bool onednn_avx512() {
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512dq"))
     return false;

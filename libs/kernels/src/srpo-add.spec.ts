@@ -1,6 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { addResidualBias } from './fused-ops';
 import { configureSrpoKernels, loadSrpoKernels, srpoAddRouted } from './srpo-kernels';
+import { describeNative } from './test/describe-native';
 import { bits, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
 
 /**
@@ -9,8 +10,6 @@ import { bits, firstMismatch, nativeBackend, seededValues } from './test/fixture
  * float32 is the exactly rounded float32 sum) and against TensorFlow's kernel (the switch off).
  * Skips where the addon is not built, unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
  */
-const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
-
 function expectedBits(a: Float32Array, b: Float32Array, rowLength?: number): Uint32Array {
   const y = new Float32Array(a.length);
   for (let i = 0; i < a.length; i++) y[i] = Math.fround(a[i] + b[rowLength ? i % rowLength : i]);
@@ -27,7 +26,7 @@ async function tensorflowAdd(a: tf.Tensor, b: tf.Tensor): Promise<Uint32Array> {
   }
 }
 
-describe('SrpoAdd (tfjs adds on the native backend)', () => {
+describeNative(['SrpoAdd', 'SrpoAddResidualBias'], 'SrpoAdd (tfjs adds on the native backend)', () => {
   beforeAll(nativeBackend);
   const routed = (): boolean => {
     loadSrpoKernels();
@@ -35,8 +34,7 @@ describe('SrpoAdd (tfjs adds on the native backend)', () => {
   };
 
   it('routes adds once the addon is loaded (required in CI)', () => {
-    if (required) expect(routed()).toBe(true);
-    if (!routed()) return void expect(required).toBe(false);
+    expect(routed()).toBe(true);
     configureSrpoKernels({ enabled: false });
     expect(srpoAddRouted()).toBe(false);
     configureSrpoKernels({ enabled: true, adds: false });
@@ -46,7 +44,6 @@ describe('SrpoAdd (tfjs adds on the native backend)', () => {
   });
 
   it('adds arrays of one shape exactly, split over threads and with a ragged tail', async () => {
-    if (!routed()) return void expect(required).toBe(false);
     // [1025, 1031]: above the 32,768-element limit below which the kernel runs on the calling thread ([2048, 128] too; [3, 1001] and [7] below it).
     for (const shape of [[1025, 1031], [2048, 128], [3, 1001], [7], []] as number[][]) {
       const n = shape.reduce((p, d) => p * d, 1);
@@ -65,7 +62,6 @@ describe('SrpoAdd (tfjs adds on the native backend)', () => {
   });
 
   it('adds a row [C] to every row of [..., C], in either operand order', async () => {
-    if (!routed()) return void expect(required).toBe(false);
     const [n, c] = [4096, 96];
     const xv = seededValues(n * c, 5, 2);
     const rv = seededValues(c, 6, 2);
@@ -79,7 +75,6 @@ describe('SrpoAdd (tfjs adds on the native backend)', () => {
   });
 
   it('adds a [1, C] row (normLinear\'s bias row) to a [N, C], and a [1, 1, C] to a [B, T, C]', async () => {
-    if (!routed()) return void expect(required).toBe(false);
     const [n, c] = [2048, 384];
     const xv = seededValues(n * c, 15, 2);
     const rv = seededValues(c, 16, 2);
@@ -97,7 +92,6 @@ describe('SrpoAdd (tfjs adds on the native backend)', () => {
   });
 
   it('adds a residual, a product and its bias in one op, bit for bit the two adds (SrpoAddResidualBias)', async () => {
-    if (!routed()) return void expect(required).toBe(false);
     for (const [n, c] of [[2048, 128], [5, 7]]) {
       const [av, bv, rv] = [seededValues(n * c, 31 + n, 2), seededValues(n * c, 32 + n, 1e-2), seededValues(c, 33 + c, 3)];
       const [a, b, row] = [tf.tensor2d(av, [n, c]), tf.tensor2d(bv, [n, c]), tf.tensor1d(rv)];
@@ -116,7 +110,6 @@ describe('SrpoAdd (tfjs adds on the native backend)', () => {
   });
 
   it('keeps IEEE special values: infinities, NaN, signed zeros, overflow, and TensorFlow’s flushed subnormals', async () => {
-    if (!routed()) return void expect(required).toBe(false);
     const av = Float32Array.from([Infinity, -Infinity, Infinity, NaN, -0, -0, 3e38, -3e38, 1, 1e-45, 1e-39]);
     const bv = Float32Array.from([1, -5, -Infinity, 2, -0, 0, 3e38, -3e38, -1, 1e-45, -3e-39]);
     const a = tf.tensor1d(av);
@@ -137,7 +130,6 @@ describe('SrpoAdd (tfjs adds on the native backend)', () => {
   });
 
   it('leaves other adds to TensorFlow: other broadcasts and integer sums', async () => {
-    if (!routed()) return void expect(required).toBe(false);
     const col = tf.tensor2d([1, 2], [2, 1]);
     const m = tf.tensor2d([10, 20, 30, 40, 50, 60], [2, 3]);
     expect(await tf.add(col, m).array()).toEqual([
@@ -150,7 +142,6 @@ describe('SrpoAdd (tfjs adds on the native backend)', () => {
   });
 
   it('refuses operands of other shapes by name when called directly', () => {
-    if (!routed()) return void expect(required).toBe(false);
     const backend = tf.backend() as unknown as { executeSingleOutput(op: string, attrs: never[], inputs: tf.Tensor[]): tf.Tensor };
     expect(() => backend.executeSingleOutput('SrpoAdd', [], [tf.zeros([2, 3]), tf.zeros([3, 2])])).toThrow(/SrpoAdd: b must have a's shape/);
     // A row with more axes than a would broadcast a to b's shape: not this kernel's case.

@@ -1,6 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { normFold, normFoldGrad } from './fused-ops';
 import { srpoKernelAvailable } from './srpo-kernels';
+import { describeNative } from './test/describe-native';
 import { nativeBackend, seededValues } from './test/fixtures';
 
 /**
@@ -8,8 +9,6 @@ import { nativeBackend, seededValues } from './test/fixtures';
  * normLinear's folding written out here: with and without bias and column scale, odd widths.
  * Skips where the addon is not built, unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
  */
-const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
-
 function fold64(w: Float32Array, g: Float32Array, beta: Float32Array, b: Float32Array | undefined, s: Float32Array | undefined, d: number, o: number) {
   const wc = new Float64Array(d * o);
   const c = new Float64Array(o);
@@ -53,12 +52,11 @@ function worst(got: Float32Array, want: Float64Array): number {
   return m;
 }
 
-describe('SrpoNormFold (normLinear weight folding)', () => {
+describeNative(['SrpoNormFold', 'SrpoNormFoldGrad'], 'SrpoNormFold (normLinear weight folding)', () => {
   beforeAll(nativeBackend);
-  const available = (): boolean => srpoKernelAvailable('SrpoNormFold');
 
   it('is registered with the addon (required in CI)', () => {
-    if (required) expect(available()).toBe(true);
+    expect(srpoKernelAvailable('SrpoNormFold')).toBe(true);
   });
 
   for (const [d, o, withBias, withScale] of [
@@ -68,7 +66,6 @@ describe('SrpoNormFold (normLinear weight folding)', () => {
     [5, 3, false, true],
   ] as const) {
     it(`folds and unfolds as the float64 formulas do (D ${d}, O ${o}, bias ${withBias}, scale ${withScale})`, async () => {
-      if (!available()) return void expect(required).toBe(false);
       const [w, g, beta] = [seededValues(d * o, 1 + d, 0.5), seededValues(d, 2 + d, 1.5), seededValues(d, 3 + d, 0.3)];
       const b = withBias ? seededValues(o, 4 + o, 0.2) : undefined;
       const s = withScale ? seededValues(o, 5 + o, 2) : undefined;
@@ -99,7 +96,6 @@ describe('SrpoNormFold (normLinear weight folding)', () => {
   }
 
   it('refuses mismatched shapes, naming the op', () => {
-    if (!available()) return void expect(required).toBe(false);
     const w = tf.zeros([4, 3]) as tf.Tensor2D;
     const v4 = tf.zeros([4]) as tf.Tensor1D;
     expect(() => normFold(w, tf.zeros([3]) as tf.Tensor1D, v4, undefined, undefined)).toThrow(/SrpoNormFold: w must be \[D, O\] and gain and shift \[D\]/);

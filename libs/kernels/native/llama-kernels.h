@@ -1,4 +1,4 @@
-// Row kernels of the Llama-family decoder (libs/policy/src/hf/llama-ops.ts): RMSNorm, the
+// Row kernels of the Llama-family decoder (libs/hf/src/llama-ops.ts): RMSNorm, the
 // SwiGLU gate and rotary embeddings, forward and backward, each one pass over its rows.
 // Included by srpo-kernels.cc after exp_in_range, rsqrt_rounded and is_nan_bits; the kernel wrappers, the
 // thread split and the op registrations are there. Same numerics rules: float32 arithmetic,

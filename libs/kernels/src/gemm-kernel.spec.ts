@@ -1,19 +1,18 @@
 import * as tf from '@tensorflow/tfjs';
 import { backendLabel, matMul2d } from './native-ops';
-import { Policy } from './policy';
-import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable, srpoMatMulRouted, workerSpinMicroseconds } from './srpo-kernels';
-import { SrpoTrainer } from './srpo-step';
-import { bits, cpuUnderTest, firstMismatch, makeSets, nativeBackend, seededValues, TINY } from './test/fixtures';
+import { configureSrpoKernels, loadSrpoKernels, srpoMatMulRouted } from './srpo-kernels';
+import { describeNative } from './test/describe-native';
+import { bits, cpuUnderTest, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
 import { asBits, fmaChains, srpoMatMul, transposed } from './test/gemm-reference';
+import { workerSpinMicroseconds } from './tuning';
 
 /**
  * `SrpoMatMul` (gemm-kernels.h) against float64 products written out here, not against the code
  * under test: every transpose, shapes that end mid-tile and cross the K, row and column blocks,
- * the empty cases, and the routing of the learner's products (`matMul: auto | srpo | tensorflow`).
+ * the empty cases, and the routing of the learner's products (`matMul: auto | srpo | tensorflow`;
+ * training through either kernel is libs/policy's native-kernels.spec.ts).
  * Skips where the addon is not built, unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
  */
-const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
-
 /**
  * The worst error of c = a·b ([m, k]·[k, n], row-major float32) against the float64 product, in
  * units of the float32 bound for a sum of k products: (k + 1)·2⁻²⁴·Σ_p |a_ip b_pj| per element.
@@ -35,10 +34,9 @@ function worstError(a: Float32Array, b: Float32Array, c: Float32Array, m: number
   return worst;
 }
 
-describe('SrpoMatMul (the learner products)', () => {
+describeNative(['SrpoMatMul'], 'SrpoMatMul (the learner products)', () => {
   beforeAll(nativeBackend);
   afterEach(() => configureSrpoKernels({ matMul: 'auto' }));
-  const available = (): boolean => srpoKernelAvailable('SrpoMatMul');
 
   // [m, n, k]: one element; mid-tile edges; K over two 256-blocks; more rows than a 96-row block
   // and enough work to split the rows between threads; more columns than a 2048-column block,
@@ -56,7 +54,6 @@ describe('SrpoMatMul (the learner products)', () => {
   ];
 
   it.each(shapes)('[%i, %i] over k = %i matches float64 for every transpose, to the same bits', async (m, n, k) => {
-    if (!available()) return void expect(required).toBe(false);
     const a = seededValues(m * k, 11 + m, 2);
     const b = seededValues(k * n, 23 + n, 2);
     const plain = srpoMatMul(tf.tensor2d(a, [m, k]), tf.tensor2d(b, [k, n]));
@@ -83,7 +80,6 @@ describe('SrpoMatMul (the learner products)', () => {
     [45, 70, 520],
     [70, 45, 600],
   ])('[%i, %i] over k = %i is, bit for bit, one float32 fused multiply-add chain per element (so the same on AVX2 and AVX-512)', async (m, n, k) => {
-    if (!available()) return void expect(required).toBe(false);
     const a = seededValues(m * k, 5 + m, 2);
     const b = seededValues(k * n, 9 + n, 2);
     const c = srpoMatMul(tf.tensor2d(a, [m, k]), tf.tensor2d(b, [k, n]));
@@ -91,7 +87,6 @@ describe('SrpoMatMul (the learner products)', () => {
   });
 
   it('gives each row and column the same bits whatever the rest of the product (threads and blocks)', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const [m, n, k] = [301, 150, 520];
     const a = tf.tensor2d(seededValues(m * k, 5), [m, k]);
     const b = tf.tensor2d(seededValues(k * n, 6), [k, n]);
@@ -104,7 +99,6 @@ describe('SrpoMatMul (the learner products)', () => {
   });
 
   it('gives the same bits on every call when products of other operands run between (the pool and the packed-operand reuse)', async () => {
-    if (!available()) return void expect(required).toBe(false);
     // Each product is large enough for the pool; the two share a but not b, so a thread that
     // reused the previous call's packed op(B) (or a worker that ran a piece of an ended call)
     // would change the bits.
@@ -128,7 +122,6 @@ describe('SrpoMatMul (the learner products)', () => {
   });
 
   it('handles the empty cases: k = 0 gives zeros, m = 0 or n = 0 an empty product', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const z = srpoMatMul(tf.zeros([3, 0]), tf.zeros([0, 4]));
     expect(z.shape).toEqual([3, 4]);
     expect(Array.from(await z.data())).toEqual(new Array(12).fill(0));
@@ -137,7 +130,6 @@ describe('SrpoMatMul (the learner products)', () => {
   });
 
   it('keeps a NaN in its own row', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const a = seededValues(9 * 20, 3);
     a[2 * 20 + 7] = NaN;
     const c = await srpoMatMul(tf.tensor2d(a, [9, 20]), tf.tensor2d(seededValues(20 * 17, 4), [20, 17])).data();
@@ -145,14 +137,12 @@ describe('SrpoMatMul (the learner products)', () => {
   });
 
   it('refuses operands that are not matrices, or whose inner dimensions differ, naming both shapes', () => {
-    if (!available()) return void expect(required).toBe(false);
     expect(() => srpoMatMul(tf.ones([2, 3, 4]), tf.ones([4, 2]))).toThrow(/SrpoMatMul: a and b must be 2-D/);
     expect(() => srpoMatMul(tf.ones([2, 3]), tf.ones([4, 2]))).toThrow(/SrpoMatMul: inner dimensions differ: op\(a\) is \[2, 3\], op\(b\) is \[4, 2\]/);
     expect(() => srpoMatMul(tf.ones([2, 3]), tf.ones([2, 3]), true, true)).toThrow(/op\(a\) is \[3, 2\], op\(b\) is \[3, 2\]/);
   });
 
   it('routes the learner products by `matMul`, auto taking SrpoMatMul except on AMD CPUs where oneDNN has AVX-512', async () => {
-    if (!available()) return void expect(required).toBe(false);
     // Independently of the addon: the CPU's flags and vendor, and the cap oneDNN would honour (none in tests).
     const { flags, vendor, capped } = cpuUnderTest();
     const avx512 = ['avx512f', 'avx512bw', 'avx512vl', 'avx512dq'].every((f) => flags.has(f));
@@ -184,26 +174,5 @@ describe('SrpoMatMul (the learner products)', () => {
     } finally {
       configureSrpoKernels({ enabled: true });
     }
-  });
-
-  it('trains to the same loss and gradient norm through either kernel (float32 agreement)', async () => {
-    if (!available()) return void expect(required).toBe(false);
-    const run = async (matMul: 'srpo' | 'tensorflow') => {
-      configureSrpoKernels({ matMul });
-      const policy = Policy.create('gemm', TINY, 3);
-      const trainer = new SrpoTrainer(policy, { schedule: { kind: 'constant', lr: 1e-3 } });
-      const sets = await makeSets(policy, 9, 6);
-      const first = await trainer.update(sets);
-      const second = await trainer.update(sets);
-      trainer.dispose();
-      policy.dispose();
-      return [first, second];
-    };
-    const [s1, s2] = await run('srpo');
-    const [t1, t2] = await run('tensorflow');
-    expect(Number.isFinite(s1.loss)).toBe(true);
-    expect(Math.abs(s1.loss - t1.loss)).toBeLessThan(1e-6);
-    expect(Math.abs(s2.loss - t2.loss)).toBeLessThan(1e-5);
-    expect(Math.abs(s1.gradNorm - t1.gradNorm) / t1.gradNorm).toBeLessThan(1e-5);
   });
 });

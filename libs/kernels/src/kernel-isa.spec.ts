@@ -1,8 +1,10 @@
 import * as tf from '@tensorflow/tfjs';
 import { geluFused, geluGrad } from './fused-ops';
-import { type KernelIsa, type KernelIsaPart, loadSrpoKernels, setKernelIsa, srpoKernelAvailable } from './srpo-kernels';
-import { srpoMatMul, srpoMatMulOp } from './test/gemm-reference';
+import { loadSrpoKernels } from './srpo-kernels';
+import { describeNative } from './test/describe-native';
 import { bits, cpuUnderTest, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
+import { srpoMatMul, srpoMatMulOp } from './test/gemm-reference';
+import { type KernelIsa, type KernelIsaPart, setKernelIsa } from './tuning';
 
 /**
  * The addon's two builds, AVX2 and AVX-512, give the same bits: the elementwise loops built twice
@@ -11,7 +13,6 @@ import { bits, cpuUnderTest, firstMismatch, nativeBackend, seededValues } from '
  * compared. Where the CPU has no AVX-512F only the AVX2 build exists, and asking for the other
  * must fail.
  */
-const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
 const { flags: cpuFlags, capped } = cpuUnderTest();
 
 /** The outputs' bits from each build of `part`, the build in force restored afterwards. */
@@ -43,13 +44,10 @@ function inputs(n: number, seed: number): Float32Array {
   return x;
 }
 
-describe('srpo-kernels: the AVX2 and AVX-512 builds', () => {
+describeNative(['SrpoGelu', 'SrpoGeluGrad', 'SrpoMatMul', 'SrpoMatMulBias', 'SrpoMatMulBiasResidual', 'SrpoMatMulColumnSum'], 'srpo-kernels: the AVX2 and AVX-512 builds', () => {
   beforeAll(nativeBackend);
 
-  const available = (): boolean => srpoKernelAvailable('SrpoGelu') && srpoKernelAvailable('SrpoMatMul');
-
   it('start on AVX-512 where the CPU has AVX-512F and ONEDNN_MAX_CPU_ISA does not cap it, and refuse it elsewhere', () => {
-    if (!available()) return void expect(required).toBe(false);
     const s = loadSrpoKernels();
     const expected = cpuFlags.has('avx512f') && !capped ? 'avx512' : 'avx2';
     expect(s.elementwiseIsa).toBe(expected);
@@ -64,7 +62,6 @@ describe('srpo-kernels: the AVX2 and AVX-512 builds', () => {
   });
 
   it('GELU, each way, gives the same bits from both builds', async () => {
-    if (!available()) return void expect(required).toBe(false);
     if (!cpuFlags.has('avx512f')) return; // one build only (the refusal is checked above)
     // Above the pool's inline size (both threads, each range a multiple of 16 but the last), and
     // small ones that run inline: every remainder of the 16- and 8-float loops.
@@ -83,7 +80,6 @@ describe('srpo-kernels: the AVX2 and AVX-512 builds', () => {
   });
 
   it('SrpoMatMul and its epilogues give the same bits from both micro-kernels', async () => {
-    if (!available()) return void expect(required).toBe(false);
     if (!cpuFlags.has('avx512f')) return;
     // Shapes past one tile of either kernel (6 × 16, 12 × 32), with edges, and K past one block
     // (256); the last one long enough for K segments (gemm-ops.h), the third one short.

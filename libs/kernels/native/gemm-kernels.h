@@ -8,7 +8,7 @@
 // a 49 ms step where MKL's took 17, and the step with this code's AVX-512 kernel in its place
 // took 0.95x the time (one-process A/B, 2026-12-03). On the AMD EPYC with AVX-512, oneDNN's
 // sgemm was a few percent faster than the AVX2 kernel here. The learner therefore takes this
-// code everywhere but there (libs/policy/src/srpo-kernels.ts, `matMul: 'auto'`; docs/benchmarks.md, #21).
+// code everywhere but there (libs/kernels/src/srpo-kernels.ts, `matMul: 'auto'`; docs/benchmarks.md, #21).
 //
 // Layout: the K dimension is cut into blocks of kKc, the rows of C into blocks of kMc and its
 // columns into blocks of kNc. For each (K block, column block) the block of op(B) is packed

@@ -4,7 +4,7 @@ import * as tf from '@tensorflow/tfjs';
 import { currentBackend, errorMessage, Logger } from '@srpo/core';
 
 /**
- * The project's own TensorFlow kernels (libs/policy/native/srpo-kernels.cc): fused CPU kernels
+ * The project's own TensorFlow kernels (libs/kernels/native/srpo-kernels.cc): fused CPU kernels
  * for the learner's hot spots, registered into the process's libtensorflow by a Node addon and
  * run by tfjs-node's backend like TensorFlow's own ops.
  *
@@ -43,7 +43,8 @@ export interface SrpoKernelsStatus {
   cpuVendor?: 'intel' | 'amd' | 'other';
 }
 
-interface AddonExports {
+/** What the addon's module exports (srpo-kernels.cc's Init); for this library's tuning.ts, not exported from the package. */
+export interface AddonExports {
   version: number;
   ops: string[];
   onednnAvx512: boolean;
@@ -57,6 +58,11 @@ interface AddonExports {
   workerSpin(): number;
 }
 
+/** The addon's two builds of the micro-kernels (switched by tuning.ts' setKernelIsa). */
+export type KernelIsa = 'avx2' | 'avx512';
+/** The parts built twice: `SrpoMatMul`'s micro-kernel and the elementwise loops. */
+export type KernelIsaPart = 'gemm' | 'elementwise';
+
 /** The kernel set this code expects (`SRPO_KERNELS_VERSION` in srpo-kernels.cc); a build of another version is stale. */
 export const SRPO_KERNELS_VERSION = 11;
 
@@ -65,9 +71,13 @@ let status: SrpoKernelsStatus | undefined;
 let addonExports: AddonExports | undefined;
 let enabled = true;
 
-/** Where the build puts the addon, seen from libs/policy/src (ts-jest) and from dist/libs/policy/src. */
+/**
+ * Where scripts/build-native-kernels.sh puts the addon (libs/kernels/native/build), seen from
+ * libs/kernels/src (jest, run-ts.js) and from dist/libs/kernels/src (the build, which copies no
+ * binary: the addon stays beside its sources).
+ */
 function candidates(): string[] {
-  return [path.resolve(__dirname, '../native/build/srpo_kernels.node'), path.resolve(__dirname, '../../../../libs/policy/native/build/srpo_kernels.node')];
+  return [path.resolve(__dirname, '../native/build/srpo_kernels.node'), path.resolve(__dirname, '../../../../libs/kernels/native/build/srpo_kernels.node')];
 }
 
 /**
@@ -108,33 +118,12 @@ export function loadSrpoKernels(): SrpoKernelsStatus {
   return status;
 }
 
-export type KernelIsa = 'avx2' | 'avx512';
-export type KernelIsaPart = 'gemm' | 'elementwise';
-
 /**
- * Switches which build of `SrpoMatMul`'s micro-kernel (`gemm`) or of the elementwise loops built
- * twice (`elementwise`) the addon runs, and returns the previous one. Both builds give the same
- * bits; this exists so that tests and benches can compare them in one process. Not while kernels
- * run. Throws where the addon is not loaded, or for `avx512` where the CPU has no AVX-512F.
+ * The loaded addon's exports, or undefined: for the A/B switches of tuning.ts (the bench- and
+ * test-only entry `@srpo/kernels/tuning`); not exported from the package.
  */
-export function setKernelIsa(part: KernelIsaPart, isa: KernelIsa): KernelIsa {
-  if (!addonExports) throw new Error(`srpo-kernels not loaded: ${loadSrpoKernels().reason ?? 'load it first'}`);
-  // A build from before setIsa (same kernel set: the switch changed no result) lacks it.
-  if (typeof addonExports.setIsa !== 'function') throw new Error('srpo-kernels build has no setIsa; rebuild it (npm run build:native)');
-  return addonExports.setIsa(part, isa);
-}
-
-/**
- * Makes `SrpoMatMul` plan its products (how C is split, the pieces, whether K segments run whole)
- * as if its pool had `threads` threads, 0 meaning the pool's own count, and returns the previous
- * setting. The bits never depend on it: every element's chains are fixed by the shape
- * (gemm-kernels.h, gemm-ops.h). It exists so that tests run the schedules of larger machines on a
- * small one. Not while kernels run.
- */
-export function setGemmPlanThreads(threads: number): number {
-  if (!addonExports) throw new Error(`srpo-kernels not loaded: ${loadSrpoKernels().reason ?? 'load it first'}`);
-  if (typeof addonExports.setGemmPlanThreads !== 'function') throw new Error('srpo-kernels build has no setGemmPlanThreads; rebuild it (npm run build:native)');
-  return addonExports.setGemmPlanThreads(threads);
+export function loadedAddon(): AddonExports | undefined {
+  return addonExports;
 }
 
 /**
@@ -147,11 +136,6 @@ export function setGemmPlanThreads(threads: number): number {
  */
 function syncWorkerSpin(): void {
   addonExports?.setWorkerSpin(srpoMatMulRouted() ? 1000 : 100);
-}
-
-/** How long the pool's workers spin after a call, in µs (see {@link syncWorkerSpin}); undefined without the addon. */
-export function workerSpinMicroseconds(): number | undefined {
-  return addonExports?.workerSpin();
 }
 
 let addsEnabled = true;

@@ -1,16 +1,16 @@
 import * as tf from '@tensorflow/tfjs';
 import { attentionFused, attentionGrad, attentionGradPacked, type AttentionLayout } from './fused-ops';
 import { srpoKernelAvailable } from './srpo-kernels';
+import { describeNative } from './test/describe-native';
 import { nativeBackend, seededValues } from './test/fixtures';
 
 /**
  * `SrpoAttention` and its backward (attention-kernels.h) against a float64 evaluation of the
  * formulas written out here, not against the code under test: causal softmax attention per batch
  * row and head, grouped-query heads, heads at column offsets, and the edge cases.
- * Skips where the addon is not built, unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
+ * Skipped, and reported so, where the addon is not built; SRPO_REQUIRE_NATIVE_KERNELS=1 (CI) fails
+ * them instead (test/describe-native.ts).
  */
-const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
-
 interface Reference {
   o: Float64Array;
   p: Float64Array;
@@ -85,16 +85,14 @@ async function f32(t: tf.Tensor): Promise<Float32Array> {
   return (await t.data<'float32'>()).slice();
 }
 
-describe('SrpoAttention (causal attention kernel)', () => {
+describeNative(['SrpoAttention', 'SrpoAttentionGrad', 'SrpoAttentionGradPacked'], 'SrpoAttention (causal attention kernel)', () => {
   beforeAll(nativeBackend);
-  const available = (): boolean => srpoKernelAvailable('SrpoAttention');
 
   it('is registered with the addon (required in CI)', () => {
-    if (required) expect(available()).toBe(true);
+    expect(srpoKernelAvailable('SrpoAttention')).toBe(true);
   });
 
   it('computes packed multi-head attention and its gradient as the float64 formulas do (odd T, heads in qkv columns)', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const [b, t, h, d] = [3, 7, 3, 5];
     const cols = 3 * h * d;
     const x = seededValues(b * t * cols, 41, 1.5);
@@ -120,7 +118,6 @@ describe('SrpoAttention (causal attention kernel)', () => {
   });
 
   it('reads grouped-query heads at column offsets, and gives 0 to columns outside the heads', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const [b, t, h, kvh, d] = [2, 9, 4, 2, 8];
     const [qs, ks, vs] = [h * d + 3, kvh * d + 1, kvh * d + 2];
     const l: AttentionLayout = { batch: b, heads: h, kvHeads: kvh, headDim: d, qCol: 3, kCol: 0, vCol: 2 };
@@ -141,7 +138,6 @@ describe('SrpoAttention (causal attention kernel)', () => {
   });
 
   it('gives p = 1 and o = v for T = 1, exact zeros for underflowing scores, NaN in the row of a NaN, and the same bits twice', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const l1: AttentionLayout = { batch: 2, heads: 1, kvHeads: 1, headDim: 3, qCol: 0, kCol: 3, vCol: 6 };
     const x1 = tf.tensor2d([1, 2, 3, 4, 5, 6, 7, 8, 9, -1, -2, -3, -4, -5, -6, -7, -8, -9], [2, 9]);
     const one = attentionFused(x1, x1, x1, l1) as { o: tf.Tensor2D; p: tf.Tensor4D };
@@ -172,7 +168,6 @@ describe('SrpoAttention (causal attention kernel)', () => {
   });
 
   it('refuses inconsistent shapes and attributes with a message naming them', () => {
-    if (!available()) return void expect(required).toBe(false);
     const x = tf.zeros([6, 12]) as tf.Tensor2D;
     const l: AttentionLayout = { batch: 2, heads: 2, kvHeads: 2, headDim: 2, qCol: 0, kCol: 4, vCol: 8 };
     expect(() => attentionFused(x, x, x, { ...l, batch: 4 })).toThrow(/SrpoAttention: q, k and v must be \[B\*T, columns\]/);

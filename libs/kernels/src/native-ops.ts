@@ -258,7 +258,7 @@ export function matMul2dBias(a: tf.Tensor2D, b: tf.Tensor2D, bias: tf.Tensor, tr
  * every row and then the residual `h` `[M, N]`. Native with `SrpoMatMul` routed: one
  * `SrpoMatMulBiasResidual`, which adds both to each finished tile, one rounding after the other,
  * bit for bit `SrpoAddResidualBias(h, matMul2d(x, W), b)`. Elsewhere `undefined`: the caller
- * takes its own path (transformer-ops.ts' residualLinear). Not recorded on the gradient tape.
+ * takes its own path (libs/policy's transformer-ops.ts, residualLinear). Not recorded on the gradient tape.
  */
 export function matMul2dBiasResidual(x: tf.Tensor2D, w: tf.Tensor2D, bias: tf.Tensor, residual: tf.Tensor2D): tf.Tensor2D | undefined {
   const be = native();

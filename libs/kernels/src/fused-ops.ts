@@ -3,7 +3,7 @@ import { native, nativeKernelsActive, type NativeBackend, type NativeBinding, ty
 import { srpoKernelAvailable, srpoKernelRegistered } from './srpo-kernels';
 
 /**
- * The project's own fused kernels (libs/policy/native: srpo-kernels.cc and its headers), each
+ * The project's own fused kernels (libs/kernels/native: srpo-kernels.cc and its headers), each
  * wrapped as a tfjs call on tfjs-node's backend: GELU, layer norm, softmax, causal attention, the
  * layer-norm projection's folding, the residual add, RMSNorm, SwiGLU, RoPE, the target log-probs
  * and the Adam update. A forward wrapper returns undefined where its kernel is not available
@@ -14,7 +14,7 @@ import { srpoKernelAvailable, srpoKernelRegistered } from './srpo-kernels';
  */
 
 /**
- * One of the project's fused kernels (libs/policy/native/srpo-kernels.cc) by name, or undefined
+ * One of the project's fused kernels (libs/kernels/native/srpo-kernels.cc) by name, or undefined
  * where it is not available: another backend, the native paths or the fused kernels switched off,
  * the addon not built, or `composite`. The callers below then take their composite forms.
  */

@@ -6,7 +6,7 @@ import { srpoKernelAvailable } from './srpo-kernels';
 /**
  * `@srpo/srpo`'s `objectiveLoss` for the set objectives (`srpo`, `srpo-length-norm`) as one
  * native op each way: `SrpoSetObjective` for the loss and every `ObjectiveOutput` field,
- * `SrpoSetObjectiveGrad` for ∂loss/∂logpNew (libs/policy/native/objective-kernels.h, which
+ * `SrpoSetObjectiveGrad` for ∂loss/∂logpNew (libs/kernels/native/objective-kernels.h, which
  * states the formula step by step after libs/srpo's composite, its reference).
  *
  * Why: the composite is about 90 tfjs ops on tensors of a few thousand floats (the objective,

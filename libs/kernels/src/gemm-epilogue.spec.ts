@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { srpoKernelAvailable } from './srpo-kernels';
+import { describeNative } from './test/describe-native';
 import { bits, cascadeColumnSums, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
 import { asBits, executor, fmaChains, srpoMatMul, srpoMatMulOp, transposed } from './test/gemm-reference';
 
@@ -8,11 +8,8 @@ import { asBits, executor, fmaChains, srpoMatMul, srpoMatMulOp, transposed } fro
  * references written out in JavaScript (test/gemm-reference.ts) and against the separate ops it
  * replaces, bit for bit. Skips where the addon is not built, unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
  */
-const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
-
-describe('SrpoMatMulBias, SrpoMatMulBiasResidual and SrpoMatMulColumnSum (a linear layer forward, a residual projection, a weight gradient with its bias gradient)', () => {
+describeNative(['SrpoMatMul', 'SrpoMatMulBias', 'SrpoMatMulBiasResidual', 'SrpoMatMulColumnSum'], 'SrpoMatMulBias, SrpoMatMulBiasResidual and SrpoMatMulColumnSum (a linear layer forward, a residual projection, a weight gradient with its bias gradient)', () => {
   beforeAll(nativeBackend);
-  const available = (): boolean => ['SrpoMatMulBias', 'SrpoMatMulBiasResidual', 'SrpoMatMulColumnSum'].every((op) => srpoKernelAvailable(op));
 
   // Mid-tile edges, three K blocks, rows split (m >= n) and columns split (m < n) between threads.
   it.each([
@@ -21,7 +18,6 @@ describe('SrpoMatMulBias, SrpoMatMulBiasResidual and SrpoMatMulColumnSum (a line
     [70, 45, 600],
     [45, 70, 520],
   ])('[%i, %i] over k = %i: the product plus the bias is each FMA chain plus the bias, rounded once, for every transpose', async (m, n, k) => {
-    if (!available()) return void expect(required).toBe(false);
     const a = seededValues(m * k, 41 + m, 2);
     const b = seededValues(k * n, 43 + n, 2);
     const bias = seededValues(n, 47, 3);
@@ -52,7 +48,6 @@ describe('SrpoMatMulBias, SrpoMatMulBiasResidual and SrpoMatMulColumnSum (a line
     [70, 45, 600],
     [45, 70, 520],
   ])('[%i, %i] over k = %i: the residual plus (the product plus the bias) rounds each addition in turn, as SrpoAddResidualBias', async (m, n, k) => {
-    if (!available()) return void expect(required).toBe(false);
     const a = seededValues(m * k, 61 + m, 2);
     const b = seededValues(k * n, 67 + n, 2);
     const bias = seededValues(n, 71, 3);
@@ -74,7 +69,6 @@ describe('SrpoMatMulBias, SrpoMatMulBiasResidual and SrpoMatMulColumnSum (a line
   });
 
   it('adds the bias to zeros for k = 0 (a −0 bias gives +0, as an addition does) and names a bias of the wrong size', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const [z] = srpoMatMulOp('SrpoMatMulBias', [tf.zeros([2, 0]), tf.zeros([0, 3]), tf.tensor1d([1.5, -0, -2])]);
     expect(Array.from(await z.data())).toEqual([1.5, 0, -2, 1.5, 0, -2]);
     expect(Object.is((await z.data())[1], 0)).toBe(true);
@@ -93,7 +87,6 @@ describe('SrpoMatMulBias, SrpoMatMulBiasResidual and SrpoMatMulColumnSum (a line
     [128, 384, 2048],
     [1040, 1030, 4200],
   ])('[%i, %i] over k = %i: the product is SrpoMatMul\'s and the sums are b\'s column sums in SrpoColumnSum\'s cascade, bit for bit', async (m, n, k) => {
-    if (!available()) return void expect(required).toBe(false);
     const a = seededValues(m * k, 51 + m, 2);
     const b = seededValues(k * n, 53 + n, 2);
     const expectedSums = cascadeColumnSums(b, k, n);
@@ -111,7 +104,6 @@ describe('SrpoMatMulBias, SrpoMatMulBiasResidual and SrpoMatMulColumnSum (a line
   });
 
   it('sums b alone when there is no product (m = 0, k = 0) and refuses a transposed b, saying why', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const b = seededValues(5 * 3, 9);
     const [p0, s0] = srpoMatMulOp('SrpoMatMulColumnSum', [tf.zeros([0, 5]), tf.tensor2d(b, [5, 3])]);
     expect(p0.shape).toEqual([0, 3]);

@@ -1,5 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
-import { setGemmPlanThreads, srpoKernelAvailable } from './srpo-kernels';
+import { setGemmPlanThreads } from './tuning';
+import { describeNative } from './test/describe-native';
 import { bits, cascadeColumnSums, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
 import { asBits, fmaChains, segmented, segmentedChains, segmentedElement, srpoMatMul, srpoMatMulOp, transposed } from './test/gemm-reference';
 
@@ -12,8 +13,6 @@ import { asBits, fmaChains, segmented, segmentedChains, segmentedElement, srpoMa
  * shared operand packed once or each piece packing its own), which must give the same bits. Skips where the addon is not built,
  * unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
  */
-const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
-
 /** Runs `fn` with products planned for each thread count (0: the pool's own), then restores the pool's. */
 async function underPlans(plans: number[], fn: (plan: number) => Promise<void>): Promise<void> {
   try {
@@ -26,9 +25,8 @@ async function underPlans(plans: number[], fn: (plan: number) => Promise<void>):
   }
 }
 
-describe('SrpoMatMul over K segments (long K, small C: the weight gradients)', () => {
+describeNative(['SrpoMatMul', 'SrpoMatMulBias', 'SrpoMatMulBiasResidual', 'SrpoMatMulColumnSum'], 'SrpoMatMul over K segments (long K, small C: the weight gradients)', () => {
   beforeAll(nativeBackend);
-  const available = (): boolean => ['SrpoMatMul', 'SrpoMatMulBias', 'SrpoMatMulBiasResidual', 'SrpoMatMulColumnSum'].every((op) => srpoKernelAvailable(op));
 
   // [m, n, k]: columns split (m < n) in two segments; three segments, the last one short (52) and
   // mid-tile edges; rows split (m >= n) in three; one element, small enough to run inline.
@@ -38,7 +36,6 @@ describe('SrpoMatMul over K segments (long K, small C: the weight gradients)', (
     [70, 9, 3072],
     [1, 1, 2048],
   ])('[%i, %i] over k = %i is the segments\' FMA chains added in order, for every transpose and every schedule', async (m, n, k) => {
-    if (!available()) return void expect(required).toBe(false);
     expect(segmented(m, n, k)).toBe(true);
     const a = seededValues(m * k, 7 + m, 2);
     const b = seededValues(k * n, 11 + n, 2);
@@ -67,7 +64,6 @@ describe('SrpoMatMul over K segments (long K, small C: the weight gradients)', (
   });
 
   it('segments only from k = 2048 and up to m · n = 2^18: below either bound each element is one chain', async () => {
-    if (!available()) return void expect(required).toBe(false);
     // k = 2047: one chain everywhere.
     const [m, n] = [13, 37];
     const a = seededValues(m * 2047, 3, 2);
@@ -102,7 +98,6 @@ describe('SrpoMatMul over K segments (long K, small C: the weight gradients)', (
     [500, 510, 8400],
     [510, 500, 8400],
   ])('[%i, %i] over k = %i (nine segments, nothing shared): sampled elements are the segmented chains, the bias gradient the cascade', async (m, n, k) => {
-    if (!available()) return void expect(required).toBe(false);
     const x = seededValues(k * m, 41 + m, 2); // X [k, m]: the product is Xᵀ·dY
     const dy = seededValues(k * n, 43 + n, 2);
     const a = transposed(x, k, m);
@@ -124,7 +119,6 @@ describe('SrpoMatMul over K segments (long K, small C: the weight gradients)', (
     [13, 37, 2100],
     [70, 9, 3072],
   ])('[%i, %i] over k = %i: the bias, then the residual, are added to the segments\' sum, one rounding each', async (m, n, k) => {
-    if (!available()) return void expect(required).toBe(false);
     const a = seededValues(m * k, 21 + m, 2);
     const b = seededValues(k * n, 23 + n, 2);
     const bias = seededValues(n, 25, 3);
@@ -147,7 +141,6 @@ describe('SrpoMatMul over K segments (long K, small C: the weight gradients)', (
     [40, 300, 2100],
     [300, 40, 2100],
   ])('[%i, %i] over k = %i: the weight gradient is segmented and its bias gradient is SrpoColumnSum\'s cascade, bit for bit', async (m, n, k) => {
-    if (!available()) return void expect(required).toBe(false);
     const x = seededValues(k * m, 31 + m, 2); // X [k, m]: the product is Xᵀ·dY
     const dy = seededValues(k * n, 37 + n, 2);
     const expectedProduct = asBits(segmentedChains(transposed(x, k, m), dy, m, n, k));

@@ -1,22 +1,20 @@
 import * as tf from '@tensorflow/tfjs';
-import { AdamOptimizer } from './adam-optimizer';
-import { sumToLastAxis } from './native-ops';
 import { type AdamStepScalars, adamUpdateFused } from './fused-ops';
-import { Policy } from './policy';
-import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable } from './srpo-kernels';
-import { bits, cascadeColumnSums, firstMismatch, nativeBackend, seededValues, TINY } from './test/fixtures';
+import { sumToLastAxis } from './native-ops';
+import { configureSrpoKernels, loadSrpoKernels } from './srpo-kernels';
+import { describeNative } from './test/describe-native';
+import { bits, cascadeColumnSums, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
 
 /**
  * SrpoAdam (the whole Adam step on the lists of gradients and weights) and SrpoColumnSum
- * (libs/policy/native/optimizer-kernels.h) against float64 evaluations of their formulas written
+ * (libs/kernels/native/optimizer-kernels.h) against float64 evaluations of their formulas written
  * here, against their documented summation orders reproduced here bit for bit (orders fixed by
- * the data's shape, not by the thread count), and against the composite paths they replace
- * (AdamOptimizer.apply and sumToLastAxis with the fused kernels switched off).
+ * the data's shape, not by the thread count), and against the composite path of sumToLastAxis
+ * (the fused kernels switched off). AdamOptimizer.apply against its composite path is libs/policy's
+ * native-kernels.spec.ts.
  *
  * Skips where the addon is not built, unless SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
  */
-const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
-
 const FLOAT32_OVERFLOW = 2 ** 128 - 2 ** 103; // the least value Math.fround rounds to +inf
 
 interface Adam64 {
@@ -217,9 +215,8 @@ async function composite<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-describe('SrpoAdam (AdamOptimizer.apply on the native backend)', () => {
+describeNative(['SrpoAdam'], 'SrpoAdam (the whole Adam step in one op)', () => {
   beforeAll(nativeBackend);
-  const available = (): boolean => srpoKernelAvailable('SrpoAdam');
 
   /** Tensors of odd sizes: 1 element, a block ± 1, blocks spanning tensors, several ranks. */
   const MIXED = [[1], [7, 3], [4097], [13, 331], [2, 2, 5], [4095], [1]];
@@ -228,8 +225,7 @@ describe('SrpoAdam (AdamOptimizer.apply on the native backend)', () => {
   const LAYOUTS = [[[1]], [[7]], [[4096]], [[3], [0], [4]], MIXED, THREADED];
 
   it('is registered once the addon is loaded (required in CI), and off with the switch or without weights', () => {
-    if (required) expect(loadSrpoKernels().ops).toEqual(expect.arrayContaining(['SrpoAdam', 'SrpoColumnSum']));
-    if (!available()) return void expect(required).toBe(false);
+    expect(loadSrpoKernels().ops).toEqual(expect.arrayContaining(['SrpoAdam', 'SrpoColumnSum']));
     const z = tf.zeros([3]) as tf.Tensor1D;
     const s = { ...BASE, maxGradNorm: 1, decay: 0 };
     expect(adamUpdateFused([], [], z, z, s)).toBeUndefined();
@@ -243,7 +239,6 @@ describe('SrpoAdam (AdamOptimizer.apply on the native backend)', () => {
   });
 
   it('matches float64 for tensors of odd sizes, with clipping binding, not binding and off, with and without decay', async () => {
-    if (!available()) return void expect(required).toBe(false);
     for (const [k, shapes] of LAYOUTS.entries()) {
       const c = adamCase(shapes, 100 + 37 * k);
       // √total·0.05/√3 ≈ the norm: 0.005 clips every layout; 1e6 never clips; 0 and ∞ switch it off.
@@ -254,7 +249,6 @@ describe('SrpoAdam (AdamOptimizer.apply on the native backend)', () => {
   });
 
   it('gives total = 0 empty outputs and norm 0', async () => {
-    if (!available()) return void expect(required).toBe(false);
     for (const shapes of [[[0]], [[0], [2, 0]]]) {
       const got = await runFused(adamCase(shapes, 5), { ...BASE, maxGradNorm: 1, decay: 1e-3 });
       expect([got.m.length, got.v.length, got.w.length, got.norm]).toEqual([0, 0, 0, 0]);
@@ -262,7 +256,6 @@ describe('SrpoAdam (AdamOptimizer.apply on the native backend)', () => {
   });
 
   it('gives the same bits when run twice, on the reference model size', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const shapes = [[512, 256], [256], [256, 768], [768], [384, 256], [1, 256], [3, 1023], [4097]];
     const c = adamCase(shapes, 7, 0.01);
     for (const maxGradNorm of [0.5, 0]) {
@@ -274,7 +267,6 @@ describe('SrpoAdam (AdamOptimizer.apply on the native backend)', () => {
   });
 
   it('keeps the composite behaviour for non-finite gradients and overflowing squares', async () => {
-    if (!available()) return void expect(required).toBe(false);
     // Flat indices into MIXED: 0 is the 1-element tensor, 22 starts [4097], 4120 is in [13, 331].
     const cases: Array<[string, (g: Float32Array) => void]> = [
       ['NaN', (g) => (g[3] = NaN)],
@@ -306,7 +298,6 @@ describe('SrpoAdam (AdamOptimizer.apply on the native backend)', () => {
   });
 
   it('refuses a wrong N, mismatched shapes and sizes, a wrong p and non-float32 inputs, naming the op', () => {
-    if (!available()) return void expect(required).toBe(false);
     tf.tidy(() => {
       const run = (n: number, inputs: tf.Tensor[]): tf.Tensor[] => executor().executeMultipleOutputs('SrpoAdam', [{ name: 'N', type: executor().binding.TF_ATTR_INT, value: n }], inputs, n + 3);
       const a = tf.zeros([2, 3]);
@@ -328,111 +319,14 @@ describe('SrpoAdam (AdamOptimizer.apply on the native backend)', () => {
       expect(() => run(2, [a, tf.zeros([4], 'int32'), a, b, flat, flat, p])).toThrow(/SrpoAdam.*float/);
     });
   });
-
-  /** Weights, moments and norms of `steps` updates of a fresh TINY model from seeded gradients. */
-  async function train(steps: Array<{ maxGradNorm: number; poison?: number }>, weightDecay: number): Promise<{ weights: Float32Array[]; m: Float32Array[]; v: Float32Array[]; norms: number[] }> {
-    const policy = Policy.create('p', TINY, 3);
-    const opt = new AdamOptimizer(policy.model, { weightDecay });
-    const names = policy.model.weightNames();
-    const norms: number[] = [];
-    try {
-      for (const [k, step] of steps.entries()) {
-        const grads = new Map(
-          names.map((name, i) => {
-            const w = policy.model.weight(name);
-            const values = seededValues(w.size, 1000 * k + i, 0.2);
-            if (i === 1 && step.poison !== undefined) values[0] = step.poison;
-            return [name, tf.tensor(values, w.shape)] as const;
-          }),
-        );
-        // apply leaves nothing behind but the norm it returns.
-        const before = tf.memory().numTensors;
-        const norm = opt.apply(grads, 1e-2, step.maxGradNorm);
-        expect(tf.memory().numTensors).toBe(before + 1);
-        norms.push((await norm.data())[0]);
-        tf.dispose([norm, ...grads.values()]);
-      }
-      const state = await opt.getState();
-      return {
-        weights: await Promise.all(names.map(async (n) => Float32Array.from(await policy.model.weight(n).data<'float32'>()))),
-        m: names.map((n) => state.m.get(n)!),
-        v: names.map((n) => state.v.get(n)!),
-        norms,
-      };
-    } finally {
-      opt.dispose();
-      policy.dispose();
-    }
-  }
-
-  /** True when a and b hold the same non-finite entries and differ by less than `tol` elsewhere. */
-  function within(a: Float32Array[], b: Float32Array[], tol: number): boolean {
-    return a.every((x, t) => x.length === b[t].length && x.every((ax, i) => kind(ax) === kind(b[t][i]) && (!Number.isFinite(ax) || Math.abs(ax - b[t][i]) < tol)));
-  }
-
-  it('AdamOptimizer.apply runs no tfjs op around the kernel (no concat, split or per-weight sub)', async () => {
-    if (!available()) return void expect(required).toBe(false);
-    const policy = Policy.create('p', TINY, 3);
-    const opt = new AdamOptimizer(policy.model, { weightDecay: 0.01 });
-    const grads = new Map(policy.model.weightNames().map((n, i) => [n, tf.tensor(seededValues(policy.model.weight(n).size, i, 0.1), policy.model.weight(n).shape)] as const));
-    try {
-      const kernelsOf = async (): Promise<string[]> => {
-        let norm: tf.Scalar | undefined;
-        const info = await tf.profile(() => void (norm = opt.apply(grads, 1e-2, 1)));
-        norm?.dispose();
-        return info.kernels.map((k) => k.name);
-      };
-      // SrpoAdam runs through the backend directly, outside tfjs's kernel registry.
-      expect(await kernelsOf()).toEqual([]);
-      expect(await composite(kernelsOf)).toEqual(expect.arrayContaining(['Concat', 'SplitV', 'Sub']));
-    } finally {
-      tf.dispose([...grads.values()]);
-      opt.dispose();
-      policy.dispose();
-    }
-  });
-
-  it('AdamOptimizer.apply with the kernel matches the composite path within float32 rounding over a few steps', async () => {
-    if (!available()) return void expect(required).toBe(false);
-    const steps = [{ maxGradNorm: 0.5 }, { maxGradNorm: 1e6 }, { maxGradNorm: 0 }, { maxGradNorm: 0.3 }];
-    for (const weightDecay of [0, 0.01]) {
-      const fusedRun = await train(steps, weightDecay);
-      const compositeRun = await composite(() => train(steps, weightDecay));
-      fusedRun.norms.forEach((x, i) => expect(Math.abs(x - compositeRun.norms[i])).toBeLessThanOrEqual(1e-6 * x));
-      // Steps of ~1e-2 on weights of ~0.1–1: a few float32 ulps of the weights; m ~ 1e-2, v ~ 1e-5.
-      expect({ weightDecay, w: within(fusedRun.weights, compositeRun.weights, 2e-6) }).toEqual({ weightDecay, w: true });
-      expect({ weightDecay, m: within(fusedRun.m, compositeRun.m, 1e-7) }).toEqual({ weightDecay, m: true });
-      expect({ weightDecay, v: within(fusedRun.v, compositeRun.v, 1e-8) }).toEqual({ weightDecay, v: true });
-    }
-  });
-
-  it('AdamOptimizer.apply with the kernel gives the composite NaN and infinity pattern', async () => {
-    if (!available()) return void expect(required).toBe(false);
-    for (const poison of [NaN, Infinity, 1e20]) {
-      for (const maxGradNorm of [1, 0]) {
-        for (const weightDecay of [0, 0.01]) {
-          const steps = [{ maxGradNorm: 1 }, { maxGradNorm, poison }];
-          const fusedRun = await train(steps, weightDecay);
-          const compositeRun = await composite(() => train(steps, weightDecay));
-          const label = `poison=${poison} max=${maxGradNorm} decay=${weightDecay}`;
-          expect({ label, norms: fusedRun.norms.map(kind) }).toEqual({ label, norms: compositeRun.norms.map(kind) });
-          expect({ label, w: within(fusedRun.weights, compositeRun.weights, 2e-6) }).toEqual({ label, w: true });
-          expect({ label, m: within(fusedRun.m, compositeRun.m, 1e-7) }).toEqual({ label, m: true });
-          expect({ label, v: within(fusedRun.v, compositeRun.v, 1e-8) }).toEqual({ label, v: true });
-        }
-      }
-    }
-  });
 });
 
-describe('SrpoColumnSum (sumToLastAxis on the native backend)', () => {
+describeNative(['SrpoColumnSum'], 'SrpoColumnSum (sumToLastAxis on the native backend)', () => {
   beforeAll(nativeBackend);
-  const available = (): boolean => srpoKernelAvailable('SrpoColumnSum');
 
   const shapes: number[][] = [[1, 1], [3, 5], [7, 1], [1000, 17], [130, 33], [65, 16], [2048, 128], [32, 8192], [5, 3, 7], [4096, 300], [9], [0, 6], [6, 0]];
 
   it('matches float64 and the documented order to the bit, for ragged and multi-threaded shapes', async () => {
-    if (!available()) return void expect(required).toBe(false);
     for (const shape of shapes) {
       const size = shape.reduce((p, d) => p * d, 1);
       const cols = shape[shape.length - 1];
@@ -450,7 +344,6 @@ describe('SrpoColumnSum (sumToLastAxis on the native backend)', () => {
   });
 
   it('matches the composite column sum and BiasAddGrad (the kernels off)', async () => {
-    if (!available()) return void expect(required).toBe(false);
     for (const shape of [[2048, 512], [2048, 384], [4, 8, 96]]) {
       const x = tf.tensor(seededValues(shape.reduce((p, d) => p * d, 1), 9, 1), shape);
       const fusedSum = await sumToLastAxis(x).data<'float32'>();
@@ -464,7 +357,6 @@ describe('SrpoColumnSum (sumToLastAxis on the native backend)', () => {
   });
 
   it('propagates NaN and infinities as a float32 sum does', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const [rows, cols] = [200, 40];
     const xv = seededValues(rows * cols, 3, 1);
     xv[5 * cols + 0] = NaN;
@@ -480,7 +372,6 @@ describe('SrpoColumnSum (sumToLastAxis on the native backend)', () => {
   });
 
   it('refuses a scalar, naming the op', () => {
-    if (!available()) return void expect(required).toBe(false);
     expect(() => executor().executeSingleOutput('SrpoColumnSum', [], [tf.scalar(1)])).toThrow(/SrpoColumnSum.*rank/);
   });
 });

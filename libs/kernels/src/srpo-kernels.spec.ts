@@ -1,19 +1,18 @@
 import * as tf from '@tensorflow/tfjs';
 import { backendLabel, configureNativeKernels } from './native-ops';
 import { geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, softmaxGrad } from './fused-ops';
-import { configureSrpoKernels, loadSrpoKernels, srpoKernelAvailable, srpoMatMulRouted } from './srpo-kernels';
+import { configureSrpoKernels, loadSrpoKernels, srpoMatMulRouted } from './srpo-kernels';
+import { describeNative } from './test/describe-native';
 import { nativeBackend } from './test/fixtures';
-import { causalAttention, gelu, normConstants, normLinear } from './transformer-ops';
 
 /**
  * The fused kernels against float64 evaluations of their formulas (written here, not taken
- * from the code under test), and against the composite paths they replace.
+ * from the code under test); the layers' fused paths against their composite ones are
+ * libs/policy's native-kernels.spec.ts.
  *
  * `npm run setup` builds the addon; without it these tests skip, unless
  * SRPO_REQUIRE_NATIVE_KERNELS=1 (CI), where its absence fails them.
  */
-const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
-
 /** tanh-form GELU and its derivative in float64: ½x(1 + tanh u), u = √(2/π)(x + 0.044715x³). */
 function gelu64(x: number): { y: number; dydx: number } {
   const c = Math.sqrt(2 / Math.PI);
@@ -31,12 +30,12 @@ async function rows(t: tf.Tensor): Promise<number[][]> {
 
 const maxAbs = (a: number[][], b: number[][]): number => Math.max(...a.flatMap((r, i) => r.map((v, j) => Math.abs(v - b[i][j]))));
 
-describe('srpo-kernels (fused TensorFlow kernels)', () => {
+describe('srpo-kernels (the addon)', () => {
   beforeAll(nativeBackend);
 
   it('loads on this machine, or says why (required in CI)', () => {
     const s = loadSrpoKernels();
-    if (required) expect(s).toMatchObject({ loaded: true });
+    if (process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1') expect(s).toMatchObject({ loaded: true });
     if (s.loaded) {
       expect(s.ops).toEqual(expect.arrayContaining(['SrpoGelu', 'SrpoGeluGrad', 'SrpoLayerNorm', 'SrpoLayerNormGrad', 'SrpoMaskedSoftmax', 'SrpoSoftmaxGrad']));
       expect(s.version).toBeGreaterThanOrEqual(1);
@@ -48,11 +47,12 @@ describe('srpo-kernels (fused TensorFlow kernels)', () => {
     }
     expect(backendLabel({ name: 'webgpu' })).toBe('webgpu');
   });
+});
 
-  const available = (): boolean => srpoKernelAvailable('SrpoGelu');
+describeNative(['SrpoGelu', 'SrpoGeluGrad', 'SrpoLayerNorm', 'SrpoLayerNormGrad', 'SrpoMaskedSoftmax', 'SrpoSoftmaxGrad'], 'srpo-kernels (fused TensorFlow kernels)', () => {
+  beforeAll(nativeBackend);
 
   it('GELU and its derivative match float64 within float32 rounding, over the whole range', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const grid = Array.from({ length: 4801 }, (_, i) => -12 + i * 0.005);
     const x = tf.tensor2d([...grid, 0, -0, 1e-30, -1e-30], [1, grid.length + 4]);
     const yt = geluFused(x);
@@ -77,7 +77,6 @@ describe('srpo-kernels (fused TensorFlow kernels)', () => {
   });
 
   it('saturates instead of overflowing for large |x|, and keeps NaN', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const x = tf.tensor1d([20, -20, 1e13, -1e13, 3e38, -3e38, NaN]);
     // The sign of a zero is not part of the contract (-ffast-math may drop it): compare ±0 as 0.
     const y = Array.from(await geluFused(x)!.data(), (v) => (v === 0 ? 0 : v));
@@ -88,16 +87,8 @@ describe('srpo-kernels (fused TensorFlow kernels)', () => {
     expect(d[6]).toBeNaN();
   });
 
-  it('gives the composite gelu its value and gradient, and can be switched off', async () => {
-    if (!available()) return void expect(required).toBe(false);
+  it('can be switched off, with the fused kernels or the native paths, and the label says so', () => {
     const x = tf.randomNormal([64, 48], 0, 3, 'float32', 5) as tf.Tensor2D;
-    const upstream = tf.randomUniform([64, 48], -1, 1, 'float32', 6);
-    const grad = (composite: boolean) => tf.grad((v: tf.Tensor) => tf.sum(tf.mul(gelu(v as tf.Tensor2D, composite), upstream)));
-    const [yf, yc] = await Promise.all([gelu(x).data(), gelu(x, true).data()]);
-    const [gf, gc] = await Promise.all([grad(false)(x).data(), grad(true)(x).data()]);
-    expect(Math.max(...Array.from(yf, (v, i) => Math.abs(v - yc[i])))).toBeLessThan(2e-6);
-    // The composite derivative forms 1 − σ, which cancels to ~1e-5 where σ is near 1; the kernel does not.
-    expect(Math.max(...Array.from(gf, (v, i) => Math.abs(v - gc[i])))).toBeLessThan(3e-5);
     try {
       configureSrpoKernels({ enabled: false });
       expect(geluFused(x)).toBeUndefined();
@@ -117,14 +108,12 @@ describe('srpo-kernels (fused TensorFlow kernels)', () => {
   });
 
   it('refuses a non-float input with TensorFlow error naming the op', () => {
-    if (!available()) return void expect(required).toBe(false);
     const be = tf.backend() as unknown as { executeMultipleOutputs(n: string, a: unknown[], i: tf.Tensor[], k: number): tf.Tensor[] };
     expect(() => be.executeMultipleOutputs('SrpoGelu', [], [tf.tensor1d([1, 2], 'int32')], 1)).toThrow(/SrpoGelu|float/);
     expect(() => geluGrad(tf.ones([3]), tf.ones([4]))).toThrow(/SrpoGeluGrad: x and dy must have the same shape/);
   });
 
   it('layer-norm statistics match float64, a constant row included', async () => {
-    if (!srpoKernelAvailable('SrpoLayerNorm')) return void expect(required).toBe(false);
     const eps = 1e-5;
     const x = tf.concat([tf.randomNormal([36, 50], 3, 2, 'float32', 7), tf.fill([1, 50], 4.25)]) as tf.Tensor2D;
     const out = layerNormStats(x, eps)!;
@@ -143,14 +132,12 @@ describe('srpo-kernels (fused TensorFlow kernels)', () => {
   });
 
   it('refuses a layer norm with eps <= 0 or a non-matrix input, naming the op', () => {
-    if (!srpoKernelAvailable('SrpoLayerNorm')) return void expect(required).toBe(false);
     expect(() => layerNormStats(tf.ones([2, 3]) as tf.Tensor2D, 0)).toThrow(/eps must be a finite number > 0/);
     expect(() => layerNormStats(tf.ones([2, 3, 4]) as unknown as tf.Tensor2D, 1e-5)).toThrow(/SrpoLayerNorm: x must be \[N, D\]/);
     expect(() => layerNormGrad(tf.ones([2, 3]) as tf.Tensor2D, tf.ones([2, 3]) as tf.Tensor2D, tf.ones([3, 1]) as tf.Tensor2D)).toThrow(/SrpoLayerNormGrad/);
   });
 
   it('the layer-norm backward matches float64', async () => {
-    if (!srpoKernelAvailable('SrpoLayerNormGrad')) return void expect(required).toBe(false);
     const xhat = tf.randomNormal([20, 40], 0, 1, 'float32', 8) as tf.Tensor2D;
     const raw = tf.randomNormal([20, 40], 0, 1, 'float32', 9);
     const dxhat = tf.sub(raw, tf.mean(raw, 1, true)) as tf.Tensor2D; // row-centred, as normLinear makes it
@@ -165,7 +152,6 @@ describe('srpo-kernels (fused TensorFlow kernels)', () => {
   });
 
   it('the masked softmax and its backward match float64; masked entries are exactly 0', async () => {
-    if (!srpoKernelAvailable('SrpoMaskedSoftmax')) return void expect(required).toBe(false);
     const t = 6;
     const maskRows = Array.from({ length: t }, (_, i) => Array.from({ length: t }, (_, j) => (j <= i ? 0 : -1e9)));
     const mask = tf.tensor2d(maskRows);
@@ -194,37 +180,7 @@ describe('srpo-kernels (fused TensorFlow kernels)', () => {
     expect(() => softmaxGrad(p, tf.zeros([2, 3, t, t + 1]))).toThrow(/SrpoSoftmaxGrad/);
   });
 
-  it('normLinear and causalAttention give the same values and gradients fused and composite', async () => {
-    if (!srpoKernelAvailable('SrpoLayerNorm')) return void expect(required).toBe(false);
-    const n = 2 * 8;
-    const d = 16;
-    const x = tf.randomNormal([n, d], 0.5, 1.5, 'float32', 13) as tf.Tensor2D;
-    const gain = tf.randomUniform([d], 0.5, 1.5, 'float32', 14) as tf.Tensor1D;
-    const shift = tf.randomNormal([d], 0, 0.1, 'float32', 15) as tf.Tensor1D;
-    const w = tf.randomNormal([d, 3 * d], 0, 0.3, 'float32', 16) as tf.Tensor2D;
-    const b = tf.randomNormal([3 * d], 0, 0.1, 'float32', 17) as tf.Tensor1D;
-    const mask = tf.tensor2d(Array.from({ length: 8 }, (_, i) => Array.from({ length: 8 }, (_, j) => (j <= i ? 0 : -1e9))));
-    const upstream = tf.randomNormal([n, d], 0, 1, 'float32', 18);
-    const nc = normConstants(d);
-    const run = async (): Promise<number[][]> => {
-      const f = (xi: tf.Tensor, wi: tf.Tensor, gi: tf.Tensor) =>
-        tf.sum(tf.mul(causalAttention(normLinear(xi as tf.Tensor2D, gi as tf.Tensor1D, shift, wi as tf.Tensor2D, b, 1e-5, nc), mask, 2, 4), upstream));
-      const { value, grads } = tf.valueAndGrads(f)([x, w, gain]);
-      return [[await value.data()].map((v) => v[0]), ...(await Promise.all(grads.map((g) => g.data()))).map((g) => Array.from(g))];
-    };
-    const fused = await run();
-    configureSrpoKernels({ enabled: false });
-    let composite: number[][];
-    try {
-      composite = await run();
-    } finally {
-      configureSrpoKernels({ enabled: true });
-    }
-    fused.forEach((vals, i) => vals.forEach((v, j) => expect(Math.abs(v - composite[i][j])).toBeLessThan(1e-4 * Math.max(1, Math.abs(composite[i][j])))));
-  });
-
   it('inputs large enough to be split across threads give the per-element results (chunk edges included)', async () => {
-    if (!srpoKernelAvailable('SrpoGelu')) return void expect(required).toBe(false);
     // 77,001 elements: above the kernels' inline limit, and not a multiple of a cache line.
     const x = tf.randomNormal([77001], 0, 3, 'float32', 21);
     const xs = Array.from(await x.data());

@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { transpose2d } from './native-ops';
-import { srpoKernelAvailable } from './srpo-kernels';
+import { describeNative } from './test/describe-native';
 import { bits, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
 
 /**
@@ -9,11 +9,8 @@ import { bits, firstMismatch, nativeBackend, seededValues } from './test/fixture
  * empty and one-element cases; the error. Skips where the addon is not built, unless
  * SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
  */
-const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
-
-describe('transpose2d (SrpoTranspose)', () => {
+describeNative(['SrpoTranspose'], 'transpose2d (SrpoTranspose)', () => {
   beforeAll(nativeBackend);
-  const available = (): boolean => srpoKernelAvailable('SrpoTranspose');
 
   it.each([
     [1, 1],
@@ -21,7 +18,6 @@ describe('transpose2d (SrpoTranspose)', () => {
     [17, 33],
     [300, 5],
   ])('[%i, %i]: y[j][i] = x[i][j], the bits of tf.transpose', async (r, c) => {
-    if (!available()) return void expect(required).toBe(false);
     const v = seededValues(r * c, r + c, 3);
     v[0] = NaN;
     if (v.length > 1) v[v.length - 1] = -0;
@@ -34,7 +30,6 @@ describe('transpose2d (SrpoTranspose)', () => {
   });
 
   it('passes the gradient back transposed, and handles empty matrices', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const x = tf.tensor2d(seededValues(6, 1), [2, 3]);
     const w = tf.tensor2d([1, 2, 3, 4, 5, 6], [3, 2]);
     // d/dx Σ (xᵀ ∘ w) = wᵀ
