@@ -3,3 +3,4 @@ export * from './eos-verifier';
 export * from './processes';
 export * from './fake-schema-registry';
 export * from './learner-fixtures';
+export * from './ready-groups';
