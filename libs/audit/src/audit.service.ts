@@ -421,7 +421,7 @@ function vanished(e: unknown, dir: string): boolean {
   return (e instanceof SrpoError && e.code === ErrorCode.NOT_FOUND) || !fs.existsSync(dir);
 }
 
-/** Loaded-checkpoint trainer + recorded groups → one step, exactly as UpdateService does it. */
+/** Loaded-checkpoint trainer + recorded groups → one step, exactly as the update cycle (UpdateCycle) does it. */
 export async function recomputeStep(
   trainer: TfPolicyTrainer,
   codec: EventCodec,

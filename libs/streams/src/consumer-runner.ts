@@ -1,11 +1,12 @@
-import type { Kafka } from 'kafkajs';
-import { errorMessage, Logger, retry } from '@srpo/core';
+import { Kafka, Partitioners, Producer } from 'kafkajs';
+import { errorMessage, isRetriable, Logger, retry } from '@srpo/core';
 import { DeadLetter, EventCodec } from '@srpo/events';
 import { KafkajsStreamClient } from './client/kafkajs-stream-client';
 import type { FetchedRecord, GroupConsumer, InputBatch, OutgoingRecord, StreamAdmin, StreamClient, TransactionalProducer } from './client/stream-client';
 import { deadLetterOf, encodeDeadLetter } from './dead-letter';
 import { StoreSerde } from './key-value-store';
 import { OutputRecord, Processor, Stores } from './processor';
+import { SinkModeOptions, SinkPartitions } from './sink-mode';
 import { decodeRecord, DeadLetterOriginal, StreamTask, TaskClock, TaskSink } from './stream-task';
 import { changelogTopic, META_STORE, restoreTaskStores, TaskStores } from './task-stores';
 
@@ -64,6 +65,29 @@ export interface ConsumerRunnerOptions<S extends Stores> {
   maxDeadLetterBytes?: number;
 }
 
+/** What both modes configure alike: the group, its client, decoding and dead letters. */
+interface LoopSettings {
+  groupId: string;
+  topics: string[];
+  codec: EventCodec;
+  client: StreamClient;
+  sessionTimeoutMs: number;
+  /** Unset (sink mode only): dead letters are logged and skipped. */
+  deadLetterTopic?: string;
+  /** The `processor` field of dead letters. */
+  deadLetterProcessor: string;
+  maxDeadLetterBytes?: number;
+  /** Metric prefix of the consumer restart counter (`stream` or `sink`, names kept from before the modes met). */
+  metricPrefix: 'stream' | 'sink';
+}
+
+/** The sink mode's callbacks and state. */
+interface SinkRun {
+  options: SinkModeOptions<unknown>;
+  partitions: SinkPartitions<unknown>;
+  dlqProducer?: Producer;
+}
+
 /** Position of one input partition of a task: whether it is caught up holds the watermark or not. */
 interface InputPosition {
   /** Next offset to read (committed position). */
@@ -98,10 +122,39 @@ const STATE_LAYOUT_KEY = 'stateLayout';
 
 
 /**
- * The one consumer loop for exactly-once stream processing, on the runtime's client
- * interface (`StreamClient`: kafkajs by default, or @platformatic/kafka).
+ * The one consumer loop of the runtime, on its client interface (`StreamClient`: kafkajs
+ * by default, or @platformatic/kafka), in one of two modes that share the loop's phases,
+ * its consumer lifecycle (group membership, restart after a fatal client error, pause and
+ * resume) and its dead letters:
  *
- * Phases, per chunk of a fetched batch (one Kafka transaction each):
+ *   - processor mode (`new ConsumerRunner(options)`): exactly-once Kafka-to-Kafka
+ *     processing with local state, used by the materializer;
+ *   - sink mode (`ConsumerRunner.sink(options)`): at-least-once delivery of selected records
+ *     to an external, idempotent sink, used by the learner (advantage groups into its
+ *     update cycle and database).
+ *
+ * The sequence is poll -> decode -> process -> flush state -> commit, in both modes:
+ *   1. poll     - the client hands over a batch of one input partition; records already
+ *                 read (a client's re-delivery: below the committed position, or below
+ *                 what the sink mode has read) are skipped;
+ *   2. decode   - Avro single-object decoding (`decodeRecord`); undecodable bytes are
+ *                 dead-lettered with a reason (in sink mode without a dead-letter topic,
+ *                 logged and skipped);
+ *   3. process  - processor mode: the task's `StreamTask` runs the processor (below);
+ *                 sink mode: `select` turns the record into an item (or skips it), and items
+ *                 gather per partition until `batchSize` says a batch is complete;
+ *   4. flush    - processor mode: pending store writes become changelog records;
+ *                 sink mode: `write` writes the batch, retriable failures retried in place
+ *                 with backoff (heartbeating meanwhile), any other failure stopping the
+ *                 consumer (it is recreated and reads again from the committed offsets);
+ *   5. commit   - processor mode: one transaction (below); sink mode: the offset of the
+ *                 first record not yet written is committed, only after the write resolved,
+ *                 so a crash between write and commit redelivers the batch (the sink must
+ *                 recognise items it already applied).
+ * The in-process replay (`InProcessRunner`) and the unit-test harness run the same
+ * `StreamTask` for phases 2-3 of the processor mode.
+ *
+ * Processor mode, per chunk of a fetched batch (one Kafka transaction each):
  *   1. poll     - the client hands over a batch of one input partition; records before
  *                 the task's committed position (a client's re-delivery) are skipped;
  *   2. decode   - Avro single-object decoding; undecodable bytes are dead-lettered;
@@ -124,9 +177,13 @@ const STATE_LAYOUT_KEY = 'stateLayout';
  * topics, and the processor's `migrate` rewrites state of an earlier layout; those
  * writes go out with the first transaction.
  */
-export class ConsumerRunner<S extends Stores> {
+export class ConsumerRunner<S extends Stores = Stores> {
   private consumer?: GroupConsumer;
   private readonly client: StreamClient;
+  private readonly loop: LoopSettings;
+  /** Processor mode's options; undefined in sink mode. */
+  private readonly processing?: ConsumerRunnerOptions<S>;
+  private readonly sinkRun?: SinkRun;
   private readonly tasks = new Map<number, Task<S>>();
   private assigned: Set<number> | undefined;
   private readonly log: Logger;
@@ -134,19 +191,73 @@ export class ConsumerRunner<S extends Stores> {
   private readonly count: (metric: string, labels?: Record<string, string>) => void;
   private readonly now: () => number;
   private stopping = false;
+  private paused = false;
   private admin?: StreamAdmin;
   private poller?: NodeJS.Timeout;
   private restarting = false;
 
-  constructor(private readonly options: ConsumerRunnerOptions<S>) {
-    this.log = options.logger ?? new Logger('consumer-runner', { appId: options.appId });
-    this.maxRecords = options.maxRecordsPerTransaction ?? 500;
+  /** Sink mode: selected records of `options.topic` written in batches to an idempotent sink. */
+  static sink<T>(options: SinkModeOptions<T>): ConsumerRunner {
+    return new ConsumerRunner(options as SinkModeOptions<unknown>);
+  }
+
+  /** Processor mode (or sink mode, which {@link ConsumerRunner.sink} types by its items). */
+  constructor(options: ConsumerRunnerOptions<S> | SinkModeOptions<unknown>) {
+    const sessionTimeoutMs = options.sessionTimeoutMs ?? 30_000;
+    const client = options.client ?? new KafkajsStreamClient(options.kafka);
+    if ('processor' in options) {
+      this.processing = options;
+      this.loop = {
+        groupId: options.appId,
+        topics: options.inputTopics,
+        codec: options.codec,
+        client,
+        sessionTimeoutMs,
+        deadLetterTopic: options.deadLetterTopic,
+        deadLetterProcessor: options.processor.name,
+        maxDeadLetterBytes: options.maxDeadLetterBytes,
+        metricPrefix: 'stream',
+      };
+      this.log = options.logger ?? new Logger('consumer-runner', { appId: options.appId });
+      this.maxRecords = options.maxRecordsPerTransaction ?? 500;
+    } else {
+      this.sinkRun = { options, partitions: new SinkPartitions((pending) => options.batchSize(pending)) };
+      this.loop = {
+        groupId: options.groupId,
+        topics: [options.topic],
+        codec: options.codec,
+        client,
+        sessionTimeoutMs,
+        deadLetterTopic: options.deadLetterTopic,
+        deadLetterProcessor: options.processorName ?? options.groupId,
+        maxDeadLetterBytes: options.maxDeadLetterBytes,
+        metricPrefix: 'sink',
+      };
+      this.log = options.logger ?? new Logger('consumer-runner', { groupId: options.groupId, topic: options.topic });
+      this.maxRecords = Infinity;
+    }
     this.count = options.count ?? (() => undefined);
     this.now = options.now ?? Date.now;
-    this.client = options.client ?? new KafkajsStreamClient(options.kafka);
+    this.client = client;
+  }
+
+  /** Processor mode's options (its code paths only). */
+  private get options(): ConsumerRunnerOptions<S> {
+    if (!this.processing) throw new Error('ConsumerRunner: processor-mode path reached in sink mode');
+    return this.processing;
   }
 
   async start(): Promise<void> {
+    if (this.sinkRun) {
+      // Sink mode has no changelogs and no idle punctuation: the consumer and the dead-letter producer.
+      const { kafka, deadLetterTopic } = this.sinkRun.options;
+      if (deadLetterTopic) {
+        this.sinkRun.dlqProducer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
+        await this.sinkRun.dlqProducer.connect();
+      }
+      await this.startConsumer();
+      return;
+    }
     await this.ensureChangelogTopics();
     await this.startConsumer();
     this.admin = await this.client.admin();
@@ -161,19 +272,21 @@ export class ConsumerRunner<S extends Stores> {
   }
 
   private async startConsumer(): Promise<void> {
-    const sessionTimeoutMs = this.options.sessionTimeoutMs ?? 30_000;
+    const { sessionTimeoutMs } = this.loop;
     const consumer = this.client.groupConsumer({
-      groupId: this.options.appId,
-      topics: this.options.inputTopics,
+      groupId: this.loop.groupId,
+      topics: this.loop.topics,
       sessionTimeoutMs,
       rebalanceTimeoutMs: 60_000,
       heartbeatIntervalMs: Math.min(3_000, Math.floor(sessionTimeoutMs / 3)),
       maxWaitMs: 250,
     });
     this.consumer = consumer;
+    if (this.paused) consumer.pause();
     await consumer.start({
       onAssignment: (partitions) => {
         this.assigned = new Set(partitions);
+        this.sinkRun?.partitions.retain(partitions);
         this.log.info('assignment', { partitions: [...partitions].sort((a, b) => a - b) });
       },
       onFatal: (error) => {
@@ -183,17 +296,21 @@ export class ConsumerRunner<S extends Stores> {
     });
   }
 
-  /** Replaces a crashed consumer; tasks are rebuilt from their changelogs on the next batch. */
+  /**
+   * Replaces a crashed consumer; tasks are rebuilt from their changelogs on the next batch,
+   * and the sink mode's unwritten items are read again from the committed offsets.
+   */
   private async restartConsumer(reason: string): Promise<void> {
     if (this.restarting) return;
     this.restarting = true;
     this.log.warn('consumer crashed; recreating it', { reason });
-    this.count('stream_consumer_restarts_total');
+    this.count(`${this.loop.metricPrefix}_consumer_restarts_total`);
     try {
       const old = this.consumer;
       this.consumer = undefined;
       await old?.stop().catch(() => undefined);
       for (const p of [...this.tasks.keys()]) await this.closeTask(p);
+      this.sinkRun?.partitions.clear();
       await retry(() => this.startConsumer(), {
         initialDelayMs: 500,
         linearStepMs: 500,
@@ -212,11 +329,27 @@ export class ConsumerRunner<S extends Stores> {
     if (this.poller) clearInterval(this.poller);
     await this.admin?.close().catch(() => undefined);
     await this.consumer?.stop().catch((e) => this.log.warn('consumer disconnect failed', { error: errorMessage(e) }));
+    await this.sinkRun?.dlqProducer?.disconnect().catch(() => undefined);
     for (const task of this.tasks.values()) {
       await task.producer.close().catch(() => undefined);
       task.state.close();
     }
     this.tasks.clear();
+  }
+
+  /** Stops handing batches over (the one in progress finishes); the membership stays. Survives a consumer restart. */
+  pause(): void {
+    this.paused = true;
+    this.consumer?.pause();
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.consumer?.resume();
+  }
+
+  get isPaused(): boolean {
+    return this.paused;
   }
 
   /** Open tasks and their store sizes (for metrics and tests). */
@@ -230,6 +363,7 @@ export class ConsumerRunner<S extends Stores> {
 
   private async onBatch(batch: InputBatch): Promise<void> {
     if (batch.records.length === 0 || !batch.isActive() || this.stopping) return;
+    if (this.sinkRun) return this.onSinkBatch(this.sinkRun, batch);
     await this.closeRevokedTasks();
     const task = await this.task(batch.partition);
     await this.options.syncGlobalState?.(batch.topic);
@@ -248,6 +382,81 @@ export class ConsumerRunner<S extends Stores> {
       batch.resolve(chunk[chunk.length - 1].offset);
       await batch.heartbeat();
     }
+  }
+
+  /**
+   * Sink mode, phases 1-5 for one fetched batch: each record not read before is decoded,
+   * dead-lettered or selected, and resolved (the client fetches on from it); whenever the
+   * pending items make a complete batch it is written and the offset of the first record
+   * not yet written is committed. Items left pending by an interrupted write (a failure, a
+   * rebalance that kept the partition here) are written first.
+   */
+  private async onSinkBatch(sink: SinkRun, batch: InputBatch): Promise<void> {
+    const { topic, partition } = batch;
+    const state = sink.partitions;
+    await this.writeCompleteBatches(sink, batch);
+    // Confluent-framed input: load unknown writer schemas from the registry first (no-op otherwise).
+    await this.loop.codec.prefetch(batch.records.map((m) => m.value));
+    for (const m of batch.records) {
+      if (!batch.isActive() || this.stopping) return;
+      if (state.wasRead(partition, m.offset)) {
+        batch.resolve(m.offset);
+        continue;
+      }
+      const decoded = decodeRecord(this.loop.codec, { topic, partition, offset: m.offset, key: m.key, value: m.value, timestampMs: m.timestampMs });
+      let item: unknown = null;
+      if ('record' in decoded) item = sink.options.select(decoded.record);
+      else await this.sendDeadLetter(sink, { key: decoded.failed.key, raw: decoded.failed.value, source: { topic, partition, offset: m.offset } }, decoded.reasonCode, decoded.reason);
+      state.read(partition, m.offset, item);
+      batch.resolve(m.offset);
+      await this.writeCompleteBatches(sink, batch);
+      await batch.heartbeat();
+    }
+    // Nothing waits for the sink: what was read (skipped or dead-lettered) is done.
+    if (!state.hasPending(partition)) await this.commitSink(batch.topic, partition, state);
+  }
+
+  private async writeCompleteBatches(sink: SinkRun, batch: InputBatch): Promise<void> {
+    const state = sink.partitions;
+    for (let items = state.nextBatch(batch.partition); items && !this.stopping; items = state.nextBatch(batch.partition)) {
+      await this.writeWithRetry(sink, items, batch.heartbeat);
+      state.written(batch.partition, items.length);
+      await this.commitSink(batch.topic, batch.partition, state);
+    }
+  }
+
+  /** Commits the first offset whose record is not yet written (or everything read). */
+  private async commitSink(topic: string, partition: number, state: SinkPartitions<unknown>): Promise<void> {
+    const offset = state.commitOffset(partition);
+    if (offset !== undefined) await this.consumer?.commit(topic, partition, offset);
+  }
+
+  private async writeWithRetry(sink: SinkRun, items: readonly unknown[], heartbeat: () => Promise<void>): Promise<void> {
+    const step = sink.options.retryDelayMs ?? 1000;
+    await retry(() => sink.options.write(items), {
+      initialDelayMs: step,
+      linearStepMs: step,
+      maxDelayMs: 30_000,
+      // A shutdown ends the retries: the batch stays uncommitted and is read again.
+      retryIf: (e) => isRetriable(e) && !this.stopping,
+      onRetry: (e, attempt) => {
+        this.count('sink_retries_total');
+        this.log.warn('sink write failed; retrying', { attempt, error: errorMessage(e) });
+      },
+      // Waiting out a write must not cost the group membership.
+      sleep: async (ms) => {
+        await heartbeat();
+        await sleep(ms);
+      },
+    });
+    this.count('sink_batches_total');
+  }
+
+  /** Sink mode's dead letter: written (acks=all) before the record's offset can be committed. */
+  private async sendDeadLetter(sink: SinkRun, original: DeadLetterOriginal, reasonCode: string, reason: string): Promise<void> {
+    const record = this.deadLetterRecord(original, reasonCode, reason, {});
+    if (!sink.dlqProducer || !record) return;
+    await sink.dlqProducer.send({ topic: record.topic, acks: -1, messages: [{ key: record.key, value: record.value }] });
   }
 
   private async processChunk(task: Task<S>, topic: string, messages: FetchedRecord[]): Promise<boolean> {
@@ -447,15 +656,23 @@ export class ConsumerRunner<S extends Stores> {
   }
 
   private pushDeadLetter(outputs: PendingOutput[], original: DeadLetterOriginal, reasonCode: string, reason: string, details: Record<string, string>): void {
-    const key = typeof original.key === 'string' ? Buffer.from(original.key) : original.key;
-    const dl = deadLetterOf({ key, value: original.raw, source: original.source }, reasonCode, reason, this.options.processor.name, details, this.now());
-    outputs.push({ topic: this.options.deadLetterTopic, key, value: this.encodeDeadLetter(dl) });
+    const record = this.deadLetterRecord(original, reasonCode, reason, details);
+    if (record) outputs.push(record);
+  }
+
+  /** Counts and logs a dead letter; the record to write, or undefined when there is no dead-letter topic. */
+  private deadLetterRecord(original: DeadLetterOriginal, reasonCode: string, reason: string, details: Record<string, string>): { topic: string; key: Buffer | null; value: Buffer } | undefined {
     this.count('deadletter_total', { reason: reasonCode });
     this.log.warn('dead letter', { ...original.source, reasonCode, reason });
+    const topic = this.loop.deadLetterTopic;
+    if (!topic) return undefined;
+    const key = typeof original.key === 'string' ? Buffer.from(original.key) : original.key;
+    const dl = deadLetterOf({ key, value: original.raw, source: original.source }, reasonCode, reason, this.loop.deadLetterProcessor, details, this.now());
+    return { topic, key, value: this.encodeDeadLetter(dl) };
   }
 
   private encodeDeadLetter(dl: DeadLetter): Buffer {
-    const { bytes, omitted } = encodeDeadLetter(this.options.codec, dl, this.options.maxDeadLetterBytes);
+    const { bytes, omitted } = encodeDeadLetter(this.loop.codec, dl, this.loop.maxDeadLetterBytes);
     if (omitted) this.log.warn('dead letter without its bytes: too large; they stay at the source coordinates', { ...dl.source, bytes: dl.originalValue?.length });
     return bytes;
   }

@@ -4,7 +4,7 @@ export * from './co-partition-assigner';
 export * from './dead-letter';
 export * from './consumer-runner';
 export * from './in-memory-harness';
-export * from './sink-runner';
+export * from './sink-mode';
 export * from './stream-task';
 export * from './persistent-store';
 export * from './task-stores';

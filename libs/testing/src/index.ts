@@ -5,3 +5,4 @@ export * from './fake-schema-registry';
 export * from './learner-fixtures';
 export * from './event-fixtures';
 export * from './record-fixtures';
+export * from './ready-groups';

@@ -1,11 +1,11 @@
-import { Injectable } from '@nestjs/common';
 import { Counter, Gauge, Registry } from 'prom-client';
 
 /**
  * The learner's Prometheus metrics, in a registry of its own (not prom-client's
  * global one) so several app instances in one process (tests) never collide.
+ * Framework-free: the learner app provides it as a class provider (no constructor
+ * dependencies, so no decorator is needed).
  */
-@Injectable()
 export class LearnerMetrics {
   readonly registry = new Registry();
   /** Updates committed. */
