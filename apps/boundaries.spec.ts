@@ -52,23 +52,6 @@ describe('dependency boundaries', () => {
     expect(offending).toEqual([]);
   });
 
-  it('no product source imports the test fixtures (@srpo/testing)', () => {
-    // Product sources: apps/*/src and libs/*/src, less specs and libs/testing itself.
-    const product = [...libFiles, ...apps.flatMap((app) => sources(path.join(root, 'apps', app, 'src')))].filter(
-      (f) => !f.endsWith('.spec.ts') && !path.relative(root, f).startsWith(path.join('libs', 'testing') + path.sep) && path.relative(root, f).split(path.sep).includes('src'),
-    );
-    const testing = path.join(root, 'libs', 'testing');
-    const offending: string[] = [];
-    for (const file of product) {
-      for (const spec of specifiers(file)) {
-        const target = resolved(file, spec);
-        if (spec === '@srpo/testing' || spec.startsWith('@srpo/testing/') || (target && (target === testing || target.startsWith(testing + path.sep)))) offending.push(`${path.relative(root, file)} -> ${spec}`);
-      }
-    }
-    expect(product.length).toBeGreaterThan(100);
-    expect(offending).toEqual([]);
-  });
-
   it('libs/srpo imports only tfjs, @srpo/core and itself', () => {
     const offending: string[] = [];
     for (const file of sources(path.join(root, 'libs', 'srpo')).filter((f) => !f.endsWith('.spec.ts'))) {

@@ -1,6 +1,6 @@
 import * as fs from 'fs';
 import { initTfBackend, Logger } from '@srpo/core';
-import { backendLabel } from '@srpo/policy';
+import { backendLabel } from '@srpo/kernels';
 import { AuditStore, eventsFor } from '@srpo/store';
 import { InMemoryEventsPublisher, LearnerMetrics, TfPolicyTrainer } from '@srpo/trainer';
 import { SEED, simpleGroup, tempDir, TINY_MODEL_JSON } from '@srpo/testing';
