@@ -7,6 +7,7 @@ export * from './in-memory-harness';
 export * from './sink-mode';
 export * from './stream-task';
 export * from './persistent-store';
+export * from './local-task-state';
 export * from './task-stores';
 export * from './in-process-runner';
 export * from './bulk-io';
