@@ -1,4 +1,4 @@
-import { AgentOutput, EpisodeOutcome, floorLogProbCount, KafkaCoordinates, ReasonCode, TopicCatalog, Transition, EventCodec } from '@srpo/events';
+import { AgentOutput, EpisodeOutcome, EventCodec, floorLogProbCount, KafkaCoordinates, ReasonCode, TopicCatalog, Transition } from '@srpo/events';
 import { InputRecord, Processor, ProcessorContext } from '@srpo/streams';
 import { checkOutcomeEvent, checkOutputEvent, checkTopic, checkTransitionEvent, relationError } from './active-set-checks';
 import { activeSetOf } from './active-set-event';
@@ -21,7 +21,8 @@ import {
 } from './active-set-state';
 
 // The processor's module is the public one: its options, stores and group key stay importable from here.
-export { ActiveSetProcessorOptions, DEFAULT_ACTIVE_SET_OPTIONS } from './active-set-options';
+export { DEFAULT_ACTIVE_SET_OPTIONS } from './active-set-options';
+export type { ActiveSetProcessorOptions } from './active-set-options';
 export type { ActiveSetStores } from './active-set-state';
 export { groupKeyOf } from './active-set-event';
 
