@@ -15,7 +15,7 @@ const swc = [
 ];
 
 const moduleNameMapper = {
-  '^@srpo/(core|events|streams|srpo|policy|store|testing|offline|serving|materializer|trainer|audit|workflows|kernels)$': '<rootDir>/libs/$1/src',
+  '^@srpo/(core|events|streams|srpo|policy|store|testing|offline|serving|materializer|trainer|audit|workflows|kernels|hf)$': '<rootDir>/libs/$1/src',
 };
 
 const common = {

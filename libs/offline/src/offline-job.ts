@@ -21,6 +21,8 @@ import {
   type Transition,
 } from '@srpo/events';
 import { CheckpointStore, loadCheckpoint, weightsHash, type Policy } from '@srpo/policy';
+// A Hugging Face policy's checkpoint loads through the hf-llama family @srpo/hf registers.
+import '@srpo/hf';
 import type { AuditStore, GroupLedgerInput, UpdateDetail } from '@srpo/store';
 import { IsolatedRun, runLocation, type OfflineHyperparameters } from '@srpo/trainer';
 import { brewTrajectory, DEFAULT_MAX_FAILED_SHARE, trainingExamples, type BrewedTrajectory } from './brew';

@@ -15,7 +15,8 @@ const fs = require('node:fs');
 const swc = require('@swc/core');
 
 const root = path.resolve(__dirname, '../../../..');
-const alias = /^@srpo\/(core|events|streams|srpo|policy|store|testing)$/;
+// Any `@srpo/<lib>`: every library lives at libs/<lib>/src.
+const alias = /^@srpo\/([a-z-]+)$/;
 
 const resolve = Module._resolveFilename;
 Module._resolveFilename = function (request, parent, ...rest) {
