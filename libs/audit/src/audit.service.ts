@@ -6,6 +6,8 @@ import type { Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, SrpoError } from '@srpo/core';
 import { EventCodec, readRanges, type AdvantageGroup, type KafkaCoordinates } from '@srpo/events';
 import { CheckpointStore } from '@srpo/policy';
+// A recorded Hugging Face policy's checkpoint loads through the hf-llama family @srpo/hf registers.
+import '@srpo/hf';
 import type { ObjectiveConfig } from '@srpo/srpo';
 import { ledgerEntryFromGroup, type AuditStore, type GroupLedgerRecord, type UpdateDetail } from '@srpo/store';
 import {
