@@ -355,8 +355,23 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
 }
 
 /**
- * Checkpoints laid out as `<root>/<policyId>/v<version>/`. Policy ids are
- * used as directory names, so they must be safe path segments.
+ * The checkpoint layout, in one place: a policy's versions live in `<root>/<policyId>/`, each in
+ * `v<version>/`. The store, retention (libs/trainer) and the audit's rebuild (libs/audit) all
+ * name directories through these two functions.
+ */
+export function checkpointVersionDir(policyDir: string, version: number): string {
+  return path.join(policyDir, `v${version}`);
+}
+
+/** The version a directory name of the layout holds (`v12` → 12), or undefined for any other name. */
+export function checkpointVersionOf(dirName: string): number | undefined {
+  const match = /^v(\d+)$/.exec(dirName);
+  return match ? Number(match[1]) : undefined;
+}
+
+/**
+ * Checkpoints laid out as `<root>/<policyId>/v<version>/` ({@link checkpointVersionDir}). Policy
+ * ids are used as directory names, so they must be safe path segments.
  */
 export class CheckpointStore {
   constructor(readonly root: string) {}
@@ -365,7 +380,7 @@ export class CheckpointStore {
     if (!/^[A-Za-z0-9._-]+$/.test(policyId) || policyId === '.' || policyId === '..') {
       throw new ValidationError('policyId', `must match [A-Za-z0-9._-]+ to be used as a directory name, got ${JSON.stringify(policyId)}`);
     }
-    return path.join(this.root, policyId, `v${version}`);
+    return checkpointVersionDir(path.join(this.root, policyId), version);
   }
 
   save(policy: Policy, optimizer?: AdamOptimizer): Promise<CheckpointManifest> {
@@ -387,11 +402,11 @@ export class CheckpointStore {
     }
     const out: number[] = [];
     for (const e of entries) {
-      const match = /^v(\d+)$/.exec(e);
-      if (!match) continue;
+      const version = checkpointVersionOf(e);
+      if (version === undefined) continue;
       try {
-        await fs.access(path.join(this.dirFor(policyId, Number(match[1])), MODEL_JSON));
-        out.push(Number(match[1]));
+        await fs.access(path.join(this.dirFor(policyId, version), MODEL_JSON));
+        out.push(version);
       } catch {
         // A directory without model.json is an interrupted save: not a checkpoint.
       }
