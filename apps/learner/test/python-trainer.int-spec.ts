@@ -4,7 +4,8 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { initTfBackend, repoRoot } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain, type AdvantageGroup, type SetMember } from '@srpo/events';
-import { loadHfModel, Policy, sampleBatch, SrpoTrainer, weightsHash } from '@srpo/policy';
+import { Policy, sampleBatch, SrpoTrainer, weightsHash } from '@srpo/policy';
+import { loadHfModel } from '@srpo/hf';
 import { activeSet, advantageGroup, ensureKafka, member, produceGroups, sleep, spawnApp, tempDir, uniquePrefix, waitForExit } from '@srpo/testing';
 import { trainingSetsFromGroup } from '@srpo/trainer';
 
@@ -24,7 +25,7 @@ import { trainingSetsFromGroup } from '@srpo/trainer';
  * 256 positions (left-truncated by both).
  */
 const root = repoRoot();
-const BASE = path.join(root, 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+const BASE = path.join(root, 'libs', 'hf', 'fixtures', 'qwen2');
 const SCRIPT = path.join(root, 'examples', 'python-trainer', 'srpo_trainer.py');
 const INSTALL = 'python3 -m pip install -r examples/python-trainer/requirements.txt';
 const SETS_PER_UPDATE = 4;

@@ -3,7 +3,7 @@ import { type AdamStepScalars, adamUpdateFused } from './fused-ops';
 import { sumToLastAxis } from './native-ops';
 import { configureSrpoKernels, loadSrpoKernels } from './srpo-kernels';
 import { describeNative } from './test/describe-native';
-import { bits, cascadeColumnSums, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
+import { bits, cascadeColumnSums, composite, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
 
 /**
  * SrpoAdam (the whole Adam step on the lists of gradients and weights) and SrpoColumnSum
@@ -204,16 +204,6 @@ interface Executor {
   executeSingleOutput(op: string, attrs: never[], inputs: tf.Tensor[]): tf.Tensor;
 }
 const executor = (): Executor => tf.backend() as unknown as Executor;
-
-/** Runs fn with the fused kernels switched off (the composite paths), then on again. */
-async function composite<T>(fn: () => Promise<T>): Promise<T> {
-  configureSrpoKernels({ enabled: false });
-  try {
-    return await fn();
-  } finally {
-    configureSrpoKernels({ enabled: true });
-  }
-}
 
 describeNative(['SrpoAdam'], 'SrpoAdam (the whole Adam step in one op)', () => {
   beforeAll(nativeBackend);

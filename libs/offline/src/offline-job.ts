@@ -4,6 +4,8 @@ import type { Kafka } from 'kafkajs';
 import { ErrorCode, Logger, SrpoError, ValidationError } from '@srpo/core';
 import type { ActionCredit, EventCodec, InferredTask, KafkaCoordinates, OffsetRange, TopicCatalog } from '@srpo/events';
 import { weightsHash, type Policy } from '@srpo/policy';
+// A Hugging Face policy's checkpoint loads through the hf-llama family @srpo/hf registers.
+import '@srpo/hf';
 import type { GroupLedgerInput, UpdateDetail } from '@srpo/store';
 import { IsolatedRun, runLocation, type OfflineHyperparameters, type RunLocation } from '@srpo/trainer';
 import { brewTrajectory, DEFAULT_MAX_FAILED_SHARE, trainingExamples, type BrewedTrajectory } from './brew';

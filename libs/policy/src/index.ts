@@ -7,6 +7,7 @@ export * from './policy';
 export * from './policy-registry';
 export * from './lr-schedule';
 export * from './adam-optimizer';
+export * from './model-family';
+export { isTransformerModel, transformerFamily } from './transformer-family';
 export * from './checkpoint-store';
 export * from './srpo-step';
-export * from './hf';

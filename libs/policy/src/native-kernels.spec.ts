@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { configureSrpoKernels } from '@srpo/kernels';
-import { bits, describeNative, firstMismatch, seededValues } from '@srpo/kernels/testing';
+import { bits, composite, describeNative, firstMismatch, seededValues } from '@srpo/kernels/testing';
 import { AdamOptimizer } from './adam-optimizer';
 import { Policy } from './policy';
 import { SrpoTrainer } from './srpo-step';
@@ -104,16 +104,6 @@ describeNative(['SrpoGatherRows', 'SrpoScatterRows'], 'transformer-ops: the embe
 
 type Kind = 'nan' | '+inf' | '-inf' | 'finite';
 const kind = (x: number): Kind => (Number.isNaN(x) ? 'nan' : x === Infinity ? '+inf' : x === -Infinity ? '-inf' : 'finite');
-
-/** Runs fn with the fused kernels switched off (the composite paths), then on again. */
-async function composite<T>(fn: () => Promise<T>): Promise<T> {
-  configureSrpoKernels({ enabled: false });
-  try {
-    return await fn();
-  } finally {
-    configureSrpoKernels({ enabled: true });
-  }
-}
 
 describeNative(['SrpoAdam'], 'AdamOptimizer.apply on SrpoAdam', () => {
   beforeAll(nativeBackend);

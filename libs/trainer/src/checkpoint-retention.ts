@@ -1,6 +1,7 @@
 import { promises as fs } from 'fs';
 import * as path from 'path';
 import { ErrorCode, errorMessage, SrpoError, ValidationError } from '@srpo/core';
+import { checkpointVersionDir } from '@srpo/policy';
 
 /**
  * Which checkpoints the learner keeps on disk. Version 0 (the initial weights)
@@ -80,7 +81,7 @@ export async function removeCheckpointDirs(policyDir: string, versions: readonly
     result.sweptLeftovers++;
   }
   for (const v of versions) {
-    const dir = path.join(policyDir, `v${v}`);
+    const dir = checkpointVersionDir(policyDir, v);
     const trash = path.join(policyDir, `.v${v}.pruned-${process.pid}-${Date.now()}`);
     try {
       await fs.rename(dir, trash);

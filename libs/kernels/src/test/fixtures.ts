@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import * as tf from '@tensorflow/tfjs';
 import { initTfBackend } from '@srpo/core';
+import { configureSrpoKernels } from '../srpo-kernels';
 
 // Helpers of the kernel specs (and of the policy's specs on the kernels, through
 // `@srpo/kernels/testing`): the backend, seeded inputs that do not come from the code under test,
@@ -64,4 +65,14 @@ export function cpuUnderTest(): { flags: ReadonlySet<string>; vendor: string | u
     vendor: /^vendor_id\s*:\s*(\S+)/m.exec(cpuinfo)?.[1],
     capped: /^(SSE41|AVX|AVX2|AVX2_.*)$/i.test(process.env.ONEDNN_MAX_CPU_ISA ?? process.env.DNNL_MAX_CPU_ISA ?? ''),
   };
+}
+
+/** Runs fn with the fused kernels switched off (the composite paths), then on again. */
+export async function composite<T>(fn: () => Promise<T>): Promise<T> {
+  configureSrpoKernels({ enabled: false });
+  try {
+    return await fn();
+  } finally {
+    configureSrpoKernels({ enabled: true });
+  }
 }

@@ -3,20 +3,17 @@ import * as os from 'os';
 import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, repoRoot } from '@srpo/core';
-import { AdamOptimizer } from '../adam-optimizer';
-import { loadCheckpoint, saveCheckpoint, weightsHash } from '../checkpoint-store';
-import { Policy } from '../policy';
-import { nativeBackend } from '../test/fixtures';
+import { AdamOptimizer, loadCheckpoint, Policy, saveCheckpoint, SeededRng, TransformerModel, weightsHash } from '@srpo/policy';
+import { nativeBackend } from './test/fixtures';
 import { hfDirectoryHash, loadHfModel } from './hf-model-dir';
 import { LlamaModel } from './llama-model';
 import { attachLora, detachLora, loraOf } from './lora';
-import { SeededRng } from '../rng';
-import { TransformerModel } from '../transformer';
 import { exportHfPolicy } from './hf-export';
+import { isLlamaModel } from './llama-family';
 import { openHfWeights, readHfTensor } from './hf-weights';
 import { scoreCases } from './score';
 
-const FIXTURES = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf');
+const FIXTURES = path.join(repoRoot(), 'libs', 'hf', 'fixtures');
 
 describe('Hugging Face policies in checkpoints', () => {
   beforeAll(nativeBackend);
@@ -38,6 +35,7 @@ describe('Hugging Face policies in checkpoints', () => {
       const loaded = await loadCheckpoint(ckpt);
       try {
         expect(loaded.policy.model).toBeInstanceOf(LlamaModel);
+        expect(isLlamaModel(loaded.policy.model)).toBe(true);
         expect(loaded.policy.version).toBe(3);
         expect((loaded.policy.model as LlamaModel).source).toEqual(hf.model.source);
         expect(await weightsHash(loaded.policy)).toBe(await weightsHash(policy));

@@ -1,7 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
-import type { CausalLm } from '../causal-lm';
-import { tokenLogProbs } from '../log-probs';
+import { type CausalLm, tokenLogProbs } from '@srpo/policy';
 import type { ChatMessage, HfTokenizer } from './hf-tokenizer';
 
 /** One case of `srpo model score --in FILE`: text (or chat messages with `--chat`), or token ids. */

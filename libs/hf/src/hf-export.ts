@@ -2,7 +2,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { ErrorCode, SrpoError } from '@srpo/core';
 import { saveHfWeights } from './hf-weights';
-import type { CausalLm } from '../causal-lm';
+import type { CausalLm } from '@srpo/policy';
 import { hfWeightSpecs, LlamaModel } from './llama-model';
 import { loraOf, mergeLora } from './lora';
 import { saveLoraAdapter } from './peft-adapter';

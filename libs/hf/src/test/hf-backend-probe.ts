@@ -3,14 +3,14 @@
  * reference cases and computes the SRPO gradient of grad-case.json, and prints how far
  * both are from the transformers / torch references as one JSON line.
  *
- *   node libs/policy/src/test/run-ts.js libs/policy/src/hf/test/hf-backend-probe.ts <backend>
+ *   node libs/policy/src/test/run-ts.js libs/hf/src/test/hf-backend-probe.ts <backend>
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { EnvReader, initTfBackend, releaseTfBackend, tfBackendSettings, repoRoot, type BackendRequest } from '@srpo/core';
 import { buildPaddedSetBatch, disposePaddedSetBatch, objectiveLoss, resolveObjectiveConfig } from '@srpo/srpo';
-import { disposePacked, packedLogProbs, packedToTensors, packPairs } from '../../log-probs';
+import { disposePacked, packedLogProbs, packedToTensors, packPairs } from '@srpo/policy';
 import { loadHfModel } from '../hf-model-dir';
 import { readSafetensorsHeader, readSafetensorsTensor } from '../safetensors';
 import { scoreCases } from '../score';
@@ -27,7 +27,7 @@ export interface HfProbeResult {
 async function main(): Promise<void> {
   const backend = process.argv[2] as BackendRequest;
   const info = await initTfBackend(backend, tfBackendSettings(new EnvReader(process.env))); // SRPO_DAWN_NODE in the GPU bundle
-  const fixtures = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf');
+  const fixtures = path.join(repoRoot(), 'libs', 'hf', 'fixtures');
   const out: HfProbeResult = { backend: info.name, logprobDiff: {}, lossDiff: {}, gradRelDiff: {} };
   for (const name of fs.readdirSync(fixtures).sort()) {
     const dir = path.join(fixtures, name);

@@ -3,7 +3,7 @@ import { ValidationError } from '@srpo/core';
 import type { HfModelConfig } from './hf-config';
 import { linear, ropeAttention, rmsNorm, swiGlu, type RopeTables } from './llama-ops';
 import { ropeTables } from './rope';
-import { gatherRows } from '../native-ops';
+import { gatherRows } from '@srpo/kernels';
 
 /** Where a Hugging Face model came from: its directory and the SHA-256 of its files. */
 export interface HfModelSource {

@@ -9,3 +9,5 @@ export * from './hf-weights';
 export * from './hf-export';
 export * from './lora';
 export * from './peft-adapter';
+// Registers the hf-llama family with @srpo/policy's checkpoint store when @srpo/hf loads.
+export * from './llama-family';

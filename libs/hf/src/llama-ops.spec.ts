@@ -1,7 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
-import { rmsNormFused, rmsNormGrad, ropeFused, swiGluFused, swiGluGrad } from '../fused-ops';
-import { configureSrpoKernels, srpoKernelAvailable } from '../srpo-kernels';
-import { nativeBackend, seededValues as values } from '../test/fixtures';
+import { configureSrpoKernels, rmsNormFused, rmsNormGrad, ropeFused, swiGluFused, swiGluGrad } from '@srpo/kernels';
+import { describeNative, nativeBackend, seededValues as values } from '@srpo/kernels/testing';
 import { rmsNorm, ropeAttention, swiGlu, type RopeTables } from './llama-ops';
 import { ropeTables } from './rope';
 
@@ -9,26 +8,20 @@ import { ropeTables } from './rope';
  * The Llama-family fused kernels (llama-kernels.h) against float64 evaluations of their
  * formulas written here, and llama-ops' fused paths against its composite ones. The whole
  * model's agreement with transformers and torch autograd, on both paths, is in
- * hf-reference.spec.ts and hf-gradients.spec.ts. Without the addon these tests skip, unless
- * SRPO_REQUIRE_NATIVE_KERNELS=1 (CI).
+ * hf-reference.spec.ts and hf-gradients.spec.ts. Without the addon these tests are skipped
+ * (describeNative decides as the file loads, so they are reported skipped, not passed), unless
+ * SRPO_REQUIRE_NATIVE_KERNELS=1 (CI): then they run, and the first one says why they fail.
  */
-const required = process.env.SRPO_REQUIRE_NATIVE_KERNELS === '1';
-const available = (): boolean => srpoKernelAvailable('SrpoRmsNorm') && srpoKernelAvailable('SrpoSwiGlu') && srpoKernelAvailable('SrpoRope');
-
+const OPS = ['SrpoRmsNorm', 'SrpoSwiGlu', 'SrpoRope'];
 const worst = (got: ArrayLike<number>, want: ArrayLike<number>, floor = 1): number => {
   let w = 0;
   for (let i = 0; i < want.length; i++) w = Math.max(w, Math.abs(got[i] - want[i]) / Math.max(floor, Math.abs(want[i])));
   return w;
 };
 
-describe('Llama-family fused kernels', () => {
+describeNative(OPS, 'Llama-family fused kernels', () => {
   beforeAll(nativeBackend);
   afterEach(() => configureSrpoKernels({ enabled: true }));
-
-  it('are loaded where CI requires them', () => {
-    if (required) expect(available()).toBe(true);
-    else expect(typeof available()).toBe('boolean');
-  });
 
   // 5300 rows of 200: above the kernels' inline limit (32,768 elements), so rows and
   // columns split over threads.
@@ -36,7 +29,6 @@ describe('Llama-family fused kernels', () => {
   const d = 200;
 
   it('RMSNorm and its backward match float64, rows split over threads', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const x = values(n * d, 1, 3);
     x.fill(0, 0, d); // a zero row: r = 1/√eps
     const w = values(d, 2, 2);
@@ -75,7 +67,6 @@ describe('Llama-family fused kernels', () => {
   });
 
   it('SwiGLU and its backward match float64 over the whole range; saturate, no overflow, NaN kept', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const grid = Array.from({ length: 40001 }, (_, i) => -100 + i * 0.005);
     const g = Float32Array.from([...grid, 1e30, -1e30, 3e38, -3e38, 0]);
     const u = values(g.length, 4, 2);
@@ -112,7 +103,6 @@ describe('Llama-family fused kernels', () => {
   });
 
   it('RoPE matches float64 on projection rows, and its inverse undoes it', async () => {
-    if (!available()) return void expect(required).toBe(false);
     const [b, t, h, hd] = [16, 33, 31, 64]; // 528 rows of 1984, over the 32,768-element inline limit: split over threads
     const { cos, sin } = ropeTables({ headDim: hd, ropeTheta: 500000, ropeScaling: { type: 'none' } }, t);
     const x = values(b * t * h * hd, 6, 2);
@@ -139,7 +129,6 @@ describe('Llama-family fused kernels', () => {
   });
 
   it('refuses mismatched shapes, naming the op', () => {
-    if (!available()) return void expect(required).toBe(false);
     expect(() => rmsNormFused(tf.zeros([4, 8]) as tf.Tensor2D, tf.zeros([7]) as tf.Tensor1D, 1e-6)).toThrow(/SrpoRmsNorm/);
     expect(() => swiGluFused(tf.zeros([4, 8]) as tf.Tensor2D, tf.zeros([4, 7]) as tf.Tensor2D)).toThrow(/SrpoSwiGlu/);
     expect(() => ropeFused(tf.zeros([6, 8]) as tf.Tensor2D, tf.zeros([4, 4]) as tf.Tensor2D, tf.zeros([4, 4]) as tf.Tensor2D, 1, false)).toThrow(/SrpoRope/);
@@ -147,7 +136,7 @@ describe('Llama-family fused kernels', () => {
   });
 });
 
-describe('llama-ops: fused and composite paths agree in value and gradient', () => {
+describeNative(OPS, 'llama-ops: fused and composite paths agree in value and gradient', () => {
   beforeAll(nativeBackend);
   afterEach(() => configureSrpoKernels({ enabled: true }));
 
@@ -161,7 +150,6 @@ describe('llama-ops: fused and composite paths agree in value and gradient', () 
   }
 
   async function agree(f: (...xs: tf.Tensor[]) => tf.Tensor, inputs: tf.Tensor[], tolerance: number): Promise<void> {
-    if (!available()) return void expect(required).toBe(false);
     const a = await run(true, f, inputs, 9);
     const b = await run(false, f, inputs, 9);
     expect(a).toHaveLength(inputs.length + 1);

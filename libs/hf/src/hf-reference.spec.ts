@@ -1,7 +1,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { repoRoot } from '@srpo/core';
-import { nativeBackend } from '../test/fixtures';
+import { nativeBackend } from './test/fixtures';
 import { loadHfModel, type HfModel } from './hf-model-dir';
 import { LlamaModel } from './llama-model';
 import { scoreCases, tokenizeCases } from './score';
@@ -12,7 +12,7 @@ import { openHfWeights, readHfTensor } from './hf-weights';
  * scripts/reference/make_hf_fixtures.py made with Python transformers/tokenizers: token ids
  * exactly equal, per-token log-probs within 1e-4. Nothing here compares our code with itself.
  */
-const FIXTURES = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf');
+const FIXTURES = path.join(repoRoot(), 'libs', 'hf', 'fixtures');
 const TOLERANCE = 1e-4;
 
 interface Reference {

@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
-import { SeededRng } from '../rng';
+import { SeededRng } from '@srpo/policy';
 import type { HfModelConfig } from './hf-config';
 import type { LinearAdapter, LlamaModel } from './llama-model';
 

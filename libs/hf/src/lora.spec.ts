@@ -1,10 +1,8 @@
 import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { repoRoot } from '@srpo/core';
-import { SeededRng } from '../rng';
-import { Policy } from '../policy';
-import { SrpoTrainer } from '../srpo-step';
-import { makeSets, nativeBackend } from '../test/fixtures';
+import { Policy, SeededRng, SrpoTrainer } from '@srpo/policy';
+import { makeSets, nativeBackend } from './test/fixtures';
 import { loadHfModel, type HfModel } from './hf-model-dir';
 import { attachLora, DEFAULT_LORA_CONFIG, detachLora, LoraAdapter, loraOf, mergeLora, resolveLoraConfig, setLoraTraining } from './lora';
 
@@ -13,7 +11,7 @@ import { attachLora, DEFAULT_LORA_CONFIG, detachLora, LoraAdapter, loraOf, merge
  * itself is test/hf-lora.int-spec.ts): config validation, the B = 0 identity at init, frozen
  * and uncopied base weights, seeded dropout only in training mode, merging.
  */
-const FIXTURES = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf');
+const FIXTURES = path.join(repoRoot(), 'libs', 'hf', 'fixtures');
 const TOKENS = [
   [3, 17, 200, 41, 9, 77, 5, 1],
   [8, 90, 12, 250, 33, 2, 0, 0],

@@ -12,7 +12,8 @@ import type { HfProbeResult } from './test/hf-backend-probe';
  * SRPO_REQUIRE_WEBGPU=1, and on machines marked SRPO_SKIP_WEBGPU=1.
  */
 const run = promisify(execFile);
-const runner = path.join(__dirname, '..', 'test', 'run-ts.js');
+// The TypeScript runner of @srpo/policy's backend probes: one runner for every library.
+const runner = path.join(__dirname, '..', '..', 'policy', 'src', 'test', 'run-ts.js');
 const probe = path.join(__dirname, 'test', 'hf-backend-probe.ts');
 
 function installed(pkg: string): boolean {

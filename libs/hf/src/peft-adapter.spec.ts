@@ -3,8 +3,8 @@ import * as os from 'os';
 import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { repoRoot } from '@srpo/core';
-import { SeededRng } from '../rng';
-import { nativeBackend } from '../test/fixtures';
+import { SeededRng } from '@srpo/policy';
+import { nativeBackend } from './test/fixtures';
 import { loadHfModel, type HfModel } from './hf-model-dir';
 import { attachLora, detachLora, loraOf } from './lora';
 import { loadLoraAdapter, parsePeftAdapterConfig, peftAdapterConfigJson, saveLoraAdapter } from './peft-adapter';
@@ -14,7 +14,7 @@ import { readSafetensorsHeader, writeSafetensors } from './safetensors';
  * The peft directory layout: what is written, that it reads back bit for bit, and what the
  * reader refuses. That peft itself reads and writes the same files is test/hf-lora.int-spec.ts.
  */
-const FIXTURES = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf');
+const FIXTURES = path.join(repoRoot(), 'libs', 'hf', 'fixtures');
 const tmp = (): string => fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-peft-'));
 const BASE_CONFIG = peftAdapterConfigJson({ r: 4, alpha: 8, dropout: 0, targetModules: ['q_proj', 'v_proj'] }, 'base');
 

@@ -1,7 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { batchMatMul, matMul2d, sumToLastAxis } from '../native-ops';
-import { attentionFused, attentionGrad, type AttentionLayout, maskedSoftmax, rmsNormFused, rmsNormGrad, ropeFused, softmaxGrad, swiGluFused, swiGluGrad } from '../fused-ops';
-import { srpoKernelAvailable } from '../srpo-kernels';
+import { attentionFused, attentionGrad, type AttentionLayout, batchMatMul, maskedSoftmax, matMul2d, rmsNormFused, rmsNormGrad, ropeFused, softmaxGrad, srpoKernelAvailable, sumToLastAxis, swiGluFused, swiGluGrad } from '@srpo/kernels';
 
 /**
  * The Llama-family decoder's differentiable pieces, each one tape entry with a hand-written
