@@ -265,4 +265,11 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
     if (r.status !== 0) throw new Error(`python3 -m unittest examples/python-trainer/test_srpo_loss.py failed (${r.status ?? r.signal}):\n${r.stderr.slice(-3000)}\n(requirements: ${INSTALL})`);
     expect(r.stderr).toMatch(/Ran 3 tests[\s\S]*\nOK/);
   });
+
+  it("agrees with libs/srpo's reference cases: srpo_loss.py's loss, set ratios, gradient and diagnostics, and bench/learner's PyTorch twins where their formula applies", () => {
+    const file = path.join('examples', 'python-trainer', 'test_srpo_reference.py');
+    const r = spawnSync('python3', ['-m', 'unittest', file], { cwd: root, encoding: 'utf8', timeout: 120_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
+    if (r.status !== 0) throw new Error(`python3 -m unittest ${file} failed (${r.status ?? r.signal}):\n${r.stderr.slice(-3000)}\n(requirements: ${INSTALL})`);
+    expect(r.stderr).toMatch(/Ran 4 tests[\s\S]*\nOK/);
+  });
 });

@@ -122,6 +122,23 @@ function expectAgree(r: Awaited<ReturnType<typeof both>>): void {
   for (const k of ['loss', 'ratio', 'logRatio', 'memberLogRatio', 'tokenLogRatio', 'grad'] as const) expectClose(f[k], c[k], 2e-6, k);
 }
 
+/**
+ * {@link expectAgree} for a batch whose loss is NaN, but for the gradient where the composite's is
+ * NaN: the kernel gives NaN or 0 there. The composite's NaN reaches every position of a NaN set's
+ * members (counted ones through r = NaN; masked ones because tfjs's select gradient is dy·[cond]
+ * and NaN·0 = NaN); the kernel's gradient there is 0 (its pass flags compare false on NaN and the
+ * product with them is evaluated under -ffast-math), although objective-kernels.h says NaN. A NaN
+ * loss refuses the update either way (non-finite), so no step applies either gradient.
+ */
+function expectAgreeButNaNGrad(r: Awaited<ReturnType<typeof both>>): void {
+  const { composite: c, fused: f } = r;
+  expectAgree({ composite: { ...c, grad: f.grad }, fused: f });
+  const finite = (g: Float32Array | Int32Array | Uint8Array) => Array.from(g).map((v, i) => (Number.isNaN(c.grad[i]) ? 0 : v));
+  expectClose(finite(f.grad), finite(c.grad), 2e-6, 'grad where the composite is not NaN');
+  expect(Array.from(f.grad).filter((v, i) => Number.isNaN(c.grad[i]) && !Number.isNaN(v) && v !== 0)).toEqual([]);
+  expect(Array.from(f.grad).filter((v, i) => Number.isNaN(v) && !Number.isNaN(c.grad[i]))).toEqual([]);
+}
+
 describeNative(['SrpoSetObjective', 'SrpoSetObjectiveGrad'], 'SrpoSetObjective (the set objectives in one native op each way)', () => {
   beforeAll(nativeBackend);
   afterEach(() => configureSrpoKernels({ except: [] }));
@@ -192,6 +209,101 @@ describeNative(['SrpoSetObjective', 'SrpoSetObjectiveGrad'], 'SrpoSetObjective (
     const r2 = await both(raw, nan, config);
     expect(Number.isNaN(r2.fused.loss[0])).toBe(true);
     expect(Number.isNaN(r2.composite.loss[0])).toBe(true);
+  });
+
+  it('agrees with the composite on single-member sets only, under every reduction and both set objectives', async () => {
+    // K = 1 everywhere: c(1) = 1 for every reduction, so the reductions must agree with each other too.
+    const { raw, logpNew } = randomBatch(5, 6, 11);
+    const single: RawBatch = { ...raw, memberSet: Int32Array.from({ length: raw.m }, (_, j) => j), advantage: Float32Array.from(seededValues(raw.m, 23, 1.5)) };
+    const losses: number[] = [];
+    for (const partial of [{ eventReduction: 'sqrt' }, { eventReduction: 'sum' }, { eventReduction: 'mean' }, { objective: 'srpo-length-norm' }] as Partial<ObjectiveConfig>[]) {
+      const r = await both(single, logpNew, resolveObjectiveConfig({ objective: 'srpo', ...partial }, 'config'));
+      expectAgree(r);
+      expect(Array.from(r.fused.unitSetSize)).toEqual(Array.from({ length: raw.m }, () => 1));
+      if (partial.objective === undefined) losses.push(r.fused.loss[0]);
+    }
+    expectClose(losses, [losses[0], losses[0], losses[0]], 1e-6, 'loss per reduction');
+  });
+
+  it('agrees with the composite with the low, high and dual clips active in one batch', async () => {
+    // Four single-token sets: log ρ = +0.5 with A > 0 (high clip), −0.5 with A < 0 (low clip),
+    // +1.5 with A < 0 (ρ = 4.48 > c = 2: dual clip), +0.05 with A > 0 (inside, the gradient passes).
+    const raw: RawBatch = {
+      logpOld: Float32Array.from([-1, -1, -1, -1]),
+      mask: Float32Array.from([1, 1, 1, 1]),
+      memberSet: Int32Array.from([0, 1, 2, 3]),
+      advantage: Float32Array.from([1, -1, -0.5, 0.7]),
+      m: 4,
+      t: 1,
+    };
+    const logpNew = Float32Array.from([-0.5, -1.5, 0.5, -0.95]);
+    const r = await both(raw, logpNew, resolveObjectiveConfig({ objective: 'srpo', dualClip: true, clipRatioC: 2 }, 'config'));
+    expectAgree(r);
+    expect(Array.from(r.fused.clippedHigh)).toEqual([1, 0, 0, 0]);
+    expect(Array.from(r.fused.clippedLow)).toEqual([0, 1, 0, 0]);
+    expect(Array.from(r.fused.clippedDual)).toEqual([0, 0, 1, 0]);
+    // Only the unclipped set moves: ∂loss/∂logpNew = −(1/4)·A·ρ there, 0 under every clip.
+    expectClose(r.fused.grad, [0, 0, 0, (-0.7 * Math.exp(0.05)) / 4], 1e-6, 'grad');
+  });
+
+  it('agrees with the composite on a member with an empty mask and on a set with no members', async () => {
+    // An all-zero mask row contributes ℓ_j = 0 (srpo) and 0/0 = NaN (srpo-length-norm, |y_j| = 0);
+    // a set index no member carries has K = 0: log ρ = 0·∞ = NaN under 1/√K and 1/K, 0 under sum.
+    // buildPaddedSetBatch refuses both; the kernel must still not disagree with the composite.
+    const { raw: drawn, logpNew } = randomBatch(4, 5, 13);
+    // Members dealt round-robin, so that every one of the 4 sets has members (and K = 2 or 3).
+    const raw: RawBatch = { ...drawn, memberSet: Int32Array.from({ length: drawn.m }, (_, j) => j % 4) };
+    const emptyRow: RawBatch = { ...raw, mask: Float32Array.from(raw.mask, (v, i) => (i < raw.t ? 0 : v)) };
+    const r1 = await both(emptyRow, logpNew, resolveObjectiveConfig({ objective: 'srpo' }, 'config'));
+    expectAgree(r1);
+    expect(Number.isFinite(r1.fused.loss[0])).toBe(true);
+    const r2 = await both(emptyRow, logpNew, resolveObjectiveConfig({ objective: 'srpo-length-norm' }, 'config'));
+    expect(Number.isNaN(r2.fused.loss[0])).toBe(true);
+    expectAgreeButNaNGrad(r2);
+    const noMembers: RawBatch = { ...raw, advantage: Float32Array.from([...raw.advantage, 0.5]) };
+    for (const eventReduction of ['sqrt', 'sum', 'mean'] as const) {
+      const r = await both(noMembers, logpNew, resolveObjectiveConfig({ objective: 'srpo', eventReduction }, 'config'));
+      expectAgree(r);
+      expect(r.fused.unitSetSize[4]).toBe(0);
+      expect(Number.isNaN(r.fused.logRatio[4])).toBe(eventReduction !== 'sum');
+    }
+  });
+
+  it('agrees with the composite on infinite log-probs: −∞ in padding, a behaviour log-prob below float32, +∞ where counted', async () => {
+    const config = resolveObjectiveConfig({ objective: 'srpo', dualClip: true, clipRatioC: 3 }, 'config');
+    const { raw, logpNew } = randomBatch(5, 6, 19);
+    const x = Float32Array.from(logpNew);
+    // −∞ at every masked position of logpNew (a log-softmax over a masked vocabulary): must not reach the loss.
+    for (let i = 0; i < x.length; i++) if (raw.mask[i] === 0) x[i] = -Infinity;
+    const r1 = await both(raw, x, config);
+    expectAgree(r1);
+    expect(Number.isFinite(r1.fused.loss[0])).toBe(true);
+    // A counted behaviour log-prob of −∞ (−1e39 in float64): the token log-ratio is bounded at 1e6, its gradient 0.
+    const counted = raw.mask.findIndex((v) => v === 1);
+    const old = { ...raw, logpOld: Float32Array.from(raw.logpOld, (v, i) => (i === counted ? -Infinity : v)) };
+    const r2 = await both(old, x, config);
+    expectAgree(r2);
+    expect(Number.isFinite(r2.fused.loss[0])).toBe(true);
+    expect(r2.fused.grad[counted]).toBe(0);
+    expect(Array.from(r2.fused.outOfRange).some((v) => v === 1)).toBe(true);
+    // +∞ in a counted logpNew: the same bound from above.
+    const plus = Float32Array.from(x, (v, i) => (i === counted ? Infinity : v));
+    const r3 = await both(raw, plus, config);
+    expectAgree(r3);
+    expect(Number.isFinite(r3.fused.loss[0])).toBe(true);
+  });
+
+  it('agrees with the composite when a NaN log-prob is counted (the gradient but where the composite has NaN)', async () => {
+    const { raw, logpNew } = randomBatch(6, 8, 5);
+    const counted = raw.mask.findIndex((v, i) => v === 1 && i >= raw.t);
+    const nan = Float32Array.from(logpNew, (v, i) => (i === counted ? NaN : v));
+    for (const partial of [{ objective: 'srpo' }, { objective: 'srpo', dualClip: true, clipRatioC: 2 }, { objective: 'srpo-length-norm' }] as Partial<ObjectiveConfig>[]) {
+      const r = await both(raw, nan, resolveObjectiveConfig(partial, 'config'));
+      expect(Number.isNaN(r.fused.loss[0])).toBe(true);
+      expectAgreeButNaNGrad(r);
+      // Only the NaN member's set is touched: the other sets' gradients are finite and agree.
+      expect(Array.from(r.composite.grad).some((v) => Number.isFinite(v) && v !== 0)).toBe(true);
+    }
   });
 
   it('names a member outside the sets and shapes that differ, and steps aside for other objectives and when switched off', () => {
