@@ -26,8 +26,11 @@
 // Sums run in order (members in index order, tokens in position order) on one thread: the bits
 // do not depend on the machine's cores. They may differ from the composite's by float32 rounding
 // (TensorFlow's reductions sum in another order, and its exp is not the same code).
-// Edge cases as the composite: a NaN log-prob gives a NaN loss and gradient for its set; a set
-// with no members has log ρ = NaN (0 · ∞) under the 1/√K and 1/K reductions.
+// Edge cases: a NaN log-prob gives a NaN loss, as in the composite; a set with no members has
+// log ρ = NaN (0 · ∞) under the 1/√K and 1/K reductions. Where the loss is NaN (a counted NaN
+// log-prob, or an empty mask under length normalisation) this gradient is 0 for the tokens whose
+// d is NaN, where the composite's is NaN: the update is refused on the NaN loss either way
+// (fused-objective.spec.ts pins the difference).
 
 // The scalars of the objective (SrpoSetObjective's `params`, float32), set by fused-objective.ts.
 struct SetObjectiveParams {
