@@ -1,8 +1,10 @@
-import type { Kafka } from 'kafkajs';
-import type { Logger } from '@srpo/core';
+import { Kafka, Partitioners, Producer } from 'kafkajs';
+import { errorMessage, isRetriable, Logger, retry } from '@srpo/core';
 import type { EventCodec } from '@srpo/events';
-import type { StreamClient } from './client/stream-client';
+import type { InputBatch, StreamClient } from './client/stream-client';
+import type { LoopContext, LoopMode } from './loop-mode';
 import type { InputRecord } from './processor';
+import { decodeRecord, DeadLetterOriginal } from './stream-task';
 
 /**
  * {@link ConsumerRunner}'s sink mode: records of one topic, decoded and selected, are
@@ -121,4 +123,125 @@ export class SinkPartitions<T> {
   clear(): void {
     this.partitions.clear();
   }
+}
+
+/**
+ * The sink mode's phases for {@link ConsumerRunner}: select and batch (process), write with
+ * retry (flush), and commit the first unwritten offset (commit).
+ */
+export class SinkMode implements LoopMode {
+  private readonly partitions: SinkPartitions<unknown>;
+  private dlqProducer?: Producer;
+
+  constructor(
+    private readonly options: SinkModeOptions<unknown>,
+    private readonly loop: LoopContext,
+  ) {
+    this.partitions = new SinkPartitions((pending) => options.batchSize(pending));
+  }
+
+  /** Sink mode has no changelogs and no idle punctuation: only the dead-letter producer. */
+  async open(): Promise<void> {
+    const { kafka, deadLetterTopic } = this.options;
+    if (deadLetterTopic) {
+      this.dlqProducer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
+      await this.dlqProducer.connect();
+    }
+  }
+
+  async afterStart(): Promise<void> {}
+
+  onAssignment(partitions: ReadonlySet<number>): void {
+    this.partitions.retain(partitions);
+  }
+
+  async reset(): Promise<void> {
+    this.partitions.clear();
+  }
+
+  async stopBackground(): Promise<void> {}
+
+  async close(): Promise<void> {
+    await this.dlqProducer?.disconnect().catch(() => undefined);
+  }
+
+  /**
+   * Phases 1-5 for one fetched batch: each record not read before is decoded,
+   * dead-lettered or selected, and resolved (the client fetches on from it); whenever the
+   * pending items make a complete batch it is written and the offset of the first record
+   * not yet written is committed. Items left pending by an interrupted write (a failure, a
+   * rebalance that kept the partition here) are written first.
+   */
+  async onBatch(batch: InputBatch): Promise<void> {
+    const { topic, partition } = batch;
+    const { codec } = this.options;
+    const state = this.partitions;
+    await this.writeCompleteBatches(batch);
+    // Confluent-framed input: load unknown writer schemas from the registry first (no-op otherwise).
+    await codec.prefetch(batch.records.map((m) => m.value));
+    for (const m of batch.records) {
+      if (!batch.isActive() || this.loop.stopping()) return;
+      if (state.wasRead(partition, m.offset)) {
+        batch.resolve(m.offset);
+        continue;
+      }
+      const decoded = decodeRecord(codec, { topic, partition, offset: m.offset, key: m.key, value: m.value, timestampMs: m.timestampMs });
+      let item: unknown = null;
+      if ('record' in decoded) item = this.options.select(decoded.record);
+      else await this.sendDeadLetter({ key: decoded.failed.key, raw: decoded.failed.value, source: { topic, partition, offset: m.offset } }, decoded.reasonCode, decoded.reason);
+      state.read(partition, m.offset, item);
+      batch.resolve(m.offset);
+      await this.writeCompleteBatches(batch);
+      await batch.heartbeat();
+    }
+    // Nothing waits for the sink: what was read (skipped or dead-lettered) is done.
+    if (!state.hasPending(partition)) await this.commit(batch.topic, partition);
+  }
+
+  private async writeCompleteBatches(batch: InputBatch): Promise<void> {
+    const state = this.partitions;
+    for (let items = state.nextBatch(batch.partition); items && !this.loop.stopping(); items = state.nextBatch(batch.partition)) {
+      await this.writeWithRetry(items, batch.heartbeat);
+      state.written(batch.partition, items.length);
+      await this.commit(batch.topic, batch.partition);
+    }
+  }
+
+  /** Commits the first offset whose record is not yet written (or everything read). */
+  private async commit(topic: string, partition: number): Promise<void> {
+    const offset = this.partitions.commitOffset(partition);
+    if (offset !== undefined) await this.loop.consumer.commit(topic, partition, offset);
+  }
+
+  private async writeWithRetry(items: readonly unknown[], heartbeat: () => Promise<void>): Promise<void> {
+    const step = this.options.retryDelayMs ?? 1000;
+    await retry(() => this.options.write(items), {
+      initialDelayMs: step,
+      linearStepMs: step,
+      maxDelayMs: 30_000,
+      // A shutdown ends the retries: the batch stays uncommitted and is read again.
+      retryIf: (e) => isRetriable(e) && !this.loop.stopping(),
+      onRetry: (e, attempt) => {
+        this.loop.count('sink_retries_total');
+        this.loop.log.warn('sink write failed; retrying', { attempt, error: errorMessage(e) });
+      },
+      // Waiting out a write must not cost the group membership.
+      sleep: async (ms) => {
+        await heartbeat();
+        await sleep(ms);
+      },
+    });
+    this.loop.count('sink_batches_total');
+  }
+
+  /** Sink mode's dead letter: written (acks=all) before the record's offset can be committed. */
+  private async sendDeadLetter(original: DeadLetterOriginal, reasonCode: string, reason: string): Promise<void> {
+    const record = this.loop.deadLetters.record(original, reasonCode, reason, {});
+    if (!this.dlqProducer || !record) return;
+    await this.dlqProducer.send({ topic: record.topic, acks: -1, messages: [{ key: record.key, value: record.value }] });
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
 }
