@@ -1,29 +1,10 @@
 import { createKafka, EventCodec } from '@srpo/events';
 import { ConsumerRunner, createStreamClient, STREAM_CLIENT_NAMES } from '@srpo/streams';
-import { ensureKafka, sleep, uniquePrefix } from '@srpo/testing';
+import { ensureKafka, sleep, transitionValue, uniquePrefix } from '@srpo/testing';
 
 const codec = new EventCodec();
 
-function transition(id: string): Buffer {
-  return codec.encode('Transition', {
-    transitionId: id,
-    episodeId: 'e',
-    step: 0,
-    preStateId: 's',
-    taskId: 'task',
-    position: 'p',
-    consumedOutputIds: [],
-    expectedCardinality: 0,
-    workflowKind: 'JOINT',
-    routing: null,
-    groupKey: null,
-    expectedGroupSize: null,
-    observationDigest: 'd',
-    reward: null,
-    done: true,
-    eventTimeMs: 0,
-  });
-}
+const transition = (id: string): Buffer => transitionValue(id);
 
 async function until(condition: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -1,6 +1,7 @@
 import type { Kafka } from 'kafkajs';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import { EventCodec } from '@srpo/events';
+import { transitionValue } from '@srpo/testing';
 import type { ConsumerHandlers, FetchedRecord, GroupConsumer, StreamAdmin, StreamClient, TransactionalProducer } from './client/stream-client';
 import { ConsumerRunner } from './consumer-runner';
 import { SinkModeOptions, SinkPartitions } from './sink-mode';
@@ -9,25 +10,7 @@ const codec = new EventCodec();
 
 /** A Transition record whose transitionId is `id`. */
 function record(offset: number, id: string): FetchedRecord {
-  const value = codec.encode('Transition', {
-    transitionId: id,
-    episodeId: 'e',
-    step: 0,
-    preStateId: 's',
-    taskId: 'task',
-    position: 'p',
-    consumedOutputIds: [],
-    expectedCardinality: 0,
-    workflowKind: 'JOINT',
-    routing: null,
-    groupKey: null,
-    expectedGroupSize: null,
-    observationDigest: 'd',
-    reward: null,
-    done: true,
-    eventTimeMs: 0,
-  });
-  return { offset, key: Buffer.from('e'), value, timestampMs: 0 };
+  return { offset, key: Buffer.from('e'), value: transitionValue(id), timestampMs: 0 };
 }
 
 function garbage(offset: number): FetchedRecord {

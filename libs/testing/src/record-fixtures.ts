@@ -2,10 +2,10 @@ import { EventCodec, RawRecord } from '@srpo/events';
 
 const codec = new EventCodec();
 
-/** A Transition record of episode `e` on `topic` at `offset` with event time `t` (for the runtime's specs). */
-export function transitionRecord(topic: string, offset: number, t: number, reward: number | null = null): RawRecord {
-  const value = codec.encode('Transition', {
-    transitionId: `${topic}-${offset}`,
+/** A Transition's Avro value with id `transitionId` (episode `e`, done), for the runtime's specs. */
+export function transitionValue(transitionId: string, eventTimeMs = 0, reward: number | null = null): Buffer {
+  return codec.encode('Transition', {
+    transitionId,
     episodeId: 'e',
     step: 0,
     preStateId: 's',
@@ -20,7 +20,11 @@ export function transitionRecord(topic: string, offset: number, t: number, rewar
     observationDigest: 'd',
     reward,
     done: true,
-    eventTimeMs: t,
+    eventTimeMs,
   });
-  return { topic, partition: 0, offset, key: Buffer.from('e'), value, timestampMs: 0 };
+}
+
+/** A Transition record of episode `e` on `topic` at `offset` with event time `t` (for the runtime's specs). */
+export function transitionRecord(topic: string, offset: number, t: number, reward: number | null = null): RawRecord {
+  return { topic, partition: 0, offset, key: Buffer.from('e'), value: transitionValue(`${topic}-${offset}`, t, reward), timestampMs: 0 };
 }
