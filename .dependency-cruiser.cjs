@@ -54,10 +54,10 @@ module.exports = {
     },
     {
       name: 'no-product-to-test-code',
-      comment: 'product sources import no bench/, examples/, test/ folder, spec, libs/testing (@srpo/testing) or @srpo/kernels/testing',
+      comment: 'product sources import no bench/, examples/, test/ folder, spec, libs/testing (@srpo/testing), @srpo/kernels/testing or @srpo/policy/testing',
       severity: 'error',
       from: { path: PRODUCT, pathNot: NOT_PRODUCT },
-      to: { path: ['^(bench|examples|test)/', '(^|/)test/', '\\.(int-)?spec\\.ts$', '^libs/testing/', '^@srpo/testing(/|$)', '^@srpo/kernels/testing(/|$)'] },
+      to: { path: ['^(bench|examples|test)/', '(^|/)test/', '\\.(int-)?spec\\.ts$', '^libs/testing/', '^@srpo/testing(/|$)', '^@srpo/kernels/testing(/|$)', '^@srpo/policy/testing(/|$)'] },
     },
     {
       name: 'no-product-to-kernel-tuning',

@@ -15,7 +15,12 @@ const swc = [
 ];
 
 const moduleNameMapper = {
-  '^@srpo/(core|events|streams|srpo|policy|store|testing|offline|serving|materializer|trainer|audit|workflows)$': '<rootDir>/libs/$1/src',
+  '^@srpo/(core|events|streams|srpo|kernels|policy|hf|store|testing|offline|serving|materializer|trainer|audit|workflows)$': '<rootDir>/libs/$1/src',
+  // The kernels' bench/test-only entries: the A/B switches, and the spec helpers (under test/).
+  '^@srpo/kernels/tuning$': '<rootDir>/libs/kernels/src/tuning',
+  '^@srpo/kernels/testing$': '<rootDir>/libs/kernels/src/test',
+  // The policy's spec helpers (makeSets, TINY), for the specs of the libraries above it.
+  '^@srpo/policy/testing$': '<rootDir>/libs/policy/src/test/fixtures',
 };
 
 const common = {
@@ -31,6 +36,8 @@ module.exports = {
   testTimeout: 120000,
   globalSetup: '<rootDir>/jest.global-setup.js',
   globalTeardown: '<rootDir>/jest.global-teardown.js',
+  // The skip reporter prints how many tests were skipped, and fails the run with SRPO_FAIL_ON_SKIP=1.
+  reporters: ['default', '<rootDir>/scripts/jest/skip-reporter.js'],
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/{apps,libs,bench}/**/*.spec.ts'] },
     { ...common, displayName: 'integration', testMatch: ['<rootDir>/apps/*/test/**/*.int-spec.ts', '<rootDir>/test/**/*.int-spec.ts'] },

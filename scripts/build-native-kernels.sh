@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds libs/policy/native/srpo-kernels.cc into libs/policy/native/build/srpo_kernels.node:
+# Builds libs/kernels/native/srpo-kernels.cc into libs/kernels/native/build/srpo_kernels.node:
 # the learner's fused TensorFlow kernels (see the source's header and docs/benchmarks.md, #21).
 #
 # Needs g++ (C++17), Node's headers (shipped with node in <prefix>/include/node) and the C API
@@ -11,7 +11,7 @@
 # Usage: bash scripts/build-native-kernels.sh [--quiet] [--optional] [--force]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-src="$root/libs/policy/native"
+src="$root/libs/kernels/native"
 out="$src/build"
 deps="$root/node_modules/@tensorflow/tfjs-node/deps"
 quiet=0 optional=0 force=0

@@ -5,8 +5,7 @@ import * as path from 'path';
 import { repoRoot } from '@srpo/core';
 import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, topicCatalog } from '@srpo/events';
 import { AuditStore } from '@srpo/store';
-import { sleep, spawnApp, uniquePrefix, verifyExactlyOnce, waitForExit } from '@srpo/testing';
-import { output, transition } from '../libs/materializer/src/test-events';
+import { output, sleep, spawnApp, transition, uniquePrefix, verifyExactlyOnce, waitForExit } from '@srpo/testing';
 
 const PORT = 19492;
 const EPISODES = 240;

@@ -4,26 +4,22 @@ import * as os from 'os';
 import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { initTfBackend, repoRoot } from '@srpo/core';
+import { disposePacked, packedLogProbs, packedToTensors, packPairs, SeededRng } from '@srpo/policy';
 import {
   attachLora,
-  disposePacked,
   exportHfModel,
   loadHfModel,
   loadLoraAdapter,
   mergeLora,
-  packedLogProbs,
-  packedToTensors,
-  packPairs,
   peftAdapterConfigJson,
   readSafetensorsHeader,
   readSafetensorsTensor,
   saveLoraAdapter,
   scoreCases,
-  SeededRng,
   type LoraAdapter,
   type LoraConfig,
   type ScoredCase,
-} from '@srpo/policy';
+} from '@srpo/hf';
 import { buildPaddedSetBatch, disposePaddedSetBatch, objectiveLoss, resolveObjectiveConfig, type SetInput } from '@srpo/srpo';
 
 /**
@@ -38,7 +34,7 @@ import { buildPaddedSetBatch, disposePaddedSetBatch, objectiveLoss, resolveObjec
  * reference.json) are > 1e-2 away: an adapter that was silently dropped could not pass.
  */
 const root = repoRoot();
-const FIXTURES = path.join(root, 'libs', 'policy', 'fixtures', 'hf');
+const FIXTURES = path.join(root, 'libs', 'hf', 'fixtures');
 const REF = path.join(root, 'scripts', 'reference');
 const INSTALL = 'python3 -m pip install -r scripts/reference/requirements.txt';
 const ALL = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as LoraConfig['targetModules'];

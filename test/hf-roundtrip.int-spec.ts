@@ -4,7 +4,8 @@ import * as os from 'os';
 import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { initTfBackend, repoRoot } from '@srpo/core';
-import { exportHfModel, loadHfModel, openHfWeights, SeededRng, scoreCases, type HfModel, type ScoredCase } from '@srpo/policy';
+import { SeededRng } from '@srpo/policy';
+import { exportHfModel, loadHfModel, openHfWeights, scoreCases, type HfModel, type ScoredCase } from '@srpo/hf';
 
 /**
  * Export round trip: a model changed in tfjs (as training would change it) is written as a
@@ -12,7 +13,7 @@ import { exportHfModel, loadHfModel, openHfWeights, SeededRng, scoreCases, type 
  * our model gives (1e-4 per token), and the directory loads back here.
  */
 const root = repoRoot();
-const FIXTURES = path.join(root, 'libs', 'policy', 'fixtures', 'hf');
+const FIXTURES = path.join(root, 'libs', 'hf', 'fixtures');
 
 function transformersScores(dir: string, cases: { promptTokenIds: number[]; responseTokenIds: number[] }[]): number[][] {
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-rt-')), 'cases.json');

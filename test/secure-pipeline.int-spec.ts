@@ -6,10 +6,9 @@ import { promisify } from 'util';
 import { Logger, repoRoot } from '@srpo/core';
 import { AgentEventsProducer, createKafka, EventCodec, readKafkaConnection, readTopicsToEnd, toPlain } from '@srpo/events';
 import { EnvReader } from '@srpo/core';
-import { sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
+import { output, sleep, spawnApp, transition, uniquePrefix, waitForExit } from '@srpo/testing';
 import { loadMaterializerConfig } from '../apps/materializer/src/materializer-config';
 import { Materializer } from '../apps/materializer/src/materializer.service';
-import { output, transition } from '../libs/materializer/src/test-events';
 
 const run = promisify(execFile);
 const PASSWORD = 'scram-pass-' + Math.random().toString(36).slice(2, 10);

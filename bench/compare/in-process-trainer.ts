@@ -7,7 +7,7 @@
  * Mini-batches are formed as the learner forms them: the shortest run of
  * consecutive ready groups of one policy holding at least `setsPerUpdate` sets.
  */
-import { Policy, PolicyRegistry, SrpoTrainer, TransformerModel, type ActiveSet, type TransformerConfig } from '@srpo/policy';
+import { isTransformerModel, Policy, PolicyRegistry, SrpoTrainer, TransformerModel, type ActiveSet, type TransformerConfig } from '@srpo/policy';
 import { groupAdvantages, progressCoverage, resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
 import {
   createWorkflow,
@@ -179,6 +179,7 @@ export async function runInProcess(o: InProcessOptions): Promise<InProcessResult
 async function copyOf(p: Policy): Promise<Policy> {
   const names = p.model.weightNames();
   const values = await Promise.all(names.map((n) => p.model.weight(n).data() as Promise<Float32Array>));
-  if (p.model.kind !== 'causal-transformer') throw new Error(`policy ${p.id}: this bench copies the project's transformer only`);
-  return new Policy(p.id, TransformerModel.fromValues(p.model.config, new Map(names.map((n, i) => [n, values[i]]))), p.version);
+  const { model } = p;
+  if (!isTransformerModel(model)) throw new Error(`policy ${p.id}: this bench copies the project's transformer only`);
+  return new Policy(p.id, TransformerModel.fromValues(model.config, new Map(names.map((n, i) => [n, values[i]]))), p.version);
 }

@@ -37,7 +37,9 @@ async function main(): Promise<void> {
   for (const k of ['TF_NUM_INTRAOP_THREADS', 'TF_NUM_INTEROP_THREADS', 'TF_CPP_MIN_LOG_LEVEL'] as const) process.env[k] ??= env[k];
   const { initTfBackend } = await import('@srpo/core');
   await initTfBackend('tensorflow');
-  const { SrpoTrainer, configureSrpoKernels, loadSrpoKernels, setKernelIsa } = await import('@srpo/policy');
+  const { SrpoTrainer } = await import('@srpo/policy');
+  const { configureSrpoKernels, loadSrpoKernels } = await import('@srpo/kernels');
+  const { setKernelIsa } = await import('@srpo/kernels/tuning');
   const kernels = loadSrpoKernels();
   if (!kernels.loaded) throw new Error(`the fused kernels are not loaded: ${kernels.reason}`);
   const unknown = ops.filter((o) => !kernels.ops.includes(o));

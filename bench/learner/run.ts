@@ -27,7 +27,7 @@
  * dispatched kernels at AVX2 (see kernels.ts for what that does and does not reproduce).
  * `--profile-ops` adds each side's ops by time per step (tfjs: timed native calls;
  * PyTorch: torch.profiler self CPU), which slows both sides a little. `--no-fused` keeps the
- * project's fused TensorFlow kernels (libs/policy/native) off, for A/B runs.
+ * project's fused TensorFlow kernels (libs/kernels/native) off, for A/B runs.
  *
  * Every side of every round runs `--warmup` untimed steps first (40 by default, since
  * 2026-12-03; 5 before). A learner trains for hours, so the figure is its steady state, and
@@ -172,7 +172,9 @@ async function worker(args: Args): Promise<void> {
   // SRPO_DAWN_NODE (the GPU bundle, bench/learner/gpu) and SRPO_WEBGPU_FLAGS (tuning runs) reach the backend as in the apps.
   const info = await initTfBackend(backend, tfBackendSettings(new EnvReader(process.env)));
   const tf = await import('@tensorflow/tfjs');
-  const { SrpoTrainer, saveCheckpoint, configureWebGpuKernels, configureSrpoKernels, loadSrpoKernels, srpoMatMulRouted } = await import('@srpo/policy');
+  const { SrpoTrainer, saveCheckpoint } = await import('@srpo/policy');
+  const { configureSrpoKernels, loadSrpoKernels, srpoMatMulRouted } = await import('@srpo/kernels');
+  const { configureWebGpuKernels } = await import('@srpo/kernels/tuning');
   configureWebGpuKernels({ enabled: args.webgpuLayout === 'on' });
   configureSrpoKernels({ enabled: args.fused });
   const { buildWorkload, WORKLOADS } = await import('./workload');

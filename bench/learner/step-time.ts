@@ -24,7 +24,8 @@ async function main(): Promise<void> {
   for (const k of ['TF_NUM_INTRAOP_THREADS', 'TF_NUM_INTEROP_THREADS', 'TF_CPP_MIN_LOG_LEVEL'] as const) process.env[k] ??= env[k];
   const { initTfBackend } = await import('@srpo/core');
   const backend = await initTfBackend('tensorflow');
-  const { SrpoTrainer, loadSrpoKernels, backendLabel } = await import('@srpo/policy');
+  const { SrpoTrainer } = await import('@srpo/policy');
+  const { loadSrpoKernels, backendLabel } = await import('@srpo/kernels');
   const kernels = loadSrpoKernels();
   if (!kernels.loaded) throw new Error(`the fused kernels are not loaded: ${kernels.reason}`);
   const { buildWorkload, REFERENCE: w } = await import('./workload');

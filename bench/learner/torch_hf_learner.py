@@ -131,11 +131,10 @@ def run_job(job_file: str, attn: str, profile_ops: int, profile_shapes: bool = F
     member_set = torch.tensor(set_of)
     adv = torch.tensor(advantages, dtype=torch.float32)
     S = len(advantages)
-    set_size = torch.zeros(S).index_add_(0, member_set, torch.ones(M))
     obj = job["objective"]
     if obj["objective"] != "srpo":
         sys.exit("torch_hf_learner.py implements the srpo objective only")
-    red = {"sqrt": set_size.rsqrt(), "sum": torch.ones(S), "mean": 1.0 / set_size}[obj["eventReduction"]]
+    red = reduction_factor(member_set, S, obj["eventReduction"])
     clip_low, clip_high = obj["clipLow"], obj["clipHigh"]
     dual_c = obj["clipRatioC"] if obj.get("dualClip") else None
 
@@ -154,13 +153,7 @@ def run_job(job_file: str, attn: str, profile_ops: int, profile_shapes: bool = F
         logits = model(input_ids=inputs, use_cache=False, logits_to_keep=keep).logits  # [M, keep, V] float32
         logp_all = torch.log_softmax(logits, dim=-1).gather(-1, targets_kept.unsqueeze(-1)).squeeze(-1)
         logp_new = logp_all.gather(1, gather_kept)
-        tok = torch.where(mask > 0, logp_new - logp_old, torch.zeros_like(logp_new))
-        set_lr = red * torch.zeros(S).index_add(0, member_set, tok.sum(1))
-        rho = set_lr.exp()
-        surr = torch.minimum(rho * adv, rho.clamp(1 - clip_low, 1 + clip_high) * adv)
-        if dual_c is not None:
-            surr = torch.where(adv < 0, torch.maximum(surr, dual_c * adv), surr)
-        loss = -surr.mean()
+        loss, _ = srpo_set_loss(logp_new, logp_old, mask, member_set, adv, red, clip_low, clip_high, dual_c)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) if max_norm > 0 else torch.tensor(0.0)
@@ -213,6 +206,31 @@ def run_job(job_file: str, attn: str, profile_ops: int, profile_shapes: bool = F
     if ops is not None:
         result["opProfile"] = ops
     print(json.dumps(result))
+
+
+def reduction_factor(member_set, num_sets: int, reduction: str):
+    """[S] c(K_e): 1/sqrt(K), 1 or 1/K, K counted from member_set."""
+    import torch
+
+    set_size = torch.zeros(num_sets).index_add_(0, member_set, torch.ones(member_set.shape[0]))
+    return {"sqrt": set_size.rsqrt(), "sum": torch.ones(num_sets), "mean": 1.0 / set_size}[reduction]
+
+
+def srpo_set_loss(logp_new, logp_old, mask, member_set, adv, red, clip_low: float, clip_high: float, dual_c):
+    """(loss, rho): @srpo/srpo's srpo objective as the unbounded formula, with the dual clip c (or None).
+
+    The reference's value and gradient wherever the inputs are finite and every |log rho| <= 44.36:
+    examples/python-trainer/test_srpo_reference.py checks it against libs/srpo's reference cases on those.
+    """
+    import torch
+
+    tok = torch.where(mask > 0, logp_new - logp_old, torch.zeros_like(logp_new))
+    set_lr = red * torch.zeros(adv.shape[0]).index_add(0, member_set, tok.sum(1))
+    rho = set_lr.exp()
+    surr = torch.minimum(rho * adv, rho.clamp(1 - clip_low, 1 + clip_high) * adv)
+    if dual_c is not None:
+        surr = torch.where(adv < 0, torch.maximum(surr, dual_c * adv), surr)
+    return -surr.mean(), rho
 
 
 def main() -> None:

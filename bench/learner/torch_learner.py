@@ -142,9 +142,8 @@ def main() -> None:
     member_set = torch.tensor(set_of)
     adv = torch.tensor(advantages, dtype=torch.float32)
     S = len(advantages)
-    set_size = torch.zeros(S).index_add_(0, member_set, torch.ones(M))
     obj = job["objective"]
-    red = {"sqrt": set_size.rsqrt(), "sum": torch.ones(S), "mean": 1.0 / set_size}[obj["eventReduction"]]
+    red = reduction_factor(member_set, S, obj["eventReduction"])
     inputs, targets, gather, mask, logp_old, member_set, adv, red = (
         t.to(device) for t in (inputs, targets, gather, mask, logp_old, member_set, adv, red)
     )
@@ -159,12 +158,7 @@ def main() -> None:
         logits = model(inputs)  # [M, Tin, V]
         logp_all = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         logp_new = logp_all.gather(1, gather) * mask
-        tok = torch.where(mask > 0, logp_new - logp_old, torch.zeros_like(logp_new))
-        member = tok.sum(1)
-        set_lr = red * torch.zeros(S, device=device).index_add(0, member_set, member)
-        rho = set_lr.exp()
-        surr = torch.minimum(rho * adv, rho.clamp(1 - clip_low, 1 + clip_high) * adv)
-        loss = -surr.mean()
+        loss, rho = srpo_set_loss(logp_new, logp_old, mask, member_set, adv, red, clip_low, clip_high)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), job["maxGradNorm"])
@@ -213,6 +207,31 @@ def main() -> None:
             }
         )
     )
+
+
+def reduction_factor(member_set, num_sets: int, reduction: str):
+    """[S] c(K_e): 1/sqrt(K), 1 or 1/K, K counted from member_set."""
+    import torch
+
+    set_size = torch.zeros(num_sets).index_add_(0, member_set, torch.ones(member_set.shape[0]))
+    return {"sqrt": set_size.rsqrt(), "sum": torch.ones(num_sets), "mean": 1.0 / set_size}[reduction]
+
+
+def srpo_set_loss(logp_new, logp_old, mask, member_set, adv, red, clip_low: float, clip_high: float):
+    """(loss, rho): @srpo/srpo's srpo objective as the unbounded formula, one ratio and one clip per set.
+
+    The reference's value and gradient wherever the inputs are finite, every |log rho| <= 44.36 and no
+    dual clip is active (this twin has none): examples/python-trainer/test_srpo_reference.py checks it
+    against libs/srpo's reference cases on those.
+    """
+    import torch
+
+    tok = torch.where(mask > 0, logp_new - logp_old, torch.zeros_like(logp_new))
+    member = tok.sum(1)
+    set_lr = red * torch.zeros(adv.shape[0], device=adv.device).index_add(0, member_set, member)
+    rho = set_lr.exp()
+    surr = torch.minimum(rho * adv, rho.clamp(1 - clip_low, 1 + clip_high) * adv)
+    return -surr.mean(), rho
 
 
 def kernels_in_use(torch) -> str:

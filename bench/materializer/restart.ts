@@ -20,8 +20,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, topicCatalog } from '@srpo/events';
-import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
-import { output, transition } from '../../libs/materializer/src/test-events';
+import { ensureKafka, output, sleep, spawnApp, transition, uniquePrefix, waitForExit } from '@srpo/testing';
 import { cpuDescription } from '../cpu';
 
 const arg = (name: string, fallback: number) => {

@@ -8,7 +8,7 @@
 import { EventCodec, topicCatalog } from '@srpo/events';
 import { ProcessorHarness } from '@srpo/streams';
 import { ActiveSetProcessor, ActiveSetStores } from '@srpo/materializer';
-import { output, transition } from '../../libs/materializer/src/test-events';
+import { output, transition } from '@srpo/testing';
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);

@@ -1,5 +1,5 @@
 import type { AgentEvent } from '@srpo/events';
-import { output, transition } from '../../libs/materializer/src/test-events';
+import { output, transition } from '@srpo/testing';
 
 /**
  * The materializer benchmarks' workload (bench/materializer, bench/replay): AgentOutputs of

@@ -34,7 +34,7 @@ import {
   type Trajectory,
   type WeightedExample,
 } from '@srpo/offline';
-import { Policy, PolicyRegistry, SeededRng, TransformerModel, type TransformerConfig } from '@srpo/policy';
+import { isTransformerModel, Policy, PolicyRegistry, SeededRng, TransformerModel, type TransformerConfig } from '@srpo/policy';
 import { DEFAULT_ARITHMETIC, DEFAULT_SEARCH, DemoEnvTaskInferrer, eventsOf, FixedWorkflow, PolicySampler, Tok } from '@srpo/workflows';
 import { runInProcess } from '../compare/in-process-trainer';
 
@@ -85,8 +85,9 @@ function parseArgs(argv: string[]): Args {
 async function copyOf(p: Policy): Promise<Policy> {
   const names = p.model.weightNames();
   const values = await Promise.all(names.map((n) => p.model.weight(n).data() as Promise<Float32Array>));
-  if (p.model.kind !== 'causal-transformer') throw new Error(`policy ${p.id}: this bench copies the project's transformer only`);
-  return new Policy(p.id, TransformerModel.fromValues(p.model.config, new Map(names.map((n, i) => [n, values[i]]))), p.version);
+  const { model } = p;
+  if (!isTransformerModel(model)) throw new Error(`policy ${p.id}: this bench copies the project's transformer only`);
+  return new Policy(p.id, TransformerModel.fromValues(model.config, new Map(names.map((n, i) => [n, values[i]]))), p.version);
 }
 
 function registryFor(policy: Policy): PolicyRegistry {

@@ -18,7 +18,7 @@ import { spawn, type ChildProcess } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { initTfBackend, repoRoot } from '@srpo/core';
+import { EnvReader, initTfBackend, readKafkaBrokers, repoRoot } from '@srpo/core';
 import { cpuDescription } from '../cpu';
 import { createKafka, ensureTopics, LOCAL_BROKER, topicCatalog } from '@srpo/events';
 import { CheckpointStore, Policy } from '@srpo/policy';
@@ -102,7 +102,7 @@ async function main(): Promise<void> {
   const requests = Number(arg('requests', '400'));
   const concurrencies = arg('concurrency', '1,8,32').split(',').map(Number);
   const maxTokens = Number(arg('max-tokens', '8'));
-  const brokers = (process.env.KAFKA_BROKERS ?? LOCAL_BROKER).split(',');
+  const brokers = readKafkaBrokers(new EnvReader(process.env), [LOCAL_BROKER]);
   await initTfBackend('tensorflow');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-bench-serving-'));
   const prefix = `srpo.bench-serving.${Date.now()}.`;

@@ -56,7 +56,7 @@ class BoundedObjective(unittest.TestCase):
 def fixture_case():
     from transformers import AutoModelForCausalLM
 
-    d = os.path.join(REPO, "libs", "policy", "fixtures", "hf", "qwen2")
+    d = os.path.join(REPO, "libs", "hf", "fixtures", "qwen2")
     with open(os.path.join(d, "grad-case.json"), encoding="utf-8") as f:
         case = json.load(f)
     model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").eval()

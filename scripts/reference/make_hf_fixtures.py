@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Generate tiny random Hugging Face causal-LM checkpoints (Llama, Qwen2, Mistral) plus reference
-tokenizations and log-probs under libs/policy/fixtures/hf/. Deterministic: re-running reproduces
+tokenizations and log-probs under libs/hf/fixtures/. Deterministic: re-running reproduces
 byte-identical files. Usage: python3 scripts/reference/make_hf_fixtures.py [--out DIR]"""
 import argparse
 import collections
@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fixture_text as T  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DEFAULT_OUT = os.path.join(REPO, "libs", "policy", "fixtures", "hf")
+DEFAULT_OUT = os.path.join(REPO, "libs", "hf", "fixtures")
 COMMON = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=176,
               max_position_embeddings=256, initializer_range=0.2, hidden_act="silu")
 

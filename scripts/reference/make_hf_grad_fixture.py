@@ -23,7 +23,7 @@ from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
-FIXTURES = os.path.join(ROOT, "libs", "policy", "fixtures", "hf")
+FIXTURES = os.path.join(ROOT, "libs", "hf", "fixtures")
 NAMES = ["llama", "qwen2"]
 CLIP_LOW = 0.2
 CLIP_HIGH = 0.2

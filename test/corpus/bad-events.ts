@@ -1,6 +1,6 @@
 import { ErrorCode } from '@srpo/core';
 import { AgentEvent, AgentOutput, EpisodeOutcome, EventCodec, EventMap, EventType, PolicyVersion, ReasonCode, SINGLE_OBJECT_MAGIC, Transition } from '@srpo/events';
-import { outcome, output, transition } from '../../libs/materializer/src/test-events';
+import { outcome, output, transition } from '@srpo/testing';
 import { CORPUS_T, Phase, PUBLISHED_POLICY_VERSION } from './valid-stream';
 
 /**

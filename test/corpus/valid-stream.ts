@@ -1,5 +1,5 @@
 import type { AgentEvent, AgentOutput, EpisodeOutcome, Transition } from '@srpo/events';
-import { outcome, output, transition } from '../../libs/materializer/src/test-events';
+import { outcome, output, transition } from '@srpo/testing';
 
 /**
  * The valid stream the corpus is interleaved with. Event times are offsets from

@@ -26,14 +26,14 @@ describe('agents configuration', () => {
   });
 
   it('takes SRPO_MODEL_DIR (a Hugging Face directory, resolved against the working directory) for the symbol binding', () => {
-    const qwen2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+    const qwen2 = path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2');
     expect(load({ SRPO_MODEL_DIR: qwen2 }).modelDir).toBe(qwen2);
     expect(load({}).modelDir).toBeUndefined();
   });
 
   it.each([
     [{ SRPO_MODEL_DIR: '/nonexistent/model' }, 'SRPO_MODEL_DIR', /not a directory/],
-    [{ SRPO_MODEL_DIR: path.join(repoRoot(), 'libs', 'policy', 'fixtures') }, 'SRPO_MODEL_DIR', /config\.json: missing/],
+    [{ SRPO_MODEL_DIR: path.join(repoRoot(), 'libs', 'hf', 'fixtures') }, 'SRPO_MODEL_DIR', /config\.json: missing/],
     [{ SRPO_AGENTS_WORKFLOWS: 'fixed,chess' }, 'SRPO_AGENTS_WORKFLOWS', /unknown workflow "chess"/],
     [{ SRPO_AGENTS_WORKFLOWS: 'fixed,fixed' }, 'SRPO_AGENTS_WORKFLOWS', /twice/],
     [{ SRPO_AGENTS_POLICIES: 'solver' }, 'SRPO_AGENTS_POLICIES', /role=policyId/],

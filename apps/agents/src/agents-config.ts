@@ -1,7 +1,7 @@
 import * as path from 'path';
 import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, Logger, LogLevel, tfBackendSettings, type TfBackendSettings } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
-import { HfTokenizer, readHfConfig } from '@srpo/policy';
+import { HfTokenizer, readHfConfig } from '@srpo/hf';
 import {
   checkArithmeticSettings,
   checkSearchSettings,

@@ -1,6 +1,6 @@
 import type { Kafka } from 'kafkajs';
 import { errorMessage, Logger } from '@srpo/core';
-import { hfDirectoryHash, HfTokenizer, readHfConfig } from '@srpo/policy';
+import { hfDirectoryHash, HfTokenizer, readHfConfig } from '@srpo/hf';
 import { AgentEventsProducer, createKafka, EventCodec, topicCatalog, type TopicCatalog } from '@srpo/events';
 import { PolicyPool } from '@srpo/serving';
 import {

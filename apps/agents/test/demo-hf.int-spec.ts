@@ -4,12 +4,12 @@ import * as os from 'os';
 import * as path from 'path';
 import { repoRoot } from '@srpo/core';
 import { createKafka, EventCodec, readTopicsToEnd, topicCatalog } from '@srpo/events';
-import { hfDirectoryHash } from '@srpo/policy';
+import { hfDirectoryHash } from '@srpo/hf';
 import { ensureKafka, sleep } from '@srpo/testing';
 
 const UPDATES = 4;
 const MAX_SECONDS = 300;
-const MODEL = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+const MODEL = path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2');
 
 /**
  * `srpo demo --model DIR`: the whole pipeline (real processes, real broker) on a Hugging Face

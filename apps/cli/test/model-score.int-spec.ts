@@ -7,7 +7,7 @@ import { promisify } from 'util';
 const run = promisify(execFile);
 const root = path.resolve(__dirname, '..', '..', '..');
 const bin = path.join(root, 'bin', 'srpo.js');
-const FIXTURES = path.join(root, 'libs', 'policy', 'fixtures', 'hf');
+const FIXTURES = path.join(root, 'libs', 'hf', 'fixtures');
 
 interface Scored {
   promptTokenIds: number[];

@@ -3,8 +3,7 @@ import * as net from 'net';
 import * as path from 'path';
 import { promisify } from 'util';
 import { AgentEvent, AgentEventsProducer, createKafka, endOffsets, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog } from '@srpo/events';
-import { ensureKafka, SEED, sleep, spawnApp, tempDir, TINY_MODEL_JSON, uniquePrefix, waitForExit } from '@srpo/testing';
-import { outcome, output, transition } from '../../../libs/materializer/src/test-events';
+import { ensureKafka, outcome, output, SEED, sleep, spawnApp, tempDir, TINY_MODEL_JSON, transition, uniquePrefix, waitForExit } from '@srpo/testing';
 
 const run = promisify(execFile);
 const bin = path.resolve(__dirname, '..', '..', '..', 'bin', 'srpo.js');

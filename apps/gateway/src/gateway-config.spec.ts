@@ -12,7 +12,7 @@ describe('gateway configuration', () => {
     const c = loadGatewayConfig({
       SRPO_GATEWAY_MODELS: 'actor=Qwen/Qwen2-0.5B, judge=judge-lora',
       SRPO_GATEWAY_API_KEYS: '{"sk-aaaaaaaaaaaaaaaa": ["actor"]}',
-      SRPO_GATEWAY_TOKENIZER_DIR: path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2'),
+      SRPO_GATEWAY_TOKENIZER_DIR: path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2'),
       SRPO_GATEWAY_VERSION: '12',
       SRPO_GATEWAY_TLS_KEY: 'k.pem',
       SRPO_GATEWAY_TLS_CERT: 'c.pem',

@@ -1,7 +1,6 @@
 import { Body, Controller, Get, Post, Req, Res } from '@nestjs/common';
 import { errorMessage, Logger } from '@srpo/core';
-import { CompletionGateway, OpenAiError, type Responder } from '@srpo/serving';
-import type { HttpRequest, HttpResponse } from './http-response';
+import { CompletionGateway, OpenAiError, type HttpRequest, type HttpResponse, type Responder } from '@srpo/serving';
 
 /**
  * The gateway's routes: OpenAI's completion endpoints (recorded) and the SDK's other two
@@ -47,12 +46,17 @@ export class GatewayController {
     try {
       await run();
     } catch (e) {
-      const err = e instanceof OpenAiError ? e : new OpenAiError(500, 'The gateway had an error while processing your request.', null, 'internal_error');
+      const err = toGatewayError(e);
       if (!(e instanceof OpenAiError)) this.log.error('request failed', { error: errorMessage(e) });
       if (!res.headersSent) res.status(err.status).json(err.body());
       else if (!res.writableEnded) res.end();
     }
   }
+}
+
+/** Any failure as OpenAI's error: the gateway's own refusals as they are, the rest a 500 (also the error filter's mapping). */
+export function toGatewayError(e: unknown): OpenAiError {
+  return e instanceof OpenAiError ? e : new OpenAiError(500, 'The gateway had an error while processing your request.', null, 'internal_error');
 }
 
 /** The gateway's view of an Express response; `write` waits for `drain`, so a slow client slows the relay instead of growing memory. */

@@ -1,10 +1,9 @@
 import { DynamicModule, Inject, Module, type OnApplicationShutdown } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { AgentEventsProducer, createKafka, EventCodec, topicCatalog } from '@srpo/events';
-import { CompletionGateway, EventSpool } from '@srpo/serving';
+import { CompletionGateway, EventSpool, OpenAiErrorFilter } from '@srpo/serving';
 import type { GatewayConfig } from './gateway-config';
-import { GatewayController } from './gateway.controller';
-import { OpenAiErrorFilter } from './openai-error.filter';
+import { GatewayController, toGatewayError } from './gateway.controller';
 
 export const GATEWAY_SDK = Symbol('GATEWAY_SDK');
 export const GATEWAY_SPOOL = Symbol('GATEWAY_SPOOL');
@@ -41,7 +40,7 @@ export class GatewayModule implements OnApplicationShutdown {
         { provide: CompletionGateway, useValue: gateway },
         { provide: GATEWAY_SDK, useValue: sdk },
         { provide: GATEWAY_SPOOL, useValue: spool ?? null },
-        { provide: APP_FILTER, useClass: OpenAiErrorFilter },
+        { provide: APP_FILTER, useValue: new OpenAiErrorFilter(toGatewayError) },
       ],
     };
   }

@@ -6,10 +6,11 @@ import * as path from 'path';
 import OpenAI from 'openai';
 import { initTfBackend, repoRoot } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, type AgentOutput } from '@srpo/events';
-import { CheckpointStore, loadHfModel, Policy } from '@srpo/policy';
+import { CheckpointStore, Policy } from '@srpo/policy';
+import { loadHfModel } from '@srpo/hf';
 import { ensureKafka, runCommand, sleep, spawnApp, uniquePrefix } from '@srpo/testing';
 
-const QWEN2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+const QWEN2 = path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2');
 const TINY = { vocabSize: 32, dModel: 16, nLayers: 1, nHeads: 2, maxSeqLen: 16 };
 const AGENT_KEY = 'sk-test-agent-key-0001';
 const TINY_ONLY_KEY = 'sk-test-tiny-only-0001';

@@ -1,11 +1,7 @@
-import type { AdvantageGroup, KafkaCoordinates } from '@srpo/events';
 import { Logger } from '@srpo/core';
+import type { ReadyGroup } from '@srpo/trainer';
 
-/** A decoded AdvantageGroup with where it was read. */
-export interface ReadyGroup {
-  group: AdvantageGroup;
-  source: KafkaCoordinates;
-}
+export type { ReadyGroup } from '@srpo/trainer';
 
 /**
  * Handles one mini-batch. Resolves once the batch is durably handled (applied,

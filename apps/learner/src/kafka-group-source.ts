@@ -1,7 +1,7 @@
 import { Kafka } from 'kafkajs';
 import { errorMessage, Logger, retry } from '@srpo/core';
 import { EventCodec, TopicCatalog } from '@srpo/events';
-import { SinkRunner } from '@srpo/streams';
+import { ConsumerRunner } from '@srpo/streams';
 import { BatchHandler, ConsumptionControl, ConsumptionState, GroupSource, ReadyGroup } from './group-source';
 
 /**
@@ -9,10 +9,11 @@ import { BatchHandler, ConsumptionControl, ConsumptionState, GroupSource, ReadyG
  * (the topic is keyed by policy id, so one partition holds a policy's groups
  * in order and mini-batches are the same on every replay). A mini-batch is the
  * shortest run of consecutive groups holding at least `setsPerUpdate` sets.
- * Offsets are committed after the update service handled the batch.
+ * Offsets are committed after the update cycle handled the batch: the streams
+ * runtime's one consumer loop in its sink mode ({@link ConsumerRunner.sink}).
  */
 export class KafkaGroupSource implements GroupSource, ConsumptionControl {
-  private runner?: SinkRunner<ReadyGroup>;
+  private runner?: ConsumerRunner;
   private current: ConsumptionState = { paused: false, changedAtMs: null };
   private stopped = false;
   private starting?: Promise<void>;
@@ -77,7 +78,7 @@ export class KafkaGroupSource implements GroupSource, ConsumptionControl {
 
   private async connect(onBatch: BatchHandler): Promise<void> {
     const { kafka, codec, catalog, groupId, policyId, setsPerUpdate } = this.options;
-    this.runner = new SinkRunner<ReadyGroup>({
+    this.runner = ConsumerRunner.sink<ReadyGroup>({
       kafka,
       codec,
       groupId,
@@ -99,7 +100,7 @@ export class KafkaGroupSource implements GroupSource, ConsumptionControl {
         }
         return 0;
       },
-      onBatch,
+      write: onBatch,
     });
     await this.runner.start();
     if (this.current.paused) this.runner.pause();

@@ -7,7 +7,7 @@ import { DEFAULT_MODEL } from '@srpo/trainer';
 import { loadLearnerConfig } from './learner-config';
 
 const CWD = '/srv/learner';
-const HF_QWEN2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+const HF_QWEN2 = path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2');
 const load = (env: Record<string, string>) => loadLearnerConfig(env, CWD);
 
 function failure(env: Record<string, string>): ConfigError {

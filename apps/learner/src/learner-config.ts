@@ -2,14 +2,14 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, errorMessage, Logger, LogLevel, repoRoot, tfBackendSettings, type TfBackendSettings } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
-import { readHfConfig, resolveLoraConfig, resolveTransformerConfig, type LoraConfig, type TransformerConfig } from '@srpo/policy';
+import { resolveTransformerConfig, type TransformerConfig } from '@srpo/policy';
+import { readHfConfig, resolveLoraConfig, type LoraConfig } from '@srpo/hf';
 import { EVENT_REDUCTIONS, OBJECTIVES, resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
 import { readStore, type StoreConfig } from '@srpo/store';
-import { DEFAULT_MODEL } from '@srpo/trainer';
-import type { CheckpointRetention } from './checkpoint-retention';
+import { DEFAULT_MODEL, type CheckpointRetention, type UpdateBoundary } from '@srpo/trainer';
 
 /** Step boundaries of an update at which {@link LearnerConfig.crashAt} can kill the process. */
-export type CrashPoint = 'after-step' | 'after-checkpoint' | 'after-db' | 'after-publish';
+export type CrashPoint = UpdateBoundary;
 export const CRASH_POINTS: readonly CrashPoint[] = ['after-step', 'after-checkpoint', 'after-db', 'after-publish'];
 
 export interface LearnerConfig {

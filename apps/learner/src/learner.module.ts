@@ -4,7 +4,7 @@ import { initTfBackend } from '@srpo/core';
 import { createKafka, EventCodec, topicCatalog } from '@srpo/events';
 import { AuditService } from '@srpo/audit';
 import { AuditStore } from '@srpo/store';
-import { KafkaLearnerEventsPublisher, TfPolicyTrainer } from '@srpo/trainer';
+import { KafkaLearnerEventsPublisher, LearnerMetrics, TfPolicyTrainer } from '@srpo/trainer';
 import { FaultInjector } from './fault-injection';
 import { KafkaGroupSource } from './kafka-group-source';
 import { ConsumptionController } from './http/consumption.controller';
@@ -19,7 +19,6 @@ import { WriteTokenGuard, ReadTokenGuard } from './http/api-token.guard';
 import { KafkaAdminHealth } from './kafka-health';
 import type { LearnerConfig } from './learner-config';
 import { LearnerLifecycle } from './learner-lifecycle.service';
-import { LearnerMetrics } from './learner-metrics.service';
 import { LearnerStateService } from './learner-state.service';
 import {
   AUDIT_SERVICE,
@@ -35,7 +34,7 @@ import {
   POLICY_TRAINER,
 } from './learner-tokens';
 import { UpdateService } from './update.service';
-import { backendLabel } from '@srpo/policy';
+import { backendLabel } from '@srpo/kernels';
 
 /**
  * The learner application. Every outside dependency sits behind a token

@@ -1,480 +1,64 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { createHash } from 'crypto';
-import { ErrorCode, errorMessage, Logger, SrpoError, ValidationError } from '@srpo/core';
-import { EventCodec, type AdvantageGroup, type PolicyUpdate, type PolicyVersion } from '@srpo/events';
-import { eventsFor, groupStatsFromGroup, ledgerEntryFromGroup, type AuditStore, type SkippedGroupInput, type UpdateDetail } from '@srpo/store';
-import {
-  prefetchMemberSchemas,
-  RunRecorder,
-  trainingSetsFromGroup,
-  type LearnerEventsPublisher,
-  type LearnerHyperparameters,
-  type PolicyTrainer,
-  type SetProbe,
-  type StepResult,
-  type TrainingSet,
-} from '@srpo/trainer';
+import type { AuditStore } from '@srpo/store';
+import { LearnerMetrics, UpdateCycle, type LearnerEventsPublisher, type PolicyTrainer, type ReadyGroup, type UpdateOutcome } from '@srpo/trainer';
 import { FaultInjector } from './fault-injection';
-import type { ReadyGroup } from './group-source';
 import type { LearnerConfig } from './learner-config';
-import { LearnerMetrics } from './learner-metrics.service';
 import { LearnerStateService } from './learner-state.service';
 import { AUDIT_STORE, BACKEND_INFO, CLOCK, EVENTS_PUBLISHER, FAULT_INJECTOR, LEARNER_CONFIG, POLICY_TRAINER, type Clock } from './learner-tokens';
-import { backendLabel } from '@srpo/policy';
-
-/** Why a consumed group was not trained on. */
-export type SkipReason =
-  /** A member was sampled more than SRPO_MAX_POLICY_LAG versions ago. */
-  | 'stale'
-  /** A member claims a version this learner has not committed. */
-  | 'future-version'
-  /** A set is not COMPLETE or has no members. */
-  | 'invalid-set'
-  /** A member belongs to another policy, whose log-probs this learner cannot compute. */
-  | 'foreign-member'
-  /** The group's members were sampled at different temperatures (one update scores at one temperature). */
-  | 'mixed-temperature'
-  /** The group was sampled at another temperature than the rest of the mini-batch. */
-  | 'temperature-mismatch'
-  /** A set or output id already appears in another group of the mini-batch. */
-  | 'duplicate-set'
-  /** Tokens, log-probs or masks the trainer refuses (message in `detail`). */
-  | 'invalid-input'
-  /**
-   * The update produced a non-finite loss or gradient norm, and no set of this group on
-   * its own did (or isolating the sets that did was not enough); its weights were discarded.
-   */
-  | 'non-finite-loss'
-  /**
-   * A set of this group makes the step non-finite on its own (its loss or gradient norm,
-   * evaluated alone, is not finite; `detail` names it). The group is skipped whole; the
-   * rest of the mini-batch is trained on without it.
-   */
-  | 'non-finite-set';
-
-export interface SkippedGroupInfo {
-  groupId: string;
-  reason: SkipReason;
-  detail: string | null;
-  lag: number | null;
-}
-
-/** What one call of {@link UpdateService.applyBatch} did. */
-export interface UpdateOutcome {
-  /** The committed update; undefined when no group was trained on. */
-  update?: UpdateDetail;
-  /** Groups recorded as skipped by this call. */
-  skipped: SkippedGroupInfo[];
-  /** Groups already applied or skipped earlier (redeliveries, duplicates within the batch). */
-  redelivered: string[];
-  /** Groups of other policies, ignored (another learner's input). */
-  foreign: string[];
-}
-
-interface Candidate {
-  ready: ReadyGroup;
-  sets: TrainingSet[];
-  temperature: number;
-  lag: number;
-}
+import { backendLabel } from '@srpo/kernels';
 
 /**
- * Applies mini-batches of ready advantage groups as SRPO updates, one update
- * per call, in this order:
- *
- * 1. triage: groups of other policies are ignored; groups already in the
- *    ledger (or already skipped) are redeliveries and change nothing; stale,
- *    future-version and malformed groups are recorded as skipped with their
- *    reason (never silently dropped);
- * 2. the SRPO step on the rest (ratios against the recorded behaviour log-probs); a
- *    non-finite step is rolled back, the groups of sets that are non-finite on their own
- *    are skipped as `non-finite-set`, and the rest is stepped again (docs/objective.md);
- * 3. the checkpoint of the new version (its own directory);
- * 4. one database transaction: update record, ledger rows, policy version;
- * 5. PolicyUpdate and PolicyVersion events;
- * 6. checkpoint retention (SRPO_CHECKPOINT_KEEP_LAST / _KEEP_EVERY): older
- *    checkpoints retention no longer keeps are deleted; a failure there is
- *    logged and never fails the committed update.
- *
- * The caller (the consumer runner) commits the batch's offsets after the
- * returned promise resolves. A crash before step 4 leaves no record: the
- * restart restores the previous version and the redelivered batch is applied
- * again. A crash after step 4 leaves the groups in the ledger: their
- * redelivery is recognised, and the events are published again at start
- * (at least once). SRPO_CRASH_AT kills the process at each boundary for tests.
+ * The learner's update cycle as a NestJS provider: builds the framework-free
+ * {@link UpdateCycle} of @srpo/trainer (triage, step, checkpoint, one transaction,
+ * publish, retention; its TSDoc has the order and the crash guarantees) from the
+ * learner's config and injected services, and forwards to it.
  */
 @Injectable()
 export class UpdateService {
-  private readonly log = new Logger('update-service');
-  private tail: Promise<unknown> = Promise.resolve();
-  private readonly pending: { update: PolicyUpdate; version: PolicyVersion }[] = [];
-  /** Set when a failed update could not be rolled back: the weights in memory are then unknown. */
-  private broken?: SrpoError;
-  private readonly codec: EventCodec;
-  private readonly recorder: RunRecorder;
+  private readonly cycle: UpdateCycle;
 
   constructor(
-    @Inject(LEARNER_CONFIG) private readonly config: LearnerConfig,
-    @Inject(AUDIT_STORE) private readonly store: AuditStore,
-    @Inject(POLICY_TRAINER) private readonly trainer: PolicyTrainer,
-    @Inject(EVENTS_PUBLISHER) private readonly publisher: LearnerEventsPublisher,
-    @Inject(CLOCK) private readonly clock: Clock,
-    @Inject(FAULT_INJECTOR) private readonly faults: FaultInjector,
+    @Inject(LEARNER_CONFIG) config: LearnerConfig,
+    @Inject(AUDIT_STORE) store: AuditStore,
+    @Inject(POLICY_TRAINER) trainer: PolicyTrainer,
+    @Inject(EVENTS_PUBLISHER) publisher: LearnerEventsPublisher,
+    @Inject(CLOCK) clock: Clock,
+    @Inject(FAULT_INJECTOR) faults: FaultInjector,
     @Inject(BACKEND_INFO) backend: { name: string },
-    private readonly state: LearnerStateService,
-    private readonly metrics: LearnerMetrics,
+    state: LearnerStateService,
+    metrics: LearnerMetrics,
   ) {
-    this.codec = new EventCodec(undefined, { registry: config.schemaRegistry });
-    this.recorder = new RunRecorder({ store, backend: backendLabel(backend), codeVersion: config.codeVersion });
+    this.cycle = new UpdateCycle(
+      {
+        policyId: config.policyId,
+        maxPolicyLag: config.maxPolicyLag,
+        objective: config.objective,
+        lr: config.lr,
+        epochs: config.epochs,
+        maxGradNorm: config.maxGradNorm,
+        microBatchTokens: config.microBatchTokens,
+        setsPerUpdate: config.setsPerUpdate,
+        seed: config.seed,
+        codeVersion: config.codeVersion,
+        backend: backendLabel(backend),
+        schemaRegistry: config.schemaRegistry,
+      },
+      { store, trainer, publisher, clock, faults, state, metrics },
+    );
   }
 
   /** Applies one mini-batch (serialised: concurrent calls run one after another). */
   applyBatch(batch: readonly ReadyGroup[]): Promise<UpdateOutcome> {
-    const run = this.tail.then(() => this.apply(batch));
-    this.tail = run.catch(() => undefined);
-    return run;
+    return this.cycle.applyBatch(batch);
   }
 
   /** Events not yet acknowledged by the publisher, oldest first. */
   pendingPublications(): number {
-    return this.pending.length;
+    return this.cycle.pendingPublications();
   }
 
-  /**
-   * Queues the latest committed update's events again and tries to send them.
-   * Called at start: a crash between commit and publish must not lose them.
-   * A failure is logged and kept queued; the next batch sends it first.
-   */
-  async republishLatest(): Promise<void> {
-    const latest = await this.store.latestUpdate(this.config.policyId);
-    if (!latest) return;
-    const detail = await this.store.getUpdate(latest.updateId);
-    this.pending.push(eventsFor(detail));
-    try {
-      await this.flushPending();
-    } catch (e) {
-      this.log.warn('republishing the latest update failed; it stays queued', { updateId: latest.updateId, error: errorMessage(e) });
-    }
+  /** Re-sends the committed update's events (at start; see {@link UpdateCycle.republishLatest}). */
+  republishLatest(): Promise<void> {
+    return this.cycle.republishLatest();
   }
-
-  private async apply(batch: readonly ReadyGroup[]): Promise<UpdateOutcome> {
-    if (this.broken) throw this.broken;
-    await this.flushPending();
-    const { policyId, maxPolicyLag } = this.config;
-    const before = this.state.current();
-    const outcome: UpdateOutcome = { skipped: [], redelivered: [], foreign: [] };
-
-    // 1. Triage.
-    const ours: ReadyGroup[] = [];
-    const seen = new Set<string>();
-    for (const r of batch) {
-      if (r.group.policyId !== policyId) outcome.foreign.push(r.group.groupId);
-      else if (seen.has(r.group.groupId)) outcome.redelivered.push(r.group.groupId);
-      else {
-        seen.add(r.group.groupId);
-        ours.push(r);
-      }
-    }
-    const ids = ours.map((r) => r.group.groupId);
-    await prefetchMemberSchemas(this.codec, ours.map((r) => r.group));
-    const [applied, skippedBefore] = await Promise.all([this.store.isGroupApplied(policyId, ids), this.store.skippedGroupIds(policyId, ids)]);
-    const skips: { ready: ReadyGroup; info: SkippedGroupInfo }[] = [];
-    const candidates: Candidate[] = [];
-    const usedIds = new Set<string>();
-    for (const r of ours) {
-      const id = r.group.groupId;
-      if (applied.has(id) || skippedBefore.has(id)) {
-        outcome.redelivered.push(id);
-        continue;
-      }
-      const verdict = this.triage(r.group, before.version, maxPolicyLag, usedIds);
-      if ('reason' in verdict) skips.push({ ready: r, info: { groupId: id, ...verdict } });
-      else candidates.push({ ready: r, ...verdict });
-    }
-    // One temperature per update: keep the one most sets were sampled at (ties: the lower).
-    let eligible = this.pickTemperature(candidates, skips);
-    await this.recordSkips(skips, before.version, outcome);
-    if (outcome.redelivered.length > 0) this.metrics.groupsRedelivered.inc(outcome.redelivered.length);
-    if (eligible.length === 0) return outcome;
-
-    // 2. Step (a non-finite one: the offending sets' groups are isolated, the rest is stepped again).
-    const started = Date.now();
-    const stepped = await this.finiteStep(eligible, before.version, outcome);
-    if (!stepped) return outcome;
-    const { result, trained } = stepped;
-    eligible = trained;
-    const sets = eligible.flatMap((c) => c.sets);
-    const versionAfter = before.version + 1;
-    this.faults.reached('after-step', { policyId, versionAfter });
-
-    // 3. Checkpoint.
-    const groupIds = eligible.map((c) => c.ready.group.groupId);
-    const updateId = `${policyId}.v${versionAfter}.${createHash('sha256').update(groupIds.join('\n')).digest('hex').slice(0, 12)}`;
-    let weightsHashAfter: string;
-    try {
-      weightsHashAfter = (await this.trainer.save(this.state.checkpointDir(versionAfter))).weightsHash;
-    } catch (e) {
-      await this.rollbackAfter(e);
-      throw new SrpoError(ErrorCode.UNAVAILABLE, `update ${updateId}: writing the checkpoint failed: ${errorMessage(e)}`, { retriable: true, cause: e });
-    }
-    this.faults.reached('after-checkpoint', { updateId });
-
-    // 4. One transaction.
-    const checkpointUri = this.state.checkpointUri(versionAfter);
-    const temperature = eligible[0].temperature;
-    const hyperparameters: LearnerHyperparameters = {
-      objective: this.config.objective,
-      lr: this.config.lr,
-      epochs: this.config.epochs,
-      maxGradNorm: this.config.maxGradNorm,
-      microBatchTokens: this.config.microBatchTokens,
-      maxPolicyLag: this.config.maxPolicyLag,
-      setsPerUpdate: this.config.setsPerUpdate,
-      temperature,
-    };
-    let detail: UpdateDetail;
-    try {
-      detail = await this.recorder.recordUpdate(
-        {
-          updateId,
-          policyId,
-          versionBefore: before.version,
-          weightsHashBefore: before.weightsHash,
-          weightsHashAfter,
-          hyperparameters,
-          seed: this.config.seed,
-          result,
-          wallTimeMs: Date.now() - started,
-          checkpointUri,
-          committedAtMs: this.clock(),
-        },
-        eligible.map((c) => ledgerEntryFromGroup(c.ready.group, c.ready.source)),
-        eligible.map((c) => groupStatsFromGroup(c.ready.group, before.version, this.codec)),
-      );
-    } catch (e) {
-      await this.rollbackAfter(e);
-      throw e;
-    }
-    this.faults.reached('after-db', { updateId });
-    this.state.advance({ policyId, version: versionAfter, weightsHash: weightsHashAfter, checkpointUri });
-    outcome.update = detail;
-    this.observe(detail, eligible);
-
-    // 5. Publish (after the commit; a failure keeps the events queued and fails the batch so it is retried).
-    this.pending.push(eventsFor(detail));
-    await this.flushPending();
-    this.faults.reached('after-publish', { updateId });
-
-    // 6. Retention: only now, so every checkpoint a restart or rollback could load is already superseded by a committed one.
-    await this.state.pruneCheckpoints();
-    this.log.info('update applied', {
-      updateId,
-      policyId,
-      versionAfter,
-      groups: groupIds.length,
-      sets: sets.length,
-      loss: result.loss,
-      skipped: outcome.skipped.length,
-      redelivered: outcome.redelivered.length,
-    });
-    return outcome;
-  }
-
-  /**
-   * The SRPO step on `eligible`, made finite if it can be: a step whose loss or gradient
-   * norm is not finite is rolled back, every set is evaluated alone at the committed
-   * weights ({@link PolicyTrainer.probe}), the groups of the sets that are non-finite on
-   * their own are recorded as skipped (`non-finite-set`, naming the set), and the rest of
-   * the mini-batch is stepped once more. Whatever is still non-finite then (or a step no
-   * single set explains) is recorded as `non-finite-loss`, as before. Skipping whole groups
-   * keeps the ledger exact: an update's groups are all it trained on.
-   *
-   * @returns the finite step and the groups it trained on; undefined when nothing was trained
-   */
-  private async finiteStep(
-    eligible: Candidate[],
-    version: number,
-    outcome: UpdateOutcome,
-  ): Promise<{ result: StepResult; trained: Candidate[] } | undefined> {
-    const { policyId, objective } = this.config;
-    let result = await this.stepOrRollback(eligible.flatMap((c) => c.sets));
-    if (isFiniteStep(result)) return { result, trained: eligible };
-    await this.rollbackAfter('non-finite loss');
-    const batchDetail = `loss ${result.loss}, gradient norm ${result.gradNorm}`;
-    const probes = new Map<string, SetProbe>((await this.trainer.probe(eligible.flatMap((c) => c.sets), objective)).map((p) => [p.setId, p]));
-    const bad: { ready: ReadyGroup; info: SkippedGroupInfo }[] = [];
-    const rest: Candidate[] = [];
-    for (const c of eligible) {
-      const culprits = c.sets.map((s) => probes.get(s.setId)).filter((p): p is SetProbe => p !== undefined && !isFiniteStep(p));
-      if (culprits.length === 0) {
-        rest.push(c);
-        continue;
-      }
-      const named = culprits.map((p) => `set ${p.setId} alone: loss ${p.loss}, gradient norm ${p.gradNorm}`).join('; ');
-      bad.push({ ready: c.ready, info: { groupId: c.ready.group.groupId, reason: 'non-finite-set', detail: `${named} (mini-batch step: ${batchDetail})`, lag: c.lag } });
-    }
-    if (bad.length === 0) {
-      this.log.error('update produced a non-finite loss that no single set explains; weights discarded and its groups skipped', { policyId, detail: batchDetail });
-      await this.recordSkips(eligible.map((c) => nonFiniteLoss(c, batchDetail)), version, outcome);
-      return undefined;
-    }
-    this.log.error('sets that make the step non-finite on their own were isolated; their groups are skipped and the rest trained', {
-      policyId,
-      groups: bad.map((b) => b.info.groupId),
-      detail: batchDetail,
-    });
-    await this.recordSkips(bad, version, outcome);
-    if (rest.length === 0) return undefined;
-    result = await this.stepOrRollback(rest.flatMap((c) => c.sets));
-    if (isFiniteStep(result)) return { result, trained: rest };
-    await this.rollbackAfter('non-finite loss');
-    const detail = `loss ${result.loss}, gradient norm ${result.gradNorm} after skipping ${bad.map((b) => b.info.groupId).join(', ')}`;
-    this.log.error('update still non-finite after isolating sets; weights discarded and its groups skipped', { policyId, detail });
-    await this.recordSkips(rest.map((c) => nonFiniteLoss(c, detail)), version, outcome);
-    return undefined;
-  }
-
-  /** `trainer.step`, rolling the weights back before rethrowing when it throws. */
-  private async stepOrRollback(sets: TrainingSet[]): Promise<StepResult> {
-    try {
-      return await this.trainer.step(sets, this.config.objective);
-    } catch (e) {
-      await this.rollbackAfter(e);
-      throw e;
-    }
-  }
-
-  /** Puts the committed weights back; if even that fails, refuses every later batch until a restart. */
-  private async rollbackAfter(cause: unknown): Promise<void> {
-    try {
-      await this.state.rollback();
-    } catch (e) {
-      this.broken = new SrpoError(
-        ErrorCode.INTEGRITY_FAILED,
-        `the weights could not be rolled back after a failed update (${errorMessage(cause)}): ${errorMessage(e)}; restart the learner`,
-        { cause: e },
-      );
-      this.log.error('rollback failed; refusing further updates', { error: this.broken.message });
-      throw this.broken;
-    }
-  }
-
-  private triage(
-    group: AdvantageGroup,
-    current: number,
-    maxLag: number,
-    usedIds: Set<string>,
-  ): { reason: SkipReason; detail: string | null; lag: number | null } | { sets: TrainingSet[]; temperature: number; lag: number } {
-    const { policyId } = this.config;
-    if (group.sets.length === 0) return { reason: 'invalid-set', detail: 'the group has no sets', lag: null };
-    let oldest = Number.POSITIVE_INFINITY;
-    let newest = Number.NEGATIVE_INFINITY;
-    const temperatures = new Set<number>();
-    for (const gs of group.sets) {
-      const s = gs.set;
-      if (s.status !== 'COMPLETE' || s.members.length === 0) {
-        return { reason: 'invalid-set', detail: `set ${s.setId} is ${s.status} with ${s.members.length} member(s)`, lag: null };
-      }
-      for (const m of s.members) {
-        if (m.policyId !== policyId) {
-          return { reason: 'foreign-member', detail: `member ${m.outputId} of set ${s.setId} belongs to policy ${m.policyId}`, lag: null };
-        }
-        oldest = Math.min(oldest, m.policyVersion);
-        newest = Math.max(newest, m.policyVersion);
-        temperatures.add(m.temperature);
-      }
-    }
-    const lag = current - oldest;
-    if (newest > current) {
-      return { reason: 'future-version', detail: `a member was sampled at version ${newest}, the learner is at ${current}`, lag };
-    }
-    if (lag > maxLag) {
-      return { reason: 'stale', detail: `oldest member at version ${oldest}, learner at ${current}, SRPO_MAX_POLICY_LAG=${maxLag}`, lag };
-    }
-    if (temperatures.size > 1) {
-      return { reason: 'mixed-temperature', detail: `members sampled at temperatures ${[...temperatures].join(', ')}`, lag };
-    }
-    let sets: TrainingSet[];
-    try {
-      sets = trainingSetsFromGroup(this.codec, group);
-    } catch (e) {
-      if (e instanceof SrpoError && !e.retriable) return { reason: 'invalid-input', detail: e.message, lag };
-      throw e;
-    }
-    try {
-      this.trainer.validate(sets);
-    } catch (e) {
-      if (e instanceof ValidationError) return { reason: 'invalid-input', detail: e.message, lag };
-      throw e;
-    }
-    const ids = sets.flatMap((s) => [`set:${s.setId}`, ...s.members.map((m) => `output:${m.outputId}`)]);
-    const dup = ids.find((id) => usedIds.has(id));
-    if (dup) return { reason: 'duplicate-set', detail: `${dup.replace(':', ' ')} is already in another group of this mini-batch`, lag };
-    for (const id of ids) usedIds.add(id);
-    return { sets, temperature: [...temperatures][0], lag };
-  }
-
-  private pickTemperature(candidates: Candidate[], skips: { ready: ReadyGroup; info: SkippedGroupInfo }[]): Candidate[] {
-    if (candidates.length === 0) return [];
-    const weight = new Map<number, number>();
-    for (const c of candidates) weight.set(c.temperature, (weight.get(c.temperature) ?? 0) + c.sets.length);
-    const chosen = [...weight.entries()].sort((a, b) => b[1] - a[1] || a[0] - b[0])[0][0];
-    for (const c of candidates) {
-      if (c.temperature !== chosen) {
-        skips.push({
-          ready: c.ready,
-          info: { groupId: c.ready.group.groupId, reason: 'temperature-mismatch', detail: `sampled at ${c.temperature}, this update at ${chosen}`, lag: c.lag },
-        });
-      }
-    }
-    return candidates.filter((c) => c.temperature === chosen);
-  }
-
-  private async recordSkips(skips: { ready: ReadyGroup; info: SkippedGroupInfo }[], version: number, outcome: UpdateOutcome): Promise<void> {
-    if (skips.length === 0) return;
-    const now = this.clock();
-    const entries: SkippedGroupInput[] = skips.map((s) => ({
-      policyId: this.config.policyId,
-      groupId: s.info.groupId,
-      reason: s.info.reason,
-      detail: s.info.detail,
-      lag: s.info.lag,
-      policyVersion: version,
-      source: { ...s.ready.source },
-      createdAtMs: now,
-    }));
-    const recorded = new Set((await this.store.recordSkipped(entries)).map((r) => r.groupId));
-    for (const s of skips) {
-      if (!recorded.has(s.info.groupId)) continue;
-      outcome.skipped.push(s.info);
-      this.metrics.groupsSkipped.inc({ reason: s.info.reason });
-      this.log.warn('group skipped', { groupId: s.info.groupId, reason: s.info.reason, detail: s.info.detail, ...s.ready.source });
-    }
-  }
-
-  private observe(detail: UpdateDetail, eligible: Candidate[]): void {
-    this.metrics.updates.inc();
-    this.metrics.groupsConsumed.inc(eligible.length);
-    this.metrics.loss.set(detail.loss);
-    this.metrics.gradNorm.set(detail.gradNorm);
-    this.metrics.clipFrac.set({ side: 'low' }, detail.diagnostics['losses/clip_frac_low'] ?? Number.NaN);
-    this.metrics.clipFrac.set({ side: 'high' }, detail.diagnostics['losses/clip_frac_high'] ?? Number.NaN);
-    this.metrics.policyLag.set(Math.max(...eligible.map((c) => c.lag)));
-  }
-
-  private async flushPending(): Promise<void> {
-    while (this.pending.length > 0) {
-      const next = this.pending[0];
-      await this.publisher.publish(next.update, next.version);
-      this.pending.shift();
-    }
-  }
-}
-
-function isFiniteStep(r: { loss: number; gradNorm: number }): boolean {
-  return Number.isFinite(r.loss) && Number.isFinite(r.gradNorm);
-}
-
-function nonFiniteLoss(c: Candidate, detail: string): { ready: ReadyGroup; info: SkippedGroupInfo } {
-  return { ready: c.ready, info: { groupId: c.ready.group.groupId, reason: 'non-finite-loss', detail, lag: c.lag } };
 }

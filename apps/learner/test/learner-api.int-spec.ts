@@ -4,14 +4,13 @@ import { Test } from '@nestjs/testing';
 import request from 'supertest';
 import { initTfBackend, Logger } from '@srpo/core';
 import type { AuditStore } from '@srpo/store';
-import { ensureKafka, SEED, tempDir, TINY_MODEL_JSON } from '@srpo/testing';
+import { ensureKafka, SEED, simpleGroup, tempDir, TINY_MODEL_JSON } from '@srpo/testing';
 import { InMemoryEventsPublisher } from '@srpo/trainer';
 import { bootstrap } from '../src/main';
 import { loadLearnerConfig } from '../src/learner-config';
 import { AUDIT_STORE, CLOCK, EVENTS_PUBLISHER } from '../src/learner-tokens';
 import { LearnerModule } from '../src/learner.module';
 import { UpdateService } from '../src/update.service';
-import { simpleGroup } from './fixtures';
 
 Logger.configure({ level: 'error' });
 

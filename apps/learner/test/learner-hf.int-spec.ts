@@ -5,7 +5,8 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { initTfBackend, repoRoot } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain, type AdvantageGroup } from '@srpo/events';
-import { attachLora, detachLora, hfDirectoryHash, loadCheckpoint, loadHfModel, sampleBatch, scoreCases, weightsHash, type LlamaModel, type LoraConfig } from '@srpo/policy';
+import { loadCheckpoint, sampleBatch, weightsHash } from '@srpo/policy';
+import { attachLora, detachLora, hfDirectoryHash, loadHfModel, scoreCases, type LlamaModel, type LoraConfig } from '@srpo/hf';
 import { activeSet, advantageGroup, ensureKafka, member, produceGroups, sleep, spawnApp, tempDir, uniquePrefix, waitForExit } from '@srpo/testing';
 
 /**
@@ -16,7 +17,7 @@ import { activeSet, advantageGroup, ensureKafka, member, produceGroups, sleep, s
  * base directory by hash; exported, it loads in Python transformers with our log-probs.
  */
 const root = repoRoot();
-const BASE = path.join(root, 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+const BASE = path.join(root, 'libs', 'hf', 'fixtures', 'qwen2');
 const GROUPS = 3;
 
 interface Sampled {

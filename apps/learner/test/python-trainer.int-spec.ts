@@ -4,7 +4,8 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { initTfBackend, repoRoot } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain, type AdvantageGroup, type SetMember } from '@srpo/events';
-import { loadHfModel, Policy, sampleBatch, SrpoTrainer, weightsHash } from '@srpo/policy';
+import { Policy, sampleBatch, SrpoTrainer, weightsHash } from '@srpo/policy';
+import { loadHfModel } from '@srpo/hf';
 import { activeSet, advantageGroup, ensureKafka, member, produceGroups, sleep, spawnApp, tempDir, uniquePrefix, waitForExit } from '@srpo/testing';
 import { trainingSetsFromGroup } from '@srpo/trainer';
 
@@ -24,7 +25,7 @@ import { trainingSetsFromGroup } from '@srpo/trainer';
  * 256 positions (left-truncated by both).
  */
 const root = repoRoot();
-const BASE = path.join(root, 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+const BASE = path.join(root, 'libs', 'hf', 'fixtures', 'qwen2');
 const SCRIPT = path.join(root, 'examples', 'python-trainer', 'srpo_trainer.py');
 const INSTALL = 'python3 -m pip install -r examples/python-trainer/requirements.txt';
 const SETS_PER_UPDATE = 4;
@@ -263,5 +264,12 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
     const r = spawnSync('python3', ['-m', 'unittest', path.join('examples', 'python-trainer', 'test_srpo_loss.py')], { cwd: root, encoding: 'utf8', timeout: 120_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
     if (r.status !== 0) throw new Error(`python3 -m unittest examples/python-trainer/test_srpo_loss.py failed (${r.status ?? r.signal}):\n${r.stderr.slice(-3000)}\n(requirements: ${INSTALL})`);
     expect(r.stderr).toMatch(/Ran 3 tests[\s\S]*\nOK/);
+  });
+
+  it("agrees with libs/srpo's reference cases: srpo_loss.py's loss, set ratios, gradient and diagnostics, and bench/learner's PyTorch twins where their formula applies", () => {
+    const file = path.join('examples', 'python-trainer', 'test_srpo_reference.py');
+    const r = spawnSync('python3', ['-m', 'unittest', file], { cwd: root, encoding: 'utf8', timeout: 120_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
+    if (r.status !== 0) throw new Error(`python3 -m unittest ${file} failed (${r.status ?? r.signal}):\n${r.stderr.slice(-3000)}\n(requirements: ${INSTALL})`);
+    expect(r.stderr).toMatch(/Ran 4 tests[\s\S]*\nOK/);
   });
 });

@@ -1,7 +1,6 @@
 import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, EventCodec, readTopicsToEnd, SchemaRegistryClient, topicCatalog } from '@srpo/events';
 import { DEFAULT_OBJECTIVE_CONFIG } from '@srpo/srpo';
-import { ensureKafka, startFakeSchemaRegistry, uniquePrefix } from '@srpo/testing';
-import { output, transition } from '../../../libs/materializer/src/test-events';
+import { ensureKafka, output, startFakeSchemaRegistry, transition, uniquePrefix } from '@srpo/testing';
 import { rematerialize, type RematerializeSettings } from '@srpo/materializer';
 
 const SETTINGS: RematerializeSettings = {

@@ -4,8 +4,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { Kafka } from 'kafkajs';
 import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, topicCatalog, TopicCatalog } from '@srpo/events';
-import { ensureKafka, sleep, spawnApp, uniquePrefix, verifyExactlyOnce, waitForExit } from '@srpo/testing';
-import { output, transition } from '../../../libs/materializer/src/test-events';
+import { ensureKafka, output, sleep, spawnApp, transition, uniquePrefix, verifyExactlyOnce, waitForExit } from '@srpo/testing';
 
 const GROUP_SIZE = 4;
 

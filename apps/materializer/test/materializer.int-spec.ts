@@ -1,9 +1,8 @@
 import { Kafka } from 'kafkajs';
 import { ActiveSet, AdvantageGroup, AgentEventsProducer, createKafka, DeadLetter, EventCodec, readTopicsToEnd, ReasonCode, toPlain } from '@srpo/events';
-import { ensureKafka, streamClientEnv, uniquePrefix } from '@srpo/testing';
+import { ensureKafka, outcome, output, streamClientEnv, transition, uniquePrefix } from '@srpo/testing';
 import { loadMaterializerConfig } from '../src/materializer-config';
 import { Materializer } from '../src/materializer.service';
-import { outcome, output, transition } from '../../../libs/materializer/src/test-events';
 
 const codec = new EventCodec();
 

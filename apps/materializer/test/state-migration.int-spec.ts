@@ -1,11 +1,10 @@
 import { Kafka } from 'kafkajs';
 import { ActiveSet, AdvantageGroup, AgentEventsProducer, createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog } from '@srpo/events';
 import { changelogTopic, ProcessorHarness } from '@srpo/streams';
-import { ensureKafka, streamClientEnv, uniquePrefix } from '@srpo/testing';
+import { ensureKafka, outcome, output, streamClientEnv, transition, uniquePrefix } from '@srpo/testing';
 import { ActiveSetProcessor, ActiveSetStores } from '@srpo/materializer';
 import { loadMaterializerConfig } from '../src/materializer-config';
 import { Materializer } from '../src/materializer.service';
-import { outcome, output, transition } from '../../../libs/materializer/src/test-events';
 
 const codec = new EventCodec();
 

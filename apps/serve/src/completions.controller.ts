@@ -1,7 +1,6 @@
 import { Body, Controller, Get, HttpCode, Post, Res } from '@nestjs/common';
-import type { HttpResponse as Response } from './http-response';
 import { errorMessage, ErrorCode, Logger, SrpoError } from '@srpo/core';
-import { OpenAiError, parseRequest, type ParsedRequest } from '@srpo/serving';
+import { OpenAiError, parseRequest, type HttpResponse as Response, type ParsedRequest } from '@srpo/serving';
 import { ServeService } from './serve.service';
 
 /** The header naming the policy version that produced a response (also in `system_fingerprint`). */

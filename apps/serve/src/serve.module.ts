@@ -1,7 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
-import { CompletionsController } from './completions.controller';
-import { OpenAiErrorFilter } from './openai-error.filter';
+import { OpenAiErrorFilter } from '@srpo/serving';
+import { CompletionsController, toOpenAiError } from './completions.controller';
 import type { ServeConfig } from './serve-config';
 import { ServeService } from './serve.service';
 
@@ -11,7 +11,7 @@ export class ServeModule {
     return {
       module: ServeModule,
       controllers: [CompletionsController],
-      providers: [{ provide: ServeService, useFactory: () => new ServeService(config) }, { provide: APP_FILTER, useClass: OpenAiErrorFilter }],
+      providers: [{ provide: ServeService, useFactory: () => new ServeService(config) }, { provide: APP_FILTER, useValue: new OpenAiErrorFilter(toOpenAiError) }],
     };
   }
 }

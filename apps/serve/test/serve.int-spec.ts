@@ -6,10 +6,11 @@ import { pathToFileURL } from 'url';
 import OpenAI from 'openai';
 import { initTfBackend, repoRoot } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, topicCatalog } from '@srpo/events';
-import { CheckpointStore, loadHfModel, Policy } from '@srpo/policy';
+import { CheckpointStore, Policy } from '@srpo/policy';
+import { loadHfModel } from '@srpo/hf';
 import { ensureKafka, runCommand, sleep } from '@srpo/testing';
 
-const QWEN2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+const QWEN2 = path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2');
 const TINY = { vocabSize: 32, dModel: 16, nLayers: 1, nHeads: 2, maxSeqLen: 16 };
 
 const python = (args: string[]): Promise<string> => runCommand('python3', args);

@@ -43,7 +43,7 @@ async function main(): Promise<void> {
   const { initTfBackend } = await import('@srpo/core');
   await initTfBackend('tensorflow');
   const tf = await import('@tensorflow/tfjs');
-  const { loadSrpoKernels } = await import('@srpo/policy');
+  const { loadSrpoKernels } = await import('@srpo/kernels');
   const kernels = loadSrpoKernels();
   if (!kernels.loaded) throw new Error(`the fused kernels are not loaded: ${kernels.reason}`);
   const be = tf.backend() as unknown as Executor;

@@ -25,8 +25,10 @@ log "node $("$NODE" --version) ($NODE)"
 unxz_to "$B/dawn.node.xz" "$W/dawn.node"
 export SRPO_DAWN_NODE="$W/dawn.node"
 
-# Vulkan loader and the NVIDIA ICD (see .library/device/README.md).
-if ! ldconfig -p | grep -q 'libvulkan\.so\.1 '; then
+# Vulkan loader and the NVIDIA ICD (see .library/device/README.md). The ICD is
+# libGLX_nvidia.so.0, which loads only with libglvnd's libGLdispatch beside it:
+# without it the loader reports "Found no drivers" and Dawn offers no adapter.
+if ! ldconfig -p | grep -q 'libvulkan\.so\.1 ' || ! ldconfig -p | grep -q 'libGLdispatch\.so\.0 '; then
   for f in "$B"/debs/*.deb; do dpkg -x "$f" /; done
   ldconfig
 fi

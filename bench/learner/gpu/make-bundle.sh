@@ -9,7 +9,8 @@
 #   OUT/cpu-probe.json   that probe's output on native TensorFlow here, and OUT/sets.json its batch
 #   OUT/dawn.node.xz     Dawn from the npm package `webgpu`
 #   OUT/torch_learner.py the PyTorch twin of the step
-#   OUT/debs/*.deb       Debian's Vulkan loader (libvulkan1), unpacked on arrival
+#   OUT/debs/*.deb       Debian's Vulkan loader (libvulkan1) and libglvnd (NVIDIA's Vulkan ICD,
+#                        libGLX_nvidia.so.0, needs libGLdispatch), unpacked on arrival
 #   OUT/device-run.sh    the script to run there
 #
 #   bench/learner/gpu/make-bundle.sh [OUT]     (default: .gpu-bundle, which .git/info/exclude must list)
@@ -48,12 +49,13 @@ if [[ ! -s "$OUT/dawn.node.xz" || "$dawn" -nt "$OUT/dawn.node.xz" ]]; then
 fi
 cp "$ROOT/bench/learner/torch_learner.py" "$ROOT/bench/learner/gpu/device-run.sh" "$OUT/"
 
-if ! ls "$OUT"/debs/libvulkan1_*.deb >/dev/null 2>&1; then
-  log "libvulkan1 .deb (apt-get download, amd64)"
+debs=(libvulkan1 libglvnd0 libglx0 libgl1 libegl1 libopengl0 libgles2)
+if ! (for d in "${debs[@]}"; do ls "$OUT/debs/${d}"_*.deb >/dev/null 2>&1 || exit 1; done); then
+  log "${debs[*]} .deb (apt-get download, amd64)"
   mkdir -p "$OUT/debs" /tmp/srpo-apt-amd64/partial
   o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/srpo-apt-amd64)
   apt-get "${o[@]}" update -qq
-  (cd "$OUT/debs" && apt-get "${o[@]}" download libvulkan1)
+  (cd "$OUT/debs" && apt-get "${o[@]}" download "${debs[@]}")
 fi
 du -sh "$OUT"/* >&2
 log "total $(du -sh "$OUT" | cut -f1) in $OUT"

@@ -226,7 +226,8 @@ async function tfjsWorker(args: Args): Promise<void> {
   const { initTfBackend } = await import('@srpo/core');
   const info = await initTfBackend('tensorflow');
   const tf = await import('@tensorflow/tfjs');
-  const { Policy, SrpoTrainer, backendLabel, configureNativeKernels, loadSrpoKernels, nativeKernelsActive, srpoMatMulRouted } = await import('@srpo/policy');
+  const { Policy, SrpoTrainer } = await import('@srpo/policy');
+  const { backendLabel, configureNativeKernels, loadSrpoKernels, nativeKernelsActive, srpoMatMulRouted } = await import('@srpo/kernels');
   const { loadModelDir } = await import('./workload');
   const job = JSON.parse(readFileSync(path.join(args.jobDir as string, 'job.json'), 'utf8')) as Job & { sets: import('@srpo/policy').ActiveSet[] };
   const model = loadModelDir(job.modelDir);

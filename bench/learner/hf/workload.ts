@@ -2,7 +2,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { DEFAULT_OBJECTIVE_CONFIG, type ObjectiveConfig } from '@srpo/srpo';
-import { hfWeightSpecs, LlamaModel, openHfWeights, readHfConfig, readHfTensor, saveHfWeights, SeededRng, tokenLogProbs, type ActiveSet } from '@srpo/policy';
+import { SeededRng, tokenLogProbs, type ActiveSet } from '@srpo/policy';
+import { hfWeightSpecs, LlamaModel, openHfWeights, readHfConfig, readHfTensor, saveHfWeights } from '@srpo/hf';
 
 /** A Llama-family architecture and batch for the HF learner benchmark. */
 export interface HfWorkload {

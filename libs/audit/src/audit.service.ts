@@ -5,7 +5,9 @@ import { fileURLToPath } from 'url';
 import type { Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, SrpoError } from '@srpo/core';
 import { EventCodec, readRanges, type AdvantageGroup, type KafkaCoordinates } from '@srpo/events';
-import { CheckpointStore } from '@srpo/policy';
+import { checkpointVersionDir, CheckpointStore } from '@srpo/policy';
+// A recorded Hugging Face policy's checkpoint loads through the hf-llama family @srpo/hf registers.
+import '@srpo/hf';
 import type { ObjectiveConfig } from '@srpo/srpo';
 import { ledgerEntryFromGroup, type AuditStore, type GroupLedgerRecord, type UpdateDetail } from '@srpo/store';
 import {
@@ -266,7 +268,7 @@ export class AuditService {
     try {
       let anchor: { version: number; dir: string; hash: string } | undefined;
       for (const v of earlier) {
-        const dir = path.join(policyDir, `v${v}`);
+        const dir = checkpointVersionDir(policyDir, v);
         const first = await this.options.store.getUpdate((await this.updateProducing(policyId, v + 1, failed)).updateId);
         work = this.trainerFor(policyId, readUpdateHyperparameters(first));
         let info: CheckpointInfo;
@@ -421,7 +423,7 @@ function vanished(e: unknown, dir: string): boolean {
   return (e instanceof SrpoError && e.code === ErrorCode.NOT_FOUND) || !fs.existsSync(dir);
 }
 
-/** Loaded-checkpoint trainer + recorded groups → one step, exactly as UpdateService does it. */
+/** Loaded-checkpoint trainer + recorded groups → one step, exactly as the update cycle (UpdateCycle) does it. */
 export async function recomputeStep(
   trainer: TfPolicyTrainer,
   codec: EventCodec,

@@ -38,6 +38,12 @@ export type { GpuAdapterInfoLike, GpuAdapterReport } from './gpu-webgpu';
  */
 export type BackendRequest = 'auto' | 'tensorflow-gpu' | 'webgpu' | 'tensorflow' | 'cpu';
 // webgpu last: the order of the list is what config errors print, not the automatic order.
+/**
+ * This module's file: `srpo doctor` loads the compiled one (`.js`) in a child process to try the
+ * backend selection without risking its own process.
+ */
+export const TF_BACKEND_MODULE_FILE = __filename;
+
 export const BACKEND_REQUESTS: readonly BackendRequest[] = ['auto', 'tensorflow-gpu', 'tensorflow', 'cpu', 'webgpu'];
 
 export interface BackendInfo {

@@ -1,10 +1,18 @@
 import { logLevel, LogEntry } from 'kafkajs';
-import { Logger } from '@srpo/core';
-import { forwardKafkaLog, isKafkaUnreachable } from './kafka-connection';
+import { EnvReader, Logger } from '@srpo/core';
+import { forwardKafkaLog, isKafkaUnreachable, LOCAL_BROKER, readKafkaConnection } from './kafka-connection';
 
 function entry(level: logLevel, message: string, extra: Record<string, unknown> = {}): LogEntry {
   return { namespace: 'Consumer', level, label: 'ERROR', log: { timestamp: 't', message, ...extra } };
 }
+
+describe('readKafkaConnection', () => {
+  it('takes the checked KAFKA_BROKERS list, the local broker when unset', () => {
+    expect(readKafkaConnection(new EnvReader({ KAFKA_BROKERS: 'k1:9092, k2:9092' }), 'c').brokers).toEqual(['k1:9092', 'k2:9092']);
+    expect(readKafkaConnection(new EnvReader({}), 'c').brokers).toEqual([LOCAL_BROKER]);
+    expect(() => readKafkaConnection(new EnvReader({ KAFKA_BROKERS: 'kafka://k1:9092' }), 'c')).toThrow(/^invalid configuration KAFKA_BROKERS: /);
+  });
+});
 
 describe('forwardKafkaLog', () => {
   const lines: { level: string; msg: string }[] = [];

@@ -1,6 +1,6 @@
 import * as fs from 'fs';
 import { Kafka, KafkaConfig, logLevel, LogEntry, SASLOptions } from 'kafkajs';
-import { ConfigError, EnvReader, Logger } from '@srpo/core';
+import { ConfigError, EnvReader, Logger, readKafkaBrokers } from '@srpo/core';
 import { guardedSocketFactory } from './kafka-socket';
 import { SchemaRegistryClient } from './schema-registry';
 
@@ -23,13 +23,13 @@ export interface KafkaConnectionOptions {
 export const LOCAL_BROKER = '127.0.0.1:9092';
 
 /**
- * Variables: KAFKA_BROKERS (comma-separated; default the local broker),
+ * Variables: KAFKA_BROKERS (comma-separated host:port, checked; default the local broker),
  * KAFKA_SSL (true/false), KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE,
  * KAFKA_SSL_REJECT_UNAUTHORIZED (default true), KAFKA_SASL_MECHANISM
  * (plain|scram-sha-256|scram-sha-512), KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD.
  */
 export function readKafkaConnection(env: EnvReader, clientId: string): KafkaConnectionOptions {
-  const brokers = env.list('KAFKA_BROKERS', [LOCAL_BROKER]);
+  const brokers = readKafkaBrokers(env, [LOCAL_BROKER]);
   const options: KafkaConnectionOptions = { brokers, clientId };
   const caFile = env.optionalStr('KAFKA_SSL_CA_FILE');
   if (env.bool('KAFKA_SSL', caFile !== undefined)) {

@@ -1,7 +1,7 @@
 import { ActiveSet, EventCodec, ReasonCode, topicCatalog } from '@srpo/events';
 import { InputRecord, ProcessorHarness, TransactionalStore } from '@srpo/streams';
 import { ActiveSetProcessor, ActiveSetStores } from './active-set.processor';
-import { outcome, output, transition } from './test-events';
+import { outcome, output, transition } from '@srpo/testing';
 
 const topics = topicCatalog({ prefix: 't.' });
 const codec = new EventCodec();

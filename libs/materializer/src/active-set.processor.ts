@@ -1,24 +1,30 @@
-import { hash } from 'crypto';
-import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
+import { AgentOutput, EpisodeOutcome, EventCodec, floorLogProbCount, KafkaCoordinates, ReasonCode, TopicCatalog, Transition } from '@srpo/events';
+import { InputRecord, Processor, ProcessorContext } from '@srpo/streams';
+import { checkOutcomeEvent, checkOutputEvent, checkTopic, checkTransitionEvent, relationError } from './active-set-checks';
+import { activeSetOf } from './active-set-event';
+import { ActiveSetProcessorOptions, DEFAULT_ACTIVE_SET_OPTIONS } from './active-set-options';
 import {
-  ActiveSet,
-  AgentOutput,
-  EpisodeOutcome,
-  KafkaCoordinates,
-  ReasonCode,
-  SetMember,
-  TopicCatalog,
-  Transition,
-  validateAgentOutput,
-  floorLogProbCount,
-  validateEpisodeOutcome,
-  validateTransition,
-  EventLimits,
-  DEFAULT_EVENT_LIMITS,
-  EventCodec,
-} from '@srpo/events';
-import { progressCoverage } from '@srpo/srpo';
-import { InputRecord, KeyValueStore, Processor, ProcessorContext } from '@srpo/streams';
+  ActiveSetStores,
+  CLAIMS,
+  claimOf,
+  digestOf,
+  digestOfBytes,
+  episodeOf,
+  migrateActiveSetState,
+  OWNERS,
+  StoredEpisode,
+  StoredOutput,
+  storedOutputOf,
+  StoredTransition,
+  TRANSITIONS,
+  waiting,
+} from './active-set-state';
+
+// The processor's module is the public one: its options, stores and group key stay importable from here.
+export { DEFAULT_ACTIVE_SET_OPTIONS } from './active-set-options';
+export type { ActiveSetProcessorOptions } from './active-set-options';
+export type { ActiveSetStores } from './active-set-state';
+export { groupKeyOf } from './active-set-event';
 
 /**
  * Joins AgentOutput, Transition and EpisodeOutcome events of one episode (they are
@@ -33,149 +39,10 @@ import { InputRecord, KeyValueStore, Processor, ProcessorContext } from '@srpo/s
  * - Duplicates (same id, same content) change nothing; same id with other content
  *   is dead-lettered as CONFLICTING_DUPLICATE. Ids of closed episodes are remembered
  *   for `dedupeRetentionMs` of event time.
+ *
+ * The event checks are in active-set-checks.ts, the stored state in active-set-state.ts and
+ * the emitted event in active-set-event.ts.
  */
-export interface ActiveSetProcessorOptions {
-  topics: TopicCatalog;
-  /** Decodes stored outputs when their set is emitted. */
-  codec: EventCodec;
-  /** Event-time budget for a set's members and reward to arrive (default 60 s). */
-  setTtlMs: number;
-  /** How long closed episodes' ids are kept to recognise late duplicates (default 10 min). */
-  dedupeRetentionMs: number;
-  /** Events this far ahead of stream time are refused as clock skew (default 1 h). */
-  maxFutureSkewMs: number;
-  /** Events this far behind stream time are refused as clock skew (default 24 h). */
-  maxLatenessMs: number;
-  /** Deadline scans run at most once per this much stream time (default 1 s). */
-  scanIntervalMs: number;
-  limits: EventLimits;
-  /**
-   * The newest version of a policy its learner has published (the PolicyVersion
-   * topic), or undefined while none is known. An output sampled with a newer
-   * version is dead-lettered as FUTURE_POLICY_VERSION: agents learn of versions
-   * only from that topic, so no honest output can be ahead of it. Left out, the
-   * check is off (replays, tools).
-   */
-  latestPolicyVersion?: (policyId: string) => number | undefined;
-}
-
-export const DEFAULT_ACTIVE_SET_OPTIONS: Omit<ActiveSetProcessorOptions, 'topics' | 'codec'> = {
-  setTtlMs: 60_000,
-  dedupeRetentionMs: 600_000,
-  maxFutureSkewMs: 3_600_000,
-  maxLatenessMs: 86_400_000,
-  scanIntervalMs: 1_000,
-  limits: DEFAULT_EVENT_LIMITS,
-};
-
-/**
- * An output waiting for its set, an item of its episode's `sourced` list. Only these
- * fields reach the changelog; `raw` (the original Avro bytes) is re-read from the
- * agent-outputs topic on restore, so the changelog does not copy every output.
- */
-interface StoredOutput {
-  outputId: string;
-  source: KafkaCoordinates;
-  digest: string;
-  episodeId: string;
-  agentId: string;
-  role: string;
-  policyId: string;
-  policyVersion: number;
-  temperature: number;
-  eventTimeMs: number;
-  raw?: Buffer;
-}
-
-interface StoredTransition {
-  transition: Transition;
-  source: KafkaCoordinates;
-  digest: string;
-  deadlineMs: number;
-}
-
-/**
- * Everything the processor keeps about one episode, in one record: one changelog record
- * per episode per transaction, however many of its events the transaction carried.
- * Source-backed: the waiting outputs' bytes are left out of the changelog and re-read
- * from the agent-outputs topic on restore.
- */
-interface StoredEpisode {
-  episodeId: string;
-  /** Pending transitions (not yet emitted or invalidated), in arrival order. */
-  pending: string[];
-  /** The pending transitions by id. */
-  transitions: Record<string, StoredTransition>;
-  /** Outputs received and not yet in a set or dropped (the source-backed list). */
-  sourced: StoredOutput[];
-  /** Every output and transition id seen, for duplicate detection after close. */
-  outputIds: string[];
-  transitionIds: string[];
-  /** Observation digests of transitions in arrival order (progress without an outcome). */
-  digests: string[];
-  outcome: EpisodeOutcome | null;
-  outcomeSource: KafkaCoordinates | null;
-  outcomeDigest: string | null;
-  /**
-   * Digests by id of every output and transition accepted, kept until the episode
-   * expires: a same-id event with other content must be caught after its set was
-   * emitted and the stored copy dropped, not only while it waits.
-   */
-  outputDigests: Record<string, string>;
-  transitionDigests: Record<string, string>;
-  /** Claims of this episode's transitions, output id -> transition id; they live as long as the episode. */
-  claims: Record<string, string>;
-  /** Raw bytes of an outcome that arrived before any other event, for its dead letter. */
-  orphanOutcomeRaw: string | null;
-  orphanKey: string | null;
-  /** Deadline of an orphan outcome, or expiry of a closed episode. */
-  expiresAtMs: number | null;
-  closed: boolean;
-  /** A transition with `done` arrived: with nothing pending, the episode can close. */
-  doneSeen: boolean;
-  lastEventMs: number;
-}
-
-/** An episode as changelogs of the previous layout hold it (see `ActiveSetProcessor.migrate`). */
-type LegacyEpisode = Omit<StoredEpisode, 'transitions' | 'sourced' | 'claims' | 'outputDigests' | 'transitionDigests'> &
-  Partial<Pick<StoredEpisode, 'transitions' | 'sourced' | 'claims' | 'outputDigests' | 'transitionDigests'>> & { claimedOutputIds?: string[] };
-
-/**
- * All state is in `episodes`, which is indexed by id (derived, never changelogged):
- * - `owners`: output id -> the episode it was received for, kept until that episode expires,
- *   so a transition listing another episode's output is recognised even after the output's
- *   own set was emitted and its bytes dropped;
- * - `claims`: output id -> the episode whose transition listed it;
- * - `transitions`: transition id -> its episode, for same-id transitions of other episodes.
- * The previous layout kept outputs, transitions, claims and ownerships in stores of their
- * own, at one to two changelog records per event each. `outputs` and `transitions` are that
- * layout's stores, restored only for `migrate` to move their contents into episodes.
- */
-export type ActiveSetStores = {
-  episodes: KeyValueStore<StoredEpisode>;
-  outputs: KeyValueStore<StoredOutput>;
-  transitions: KeyValueStore<StoredTransition>;
-};
-
-const OWNERS = 'owners';
-const CLAIMS = 'claims';
-const TRANSITIONS = 'transitions';
-
-// One-shot `crypto.hash` (same SHA-256 as createHash) skips building a Hash object per event,
-// which cost about as much as hashing an ~870-byte output.
-function digestOf(value: unknown): string {
-  return hash('sha256', JSON.stringify(value), 'hex').slice(0, 32);
-}
-
-function digestOfBytes(bytes: Buffer): string {
-  return hash('sha256', bytes, 'hex').slice(0, 32);
-}
-
-/** A rejected event; the runner dead-letters it under `reason`. */
-function relationError(reason: ReasonCode, field: string, message: string): SrpoError {
-  return new ValidationError(field, message, { reasonCode: reason });
-}
-
 export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   readonly name = 'active-set-materializer';
   readonly storeNames: (keyof ActiveSetStores & string)[] = ['episodes', 'outputs', 'transitions'];
@@ -211,7 +78,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
 
   process(record: InputRecord, stores: ActiveSetStores, ctx: ProcessorContext): void {
     const { event } = record;
-    this.checkTopic(record);
+    checkTopic(record, this.options.topics);
     switch (event.type) {
       case 'AgentOutput':
         return this.onOutput(record, event.value, stores, ctx);
@@ -225,134 +92,21 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   }
 
   /**
-   * Moves state restored from changelogs of the previous layout into episodes: waiting
-   * outputs and pending transitions from their own stores, claims from bare ids to
-   * id -> transition (a settled transition's id was not kept; only a pending one's matters).
-   * Runs once after restore; on current state it writes nothing.
+   * Moves state restored from changelogs of the previous layout into episodes (see
+   * `migrateActiveSetState`). Runs once after restore; on current state it writes nothing.
    */
   migrate(stores: ActiveSetStores): void {
-    const touched = new Map<string, LegacyEpisode>();
-    const episode = (id: string) => {
-      const ep = (touched.get(id) ?? stores.episodes.get(id)) as LegacyEpisode | undefined;
-      if (ep) touched.set(id, ep);
-      return ep;
-    };
-    for (const [id, st] of [...stores.transitions.entries()]) {
-      const ep = episode(st.transition.episodeId);
-      if (ep) (ep.transitions ??= {})[id] = st;
-      stores.transitions.delete(id);
-    }
-    for (const [id, out] of [...stores.outputs.entries()]) {
-      const ep = episode(out.episodeId);
-      if (ep) (ep.sourced ??= []).push(out);
-      stores.outputs.delete(id);
-    }
-    for (const [id, value] of stores.episodes.entries()) {
-      const ep = value as LegacyEpisode;
-      if (!ep.transitions || !ep.sourced || !ep.claims || !ep.outputDigests || !ep.transitionDigests) touched.set(id, ep);
-    }
-    for (const [id, ep] of touched) {
-      ep.transitions ??= {};
-      ep.sourced ??= [];
-      ep.outputDigests ??= {};
-      ep.transitionDigests ??= {};
-      if (!ep.claims) {
-        const claims: Record<string, string> = {};
-        const pending = Object.values(ep.transitions);
-        for (const outputId of ep.claimedOutputIds ?? []) {
-          claims[outputId] = pending.find((st) => st.transition.consumedOutputIds.includes(outputId))?.transition.transitionId ?? `(a settled transition of episode ${id})`;
-        }
-        ep.claims = claims;
-      }
-      delete ep.claimedOutputIds;
-      stores.episodes.put(id, ep as StoredEpisode);
-    }
-  }
-
-  /**
-   * Each raw topic carries one event type. Topics are compared by their name without the
-   * catalog prefix, because re-materialization feeds records of another prefix's topics.
-   */
-  private checkTopic(record: InputRecord): void {
-    const { topics } = this.options;
-    const home: Partial<Record<string, string>> = {
-      AgentOutput: topics.agentOutputs.name.slice(topics.prefix.length),
-      Transition: topics.transitions.name.slice(topics.prefix.length),
-      EpisodeOutcome: topics.episodeOutcomes.name.slice(topics.prefix.length),
-    };
-    const suffix = home[record.event.type];
-    if (suffix !== undefined && !record.source.topic.endsWith(suffix)) {
-      throw relationError(ReasonCode.WRONG_EVENT_TYPE, 'event', `${record.event.type} events do not belong on ${record.source.topic}`);
-    }
-  }
-
-  private checkCommon(record: InputRecord, episodeId: string, eventTimeMs: number, ctx: ProcessorContext, kind: string): void {
-    if (record.key !== episodeId) {
-      throw relationError(ReasonCode.KEY_MISMATCH, `${kind}.episodeId`, `Kafka key ${JSON.stringify(record.key)} is not the episode id ${JSON.stringify(episodeId)}; co-partitioning needs episode-id keys`);
-    }
-    const now = ctx.streamTimeMs;
-    if (now > 0 && eventTimeMs > now + this.options.maxFutureSkewMs) {
-      throw relationError(ReasonCode.CLOCK_SKEW, `${kind}.eventTimeMs`, `${eventTimeMs} is ${eventTimeMs - now} ms ahead of stream time ${now}`);
-    }
-    if (now > 0 && eventTimeMs < now - this.options.maxLatenessMs) {
-      throw relationError(ReasonCode.CLOCK_SKEW, `${kind}.eventTimeMs`, `${eventTimeMs} is ${now - eventTimeMs} ms behind stream time ${now}`);
-    }
-  }
-
-  private episode(stores: ActiveSetStores, episodeId: string, now: number): StoredEpisode {
-    return (
-      stores.episodes.get(episodeId) ?? {
-        episodeId,
-        pending: [],
-        transitions: {},
-        sourced: [],
-        outputIds: [],
-        transitionIds: [],
-        digests: [],
-        outcome: null,
-        outcomeSource: null,
-        outcomeDigest: null,
-        outputDigests: {},
-        transitionDigests: {},
-        claims: {},
-        orphanOutcomeRaw: null,
-        orphanKey: null,
-        expiresAtMs: null,
-        closed: false,
-        doneSeen: false,
-        lastEventMs: now,
-      }
-    );
-  }
-
-  /** The transition that listed an output, with its episode, while that episode is kept. */
-  private claimOf(stores: ActiveSetStores, outputId: string): { transitionId: string; episode: StoredEpisode } | undefined {
-    const episodeId = stores.episodes.lookup(CLAIMS, outputId);
-    const episode = episodeId === undefined ? undefined : stores.episodes.get(episodeId);
-    return episode ? { transitionId: episode.claims[outputId], episode } : undefined;
-  }
-
-  private waiting(ep: StoredEpisode, outputId: string): StoredOutput | undefined {
-    return ep.sourced.find((o) => o.outputId === outputId);
+    migrateActiveSetState(stores);
   }
 
   private onOutput(record: InputRecord, output: AgentOutput, stores: ActiveSetStores, ctx: ProcessorContext): void {
-    validateAgentOutput(output, this.options.limits);
-    this.checkCommon(record, output.episodeId, output.eventTimeMs, ctx, 'AgentOutput');
-    const latest = this.options.latestPolicyVersion?.(output.policyId);
-    if (latest !== undefined && output.policyVersion > latest) {
-      throw relationError(
-        ReasonCode.FUTURE_POLICY_VERSION,
-        'AgentOutput.policyVersion',
-        `is ${output.policyVersion} but the newest version of policy ${output.policyId} its learner published is ${latest}`,
-      );
-    }
+    checkOutputEvent(record, output, ctx, this.options);
     const digest = digestOfBytes(record.raw);
     const owner = stores.episodes.lookup(OWNERS, output.outputId);
     if (owner !== undefined && owner !== output.episodeId) {
       throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'AgentOutput.outputId', `output ${output.outputId} was already received for episode ${owner}`);
     }
-    const ep = this.episode(stores, output.episodeId, output.eventTimeMs);
+    const ep = episodeOf(stores, output.episodeId, output.eventTimeMs);
     const known = ep.outputDigests[output.outputId];
     if (known !== undefined || ep.outputIds.includes(output.outputId)) {
       if (known !== undefined && known !== digest) {
@@ -361,7 +115,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       ctx.count('duplicates_total', { type: 'AgentOutput' });
       return;
     }
-    const claim = this.claimOf(stores, output.outputId);
+    const claim = claimOf(stores, output.outputId);
     const claimant = claim?.episode.transitions[claim.transitionId];
     if (claimant && claimant.transition.episodeId !== output.episodeId) {
       throw relationError(
@@ -373,25 +127,8 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     if (ep.closed) {
       throw relationError(ReasonCode.INVALID_FIELD, 'AgentOutput.episodeId', `episode ${output.episodeId} is closed; output ${output.outputId} arrived after every set of the episode was resolved`);
     }
-    // Floor behaviour log-probs (e.g. −9999) are data: accepted and counted (docs/bad-input.md).
-    const floorTokens = floorLogProbCount(output);
-    if (floorTokens > 0) {
-      ctx.count('behaviour_logprob_floor_outputs_total', { policy: output.policyId });
-      for (let i = 0; i < floorTokens; i++) ctx.count('behaviour_logprob_floor_tokens_total', { policy: output.policyId });
-    }
-    ep.sourced.push({
-      outputId: output.outputId,
-      source: record.source,
-      digest,
-      episodeId: output.episodeId,
-      agentId: output.agentId,
-      role: output.role,
-      policyId: output.policyId,
-      policyVersion: output.policyVersion,
-      temperature: output.sampling.temperature,
-      eventTimeMs: output.eventTimeMs,
-      raw: record.raw,
-    });
+    countFloorLogProbs(output, ctx);
+    ep.sourced.push(storedOutputOf(record, output, digest));
     this.adoptOutcome(ep);
     ep.outputIds.push(output.outputId);
     // In place, as `outputIds` above: a copy per event made each episode's arrivals quadratic.
@@ -403,20 +140,14 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   }
 
   private onTransition(record: InputRecord, t: Transition, stores: ActiveSetStores, ctx: ProcessorContext): void {
+    checkTransitionEvent(record, t, ctx, this.options);
     const ids = t.consumedOutputIds ?? [];
-    const dup = ids.findIndex((id, i) => ids.indexOf(id) !== i);
-    if (dup >= 0) throw relationError(ReasonCode.DUPLICATE_OUTPUT_IN_TRANSITION, `Transition.consumedOutputIds[${dup}]`, `lists output ${ids[dup]} twice`);
-    if (t.expectedCardinality !== ids.length) {
-      throw relationError(ReasonCode.CARDINALITY_MISMATCH, 'Transition.expectedCardinality', `is ${t.expectedCardinality} but consumedOutputIds lists ${ids.length}`);
-    }
-    validateTransition(t, this.options.limits);
-    this.checkCommon(record, t.episodeId, t.eventTimeMs, ctx, 'Transition');
     const digest = digestOf(t);
     const elsewhere = stores.episodes.lookup(TRANSITIONS, t.transitionId);
     if (elsewhere !== undefined && elsewhere !== t.episodeId) {
       throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'Transition.transitionId', `transition ${t.transitionId} was already received for episode ${elsewhere}`);
     }
-    const ep = this.episode(stores, t.episodeId, t.eventTimeMs);
+    const ep = episodeOf(stores, t.episodeId, t.eventTimeMs);
     if (ep.transitionIds.includes(t.transitionId)) {
       const known = ep.transitionDigests[t.transitionId];
       if (known !== undefined && known !== digest) {
@@ -431,7 +162,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       if (owner !== undefined && owner !== t.episodeId) {
         throw relationError(ReasonCode.FOREIGN_EPISODE_OUTPUT, `Transition.consumedOutputIds[${i}]`, `output ${ids[i]} belongs to episode ${owner}, not ${t.episodeId}`);
       }
-      const other = this.claimOf(stores, ids[i]);
+      const other = claimOf(stores, ids[i]);
       if (other !== undefined && other.transitionId !== t.transitionId) {
         throw relationError(ReasonCode.OUTPUT_CLAIMED_TWICE, `Transition.consumedOutputIds[${i}]`, `output ${ids[i]} is already consumed by transition ${other.transitionId}`);
       }
@@ -453,10 +184,9 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   }
 
   private onOutcome(record: InputRecord, o: EpisodeOutcome, stores: ActiveSetStores, ctx: ProcessorContext): void {
-    validateEpisodeOutcome(o, this.options.limits);
-    this.checkCommon(record, o.episodeId, o.eventTimeMs, ctx, 'EpisodeOutcome');
+    checkOutcomeEvent(record, o, ctx, this.options);
     const digest = digestOf(o);
-    const ep = this.episode(stores, o.episodeId, o.eventTimeMs);
+    const ep = episodeOf(stores, o.episodeId, o.eventTimeMs);
     if (ep.outcomeDigest !== null) {
       if (ep.outcomeDigest !== digest) throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'EpisodeOutcome.episodeId', `episode ${o.episodeId} already has a different outcome`);
       ctx.count('duplicates_total', { type: 'EpisodeOutcome' });
@@ -493,7 +223,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     const st = ep.transitions[transitionId];
     if (!st) return;
     const t = st.transition;
-    const outputs = t.consumedOutputIds.map((id) => this.waiting(ep, id));
+    const outputs = t.consumedOutputIds.map((id) => waiting(ep, id));
     if (outputs.some((o) => o === undefined)) return;
     if (t.reward === null && ep.outcome === null) return;
     const present = outputs as StoredOutput[];
@@ -501,7 +231,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     if (policies.size > 1) {
       this.emitInvalid(st, ep, present, [], ReasonCode.MIXED_POLICY_SET, ctx);
     } else {
-      const set = this.activeSet(st, ep, present, 'COMPLETE', null, []);
+      const set = activeSetOf(st, ep, present, 'COMPLETE', null, []);
       ctx.emit({ topic: this.options.topics.activeSets.name, key: set.groupKey, type: 'ActiveSet', value: set });
       ctx.count('sets_complete_total', { workflow: t.workflowKind });
     }
@@ -509,7 +239,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   }
 
   private emitInvalid(st: StoredTransition, ep: StoredEpisode, present: StoredOutput[], missing: string[], reason: ReasonCode, ctx: ProcessorContext): void {
-    const set = this.activeSet(st, ep, present, 'INVALID', reason, missing);
+    const set = activeSetOf(st, ep, present, 'INVALID', reason, missing);
     ctx.emit({ topic: this.options.topics.invalidSets.name, key: set.episodeId, type: 'ActiveSet', value: set });
     ctx.count('sets_invalid_total', { reason });
   }
@@ -540,40 +270,6 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     ep.closed = true;
     ep.orphanOutcomeRaw = null;
     ep.expiresAtMs = ep.lastEventMs + this.options.dedupeRetentionMs;
-  }
-
-  private activeSet(st: StoredTransition, ep: StoredEpisode, present: StoredOutput[], status: ActiveSet['status'], reason: string | null, missing: string[]): ActiveSet {
-    const t = st.transition;
-    const members = present.map(memberOf);
-    const policyId = members[0]?.policyId ?? 'unknown';
-    const immediate = t.reward !== null;
-    const reward = immediate ? (t.reward as number) : (ep.outcome?.outcomeReward ?? 0);
-    const digests = ep.outcome && ep.outcome.observationDigests.length > 0 ? ep.outcome.observationDigests : ep.digests;
-    const turns = ep.outcome ? ep.outcome.turns : ep.transitionIds.length;
-    // The set exists from the moment its last input arrived.
-    const eventTimes = [t.eventTimeMs, ...present.map((o) => o.eventTimeMs), ...(immediate || !ep.outcome ? [] : [ep.outcome.eventTimeMs])];
-    return {
-      setId: t.transitionId,
-      episodeId: t.episodeId,
-      taskId: t.taskId,
-      step: t.step,
-      position: t.position,
-      workflowKind: t.workflowKind,
-      groupKey: groupKeyOf(t, policyId),
-      expectedGroupSize: t.expectedGroupSize,
-      policyId,
-      status,
-      invalidReason: reason,
-      missingOutputIds: missing,
-      members,
-      reward: status === 'COMPLETE' ? reward : 0,
-      rewardSource: status !== 'COMPLETE' ? 'NONE' : immediate ? 'IMMEDIATE' : 'OUTCOME',
-      success: ep.outcome ? ep.outcome.success : null,
-      progress: turns > 0 ? progressCoverage(digests, turns) : null,
-      transitionSource: st.source,
-      outcomeSource: !immediate && ep.outcomeSource ? ep.outcomeSource : null,
-      eventTimeMs: Math.max(...eventTimes),
-    };
   }
 
   /**
@@ -613,8 +309,8 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       const st = ep.transitions[id];
       if (!st || st.deadlineMs > now) continue;
       const t = st.transition;
-      const present = t.consumedOutputIds.map((o) => this.waiting(ep, o)).filter((o): o is StoredOutput => o !== undefined);
-      const missing = t.consumedOutputIds.filter((o) => !this.waiting(ep, o));
+      const present = t.consumedOutputIds.map((o) => waiting(ep, o)).filter((o): o is StoredOutput => o !== undefined);
+      const missing = t.consumedOutputIds.filter((o) => !waiting(ep, o));
       const reason = missing.length > 0 ? ReasonCode.MEMBER_MISSING_AT_TTL : ReasonCode.REWARD_MISSING_AT_TTL;
       this.emitInvalid(st, ep, present, missing, reason, ctx);
       this.resolve(st, ep, stores);
@@ -660,21 +356,11 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   }
 }
 
-export function groupKeyOf(t: Transition, policyId: string): string {
-  return `${policyId}|${t.groupKey ?? `${t.taskId}/${t.position}`}`;
-}
-
-/** The member as it travels: a summary plus the output's original bytes (no decode, no copy of its arrays). */
-function memberOf(s: StoredOutput): SetMember {
-  if (!s.raw) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `output at ${s.source.topic}[${s.source.partition}]@${s.source.offset} has no bytes: its store was not hydrated`);
-  return {
-    outputId: s.outputId,
-    agentId: s.agentId,
-    role: s.role,
-    policyId: s.policyId,
-    policyVersion: s.policyVersion,
-    temperature: s.temperature,
-    output: s.raw,
-    source: s.source,
-  };
+/** Floor behaviour log-probs (e.g. −9999) are data: accepted and counted (docs/bad-input.md). */
+function countFloorLogProbs(output: AgentOutput, ctx: ProcessorContext): void {
+  const floorTokens = floorLogProbCount(output);
+  if (floorTokens > 0) {
+    ctx.count('behaviour_logprob_floor_outputs_total', { policy: output.policyId });
+    for (let i = 0; i < floorTokens; i++) ctx.count('behaviour_logprob_floor_tokens_total', { policy: output.policyId });
+  }
 }

@@ -5,3 +5,6 @@ export * from './pmi-scorer';
 export * from './credit-weighted-sft';
 export * from './brew';
 export * from './offline-job';
+export * from './offline-events';
+export * from './raw-range';
+export * from './registered-policy';

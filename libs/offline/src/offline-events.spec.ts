@@ -1,5 +1,5 @@
 import { EventCodec, sampleEvents, topicCatalog, validateActionCredit, validateInferredTask } from '@srpo/events';
-import { partitionFor } from './offline-job';
+import { partitionFor } from './offline-events';
 
 describe('offline events', () => {
   const s = sampleEvents(2);

@@ -1,34 +1,21 @@
-import { createHash } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
-import { fileURLToPath } from 'url';
 import type { Kafka } from 'kafkajs';
-import { ErrorCode, errorMessage, Logger, SrpoError, ValidationError } from '@srpo/core';
-import {
-  ensureTopics,
-  readRanges,
-  validateActionCredit,
-  validateInferredTask,
-  type ActionCredit,
-  type AgentOutput,
-  type EpisodeOutcome,
-  type EventCodec,
-  type EventType,
-  type InferredTask,
-  type KafkaCoordinates,
-  type OffsetRange,
-  type TopicCatalog,
-  type Transition,
-} from '@srpo/events';
-import { CheckpointStore, loadCheckpoint, weightsHash, type Policy } from '@srpo/policy';
-import type { AuditStore, GroupLedgerInput, UpdateDetail } from '@srpo/store';
-import { IsolatedRun, runLocation, type OfflineHyperparameters } from '@srpo/trainer';
+import { ErrorCode, Logger, SrpoError, ValidationError } from '@srpo/core';
+import type { ActionCredit, EventCodec, InferredTask, KafkaCoordinates, OffsetRange, TopicCatalog } from '@srpo/events';
+import { weightsHash, type Policy } from '@srpo/policy';
+// A Hugging Face policy's checkpoint loads through the hf-llama family @srpo/hf registers.
+import '@srpo/hf';
+import type { GroupLedgerInput, UpdateDetail } from '@srpo/store';
+import { IsolatedRun, runLocation, type OfflineHyperparameters, type RunLocation } from '@srpo/trainer';
 import { brewTrajectory, DEFAULT_MAX_FAILED_SHARE, trainingExamples, type BrewedTrajectory } from './brew';
-import { CreditWeightedSftTrainer, trainWeighted, type SftRunResult } from './credit-weighted-sft';
+import { CreditWeightedSftTrainer, trainWeighted, type SftRunResult, type WeightedExample } from './credit-weighted-sft';
 import { CREDIT_MODES, type CreditMode } from './credits';
+import { actionCreditEvents, inferredTaskEvents, publishOfflineEvents } from './offline-events';
 import { InstructionScorer } from './pmi-scorer';
+import { readRawRange } from './raw-range';
 import type { TaskInferrer } from './task-inferrer';
-import { assembleTrajectories, DEFAULT_STEP_SUCCESS, type Located, type RawEpisodeEvents, type StepSuccessRule } from './trajectory';
+import { assembleTrajectories, DEFAULT_STEP_SUCCESS, type AssembledTrajectories, type StepSuccessRule } from './trajectory';
 
 export interface OfflineProgress {
   phase: 'read' | 'infer' | 'publish' | 'train' | 'record';
@@ -112,7 +99,73 @@ export interface OfflineReport {
  */
 export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport> {
   const log = new Logger('offline-job', { run: o.run });
-  // The run's name and that it does not exist yet, before anything is read or written.
+  const { location, maxFailedShare } = checkOptions(o);
+  const now = o.now ?? Date.now;
+  const runDir = location.dir;
+  const progress = (phase: OfflineProgress['phase'], done: number, total: number) => o.onProgress?.({ phase, done, total });
+
+  // 1. Read the raw range.
+  const { sourceRanges, events, undecodable } = await readRawRange(o.kafka, o.codec, o.catalog, o, log, (done, total) => progress('read', done, total));
+  const stepRule = o.stepRule ?? DEFAULT_STEP_SUCCESS;
+  const assembled = assembleTrajectories(events, stepRule);
+
+  // 2. Infer tasks and credits.
+  const brew = await brewAll(o, assembled, maxFailedShare, undecodable, (done, total) => progress('infer', done, total));
+
+  // 3. Publish inferred tasks and credits.
+  fs.mkdirSync(runDir, { recursive: true });
+  const ctx = { runId: o.run, inferrer: o.inferrer.name, creditMode: o.creditMode, scorerPolicyId: o.scorer.id, scorerVersion: o.scorer.version, eventTimeMs: now() };
+  const tasks = inferredTaskEvents(ctx, brew.brewed, assembled.incomplete);
+  const credits = actionCreditEvents(ctx, brew.usable);
+  const coords = await publishOfflineEvents(o.kafka, o.codec, o.catalog, tasks, credits, (done, total) => progress('publish', done, total));
+
+  // 4. Train a new version.
+  const trained = await trainNewVersion(o, location, brew.examples, (done, total) => progress('train', done, total));
+
+  // 5. Record the update.
+  const ledger = { tasks, credits, ...coords, maxFailedShare };
+  const hyperparameters = offlineHyperparameters(o, { trainOn: brew.trainOn, maxFailedShare, stepRule, sourceRanges });
+  const { detail, updateId, runTopics } = await recordUpdate(o, location, trained, {
+    groups: ledgerGroups(o, brew.usable, ledger),
+    hyperparameters,
+    eventTimeMs: ctx.eventTimeMs,
+    now,
+    trajectories: brew.brewed.length + assembled.incomplete.length,
+    usable: brew.usable.length,
+  });
+  progress('record', 1, 1);
+  const policy = o.policy;
+  const report: OfflineReport = {
+    run: o.run,
+    runDir,
+    policyId: policy.id,
+    versionBefore: trained.versionBefore,
+    versionAfter: detail.versionAfter,
+    weightsHashBefore: trained.hashBefore,
+    weightsHashAfter: trained.hashAfter,
+    updateId,
+    creditMode: o.creditMode,
+    inferrer: o.inferrer.name,
+    sourceRanges,
+    trajectories: brew.brewed.length + assembled.incomplete.length,
+    usable: brew.usable.length,
+    excluded: brew.excluded,
+    examples: trained.training.examples,
+    inferredTaskEvents: tasks.length,
+    actionCreditEvents: credits.length,
+    training: trained.training,
+    checkpointDir: location.checkpoints.dirFor(policy.id, policy.version),
+    store: path.join(runDir, 'store.sqlite'),
+    policyUpdatesTopic: runTopics.policyUpdates.name,
+    policyVersionsTopic: runTopics.policyVersions.name,
+  };
+  fs.writeFileSync(path.join(runDir, 'offline.json'), JSON.stringify(report, null, 2));
+  log.info('offline run recorded', { updateId, usable: brew.usable.length, examples: trained.training.examples });
+  return report;
+}
+
+/** The run's name and that it does not exist yet, and every budget, before anything is read or written. */
+function checkOptions(o: OfflineJobOptions): { location: RunLocation; maxFailedShare: number } {
   const location = runLocation(o.runsDir, o.run);
   if (!Number.isSafeInteger(o.fromMs) || !Number.isSafeInteger(o.toMs) || o.fromMs >= o.toMs) throw new ValidationError('from', `must be before to (got ${o.fromMs} .. ${o.toMs})`);
   if (!CREDIT_MODES.includes(o.creditMode)) throw new ValidationError('creditMode', `must be one of ${CREDIT_MODES.join(', ')}, got ${String(o.creditMode)}`);
@@ -122,40 +175,24 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
   if (!Number.isInteger(o.sft.batchSize) || o.sft.batchSize < 1) throw new ValidationError('sft.batchSize', `must be a positive integer, got ${o.sft.batchSize}`);
   if (!(o.sft.lr > 0) || !Number.isFinite(o.sft.lr)) throw new ValidationError('sft.lr', `must be a finite number > 0, got ${o.sft.lr}`);
   if (!(maxFailedShare >= 0 && maxFailedShare <= 1)) throw new ValidationError('maxFailedShare', `must be in [0, 1], got ${maxFailedShare}`);
-  const now = o.now ?? Date.now;
-  const runDir = location.dir;
-  const progress = (phase: OfflineProgress['phase'], done: number, total: number) => o.onProgress?.({ phase, done, total });
+  return { location, maxFailedShare };
+}
 
-  // 1. Read the raw range.
-  const raw = [o.catalog.agentOutputs.name, o.catalog.transitions.name, o.catalog.episodeOutcomes.name];
-  const sourceRanges = await rangesByTime(o.kafka, raw, o.fromMs, o.toMs);
-  const events: RawEpisodeEvents = { outputs: [], transitions: [], outcomes: [] };
-  let undecodable = 0;
-  for (const [i, topic] of raw.entries()) {
-    const records = sourceRanges[topic].length > 0 ? await readRanges(o.kafka, topic, sourceRanges[topic], { timeoutMs: 60_000 }) : [];
-    for (const r of records) {
-      const source = { topic: r.topic, partition: r.partition, offset: r.offset };
-      try {
-        if (i === 0) events.outputs.push(located<AgentOutput>(o.codec, 'AgentOutput', r.value, source));
-        else if (i === 1) events.transitions.push(located<Transition>(o.codec, 'Transition', r.value, source));
-        else events.outcomes.push(located<EpisodeOutcome>(o.codec, 'EpisodeOutcome', r.value, source));
-      } catch (e) {
-        // The materializer dead-letters such records; here they are left out and counted.
-        undecodable++;
-        log.warn('raw record left out', { topic, partition: r.partition, offset: r.offset, reason: errorMessage(e) });
-      }
-    }
-    progress('read', i + 1, raw.length);
-  }
-  const stepRule = o.stepRule ?? DEFAULT_STEP_SUCCESS;
-  const assembled = assembleTrajectories(events, stepRule);
+interface Brew {
+  brewed: BrewedTrajectory[];
+  usable: BrewedTrajectory[];
+  excluded: Record<string, number>;
+  trainOn: 'policy' | 'all';
+  examples: WeightedExample[];
+}
 
-  // 2. Infer tasks and credits.
+/** Infers each trajectory's task and scores its credits; refuses a range with no action to train on. */
+async function brewAll(o: OfflineJobOptions, assembled: AssembledTrajectories, maxFailedShare: number, undecodable: number, onProgress: (done: number, total: number) => void): Promise<Brew> {
   const scorer = new InstructionScorer(o.scorer.model);
   const brewed: BrewedTrajectory[] = [];
   for (const [i, t] of assembled.trajectories.entries()) {
     brewed.push(await brewTrajectory(t, o.inferrer, scorer, { creditMode: o.creditMode, maxFailedShare }));
-    progress('infer', i + 1, assembled.trajectories.length);
+    onProgress(i + 1, assembled.trajectories.length);
   }
   const usable = brewed.filter((b) => b.exclusion === null);
   const excluded: Record<string, number> = { 'incomplete-episode': assembled.incomplete.length };
@@ -169,92 +206,30 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
       `no usable action ${trainOn === 'policy' ? `of policy ${o.policy.id} ` : ''}with positive credit in ${o.fromMs}..${o.toMs}: ${brewed.length} trajectories, ${usable.length} usable (${JSON.stringify(excluded)})`,
     );
   }
+  return { brewed, usable, excluded, trainOn, examples };
+}
 
-  // 3. Publish inferred tasks and credits.
-  fs.mkdirSync(runDir, { recursive: true });
-  const eventTime = now();
-  const scorerVersion = o.scorer.version;
-  const tasks: InferredTask[] = [
-    ...brewed.map(
-      (b): InferredTask => ({
-        runId: o.run,
-        episodeId: b.trajectory.episodeId,
-        originalTaskId: b.trajectory.taskId,
-        inferrer: o.inferrer.name,
-        usable: b.exclusion === null,
-        excludedReason: b.exclusion,
-        instructionTokenIds: b.instruction?.tokens ?? [],
-        label: b.instruction?.label ?? '',
-        successfulSteps: b.trajectory.actions.filter((a) => a.successful).length,
-        failedSteps: b.trajectory.actions.filter((a) => !a.successful).length,
-        scorerPolicyId: o.scorer.id,
-        scorerVersion,
-        sources: b.trajectory.sources,
-        eventTimeMs: eventTime,
-      }),
-    ),
-    ...assembled.incomplete.map(
-      (x): InferredTask => ({
-        runId: o.run,
-        episodeId: x.episodeId,
-        originalTaskId: x.taskId,
-        inferrer: o.inferrer.name,
-        usable: false,
-        excludedReason: 'incomplete-episode',
-        instructionTokenIds: [],
-        label: '',
-        successfulSteps: 0,
-        failedSteps: 0,
-        scorerPolicyId: o.scorer.id,
-        scorerVersion,
-        sources: x.sources,
-        eventTimeMs: eventTime,
-      }),
-    ),
-  ];
-  const credits: ActionCredit[] = usable.flatMap((b) =>
-    b.actions.map(
-      (c): ActionCredit => ({
-        runId: o.run,
-        episodeId: b.trajectory.episodeId,
-        outputId: c.action.outputId,
-        step: c.action.step,
-        role: c.action.role,
-        creditMode: o.creditMode,
-        successful: c.action.successful,
-        prefixIndex: c.prefixIndex,
-        nllBefore: c.nllBefore,
-        nllAfter: c.nllAfter,
-        credit: c.credit,
-        weight: c.weight,
-        source: c.action.source,
-        eventTimeMs: eventTime,
-      }),
-    ),
-  );
-  tasks.forEach((t) => validateInferredTask(t));
-  credits.forEach((c) => validateActionCredit(c));
-  const admin = o.kafka.admin();
-  await admin.connect();
-  try {
-    await ensureTopics(admin, [o.catalog.inferredTasks, o.catalog.actionCredits]);
-  } finally {
-    await admin.disconnect();
-  }
-  const taskCoords = await publish(o.kafka, o.codec, o.catalog.inferredTasks.name, 'InferredTask', tasks, (done) => progress('publish', done, tasks.length + credits.length));
-  const creditCoords = await publish(o.kafka, o.codec, o.catalog.actionCredits.name, 'ActionCredit', credits, (done) => progress('publish', tasks.length + done, tasks.length + credits.length));
+interface Trained {
+  versionBefore: number;
+  hashBefore: string;
+  hashAfter: string;
+  training: SftRunResult;
+  /** Wall clock when training started (the update's wall time runs from here). */
+  startedMs: number;
+}
 
-  // 4. Train a new version.
+/** Checkpoints the starting version, trains with credit-weighted SFT and checkpoints the one new version. */
+async function trainNewVersion(o: OfflineJobOptions, location: RunLocation, examples: WeightedExample[], onProgress: (done: number, total: number) => void): Promise<Trained> {
   const policy = o.policy;
   const versionBefore = policy.version;
   const hashBefore = await weightsHash(policy);
   const checkpoints = location.checkpoints;
   await checkpoints.save(policy);
   const trainer = new CreditWeightedSftTrainer(policy, { lr: o.sft.lr, maxGradNorm: o.sft.maxGradNorm });
-  const started = Date.now();
+  const startedMs = Date.now();
   let training: SftRunResult;
   try {
-    training = await trainWeighted(trainer, examples, { steps: o.sft.steps, batchSize: o.sft.batchSize, seed: o.sft.seed }, (d, n) => progress('train', d, n));
+    training = await trainWeighted(trainer, examples, { steps: o.sft.steps, batchSize: o.sft.batchSize, seed: o.sft.seed }, onProgress);
   } finally {
     trainer.dispose();
   }
@@ -262,12 +237,19 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
   policy.advanceVersionTo(versionBefore + 1);
   const hashAfter = await weightsHash(policy);
   await checkpoints.save(policy);
+  return { versionBefore, hashBefore, hashAfter, training, startedMs };
+}
 
-  // 5. Record the update.
-  const taskCoordByEpisode = new Map(tasks.map((t, i) => [t.episodeId, taskCoords[i]]));
-  const creditCoordByOutput = new Map(credits.map((c, i) => [`${c.episodeId}\u0000${c.outputId}`, creditCoords[i]]));
-  const objectiveConfig = JSON.stringify({ method: 'agentbrew', creditMode: o.creditMode, maxFailedShare, inferrer: o.inferrer.name, scorer: `${o.scorer.id}@v${scorerVersion}` });
-  const groups: GroupLedgerInput[] = usable.map((b) => ({
+/** One ledger row per usable trajectory, with the coordinates of its InferredTask, its credits and every source event. */
+function ledgerGroups(
+  o: OfflineJobOptions,
+  usable: readonly BrewedTrajectory[],
+  published: { tasks: readonly InferredTask[]; credits: readonly ActionCredit[]; taskCoords: KafkaCoordinates[]; creditCoords: KafkaCoordinates[]; maxFailedShare: number },
+): GroupLedgerInput[] {
+  const taskCoordByEpisode = new Map(published.tasks.map((t, i) => [t.episodeId, published.taskCoords[i]]));
+  const creditCoordByOutput = new Map(published.credits.map((c, i) => [`${c.episodeId}\u0000${c.outputId}`, published.creditCoords[i]]));
+  const objectiveConfig = JSON.stringify({ method: 'agentbrew', creditMode: o.creditMode, maxFailedShare: published.maxFailedShare, inferrer: o.inferrer.name, scorer: `${o.scorer.id}@v${o.scorer.version}` });
+  return usable.map((b) => ({
     groupId: `offline/${o.run}/${b.trajectory.episodeId}`,
     groupKey: `offline/${o.inferrer.name}/${b.instruction?.label ?? ''}`,
     source: taskCoordByEpisode.get(b.trajectory.episodeId) as KafkaCoordinates,
@@ -282,201 +264,83 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
     })),
     objectiveConfig,
   }));
-  const updateId = `offline-${o.run}-${policy.id}-v${policy.version}`;
-  const hyperparameters: OfflineHyperparameters = {
+}
+
+function offlineHyperparameters(
+  o: OfflineJobOptions,
+  run: { trainOn: 'policy' | 'all'; maxFailedShare: number; stepRule: StepSuccessRule; sourceRanges: Record<string, OffsetRange[]> },
+): OfflineHyperparameters {
+  return {
     method: 'agentbrew-offline',
     weighting: 'credit',
-    trainOn,
+    trainOn: run.trainOn,
     creditMode: o.creditMode,
-    maxFailedShare,
-    stepRule: { ...stepRule },
+    maxFailedShare: run.maxFailedShare,
+    stepRule: { ...run.stepRule },
     inferrer: o.inferrer.name,
-    scorer: `${o.scorer.id}@v${scorerVersion}`,
+    scorer: `${o.scorer.id}@v${o.scorer.version}`,
     lr: o.sft.lr,
     steps: o.sft.steps,
     batchSize: o.sft.batchSize,
     maxGradNorm: o.sft.maxGradNorm ?? 1,
     fromMs: o.fromMs,
     toMs: o.toMs,
-    sourceRanges,
+    sourceRanges: run.sourceRanges,
     inferredTasksTopic: o.catalog.inferredTasks.name,
     actionCreditsTopic: o.catalog.actionCredits.name,
   };
-  // As a replay does: the run's store, and its PolicyUpdate and PolicyVersion on topics of its own (`<prefix>offline.<run>.`), never the live learner's.
+}
+
+/**
+ * As a replay does: the run's store, and its PolicyUpdate and PolicyVersion on topics of its own
+ * (`<prefix>offline.<run>.`), never the live learner's.
+ */
+async function recordUpdate(
+  o: OfflineJobOptions,
+  location: RunLocation,
+  trained: Trained,
+  update: { groups: GroupLedgerInput[]; hyperparameters: OfflineHyperparameters; eventTimeMs: number; now: () => number; trajectories: number; usable: number },
+): Promise<{ detail: UpdateDetail; updateId: string; runTopics: TopicCatalog }> {
+  const policy = o.policy;
+  const updateId = `offline-${o.run}-${policy.id}-v${policy.version}`;
   const run = await IsolatedRun.open(location, { kafka: o.kafka, topicPrefix: `${o.catalog.prefix}offline.${o.run}.`, backend: o.backend, codeVersion: o.codeVersion, codec: o.codec });
   let detail: UpdateDetail;
   try {
     await run.recorder.registerPolicy(policy.id, {
-      version: versionBefore,
-      weightsHash: hashBefore,
-      checkpointUri: run.checkpointUri(policy.id, versionBefore),
-      createdAtMs: eventTime,
+      version: trained.versionBefore,
+      weightsHash: trained.hashBefore,
+      checkpointUri: run.checkpointUri(policy.id, trained.versionBefore),
+      createdAtMs: update.eventTimeMs,
     });
     detail = await run.recorder.recordUpdate(
       {
         updateId,
         policyId: policy.id,
-        versionBefore,
-        weightsHashBefore: hashBefore,
-        weightsHashAfter: hashAfter,
-        hyperparameters,
+        versionBefore: trained.versionBefore,
+        weightsHashBefore: trained.hashBefore,
+        weightsHashAfter: trained.hashAfter,
+        hyperparameters: update.hyperparameters,
         seed: o.sft.seed,
         result: {
-          loss: training.meanLoss,
-          gradNorm: training.meanGradNorm,
+          loss: trained.training.meanLoss,
+          gradNorm: trained.training.meanGradNorm,
           diagnostics: {
-            'offline/trajectories': brewed.length + assembled.incomplete.length,
-            'offline/usable': usable.length,
-            'offline/examples': training.examples,
-            'offline/first_loss': training.firstLoss,
-            'offline/last_loss': training.lastLoss,
+            'offline/trajectories': update.trajectories,
+            'offline/usable': update.usable,
+            'offline/examples': trained.training.examples,
+            'offline/first_loss': trained.training.firstLoss,
+            'offline/last_loss': trained.training.lastLoss,
           },
         },
-        wallTimeMs: Date.now() - started,
+        wallTimeMs: Date.now() - trained.startedMs,
         checkpointUri: run.checkpointUri(policy.id, policy.version),
-        committedAtMs: now(),
+        committedAtMs: update.now(),
       },
-      groups,
+      update.groups,
     );
     await run.recorder.publish(detail, `agentbrew-${o.creditMode}`);
   } finally {
     await run.close();
   }
-  const runTopics = run.topics;
-  progress('record', 1, 1);
-  const report: OfflineReport = {
-    run: o.run,
-    runDir,
-    policyId: policy.id,
-    versionBefore,
-    versionAfter: detail.versionAfter,
-    weightsHashBefore: hashBefore,
-    weightsHashAfter: hashAfter,
-    updateId,
-    creditMode: o.creditMode,
-    inferrer: o.inferrer.name,
-    sourceRanges,
-    trajectories: brewed.length + assembled.incomplete.length,
-    usable: usable.length,
-    excluded,
-    examples: training.examples,
-    inferredTaskEvents: tasks.length,
-    actionCreditEvents: credits.length,
-    training,
-    checkpointDir: checkpoints.dirFor(policy.id, policy.version),
-    store: path.join(runDir, 'store.sqlite'),
-    policyUpdatesTopic: runTopics.policyUpdates.name,
-    policyVersionsTopic: runTopics.policyVersions.name,
-  };
-  fs.writeFileSync(path.join(runDir, 'offline.json'), JSON.stringify(report, null, 2));
-  log.info('offline run recorded', { updateId, usable: usable.length, examples: training.examples });
-  return report;
-}
-
-function located<T>(codec: EventCodec, type: EventType, value: Buffer | null, source: KafkaCoordinates): Located<T> {
-  return { value: codec.decodeAs(type, value) as unknown as T, source };
-}
-
-/**
- * Offsets of `[fromMs, toMs)` per partition, by the brokers' time index: the
- * first offset at or after `fromMs` to the last before `toMs` (inclusive).
- */
-export async function rangesByTime(kafka: Kafka, topics: string[], fromMs: number, toMs: number): Promise<Record<string, OffsetRange[]>> {
-  const admin = kafka.admin();
-  await admin.connect();
-  try {
-    const out: Record<string, OffsetRange[]> = {};
-    for (const topic of topics) {
-      const starts = await admin.fetchTopicOffsetsByTimestamp(topic, fromMs);
-      const ends = await admin.fetchTopicOffsetsByTimestamp(topic, toMs);
-      out[topic] = starts
-        .map((s) => ({ partition: s.partition, from: Number(s.offset), to: Number(ends.find((e) => e.partition === s.partition)?.offset ?? s.offset) - 1 }))
-        .filter((r) => r.to >= r.from)
-        .sort((a, b) => a.partition - b.partition);
-    }
-    return out;
-  } finally {
-    await admin.disconnect();
-  }
-}
-
-/** Partition of a key on the offline topics: chosen here, so every event's coordinates are known from the produce response. */
-export function partitionFor(key: string, partitions: number): number {
-  return createHash('sha256').update(key).digest().readUInt32BE(0) % partitions;
-}
-
-async function publish<T extends 'InferredTask' | 'ActionCredit'>(
-  kafka: Kafka,
-  codec: EventCodec,
-  topic: string,
-  type: T,
-  values: readonly (T extends 'InferredTask' ? InferredTask : ActionCredit)[],
-  onProgress: (done: number) => void,
-): Promise<KafkaCoordinates[]> {
-  const admin = kafka.admin();
-  await admin.connect();
-  let partitions: number;
-  try {
-    const meta = await admin.fetchTopicMetadata({ topics: [topic] });
-    partitions = meta.topics[0].partitions.length;
-  } finally {
-    await admin.disconnect();
-  }
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
-  await producer.connect();
-  const coords: KafkaCoordinates[] = new Array(values.length);
-  try {
-    const chunk = 500;
-    for (let start = 0; start < values.length; start += chunk) {
-      const slice = values.slice(start, start + chunk);
-      const messages = slice.map((v) => ({
-        key: v.episodeId,
-        value: codec.encode(type, v as never, { strict: true }),
-        partition: partitionFor(v.episodeId, partitions),
-      }));
-      const meta = await producer.send({ topic, acks: -1, messages });
-      const next = new Map(meta.map((m) => [m.partition, Number(m.baseOffset)]));
-      messages.forEach((m, i) => {
-        const offset = next.get(m.partition);
-        if (offset === undefined) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `${topic}: the broker acknowledged no batch for partition ${m.partition}`);
-        coords[start + i] = { topic, partition: m.partition, offset };
-        next.set(m.partition, offset + 1);
-      });
-      onProgress(Math.min(start + chunk, values.length));
-    }
-  } finally {
-    await producer.disconnect();
-  }
-  return coords;
-}
-
-/** The starting point of an offline run: a policy's current version, as its audit store records it. */
-export interface RegisteredPolicy {
-  policy: Policy;
-  weightsHash: string;
-  checkpointDir: string;
-}
-
-/**
- * Loads a policy's current version from the audit store's checkpoint (or
- * `<checkpointDir>/<policy>/v<N>` when given) and checks its weights hash
- * against the record.
- */
-export async function loadRegisteredPolicy(store: AuditStore, policyId: string, checkpointDir?: string): Promise<RegisteredPolicy> {
-  const record = await store.getPolicy(policyId);
-  if (!record) throw new SrpoError(ErrorCode.NOT_FOUND, `policy ${policyId} is not registered in the audit store`, { field: 'policy' });
-  const version = await store.getVersion(policyId, record.currentVersion);
-  if (!version) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `policy ${policyId} is at version ${record.currentVersion} but that version has no record`);
-  const dir = checkpointDir
-    ? new CheckpointStore(checkpointDir).dirFor(policyId, version.version)
-    : version.checkpointUri.startsWith('file:')
-      ? fileURLToPath(version.checkpointUri)
-      : version.checkpointUri;
-  const loaded = await loadCheckpoint(dir);
-  if (loaded.manifest.weightsHash !== version.weightsHash) {
-    loaded.policy.dispose();
-    throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `checkpoint ${dir} has weights ${loaded.manifest.weightsHash}, the store records ${version.weightsHash}`);
-  }
-  if (loaded.policy.version !== version.version) loaded.policy.advanceVersionTo(version.version);
-  return { policy: loaded.policy, weightsHash: version.weightsHash, checkpointDir: dir };
+  return { detail, updateId, runTopics: run.topics };
 }

@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
 import type { CausalLm } from './causal-lm';
-import { type AdamStepScalars, adamUpdateFused } from './fused-ops';
+import { type AdamStepScalars, adamUpdateFused } from '@srpo/kernels';
 
 export interface AdamConfig {
   /** Default 0.9. */

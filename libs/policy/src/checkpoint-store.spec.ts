@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, SrpoError } from '@srpo/core';
-import { CheckpointStore, FileSystemIOHandler, loadCheckpoint, saveCheckpoint, weightsHash } from './checkpoint-store';
+import { checkpointVersionDir, checkpointVersionOf, CheckpointStore, FileSystemIOHandler, loadCheckpoint, saveCheckpoint, weightsHash } from './checkpoint-store';
 import { Policy } from './policy';
 import { SrpoTrainer } from './srpo-step';
 import { makeSets, nativeBackend, TINY } from './test/fixtures';
@@ -154,5 +154,15 @@ describe('checkpoints', () => {
     } finally {
       policy.dispose();
     }
+  });
+});
+
+describe('checkpoint layout', () => {
+  it('names version directories v<N> under the policy directory, and reads only those names back', () => {
+    expect(checkpointVersionDir(path.join('/ck', 'solver'), 12)).toBe(path.join('/ck', 'solver', 'v12'));
+    expect(new CheckpointStore('/ck').dirFor('solver', 0)).toBe(path.join('/ck', 'solver', 'v0'));
+    expect(checkpointVersionOf('v12')).toBe(12);
+    expect(checkpointVersionOf('v0')).toBe(0);
+    for (const other of ['v', 'v1a', 'x1', '.v3.pruned-1-2', 'V3', 'v-1']) expect(checkpointVersionOf(other)).toBeUndefined();
   });
 });

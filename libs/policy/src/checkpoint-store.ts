@@ -5,12 +5,10 @@ import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, SrpoError, ValidationError, errorMessage } from '@srpo/core';
 import type { AdamOptimizer, AdamState } from './adam-optimizer';
 import type { CausalLm } from './causal-lm';
-import type { HfModelConfig } from './hf/hf-config';
-import { loadHfModel } from './hf/hf-model-dir';
-import { LlamaModel, type HfModelSource } from './hf/llama-model';
-import { LoraAdapter, loraOf, resolveLoraConfig, type LoraConfig } from './hf/lora';
+import { modelFamily, type CheckpointTensor, type ModelTopology } from './model-family';
 import { Policy, type PolicyModel } from './policy';
-import { TransformerModel, resolveTransformerConfig, type ResolvedTransformerConfig } from './transformer';
+// The project's own transformer is always a known family: this import registers it.
+import './transformer-family';
 
 export const CHECKPOINT_FORMAT = 'srpo-policy-checkpoint';
 export const CHECKPOINT_FORMAT_VERSION = 1;
@@ -24,17 +22,26 @@ export interface CheckpointManifest {
   formatVersion: number;
   policyId: string;
   version: number;
-  /** Absent in checkpoints written before Hugging Face models: those are `causal-transformer`. */
-  modelKind?: PolicyModel['kind'];
-  config: ResolvedTransformerConfig | HfModelConfig;
-  /** For `hf-llama`: the Hugging Face directory of version 0 (tokenizer, config.json) and its hash. */
-  base?: HfModelSource;
   /**
-   * For a LoRA policy: the adapter's settings. The checkpoint then holds the adapter's
-   * factors only (`weightsHash` is theirs); the frozen base weights are `base`'s, shared by
-   * every version and verified by its hash on load.
+   * The model family ({@link ModelFamily}): `causal-transformer` (the project's own) or
+   * `hf-llama` (registered by @srpo/hf). Absent in checkpoints written before Hugging Face
+   * models: those are `causal-transformer`.
    */
-  lora?: LoraConfig;
+  modelKind?: string;
+  /** The model's config, as its family records it (`ResolvedTransformerConfig`, `HfModelConfig`). */
+  config: unknown;
+  /**
+   * Written by the `hf-llama` family: the Hugging Face directory of version 0 (tokenizer,
+   * config.json) and its hash.
+   */
+  base?: { dir: string; hash: string };
+  /**
+   * Written by the `hf-llama` family for a LoRA policy: the adapter's settings (@srpo/hf's
+   * `LoraConfig`). The checkpoint then holds the adapter's factors only (`weightsHash` is
+   * theirs); the frozen base weights are `base`'s, shared by every version and verified by
+   * its hash on load.
+   */
+  lora?: unknown;
   /** `tf.getBackend()` at save time. Informational: weights load on any backend. */
   backend: string;
   /** {@link weightsHash} of the model weights (optimizer state excluded). */
@@ -194,17 +201,14 @@ async function writeAtomically(file: string, data: Uint8Array): Promise<void> {
   await fs.rename(tmp, file);
 }
 
-/** Topology stored in model.json: enough to rebuild the model. */
-type PolicyTopology =
-  | { kind: 'causal-transformer'; config: ResolvedTransformerConfig }
-  | { kind: 'hf-llama'; config: HfModelConfig; base: HfModelSource; lora?: LoraConfig };
-
-function topologyOf(model: PolicyModel, dir: string): PolicyTopology {
-  if (model.kind === 'causal-transformer') return { kind: model.kind, config: model.config };
-  // The weights alone do not make a usable model: export and the agents need its tokenizer and config.json.
-  if (!model.source) throw new SrpoError(ErrorCode.VALIDATION_FAILED, `checkpoint ${dir}: a Hugging Face model needs its source directory (load it with loadHfModel)`, { field: 'source' });
-  const lora = loraOf(model);
-  return { kind: model.kind, config: model.config, base: model.source, ...(lora ? { lora: lora.config } : {}) };
+/**
+ * Topology stored in model.json (enough, with the weights, to rebuild the model) and the
+ * family's fields of the manifest: the topology's fields after `kind` and `config`, in order.
+ */
+function topologyOf(model: PolicyModel, dir: string): { topology: ModelTopology; manifestFields: Record<string, unknown> } {
+  const topology = modelFamily(model.kind, `checkpoint ${dir}`).topology(model, dir);
+  const { kind: _kind, config: _config, ...manifestFields } = topology;
+  return { topology, manifestFields };
 }
 
 /** Hash over everything in model.json that is not a hash of itself: manifest, topology, weight specs. */
@@ -239,14 +243,14 @@ export async function saveCheckpoint(dir: string, policy: Policy, optimizer?: Ad
     off += e.data.byteLength;
   }
   const specs: tf.io.WeightsManifestEntry[] = entries.map((e) => ({ name: e.name, shape: e.shape, dtype: 'float32' }));
-  const topology = topologyOf(model, dir);
+  const { topology, manifestFields } = topologyOf(model, dir);
   const manifest: CheckpointManifest = {
     formatVersion: CHECKPOINT_FORMAT_VERSION,
     policyId: policy.id,
     version: policy.version,
     modelKind: model.kind,
     config: model.config,
-    ...(topology.kind === 'hf-llama' ? { base: topology.base, ...(topology.lora ? { lora: topology.lora } : {}) } : {}),
+    ...manifestFields,
     backend: tf.getBackend(),
     weightsHash: hashWeightValues(hashable),
     dataHash: sha256Hex(bin),
@@ -295,17 +299,13 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
   if (dataHash !== manifest.dataHash) throw integrity(dir, `weights.bin SHA-256 ${dataHash} does not match the manifest's ${manifest.dataHash}`);
 
   const kind = manifest.modelKind ?? 'causal-transformer';
-  const topology = artifacts.modelTopology as PolicyTopology | undefined;
+  const topology = artifacts.modelTopology as ModelTopology | undefined;
   if (topology?.kind !== kind) throw integrity(dir, `model kind ${String(topology?.kind)} in the topology, ${kind} in the manifest`);
-  let config: ResolvedTransformerConfig | undefined;
-  if (kind === 'causal-transformer') {
-    try {
-      config = resolveTransformerConfig(manifest.config as ResolvedTransformerConfig);
-    } catch (e) {
-      throw integrity(dir, `invalid model config: ${errorMessage(e)}`, e);
-    }
-  } else if (kind !== 'hf-llama' || !manifest.base) {
-    throw integrity(dir, `unsupported model kind ${String(kind)}${kind === 'hf-llama' ? ' without its base directory' : ''}`);
+  const family = modelFamily(kind, `checkpoint ${dir}`);
+  try {
+    family.checkManifest(manifest);
+  } catch (e) {
+    throw integrity(dir, errorMessage(e), e);
   }
   const shapes = new Map<string, number[]>();
   const weights = new Map<string, Float32Array>();
@@ -331,13 +331,8 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
 
   let model: PolicyModel;
   try {
-    if (config) {
-      model = TransformerModel.fromValues(config, weights);
-    } else {
-      const tensors = new Map([...weights].map(([n, data]) => [n, { shape: shapes.get(n) as number[], data }] as const));
-      model = manifest.lora ? loraPolicyModel(dir, manifest, tensors) : LlamaModel.fromTensors(manifest.config as HfModelConfig, tensors);
-      model.source = manifest.base;
-    }
+    const tensors = new Map<string, CheckpointTensor>([...weights].map(([n, data]) => [n, { shape: shapes.get(n) as number[], data }] as const));
+    model = family.restore(manifest, tensors, dir);
   } catch (e) {
     throw integrity(dir, `weights do not fit the config: ${errorMessage(e)}`, e);
   }
@@ -360,27 +355,23 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
 }
 
 /**
- * A LoRA checkpoint's model: the base directory loaded (its hash must still be the one
- * recorded, or the adapter would sit on other weights) with the checkpoint's factors attached.
+ * The checkpoint layout, in one place: a policy's versions live in `<root>/<policyId>/`, each in
+ * `v<version>/`. The store, retention (libs/trainer) and the audit's rebuild (libs/audit) all
+ * name directories through these two functions.
  */
-function loraPolicyModel(dir: string, manifest: CheckpointManifest, tensors: ReadonlyMap<string, { shape: number[]; data: Float32Array }>): LlamaModel {
-  const base = manifest.base as HfModelSource;
-  const llama = loadHfModel(base.dir).model;
-  try {
-    const hash = llama.source?.hash;
-    if (hash !== base.hash) throw integrity(dir, `the base model ${base.dir} has changed since this adapter was trained (hash ${hash}, recorded ${base.hash})`);
-    const config = resolveLoraConfig(manifest.lora, llama.config.architecture, 'manifest.lora');
-    llama.setAdapter(LoraAdapter.fromTensors(llama.config, config, tensors, { field: 'weights' }));
-  } catch (e) {
-    llama.dispose();
-    throw e;
-  }
-  return llama;
+export function checkpointVersionDir(policyDir: string, version: number): string {
+  return path.join(policyDir, `v${version}`);
+}
+
+/** The version a directory name of the layout holds (`v12` → 12), or undefined for any other name. */
+export function checkpointVersionOf(dirName: string): number | undefined {
+  const match = /^v(\d+)$/.exec(dirName);
+  return match ? Number(match[1]) : undefined;
 }
 
 /**
- * Checkpoints laid out as `<root>/<policyId>/v<version>/`. Policy ids are
- * used as directory names, so they must be safe path segments.
+ * Checkpoints laid out as `<root>/<policyId>/v<version>/` ({@link checkpointVersionDir}). Policy
+ * ids are used as directory names, so they must be safe path segments.
  */
 export class CheckpointStore {
   constructor(readonly root: string) {}
@@ -389,7 +380,7 @@ export class CheckpointStore {
     if (!/^[A-Za-z0-9._-]+$/.test(policyId) || policyId === '.' || policyId === '..') {
       throw new ValidationError('policyId', `must match [A-Za-z0-9._-]+ to be used as a directory name, got ${JSON.stringify(policyId)}`);
     }
-    return path.join(this.root, policyId, `v${version}`);
+    return checkpointVersionDir(path.join(this.root, policyId), version);
   }
 
   save(policy: Policy, optimizer?: AdamOptimizer): Promise<CheckpointManifest> {
@@ -411,11 +402,11 @@ export class CheckpointStore {
     }
     const out: number[] = [];
     for (const e of entries) {
-      const match = /^v(\d+)$/.exec(e);
-      if (!match) continue;
+      const version = checkpointVersionOf(e);
+      if (version === undefined) continue;
       try {
-        await fs.access(path.join(this.dirFor(policyId, Number(match[1])), MODEL_JSON));
-        out.push(Number(match[1]));
+        await fs.access(path.join(this.dirFor(policyId, version), MODEL_JSON));
+        out.push(version);
       } catch {
         // A directory without model.json is an interrupted save: not a checkpoint.
       }

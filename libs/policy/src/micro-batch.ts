@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
 import { objectiveOutputTensors, type ObjectiveConfig, type ObjectiveOutput, type PaddedSetBatch } from '@srpo/srpo';
-import { learnerObjectiveLoss } from './fused-objective';
+import { learnerObjectiveLoss } from '@srpo/kernels';
 import type { CausalLm } from './causal-lm';
 import { disposePacked, packedLogProbs, packedToTensors, packPairs, type SequencePair } from './log-probs';
 

@@ -1,9 +1,15 @@
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
-import type { LlamaModel } from './hf/llama-model';
+import type { CausalLm } from './causal-lm';
 import { TransformerModel, type TransformerConfig } from './transformer';
 
-/** The model families a policy can hold, told apart by `kind`. */
-export type PolicyModel = TransformerModel | LlamaModel;
+/**
+ * The model a policy holds: what scoring, sampling, the update step and the checkpoint store
+ * need of it. Which families exist is not fixed here: each is a `ModelFamily` (model-family.ts) registered
+ * with the checkpoint store (the project's transformer here, `hf-llama` by @srpo/hf), told
+ * apart by `kind`; narrow with the family's guard (`isTransformerModel`, @srpo/hf's
+ * `isLlamaModel`). `config` must be plain JSON: checkpoints store it.
+ */
+export type PolicyModel = CausalLm;
 
 /**
  * A trainable policy: a model (the project's transformer, or a Hugging Face

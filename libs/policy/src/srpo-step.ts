@@ -12,7 +12,7 @@ import {
   type SetInput,
 } from '@srpo/srpo';
 import { AdamOptimizer, type AdamConfig } from './adam-optimizer';
-import { learnerObjectiveLoss } from './fused-objective';
+import { learnerObjectiveLoss } from '@srpo/kernels';
 import { checkTemperature, disposePacked, packPairs, packedLogProbs, packedToTensors, type SequencePair } from './log-probs';
 import { learningRateAt, validateLrSchedule, type LrSchedule } from './lr-schedule';
 import { accumulatedGradients } from './micro-batch';

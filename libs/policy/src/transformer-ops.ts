@@ -1,6 +1,32 @@
 import * as tf from '@tensorflow/tfjs';
-import { batchMatMul, gatherRowsRaw, matMul2d, matMul2dBias, matMul2dBiasResidual, matMul2dColumnSum, nativeRowKernels, rowMean, scatterRowsRaw, sigmoidGrad, sumToLastAxis, targetLogProbs } from './native-ops';
-import { addResidualBias, attentionFused, attentionGradPacked, type AttentionLayout, geluFused, geluGrad, layerNormGrad, layerNormStats, maskedSoftmax, normFold, normFoldGrad, softmaxGrad, targetLogProbsFused, targetLogProbsGrad } from './fused-ops';
+import {
+  addResidualBias,
+  attentionFused,
+  attentionGradPacked,
+  type AttentionLayout,
+  batchMatMul,
+  gatherRowsRaw,
+  geluFused,
+  geluGrad,
+  layerNormGrad,
+  layerNormStats,
+  maskedSoftmax,
+  matMul2d,
+  matMul2dBias,
+  matMul2dBiasResidual,
+  matMul2dColumnSum,
+  nativeRowKernels,
+  normFold,
+  normFoldGrad,
+  rowMean,
+  scatterRowsRaw,
+  sigmoidGrad,
+  softmaxGrad,
+  sumToLastAxis,
+  targetLogProbs,
+  targetLogProbsFused,
+  targetLogProbsGrad,
+} from '@srpo/kernels';
 
 /**
  * Differentiable building blocks of the transformer, each with a hand-written
@@ -8,7 +34,7 @@ import { addResidualBias, attentionFused, attentionGradPacked, type AttentionLay
  * 2–4× more ops, and tfjs pays per op (on the native backend an elementwise op
  * over a [2048, 128] activation costs ~50–100 µs, mostly fixed); these keep
  * forward + backward near the minimum number of passes over activations and
- * route the hot spots to single native kernels (see native-ops.ts and fused-ops.ts).
+ * route the hot spots to single native kernels (@srpo/kernels: native-ops.ts and fused-ops.ts).
  *
  * Activations are 2-D `[N, ·]` (rows = batch·time) unless stated otherwise.
  */

@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import { weightsHash } from './checkpoint-store';
-import { nativeKernelsActive } from './native-ops';
+import { nativeKernelsActive } from '@srpo/kernels';
 import { nativeBackend, TINY } from './test/fixtures';
 import { TransformerModel, createTransformer, resolveTransformerConfig, weightSpecs } from './transformer';
 

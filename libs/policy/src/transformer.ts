@@ -2,7 +2,7 @@ import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
 import { SeededRng } from './rng';
 import { causalAttention, embed, gelu, normConstants, normLinear, residualLinear, type NormConstants } from './transformer-ops';
-import { gatherRows, transpose2d } from './native-ops';
+import { gatherRows, transpose2d } from '@srpo/kernels';
 
 /** Shape of a causal transformer language model. */
 export interface TransformerConfig {

@@ -1,6 +1,7 @@
 import * as path from 'path';
 import { initTfBackend, repoRoot } from '@srpo/core';
-import { loadHfModel, Policy, PolicyRegistry, SeededRng, tokenLogProbs, type CausalLm } from '@srpo/policy';
+import { Policy, PolicyRegistry, SeededRng, tokenLogProbs, type CausalLm } from '@srpo/policy';
+import { loadHfModel } from '@srpo/hf';
 import { CompletionService } from './completion.service';
 import { drawTopP, GenerationEngine, topK } from './generation-engine';
 import { parseRequest } from './openai-protocol';
@@ -8,7 +9,7 @@ import { ServedModels } from './served-models';
 import { SYMBOL_TEXTS, SymbolTextCodec } from './text-codec';
 
 const MODEL = { vocabSize: 32, dModel: 16, nLayers: 1, nHeads: 2, maxSeqLen: 16 };
-const QWEN2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+const QWEN2 = path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2');
 
 async function recomputed(model: CausalLm, context: number[], response: number[], temperature: number): Promise<number[]> {
   const { logProbs, mask } = tokenLogProbs(model, [{ contextTokens: context, responseTokens: response }], { temperature });

@@ -11,3 +11,5 @@ export * from './gateway/completion-record';
 export * from './gateway/completion-gateway';
 export * from './gateway/retokenizer';
 export * from './gateway/event-spool';
+export * from './http/http-types';
+export * from './http/openai-error.filter';

@@ -1,4 +1,4 @@
-import type { ChatMessage } from '@srpo/policy';
+import type { ChatMessage } from '@srpo/hf';
 
 /**
  * OpenAI's error object (`{"error": {...}}`), with the HTTP status it is sent with. Thrown by

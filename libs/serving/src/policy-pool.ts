@@ -6,6 +6,8 @@ import type { Consumer, Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, Logger, SrpoError } from '@srpo/core';
 import { EventCodec, readTopicsToEnd, type PolicyVersion, type TopicCatalog } from '@srpo/events';
 import { CheckpointStore, loadCheckpoint, Policy, PolicyRegistry } from '@srpo/policy';
+// A Hugging Face policy's checkpoint loads through the hf-llama family @srpo/hf registers.
+import '@srpo/hf';
 
 export interface PolicyPoolOptions {
   kafka: Kafka;

@@ -1,5 +1,6 @@
 import { HfTextCodec, SymbolTextCodec, type TextCodec } from './text-codec';
 import type { Policy, PolicyRegistry } from '@srpo/policy';
+import { isLlamaModel } from '@srpo/hf';
 
 /** A policy as served: its weights and the codec that gives it text. */
 export interface ServedModel {
@@ -72,10 +73,11 @@ export class ServedModels {
 
   private codecOf(policy: Policy): TextCodec {
     const { model } = policy;
-    const key = model.kind === 'hf-llama' && model.source ? `hf:${model.source.hash}` : `symbols:${model.config.vocabSize}`;
+    const source = isLlamaModel(model) ? model.source : undefined;
+    const key = source ? `hf:${source.hash}` : `symbols:${model.config.vocabSize}`;
     let codec = this.codecs.get(key);
     if (!codec) {
-      codec = model.kind === 'hf-llama' && model.source ? HfTextCodec.fromDirectory(model.source.dir) : new SymbolTextCodec(model.config.vocabSize);
+      codec = source ? HfTextCodec.fromDirectory(source.dir) : new SymbolTextCodec(model.config.vocabSize);
       this.codecs.set(key, codec);
     }
     return codec;

@@ -1,7 +1,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { ValidationError } from '@srpo/core';
-import { HfTokenizer, type ChatMessage } from '@srpo/policy';
+import { HfTokenizer, type ChatMessage } from '@srpo/hf';
 
 /**
  * Text ↔ token ids for one served model: what the OpenAI-compatible API needs around a

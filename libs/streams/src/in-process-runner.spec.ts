@@ -2,7 +2,7 @@ import { ValidationError } from '@srpo/core';
 import { EventCodec, RawRecord, ReasonCode } from '@srpo/events';
 import { InProcessSink, InProcessTask, mergeByEventTime, recordEventTime } from './in-process-runner';
 import { decodeRecord, DecodedRecord } from './stream-task';
-import { transitionRecord } from './test-records';
+import { transitionRecord } from '@srpo/testing';
 import type { KeyValueStore } from './key-value-store';
 import type { InputRecord, Processor, ProcessorContext } from './processor';
 

@@ -3,7 +3,8 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { jsonSerde, sourceBackedSerde, StoreDerivations, TransactionalStore } from './key-value-store';
-import { LocalTaskState, PersistentStore } from './persistent-store';
+import { LocalTaskState } from './local-task-state';
+import { PersistentStore } from './persistent-store';
 
 /** A value shaped like an episode: ids it owns (indexed), a due time (scheduled), held input records. */
 interface Value {

@@ -3,7 +3,7 @@ import { EventCodec, RawRecord, ReasonCode } from '@srpo/events';
 import { TransactionalStore, type KeyValueStore } from './key-value-store';
 import type { InputRecord, OutputRecord, Processor, ProcessorContext } from './processor';
 import { decodeRecord, DeadLetterOriginal, StreamTask, TaskSink } from './stream-task';
-import { transitionRecord as raw } from './test-records';
+import { transitionRecord as raw } from '@srpo/testing';
 
 type S = { seen: KeyValueStore<number> };
 const codec = new EventCodec();

@@ -3,7 +3,8 @@ import type { Kafka } from 'kafkajs';
 import { ErrorCode, Logger, SrpoError } from '@srpo/core';
 import { bulkReadToOffsets, readRanges } from '@srpo/events';
 import { jsonSerde, KeyValueStore, SourceBacked, SourceBackedValue, sourceBackedSerde, sourcedItems, StoreSerde, TransactionalStore } from './key-value-store';
-import { LocalTaskState, PersistentStore } from './persistent-store';
+import { LocalTaskState } from './local-task-state';
+import { PersistentStore } from './persistent-store';
 import { Processor, storeDerivationsOf, Stores } from './processor';
 
 export const META_STORE = '__meta';

@@ -2,7 +2,7 @@ import { execFileSync } from 'child_process';
 import { randomBytes } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
-import { repoRoot } from '@srpo/core';
+import { EnvReader, readKafkaBrokers, repoRoot } from '@srpo/core';
 
 /**
  * Real infrastructure for integration tests. Tests never mock the broker: they
@@ -23,7 +23,8 @@ function script(...parts: string[]): string {
 
 /** Broker list for tests; starts the local broker when nothing is configured. */
 export function ensureKafka(env: Readonly<Record<string, string | undefined>> = process.env): string[] {
-  if (env.KAFKA_BROKERS) return env.KAFKA_BROKERS.split(',');
+  const configured = readKafkaBrokers(new EnvReader(env), []);
+  if (configured.length > 0) return configured;
   const sh = script('kafka', 'kafka.sh');
   try {
     execFileSync('bash', [sh, 'status'], { stdio: 'ignore' });

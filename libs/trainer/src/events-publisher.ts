@@ -3,7 +3,7 @@ import type { PolicyUpdate, PolicyVersion } from '@srpo/events';
 /**
  * Where the learner announces its updates. Called after the update is
  * committed to the database; a failure leaves the pair queued in the
- * UpdateService and it is sent again before the next update (at least once:
+ * update cycle (UpdateCycle) and it is sent again before the next update (at least once:
  * readers dedupe on updateId / (policyId, version)).
  */
 export interface LearnerEventsPublisher {

@@ -1,17 +1,6 @@
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
-import {
-  attachLora,
-  loadCheckpoint,
-  loadHfModel,
-  packPairs,
-  Policy,
-  saveCheckpoint,
-  SrpoTrainer,
-  weightsHash,
-  type AdamConfig,
-  type LoraConfig,
-  type TransformerConfig,
-} from '@srpo/policy';
+import { loadCheckpoint, packPairs, Policy, saveCheckpoint, SrpoTrainer, weightsHash, type AdamConfig, type TransformerConfig } from '@srpo/policy';
+import { attachLora, loadHfModel, type LoraConfig } from '@srpo/hf';
 import { buildPaddedSetBatch, disposePaddedSetBatch, type ObjectiveConfig } from '@srpo/srpo';
 
 /** One agent output of a set, as the trainer re-scores it. */

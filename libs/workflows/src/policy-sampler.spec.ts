@@ -1,6 +1,7 @@
 import * as path from 'path';
 import { initTfBackend, repoRoot } from '@srpo/core';
-import { hfDirectoryHash, loadHfModel, Policy, PolicyRegistry, tokenLogProbs } from '@srpo/policy';
+import { Policy, PolicyRegistry, tokenLogProbs } from '@srpo/policy';
+import { hfDirectoryHash, loadHfModel } from '@srpo/hf';
 import { policyShapeProblem, requiredSeqLen } from './policy-shape';
 import { DEFAULT_ARITHMETIC } from './envs/arithmetic.env';
 import { checkpointDirOf } from '@srpo/serving';
@@ -65,7 +66,7 @@ describe('agents helpers', () => {
   });
 
   it('refuses policies the workflows cannot sample with: too short, too small a vocabulary, or the wrong kind of model for SRPO_MODEL_DIR', () => {
-    const qwen2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+    const qwen2 = path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2');
     const base = { dir: qwen2, hash: hfDirectoryHash(qwen2) };
     const small = Policy.create('p', MODEL, 1);
     const hf = new Policy('h', loadHfModel(qwen2).model, 0);

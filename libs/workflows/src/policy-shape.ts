@@ -1,4 +1,5 @@
-import { Policy, type HfModelSource } from '@srpo/policy';
+import { Policy } from '@srpo/policy';
+import { isLlamaModel, type HfModelSource } from '@srpo/hf';
 import type { ArithmeticSettings } from './envs/arithmetic.env';
 import type { SearchSettings } from './envs/doc-search.env';
 import type { WorkflowName } from './rollout';
@@ -28,7 +29,7 @@ export function policyShapeProblem(policy: Policy, requiredSeqLen: number, base:
   if (maxSeqLen < requiredSeqLen) {
     return `the model accepts ${maxSeqLen} positions; the agents' workflows need ${requiredSeqLen}`;
   }
-  if (model.kind === 'hf-llama') {
+  if (isLlamaModel(model)) {
     const source = model.source;
     if (!base) return `the policy is a Hugging Face model${source ? ` on ${source.dir}` : ''}; set the agents' SRPO_MODEL_DIR to the learners' model directory so that its tokenizer binds the workflow symbols`;
     if (!source || source.hash !== base.hash) {

@@ -1,7 +1,8 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { ConfigError, initTfBackend, repoRoot } from '@srpo/core';
-import { HfTokenizer, loadHfModel, Policy, PolicyRegistry, tokenLogProbs } from '@srpo/policy';
+import { Policy, PolicyRegistry, tokenLogProbs } from '@srpo/policy';
+import { HfTokenizer, loadHfModel } from '@srpo/hf';
 import { eventsOf } from './agent-events';
 import { DEFAULT_ARITHMETIC } from './envs/arithmetic.env';
 import { DEFAULT_SEARCH } from './envs/doc-search.env';
@@ -12,7 +13,7 @@ import { Tok, VOCAB_SIZE } from './tokenizer';
 import { createWorkflow } from './workflows';
 import { WORKFLOW_NAMES } from './rollout';
 
-const fixture = (arch: string) => path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', arch);
+const fixture = (arch: string) => path.join(repoRoot(), 'libs', 'hf', 'fixtures', arch);
 /** The vocabulary as tokenizer.json writes it: the test's own reading, not the binding's. */
 const vocabOf = (arch: string): Record<string, number> => (JSON.parse(fs.readFileSync(path.join(fixture(arch), 'tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> } }).model.vocab;
 

@@ -1,5 +1,5 @@
 import { ConfigError, ValidationError } from '@srpo/core';
-import type { HfTokenizer } from '@srpo/policy';
+import type { HfTokenizer } from '@srpo/hf';
 import { MAX_DIGITS, MAX_DOCS, MAX_WORKERS, render, Tok, VOCAB_SIZE } from './tokenizer';
 
 /**

@@ -37,7 +37,7 @@ describe('demo configuration', () => {
   });
 
   it('--model gives learners and agents SRPO_MODEL_DIR instead of the default SRPO_MODEL_CONFIG; both at once are refused', () => {
-    const qwen2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+    const qwen2 = path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2');
     const c = loadDemoConfig({ SRPO_DEMO_DIR: '/tmp/x' }, { model: path.relative('/work', qwen2) }, '/work');
     const env = c.learnerEnv(c.learners[0]);
     expect(env.SRPO_MODEL_DIR).toBe(path.resolve('/work', path.relative('/work', qwen2)));

@@ -5,7 +5,7 @@ import { ErrorCode, initTfBackend, SrpoError } from '@srpo/core';
 import { createKafka, EventCodec } from '@srpo/events';
 import { AuditStore, type UpdateDetail } from '@srpo/store';
 import { CliConfig } from '../cli-config';
-import { backendLabel } from '@srpo/policy';
+import { backendLabel } from '@srpo/kernels';
 
 interface AuditOptions {
   json: boolean;

@@ -1,6 +1,10 @@
 import { Command } from 'commander';
-import { doctorExitCode, EnvReader, errorMessage, formatDoctorJson, formatDoctorReport, Logger, type ProbeOutcome, repoRoot, runDoctor, systemDoctorHost } from '@srpo/core';
+import { EnvReader, errorMessage, Logger, repoRoot } from '@srpo/core';
 import { createKafka, readKafkaConnection } from '@srpo/events';
+import { runDoctor } from '../doctor/doctor';
+import type { ProbeOutcome } from '../doctor/doctor-host';
+import { doctorExitCode, formatDoctorJson, formatDoctorReport } from '../doctor/doctor-report';
+import { systemDoctorHost } from '../doctor/system-doctor-host';
 
 /**
  * `srpo doctor [--json]`: checks the prerequisites and prints, for each one

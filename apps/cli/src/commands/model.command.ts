@@ -2,21 +2,19 @@ import * as fs from 'fs';
 import { fileURLToPath } from 'url';
 import { Command } from 'commander';
 import { ErrorCode, initTfBackend, SrpoError, ValidationError } from '@srpo/core';
+import { CheckpointStore, loadCheckpoint, type Policy } from '@srpo/policy';
 import {
-  CheckpointStore,
   checkScoreCases,
   exportHfPolicy,
   HfTokenizer,
-  LlamaModel,
-  loadCheckpoint,
+  isLlamaModel,
   loadHfModel,
   openHfWeights,
   readHfConfig,
   scoreCases,
   tokenizeCases,
-  type Policy,
   type SafetensorsDtype,
-} from '@srpo/policy';
+} from '@srpo/hf';
 import { AuditStore } from '@srpo/store';
 import { CliConfig } from '../cli-config';
 
@@ -82,7 +80,7 @@ export function modelCommand(config: () => CliConfig): Command {
         const policy = await loadRecordedPolicy(config(), ref.policyId, ref.version);
         try {
           const m = policy.model;
-          const tokenizer = m instanceof LlamaModel && m.source ? HfTokenizer.fromDirectory(m.source.dir) : undefined;
+          const tokenizer = isLlamaModel(m) && m.source ? HfTokenizer.fromDirectory(m.source.dir) : undefined;
           const cases = tokenizeCases(input, tokenizer, { chat: opts.chat });
           checkScoreCases(cases, m.config);
           process.stdout.write(JSON.stringify(await scoreCases(m, cases)) + '\n');

@@ -14,7 +14,8 @@ import {
   type OfflineReport,
   type TaskInferrer,
 } from '@srpo/offline';
-import { backendLabel, type Policy } from '@srpo/policy';
+import { backendLabel } from '@srpo/kernels';
+import { type Policy } from '@srpo/policy';
 import { AuditStore } from '@srpo/store';
 import { DemoEnvTaskInferrer } from '@srpo/workflows';
 import { CliConfig } from '../cli-config';

@@ -7,7 +7,7 @@ import { AuditStore } from '@srpo/store';
 import type { RematerializeProgress } from '@srpo/materializer';
 import { ReplayService, type ReplayOverrides, type ReplayReport } from '@srpo/audit';
 import { CliConfig } from '../cli-config';
-import { backendLabel } from '@srpo/policy';
+import { backendLabel } from '@srpo/kernels';
 
 interface ReplayCliOptions {
   run: string;

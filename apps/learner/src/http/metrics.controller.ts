@@ -1,6 +1,6 @@
 import { Controller, Get, Res, UseGuards } from '@nestjs/common';
 import type { HttpResponse as Response } from './http-types';
-import { LearnerMetrics } from '../learner-metrics.service';
+import { LearnerMetrics } from '@srpo/trainer';
 import { ReadTokenGuard } from './api-token.guard';
 
 @Controller('metrics')

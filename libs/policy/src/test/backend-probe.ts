@@ -13,7 +13,7 @@ import { readFileSync } from 'node:fs';
 import * as tf from '@tensorflow/tfjs';
 import { EnvReader, initTfBackend, releaseTfBackend, tfBackendSettings, type BackendRequest } from '@srpo/core';
 import { packedLogProbs, packedToTensors, packPairs, disposePacked, tokenLogProbs } from '../log-probs';
-import { nativeKernelsActive } from '../native-ops';
+import { nativeKernelsActive } from '@srpo/kernels';
 import { Policy } from '../policy';
 import { sampleBatch } from '../sampler';
 import { SrpoTrainer, type ActiveSet } from '../srpo-step';

@@ -6,7 +6,7 @@
  * For specs that need a process of their own (a second tfjs backend: one
  * process holds one backend cleanly, and Dawn keeps its process alive until
  * released). Transpiles with @swc/core, which jest already uses, and maps
- * `@srpo/<lib>` the way jest.config.js does; no type checking (tsc does that).
+ * `@srpo/<lib>` by tsconfig.json's paths, as jest.config.js does; no type checking (tsc does that).
  */
 'use strict';
 const path = require('node:path');
@@ -15,12 +15,14 @@ const fs = require('node:fs');
 const swc = require('@swc/core');
 
 const root = path.resolve(__dirname, '../../../..');
-const alias = /^@srpo\/(core|events|streams|srpo|policy|store|testing)$/;
+// tsconfig.json's `paths` (`@srpo/<lib>` and entries such as `@srpo/kernels/tuning`), read here so
+// that a new library or entry needs no edit of this file.
+const paths = JSON.parse(fs.readFileSync(path.join(root, 'tsconfig.json'), 'utf8')).compilerOptions.paths;
+const alias = new Map(Object.entries(paths).map(([name, [target]]) => [name, path.join(root, target)]));
 
 const resolve = Module._resolveFilename;
 Module._resolveFilename = function (request, parent, ...rest) {
-  const m = alias.exec(request);
-  return resolve.call(this, m ? path.join(root, 'libs', m[1], 'src') : request, parent, ...rest);
+  return resolve.call(this, alias.get(request) ?? request, parent, ...rest);
 };
 
 // Node's own extension hook: deprecated in name only, and it needs no loader package.

@@ -1,12 +1,12 @@
 import * as path from 'path';
 import { repoRoot } from '@srpo/core';
-import { HfTokenizer } from '@srpo/policy';
+import { HfTokenizer } from '@srpo/hf';
 import { ApiKeys } from './api-keys';
 import { policyVersionOf, recordedOutputs, StreamAccumulator, upstreamCompletionOf, type RecordContext } from './completion-record';
 import { episodeFieldsOf, outputIdOf } from './episode-fields';
 import { hfRetokenizer } from './retokenizer';
 
-const QWEN2 = path.join(repoRoot(), 'libs', 'policy', 'fixtures', 'hf', 'qwen2');
+const QWEN2 = path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2');
 const fields = { episodeId: 'ep', step: 2, role: 'worker', agentId: 'w1' };
 const ctx = (patch: Partial<RecordContext> = {}): RecordContext => ({ fields, policyId: 'actor', policyVersion: 4, requestBody: {}, temperature: 0.8, maxTokens: 3, startedAtMs: 10, finishedAtMs: 20, ...patch });
 

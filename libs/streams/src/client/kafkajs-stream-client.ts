@@ -78,6 +78,9 @@ export class KafkajsStreamClient implements StreamClient {
 
 class KafkajsGroupConsumer implements GroupConsumer {
   private consumer?: Consumer;
+  /** kafkajs refuses pause/resume before `run`: the wish is kept and applied once it runs. */
+  private running = false;
+  private paused = false;
 
   constructor(
     private readonly kafka: Kafka,
@@ -123,15 +126,33 @@ class KafkajsGroupConsumer implements GroupConsumer {
           heartbeat,
         }),
     });
+    this.running = true;
+    if (this.paused) this.pause();
   }
 
   seek(topic: string, partition: number, offset: number): void {
     this.consumer?.seek({ topic, partition, offset: String(offset) });
   }
 
+  async commit(topic: string, partition: number, nextOffset: number): Promise<void> {
+    // kafkajs commits the offset it is given (the next one to read), with the member's generation.
+    await this.consumer?.commitOffsets([{ topic, partition, offset: String(nextOffset) }]);
+  }
+
+  pause(): void {
+    this.paused = true;
+    if (this.running) this.consumer?.pause(this.options.topics.map((topic) => ({ topic })));
+  }
+
+  resume(): void {
+    this.paused = false;
+    if (this.running) this.consumer?.resume(this.options.topics.map((topic) => ({ topic })));
+  }
+
   async stop(): Promise<void> {
     const c = this.consumer;
     this.consumer = undefined;
+    this.running = false;
     await c?.disconnect();
   }
 }

@@ -185,6 +185,8 @@ class PlatformaticGroupConsumer implements GroupConsumer {
   private generation = 0;
   private draining = false;
   private stopped = false;
+  /** Paused: fetched records stay buffered (the stream pauses at the buffer bound) and no batch is handed over. */
+  private paused = false;
   private reopening?: Promise<void>;
 
   constructor(
@@ -265,7 +267,7 @@ class PlatformaticGroupConsumer implements GroupConsumer {
     try {
       for (;;) {
         await this.reopening;
-        if (this.stopped || !this.handlers) return;
+        if (this.stopped || this.paused || !this.handlers) return;
         const taken = this.buffers.take();
         if (!taken) return;
         const generation = this.generation;
@@ -286,7 +288,7 @@ class PlatformaticGroupConsumer implements GroupConsumer {
       if (!this.stopped) this.handlers?.onFatal(e instanceof Error ? e : new Error(String(e)));
     } finally {
       this.draining = false;
-      if (!this.stopped && this.buffers.size > 0) this.scheduleDrain();
+      if (!this.stopped && !this.paused && this.buffers.size > 0) this.scheduleDrain();
     }
   }
 
@@ -308,6 +310,28 @@ class PlatformaticGroupConsumer implements GroupConsumer {
     })()
       .catch((e) => this.handlers?.onFatal(e instanceof Error ? e : new Error(String(e))))
       .finally(() => (this.reopening = undefined));
+  }
+
+  async commit(topic: string, partition: number, nextOffset: number): Promise<void> {
+    const consumer = this.consumer;
+    if (!consumer) return;
+    // The client stores the offset it is given (unlike its transactional `addOffset`, which adds
+    // one), with the member's generation: a member that lost the partition is refused.
+    try {
+      await consumer.commit({ offsets: [{ topic, partition, offset: BigInt(nextOffset), leaderEpoch: -1 }] });
+    } catch (e) {
+      throw asStreamFailure(e);
+    }
+  }
+
+  pause(): void {
+    this.paused = true;
+  }
+
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    if (!this.stopped && this.buffers.size > 0) this.scheduleDrain();
   }
 
   async stop(): Promise<void> {

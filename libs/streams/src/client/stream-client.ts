@@ -1,6 +1,7 @@
 /**
  * The Kafka client as the stream runtime sees it: what {@link ConsumerRunner} needs for
- * exactly-once processing and nothing more. Two implementations sit behind it:
+ * exactly-once processing and for its sink mode (plain offset commits after an external
+ * write, pause/resume), and nothing more. Two implementations sit behind it:
  * `kafkajs` (the default) and `@platformatic/kafka`; `createStreamClient` picks one by name
  * (`SRPO_KAFKA_CLIENT`). The runner's loop, restore, fencing and punctuation are written once
  * against this interface, so a client is compared on the same code (bench/materializer).
@@ -55,6 +56,14 @@ export interface GroupConsumer {
   start(handlers: ConsumerHandlers): Promise<void>;
   /** Rewinds one partition: its next batch starts at `offset`. */
   seek(topic: string, partition: number, offset: number): void;
+  /**
+   * Commits the group's position `nextOffset` (the first record not yet done) for one
+   * partition, outside any transaction: the sink mode's commit, after its external write.
+   */
+  commit(topic: string, partition: number, nextOffset: number): Promise<void>;
+  /** Hands over no further batches (the one in progress finishes) until {@link resume}; membership stays. */
+  pause(): void;
+  resume(): void;
   stop(): Promise<void>;
 }
 

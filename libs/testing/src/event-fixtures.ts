@@ -1,0 +1,61 @@
+import { AgentOutput, EpisodeOutcome, Transition } from '@srpo/events';
+
+/** Small, valid events for tests and benchmarks of the materializer (test fixtures: no product source imports them). */
+export function output(episodeId: string, n: number, patch: Partial<AgentOutput> = {}): AgentOutput {
+  return {
+    outputId: `${episodeId}/o${n}`,
+    episodeId,
+    step: 0,
+    agentId: `worker-${n}`,
+    role: 'worker',
+    policyId: 'worker',
+    policyVersion: 1,
+    contextRef: 'ctx',
+    contextTokenIds: [1, 2],
+    responseTokenIds: [3, 4],
+    behaviourLogProbs: [-0.5, -0.25],
+    lossMask: [true, true],
+    sampling: { temperature: 1, topK: 0, maxNewTokens: 4, seed: null, stopTokenIds: [] },
+    startedAtMs: 1000,
+    eventTimeMs: 1000,
+    tokenIdOrigin: 'sampled',
+    ...patch,
+  };
+}
+
+export function transition(episodeId: string, outputs: number[], patch: Partial<Transition> = {}): Transition {
+  return {
+    transitionId: `${episodeId}/t0`,
+    episodeId,
+    step: 0,
+    preStateId: `${episodeId}/s0`,
+    taskId: 'task-1',
+    position: 'solve',
+    consumedOutputIds: outputs.map((n) => `${episodeId}/o${n}`),
+    expectedCardinality: outputs.length,
+    workflowKind: 'JOINT',
+    routing: null,
+    groupKey: null,
+    expectedGroupSize: null,
+    observationDigest: 'obs-a',
+    reward: null,
+    done: true,
+    eventTimeMs: 1000,
+    ...patch,
+  };
+}
+
+export function outcome(episodeId: string, reward: number, patch: Partial<EpisodeOutcome> = {}): EpisodeOutcome {
+  return {
+    episodeId,
+    taskId: 'task-1',
+    outcomeReward: reward,
+    success: reward > 0,
+    verifier: 'test',
+    verifierDetails: {},
+    observationDigests: ['obs-0', 'obs-a'],
+    turns: 1,
+    eventTimeMs: 1000,
+    ...patch,
+  };
+}
