@@ -57,11 +57,21 @@ module.exports = {
       comment: 'product sources import no bench/, examples/, test/ folder, spec, libs/testing (@srpo/testing), @srpo/kernels/testing or @srpo/policy/testing',
       severity: 'error',
       from: { path: PRODUCT, pathNot: NOT_PRODUCT },
-      to: { path: ['^(bench|examples|test)/', '(^|/)test/', '\\.(int-)?spec\\.ts$', '^libs/testing/', '^@srpo/testing(/|$)', '^@srpo/kernels/testing(/|$)', '^@srpo/policy/testing(/|$)'] },
+      to: {
+        path: [
+          '^(bench|examples|test)/',
+          '(^|/)test/',
+          '\\.(int-)?spec\\.ts$',
+          '^libs/testing/',
+          '^@srpo/testing(/|$)',
+          '^@srpo/kernels/testing(/|$)',
+          '^@srpo/policy/testing(/|$)',
+        ],
+      },
     },
     {
       name: 'no-product-to-kernel-tuning',
-      comment: "the A/B and tuning switches (@srpo/kernels/tuning) are for benches and specs only",
+      comment: 'the A/B and tuning switches (@srpo/kernels/tuning) are for benches and specs only',
       severity: 'error',
       from: { path: PRODUCT, pathNot: NOT_PRODUCT },
       to: { path: ['^@srpo/kernels/tuning(/|$)', '^libs/kernels/src/tuning(\\.ts)?$'] },

@@ -84,6 +84,9 @@ export function* flags(argv: readonly string[]): Generator<Flag> {
  */
 export function drawCharts(study: 'srpo' | 'progpo' | 'agentbrew', resultsFile: string): void {
   const plot = spawnSync('python3', [path.join('bench', 'studies', 'plot.py'), study, resultsFile, path.join('docs', 'studies')], { encoding: 'utf8' });
-  if (plot.status !== 0) process.stderr.write(`charts not drawn (python3 bench/studies/plot.py needs matplotlib: pip install matplotlib): ${(plot.stderr ?? plot.error?.message ?? '').slice(-500)}\n`);
+  if (plot.status !== 0)
+    process.stderr.write(
+      `charts not drawn (python3 bench/studies/plot.py needs matplotlib: pip install matplotlib): ${(plot.stderr ?? plot.error?.message ?? '').slice(-500)}\n`,
+    );
   else process.stderr.write(plot.stdout);
 }

@@ -18,7 +18,10 @@ function workload(): { events: AgentEvent[]; setIds: string[] } {
     const id = `f${e}`;
     const t = 1_700_000_000_000 + e * 10;
     events.push({ type: 'AgentOutput', value: output(id, 0, { policyVersion: 0, eventTimeMs: t, startedAtMs: t }) });
-    events.push({ type: 'Transition', value: transition(id, [0], { groupKey: `task-${Math.floor(e / GROUP)}`, expectedGroupSize: GROUP, reward: e % 2, eventTimeMs: t }) });
+    events.push({
+      type: 'Transition',
+      value: transition(id, [0], { groupKey: `task-${Math.floor(e / GROUP)}`, expectedGroupSize: GROUP, reward: e % 2, eventTimeMs: t }),
+    });
     setIds.push(`${id}/t0`);
   }
   return { events, setIds };
@@ -53,7 +56,14 @@ describe.each([['stop'], ['kill']])('broker %s mid-run', (how) => {
     await admin.connect();
     await ensureTopics(admin, catalog.all());
     await admin.disconnect();
-    const common = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '1', SRPO_SESSION_TIMEOUT_MS: '6000', SRPO_LOG_LEVEL: 'info' };
+    const common = {
+      KAFKA_BROKERS: brokers.join(','),
+      SRPO_TOPIC_PREFIX: prefix,
+      SRPO_RAW_PARTITIONS: '2',
+      SRPO_DERIVED_PARTITIONS: '1',
+      SRPO_SESSION_TIMEOUT_MS: '6000',
+      SRPO_LOG_LEVEL: 'info',
+    };
     // Below Linux's ephemeral range (32768-60999): a port there can be taken by any outgoing socket.
     const port = 25_000 + Math.floor(Math.random() * 1000);
     const sqlite = path.join(dir, 'learner.sqlite');
@@ -75,7 +85,11 @@ describe.each([['stop'], ['kill']])('broker %s mid-run', (how) => {
         path.join(dir, 'learner.log'),
       ),
     );
-    const health = async () => fetch(`http://127.0.0.1:${port}/health`).then((r) => r.status, () => 0);
+    const health = async () =>
+      fetch(`http://127.0.0.1:${port}/health`).then(
+        (r) => r.status,
+        () => 0,
+      );
     const { events, setIds } = workload();
     const sdk = new AgentEventsProducer({ kafka, topics: catalog });
     // An agent keeps retrying a batch until the broker takes it: the idempotent producer and the
@@ -115,7 +129,10 @@ describe.each([['stop'], ['kill']])('broker %s mid-run', (how) => {
     const deadline = Date.now() + 150_000;
     while (Date.now() < deadline && applied < groups) {
       await sleep(2000);
-      const updates = (await fetch(`http://127.0.0.1:${port}/updates?policy=worker&limit=1000`).then((r) => (r.ok ? r.json() : []), () => [])) as unknown[];
+      const updates = (await fetch(`http://127.0.0.1:${port}/updates?policy=worker&limit=1000`).then(
+        (r) => (r.ok ? r.json() : []),
+        () => [],
+      )) as unknown[];
       applied = updates.length * (4 / GROUP);
     }
     expect(healthDuringOutage.filter((s) => s === 503).length).toBeGreaterThan(0);

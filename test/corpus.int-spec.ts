@@ -94,7 +94,14 @@ async function start(label: string): Promise<Run> {
   // The announcement of the initial weights, which the agents sampled with.
   const producer = kafka.producer();
   await producer.connect();
-  const initial: PolicyVersion = { policyId: 'worker', version: PUBLISHED_POLICY_VERSION, weightsHash: 'f'.repeat(64), checkpointUri: 'file:///tmp/worker/v0', updateId: null, eventTimeMs: CORPUS_T };
+  const initial: PolicyVersion = {
+    policyId: 'worker',
+    version: PUBLISHED_POLICY_VERSION,
+    weightsHash: 'f'.repeat(64),
+    checkpointUri: 'file:///tmp/worker/v0',
+    updateId: null,
+    eventTimeMs: CORPUS_T,
+  };
   await producer.send({ topic: catalog.policyVersions.name, acks: -1, messages: [{ key: 'worker', value: codec.encode('PolicyVersion', initial) }] });
   await producer.disconnect();
   const port = nextPort++;
@@ -145,7 +152,10 @@ async function learnerUpdates(run: Run, groups: number, timeoutMs = 150_000): Pr
   const read = async () => {
     const updates = await get<UpdateSummary[]>('/updates?policy=worker&limit=1000');
     return Promise.all(
-      updates.map(async (update) => ({ update, groupIds: (await get<{ groups: { groupId: string }[] }>(`/updates/${update.updateId}`)).groups.map((g) => g.groupId) })),
+      updates.map(async (update) => ({
+        update,
+        groupIds: (await get<{ groups: { groupId: string }[] }>(`/updates/${update.updateId}`)).groups.map((g) => g.groupId),
+      })),
     );
   };
   const deadline = Date.now() + timeoutMs;
@@ -231,8 +241,10 @@ async function readUntil<T>(read: () => Promise<T[]>, count: number, timeoutMs =
   return last;
 }
 
-const groupsOf = (run: Run) => async () => (await readTopicsToEnd(kafka, [run.catalog.advantageGroups.name])).map((r) => toPlain(codec.decodeAs('AdvantageGroup', r.value)) as AdvantageGroup);
-const deadLettersOf = (run: Run) => async () => (await readTopicsToEnd(kafka, [run.catalog.deadLetter.name])).map((r) => toPlain(codec.decodeAs('DeadLetter', r.value)) as DeadLetter);
+const groupsOf = (run: Run) => async () =>
+  (await readTopicsToEnd(kafka, [run.catalog.advantageGroups.name])).map((r) => toPlain(codec.decodeAs('AdvantageGroup', r.value)) as AdvantageGroup);
+const deadLettersOf = (run: Run) => async () =>
+  (await readTopicsToEnd(kafka, [run.catalog.deadLetter.name])).map((r) => toPlain(codec.decodeAs('DeadLetter', r.value)) as DeadLetter);
 
 /** What training sees of a group: its identity, membership and advantages. */
 function trainingView(groups: AdvantageGroup[]) {
@@ -243,7 +255,12 @@ function trainingView(groups: AdvantageGroup[]) {
       closeReason: g.closeReason,
       rewardMean: g.rewardMean,
       rewardStd: g.rewardStd,
-      sets: g.sets.map((s) => ({ setId: s.set.setId, advantage: s.advantage, reward: s.set.reward, members: s.set.members.map((m) => [m.outputId, m.output.toString('hex')]) })),
+      sets: g.sets.map((s) => ({
+        setId: s.set.setId,
+        advantage: s.advantage,
+        reward: s.set.reward,
+        members: s.set.members.map((m) => [m.outputId, m.output.toString('hex')]),
+      })),
     }))
     .sort((a, b) => (a.groupKey < b.groupKey ? -1 : 1));
 }
@@ -325,15 +342,32 @@ describe('the bad-input corpus through the real materializer', () => {
     // The learner trains on them identically: same groups per update, same weights after each.
     const [cleanUpdates, dirtyUpdates] = await Promise.all([learnerUpdates(clean, 4), learnerUpdates(dirty, 4)]);
     const trained = (updates: { update: UpdateSummary; groupIds: string[] }[]) =>
-      updates.map(({ update, groupIds }) => ({ versions: [update.versionBefore, update.versionAfter], weights: [update.weightsHashBefore, update.weightsHashAfter], groupIds }));
+      updates.map(({ update, groupIds }) => ({
+        versions: [update.versionBefore, update.versionAfter],
+        weights: [update.weightsHashBefore, update.weightsHashAfter],
+        groupIds,
+      }));
     expect(trained(dirtyUpdates)).toEqual(trained(cleanUpdates));
     // Two sets per update and four groups of 2+ sets: one update per group, in log order.
-    expect(cleanUpdates.map((u) => u.groupIds.map((id) => id.split('#')[0]))).toEqual([['worker|g1'], ['worker|g2'], ['worker|task-d/solve'], ['worker|task-clock/solve']]);
+    expect(cleanUpdates.map((u) => u.groupIds.map((id) => id.split('#')[0]))).toEqual([
+      ['worker|g1'],
+      ['worker|g2'],
+      ['worker|task-d/solve'],
+      ['worker|task-clock/solve'],
+    ]);
 
     // Exactly once, nothing invalidated: the late outcome of v5 still found its set waiting.
     for (const run of [clean, dirty]) {
       const report = await verifyExactlyOnce(kafka, run.catalog, VALID_SET_IDS);
-      expect(report).toMatchObject({ openTransactions: [], missingSets: [], duplicateSets: [], ungroupedSets: [], multiplyGroupedSets: [], duplicateGroups: [], invalidSets: [] });
+      expect(report).toMatchObject({
+        openTransactions: [],
+        missingSets: [],
+        duplicateSets: [],
+        ungroupedSets: [],
+        multiplyGroupedSets: [],
+        duplicateGroups: [],
+        invalidSets: [],
+      });
     }
     expect(await deadLettersOf(clean)()).toEqual([]);
 
@@ -344,7 +378,11 @@ describe('the bad-input corpus through the real materializer', () => {
     expect(await deadLetterMetrics(clean.port)).toEqual({});
     // Every dead-letter reason is exercised; the other three only ever mark sets on invalid-sets.
     const setReasons: string[] = [ReasonCode.MEMBER_MISSING_AT_TTL, ReasonCode.REWARD_MISSING_AT_TTL, ReasonCode.MIXED_POLICY_SET];
-    expect(Object.keys(expectedCounts).sort()).toEqual(Object.values(ReasonCode).filter((r) => !setReasons.includes(r)).sort());
+    expect(Object.keys(expectedCounts).sort()).toEqual(
+      Object.values(ReasonCode)
+        .filter((r) => !setReasons.includes(r))
+        .sort(),
+    );
 
     // No process crashed, and no consumer had to be recreated.
     for (const run of [clean, dirty]) {

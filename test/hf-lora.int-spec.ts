@@ -59,7 +59,8 @@ function writeCases(cases: unknown): string {
   return file;
 }
 
-const peftScores = (base: string, adapter: string, casesFile: string): number[][] => JSON.parse(python([path.join(REF, 'score_peft.py'), base, adapter, casesFile], 'peft scoring')) as number[][];
+const peftScores = (base: string, adapter: string, casesFile: string): number[][] =>
+  JSON.parse(python([path.join(REF, 'score_peft.py'), base, adapter, casesFile], 'peft scoring')) as number[][];
 
 /** Largest per-token difference over all cases. */
 const worst = (a: number[][], b: number[][]): number => {
@@ -83,7 +84,7 @@ describe.each([
   ['llama', { r: 4, alpha: 12, dropout: 0, targetModules: ALL }],
   ['qwen2', { r: 2, alpha: 5, dropout: 0, targetModules: ['q_proj', 'k_proj', 'v_proj', 'down_proj'] }],
 ] as [string, LoraConfig][])('(a) %s: an adapter saved here, read by peft', (name, lora) => {
-  it('peft gives our log-probs within 1e-4 (and the base model\'s are > 1e-2 away); the merged export matches in transformers', async () => {
+  it("peft gives our log-probs within 1e-4 (and the base model's are > 1e-2 away); the merged export matches in transformers", async () => {
     const base = path.join(FIXTURES, name);
     const { cases, base: baseScores } = casesOf(name);
     const casesFile = writeCases(cases);
@@ -102,7 +103,9 @@ describe.each([
       await exportHfModel(hf.model, { baseDir: base, outDir: merged, dtype: 'F32' });
       const transformers = JSON.parse(python([path.join(REF, 'score_hf.py'), merged, casesFile], 'transformers scoring')) as number[][];
       const mergedDiff = worst(transformers, theirs);
-      console.log(`${name} (a): ours vs peft ${diff.toExponential(2)}, peft vs base ${moved.toExponential(2)}, merged export (transformers) vs peft ${mergedDiff.toExponential(2)}`);
+      console.log(
+        `${name} (a): ours vs peft ${diff.toExponential(2)}, peft vs base ${moved.toExponential(2)}, merged export (transformers) vs peft ${mergedDiff.toExponential(2)}`,
+      );
       expect(diff).toBeLessThan(1e-4);
       expect(moved).toBeGreaterThan(1e-2);
       expect(mergedDiff).toBeLessThan(1e-4);
@@ -117,7 +120,7 @@ describe.each([
   ['mistral', 'k_proj,gate_proj,down_proj'],
   ['llama', 'q_proj,v_proj'],
 ])('(b) %s: an adapter peft wrote, read here', (name, targets) => {
-  it('loads with peft\'s log-probs within 1e-4, and our adapter_config.json for it is peft\'s', async () => {
+  it("loads with peft's log-probs within 1e-4, and our adapter_config.json for it is peft's", async () => {
     const base = path.join(FIXTURES, name);
     const { cases, base: baseScores } = casesOf(name);
     const casesFile = writeCases(cases);
@@ -166,13 +169,23 @@ describe.each(['llama', 'qwen2'])('(c) %s: SRPO gradients w.r.t. the LoRA factor
       const header = readSafetensorsHeader(gradFile);
 
       const members = ref.sets.flatMap((s) => s.members);
-      const packed = packPairs(members.map((m) => ({ contextTokens: m.contextTokens, responseTokens: m.responseTokens })), hf.model);
-      const inputs: SetInput[] = ref.sets.map((s) => ({ setId: s.setId, advantage: s.advantage, members: s.members.map((m) => ({ outputId: m.outputId, logpOld: m.logpOld, mask: m.responseTokens.map(() => 1) })) }));
+      const packed = packPairs(
+        members.map((m) => ({ contextTokens: m.contextTokens, responseTokens: m.responseTokens })),
+        hf.model,
+      );
+      const inputs: SetInput[] = ref.sets.map((s) => ({
+        setId: s.setId,
+        advantage: s.advantage,
+        members: s.members.map((m) => ({ outputId: m.outputId, logpOld: m.logpOld, mask: m.responseTokens.map(() => 1) })),
+      }));
       const batch = buildPaddedSetBatch(inputs);
       const tensors = packedToTensors(packed);
       const vars = hf.model.trainableVariables();
       const names = hf.model.weightNames();
-      const { grads, value } = tf.variableGrads(() => objectiveLoss(packedLogProbs(hf.model, tensors, 1), batch, resolveObjectiveConfig(ref.objective)).loss, vars);
+      const { grads, value } = tf.variableGrads(
+        () => objectiveLoss(packedLogProbs(hf.model, tensors, 1), batch, resolveObjectiveConfig(ref.objective)).loss,
+        vars,
+      );
       const loss = (await value.data())[0];
       // torch reports exactly the LoRA factors as trainable, under peft's saved keys: ours.
       expect(names).toEqual([...header.tensors.keys()].sort());
@@ -194,7 +207,9 @@ describe.each(['llama', 'qwen2'])('(c) %s: SRPO gradients w.r.t. the LoRA factor
       tf.dispose([value, ...Object.values(grads)]);
       disposePacked(tensors);
       disposePaddedSetBatch(batch);
-      console.log(`${name} (c): loss ${loss} vs torch ${torch.loss} (|Δ| ${Math.abs(loss - torch.loss).toExponential(2)}), ${names.length} factors, worst relative gradient difference ${rel.toExponential(2)}`);
+      console.log(
+        `${name} (c): loss ${loss} vs torch ${torch.loss} (|Δ| ${Math.abs(loss - torch.loss).toExponential(2)}), ${names.length} factors, worst relative gradient difference ${rel.toExponential(2)}`,
+      );
       expect(Math.abs(loss - torch.loss)).toBeLessThan(1e-5);
       expect(rel).toBeLessThan(1e-4);
     } finally {

@@ -20,7 +20,9 @@ function transformersScores(dir: string, cases: { promptTokenIds: number[]; resp
   fs.writeFileSync(file, JSON.stringify(cases));
   const r = spawnSync('python3', [path.join(root, 'scripts', 'reference', 'score_hf.py'), dir, file], { encoding: 'utf8' });
   if (r.status !== 0) {
-    throw new Error(`transformers could not score ${dir} (python3 -m pip install -r scripts/reference/requirements.txt installs the reference):\n${r.stderr.slice(-2000)}`);
+    throw new Error(
+      `transformers could not score ${dir} (python3 -m pip install -r scripts/reference/requirements.txt installs the reference):\n${r.stderr.slice(-2000)}`,
+    );
   }
   return JSON.parse(r.stdout) as number[][];
 }
@@ -67,7 +69,8 @@ describe.each([
       theirs.forEach((t, i) => expect(maxDiff(t, reloaded[i].logprobs)).toBeLessThan(1e-4));
       if (stored === 'F32') {
         // Float32 export is lossless: the reloaded model is the one we trained, bit for bit.
-        for (const n of hf.model.weightNames()) expect(Buffer.from((await back.model.weight(n).data()).buffer)).toEqual(Buffer.from((await hf.model.weight(n).data()).buffer));
+        for (const n of hf.model.weightNames())
+          expect(Buffer.from((await back.model.weight(n).data()).buffer)).toEqual(Buffer.from((await hf.model.weight(n).data()).buffer));
         reloaded.forEach((r, i) => expect(r.logprobs).toEqual(ours[i].logprobs));
       }
       expect(fs.readFileSync(path.join(out, 'tokenizer.json'))).toEqual(fs.readFileSync(path.join(base, 'tokenizer.json')));

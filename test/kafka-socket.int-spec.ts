@@ -57,7 +57,14 @@ describe('kafkajs connection timeout racing a late connect', () => {
   async function race(socketFactory: ISocketFactory): Promise<{ logged: string[]; connectedAfterTimeout: boolean; request: string }> {
     const logged: string[] = [];
     const logger = createLogger({ level: LEVELS.ERROR, logCreator: () => (e: { log: { message: string } }) => logged.push(e.log.message) });
-    const connection: KafkajsConnection = new Connection({ host: '127.0.0.1', port: proxyPort, logger, socketFactory, requestTimeout: 5000, connectionTimeout: 100 });
+    const connection: KafkajsConnection = new Connection({
+      host: '127.0.0.1',
+      port: proxyPort,
+      logger,
+      socketFactory,
+      requestTimeout: 5000,
+      connectionTimeout: 100,
+    });
     // Connect and hold the loop from a check-phase callback (setImmediate): the next loop
     // iteration then runs its timers (kafkajs's connection timeout) before its I/O (the
     // connect), every time. Started from a poll-phase callback, the connect could still be
@@ -100,7 +107,7 @@ describe('kafkajs connection timeout racing a late connect', () => {
     expect(r.logged).toEqual(['Connection timeout']);
   });
 
-  it('a round trip through admin, producer and consumer on createKafka\'s guarded sockets', async () => {
+  it("a round trip through admin, producer and consumer on createKafka's guarded sockets", async () => {
     const kafka = createKafka({ brokers: ensureKafka(), clientId: 'socket-test' });
     const topic = `${uniquePrefix('socket')}t`;
     const admin = kafka.admin();

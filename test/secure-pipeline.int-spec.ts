@@ -23,7 +23,14 @@ const PORT = 19392;
 describe('pipeline on a SASL/SCRAM over TLS broker', () => {
   const root = repoRoot();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-secure-'));
-  const kafkaEnv = { SRPO_KAFKA_PORT: String(PORT), SRPO_KAFKA_DIR: path.join(dir, 'kafka'), SRPO_KAFKA_SECURITY: 'sasl_ssl', SRPO_KAFKA_SSL_DIR: path.join(dir, 'ssl'), SRPO_KAFKA_SCRAM_USER: 'srpo', SRPO_KAFKA_SCRAM_PASSWORD: PASSWORD };
+  const kafkaEnv = {
+    SRPO_KAFKA_PORT: String(PORT),
+    SRPO_KAFKA_DIR: path.join(dir, 'kafka'),
+    SRPO_KAFKA_SECURITY: 'sasl_ssl',
+    SRPO_KAFKA_SSL_DIR: path.join(dir, 'ssl'),
+    SRPO_KAFKA_SCRAM_USER: 'srpo',
+    SRPO_KAFKA_SCRAM_PASSWORD: PASSWORD,
+  };
   const clientEnv = {
     KAFKA_BROKERS: `127.0.0.1:${PORT}`,
     KAFKA_SSL_CA_FILE: path.join(dir, 'ssl', 'ca.pem'),
@@ -46,7 +53,9 @@ describe('pipeline on a SASL/SCRAM over TLS broker', () => {
 
   it('carries events through the materializer and the learner with credentials from configuration', async () => {
     const prefix = uniquePrefix('secure');
-    const materializer = new Materializer(loadMaterializerConfig({ ...clientEnv, SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '1', SRPO_DERIVED_PARTITIONS: '1', SRPO_LOG_LEVEL: 'debug' }));
+    const materializer = new Materializer(
+      loadMaterializerConfig({ ...clientEnv, SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '1', SRPO_DERIVED_PARTITIONS: '1', SRPO_LOG_LEVEL: 'debug' }),
+    );
     await materializer.start();
     const kafka = createKafka(readKafkaConnection(new EnvReader(clientEnv), 'secure-test'));
     const sdk = new AgentEventsProducer({ kafka, topics: materializer.catalog });
@@ -79,7 +88,10 @@ describe('pipeline on a SASL/SCRAM over TLS broker', () => {
       let updates: unknown[] = [];
       for (let i = 0; i < 120 && updates.length < 1; i++) {
         await sleep(500);
-        updates = await fetch(`http://127.0.0.1:${port}/updates?policy=worker`).then((r) => (r.ok ? (r.json() as Promise<unknown[]>) : []), () => []);
+        updates = await fetch(`http://127.0.0.1:${port}/updates?policy=worker`).then(
+          (r) => (r.ok ? (r.json() as Promise<unknown[]>) : []),
+          () => [],
+        );
       }
       expect(updates.length).toBeGreaterThanOrEqual(1);
       const codec = new EventCodec();
@@ -97,7 +109,9 @@ describe('pipeline on a SASL/SCRAM over TLS broker', () => {
 
   it('refuses wrong credentials with an error that says so', async () => {
     const bin = path.join(root, 'bin', 'srpo.js');
-    const result = await run('node', [bin, 'kafka', 'status'], { env: { ...process.env, ...clientEnv, KAFKA_SASL_PASSWORD: 'not-the-password', SRPO_LOG_LEVEL: 'debug' } }).then(
+    const result = await run('node', [bin, 'kafka', 'status'], {
+      env: { ...process.env, ...clientEnv, KAFKA_SASL_PASSWORD: 'not-the-password', SRPO_LOG_LEVEL: 'debug' },
+    }).then(
       () => ({ code: 0, stderr: '' }),
       (e: { code: number; stderr: string }) => e,
     );

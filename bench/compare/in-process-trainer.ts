@@ -75,7 +75,10 @@ interface QueuedSet extends ActiveSet {
 
 /** Builds the sets of a task's rollouts, grouped by (policy, position) exactly as the materializer groups them. */
 export function advantageGroupsOf(r: TaskRollouts, objective: ObjectiveConfig): Map<string, QueuedSet[]> {
-  const byGroup = new Map<string, { policyId: string; sets: { setId: string; groupKey: string; reward: number; progress: number; members: ActiveSet['members'] }[] }>();
+  const byGroup = new Map<
+    string,
+    { policyId: string; sets: { setId: string; groupKey: string; reward: number; progress: number; members: ActiveSet['members'] }[] }
+  >();
   for (const ep of r.episodes) {
     const progress = progressCoverage(ep.outcome.observationDigests, ep.outcome.turns);
     for (const st of ep.steps) {
@@ -94,7 +97,10 @@ export function advantageGroupsOf(r: TaskRollouts, objective: ObjectiveConfig): 
   }
   const out = new Map<string, QueuedSet[]>();
   for (const [, { policyId, sets }] of byGroup) {
-    const adv = groupAdvantages(sets.map((s) => ({ setId: s.setId, groupKey: s.groupKey, reward: s.reward, progress: s.progress })), objective);
+    const adv = groupAdvantages(
+      sets.map((s) => ({ setId: s.setId, groupKey: s.groupKey, reward: s.reward, progress: s.progress })),
+      objective,
+    );
     const list = out.get(policyId) ?? [];
     sets.forEach((s, i) => list.push({ setId: s.setId, groupKey: s.groupKey, advantage: adv[i].advantage, members: s.members }));
     out.set(policyId, list);

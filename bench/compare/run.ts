@@ -67,7 +67,15 @@ interface JobResult extends Job {
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { seeds: 3, updates: 400, mixedUpdates: 800, jobs: Math.max(1, Math.min(2, os.availableParallelism())), evalTasks: 64, lag: 3, out: path.join('bench', 'compare', 'results') };
+  const a: Args = {
+    seeds: 3,
+    updates: 400,
+    mixedUpdates: 800,
+    jobs: Math.max(1, Math.min(2, os.availableParallelism())),
+    evalTasks: 64,
+    lag: 3,
+    out: path.join('bench', 'compare', 'results'),
+  };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const next = (): string => {
@@ -89,8 +97,7 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--lag') {
       a.lag = Number(next());
       if (!Number.isInteger(a.lag) || a.lag < 0) throw new Error('--lag must be a non-negative integer');
-    }
-    else if (k === '--worker') a.worker = next();
+    } else if (k === '--worker') a.worker = next();
     else throw new Error(`unknown argument ${k}`);
   }
   return a;
@@ -176,8 +183,18 @@ interface Cell {
   clip: number[];
 }
 
-const gradVar = (r: JobResult, policy?: string) => mean(Object.entries(r.gradNorm).filter(([id]) => !policy || id === policy).map(([, g]) => g.variance));
-const gradMean = (r: JobResult, policy?: string) => mean(Object.entries(r.gradNorm).filter(([id]) => !policy || id === policy).map(([, g]) => g.mean));
+const gradVar = (r: JobResult, policy?: string) =>
+  mean(
+    Object.entries(r.gradNorm)
+      .filter(([id]) => !policy || id === policy)
+      .map(([, g]) => g.variance),
+  );
+const gradMean = (r: JobResult, policy?: string) =>
+  mean(
+    Object.entries(r.gradNorm)
+      .filter(([id]) => !policy || id === policy)
+      .map(([, g]) => g.mean),
+  );
 const pm = (xs: number[], scale = 100, digits = 1) => `${(scale * mean(xs)).toFixed(digits)}${scale === 100 ? '%' : ''} ± ${(scale * std(xs)).toFixed(digits)}`;
 const objectiveName = (o: ObjectiveName) => (o === 'srpo' ? 'srpo (sqrt)' : o);
 
@@ -254,7 +271,9 @@ async function main(): Promise<void> {
         const job = jobs[next++];
         const r = await runJob(job);
         results.push(r);
-        const success = Object.entries(r.success).map(([w, v]) => `${w} ${(100 * v).toFixed(1)}%`).join(', ');
+        const success = Object.entries(r.success)
+          .map(([w, v]) => `${w} ${(100 * v).toFixed(1)}%`)
+          .join(', ');
         process.stderr.write(`[${results.length}/${jobs.length}] ${r.mode} ${r.objective} seed ${r.seed}: ${success} in ${r.seconds.toFixed(0)} s\n`);
       }
     }),
@@ -265,7 +284,10 @@ async function main(): Promise<void> {
   const command = `node dist-bench/bench/compare/run.js --seeds ${args.seeds} --updates ${args.updates} --mixed-updates ${args.mixedUpdates} --lag ${args.lag} --jobs ${args.jobs} --eval-tasks ${args.evalTasks}`;
   await fs.mkdir(args.out, { recursive: true });
   await fs.writeFile(path.join(args.out, 'compare.json'), JSON.stringify({ command, minutes, args, results }, null, 2));
-  await fs.writeFile(path.join(args.out, 'compare.md'), `${table}\n\n_${command}: ${jobs.length} runs in ${minutes.toFixed(1)} min on ${os.cpus().length} CPU cores._\n`);
+  await fs.writeFile(
+    path.join(args.out, 'compare.md'),
+    `${table}\n\n_${command}: ${jobs.length} runs in ${minutes.toFixed(1)} min on ${os.cpus().length} CPU cores._\n`,
+  );
   process.stdout.write(`${table}\n\n${command}: ${jobs.length} runs in ${minutes.toFixed(1)} min\n`);
 }
 

@@ -43,8 +43,13 @@ async function main(): Promise<void> {
     onUpdate: (id, rec) => {
       if (Date.now() - lastPrint < 5000) return;
       lastPrint = Date.now();
-      const rates = Object.entries(seen).filter(([k]) => !k.includes('.')).map(([w, s]) => `${w}=${mean(s.slice(-window)).toFixed(2)}`).join(' ');
-      process.stdout.write(`${((Date.now() - t0) / 1000).toFixed(0)}s ${id} v${rec.version} gn=${rec.gradNorm.toFixed(3)} clip=${rec.clipFrac.toFixed(2)} ${rates}\n`);
+      const rates = Object.entries(seen)
+        .filter(([k]) => !k.includes('.'))
+        .map(([w, s]) => `${w}=${mean(s.slice(-window)).toFixed(2)}`)
+        .join(' ');
+      process.stdout.write(
+        `${((Date.now() - t0) / 1000).toFixed(0)}s ${id} v${rec.version} gn=${rec.gradNorm.toFixed(3)} clip=${rec.clipFrac.toFixed(2)} ${rates}\n`,
+      );
     },
     onTask: (r) => {
       const list = (seen[r.workflow] ??= []);
@@ -60,7 +65,9 @@ async function main(): Promise<void> {
   for (const [w, s] of Object.entries(res.successes)) {
     process.stdout.write(`${w}: episodes=${s.length} first=${mean(s.slice(0, window)).toFixed(3)} last=${mean(s.slice(-window)).toFixed(3)}\n`);
   }
-  process.stdout.write(`seconds=${res.seconds.toFixed(1)} updates=${JSON.stringify(Object.fromEntries(Object.entries(res.updates).map(([k, v]) => [k, v.length])))}\n`);
+  process.stdout.write(
+    `seconds=${res.seconds.toFixed(1)} updates=${JSON.stringify(Object.fromEntries(Object.entries(res.updates).map(([k, v]) => [k, v.length])))}\n`,
+  );
 }
 
 function mean(xs: number[]): number {

@@ -32,7 +32,11 @@ export function threadEnv(threads: number): NodeJS.ProcessEnv {
 
 /** A worker prints logs, then its result as the last JSON line. */
 export function lastJsonLine<T>(stdout: string): T {
-  const line = stdout.trim().split('\n').filter((l) => l.startsWith('{')).pop();
+  const line = stdout
+    .trim()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .pop();
   if (!line) throw new Error(`no result line in output:\n${stdout}`);
   return JSON.parse(line) as T;
 }

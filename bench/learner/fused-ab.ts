@@ -65,8 +65,12 @@ async function main(): Promise<void> {
   const med = (v: number[]): number => [...v].sort((a, b) => a - b)[(v.length - 1) >> 1];
   const ratios = ms.on.map((v, i) => v / ms.off[i]);
   const c = cpuDescription();
-  console.log(`${isaPart ? `${isaPart} AVX-512 against AVX2` : matMulOnly ? 'SrpoMatMul against MatMul' : addsOnly ? 'SrpoAdd routing' : ops.length > 0 ? ops.join(', ') : 'fused kernels'} A/B, reference workload, ${pairs} pairs of ${block}-step blocks; ${c.model}, ${c.vector}; srpo-kernels.${kernels.version}: ${kernels.ops.join(', ')}`);
-  console.log(`ms/step: on median ${med(ms.on).toFixed(1)}, off median ${med(ms.off).toFixed(1)}; on/off per pair: median ${med(ratios).toFixed(3)} (${ratios.map((r) => r.toFixed(2)).join(' ')})`);
+  console.log(
+    `${isaPart ? `${isaPart} AVX-512 against AVX2` : matMulOnly ? 'SrpoMatMul against MatMul' : addsOnly ? 'SrpoAdd routing' : ops.length > 0 ? ops.join(', ') : 'fused kernels'} A/B, reference workload, ${pairs} pairs of ${block}-step blocks; ${c.model}, ${c.vector}; srpo-kernels.${kernels.version}: ${kernels.ops.join(', ')}`,
+  );
+  console.log(
+    `ms/step: on median ${med(ms.on).toFixed(1)}, off median ${med(ms.off).toFixed(1)}; on/off per pair: median ${med(ratios).toFixed(3)} (${ratios.map((r) => r.toFixed(2)).join(' ')})`,
+  );
   trainer.dispose();
   policy.dispose();
 }

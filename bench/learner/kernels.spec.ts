@@ -20,7 +20,9 @@ describe('parseOneDnnVerbose', () => {
   });
 
   it('names the sgemm entry point, which logs no implementation', () => {
-    const r = parseOneDnnVerbose('onednn_verbose,v1,info,cpu,isa:Intel AVX2\nonednn_verbose,v1,primitive,exec,cpu,gemm_api,,undef,src_f32::blocked:ab:f0,,,2048x128:128x128,67.8');
+    const r = parseOneDnnVerbose(
+      'onednn_verbose,v1,info,cpu,isa:Intel AVX2\nonednn_verbose,v1,primitive,exec,cpu,gemm_api,,undef,src_f32::blocked:ab:f0,,,2048x128:128x128,67.8',
+    );
     expect(r.primitives).toEqual(['gemm_api']);
     expect(r.isa).toBe('Intel AVX2');
     expect(describeOneDnn('MatMul', r)).toBe('MatMul through oneDNN gemm_api');

@@ -244,7 +244,26 @@ async function worker(args: Args): Promise<void> {
 }
 
 function runNodeWorker(args: Args, backend: Backend, steps: number, warmup: number, jobDir?: string): SideResult {
-  const argv = [...process.execArgv, __filename, '--worker', backend, ...(args.profileOps ? ['--profile-ops'] : []), ...(args.fused ? [] : ['--no-fused']), '--config', args.config, '--steps', String(steps), '--warmup', String(warmup), '--threads', String(args.threads), '--torch-device', args.torchDevice, '--webgpu-layout', args.webgpuLayout];
+  const argv = [
+    ...process.execArgv,
+    __filename,
+    '--worker',
+    backend,
+    ...(args.profileOps ? ['--profile-ops'] : []),
+    ...(args.fused ? [] : ['--no-fused']),
+    '--config',
+    args.config,
+    '--steps',
+    String(steps),
+    '--warmup',
+    String(warmup),
+    '--threads',
+    String(args.threads),
+    '--torch-device',
+    args.torchDevice,
+    '--webgpu-layout',
+    args.webgpuLayout,
+  ];
   if (args.sequences) argv.push('--sequences', String(args.sequences));
   if (jobDir) argv.push('--job-dir', jobDir);
   const r = spawnSync(process.execPath, argv, { env: sideEnv(args), encoding: 'utf8', maxBuffer: 64 << 20 });
@@ -256,7 +275,16 @@ function runNodeWorker(args: Args, backend: Backend, steps: number, warmup: numb
 }
 
 function fusedKernels(
-  s: { loaded: boolean; version?: number; ops: readonly string[]; reason?: string; onednnAvx512?: boolean; gemmIsa?: string; elementwiseIsa?: string; cpuVendor?: string },
+  s: {
+    loaded: boolean;
+    version?: number;
+    ops: readonly string[];
+    reason?: string;
+    onednnAvx512?: boolean;
+    gemmIsa?: string;
+    elementwiseIsa?: string;
+    cpuVendor?: string;
+  },
   srpoMatMul: boolean,
 ): string {
   if (!s.loaded) return `no fused kernels (${s.reason})`;
@@ -337,7 +365,9 @@ async function main(): Promise<void> {
     const threadsLine = `threads: ${describeThreads(sideEnv(args))}`;
     const fusedLine = native.results[0]?.kernels ?? primary.results[0]?.kernels;
     const matMulUnused = (native.results[0] ?? primary.results[0])?.srpoMatMul === true;
-    const kernelsLines = [`tfjs-tensorflow kernels: ${probeTfKernels([...process.execArgv, __filename], sideEnv(args), matMulUnused)}${fusedLine ? `; ${fusedLine}` : ''}`];
+    const kernelsLines = [
+      `tfjs-tensorflow kernels: ${probeTfKernels([...process.execArgv, __filename], sideEnv(args), matMulUnused)}${fusedLine ? `; ${fusedLine}` : ''}`,
+    ];
     const torchKernels = torch.results[0]?.kernels;
     if (torchKernels) kernelsLines.push(`${torch.label} kernels: ${torchKernels}`);
     const summary = {
@@ -376,8 +406,12 @@ async function main(): Promise<void> {
     const ref = median(primary.results);
     for (const other of ran.filter((s) => s !== primary && s.label !== 'tfjs-cpu')) {
       const o = median(other.results);
-      lines.push(`${primary.label} / ${other.label} tokens/s: median ${(ref.tokensPerSecond / o.tokensPerSecond).toFixed(2)}x, best ${(best(primary.results).tokensPerSecond / best(other.results).tokensPerSecond).toFixed(2)}x`);
-      lines.push(`first-step loss difference |${primary.label} - ${other.label}|: ${Math.abs(ref.firstLoss - o.firstLoss).toExponential(2)} (same weights and batch)`);
+      lines.push(
+        `${primary.label} / ${other.label} tokens/s: median ${(ref.tokensPerSecond / o.tokensPerSecond).toFixed(2)}x, best ${(best(primary.results).tokensPerSecond / best(other.results).tokensPerSecond).toFixed(2)}x`,
+      );
+      lines.push(
+        `first-step loss difference |${primary.label} - ${other.label}|: ${Math.abs(ref.firstLoss - o.firstLoss).toExponential(2)} (same weights and batch)`,
+      );
     }
     if (args.profileOps) lines.push(...opTables(ran));
     lines.push(...notes);
@@ -393,9 +427,11 @@ function opTables(ran: Side[]): string[] {
   for (const s of ran) {
     const r = median(s.results);
     if (!r.opProfile) continue;
-    const outside = r.outsideOpsMs === undefined ? '' : `; ${Math.round(r.opsPerStep ?? 0)} native ops; outside them (JavaScript, tape, GC): ${r.outsideOpsMs.toFixed(1)} ms`;
+    const outside =
+      r.outsideOpsMs === undefined ? '' : `; ${Math.round(r.opsPerStep ?? 0)} native ops; outside them (JavaScript, tape, GC): ${r.outsideOpsMs.toFixed(1)} ms`;
     out.push(`${s.label} ops by time per step (step ${r.msPerStep.toFixed(1)} ms${outside}):`);
-    for (const o of r.opProfile.slice(0, 15)) out.push(`  ${o.op.slice(0, 48).padEnd(50)}${o.callsPerStep.toFixed(1).padStart(7)} calls${o.msPerStep.toFixed(2).padStart(9)} ms`);
+    for (const o of r.opProfile.slice(0, 15))
+      out.push(`  ${o.op.slice(0, 48).padEnd(50)}${o.callsPerStep.toFixed(1).padStart(7)} calls${o.msPerStep.toFixed(2).padStart(9)} ms`);
   }
   return out;
 }

@@ -38,7 +38,15 @@ function episodes(from: number, to: number, time0: number): AgentEvent[] {
   for (let e = from; e < to; e++) {
     const id = `ep${e}`;
     events.push({ type: 'AgentOutput', value: output(id, 0, { eventTimeMs: time0 + Math.floor(e / 100), startedAtMs: time0 + Math.floor(e / 100) }) });
-    events.push({ type: 'Transition', value: transition(id, [0], { groupKey: `task-${Math.floor(e / 4)}`, expectedGroupSize: 4, reward: e % 3 === 0 ? 1 : 0, eventTimeMs: time0 + Math.floor(e / 100) }) });
+    events.push({
+      type: 'Transition',
+      value: transition(id, [0], {
+        groupKey: `task-${Math.floor(e / 4)}`,
+        expectedGroupSize: 4,
+        reward: e % 3 === 0 ? 1 : 0,
+        eventTimeMs: time0 + Math.floor(e / 100),
+      }),
+    });
   }
   return events;
 }
@@ -104,7 +112,9 @@ async function main(): Promise<void> {
   }
   const buildHeap = await metric(port, 'srpo_process_heap_used_bytes');
   const buildRss = await metric(port, 'srpo_process_rss_bytes');
-  console.log(`built in ${((Date.now() - t0) / 1000).toFixed(0)} s; heap ${(buildHeap / 2 ** 20).toFixed(0)} MiB, RSS ${(buildRss / 2 ** 20).toFixed(0)} MiB at the end (lmdb)`);
+  console.log(
+    `built in ${((Date.now() - t0) / 1000).toFixed(0)} s; heap ${(buildHeap / 2 ** 20).toFixed(0)} MiB, RSS ${(buildRss / 2 ** 20).toFixed(0)} MiB at the end (lmdb)`,
+  );
   build.kill('SIGTERM');
   await waitForExit(build);
   await sleep(7000);

@@ -103,7 +103,14 @@ async function startProfiler(): Promise<{ stopTo(file: string): Promise<void> }>
 async function materializerRun(kafka: Kafka, brokers: string[], events: AgentEvent[]): Promise<RunResult> {
   const prefix = `bench.mat.${randomUUID().slice(0, 8)}.`;
   const catalog = await setupTopics(kafka, prefix);
-  const config = loadMaterializerConfig({ KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn', ...tuning() });
+  const config = loadMaterializerConfig({
+    KAFKA_BROKERS: brokers.join(','),
+    SRPO_TOPIC_PREFIX: prefix,
+    SRPO_RAW_PARTITIONS: '2',
+    SRPO_DERIVED_PARTITIONS: '2',
+    SRPO_LOG_LEVEL: 'warn',
+    ...tuning(),
+  });
   // Warm-up on empty topics: creates the changelog topics, a one-time cost of a new application.
   const warm = new Materializer(config);
   await warm.start();
@@ -154,7 +161,14 @@ async function offsetsWritten(kafka: Kafka, prefix: string): Promise<{ changelog
 async function stageRuns(kafka: Kafka, brokers: string[], events: AgentEvent[]): Promise<{ sets: RunResult; groups: RunResult }> {
   const prefix = `bench.stages.${randomUUID().slice(0, 8)}.`;
   const catalog = await setupTopics(kafka, prefix);
-  const env = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn', ...tuning() };
+  const env = {
+    KAFKA_BROKERS: brokers.join(','),
+    SRPO_TOPIC_PREFIX: prefix,
+    SRPO_RAW_PARTITIONS: '2',
+    SRPO_DERIVED_PARTITIONS: '2',
+    SRPO_LOG_LEVEL: 'warn',
+    ...tuning(),
+  };
   for (const roles of ['sets', 'groups']) {
     const warm = new Materializer(loadMaterializerConfig({ ...env, SRPO_MATERIALIZER_ROLES: roles }));
     await warm.start();
@@ -181,7 +195,10 @@ async function stageRuns(kafka: Kafka, brokers: string[], events: AgentEvent[]):
 }
 
 async function scrape(port: number, metric: string): Promise<number> {
-  const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text(), () => '');
+  const text = await fetch(`http://127.0.0.1:${port}/metrics`).then(
+    (r) => r.text(),
+    () => '',
+  );
   let total = 0;
   for (const line of text.split('\n')) if (line.startsWith(metric)) total += Number(line.split(' ').pop());
   return total;
@@ -191,7 +208,14 @@ async function scrape(port: number, metric: string): Promise<number> {
 async function twoProcessRun(kafka: Kafka, brokers: string[], events: AgentEvent[]): Promise<number> {
   const prefix = `bench.mat2.${randomUUID().slice(0, 8)}.`;
   const catalog = await setupTopics(kafka, prefix);
-  const base = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn', ...tuning() };
+  const base = {
+    KAFKA_BROKERS: brokers.join(','),
+    SRPO_TOPIC_PREFIX: prefix,
+    SRPO_RAW_PARTITIONS: '2',
+    SRPO_DERIVED_PARTITIONS: '2',
+    SRPO_LOG_LEVEL: 'warn',
+    ...tuning(),
+  };
   const warm = new Materializer(loadMaterializerConfig(base));
   await warm.start();
   await warm.stop();
@@ -218,7 +242,14 @@ async function twoProcessRun(kafka: Kafka, brokers: string[], events: AgentEvent
  */
 async function startRelay(client: StreamClient, groupId: string, from: string[], to: string): Promise<{ done(): number; stop(): Promise<void> }> {
   const producers = new Map<number, TransactionalProducer>();
-  const consumer = client.groupConsumer({ groupId, topics: from, sessionTimeoutMs: 30_000, heartbeatIntervalMs: 3_000, rebalanceTimeoutMs: 60_000, maxWaitMs: 250 });
+  const consumer = client.groupConsumer({
+    groupId,
+    topics: from,
+    sessionTimeoutMs: 30_000,
+    heartbeatIntervalMs: 3_000,
+    rebalanceTimeoutMs: 60_000,
+    maxWaitMs: 250,
+  });
   let done = 0;
   await consumer.start({
     onAssignment: () => undefined,
@@ -262,7 +293,11 @@ async function passThroughRun(kafka: Kafka, events: AgentEvent[], hops: 1 | 2 = 
   await produceAll(kafka, catalog, events);
   const start = Date.now();
   const cpu = process.cpuUsage();
-  const client = createStreamClient(argValue('client') === 'platformatic' ? 'platformatic' : 'kafkajs', { brokers: ensureKafka(), clientId: 'bench-relay' }, kafka);
+  const client = createStreamClient(
+    argValue('client') === 'platformatic' ? 'platformatic' : 'kafkajs',
+    { brokers: ensureKafka(), clientId: 'bench-relay' },
+    kafka,
+  );
   const relay = (groupId: string, from: string[], to: string) => startRelay(client, groupId, from, to);
   const first = await relay(`${prefix}passthrough`, [catalog.agentOutputs.name, catalog.transitions.name], catalog.activeSets.name);
   const second = hops === 2 ? await relay(`${prefix}passthrough2`, [catalog.activeSets.name], catalog.advantageGroups.name) : undefined;
@@ -285,7 +320,14 @@ function rssMb(child: ChildProcess): number {
 async function memoryRun(kafka: Kafka, brokers: string[], open: number): Promise<{ episodes: number; rssMb: number }[]> {
   const prefix = `bench.mem.${randomUUID().slice(0, 8)}.`;
   const catalog = await setupTopics(kafka, prefix);
-  const env = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '2', SRPO_LOG_LEVEL: 'warn', SRPO_SET_TTL_MS: String(3_600_000) };
+  const env = {
+    KAFKA_BROKERS: brokers.join(','),
+    SRPO_TOPIC_PREFIX: prefix,
+    SRPO_RAW_PARTITIONS: '2',
+    SRPO_DERIVED_PARTITIONS: '2',
+    SRPO_LOG_LEVEL: 'warn',
+    SRPO_SET_TTL_MS: String(3_600_000),
+  };
   const child = spawnApp('materializer', env);
   await sleep(3000);
   const points: { episodes: number; rssMb: number }[] = [{ episodes: 0, rssMb: rssMb(child) }];
@@ -333,18 +375,27 @@ async function main(): Promise<void> {
   console.log(`pass-through (consume + transactional re-produce): ${pass.toFixed(0)} events/s  (${cpuNote(passRun)})`);
   if (process.argv.includes('--two-hop')) {
     const twoHop = await passThroughRun(kafka, events, 2);
-    console.log(`two-hop pass-through (the same, twice in a row): ${twoHop.eventsPerSecond.toFixed(0)} events/s  (ratio ${(twoHop.eventsPerSecond / pass).toFixed(2)}; ${cpuNote(twoHop)})`);
+    console.log(
+      `two-hop pass-through (the same, twice in a row): ${twoHop.eventsPerSecond.toFixed(0)} events/s  (ratio ${(twoHop.eventsPerSecond / pass).toFixed(2)}; ${cpuNote(twoHop)})`,
+    );
   }
   if (argValue('state') === 'both') {
     stateStore = 'memory';
     const memRun = await materializerRun(kafka, brokers, events);
-    console.log(`materializer (heap stores), raw events -> advantage groups: ${memRun.eventsPerSecond.toFixed(0)} events/s  (ratio ${(memRun.eventsPerSecond / pass).toFixed(2)}; ${cpuNote(memRun)})`);
+    console.log(
+      `materializer (heap stores), raw events -> advantage groups: ${memRun.eventsPerSecond.toFixed(0)} events/s  (ratio ${(memRun.eventsPerSecond / pass).toFixed(2)}; ${cpuNote(memRun)})`,
+    );
     stateStore = 'lmdb';
   }
   const matRun = await materializerRun(kafka, brokers, events);
   const mat = matRun.eventsPerSecond;
-  console.log(`materializer (${stateStore} state), one process, raw events -> advantage groups:   ${mat.toFixed(0)} events/s  (ratio ${(mat / pass).toFixed(2)}; ${cpuNote(matRun)})`);
-  if (matRun.written) console.log(`  offsets written: ${matRun.written.outputs} to output and internal topics, ${matRun.written.changelogs} to changelogs (pass-through: ${events.length} records plus markers)`);
+  console.log(
+    `materializer (${stateStore} state), one process, raw events -> advantage groups:   ${mat.toFixed(0)} events/s  (ratio ${(mat / pass).toFixed(2)}; ${cpuNote(matRun)})`,
+  );
+  if (matRun.written)
+    console.log(
+      `  offsets written: ${matRun.written.outputs} to output and internal topics, ${matRun.written.changelogs} to changelogs (pass-through: ${events.length} records plus markers)`,
+    );
   if (process.argv.includes('--stages')) {
     const stages = await stageRuns(kafka, brokers, events);
     console.log(`  stage alone, raw events -> active sets:  ${stages.sets.eventsPerSecond.toFixed(0)} raw events/s  (${cpuNote(stages.sets)})`);
@@ -358,7 +409,7 @@ async function main(): Promise<void> {
     console.log('open episodes -> materializer RSS');
     for (const p of points) console.log(`  ${String(p.episodes).padStart(7)}  ${p.rssMb.toFixed(0)} MB`);
     const [p0, , , p3] = points;
-    console.log(`  ~${((p3.rssMb - p0.rssMb) * 1024 / open).toFixed(1)} KB per open episode`);
+    console.log(`  ~${(((p3.rssMb - p0.rssMb) * 1024) / open).toFixed(1)} KB per open episode`);
   }
 }
 

@@ -35,7 +35,9 @@ function main(): void {
     times.push(Number(process.hrtime.bigint() - start) / 1e6);
   }
   const sorted = [...times].sort((a, b) => a - b);
-  console.log(`${episodes} retained episodes (${h.stores.episodes.size} kept), ${scans} scans: ${times.map((t) => t.toFixed(2)).join(', ')} ms (median ${sorted[Math.floor(scans / 2)].toFixed(2)} ms)`);
+  console.log(
+    `${episodes} retained episodes (${h.stores.episodes.size} kept), ${scans} scans: ${times.map((t) => t.toFixed(2)).join(', ')} ms (median ${sorted[Math.floor(scans / 2)].toFixed(2)} ms)`,
+  );
   // Past the 10-minute dedupe window every episode expires, in one scan.
   const start = process.hrtime.bigint();
   h.advanceTo(t0 + episodes + 600_000 + 2_000 * (scans + 1));

@@ -26,7 +26,12 @@ export function workload(episodes: number, time0: number): AgentEvent[] {
     for (let j = 0; j < k; j++) events.push({ type: 'AgentOutput', value: bigOutput(id, j, time0 + e) });
     events.push({
       type: 'Transition',
-      value: transition(id, [...Array(k).keys()], { groupKey: `task-${Math.floor(e / 4)}`, expectedGroupSize: 4, reward: e % 3 === 0 ? 1 : 0, eventTimeMs: time0 + e }),
+      value: transition(id, [...Array(k).keys()], {
+        groupKey: `task-${Math.floor(e / 4)}`,
+        expectedGroupSize: 4,
+        reward: e % 3 === 0 ? 1 : 0,
+        eventTimeMs: time0 + e,
+      }),
     });
   }
   return events;

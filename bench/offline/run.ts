@@ -107,8 +107,13 @@ async function collect(policy: Policy, tasks: number, taskSeed: number, sampleSe
   for (let t = 0; t < tasks; t++) {
     const { body, outcomes: outs } = eventsOf(await wf.play(`log-${t}`, GROUP, sampler), 1_700_000_000_000);
     for (const e of [...body, ...outs]) {
-      if (e.type === 'AgentOutput') outputs.push({ value: { ...e.value, sampling: { ...e.value.sampling, seed: null, stopTokenIds: [] } } as AgentOutput, source: { topic: 'agent-outputs', partition: 0, offset: outputs.length } });
-      else if (e.type === 'Transition') transitions.push({ value: e.value as Transition, source: { topic: 'transitions', partition: 0, offset: transitions.length } });
+      if (e.type === 'AgentOutput')
+        outputs.push({
+          value: { ...e.value, sampling: { ...e.value.sampling, seed: null, stopTokenIds: [] } } as AgentOutput,
+          source: { topic: 'agent-outputs', partition: 0, offset: outputs.length },
+        });
+      else if (e.type === 'Transition')
+        transitions.push({ value: e.value as Transition, source: { topic: 'transitions', partition: 0, offset: transitions.length } });
       else outcomes.push({ value: e.value as EpisodeOutcome, source: { topic: 'episode-outcomes', partition: 0, offset: outcomes.length } });
     }
   }
@@ -151,7 +156,8 @@ async function fitScorer(trajectories: Trajectory[], inferrer: DemoEnvTaskInferr
     if (ok.length === 0) continue;
     const y = await inferrer.infer({ ...t, actions: ok });
     if (!y) continue;
-    for (let k = 0; k <= ok.length; k++) examples.push({ contextTokens: [Tok.BOS, ...ok.slice(0, k).flatMap((a) => a.responseTokens)], responseTokens: y.tokens, weight: 1 });
+    for (let k = 0; k <= ok.length; k++)
+      examples.push({ contextTokens: [Tok.BOS, ...ok.slice(0, k).flatMap((a) => a.responseTokens)], responseTokens: y.tokens, weight: 1 });
   }
   const trainer = new CreditWeightedSftTrainer(scorer, { lr: args.lr });
   await trainWeighted(trainer, examples, { steps: args.scorerSteps, batchSize: args.batch, seed });
@@ -160,7 +166,9 @@ async function fitScorer(trajectories: Trajectory[], inferrer: DemoEnvTaskInferr
 }
 
 function rejectionExamples(trajectories: Trajectory[]): WeightedExample[] {
-  return trajectories.filter((t) => t.outcome.success).flatMap((t) => t.actions.map((a) => ({ contextTokens: a.contextTokens, responseTokens: a.responseTokens, weight: 1 })));
+  return trajectories
+    .filter((t) => t.outcome.success)
+    .flatMap((t) => t.actions.map((a) => ({ contextTokens: a.contextTokens, responseTokens: a.responseTokens, weight: 1 })));
 }
 
 async function runSource(source: Source, seed: number, args: Args, rows: Row[]): Promise<void> {
@@ -188,7 +196,15 @@ async function runSource(source: Source, seed: number, args: Args, rows: Row[]):
   }
   const t0 = Date.now();
   const trajectories = await collect(logPolicy, args.logTasks, 10_000 + seed, 20_000 + seed);
-  rows.push({ source, seed, method: 'log policy', trajectories: trajectories.length, examples: 0, ...(await evaluate(logPolicy, args.evalTasks, seed)), seconds: (Date.now() - t0) / 1000 });
+  rows.push({
+    source,
+    seed,
+    method: 'log policy',
+    trajectories: trajectories.length,
+    examples: 0,
+    ...(await evaluate(logPolicy, args.evalTasks, seed)),
+    seconds: (Date.now() - t0) / 1000,
+  });
   const inferrer = new DemoEnvTaskInferrer(SETTINGS);
   const scorerPolicy = await fitScorer(trajectories, inferrer, args, seed);
   const scorer = new InstructionScorer(scorerPolicy.model);
@@ -220,10 +236,20 @@ async function runSource(source: Source, seed: number, args: Args, rows: Row[]):
       trainer.dispose();
     }
     // With nothing to train on, the method returns the log policy unchanged.
-    rows.push({ source, seed, method, trajectories: used, examples: positive, ...(await evaluate(policy, args.evalTasks, seed)), seconds: (Date.now() - started) / 1000 });
+    rows.push({
+      source,
+      seed,
+      method,
+      trajectories: used,
+      examples: positive,
+      ...(await evaluate(policy, args.evalTasks, seed)),
+      seconds: (Date.now() - started) / 1000,
+    });
     policy.dispose();
     const last = rows[rows.length - 1];
-    process.stderr.write(`${source} seed ${seed} ${method}: success ${(last.success * 100).toFixed(1)}%, solver ${(last.solver * 100).toFixed(1)}%, checker ${(last.checker * 100).toFixed(1)}% (${positive} examples, ${last.seconds.toFixed(1)} s)\n`);
+    process.stderr.write(
+      `${source} seed ${seed} ${method}: success ${(last.success * 100).toFixed(1)}%, solver ${(last.solver * 100).toFixed(1)}%, checker ${(last.checker * 100).toFixed(1)}% (${positive} examples, ${last.seconds.toFixed(1)} s)\n`,
+    );
   }
   logPolicy.dispose();
 }
@@ -249,7 +275,9 @@ function table(rows: Row[], args: Args): string {
       const tr = stats(rs.map((r) => r.trajectories)).mean;
       const ex = stats(rs.map((r) => r.examples)).mean;
       const label = source === 'weak' ? `weak (${args.weakUpdates} SRPO updates)` : 'untrained';
-      lines.push(`| ${label} | ${method === 'log policy' ? '(log policy, no offline training)' : method} | ${method === 'log policy' ? `${tr.toFixed(0)} logged` : tr.toFixed(0)} | ${method === 'log policy' ? '-' : ex.toFixed(0)} | ${s.mean.toFixed(1)}% ± ${s.std.toFixed(1)} | ${rs.map((r) => (r.success * 100).toFixed(1)).join(' / ')} | ${sv.mean.toFixed(1)}% ± ${sv.std.toFixed(1)} | ${ck.mean.toFixed(1)}% ± ${ck.std.toFixed(1)} |`);
+      lines.push(
+        `| ${label} | ${method === 'log policy' ? '(log policy, no offline training)' : method} | ${method === 'log policy' ? `${tr.toFixed(0)} logged` : tr.toFixed(0)} | ${method === 'log policy' ? '-' : ex.toFixed(0)} | ${s.mean.toFixed(1)}% ± ${s.std.toFixed(1)} | ${rs.map((r) => (r.success * 100).toFixed(1)).join(' / ')} | ${sv.mean.toFixed(1)}% ± ${sv.std.toFixed(1)} | ${ck.mean.toFixed(1)}% ± ${ck.std.toFixed(1)} |`,
+      );
     }
   }
   return lines.join('\n') + '\n';

@@ -61,7 +61,9 @@ async function main(): Promise<void> {
   };
   const catalog = await setup(kafka, partitions, events);
   const raw = [catalog.agentOutputs.name, catalog.transitions.name, catalog.episodeOutcomes.name];
-  console.log(`workload: ${episodes} episodes, ${events.length} events (outputs ~${codec.encode('AgentOutput', events[0].value as never).length} B, sets of 1-4, groups of 4), ${partitions} raw partitions`);
+  console.log(
+    `workload: ${episodes} episodes, ${events.length} events (outputs ~${codec.encode('AgentOutput', events[0].value as never).length} B, sets of 1-4, groups of 4), ${partitions} raw partitions`,
+  );
 
   const plain: number[] = [];
   const decoded: number[] = [];
@@ -80,17 +82,29 @@ async function main(): Promise<void> {
 
     const cpu = process.cpuUsage();
     const result = await rematerialize({ kafka, source: catalog, targetPrefix: `${catalog.prefix}run${i}.`, settings, codec });
-    if (result.events !== events.length || result.groups.size !== episodes / 4) throw new Error(`re-materialized ${result.events} events into ${result.groups.size} groups`);
+    if (result.events !== events.length || result.groups.size !== episodes / 4)
+      throw new Error(`re-materialized ${result.events} events into ${result.groups.size} groups`);
     full.push(result.eventsPerSecond);
     const used = process.cpuUsage(cpu);
     // CPU of the whole re-materialization (all threads): steadier than wall time on a shared machine.
-    phases.push(`read ${result.readMs} ms, process ${result.processMs} ms, write ${result.writeMs} ms; CPU ${((used.user + used.system) / 1000).toFixed(0)} ms`);
-    console.log(`round ${i + 1}: plain read ${plain[i].toFixed(0)}, read + decode ${decoded[i].toFixed(0)}, re-materialize ${full[i].toFixed(0)} events/s (${phases[i]})`);
+    phases.push(
+      `read ${result.readMs} ms, process ${result.processMs} ms, write ${result.writeMs} ms; CPU ${((used.user + used.system) / 1000).toFixed(0)} ms`,
+    );
+    console.log(
+      `round ${i + 1}: plain read ${plain[i].toFixed(0)}, read + decode ${decoded[i].toFixed(0)}, re-materialize ${full[i].toFixed(0)} events/s (${phases[i]})`,
+    );
   }
-  console.log(`median of ${repeat} (load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')} on ${os.cpus().length} cores):`);
+  console.log(
+    `median of ${repeat} (load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')} on ${os.cpus().length} cores):`,
+  );
   console.log(`  plain read of the raw range (bulk reader):         ${median(plain).toFixed(0)} events/s`);
   console.log(`  read + decode:                                      ${median(decoded).toFixed(0)} events/s`);
-  console.log(`  re-materialize (read, both processors, write):      ${median(full).toFixed(0)} events/s  (ratio ${(median(full) / median(plain)).toFixed(2)})`);
+  console.log(
+    `  re-materialize (read, both processors, write):      ${median(full).toFixed(0)} events/s  (ratio ${(median(full) / median(plain)).toFixed(2)})`,
+  );
 }
 
 void main().then(

@@ -32,7 +32,10 @@ function arg(name: string, fallback: string): string {
 
 function spawnApp(app: string, env: Record<string, string>, logFile: string): ChildProcess {
   const out = fs.openSync(logFile, 'a');
-  return spawn(process.execPath, [path.join(repoRoot(), 'dist', 'apps', app, 'src', 'main.js')], { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env }, stdio: ['ignore', out, out] });
+  return spawn(process.execPath, [path.join(repoRoot(), 'dist', 'apps', app, 'src', 'main.js')], {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env },
+    stdio: ['ignore', out, out],
+  });
 }
 
 async function waitListening(logFile: string): Promise<void> {
@@ -113,13 +116,36 @@ async function main(): Promise<void> {
   const policy = Policy.create('actor', MODEL, 1);
   await new CheckpointStore(path.join(dir, 'checkpoints')).save(policy);
   policy.dispose();
-  const common = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_CHECKPOINT_DIR: path.join(dir, 'checkpoints'), SRPO_LOG_LEVEL: 'warn', SRPO_BACKEND: 'tensorflow', TF_CPP_MIN_LOG_LEVEL: '2' };
+  const common = {
+    KAFKA_BROKERS: brokers.join(','),
+    SRPO_TOPIC_PREFIX: prefix,
+    SRPO_CHECKPOINT_DIR: path.join(dir, 'checkpoints'),
+    SRPO_LOG_LEVEL: 'warn',
+    SRPO_BACKEND: 'tensorflow',
+    TF_CPP_MIN_LOG_LEVEL: '2',
+  };
   const ports = { batched: 27_101, unbatched: 27_102, gateway: 27_103, instant: 27_104, gatewayInstant: 27_105 };
   const children = [
-    spawnApp('serve', { ...common, SRPO_SERVE_POLICIES: 'actor', SRPO_SERVE_PORT: String(ports.batched), SRPO_LOG_LEVEL: 'info' }, path.join(dir, 'batched.log')),
-    spawnApp('serve', { ...common, SRPO_SERVE_POLICIES: 'actor', SRPO_SERVE_PORT: String(ports.unbatched), SRPO_SERVE_MAX_BATCH: '1', SRPO_LOG_LEVEL: 'info' }, path.join(dir, 'unbatched.log')),
-    spawnApp('gateway', { ...common, SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${ports.batched}/v1`, SRPO_GATEWAY_PORT: String(ports.gateway), SRPO_LOG_LEVEL: 'info' }, path.join(dir, 'gateway.log')),
-    spawnApp('gateway', { ...common, SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${ports.instant}/v1`, SRPO_GATEWAY_PORT: String(ports.gatewayInstant), SRPO_LOG_LEVEL: 'info' }, path.join(dir, 'gateway-instant.log')),
+    spawnApp(
+      'serve',
+      { ...common, SRPO_SERVE_POLICIES: 'actor', SRPO_SERVE_PORT: String(ports.batched), SRPO_LOG_LEVEL: 'info' },
+      path.join(dir, 'batched.log'),
+    ),
+    spawnApp(
+      'serve',
+      { ...common, SRPO_SERVE_POLICIES: 'actor', SRPO_SERVE_PORT: String(ports.unbatched), SRPO_SERVE_MAX_BATCH: '1', SRPO_LOG_LEVEL: 'info' },
+      path.join(dir, 'unbatched.log'),
+    ),
+    spawnApp(
+      'gateway',
+      { ...common, SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${ports.batched}/v1`, SRPO_GATEWAY_PORT: String(ports.gateway), SRPO_LOG_LEVEL: 'info' },
+      path.join(dir, 'gateway.log'),
+    ),
+    spawnApp(
+      'gateway',
+      { ...common, SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${ports.instant}/v1`, SRPO_GATEWAY_PORT: String(ports.gatewayInstant), SRPO_LOG_LEVEL: 'info' },
+      path.join(dir, 'gateway-instant.log'),
+    ),
     instantUpstream(ports.instant, path.join(dir, 'instant.log')),
   ];
   try {
@@ -132,7 +158,7 @@ async function main(): Promise<void> {
     await load(url(ports.gateway), 32, 8, maxTokens, episode);
 
     const cpu = cpuDescription();
-    console.log(`CPU: ${cpu.model}, ${cpu.vector} (${cpu.flags.join(" ")}), ${os.cpus().length} vCPUs`);
+    console.log(`CPU: ${cpu.model}, ${cpu.vector} (${cpu.flags.join(' ')}), ${os.cpus().length} vCPUs`);
     console.log(`\n## srpo serve: continuous batching against batching off (${requests} requests, ${maxTokens} tokens each)\n`);
     console.log('| concurrency | batched req/s | batched tokens/s | unbatched req/s | unbatched tokens/s | speed-up |');
     console.log('| ---: | ---: | ---: | ---: | ---: | ---: |');
@@ -141,7 +167,9 @@ async function main(): Promise<void> {
       const u = await load(url(ports.unbatched), requests, c, maxTokens, none);
       const rb = b.requests / b.seconds;
       const ru = u.requests / u.seconds;
-      console.log(`| ${c} | ${rb.toFixed(1)} | ${(b.tokens / b.seconds).toFixed(0)} | ${ru.toFixed(1)} | ${(u.tokens / u.seconds).toFixed(0)} | ${(rb / ru).toFixed(2)}× |`);
+      console.log(
+        `| ${c} | ${rb.toFixed(1)} | ${(b.tokens / b.seconds).toFixed(0)} | ${ru.toFixed(1)} | ${(u.tokens / u.seconds).toFixed(0)} | ${(rb / ru).toFixed(2)}× |`,
+      );
     }
 
     const cMax = Math.max(...concurrencies);
@@ -156,9 +184,15 @@ async function main(): Promise<void> {
       const gwN = await load(url(gatewayPort), requests, cMax, maxTokens, (i) => episode(200_000 + upstreamPort * 1000 + i));
       console.log(`| path | p50 ms (one at a time) | p99 ms | req/s at concurrency ${cMax} |`);
       console.log('| --- | ---: | ---: | ---: |');
-      console.log(`| ${label} directly | ${pct(direct1.latenciesMs, 50).toFixed(2)} | ${pct(direct1.latenciesMs, 99).toFixed(2)} | ${(directN.requests / directN.seconds).toFixed(1)} |`);
-      console.log(`| through srpo gateway | ${pct(gw1.latenciesMs, 50).toFixed(2)} | ${pct(gw1.latenciesMs, 99).toFixed(2)} | ${(gwN.requests / gwN.seconds).toFixed(1)} |`);
-      console.log(`| added by the gateway | ${(pct(gw1.latenciesMs, 50) - pct(direct1.latenciesMs, 50)).toFixed(2)} | ${(pct(gw1.latenciesMs, 99) - pct(direct1.latenciesMs, 99)).toFixed(2)} | |`);
+      console.log(
+        `| ${label} directly | ${pct(direct1.latenciesMs, 50).toFixed(2)} | ${pct(direct1.latenciesMs, 99).toFixed(2)} | ${(directN.requests / directN.seconds).toFixed(1)} |`,
+      );
+      console.log(
+        `| through srpo gateway | ${pct(gw1.latenciesMs, 50).toFixed(2)} | ${pct(gw1.latenciesMs, 99).toFixed(2)} | ${(gwN.requests / gwN.seconds).toFixed(1)} |`,
+      );
+      console.log(
+        `| added by the gateway | ${(pct(gw1.latenciesMs, 50) - pct(direct1.latenciesMs, 50)).toFixed(2)} | ${(pct(gw1.latenciesMs, 99) - pct(direct1.latenciesMs, 99)).toFixed(2)} | |`,
+      );
     }
   } finally {
     for (const c of children) c.kill('SIGTERM');

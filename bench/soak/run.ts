@@ -232,23 +232,36 @@ async function main(): Promise<void> {
     for (const n of names) {
       const series: RssSample[] = samples.filter((s) => s.rssMb[n] !== undefined).map((s) => ({ t: s.t, rssMb: s.rssMb[n] }));
       const tr = rssTrend(series, warmupS);
-      out.push(tr ? `| ${n} | ${tr.warmMb.toFixed(0)} | ${tr.endMb.toFixed(0)} | ${tr.peakMb.toFixed(0)} | ${tr.slopeMbPerHour.toFixed(1)} |` : `| ${n} | - | - | - | - |`);
+      out.push(
+        tr
+          ? `| ${n} | ${tr.warmMb.toFixed(0)} | ${tr.endMb.toFixed(0)} | ${tr.peakMb.toFixed(0)} | ${tr.slopeMbPerHour.toFixed(1)} |`
+          : `| ${n} | - | - | - | - |`,
+      );
       const anon = rssTrend(
         samples.filter((s) => s.anonMb?.[n] !== undefined).map((s) => ({ t: s.t, rssMb: s.anonMb[n] })),
         warmupS,
       );
-      if (anon) out.push(`| ${n}, anonymous only | ${anon.warmMb.toFixed(0)} | ${anon.endMb.toFixed(0)} | ${anon.peakMb.toFixed(0)} | ${anon.slopeMbPerHour.toFixed(1)} |`);
+      if (anon)
+        out.push(
+          `| ${n}, anonymous only | ${anon.warmMb.toFixed(0)} | ${anon.endMb.toFixed(0)} | ${anon.peakMb.toFixed(0)} | ${anon.slopeMbPerHour.toFixed(1)} |`,
+        );
     }
     const heap = rssTrend(
       samples.filter((s) => s.materializerHeapMb !== undefined).map((s) => ({ t: s.t, rssMb: s.materializerHeapMb as number })),
       warmupS,
     );
-    if (heap) out.push(`| materializer V8 heap used | ${heap.warmMb.toFixed(0)} | ${heap.endMb.toFixed(0)} | ${heap.peakMb.toFixed(0)} | ${heap.slopeMbPerHour.toFixed(1)} |`);
+    if (heap)
+      out.push(
+        `| materializer V8 heap used | ${heap.warmMb.toFixed(0)} | ${heap.endMb.toFixed(0)} | ${heap.peakMb.toFixed(0)} | ${heap.slopeMbPerHour.toFixed(1)} |`,
+      );
     const disk = rssTrend(
       samples.filter((s) => s.stateDiskMb !== undefined).map((s) => ({ t: s.t, rssMb: s.stateDiskMb as number })),
       warmupS,
     );
-    if (disk) out.push(`| materializer state on disk | ${disk.warmMb.toFixed(0)} | ${disk.endMb.toFixed(0)} | ${disk.peakMb.toFixed(0)} | ${disk.slopeMbPerHour.toFixed(1)} |`);
+    if (disk)
+      out.push(
+        `| materializer state on disk | ${disk.warmMb.toFixed(0)} | ${disk.endMb.toFixed(0)} | ${disk.peakMb.toFixed(0)} | ${disk.slopeMbPerHour.toFixed(1)} |`,
+      );
     const warmStores = samples.find((s) => s.t >= warmupS && s.storeEntries)?.storeEntries;
     const endStores = [...samples].reverse().find((s) => s.storeEntries)?.storeEntries;
     if (warmStores && endStores) {
@@ -261,10 +274,15 @@ async function main(): Promise<void> {
   const logs = fs.readdirSync(c.runDir).filter((f) => f.endsWith('.log') && f !== 'soak-progress.log');
   const errors = logs.flatMap((f) => errorLines(path.join(c.runDir, f)).map((l) => `${f}: ${l.slice(0, 300)}`));
   out.push('');
-  out.push(`errors: ${errors.length} error-level log lines${result.failure ? `; run failed: ${result.failure}` : ''}${samplerErrors.length ? `; sampler errors: ${samplerErrors.length} (${samplerErrors[0]})` : ''}`);
+  out.push(
+    `errors: ${errors.length} error-level log lines${result.failure ? `; run failed: ${result.failure}` : ''}${samplerErrors.length ? `; sampler errors: ${samplerErrors.length} (${samplerErrors[0]})` : ''}`,
+  );
   for (const e of errors.slice(0, 10)) out.push(`    ${e}`);
   const report = out.join('\n') + '\n';
-  fs.writeFileSync(path.join(c.runDir, 'soak.json'), JSON.stringify({ runId: c.runId, minutes, sampleS, warmupS, samples, errors, failure: result.failure }, null, 1));
+  fs.writeFileSync(
+    path.join(c.runDir, 'soak.json'),
+    JSON.stringify({ runId: c.runId, minutes, sampleS, warmupS, samples, errors, failure: result.failure }, null, 1),
+  );
   fs.writeFileSync(path.join(c.runDir, 'soak.md'), report);
   process.stdout.write(report + `samples: ${path.join(c.runDir, 'soak.json')}\n`);
   process.exitCode = result.failure ? 1 : 0;

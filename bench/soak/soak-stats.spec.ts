@@ -24,9 +24,20 @@ describe('rssTrend', () => {
   });
 
   it('is flat for constant memory and undefined without two warm samples', () => {
-    const flat = rssTrend([10, 20, 30].map((t) => ({ t, rssMb: 250 })), 0);
+    const flat = rssTrend(
+      [10, 20, 30].map((t) => ({ t, rssMb: 250 })),
+      0,
+    );
     expect(flat?.slopeMbPerHour).toBe(0);
-    expect(rssTrend([{ t: 5, rssMb: 1 }, { t: 50, rssMb: 2 }], 10)).toBeUndefined();
+    expect(
+      rssTrend(
+        [
+          { t: 5, rssMb: 1 },
+          { t: 50, rssMb: 2 },
+        ],
+        10,
+      ),
+    ).toBeUndefined();
   });
 
   it('a sawtooth (GC) around a flat level has a small slope', () => {
@@ -47,7 +58,15 @@ describe('consumerLag', () => {
       { partition: 2, high: 7, low: 0 },
     ];
     // p0: 100-90 = 10; p1: nothing committed -> 50-10 = 40; p2: committed past high -> 0.
-    expect(consumerLag(ends, new Map([[0, 90], [2, 9]]))).toBe(50);
+    expect(
+      consumerLag(
+        ends,
+        new Map([
+          [0, 90],
+          [2, 9],
+        ]),
+      ),
+    ).toBe(50);
     expect(consumerLag(ends, new Map([[0, -1]]))).toBe(100 + 40 + 7);
   });
 });

@@ -64,7 +64,11 @@ export async function runFixedAgent(o: FixedAgentOptions, onTask?: (r: TaskResul
   const random = rng(o.seed);
   const base = o.gateway.replace(/\/$/, '');
   const post = async (route: string, body: unknown) => {
-    const res = await fetch(`${base}/srpo/${route}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${o.apiKey}` }, body: JSON.stringify(body) });
+    const res = await fetch(`${base}/srpo/${route}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${o.apiKey}` },
+      body: JSON.stringify(body),
+    });
     if (!res.ok) throw new Error(`POST /v1/srpo/${route}: ${res.status} ${await res.text()}`);
   };
   const results: TaskResult[] = [];
@@ -90,7 +94,12 @@ export async function runFixedAgent(o: FixedAgentOptions, onTask?: (r: TaskResul
       Array.from({ length: o.groupSize }, async (_, g) => {
         const episodeId = `${taskId}.r${g}`;
         const client = (step: number, role: string) =>
-          new OpenAI({ baseURL: base, apiKey: o.apiKey, maxRetries: 2, defaultHeaders: { 'X-SRPO-Episode': episodeId, 'X-SRPO-Step': String(step), 'X-SRPO-Role': role, 'X-SRPO-Agent': `${role}-0` } });
+          new OpenAI({
+            baseURL: base,
+            apiKey: o.apiKey,
+            maxRetries: 2,
+            defaultHeaders: { 'X-SRPO-Episode': episodeId, 'X-SRPO-Step': String(step), 'X-SRPO-Role': role, 'X-SRPO-Agent': `${role}-0` },
+          });
         const solver = await client(0, 'solver').completions.create({ model: o.model, prompt: `^S${digit}|`, max_tokens: 1, temperature: o.temperature });
         const answer = solver.choices[0].text;
         const checker = await client(1, 'checker').completions.create({ model: o.model, prompt: `^C${answer}|`, max_tokens: 1, temperature: o.temperature });
@@ -102,16 +111,51 @@ export async function runFixedAgent(o: FixedAgentOptions, onTask?: (r: TaskResul
         const ids = (r: unknown) => (r as { srpo: { output_ids: string[]; policy_version: number } }).srpo;
         const now = Date.now();
         const common = { episodeId, taskId: `fixed:${digit}`, workflowKind: 'FIXED', expectedCardinality: 1, expectedGroupSize: o.groupSize, eventTimeMs: now };
-        await post('transitions', { ...common, transitionId: `${episodeId}.t0`, step: 0, preStateId: `${episodeId}:0`, position: 'solve', consumedOutputIds: ids(solver).output_ids, groupKey: `${taskId}/solve`, observationDigest: `answer:${answer}`, reward: solverReward, done: false });
-        await post('transitions', { ...common, transitionId: `${episodeId}.t1`, step: 1, preStateId: `${episodeId}:1`, position: 'check', consumedOutputIds: ids(checker).output_ids, groupKey: `${taskId}/check`, observationDigest: `verdict:${verdict}`, reward: checkerReward, done: true });
+        await post('transitions', {
+          ...common,
+          transitionId: `${episodeId}.t0`,
+          step: 0,
+          preStateId: `${episodeId}:0`,
+          position: 'solve',
+          consumedOutputIds: ids(solver).output_ids,
+          groupKey: `${taskId}/solve`,
+          observationDigest: `answer:${answer}`,
+          reward: solverReward,
+          done: false,
+        });
+        await post('transitions', {
+          ...common,
+          transitionId: `${episodeId}.t1`,
+          step: 1,
+          preStateId: `${episodeId}:1`,
+          position: 'check',
+          consumedOutputIds: ids(checker).output_ids,
+          groupKey: `${taskId}/check`,
+          observationDigest: `verdict:${verdict}`,
+          reward: checkerReward,
+          done: true,
+        });
         const success = correct && verdict === 'Y';
         // turns = 2: the materializer closes the episode only once both transitions are in, whatever order they arrive in.
-        await post('outcomes', { episodeId, taskId: `fixed:${digit}`, outcomeReward: success ? 1 : 0, success, verifier: 'fixed-agent@1', turns: 2, eventTimeMs: now });
+        await post('outcomes', {
+          episodeId,
+          taskId: `fixed:${digit}`,
+          outcomeReward: success ? 1 : 0,
+          success,
+          verifier: 'fixed-agent@1',
+          turns: 2,
+          eventTimeMs: now,
+        });
         return { success, correct, version: ids(solver).policy_version };
       }),
     );
     setsSent += 2 * o.groupSize;
-    const r = { task, successes: episodes.filter((e) => e.success).length, solved: episodes.filter((e) => e.correct).length, versions: [...new Set(episodes.map((e) => e.version))] };
+    const r = {
+      task,
+      successes: episodes.filter((e) => e.success).length,
+      solved: episodes.filter((e) => e.correct).length,
+      versions: [...new Set(episodes.map((e) => e.version))],
+    };
     results.push(r);
     onTask?.(r);
   }

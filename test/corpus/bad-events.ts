@@ -1,5 +1,16 @@
 import { ErrorCode } from '@srpo/core';
-import { AgentEvent, AgentOutput, EpisodeOutcome, EventCodec, EventMap, EventType, PolicyVersion, ReasonCode, SINGLE_OBJECT_MAGIC, Transition } from '@srpo/events';
+import {
+  AgentEvent,
+  AgentOutput,
+  EpisodeOutcome,
+  EventCodec,
+  EventMap,
+  EventType,
+  PolicyVersion,
+  ReasonCode,
+  SINGLE_OBJECT_MAGIC,
+  Transition,
+} from '@srpo/events';
 import { outcome, output, transition } from '@srpo/testing';
 import { CORPUS_T, Phase, PUBLISHED_POLICY_VERSION } from './valid-stream';
 
@@ -66,7 +77,10 @@ const badTransition = (name: string, outputs: number[], patch: Partial<Transitio
   type: 'Transition',
   value: transition(`x-${name}`, outputs, { eventTimeMs: CORPUS_T + AHEAD, ...patch }),
 });
-const badOutcome = (name: string, patch: Partial<EpisodeOutcome>): AgentEvent => ({ type: 'EpisodeOutcome', value: outcome(`x-${name}`, 1, { eventTimeMs: CORPUS_T + AHEAD, ...patch }) });
+const badOutcome = (name: string, patch: Partial<EpisodeOutcome>): AgentEvent => ({
+  type: 'EpisodeOutcome',
+  value: outcome(`x-${name}`, 1, { eventTimeMs: CORPUS_T + AHEAD, ...patch }),
+});
 
 function raw(key: string, bytes: (codec: EventCodec) => Buffer): (codec: EventCodec) => { key: string; value: Buffer } {
   return (codec) => ({ key, value: bytes(codec) });
@@ -78,7 +92,14 @@ const validOutcomeBytes = (codec: EventCodec) => codec.encode('EpisodeOutcome', 
 const header = (bytes: Buffer) => bytes.subarray(0, 10);
 const body = (bytes: Buffer) => bytes.subarray(10);
 
-const policyVersion: PolicyVersion = { policyId: 'worker', version: 1, weightsHash: 'a'.repeat(64), checkpointUri: 'file:///tmp/x', updateId: null, eventTimeMs: CORPUS_T };
+const policyVersion: PolicyVersion = {
+  policyId: 'worker',
+  version: 1,
+  weightsHash: 'a'.repeat(64),
+  checkpointUri: 'file:///tmp/x',
+  updateId: null,
+  eventTimeMs: CORPUS_T,
+};
 
 export const BAD_EVENTS: BadEvent[] = [
   // ---- Raw bytes: the codec refuses them before any processor sees them. ----
@@ -430,7 +451,10 @@ export const BAD_EVENTS: BadEvent[] = [
     topic: 'transitions',
     phase: 'late',
     expected: ReasonCode.CONFLICTING_DUPLICATE,
-    ...typed({ type: 'Transition', value: transition('v1', [0, 1], { groupKey: 'g1', expectedGroupSize: 3, eventTimeMs: CORPUS_T + 13, observationDigest: 'obs-tampered' }) }),
+    ...typed({
+      type: 'Transition',
+      value: transition('v1', [0, 1], { groupKey: 'g1', expectedGroupSize: 3, eventTimeMs: CORPUS_T + 13, observationDigest: 'obs-tampered' }),
+    }),
   },
   {
     name: 'conflicting-duplicate-output',

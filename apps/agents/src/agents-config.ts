@@ -204,4 +204,3 @@ export function readRolePolicies(r: EnvReader, workflows: readonly WorkflowName[
 export function policiesInUse(config: Pick<AgentsConfig, 'rolePolicies'>): string[] {
   return [...new Set(Object.values(config.rolePolicies))].sort() as string[];
 }
-

@@ -207,6 +207,11 @@ export class AgentsService {
   }
 
   private logStats(): void {
-    this.log.info('agents stats', { ...this.stats, swaps: Object.fromEntries(this.pool.swaps), outcomesHeld: this.gate?.size ?? 0, outcomesReleased: this.gate?.released });
+    this.log.info('agents stats', {
+      ...this.stats,
+      swaps: Object.fromEntries(this.pool.swaps),
+      outcomesHeld: this.gate?.size ?? 0,
+      outcomesReleased: this.gate?.released,
+    });
   }
 }

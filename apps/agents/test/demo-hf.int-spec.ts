@@ -28,20 +28,34 @@ describe('srpo demo --model (a Hugging Face directory, real broker)', () => {
   let exitCode: number | null = null;
   let prefix = '';
 
-  beforeAll(async () => {
-    const child = spawn(process.execPath, [path.join(repoRoot(), 'bin', 'srpo.js'), 'demo', '--model', MODEL, '--updates', String(UPDATES), '--target', '0', '--seconds', String(MAX_SECONDS)], {
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', KAFKA_BROKERS: brokers.join(','), SRPO_DEMO_DIR: dir, SRPO_DEMO_HTTP_PORT: String(port), SRPO_DEMO_LOG_MS: '10000' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stdout += d.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    const timer = setTimeout(() => child.kill('SIGKILL'), (MAX_SECONDS + 120) * 1000);
-    exitCode = await exited;
-    clearTimeout(timer);
-    prefix = /topics (\S+)\*/.exec(stdout)?.[1] ?? '';
-    await sleep(0);
-  }, (MAX_SECONDS + 180) * 1000);
+  beforeAll(
+    async () => {
+      const child = spawn(
+        process.execPath,
+        [path.join(repoRoot(), 'bin', 'srpo.js'), 'demo', '--model', MODEL, '--updates', String(UPDATES), '--target', '0', '--seconds', String(MAX_SECONDS)],
+        {
+          env: {
+            PATH: process.env.PATH ?? '',
+            HOME: process.env.HOME ?? '',
+            KAFKA_BROKERS: brokers.join(','),
+            SRPO_DEMO_DIR: dir,
+            SRPO_DEMO_HTTP_PORT: String(port),
+            SRPO_DEMO_LOG_MS: '10000',
+          },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (stdout += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      const timer = setTimeout(() => child.kill('SIGKILL'), (MAX_SECONDS + 120) * 1000);
+      exitCode = await exited;
+      clearTimeout(timer);
+      prefix = /topics (\S+)\*/.exec(stdout)?.[1] ?? '';
+      await sleep(0);
+    },
+    (MAX_SECONDS + 180) * 1000,
+  );
 
   it('trained every policy to the update target and stopped cleanly, nothing dead-lettered, no error line', async () => {
     expect(exitCode).toBe(0);
@@ -71,7 +85,9 @@ describe('srpo demo --model (a Hugging Face directory, real broker)', () => {
       const versions = fs.readdirSync(path.join(dir, 'checkpoints', policy)).filter((v) => /^v\d+$/.test(v));
       expect(versions.length).toBeGreaterThanOrEqual(2);
       const newest = versions.sort((a, b) => Number(b.slice(1)) - Number(a.slice(1)))[0];
-      const modelJson = JSON.parse(fs.readFileSync(path.join(dir, 'checkpoints', policy, newest, 'model.json'), 'utf8')) as { userDefinedMetadata: { manifest: { modelKind: string; base: { hash: string } } } };
+      const modelJson = JSON.parse(fs.readFileSync(path.join(dir, 'checkpoints', policy, newest, 'model.json'), 'utf8')) as {
+        userDefinedMetadata: { manifest: { modelKind: string; base: { hash: string } } };
+      };
       const { manifest } = modelJson.userDefinedMetadata;
       expect(manifest.modelKind).toBe('hf-llama');
       expect(manifest.base.hash).toBe(hash);

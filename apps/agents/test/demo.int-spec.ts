@@ -33,48 +33,55 @@ describe('srpo demo (short run on the real broker)', () => {
   let exitCode: number | null = null;
   let prefix = '';
 
-  beforeAll(async () => {
-    const child = spawn(process.execPath, [path.join(repoRoot(), 'bin', 'srpo.js'), 'demo', '--updates', String(UPDATES), '--target', '0', '--seconds', String(MAX_SECONDS), '--serve'], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '',
-        KAFKA_BROKERS: brokers.join(','),
-        SRPO_DEMO_DIR: dir,
-        SRPO_DEMO_HTTP_PORT: String(port),
-        SRPO_DEMO_LOG_MS: '10000',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stdout += d.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    // Training, then the summary; with --serve the learners stay up until Ctrl-C.
-    const deadline = Date.now() + (MAX_SECONDS + 150) * 1000;
-    while (!/keep serving it until Ctrl-C/.test(stdout)) {
-      if (child.exitCode !== null || Date.now() > deadline) {
-        child.kill('SIGKILL');
-        throw new Error(`demo ended or timed out before its summary:\n${stdout}`);
-      }
-      await sleep(500);
-    }
-    prefix = /topics (\S+)\*/.exec(stdout)?.[1] ?? '';
-    // Bounded, retried: a request that never answers must fail the test, not hold it (and jest) open.
-    try {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          const res = await fetch(`http://127.0.0.1:${port}/updates?policy=actor&limit=1000`, { signal: AbortSignal.timeout(15_000) });
-          auditUpdates = ((await res.json()) as unknown[]).length;
-          break;
-        } catch (e) {
-          if (attempt >= 5) throw e;
-          await sleep(1000);
+  beforeAll(
+    async () => {
+      const child = spawn(
+        process.execPath,
+        [path.join(repoRoot(), 'bin', 'srpo.js'), 'demo', '--updates', String(UPDATES), '--target', '0', '--seconds', String(MAX_SECONDS), '--serve'],
+        {
+          env: {
+            PATH: process.env.PATH ?? '',
+            HOME: process.env.HOME ?? '',
+            KAFKA_BROKERS: brokers.join(','),
+            SRPO_DEMO_DIR: dir,
+            SRPO_DEMO_HTTP_PORT: String(port),
+            SRPO_DEMO_LOG_MS: '10000',
+          },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (stdout += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      // Training, then the summary; with --serve the learners stay up until Ctrl-C.
+      const deadline = Date.now() + (MAX_SECONDS + 150) * 1000;
+      while (!/keep serving it until Ctrl-C/.test(stdout)) {
+        if (child.exitCode !== null || Date.now() > deadline) {
+          child.kill('SIGKILL');
+          throw new Error(`demo ended or timed out before its summary:\n${stdout}`);
         }
+        await sleep(500);
       }
-    } finally {
-      child.kill('SIGINT');
-    }
-    exitCode = await exited;
-  }, (MAX_SECONDS + 240) * 1000);
+      prefix = /topics (\S+)\*/.exec(stdout)?.[1] ?? '';
+      // Bounded, retried: a request that never answers must fail the test, not hold it (and jest) open.
+      try {
+        for (let attempt = 1; ; attempt++) {
+          try {
+            const res = await fetch(`http://127.0.0.1:${port}/updates?policy=actor&limit=1000`, { signal: AbortSignal.timeout(15_000) });
+            auditUpdates = ((await res.json()) as unknown[]).length;
+            break;
+          } catch (e) {
+            if (attempt >= 5) throw e;
+            await sleep(1000);
+          }
+        }
+      } finally {
+        child.kill('SIGINT');
+      }
+      exitCode = await exited;
+    },
+    (MAX_SECONDS + 240) * 1000,
+  );
 
   let auditUpdates = 0;
 

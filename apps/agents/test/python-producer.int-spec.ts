@@ -3,7 +3,16 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { repoRoot } from '@srpo/core';
-import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, validateAgentOutput, validateEpisodeOutcome, validateTransition } from '@srpo/events';
+import {
+  createKafka,
+  ensureTopics,
+  EventCodec,
+  readTopicsToEnd,
+  topicCatalog,
+  validateAgentOutput,
+  validateEpisodeOutcome,
+  validateTransition,
+} from '@srpo/events';
 import { ensureKafka, sleep, spawnApp, uniquePrefix, waitForExit } from '@srpo/testing';
 
 const SCRIPT = path.join(repoRoot(), 'examples', 'python', 'srpo_producer.py');
@@ -80,7 +89,9 @@ describe('Python producer example (fastavro + confluent-kafka)', () => {
   });
 
   it('produces events the materializer turns into complete sets of K = 2 and groups of size G, nothing dead-lettered', async () => {
-    const out = JSON.parse(python(['--brokers', brokers.join(','), '--prefix', prefix, '--tasks', String(TASKS), '--group-size', String(G), '--workers', String(K)]));
+    const out = JSON.parse(
+      python(['--brokers', brokers.join(','), '--prefix', prefix, '--tasks', String(TASKS), '--group-size', String(G), '--workers', String(K)]),
+    );
     expect(out.produced).toEqual({ AgentOutput: TASKS * G * K, Transition: TASKS * G, EpisodeOutcome: TASKS * G });
 
     // The raw bytes decode with the TypeScript codec (single-object header included) and pass the SDK validators.
@@ -118,7 +129,9 @@ describe('Python producer example (fastavro + confluent-kafka)', () => {
     }
     if (groups.length < TASKS) {
       const exited = materializer && materializer.exitCode !== null ? ` (materializer exited with ${materializer.exitCode})` : '';
-      throw new Error(`${groups.length} of ${TASKS} advantage groups after 60 s${exited}; materializer log ${log}:\n${fs.readFileSync(log, 'utf8').slice(-4000)}`);
+      throw new Error(
+        `${groups.length} of ${TASKS} advantage groups after 60 s${exited}; materializer log ${log}:\n${fs.readFileSync(log, 'utf8').slice(-4000)}`,
+      );
     }
     expect(groups).toHaveLength(TASKS);
     for (const g of groups) {

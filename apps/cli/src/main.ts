@@ -17,9 +17,7 @@ import { demoCommand, gatewayCommand, serveCommand } from './commands/apps.comma
 export function buildProgram(env: Readonly<Record<string, string | undefined>> = process.env): Command {
   let cached: CliConfig | undefined;
   const config = (): CliConfig => (cached ??= loadCliConfig(env));
-  const program = new Command('srpo')
-    .description('SRPO training from a Kafka event log: broker, events, objective, replay and audit')
-    .showHelpAfterError();
+  const program = new Command('srpo').description('SRPO training from a Kafka event log: broker, events, objective, replay and audit').showHelpAfterError();
   program.addCommand(kafkaCommand(config));
   program.addCommand(eventsCommand(config));
   program.addCommand(objectiveCommand(config));

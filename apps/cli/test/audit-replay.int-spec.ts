@@ -91,7 +91,11 @@ describe('audit and replay on a real learner run (real broker, real processes)',
     await admin.disconnect();
     const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
     await producer.connect();
-    await producer.send({ topic: catalog.advantageGroups.name, acks: -1, messages: groups().map((g) => ({ key: g.policyId, value: codec.encode('AdvantageGroup', g) })) });
+    await producer.send({
+      topic: catalog.advantageGroups.name,
+      acks: -1,
+      messages: groups().map((g) => ({ key: g.policyId, value: codec.encode('AdvantageGroup', g) })),
+    });
     await producer.disconnect();
     learner = spawnApp(
       'learner',
@@ -180,7 +184,10 @@ describe('audit and replay on a real learner run (real broker, real processes)',
   it('audit show and trace print the record with its Kafka coordinates', async () => {
     const shown = await srpo(['audit', 'show', updates[0].updateId, '--json']);
     expect(shown.code).toBe(0);
-    const record = JSON.parse(shown.stdout) as { groups: { groupId: string; source: { topic: string; offset: number } }[]; hyperparameters: { objective: { objective: string } } };
+    const record = JSON.parse(shown.stdout) as {
+      groups: { groupId: string; source: { topic: string; offset: number } }[];
+      hyperparameters: { objective: { objective: string } };
+    };
     expect(record.groups.map((g) => [g.groupId, g.source.topic, g.source.offset])).toEqual([
       ['g0', catalog.advantageGroups.name, 0],
       ['g1', catalog.advantageGroups.name, 1],
@@ -279,7 +286,13 @@ describe('audit and replay on a real learner run (real broker, real processes)',
 
     const vsSource = await srpo(['runs', 'compare', 'source', 'same']);
     expect(vsSource.code).toBe(0);
-    expect(vsSource.stdout.trim().split('\n').slice(2).map((l) => l.split(/\s+/).pop())).toEqual(['yes', 'yes', 'yes']);
+    expect(
+      vsSource.stdout
+        .trim()
+        .split('\n')
+        .slice(2)
+        .map((l) => l.split(/\s+/).pop()),
+    ).toEqual(['yes', 'yes', 'yes']);
 
     const again = await srpo(['replay', '--run', 'same', '--policy', 'solver']);
     expect(again.code).toBe(1);
@@ -295,6 +308,10 @@ describe('audit and replay on a real learner run (real broker, real processes)',
     const res = await srpo(['audit', 'verify', updates[1].updateId]);
     expect(res.code).toBe(1);
     expect(res.stderr.split('\n').filter(Boolean)).toHaveLength(1);
-    expect(res.stderr).toMatch(new RegExp(`^srpo: \\[INTEGRITY_FAILED\\] verify ${updates[1].updateId.replace(/\./g, '\\.')} failed: checkpoint-before: cannot load version 1 from .*weights\\.bin SHA-256 [0-9a-f]{64} does not match`));
+    expect(res.stderr).toMatch(
+      new RegExp(
+        `^srpo: \\[INTEGRITY_FAILED\\] verify ${updates[1].updateId.replace(/\./g, '\\.')} failed: checkpoint-before: cannot load version 1 from .*weights\\.bin SHA-256 [0-9a-f]{64} does not match`,
+      ),
+    );
   }, 60_000);
 });

@@ -57,7 +57,9 @@ describe('npx srpo doctor', () => {
 
   it('names a bad backend variable (SRPO_WEBGPU_FLAGS not a JSON object) with its fix, and exits 1', async () => {
     const { code, stdout } = await doctor(localEnv({ SRPO_WEBGPU_FLAGS: '[1]' }));
-    expect(stdout).toMatch(/^FAIL\s+tf-backend SRPO_BACKEND=auto: invalid configuration SRPO_WEBGPU_FLAGS: expected a JSON object of tfjs flags — fix: correct or unset SRPO_WEBGPU_FLAGS$/m);
+    expect(stdout).toMatch(
+      /^FAIL\s+tf-backend SRPO_BACKEND=auto: invalid configuration SRPO_WEBGPU_FLAGS: expected a JSON object of tfjs flags — fix: correct or unset SRPO_WEBGPU_FLAGS$/m,
+    );
     expect(stdout).toMatch(/^ok\s+libtensorflow /m);
     expect(code).toBe(1);
   });
@@ -72,7 +74,9 @@ describe('npx srpo doctor', () => {
     const { code, stdout } = await doctor(localEnv(), '--json');
     expect(code).toBe(0);
     const results = JSON.parse(stdout) as { name: string; level: string; ok: boolean; detail: string; fix: string | null }[];
-    expect(results.map((r) => r.name)).toEqual(expect.arrayContaining(['node', 'npm', 'java', 'mvn', 'python3', 'g++', 'make', 'node_modules', 'libtensorflow']));
+    expect(results.map((r) => r.name)).toEqual(
+      expect.arrayContaining(['node', 'npm', 'java', 'mvn', 'python3', 'g++', 'make', 'node_modules', 'libtensorflow']),
+    );
     for (const r of results) {
       expect(Object.keys(r).sort()).toEqual(['detail', 'fix', 'level', 'name', 'ok']);
       expect(['required', 'optional', 'info']).toContain(r.level);

@@ -5,17 +5,7 @@ import * as path from 'path';
 import { promisify } from 'util';
 import { Kafka } from 'kafkajs';
 import { ValidationError } from '@srpo/core';
-import {
-  AgentEventsProducer,
-  createKafka,
-  endOffsets,
-  ensureTopics,
-  EventCodec,
-  readTopicsToEnd,
-  sampleEvents,
-  topicCatalog,
-  toPlain,
-} from '@srpo/events';
+import { AgentEventsProducer, createKafka, endOffsets, ensureTopics, EventCodec, readTopicsToEnd, sampleEvents, topicCatalog, toPlain } from '@srpo/events';
 import { ensureKafka, uniquePrefix } from '@srpo/testing';
 import { loadCliConfig } from '../src/cli-config';
 import { eventRoundTrip } from '../src/commands/events.command';
@@ -35,7 +25,12 @@ describe('event contract on the real broker', () => {
   it('produces and consumes every event type and decodes it back equal', async () => {
     const catalog = topicCatalog({ prefix: uniquePrefix('contract'), rawPartitions: 3 });
     const report = await eventRoundTrip(loadCliConfig(env), catalog);
-    expect(report.topicsCreated.sort()).toEqual(catalog.all().map((t) => t.name).sort());
+    expect(report.topicsCreated.sort()).toEqual(
+      catalog
+        .all()
+        .map((t) => t.name)
+        .sort(),
+    );
     expect(report.results.map((r) => [r.type, r.equal])).toEqual([
       ['AgentOutput', true],
       ['Transition', true],

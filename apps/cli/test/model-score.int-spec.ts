@@ -19,7 +19,9 @@ async function score(model: string, input: unknown, ...args: string[]): Promise<
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-score-')), 'in.json');
   fs.writeFileSync(file, typeof input === 'string' ? input : JSON.stringify(input));
   try {
-    const { stdout, stderr } = await run('node', [bin, 'model', 'score', '--model', model, '--in', file, ...args], { env: { ...process.env, SRPO_LOG_LEVEL: 'error' } });
+    const { stdout, stderr } = await run('node', [bin, 'model', 'score', '--model', model, '--in', file, ...args], {
+      env: { ...process.env, SRPO_LOG_LEVEL: 'error' },
+    });
     return { code: 0, stdout, stderr };
   } catch (e) {
     const err = e as { code: number; stdout: string; stderr: string };
@@ -37,10 +39,13 @@ function copyFixture(name: string): string {
 const maxDiff = (a: number[], b: number[]): number => Math.max(...a.map((v, i) => Math.abs(v - b[i])));
 
 describe('npx srpo model score', () => {
-  it.each(['llama', 'qwen2', 'mistral'])('%s: text, chat and id cases give transformers\' ids and log-probs (1e-4)', async (name) => {
+  it.each(['llama', 'qwen2', 'mistral'])("%s: text, chat and id cases give transformers' ids and log-probs (1e-4)", async (name) => {
     const ref = JSON.parse(fs.readFileSync(path.join(FIXTURES, name, 'reference.json'), 'utf8'));
     const dir = path.join(FIXTURES, name);
-    const text = await score(dir, [...ref.cases.map((c: { prompt: string; response: string }) => ({ prompt: c.prompt, response: c.response })), ...ref.idCases.map((c: Scored) => ({ promptTokenIds: c.promptTokenIds, responseTokenIds: c.responseTokenIds }))]);
+    const text = await score(dir, [
+      ...ref.cases.map((c: { prompt: string; response: string }) => ({ prompt: c.prompt, response: c.response })),
+      ...ref.idCases.map((c: Scored) => ({ promptTokenIds: c.promptTokenIds, responseTokenIds: c.responseTokenIds })),
+    ]);
     expect(text.stderr).not.toMatch(/^srpo:/m);
     expect(text.code).toBe(0);
     const out = JSON.parse(text.stdout) as Scored[];
@@ -50,7 +55,11 @@ describe('npx srpo model score', () => {
       expect([o.promptTokenIds, o.responseTokenIds]).toEqual([want[i].promptTokenIds, want[i].responseTokenIds]);
       expect(maxDiff(o.logprobs, want[i].logprobs)).toBeLessThan(1e-4);
     });
-    const chat = await score(dir, ref.chatCases.map((c: { messages: unknown; response: string }) => ({ prompt: c.messages, response: c.response })), '--chat');
+    const chat = await score(
+      dir,
+      ref.chatCases.map((c: { messages: unknown; response: string }) => ({ prompt: c.messages, response: c.response })),
+      '--chat',
+    );
     expect(chat.code).toBe(0);
     (JSON.parse(chat.stdout) as Scored[]).forEach((o, i) => {
       expect(o.promptTokenIds).toEqual(ref.chatCases[i].promptTokenIds);
@@ -79,7 +88,10 @@ describe('npx srpo model score', () => {
 
   it('a token id out of range is named with its case and position', async () => {
     const vocab = JSON.parse(fs.readFileSync(path.join(FIXTURES, 'qwen2', 'config.json'), 'utf8')).vocab_size as number;
-    const r = await score(path.join(FIXTURES, 'qwen2'), [{ promptTokenIds: [1, 2], responseTokenIds: [3] }, { promptTokenIds: [1], responseTokenIds: [4, vocab] }]);
+    const r = await score(path.join(FIXTURES, 'qwen2'), [
+      { promptTokenIds: [1, 2], responseTokenIds: [3] },
+      { promptTokenIds: [1], responseTokenIds: [4, vocab] },
+    ]);
     expect(r.code).not.toBe(0);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toContain(`cases[1].responseTokenIds[1]: token id ${vocab} is out of range (vocab_size ${vocab})`);

@@ -64,7 +64,7 @@ describe('npx srpo objective', () => {
     const a = 0.5 / (Math.SQRT1_2 + 1e-6);
     expect(g[0][0][0]).toBeCloseTo(-0.5 * a, 5);
     // Set b: -(1/2) * (-A) * ratio / sqrt(2) for unmasked tokens, 0 for the masked one.
-    expect(g[1][0][0]).toBeCloseTo(0.5 * a * Math.exp(0.5 / Math.SQRT2) / Math.SQRT2, 5);
+    expect(g[1][0][0]).toBeCloseTo((0.5 * a * Math.exp(0.5 / Math.SQRT2)) / Math.SQRT2, 5);
     expect(g[1][1][1]).toBe(0);
   });
 

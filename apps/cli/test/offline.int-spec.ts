@@ -4,7 +4,17 @@ import * as os from 'os';
 import * as path from 'path';
 import { promisify } from 'util';
 import { initTfBackend } from '@srpo/core';
-import { AgentEventsProducer, createKafka, endOffsets, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, type ActionCredit, type InferredTask } from '@srpo/events';
+import {
+  AgentEventsProducer,
+  createKafka,
+  endOffsets,
+  ensureTopics,
+  EventCodec,
+  readTopicsToEnd,
+  topicCatalog,
+  type ActionCredit,
+  type InferredTask,
+} from '@srpo/events';
 import { CheckpointStore, loadCheckpoint, Policy, SeededRng, weightsHash } from '@srpo/policy';
 import { CreditWeightedSftTrainer } from '@srpo/offline';
 import { AuditStore } from '@srpo/store';
@@ -71,14 +81,23 @@ describe('srpo offline over a real topic range (real broker)', () => {
     await ckpt.save(policy);
     startHash = await weightsHash(policy);
     const store = await AuditStore.open({ kind: 'sqlite', path: sqlite });
-    await store.ensurePolicy('solver', ['solver', 'checker'], { version: 0, weightsHash: startHash, checkpointUri: `file://${ckpt.dirFor('solver', 0)}`, createdAtMs: Date.now() });
+    await store.ensurePolicy('solver', ['solver', 'checker'], {
+      version: 0,
+      weightsHash: startHash,
+      checkpointUri: `file://${ckpt.dirFor('solver', 0)}`,
+      createdAtMs: Date.now(),
+    });
     await store.close();
     policy.dispose();
 
     const sdk = new AgentEventsProducer({ kafka, topics: catalog });
     await sdk.connect();
     const emit = async (taskInstanceId: string, seed: number) => {
-      const rollouts = await new FixedWorkflow({ modulus: 4, workers: 2, reverseLength: 1, formatBonus: 0.1, blankProbability: 0.5 }, new SeededRng(seed)).play(taskInstanceId, 8, sampler);
+      const rollouts = await new FixedWorkflow({ modulus: 4, workers: 2, reverseLength: 1, formatBonus: 0.1, blankProbability: 0.5 }, new SeededRng(seed)).play(
+        taskInstanceId,
+        8,
+        sampler,
+      );
       const { body, outcomes } = eventsOf(rollouts, Date.now());
       await sdk.emitBatch(body);
       await sdk.emitBatch(outcomes);
@@ -104,7 +123,27 @@ describe('srpo offline over a real topic range (real broker)', () => {
 
     const { stdout, stderr } = await run(
       'node',
-      [bin, 'offline', '--from', String(fromMs), '--to', String(toMs), '--policy', 'solver', '--credit', 'best_prefix', '--run', 'r1', '--steps', '4', '--batch-size', '4', '--runs-dir', path.join(dir, 'runs'), '--json'],
+      [
+        bin,
+        'offline',
+        '--from',
+        String(fromMs),
+        '--to',
+        String(toMs),
+        '--policy',
+        'solver',
+        '--credit',
+        'best_prefix',
+        '--run',
+        'r1',
+        '--steps',
+        '4',
+        '--batch-size',
+        '4',
+        '--runs-dir',
+        path.join(dir, 'runs'),
+        '--json',
+      ],
       { env },
     );
     const report = JSON.parse(stdout);
@@ -127,7 +166,10 @@ describe('srpo offline over a real topic range (real broker)', () => {
     // The inferred tasks and credits are events on their own topics.
     const codec = new EventCodec();
     const tasks = (await readTopicsToEnd(kafka, [catalog.inferredTasks.name])).map((r) => ({ r, v: codec.decodeAs('InferredTask', r.value) as InferredTask }));
-    const credits = (await readTopicsToEnd(kafka, [catalog.actionCredits.name])).map((r) => ({ r, v: codec.decodeAs('ActionCredit', r.value) as ActionCredit }));
+    const credits = (await readTopicsToEnd(kafka, [catalog.actionCredits.name])).map((r) => ({
+      r,
+      v: codec.decodeAs('ActionCredit', r.value) as ActionCredit,
+    }));
     expect(tasks).toHaveLength(8);
     expect(tasks.every(({ v }) => v.runId === 'r1' && v.episodeId.startsWith('inside.'))).toBe(true);
     const usable = tasks.filter(({ v }) => v.usable).sort((a, b) => (a.v.episodeId < b.v.episodeId ? -1 : 1));
@@ -135,16 +177,19 @@ describe('srpo offline over a real topic range (real broker)', () => {
     expect(usable.map(({ v }) => [v.episodeId, v.instructionTokenIds])).toEqual(
       [0, 1, 2, 3].map((g) => [`inside.r${g}`, [Tok.BOS, Tok.SOLVE, D((g + 1) % 4), Tok.SEP]]),
     );
-    expect(tasks.filter(({ v }) => !v.usable).map(({ v }) => `${v.episodeId}:${v.excludedReason}`).sort()).toEqual([
-      'inside.r4:no-instruction',
-      'inside.r5:no-instruction',
-      'inside.r6:no-successful-step',
-      'inside.r7:no-successful-step',
-    ]);
+    expect(
+      tasks
+        .filter(({ v }) => !v.usable)
+        .map(({ v }) => `${v.episodeId}:${v.excludedReason}`)
+        .sort(),
+    ).toEqual(['inside.r4:no-instruction', 'inside.r5:no-instruction', 'inside.r6:no-successful-step', 'inside.r7:no-successful-step']);
     // Two actions (solver, checker) per usable trajectory, both successful; best_prefix: c_k = B - L_k and B's update rule.
     expect(credits).toHaveLength(8);
     for (const g of [0, 1, 2, 3]) {
-      const [s, c] = credits.filter(({ v }) => v.episodeId === `inside.r${g}`).map(({ v }) => v).sort((a, b) => a.step - b.step);
+      const [s, c] = credits
+        .filter(({ v }) => v.episodeId === `inside.r${g}`)
+        .map(({ v }) => v)
+        .sort((a, b) => a.step - b.step);
       expect([s.role, c.role, s.prefixIndex, c.prefixIndex]).toEqual(['solver', 'checker', 1, 2]);
       expect(s.credit).toBeCloseTo((s.nllBefore as number) - (s.nllAfter as number), 9);
       expect(c.credit).toBeCloseTo((c.nllBefore as number) - (c.nllAfter as number), 9);
@@ -177,14 +222,21 @@ describe('srpo offline over a real topic range (real broker)', () => {
       await store.close();
     }
     const [updateEvent] = (await readTopicsToEnd(kafka, [`${prefix}offline.r1.policy-updates`])).map((r) => codec.decodeAs('PolicyUpdate', r.value));
-    expect([updateEvent.updateId, updateEvent.versionAfter, updateEvent.weightsHashAfter, updateEvent.groupIds.length]).toEqual([report.updateId, 1, report.weightsHashAfter, 4]);
+    expect([updateEvent.updateId, updateEvent.versionAfter, updateEvent.weightsHashAfter, updateEvent.groupIds.length]).toEqual([
+      report.updateId,
+      1,
+      report.weightsHashAfter,
+      4,
+    ]);
     const loaded = await loadCheckpoint(report.checkpointDir);
     expect(loaded.manifest.weightsHash).toBe(report.weightsHashAfter);
     loaded.policy.dispose();
 
     // A run name is used once.
     await expect(
-      run('node', [bin, 'offline', '--from', String(fromMs), '--to', String(toMs), '--policy', 'solver', '--run', 'r1', '--runs-dir', path.join(dir, 'runs')], { env }),
+      run('node', [bin, 'offline', '--from', String(fromMs), '--to', String(toMs), '--policy', 'solver', '--run', 'r1', '--runs-dir', path.join(dir, 'runs')], {
+        env,
+      }),
     ).rejects.toMatchObject({ stderr: expect.stringMatching(/\[CONFLICT\] run r1 already exists/) });
   }, 90_000);
 });

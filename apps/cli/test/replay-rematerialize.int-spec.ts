@@ -35,7 +35,14 @@ const T0 = 1_767_225_600_000;
 const GROUP_TTL_MS = 5_000;
 
 /** One episode: `outputs` solver outputs and one transition into group `groupKey`; the reward comes with the transition or from an outcome. */
-function episode(id: string, t: number, outputs: number, groupKey: string, size: number | null, reward: { immediate: number } | { outcome: number }): AgentEvent[] {
+function episode(
+  id: string,
+  t: number,
+  outputs: number,
+  groupKey: string,
+  size: number | null,
+  reward: { immediate: number } | { outcome: number },
+): AgentEvent[] {
   const events: AgentEvent[] = [];
   for (let n = 0; n < outputs; n++) {
     events.push({
@@ -55,7 +62,10 @@ function episode(id: string, t: number, outputs: number, groupKey: string, size:
     });
   }
   const immediate = 'immediate' in reward ? reward.immediate : null;
-  events.push({ type: 'Transition', value: transition(id, [...Array(outputs).keys()], { groupKey, expectedGroupSize: size, reward: immediate, eventTimeMs: t + 10 }) });
+  events.push({
+    type: 'Transition',
+    value: transition(id, [...Array(outputs).keys()], { groupKey, expectedGroupSize: size, reward: immediate, eventTimeMs: t + 10 }),
+  });
   if ('outcome' in reward) events.push({ type: 'EpisodeOutcome', value: outcome(id, reward.outcome, { eventTimeMs: t + 20 }) });
   return events;
 }
@@ -109,13 +119,28 @@ describe('replay --rematerialize on a short training from raw events (real broke
   const dir = tempDir('remat');
   let port = 0;
   const sqlite = path.join(dir, 'learner.sqlite');
-  const common = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_RAW_PARTITIONS: '2', SRPO_DERIVED_PARTITIONS: '1', SRPO_GROUP_TTL_MS: String(GROUP_TTL_MS) };
+  const common = {
+    KAFKA_BROKERS: brokers.join(','),
+    SRPO_TOPIC_PREFIX: prefix,
+    SRPO_RAW_PARTITIONS: '2',
+    SRPO_DERIVED_PARTITIONS: '1',
+    SRPO_GROUP_TTL_MS: String(GROUP_TTL_MS),
+  };
   let updates: UpdateSummary[] = [];
   let sourceEnds = new Map<string, number>();
   const children: ChildProcess[] = [];
 
   async function srpo(args: string[], extra: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
-    const env = { PATH: process.env.PATH, HOME: process.env.HOME, ...common, SRPO_SQLITE_PATH: sqlite, SRPO_REPLAY_DIR: path.join(dir, 'replays'), SRPO_BACKEND: 'tensorflow', SRPO_LOG_LEVEL: 'error', ...extra };
+    const env = {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      ...common,
+      SRPO_SQLITE_PATH: sqlite,
+      SRPO_REPLAY_DIR: path.join(dir, 'replays'),
+      SRPO_BACKEND: 'tensorflow',
+      SRPO_LOG_LEVEL: 'error',
+      ...extra,
+    };
     try {
       const { stdout, stderr } = await run('node', [bin, ...args], { env, timeout: 180_000, maxBuffer: 64 * 1024 * 1024 });
       return { code: 0, stdout, stderr: ours(stderr) };
@@ -139,7 +164,10 @@ describe('replay --rematerialize on a short training from raw events (real broke
     const admin = kafka.admin();
     await admin.connect();
     try {
-      return await endOffsets(admin, catalog.all().map((t) => t.name));
+      return await endOffsets(
+        admin,
+        catalog.all().map((t) => t.name),
+      );
     } finally {
       await admin.disconnect();
     }
@@ -151,7 +179,13 @@ describe('replay --rematerialize on a short training from raw events (real broke
     await ensureTopics(admin, catalog.all());
     await admin.disconnect();
     port = await freePort();
-    children.push(spawnApp('materializer', { ...common, SRPO_APP_ID: `${prefix}materializer`, SRPO_SESSION_TIMEOUT_MS: '6000', SRPO_LOG_LEVEL: 'info' }, path.join(dir, 'materializer.log')));
+    children.push(
+      spawnApp(
+        'materializer',
+        { ...common, SRPO_APP_ID: `${prefix}materializer`, SRPO_SESSION_TIMEOUT_MS: '6000', SRPO_LOG_LEVEL: 'info' },
+        path.join(dir, 'materializer.log'),
+      ),
+    );
     children.push(
       spawnApp(
         'learner',
@@ -175,7 +209,10 @@ describe('replay --rematerialize on a short training from raw events (real broke
     );
     const sdk = new AgentEventsProducer({ kafka, topics: catalog });
     const deadline = Date.now() + 120_000;
-    for (const [phase, setsAfter] of [[PHASE_1, 3], [PHASE_2, 4]] as const) {
+    for (const [phase, setsAfter] of [
+      [PHASE_1, 3],
+      [PHASE_2, 4],
+    ] as const) {
       await sdk.emitBatch(phase);
       // Count the sets themselves: the topic's end offset also counts the transactions' commit
       // markers, so it reached 4 after phase 1 alone, and phase 3 could then overtake a2 (its
@@ -193,11 +230,13 @@ describe('replay --rematerialize on a short training from raw events (real broke
     const applied = async (): Promise<UpdateSummary[]> => {
       const list = (await (await fetch(`http://127.0.0.1:${port}/updates?policy=solver`)).json()) as UpdateSummary[];
       let groups = 0;
-      for (const u of list) groups += ((await (await fetch(`http://127.0.0.1:${port}/updates/${encodeURIComponent(u.updateId)}`)).json()) as { groups: unknown[] }).groups.length;
+      for (const u of list)
+        groups += ((await (await fetch(`http://127.0.0.1:${port}/updates/${encodeURIComponent(u.updateId)}`)).json()) as { groups: unknown[] }).groups.length;
       return groups >= GROUPS ? list : [];
     };
     for (;;) {
-      for (const c of children) if (c.exitCode !== null || c.signalCode !== null) throw new Error(`a child exited (${c.exitCode ?? c.signalCode}); logs in ${dir}`);
+      for (const c of children)
+        if (c.exitCode !== null || c.signalCode !== null) throw new Error(`a child exited (${c.exitCode ?? c.signalCode}); logs in ${dir}`);
       // Until the learner's HTTP server is up, fetch fails: keep polling.
       updates = await applied().catch(() => []);
       if (updates.length > 0) break;
@@ -250,7 +289,9 @@ describe('replay --rematerialize on a short training from raw events (real broke
     // The run's own topics hold the re-derived groups, identical to the recorded ones apart from where their sets were written.
     const runGroups = (await readTopicsToEnd(kafka, [`${prefix}replay.remat.advantage-groups`])).map((r) => codec.decodeAs('AdvantageGroup', r.value));
     const strip = (g: (typeof runGroups)[number]) => ({ ...g, sets: g.sets.map((s) => ({ ...s, setSource: null })) });
-    expect(runGroups.map(strip).sort((a, b) => a.groupId.localeCompare(b.groupId))).toEqual(recordedGroups.map(strip).sort((a, b) => a.groupId.localeCompare(b.groupId)));
+    expect(runGroups.map(strip).sort((a, b) => a.groupId.localeCompare(b.groupId))).toEqual(
+      recordedGroups.map(strip).sort((a, b) => a.groupId.localeCompare(b.groupId)),
+    );
     for (const g of runGroups) for (const s of g.sets) expect(s.setSource.topic).toBe(`${prefix}replay.remat.active-sets`);
     expect(await total(`${prefix}replay.remat.active-sets`)).toBe(8);
 
@@ -289,7 +330,9 @@ describe('replay --rematerialize on a short training from raw events (real broke
     expect(m.differences.map((d) => d.closeReason).sort()).toEqual(['DEADLINE', 'SIZE', 'SIZE', 'SIZE']);
     for (const d of m.differences) expect(d.detail).toMatch(/^group\.sets\[0\]\.advantage: recorded -?[\d.e-]+, re-derived -?[\d.e-]+$/);
     expect(report.firstDivergence?.cause).toBe('different inputs');
-    expect(res.stderr).toMatch(/^srpo: \[INTEGRITY_FAILED\] replay population: 3 size-closed group\(s\) re-derived differently, first solver\|g[abc]#\w+: group\.sets\[0\]\.advantage: recorded/m);
+    expect(res.stderr).toMatch(
+      /^srpo: \[INTEGRITY_FAILED\] replay population: 3 size-closed group\(s\) re-derived differently, first solver\|g[abc]#\w+: group\.sets\[0\]\.advantage: recorded/m,
+    );
     expect(await allEnds()).toEqual(sourceEnds);
   }, 240_000);
 });

@@ -5,18 +5,29 @@ import { loadGatewayConfig } from './gateway-config';
 describe('gateway configuration', () => {
   it('defaults: srpo serve on :8000 upstream, strict, ids asked for, no keys, port 8100', () => {
     const c = loadGatewayConfig({}, '/work');
-    expect([c.upstreamUrl, c.strict, c.upstreamTokenIds, c.keys.enabled, c.port, c.models, c.retokenizer]).toEqual(['http://127.0.0.1:8000/v1', true, true, false, 8100, undefined, undefined]);
+    expect([c.upstreamUrl, c.strict, c.upstreamTokenIds, c.keys.enabled, c.port, c.models, c.retokenizer]).toEqual([
+      'http://127.0.0.1:8000/v1',
+      true,
+      true,
+      false,
+      8100,
+      undefined,
+      undefined,
+    ]);
   });
 
   it('reads models, keys, a tokenizer directory, a fixed version and TLS files', () => {
-    const c = loadGatewayConfig({
-      SRPO_GATEWAY_MODELS: 'actor=Qwen/Qwen2-0.5B, judge=judge-lora',
-      SRPO_GATEWAY_API_KEYS: '{"sk-aaaaaaaaaaaaaaaa": ["actor"]}',
-      SRPO_GATEWAY_TOKENIZER_DIR: path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2'),
-      SRPO_GATEWAY_VERSION: '12',
-      SRPO_GATEWAY_TLS_KEY: 'k.pem',
-      SRPO_GATEWAY_TLS_CERT: 'c.pem',
-    }, '/work');
+    const c = loadGatewayConfig(
+      {
+        SRPO_GATEWAY_MODELS: 'actor=Qwen/Qwen2-0.5B, judge=judge-lora',
+        SRPO_GATEWAY_API_KEYS: '{"sk-aaaaaaaaaaaaaaaa": ["actor"]}',
+        SRPO_GATEWAY_TOKENIZER_DIR: path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2'),
+        SRPO_GATEWAY_VERSION: '12',
+        SRPO_GATEWAY_TLS_KEY: 'k.pem',
+        SRPO_GATEWAY_TLS_CERT: 'c.pem',
+      },
+      '/work',
+    );
     expect(c.models).toEqual({ actor: 'Qwen/Qwen2-0.5B', judge: 'judge-lora' });
     expect(c.keys.enabled).toBe(true);
     expect(c.retokenizer).toBeDefined();

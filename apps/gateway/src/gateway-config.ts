@@ -59,7 +59,8 @@ export interface GatewayConfig {
 export function loadGatewayConfig(env: Readonly<Record<string, string | undefined>> = process.env, cwd: string = process.cwd()): GatewayConfig {
   const r = new EnvReader(env);
   const upstreamUrl = r.str('SRPO_GATEWAY_UPSTREAM', 'http://127.0.0.1:8000/v1');
-  if (!/^https?:\/\/[^/]+/.test(upstreamUrl)) throw new ConfigError('SRPO_GATEWAY_UPSTREAM', `must be an http(s) URL such as http://127.0.0.1:8000/v1, got "${upstreamUrl}"`);
+  if (!/^https?:\/\/[^/]+/.test(upstreamUrl))
+    throw new ConfigError('SRPO_GATEWAY_UPSTREAM', `must be an http(s) URL such as http://127.0.0.1:8000/v1, got "${upstreamUrl}"`);
   const keysJson = r.optionalStr('SRPO_GATEWAY_API_KEYS');
   let keys = ApiKeys.open();
   if (keysJson !== undefined) keys = ConfigError.guard('SRPO_GATEWAY_API_KEYS', () => ApiKeys.parse(keysJson, 'SRPO_GATEWAY_API_KEYS'));
@@ -68,7 +69,11 @@ export function loadGatewayConfig(env: Readonly<Record<string, string | undefine
   const retokenizer = dir === undefined ? undefined : ConfigError.guard('SRPO_GATEWAY_TOKENIZER_DIR', () => hfRetokenizer(dir));
   const keyFile = r.optionalStr('SRPO_GATEWAY_TLS_KEY');
   const certFile = r.optionalStr('SRPO_GATEWAY_TLS_CERT');
-  if ((keyFile === undefined) !== (certFile === undefined)) throw new ConfigError(keyFile === undefined ? 'SRPO_GATEWAY_TLS_KEY' : 'SRPO_GATEWAY_TLS_CERT', 'set both SRPO_GATEWAY_TLS_KEY and SRPO_GATEWAY_TLS_CERT, or neither');
+  if ((keyFile === undefined) !== (certFile === undefined))
+    throw new ConfigError(
+      keyFile === undefined ? 'SRPO_GATEWAY_TLS_KEY' : 'SRPO_GATEWAY_TLS_CERT',
+      'set both SRPO_GATEWAY_TLS_KEY and SRPO_GATEWAY_TLS_CERT, or neither',
+    );
   const version = r.optionalStr('SRPO_GATEWAY_VERSION');
   return {
     kafka: { ...readKafkaConnection(r, r.str('SRPO_CLIENT_ID', 'srpo-gateway')), retries: r.int('SRPO_GATEWAY_KAFKA_RETRIES', 3, { min: 0, max: 20 }) },
@@ -109,4 +114,3 @@ function readModels(r: EnvReader): Record<string, string> | undefined {
   }
   return out;
 }
-

@@ -14,19 +14,35 @@ export async function bootstrap(env: Readonly<Record<string, string | undefined>
   const sdk = gatewaySdk(config);
   await sdk.connect();
   const httpsOptions = config.tls ? { key: fs.readFileSync(config.tls.keyFile), cert: fs.readFileSync(config.tls.certFile) } : undefined;
-  const app = await NestFactory.create<NestExpressApplication>(GatewayModule.forRoot(config, sdk), { logger: new NestLoggerAdapter(), abortOnError: false, bodyParser: false, ...(httpsOptions ? { httpsOptions } : {}) });
+  const app = await NestFactory.create<NestExpressApplication>(GatewayModule.forRoot(config, sdk), {
+    logger: new NestLoggerAdapter(),
+    abortOnError: false,
+    bodyParser: false,
+    ...(httpsOptions ? { httpsOptions } : {}),
+  });
   app.useBodyParser('json', { limit: config.maxBodyBytes });
   app.enableShutdownHooks();
   await app.listen(config.port, config.host);
   const address = app.getHttpServer().address() as { port: number } | null;
   if (!config.keys.enabled) log.warn('no SRPO_GATEWAY_API_KEYS: every caller may record events for every policy');
-  log.info('gateway listening', { host: config.host, port: address?.port ?? config.port, tls: Boolean(config.tls), upstream: config.upstreamUrl, strict: config.strict, retokenize: Boolean(config.retokenizer) });
+  log.info('gateway listening', {
+    host: config.host,
+    port: address?.port ?? config.port,
+    tls: Boolean(config.tls),
+    upstream: config.upstreamUrl,
+    strict: config.strict,
+    retokenize: Boolean(config.retokenizer),
+  });
   return app;
 }
 
 if (require.main === module) {
   bootstrap().catch((e: unknown) => {
-    new Logger('gateway').error('srpo gateway failed to start', { error: errorMessage(e), code: e instanceof SrpoError ? e.code : undefined, field: e instanceof SrpoError ? e.field : undefined });
+    new Logger('gateway').error('srpo gateway failed to start', {
+      error: errorMessage(e),
+      code: e instanceof SrpoError ? e.code : undefined,
+      field: e instanceof SrpoError ? e.field : undefined,
+    });
     process.exit(1);
   });
 }

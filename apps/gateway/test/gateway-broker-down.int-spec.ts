@@ -38,7 +38,8 @@ describe('srpo gateway with its broker stopped', () => {
   const failPort = servePort + 300;
   const spoolPort = servePort + 600;
   const headers = (step: number) => ({ 'X-SRPO-Episode': 'ep-d', 'X-SRPO-Step': String(step), 'X-SRPO-Role': 'solver', 'X-SRPO-Agent': 'a' });
-  const client = (port: number, step: number) => new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'unused', maxRetries: 0, defaultHeaders: headers(step) });
+  const client = (port: number, step: number) =>
+    new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'unused', maxRetries: 0, defaultHeaders: headers(step) });
   const children: ChildProcess[] = [];
   const log = (name: string) => path.join(dir, `${name}.log`);
 
@@ -54,7 +55,20 @@ describe('srpo gateway with its broker stopped', () => {
     const tiny = Policy.create('tiny', TINY, 3);
     await new CheckpointStore(path.join(dir, 'checkpoints')).save(tiny);
     tiny.dispose();
-    children.push(spawnApp('serve', { KAFKA_BROKERS: sharedBrokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_CHECKPOINT_DIR: path.join(dir, 'checkpoints'), SRPO_SERVE_POLICIES: 'tiny', SRPO_SERVE_PORT: String(servePort), SRPO_BACKEND: 'tensorflow' }, log('serve')));
+    children.push(
+      spawnApp(
+        'serve',
+        {
+          KAFKA_BROKERS: sharedBrokers.join(','),
+          SRPO_TOPIC_PREFIX: prefix,
+          SRPO_CHECKPOINT_DIR: path.join(dir, 'checkpoints'),
+          SRPO_SERVE_POLICIES: 'tiny',
+          SRPO_SERVE_PORT: String(servePort),
+          SRPO_BACKEND: 'tensorflow',
+        },
+        log('serve'),
+      ),
+    );
     const gw = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${servePort}/v1` };
     children.push(spawnApp('gateway', { ...gw, SRPO_GATEWAY_PORT: String(failPort) }, log('gateway-fail')));
     children.push(spawnApp('gateway', { ...gw, SRPO_GATEWAY_PORT: String(spoolPort), SRPO_GATEWAY_SPOOL_DIR: path.join(dir, 'spool') }, log('gateway-spool')));
@@ -73,7 +87,10 @@ describe('srpo gateway with its broker stopped', () => {
     expect((before as unknown as { srpo: { output_ids: string[] } }).srpo.output_ids).toEqual(['ep-d.s0.a']);
 
     kafkaSh('stop');
-    await expect(client(failPort, 1).completions.create({ model: 'tiny', prompt: '^S', max_tokens: 2 })).rejects.toMatchObject({ status: 503, code: 'kafka_unavailable' });
+    await expect(client(failPort, 1).completions.create({ model: 'tiny', prompt: '^S', max_tokens: 2 })).rejects.toMatchObject({
+      status: 503,
+      code: 'kafka_unavailable',
+    });
     const spooled = await client(spoolPort, 2).completions.create({ model: 'tiny', prompt: '^S', max_tokens: 2 });
     expect((spooled as unknown as { srpo: { output_ids: string[]; spooled: boolean } }).srpo).toMatchObject({ output_ids: ['ep-d.s2.a'], spooled: true });
     const outcome = await fetch(`http://127.0.0.1:${spoolPort}/v1/srpo/outcomes`, {

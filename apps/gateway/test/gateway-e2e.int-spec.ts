@@ -55,20 +55,45 @@ describe('an openai-client agent trains through the gateway (real broker, real p
     children.push(
       spawnApp(
         'learner',
-        { ...common, SRPO_POLICY_ID: 'actor', SRPO_POLICY_ROLES: 'solver,checker', SRPO_MODEL_CONFIG: MODEL, SRPO_LR: '5e-4', SRPO_SETS_PER_UPDATE: '64', SRPO_MAX_POLICY_LAG: '8', SRPO_SQLITE_PATH: path.join(dir, 'learner.sqlite'), SRPO_HTTP_PORT: String(base), SRPO_CONSUMER_GROUP: `${prefix}learner.actor` },
+        {
+          ...common,
+          SRPO_POLICY_ID: 'actor',
+          SRPO_POLICY_ROLES: 'solver,checker',
+          SRPO_MODEL_CONFIG: MODEL,
+          SRPO_LR: '5e-4',
+          SRPO_SETS_PER_UPDATE: '64',
+          SRPO_MAX_POLICY_LAG: '8',
+          SRPO_SQLITE_PATH: path.join(dir, 'learner.sqlite'),
+          SRPO_HTTP_PORT: String(base),
+          SRPO_CONSUMER_GROUP: `${prefix}learner.actor`,
+        },
         log('learner'),
       ),
     );
     children.push(spawnApp('serve', { ...common, SRPO_SERVE_POLICIES: 'actor', SRPO_SERVE_PORT: String(base + 1), SRPO_BACKEND: 'tensorflow' }, log('serve')));
-    children.push(spawnApp('gateway', { ...common, SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${base + 1}/v1`, SRPO_GATEWAY_PORT: String(base + 2) }, log('gateway')));
+    children.push(
+      spawnApp('gateway', { ...common, SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${base + 1}/v1`, SRPO_GATEWAY_PORT: String(base + 2) }, log('gateway')),
+    );
     for (const name of ['serve', 'gateway']) {
       const deadline = Date.now() + 120_000;
       while (!(fs.existsSync(log(name)) && /listening/.test(fs.readFileSync(log(name), 'utf8')))) {
-        if (Date.now() > deadline) throw new Error(`${name} did not start:\n${fs.existsSync(log(name)) ? fs.readFileSync(log(name), 'utf8').slice(-3000) : ''}`);
+        if (Date.now() > deadline)
+          throw new Error(`${name} did not start:\n${fs.existsSync(log(name)) ? fs.readFileSync(log(name), 'utf8').slice(-3000) : ''}`);
         await sleep(250);
       }
     }
-    results = await runFixedAgent({ gateway: `http://127.0.0.1:${base + 2}/v1`, apiKey: 'unused', model: 'actor', tasks: TASKS, groupSize: GROUP, temperature: 1.5, runId: prefix.replace(/[^A-Za-z0-9-]/g, ''), seed: 7, setsPerUpdate: 64, maxAheadUpdates: 2 });
+    results = await runFixedAgent({
+      gateway: `http://127.0.0.1:${base + 2}/v1`,
+      apiKey: 'unused',
+      model: 'actor',
+      tasks: TASKS,
+      groupSize: GROUP,
+      temperature: 1.5,
+      runId: prefix.replace(/[^A-Za-z0-9-]/g, ''),
+      seed: 7,
+      setsPerUpdate: 64,
+      maxAheadUpdates: 2,
+    });
   }, 900_000);
 
   afterAll(() => {
@@ -83,7 +108,7 @@ describe('an openai-client agent trains through the gateway (real broker, real p
     expect(Math.min(...results[results.length - 1].versions)).toBeGreaterThan(10);
   });
 
-  it('success rose: the last third\'s 95 % interval lies wholly above the first 10 tasks\'', () => {
+  it("success rose: the last third's 95 % interval lies wholly above the first 10 tasks'", () => {
     const first = results.slice(0, 10);
     const last = results.slice(Math.floor((2 * results.length) / 3));
     const k0 = first.reduce((a, r) => a + r.successes, 0);
@@ -91,7 +116,9 @@ describe('an openai-client agent trains through the gateway (real broker, real p
     const start = wilson(k0, first.length * GROUP);
     const end = wilson(k1, last.length * GROUP);
     const solved = (rs: TaskResult[]) => rs.reduce((a, r) => a + r.solved, 0);
-    console.log(`fixed success through the gateway: first 10 tasks ${k0}/${first.length * GROUP}, last third ${k1}/${last.length * GROUP} (solver right ${solved(first)} → ${solved(last)}); newest version ${Math.max(...results.flatMap((r) => r.versions))}`);
+    console.log(
+      `fixed success through the gateway: first 10 tasks ${k0}/${first.length * GROUP}, last third ${k1}/${last.length * GROUP} (solver right ${solved(first)} → ${solved(last)}); newest version ${Math.max(...results.flatMap((r) => r.versions))}`,
+    );
     expect(end[0]).toBeGreaterThan(start[1]);
   });
 

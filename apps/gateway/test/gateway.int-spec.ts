@@ -20,7 +20,8 @@ async function waitForLog(file: string, pattern: RegExp, child: ChildProcess, ms
   for (;;) {
     const log = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
     if (pattern.test(log)) return;
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${path.basename(file)}: no ${pattern} (exit ${child.exitCode}):\n${log.slice(-4000)}`);
+    if (child.exitCode !== null || Date.now() > deadline)
+      throw new Error(`${path.basename(file)}: no ${pattern} (exit ${child.exitCode}):\n${log.slice(-4000)}`);
     await sleep(200);
   }
 }
@@ -47,7 +48,8 @@ describe('srpo gateway in front of srpo serve', () => {
   const children: ChildProcess[] = [];
   const logs = { serve: path.join(dir, 'serve.log'), gateway: path.join(dir, 'gateway.log') };
 
-  const outputs = async (): Promise<AgentOutput[]> => (await readTopicsToEnd(kafka, [catalog.agentOutputs.name])).map((r) => codec.decodeAs('AgentOutput', r.value));
+  const outputs = async (): Promise<AgentOutput[]> =>
+    (await readTopicsToEnd(kafka, [catalog.agentOutputs.name])).map((r) => codec.decodeAs('AgentOutput', r.value));
 
   beforeAll(async () => {
     await initTfBackend('tensorflow');
@@ -63,9 +65,28 @@ describe('srpo gateway in front of srpo serve', () => {
     await store.save(tiny);
     tiny.dispose();
     const common = { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_LOG_LEVEL: 'info' };
-    const serve = spawnApp('serve', { ...common, SRPO_CHECKPOINT_DIR: path.join(dir, 'checkpoints'), SRPO_SERVE_POLICIES: 'qwen2,tiny', SRPO_SERVE_PORT: String(servePort), SRPO_BACKEND: 'tensorflow' }, logs.serve);
+    const serve = spawnApp(
+      'serve',
+      {
+        ...common,
+        SRPO_CHECKPOINT_DIR: path.join(dir, 'checkpoints'),
+        SRPO_SERVE_POLICIES: 'qwen2,tiny',
+        SRPO_SERVE_PORT: String(servePort),
+        SRPO_BACKEND: 'tensorflow',
+      },
+      logs.serve,
+    );
     children.push(serve);
-    const gw = spawnApp('gateway', { ...common, SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${servePort}/v1`, SRPO_GATEWAY_PORT: String(gatewayPort), SRPO_GATEWAY_API_KEYS: JSON.stringify({ [AGENT_KEY]: ['*'], [TINY_ONLY_KEY]: ['tiny'] }) }, logs.gateway);
+    const gw = spawnApp(
+      'gateway',
+      {
+        ...common,
+        SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${servePort}/v1`,
+        SRPO_GATEWAY_PORT: String(gatewayPort),
+        SRPO_GATEWAY_API_KEYS: JSON.stringify({ [AGENT_KEY]: ['*'], [TINY_ONLY_KEY]: ['tiny'] }),
+      },
+      logs.gateway,
+    );
     children.push(gw);
     await waitForLog(logs.serve, /OpenAI-compatible API listening/, serve);
     await waitForLog(logs.gateway, /gateway listening/, gw);
@@ -77,7 +98,14 @@ describe('srpo gateway in front of srpo serve', () => {
 
   it('records each chat choice as an AgentOutput, field by field what the upstream returns for the same request, and only then answers', async () => {
     const params = { model: 'qwen2', messages: [{ role: 'user' as const, content: 'solve 3 + 4' }], n: 2, max_tokens: 5, seed: 21, temperature: 0.9 };
-    const direct = (await upstream.chat.completions.create({ ...params, logprobs: true, return_token_ids: true } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)) as OpenAI.Chat.ChatCompletion & { prompt_token_ids: number[]; choices: { token_ids: number[] }[] };
+    const direct = (await upstream.chat.completions.create({
+      ...params,
+      logprobs: true,
+      return_token_ids: true,
+    } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)) as OpenAI.Chat.ChatCompletion & {
+      prompt_token_ids: number[];
+      choices: { token_ids: number[] }[];
+    };
     const { data, response } = await gateway.chat.completions.create(params).withResponse();
     const srpo = (data as unknown as { srpo: { output_ids: string[]; policy_id: string; policy_version: number } }).srpo;
     expect(srpo).toEqual({ output_ids: ['ep-1.s0.solver-0.c0', 'ep-1.s0.solver-0.c1'], policy_id: 'qwen2', policy_version: 0 });
@@ -92,7 +120,15 @@ describe('srpo gateway in front of srpo serve', () => {
     expect(recorded.map((o) => o.outputId)).toEqual(srpo.output_ids);
     recorded.forEach((o, i) => {
       const d = direct.choices[i];
-      expect(o).toMatchObject({ episodeId: 'ep-1', step: 0, role: 'solver', agentId: 'solver-0', policyId: 'qwen2', policyVersion: 0, tokenIdOrigin: 'sampled' });
+      expect(o).toMatchObject({
+        episodeId: 'ep-1',
+        step: 0,
+        role: 'solver',
+        agentId: 'solver-0',
+        policyId: 'qwen2',
+        policyVersion: 0,
+        tokenIdOrigin: 'sampled',
+      });
       expect(o.contextTokenIds).toEqual(direct.prompt_token_ids);
       expect(o.responseTokenIds).toEqual(d.token_ids);
       // Avro carries log-probs as float32.
@@ -127,29 +163,66 @@ describe('srpo gateway in front of srpo serve', () => {
     expect(o.behaviourLogProbs).toEqual((direct.choices[0].logprobs?.token_logprobs ?? []).map((lp) => Math.fround(lp)));
   });
 
-  it('records transitions and outcomes through /v1/srpo/*, refusing an invalid one with the SDK\'s field-naming error', async () => {
+  it("records transitions and outcomes through /v1/srpo/*, refusing an invalid one with the SDK's field-naming error", async () => {
     const post = (route: string, body: unknown, key = AGENT_KEY) =>
-      fetch(`http://127.0.0.1:${gatewayPort}/v1/srpo/${route}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-    const t = { transitionId: 'ep-1.t0', episodeId: 'ep-1', step: 0, preStateId: 's0', taskId: 'task-1', position: 'solve', consumedOutputIds: ['ep-1.s0.solver-0.c0'], expectedCardinality: 1, workflowKind: 'FIXED', observationDigest: 'obs', done: true, eventTimeMs: Date.now() };
+      fetch(`http://127.0.0.1:${gatewayPort}/v1/srpo/${route}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    const t = {
+      transitionId: 'ep-1.t0',
+      episodeId: 'ep-1',
+      step: 0,
+      preStateId: 's0',
+      taskId: 'task-1',
+      position: 'solve',
+      consumedOutputIds: ['ep-1.s0.solver-0.c0'],
+      expectedCardinality: 1,
+      workflowKind: 'FIXED',
+      observationDigest: 'obs',
+      done: true,
+      eventTimeMs: Date.now(),
+    };
     const ok = await post('transitions', t);
     expect(ok.status).toBe(200);
     expect(await ok.json()).toMatchObject({ recorded: 'Transition', topic: catalog.transitions.name });
     const bad = await post('transitions', { ...t, transitionId: 'ep-1.t1', step: -1 });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/^Transition\.step/);
-    const outcome = await post('outcomes', { episodeId: 'ep-1', taskId: 'task-1', outcomeReward: 1, success: true, verifier: 'test@1', turns: 1, eventTimeMs: Date.now() });
+    const outcome = await post('outcomes', {
+      episodeId: 'ep-1',
+      taskId: 'task-1',
+      outcomeReward: 1,
+      success: true,
+      verifier: 'test@1',
+      turns: 1,
+      eventTimeMs: Date.now(),
+    });
     expect(outcome.status).toBe(200);
     const transitions = (await readTopicsToEnd(kafka, [catalog.transitions.name])).map((r) => codec.decodeAs('Transition', r.value));
     expect(transitions.map((x) => x.transitionId)).toEqual(['ep-1.t0']);
     expect((await readTopicsToEnd(kafka, [catalog.episodeOutcomes.name])).length).toBe(1);
   });
 
-  it('refuses in OpenAI\'s shape, recording nothing: no episode header, a wrong key, a key without the policy, an unknown model, bad max_tokens, temperature 0', async () => {
+  it("refuses in OpenAI's shape, recording nothing: no episode header, a wrong key, a key without the policy, an unknown model, bad max_tokens, temperature 0", async () => {
     const before = (await outputs()).length;
     const bare = new OpenAI({ baseURL: `http://127.0.0.1:${gatewayPort}/v1`, apiKey: AGENT_KEY, maxRetries: 0 });
     await expect(bare.completions.create({ model: 'tiny', prompt: '^S' })).rejects.toMatchObject({ status: 400, param: 'X-SRPO-Episode' });
-    await expect(new OpenAI({ baseURL: `http://127.0.0.1:${gatewayPort}/v1`, apiKey: 'sk-wrong-key-000000000', maxRetries: 0, defaultHeaders: headers }).completions.create({ model: 'tiny', prompt: '^S' })).rejects.toMatchObject({ status: 401 });
-    await expect(new OpenAI({ baseURL: `http://127.0.0.1:${gatewayPort}/v1`, apiKey: TINY_ONLY_KEY, maxRetries: 0, defaultHeaders: headers }).completions.create({ model: 'qwen2', prompt: 'x' })).rejects.toMatchObject({ status: 403 });
+    await expect(
+      new OpenAI({
+        baseURL: `http://127.0.0.1:${gatewayPort}/v1`,
+        apiKey: 'sk-wrong-key-000000000',
+        maxRetries: 0,
+        defaultHeaders: headers,
+      }).completions.create({ model: 'tiny', prompt: '^S' }),
+    ).rejects.toMatchObject({ status: 401 });
+    await expect(
+      new OpenAI({ baseURL: `http://127.0.0.1:${gatewayPort}/v1`, apiKey: TINY_ONLY_KEY, maxRetries: 0, defaultHeaders: headers }).completions.create({
+        model: 'qwen2',
+        prompt: 'x',
+      }),
+    ).rejects.toMatchObject({ status: 403 });
     await expect(gateway.completions.create({ model: 'gpt-4o', prompt: 'x' })).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
     await expect(gateway.completions.create({ model: 'tiny', prompt: '^S', max_tokens: -1 })).rejects.toMatchObject({ status: 400, param: 'max_tokens' });
     await expect(gateway.completions.create({ model: 'tiny', prompt: '^S', temperature: 0 })).rejects.toMatchObject({ status: 400, param: 'temperature' });
@@ -157,16 +230,39 @@ describe('srpo gateway in front of srpo serve', () => {
   });
 
   it('the Python openai client records through the gateway and gets the output ids', async () => {
-    const out = JSON.parse(await python([path.join(__dirname, 'gateway_client_check.py'), `http://127.0.0.1:${gatewayPort}/v1`, AGENT_KEY])) as { outputIds: string[]; streamed: string[]; text: string };
+    const out = JSON.parse(await python([path.join(__dirname, 'gateway_client_check.py'), `http://127.0.0.1:${gatewayPort}/v1`, AGENT_KEY])) as {
+      outputIds: string[];
+      streamed: string[];
+      text: string;
+    };
     expect(out.outputIds).toEqual(['ep-py.s0.solver-py.c0', 'ep-py.s0.solver-py.c1', 'ep-py.s0.solver-py.c2']);
     expect(out.streamed).toEqual(['ep-py.s1.solver-py']);
-    const recorded = (await outputs()).filter((o) => o.episodeId === 'ep-py').map((o) => o.outputId).sort();
+    const recorded = (await outputs())
+      .filter((o) => o.episodeId === 'ep-py')
+      .map((o) => o.outputId)
+      .sort();
     expect(recorded).toEqual([...out.outputIds, ...out.streamed].sort());
   });
 
   it('the Python example agent (examples/openai-agent/fixed_agent.py) plays episodes through the gateway: outputs, transitions and outcomes recorded', async () => {
     const script = path.join(repoRoot(), 'examples', 'openai-agent', 'fixed_agent.py');
-    const lines = (await python([script, '--gateway', `http://127.0.0.1:${gatewayPort}/v1`, '--api-key', AGENT_KEY, '--model', 'tiny', '--tasks', '2', '--group-size', '3', '--run-id', 'pyagent']))
+    const lines = (
+      await python([
+        script,
+        '--gateway',
+        `http://127.0.0.1:${gatewayPort}/v1`,
+        '--api-key',
+        AGENT_KEY,
+        '--model',
+        'tiny',
+        '--tasks',
+        '2',
+        '--group-size',
+        '3',
+        '--run-id',
+        'pyagent',
+      ])
+    )
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l) as { task: number; successes: number; versions: number[] });
@@ -174,11 +270,15 @@ describe('srpo gateway in front of srpo serve', () => {
     const ours = (await outputs()).filter((o) => o.episodeId.startsWith('pyagent-'));
     expect(ours).toHaveLength(2 * 3 * 2);
     expect(new Set(ours.map((o) => o.role))).toEqual(new Set(['solver', 'checker']));
-    const transitions = (await readTopicsToEnd(kafka, [catalog.transitions.name])).map((r) => codec.decodeAs('Transition', r.value)).filter((t) => t.episodeId.startsWith('pyagent-'));
+    const transitions = (await readTopicsToEnd(kafka, [catalog.transitions.name]))
+      .map((r) => codec.decodeAs('Transition', r.value))
+      .filter((t) => t.episodeId.startsWith('pyagent-'));
     expect(transitions).toHaveLength(2 * 3 * 2);
     // Each transition consumes exactly the output the gateway recorded for that step.
     for (const t of transitions) expect(ours.map((o) => o.outputId)).toContain(t.consumedOutputIds[0]);
-    const outcomes = (await readTopicsToEnd(kafka, [catalog.episodeOutcomes.name])).map((r) => codec.decodeAs('EpisodeOutcome', r.value)).filter((o) => o.episodeId.startsWith('pyagent-'));
+    const outcomes = (await readTopicsToEnd(kafka, [catalog.episodeOutcomes.name]))
+      .map((r) => codec.decodeAs('EpisodeOutcome', r.value))
+      .filter((o) => o.episodeId.startsWith('pyagent-'));
     expect(outcomes).toHaveLength(6);
   });
 
@@ -186,7 +286,18 @@ describe('srpo gateway in front of srpo serve', () => {
     const tls = path.join(__dirname, 'tls');
     const port = gatewayPort + 1;
     const file = path.join(dir, 'gateway-tls.log');
-    const gw = spawnApp('gateway', { KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${servePort}/v1`, SRPO_GATEWAY_PORT: String(port), SRPO_GATEWAY_TLS_KEY: path.join(tls, 'key.pem'), SRPO_GATEWAY_TLS_CERT: path.join(tls, 'cert.pem') }, file);
+    const gw = spawnApp(
+      'gateway',
+      {
+        KAFKA_BROKERS: brokers.join(','),
+        SRPO_TOPIC_PREFIX: prefix,
+        SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${servePort}/v1`,
+        SRPO_GATEWAY_PORT: String(port),
+        SRPO_GATEWAY_TLS_KEY: path.join(tls, 'key.pem'),
+        SRPO_GATEWAY_TLS_CERT: path.join(tls, 'cert.pem'),
+      },
+      file,
+    );
     children.push(gw);
     await waitForLog(file, /gateway listening.*"tls":true/, gw);
     const health = await new Promise<{ status: number; body: string }>((resolve, reject) => {

@@ -136,9 +136,17 @@ describe('loadLearnerConfig', () => {
     [{ SRPO_POLICY_ID: 'p', SRPO_DATABASE_URL: 'not a url' }, 'SRPO_DATABASE_URL', /not a valid URL/],
     [{ SRPO_POLICY_ID: 'p', SRPO_DATABASE_SCHEMA: 's' }, 'SRPO_DATABASE_SCHEMA', /only applies to PostgreSQL/],
     [{ SRPO_POLICY_ID: 'p', SRPO_MODEL_CONFIG: '{"vocabSize":64' }, 'SRPO_MODEL_CONFIG', /not valid JSON/],
-    [{ SRPO_POLICY_ID: 'p', SRPO_MODEL_CONFIG: '{"vocabSize":64,"dModel":10,"nLayers":1,"nHeads":3,"maxSeqLen":8}' }, 'SRPO_MODEL_CONFIG', /config\.nHeads: must divide dModel/],
+    [
+      { SRPO_POLICY_ID: 'p', SRPO_MODEL_CONFIG: '{"vocabSize":64,"dModel":10,"nLayers":1,"nHeads":3,"maxSeqLen":8}' },
+      'SRPO_MODEL_CONFIG',
+      /config\.nHeads: must divide dModel/,
+    ],
     [{ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: '/nonexistent/model' }, 'SRPO_MODEL_DIR', /\/nonexistent\/model: not a directory/],
-    [{ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_MODEL_CONFIG: '{"vocabSize":64,"dModel":16,"nLayers":1,"nHeads":2,"maxSeqLen":32}' }, 'SRPO_MODEL_DIR', /not both/],
+    [
+      { SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_MODEL_CONFIG: '{"vocabSize":64,"dModel":16,"nLayers":1,"nHeads":2,"maxSeqLen":32}' },
+      'SRPO_MODEL_DIR',
+      /not both/,
+    ],
     [{ SRPO_POLICY_ID: 'p', SRPO_LORA: '{"r":4}' }, 'SRPO_LORA', /needs SRPO_MODEL_DIR/],
     [{ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{"r":0}' }, 'SRPO_LORA', /SRPO_LORA\.r/],
     [{ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{"targetModules":["q_proj","gate"]}' }, 'SRPO_LORA', /SRPO_LORA\.targetModules\[1\]/],
@@ -158,11 +166,19 @@ describe('loadLearnerConfig', () => {
     const config = JSON.parse(fs.readFileSync(path.join(HF_QWEN2, 'config.json'), 'utf8'));
     fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ ...config, hidden_act: 'gelu' }));
     const e = failure({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: dir });
-    expect([e.field, e.message]).toEqual(['SRPO_MODEL_DIR', 'invalid configuration SRPO_MODEL_DIR: config.json hidden_act="gelu": only silu (SwiGLU MLP) is implemented']);
+    expect([e.field, e.message]).toEqual([
+      'SRPO_MODEL_DIR',
+      'invalid configuration SRPO_MODEL_DIR: config.json hidden_act="gelu": only silu (SwiGLU MLP) is implemented',
+    ]);
   });
 
   it('reads LoRA settings (SRPO_LORA) for a Hugging Face base, filling defaults', () => {
-    expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{"r":4,"targetModules":["q_proj","down_proj"]}' }).lora).toEqual({ r: 4, alpha: 16, dropout: 0, targetModules: ['q_proj', 'down_proj'] });
+    expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{"r":4,"targetModules":["q_proj","down_proj"]}' }).lora).toEqual({
+      r: 4,
+      alpha: 16,
+      dropout: 0,
+      targetModules: ['q_proj', 'down_proj'],
+    });
   });
 
   it('reads the dual clip from SRPO_DUAL_CLIP and SRPO_CLIP_RATIO_C (default on, c = 3)', () => {

@@ -1,6 +1,17 @@
 import * as fs from 'fs';
 import * as path from 'path';
-import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, errorMessage, Logger, LogLevel, repoRoot, tfBackendSettings, type TfBackendSettings } from '@srpo/core';
+import {
+  BACKEND_REQUESTS,
+  BackendRequest,
+  ConfigError,
+  EnvReader,
+  errorMessage,
+  Logger,
+  LogLevel,
+  repoRoot,
+  tfBackendSettings,
+  type TfBackendSettings,
+} from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
 import { resolveTransformerConfig, type TransformerConfig } from '@srpo/policy';
 import { readHfConfig, resolveLoraConfig, type LoraConfig } from '@srpo/hf';
@@ -183,7 +194,8 @@ function readModelDir(r: EnvReader, cwd: string): string | undefined {
   const raw = r.optionalStr('SRPO_MODEL_DIR');
   if (raw === undefined) return undefined;
   const dir = path.resolve(cwd, raw);
-  if (r.has('SRPO_MODEL_CONFIG')) throw new ConfigError('SRPO_MODEL_DIR', 'set either SRPO_MODEL_DIR (a Hugging Face directory) or SRPO_MODEL_CONFIG (the project transformer), not both');
+  if (r.has('SRPO_MODEL_CONFIG'))
+    throw new ConfigError('SRPO_MODEL_DIR', 'set either SRPO_MODEL_DIR (a Hugging Face directory) or SRPO_MODEL_CONFIG (the project transformer), not both');
   try {
     readHfConfig(dir);
   } catch (e) {

@@ -61,7 +61,16 @@ export class LearnerModule {
           provide: POLICY_TRAINER,
           inject: [BACKEND_INFO],
           useFactory: () =>
-            new TfPolicyTrainer({ policyId: config.policyId, model: config.model, modelDir: config.modelDir, lora: config.lora, lr: config.lr, epochs: config.epochs, maxGradNorm: config.maxGradNorm, microBatchTokens: config.microBatchTokens }),
+            new TfPolicyTrainer({
+              policyId: config.policyId,
+              model: config.model,
+              modelDir: config.modelDir,
+              lora: config.lora,
+              lr: config.lr,
+              epochs: config.epochs,
+              maxGradNorm: config.maxGradNorm,
+              microBatchTokens: config.microBatchTokens,
+            }),
         },
         {
           provide: EVENTS_PUBLISHER,
@@ -89,7 +98,13 @@ export class LearnerModule {
         {
           provide: AUDIT_SERVICE,
           inject: [AUDIT_STORE, BACKEND_INFO],
-          useFactory: (store: AuditStore, backend: { name: string }) => new AuditService({ store, kafka: createKafka(config.kafka), backend: backendLabel(backend), codec: new EventCodec(undefined, { registry: config.schemaRegistry }) }),
+          useFactory: (store: AuditStore, backend: { name: string }) =>
+            new AuditService({
+              store,
+              kafka: createKafka(config.kafka),
+              backend: backendLabel(backend),
+              codec: new EventCodec(undefined, { registry: config.schemaRegistry }),
+            }),
         },
         LearnerMetrics,
         LearnerStateService,

@@ -47,7 +47,13 @@ describe('UpdateService', () => {
     const start = async () => {
       const config = loadLearnerConfig(env, dir);
       const store = await AuditStore.open(config.store);
-      const trainer = new TfPolicyTrainer({ policyId: config.policyId, model: config.model, lr: config.lr, epochs: config.epochs, maxGradNorm: config.maxGradNorm });
+      const trainer = new TfPolicyTrainer({
+        policyId: config.policyId,
+        model: config.model,
+        lr: config.lr,
+        epochs: config.epochs,
+        maxGradNorm: config.maxGradNorm,
+      });
       const metrics = new LearnerMetrics();
       const state = new LearnerStateService(config, store, trainer, () => NOW, metrics);
       const publisher = new InMemoryEventsPublisher();

@@ -4,7 +4,20 @@ import * as path from 'path';
 import { promisify } from 'util';
 import { Partitioners } from 'kafkajs';
 import { AdvantageGroup, createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain } from '@srpo/events';
-import { activeSet, advantageGroup, ensureKafka, member, produceGroups, SEED, sleep, spawnApp, tempDir, TINY_MODEL_JSON, uniquePrefix, waitForExit } from '@srpo/testing';
+import {
+  activeSet,
+  advantageGroup,
+  ensureKafka,
+  member,
+  produceGroups,
+  SEED,
+  sleep,
+  spawnApp,
+  tempDir,
+  TINY_MODEL_JSON,
+  uniquePrefix,
+  waitForExit,
+} from '@srpo/testing';
 
 const run = promisify(execFile);
 const bin = path.resolve(__dirname, '..', '..', '..', 'bin', 'srpo.js');
@@ -164,7 +177,9 @@ describe('checkpoint retention on a real learner run (real broker, real processe
     const u4 = byVersionAfter(4);
     const text = await srpo(['audit', 'verify', u4.updateId]);
     expect(text.code).toBe(0);
-    expect(text.stdout).toMatch(/ok {3}checkpoint-before {2}version 3 \([0-9a-f]{64}\) was pruned: rebuilt from checkpoint v0 \(.*v0\) by re-applying 3 recorded update\(s\)/);
+    expect(text.stdout).toMatch(
+      /ok {3}checkpoint-before {2}version 3 \([0-9a-f]{64}\) was pruned: rebuilt from checkpoint v0 \(.*v0\) by re-applying 3 recorded update\(s\)/,
+    );
     expect(text.stdout).toContain(`verified: ${u4.updateId} recomputes to ${u4.weightsHashAfter}`);
 
     // With an explicit checkpoint root, and where the checkpoint is still on disk: nothing re-applied.
@@ -222,7 +237,9 @@ describe('checkpoint retention on a real learner run (real broker, real processe
       startingCheckpoint: { version: number; fromVersion: number; reapplied: number };
     };
     expect(report.startingCheckpoint).toMatchObject({ version: 5, fromVersion: 4, reapplied: 1 });
-    expect(report.rows.map((r) => [r.updateId, r.replayHash, r.match])).toEqual([6, 7].map((v) => [byVersionAfter(v).updateId, byVersionAfter(v).weightsHashAfter, true]));
+    expect(report.rows.map((r) => [r.updateId, r.replayHash, r.match])).toEqual(
+      [6, 7].map((v) => [byVersionAfter(v).updateId, byVersionAfter(v).weightsHashAfter, true]),
+    );
     expect(report.matched).toBe(2);
   }, 180_000);
 });

@@ -25,7 +25,9 @@ const OUTPUT_TIME = 1_767_225_600_000;
 /** Debian's chromium through the repo's installer script (which honours SRPO_CHROMIUM); undefined when absent. */
 function findChromium(): string | undefined {
   try {
-    const out = execFileSync('bash', [path.join(REPO, 'infra', 'chromium', 'install.sh'), 'path'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    const out = execFileSync('bash', [path.join(REPO, 'infra', 'chromium', 'install.sh'), 'path'], { stdio: ['ignore', 'pipe', 'ignore'] })
+      .toString()
+      .trim();
     return out.length > 0 ? out : undefined;
   } catch {
     return undefined;
@@ -48,7 +50,10 @@ function groups(): AdvantageGroup[] {
     const setTime = OUTPUT_TIME + 500 * (i + 1);
     const g = advantageGroup(`g${i}`, [
       { set: { ...activeSet(`g${i}/a`, [a]), workflowKind: kind, reward: 1, success: true, eventTimeMs: setTime }, advantage: 0.7 },
-      { set: { ...activeSet(`g${i}/b`, b), workflowKind: kind, reward: i / 10, success: kind === 'ROUTED' ? null : false, eventTimeMs: setTime }, advantage: -0.7 },
+      {
+        set: { ...activeSet(`g${i}/b`, b), workflowKind: kind, reward: i / 10, success: kind === 'ROUTED' ? null : false, eventTimeMs: setTime },
+        advantage: -0.7,
+      },
     ]);
     return { ...g, groupKey: `task-${i}/solve`, eventTimeMs: OUTPUT_TIME + 1000 * (i + 1) };
   });
@@ -71,8 +76,12 @@ function expectedPoints(updates: UpdateRecord[], stats: GroupStatsRecord[]): Rec
     }
     return out;
   };
-  const ks = [...new Set(updates.flatMap((u) => Object.keys(u.diagnostics).filter((k) => /^ratio\/mean_k\d+$/.test(k))))].map((k) => k.slice('ratio/mean_k'.length));
-  const clipKs = [...new Set(updates.flatMap((u) => Object.keys(u.diagnostics).filter((k) => /^losses\/clip_frac_low_k\d+$/.test(k))))].map((k) => k.slice('losses/clip_frac_low_k'.length));
+  const ks = [...new Set(updates.flatMap((u) => Object.keys(u.diagnostics).filter((k) => /^ratio\/mean_k\d+$/.test(k))))].map((k) =>
+    k.slice('ratio/mean_k'.length),
+  );
+  const clipKs = [...new Set(updates.flatMap((u) => Object.keys(u.diagnostics).filter((k) => /^losses\/clip_frac_low_k\d+$/.test(k))))].map((k) =>
+    k.slice('losses/clip_frac_low_k'.length),
+  );
   // The objective reports per-K clip fractions: the chart must plot them, not the "not in the diagnostics" note.
   expect(clipKs.length).toBeGreaterThan(0);
   return {
@@ -82,10 +91,24 @@ function expectedPoints(updates: UpdateRecord[], stats: GroupStatsRecord[]): Rec
     clip: {
       low: diag('losses/clip_frac_low'),
       high: diag('losses/clip_frac_high'),
-      ...Object.fromEntries(clipKs.flatMap((k) => [[`low K=${k}`, diag(`losses/clip_frac_low_k${k}`)], [`high K=${k}`, diag(`losses/clip_frac_high_k${k}`)]])),
+      ...Object.fromEntries(
+        clipKs.flatMap((k) => [
+          [`low K=${k}`, diag(`losses/clip_frac_low_k${k}`)],
+          [`high K=${k}`, diag(`losses/clip_frac_high_k${k}`)],
+        ]),
+      ),
     },
-    ratio: { min: diag('ratio/min'), mean: diag('ratio/mean'), max: diag('ratio/max'), ...Object.fromEntries(ks.map((k) => [`mean K=${k}`, diag(`ratio/mean_k${k}`)])) },
-    'kl-lag': { KL: diag('kl/approx_k3'), 'lag max': new Set(stats.map((s) => s.versionAfter)).size, 'lag mean': new Set(stats.map((s) => s.versionAfter)).size },
+    ratio: {
+      min: diag('ratio/min'),
+      mean: diag('ratio/mean'),
+      max: diag('ratio/max'),
+      ...Object.fromEntries(ks.map((k) => [`mean K=${k}`, diag(`ratio/mean_k${k}`)])),
+    },
+    'kl-lag': {
+      KL: diag('kl/approx_k3'),
+      'lag max': new Set(stats.map((s) => s.versionAfter)).size,
+      'lag mean': new Set(stats.map((s) => s.versionAfter)).size,
+    },
     latency: { mean: distinct(stats), max: distinct(stats) },
     grad: { 'grad norm': updates.length },
   };
@@ -273,7 +296,9 @@ describeBrowser('learner dashboard in headless Chromium (real run: broker, learn
       expect(page.url()).toBe(`${url}/#update=${encodeURIComponent(target.updateId)}`);
       const detail: UpdateDetail = await store.getUpdate(target.updateId);
       const rowLocators = await page.locator('#record table.groups tr[data-group-id]').all();
-      const rows = await Promise.all(rowLocators.map(async (tr) => ({ id: await tr.getAttribute('data-group-id'), coords: await tr.locator('td.coords').textContent() })));
+      const rows = await Promise.all(
+        rowLocators.map(async (tr) => ({ id: await tr.getAttribute('data-group-id'), coords: await tr.locator('td.coords').textContent() })),
+      );
       expect(rows).toEqual(detail.groups.map((g) => ({ id: g.groupId, coords: `${g.source.topic}:${g.source.partition}@${g.source.offset}` })));
       expect(JSON.parse((await page.textContent('#record pre.json')) ?? 'null')).toEqual(JSON.parse(JSON.stringify(detail)));
 

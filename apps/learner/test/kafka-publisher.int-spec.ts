@@ -38,7 +38,10 @@ describe('KafkaLearnerEventsPublisher on the real broker', () => {
     expect(records).toHaveLength(2);
     const byTopic = new Map(records.map((r) => [r.topic, r]));
     const decodedUpdate = toPlain(codec.decodeAs('PolicyUpdate', byTopic.get(topics.policyUpdates.name)?.value ?? null));
-    expect({ ...decodedUpdate, diagnostics: { ...decodedUpdate.diagnostics, 'ratio/mean_k3': 0 } }).toEqual({ ...update, diagnostics: { ...update.diagnostics, 'ratio/mean_k3': 0 } });
+    expect({ ...decodedUpdate, diagnostics: { ...decodedUpdate.diagnostics, 'ratio/mean_k3': 0 } }).toEqual({
+      ...update,
+      diagnostics: { ...update.diagnostics, 'ratio/mean_k3': 0 },
+    });
     expect(Number.isNaN(decodedUpdate.diagnostics['ratio/mean_k3'])).toBe(true);
     expect(toPlain(codec.decodeAs('PolicyVersion', byTopic.get(topics.policyVersions.name)?.value ?? null))).toEqual(s.PolicyVersion);
   });
@@ -57,7 +60,10 @@ describe('KafkaLearnerEventsPublisher on the real broker', () => {
     const up = await new KafkaAdminHealth(createKafka({ brokers, clientId: 'learner-health-test', retries: 0 })).probe();
     expect(up.ok).toBe(true);
     expect(up.detail).toMatch(/^1 broker\(s\), controller \d+$/);
-    const down = await new KafkaAdminHealth(createKafka({ brokers: ['127.0.0.1:1'], clientId: 'learner-health-test', retries: 0, connectionTimeoutMs: 500 }), 2000).probe();
+    const down = await new KafkaAdminHealth(
+      createKafka({ brokers: ['127.0.0.1:1'], clientId: 'learner-health-test', retries: 0, connectionTimeoutMs: 500 }),
+      2000,
+    ).probe();
     expect(down.ok).toBe(false);
     expect(down.latencyMs).toBeLessThan(2500);
   });

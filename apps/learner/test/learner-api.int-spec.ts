@@ -140,7 +140,9 @@ describe('learner HTTP API (real HTTP, SQLite store, real Kafka probe)', () => {
   });
 
   it('GET /updates/:id returns the whole audit record with groups and coordinates', async () => {
-    const res = await request(main.url).get(`/updates/${encodeURIComponent(updateId)}`).expect(200);
+    const res = await request(main.url)
+      .get(`/updates/${encodeURIComponent(updateId)}`)
+      .expect(200);
     const stored = await main.app.get<typeof AUDIT_STORE, AuditStore>(AUDIT_STORE).getUpdate(updateId);
     expect(res.body).toEqual(JSON.parse(JSON.stringify(stored)));
     expect(res.body.groups[0].groupId).toBe('g1');

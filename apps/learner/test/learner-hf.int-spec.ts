@@ -33,7 +33,10 @@ async function sampleResponses(model: LlamaModel, n: number): Promise<Sampled[]>
 }
 
 async function meanLogProb(model: LlamaModel, s: Sampled[]): Promise<number> {
-  const scored = await scoreCases(model, s.map((x) => ({ promptTokenIds: x.context, responseTokenIds: x.response })));
+  const scored = await scoreCases(
+    model,
+    s.map((x) => ({ promptTokenIds: x.context, responseTokenIds: x.response })),
+  );
   const all = scored.flatMap((c) => c.logprobs);
   return all.reduce((a, b) => a + b, 0) / all.length;
 }
@@ -103,7 +106,8 @@ describe.each([
     try {
       const deadline = Date.now() + 90_000;
       while (updates.length < GROUPS && Date.now() < deadline) {
-        if (child.exitCode !== null || child.signalCode !== null) throw new Error(`learner exited (${child.exitCode ?? child.signalCode}); log ${log}:\n${fs.readFileSync(log, 'utf8').slice(-3000)}`);
+        if (child.exitCode !== null || child.signalCode !== null)
+          throw new Error(`learner exited (${child.exitCode ?? child.signalCode}); log ${log}:\n${fs.readFileSync(log, 'utf8').slice(-3000)}`);
         updates = (await fetch(`http://127.0.0.1:${port}/updates?policy=solver`)
           .then((r) => (r.ok ? r.json() : []))
           .catch(() => [])) as typeof updates;
@@ -111,9 +115,13 @@ describe.each([
       }
       // audit verify: re-run update 2 from the v1 checkpoint with the recorded inputs and hyperparameters.
       if (updates.length >= 2) {
-        const res = await fetch(`http://127.0.0.1:${port}/updates/${encodeURIComponent((updates[1] as unknown as { updateId: string }).updateId)}/verify`, { method: 'POST' });
+        const res = await fetch(`http://127.0.0.1:${port}/updates/${encodeURIComponent((updates[1] as unknown as { updateId: string }).updateId)}/verify`, {
+          method: 'POST',
+        });
         verified = (await res.json()) as typeof verified;
-        const detail = (await (await fetch(`http://127.0.0.1:${port}/updates/${encodeURIComponent((updates[1] as unknown as { updateId: string }).updateId)}`)).json()) as { diagnostics: Record<string, number> };
+        const detail = (await (
+          await fetch(`http://127.0.0.1:${port}/updates/${encodeURIComponent((updates[1] as unknown as { updateId: string }).updateId)}`)
+        ).json()) as { diagnostics: Record<string, number> };
         microBatches = detail.diagnostics['memory/micro_batches'];
       }
     } finally {
@@ -136,7 +144,11 @@ describe.each([
     const ckpt = await loadCheckpoint(path.join(dir, 'checkpoints', 'solver', 'v3'));
     const trained = ckpt.policy.model as LlamaModel;
     try {
-      expect([ckpt.manifest.modelKind, ckpt.manifest.base?.hash, ckpt.manifest.weightsHash]).toEqual(['hf-llama', hfDirectoryHash(BASE), updates[2].weightsHashAfter]);
+      expect([ckpt.manifest.modelKind, ckpt.manifest.base?.hash, ckpt.manifest.weightsHash]).toEqual([
+        'hf-llama',
+        hfDirectoryHash(BASE),
+        updates[2].weightsHashAfter,
+      ]);
       if (lora) {
         // The checkpoint holds the adapter only: 2 layers x 7 modules x (A, B), against the base's 26 tensors.
         expect(ckpt.manifest.lora).toMatchObject(lora);
@@ -177,7 +189,9 @@ describe.each([
         srpo('model', 'export', '--policy', 'solver', '--version', '3', '--format', 'peft', '--out', peftOut);
         close(python('score_peft.py', BASE, peftOut, casesFile));
       } else {
-        expect(() => srpo('model', 'export', '--policy', 'solver', '--version', '3', '--format', 'peft', '--out', path.join(work, 'peft'))).toThrow(/has no adapter: use --format hf/);
+        expect(() => srpo('model', 'export', '--policy', 'solver', '--version', '3', '--format', 'peft', '--out', path.join(work, 'peft'))).toThrow(
+          /has no adapter: use --format hf/,
+        );
       }
     } finally {
       ckpt.policy.dispose();

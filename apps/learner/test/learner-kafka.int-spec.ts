@@ -2,7 +2,20 @@ import { ChildProcess } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
 import { AdvantageGroup, createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain } from '@srpo/events';
-import { activeSet, advantageGroup, ensureKafka, member, produceGroups, SEED, sleep, spawnApp, tempDir, TINY_MODEL_JSON, uniquePrefix, waitForExit } from '@srpo/testing';
+import {
+  activeSet,
+  advantageGroup,
+  ensureKafka,
+  member,
+  produceGroups,
+  SEED,
+  sleep,
+  spawnApp,
+  tempDir,
+  TINY_MODEL_JSON,
+  uniquePrefix,
+  waitForExit,
+} from '@srpo/testing';
 
 interface UpdateSummary {
   updateId: string;

@@ -67,9 +67,22 @@ interface PyLine {
 }
 
 function python(args: string[]): { lines: unknown[]; stderr: string } {
-  const r = spawnSync('python3', [SCRIPT, ...args], { encoding: 'utf8', timeout: 180_000, env: { ...process.env, PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1' } });
-  if (r.status !== 0) throw new Error(`python3 ${path.relative(root, SCRIPT)} ${args.join(' ')} failed (${r.status ?? r.signal}):\n${r.stderr.slice(-3000)}\n(requirements: ${INSTALL})`);
-  return { lines: r.stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as unknown), stderr: r.stderr };
+  const r = spawnSync('python3', [SCRIPT, ...args], {
+    encoding: 'utf8',
+    timeout: 180_000,
+    env: { ...process.env, PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '1' },
+  });
+  if (r.status !== 0)
+    throw new Error(
+      `python3 ${path.relative(root, SCRIPT)} ${args.join(' ')} failed (${r.status ?? r.signal}):\n${r.stderr.slice(-3000)}\n(requirements: ${INSTALL})`,
+    );
+  return {
+    lines: r.stdout
+      .split('\n')
+      .filter((l) => l.trim())
+      .map((l) => JSON.parse(l) as unknown),
+    stderr: r.stderr,
+  };
 }
 
 describe('examples/python-trainer (PyTorch) against the learner on a Hugging Face model', () => {
@@ -79,7 +92,10 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
   beforeAll(() => {
     // Fail, never skip, when the Python side is not installed: this test is the contract's check.
     const r = spawnSync('python3', ['-c', 'import torch, transformers, fastavro, confluent_kafka'], { encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`the Python trainer's packages are missing (${(r.stderr || r.error?.message || '').trim().split('\n').pop()}); install them with: ${INSTALL}`);
+    if (r.status !== 0)
+      throw new Error(
+        `the Python trainer's packages are missing (${(r.stderr || r.error?.message || '').trim().split('\n').pop()}); install them with: ${INSTALL}`,
+      );
   });
 
   it('computes the learner loss of the same mini-batch within 1e-5, and records its updates the way the learner does', async () => {
@@ -149,20 +165,35 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
       },
       log,
     );
-    type Update = { updateId: string; checkpointUri: string; versionBefore: number; versionAfter: number; weightsHashBefore: string; weightsHashAfter: string; loss: number; gradNorm: number; diagnostics: Record<string, number> };
-    type Detail = Update & { groups: { groupId: string; groupKey: string; source: object; setIds: string[]; advantages: number[]; sources: object[]; objectiveConfig: string }[] };
+    type Update = {
+      updateId: string;
+      checkpointUri: string;
+      versionBefore: number;
+      versionAfter: number;
+      weightsHashBefore: string;
+      weightsHashAfter: string;
+      loss: number;
+      gradNorm: number;
+      diagnostics: Record<string, number>;
+    };
+    type Detail = Update & {
+      groups: { groupId: string; groupKey: string; source: object; setIds: string[]; advantages: number[]; sources: object[]; objectiveConfig: string }[];
+    };
     let updates: Update[] = [];
     let details: Detail[] = [];
     try {
       const deadline = Date.now() + 90_000;
       while (updates.length < 2 && Date.now() < deadline) {
-        if (child.exitCode !== null || child.signalCode !== null) throw new Error(`learner exited (${child.exitCode ?? child.signalCode}); log ${log}:\n${fs.readFileSync(log, 'utf8').slice(-3000)}`);
+        if (child.exitCode !== null || child.signalCode !== null)
+          throw new Error(`learner exited (${child.exitCode ?? child.signalCode}); log ${log}:\n${fs.readFileSync(log, 'utf8').slice(-3000)}`);
         updates = (await fetch(`http://127.0.0.1:${port}/updates?policy=solver`)
           .then((r) => (r.ok ? r.json() : []))
           .catch(() => [])) as Update[];
         await sleep(500);
       }
-      details = await Promise.all(updates.map((u) => fetch(`http://127.0.0.1:${port}/updates/${encodeURIComponent(u.updateId)}`).then((r) => r.json() as Promise<Detail>)));
+      details = await Promise.all(
+        updates.map((u) => fetch(`http://127.0.0.1:${port}/updates/${encodeURIComponent(u.updateId)}`).then((r) => r.json() as Promise<Detail>)),
+      );
     } finally {
       child.kill('SIGTERM');
       await waitForExit(child);
@@ -176,7 +207,21 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
       ['pt-g2', 'pt-g3'],
     ]);
 
-    const common = ['--model-dir', BASE, '--policy', 'solver', '--brokers', brokers.join(','), '--topic-prefix', prefix, '--sets-per-update', String(SETS_PER_UPDATE), '--exit-at-end', '--device', 'cpu'];
+    const common = [
+      '--model-dir',
+      BASE,
+      '--policy',
+      'solver',
+      '--brokers',
+      brokers.join(','),
+      '--topic-prefix',
+      prefix,
+      '--sets-per-update',
+      String(SETS_PER_UPDATE),
+      '--exit-at-end',
+      '--device',
+      'cpu',
+    ];
 
     // 1. --loss-only: one line per mini-batch at version 0, nothing stepped or committed.
     const lossOnly = python([...common, '--loss-only', '--group-id', `${prefix}py-loss`]);
@@ -198,9 +243,11 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
     // with PyTorch's to float32 rounding (~2e-6 rms, hf-reference.spec), so a set's sum drifts by
     // ~√tokens of that, and the ratio by as much relatively: 2e-5 of the ratio. The mean over sets
     // (the loss, above) stays within 1e-5.
-    for (const key of ['ratio/mean', 'ratio/min', 'ratio/max']) expect({ key, diff: Math.abs(py[key] - ts[key]) <= 2e-5 * Math.max(1, Math.abs(ts[key])) }).toEqual({ key, diff: true });
+    for (const key of ['ratio/mean', 'ratio/min', 'ratio/max'])
+      expect({ key, diff: Math.abs(py[key] - ts[key]) <= 2e-5 * Math.max(1, Math.abs(ts[key])) }).toEqual({ key, diff: true });
     expect(Math.abs(py['kl/approx_k3'] - ts['kl/approx_k3'])).toBeLessThan(1e-5);
-    for (const key of ['losses/clip_frac_low', 'losses/clip_frac_high', 'losses/clip_frac_dual', 'batch/sets', 'batch/members', 'batch/tokens']) expect(py[key]).toBe(ts[key]);
+    for (const key of ['losses/clip_frac_low', 'losses/clip_frac_high', 'losses/clip_frac_dual', 'batch/sets', 'batch/members', 'batch/tokens'])
+      expect(py[key]).toBe(ts[key]);
     expect(py['losses/clip_frac_high']).toBeGreaterThan(0); // the clipped set is in the first mini-batch
     // No prompt or response content in anything the trainer printed.
     expect(lossOnly.stderr + JSON.stringify(lossOnly.lines)).not.toContain(firstContext.join(', '));
@@ -209,7 +256,22 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
     // 2. Training (Adam, as the learner): records, a checkpoint per version, published events. In
     //    micro-batches of at most 600 positions (the learner runs one pass): the same loss and gradient.
     const records = path.join(dir, 'py-updates.jsonl');
-    const trainArgs = [...common, '--lr', LR, '--group-id', `${prefix}py-train`, '--records', records, '--checkpoint-dir', path.join(dir, 'py-checkpoints'), '--publish', '--output-prefix', pyPrefix, '--micro-batch-tokens', '600'];
+    const trainArgs = [
+      ...common,
+      '--lr',
+      LR,
+      '--group-id',
+      `${prefix}py-train`,
+      '--records',
+      records,
+      '--checkpoint-dir',
+      path.join(dir, 'py-checkpoints'),
+      '--publish',
+      '--output-prefix',
+      pyPrefix,
+      '--micro-batch-tokens',
+      '600',
+    ];
     const trained = python(trainArgs).lines as Detail[];
     expect(trained[0].diagnostics['memory/micro_batches']).toBeGreaterThan(1);
     expect(trained.map((u) => [u.updateId, u.versionBefore, u.versionAfter])).toEqual(updates.map((u) => [u.updateId, u.versionBefore, u.versionAfter]));
@@ -219,11 +281,22 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
     expect(Math.abs(trained[0].loss - updates[0].loss)).toBeLessThan(1e-5);
     const gradRel = Math.abs(trained[0].gradNorm - updates[0].gradNorm) / updates[0].gradNorm;
     const secondDiff = Math.abs(trained[1].loss - updates[1].loss);
-    console.log(`python-trainer: gradient norm learner ${updates[0].gradNorm}, PyTorch ${trained[0].gradNorm} (relative ${gradRel.toExponential(2)}); second update's loss (after one Adam step each) |diff| ${secondDiff.toExponential(2)}`);
+    console.log(
+      `python-trainer: gradient norm learner ${updates[0].gradNorm}, PyTorch ${trained[0].gradNorm} (relative ${gradRel.toExponential(2)}); second update's loss (after one Adam step each) |diff| ${secondDiff.toExponential(2)}`,
+    );
     expect(gradRel).toBeLessThan(1e-4);
     expect(secondDiff).toBeLessThan(1e-4);
     // The ledger rows are the learner's, field for field.
-    const ledger = (d: Detail) => d.groups.map((g) => ({ groupId: g.groupId, groupKey: g.groupKey, source: g.source, setIds: g.setIds, advantages: g.advantages, sources: g.sources, objectiveConfig: g.objectiveConfig }));
+    const ledger = (d: Detail) =>
+      d.groups.map((g) => ({
+        groupId: g.groupId,
+        groupKey: g.groupKey,
+        source: g.source,
+        setIds: g.setIds,
+        advantages: g.advantages,
+        sources: g.sources,
+        objectiveConfig: g.objectiveConfig,
+      }));
     expect(trained.map(ledger)).toEqual(details.map(ledger));
     const versions = (await readTopicsToEnd(kafka, [pyCatalog.policyVersions.name])).map((r) => toPlain(codec.decodeAs('PolicyVersion', r.value)));
     const published = (await readTopicsToEnd(kafka, [pyCatalog.policyUpdates.name])).map((r) => toPlain(codec.decodeAs('PolicyUpdate', r.value)));
@@ -242,7 +315,9 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
       const sets = logged.slice(2).flatMap((g) => trainingSetsFromGroup(codec, g));
       const evaluator = new SrpoTrainer(policy, { temperature: sets[0].members[0].temperature });
       try {
-        tsLoss = (await evaluator.evaluate(sets.map((s) => ({ setId: s.setId, advantage: s.advantage, members: s.members.map((m) => ({ ...m, mask: [...m.mask] })) })))).loss;
+        tsLoss = (
+          await evaluator.evaluate(sets.map((s) => ({ setId: s.setId, advantage: s.advantage, members: s.members.map((m) => ({ ...m, mask: [...m.mask] })) })))
+        ).loss;
       } finally {
         evaluator.dispose();
       }
@@ -250,7 +325,9 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
       policy.dispose();
       tf.disposeVariables();
     }
-    console.log(`python-trainer: update 2 at the PyTorch v1 checkpoint: PyTorch loss ${trained[1].loss}, learner objective ${tsLoss} (|diff| ${Math.abs(tsLoss - trained[1].loss).toExponential(2)})`);
+    console.log(
+      `python-trainer: update 2 at the PyTorch v1 checkpoint: PyTorch loss ${trained[1].loss}, learner objective ${tsLoss} (|diff| ${Math.abs(tsLoss - trained[1].loss).toExponential(2)})`,
+    );
     expect(Math.abs(tsLoss - trained[1].loss)).toBeLessThan(1e-5);
 
     // 4. A restart resumes from the records: version 2 from its checkpoint (hash checked), nothing re-applied.
@@ -261,14 +338,27 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
   });
 
   it('passes its own unit checks: the floor log-prob reference losses, the per-member HF reference loss, micro-batches equal to one pass', () => {
-    const r = spawnSync('python3', ['-m', 'unittest', path.join('examples', 'python-trainer', 'test_srpo_loss.py')], { cwd: root, encoding: 'utf8', timeout: 120_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
-    if (r.status !== 0) throw new Error(`python3 -m unittest examples/python-trainer/test_srpo_loss.py failed (${r.status ?? r.signal}):\n${r.stderr.slice(-3000)}\n(requirements: ${INSTALL})`);
+    const r = spawnSync('python3', ['-m', 'unittest', path.join('examples', 'python-trainer', 'test_srpo_loss.py')], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' },
+    });
+    if (r.status !== 0)
+      throw new Error(
+        `python3 -m unittest examples/python-trainer/test_srpo_loss.py failed (${r.status ?? r.signal}):\n${r.stderr.slice(-3000)}\n(requirements: ${INSTALL})`,
+      );
     expect(r.stderr).toMatch(/Ran 3 tests[\s\S]*\nOK/);
   });
 
   it("agrees with libs/srpo's reference cases: srpo_loss.py's loss, set ratios, gradient and diagnostics, and bench/learner's PyTorch twins where their formula applies", () => {
     const file = path.join('examples', 'python-trainer', 'test_srpo_reference.py');
-    const r = spawnSync('python3', ['-m', 'unittest', file], { cwd: root, encoding: 'utf8', timeout: 120_000, env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' } });
+    const r = spawnSync('python3', ['-m', 'unittest', file], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' },
+    });
     if (r.status !== 0) throw new Error(`python3 -m unittest ${file} failed (${r.status ?? r.signal}):\n${r.stderr.slice(-3000)}\n(requirements: ${INSTALL})`);
     expect(r.stderr).toMatch(/Ran 4 tests[\s\S]*\nOK/);
   });

@@ -124,7 +124,12 @@ export class Materializer {
     this.policyVersions = versions;
     const topology = materializerTopology(this.catalog, codec, config, { latestPolicyVersion: (policyId) => versions.get(policyId) });
     const client = createStreamClient(config.kafkaClient, config.kafka, this.kafka);
-    const state = { client, stateDir: config.stateDir, stateCacheSize: config.stateCacheValues, duringLocalWrite: localWriteFault(config.killAtLocalWrite, this.log) };
+    const state = {
+      client,
+      stateDir: config.stateDir,
+      stateCacheSize: config.stateCacheValues,
+      duringLocalWrite: localWriteFault(config.killAtLocalWrite, this.log),
+    };
     this.sets = new ConsumerRunner({
       appId: `${config.appId}.sets`,
       kafka: this.kafka,
@@ -170,7 +175,12 @@ export class Materializer {
     }
     if (this.config.roles.includes('groups')) await this.groups.start();
     if (this.config.metricsPort > 0) this.server = await serveMetrics(this.metrics, this.config.metricsPort, undefined, () => this.observeStores());
-    this.log.info('materializer running', { appId: this.config.appId, prefix: this.catalog.prefix, roles: this.config.roles, kafkaClient: this.config.kafkaClient });
+    this.log.info('materializer running', {
+      appId: this.config.appId,
+      prefix: this.catalog.prefix,
+      roles: this.config.roles,
+      kafkaClient: this.config.kafkaClient,
+    });
   }
 
   /** `stream/store_entries{app, store, partition}`: how much state each task holds (memory follows it). */
@@ -180,7 +190,8 @@ export class Materializer {
       ['groups', this.groups],
     ] as const) {
       for (const t of runner.taskStats()) {
-        for (const [store, entries] of Object.entries(t.stores)) this.metrics.set('stream/store_entries', entries, { app, store, partition: String(t.partition) });
+        for (const [store, entries] of Object.entries(t.stores))
+          this.metrics.set('stream/store_entries', entries, { app, store, partition: String(t.partition) });
       }
     }
   }

@@ -19,11 +19,12 @@ function workload(episodes: number, baseTime: number): { events: AgentEvent[]; s
     for (let j = 0; j < k; j++) events.push({ type: 'AgentOutput', value: output(id, j, { eventTimeMs: time, startedAtMs: time }) });
     events.push({
       type: 'Transition',
-      value: transition(
-        id,
-        [...Array(k).keys()],
-        { groupKey: `task-${Math.floor(e / GROUP_SIZE)}`, expectedGroupSize: GROUP_SIZE, reward: (e * 7) % 3 === 0 ? 1 : 0, eventTimeMs: time },
-      ),
+      value: transition(id, [...Array(k).keys()], {
+        groupKey: `task-${Math.floor(e / GROUP_SIZE)}`,
+        expectedGroupSize: GROUP_SIZE,
+        reward: (e * 7) % 3 === 0 ? 1 : 0,
+        eventTimeMs: time,
+      }),
     });
     setIds.push(`${id}/t0`);
   }
@@ -247,7 +248,9 @@ describe('materializer exactly-once under failures (real broker, real processes)
     expect(fallback.length).toBeGreaterThan(0);
     expect(fallback.every((l) => l.reason === 'no local state')).toBe(true);
     // Without the copy, the changelog is read whole: the restarted tasks restored records.
-    const restored = logLines(log, 'task ready').slice(readyBefore).reduce((n, l) => n + Number(l.restoredRecords), 0);
+    const restored = logLines(log, 'task ready')
+      .slice(readyBefore)
+      .reduce((n, l) => n + Number(l.restoredRecords), 0);
     expect(restored).toBeGreaterThan(0);
     expectExactlyOnce(report, setIds);
   }, 300_000);

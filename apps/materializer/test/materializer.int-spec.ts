@@ -122,7 +122,9 @@ describe('materializer on the real broker', () => {
     )) as ActiveSet[];
     expect(invalid.map((s) => [s.setId, s.invalidReason, s.missingOutputIds])).toEqual([['m1/t0', ReasonCode.MEMBER_MISSING_AT_TTL, ['m1/o1']]]);
 
-    const dead = (await readTopicsToEnd(kafka, [materializer.catalog.deadLetter.name])).map((r) => toPlain(codec.decodeAs('DeadLetter', r.value))) as DeadLetter[];
+    const dead = (await readTopicsToEnd(kafka, [materializer.catalog.deadLetter.name])).map((r) =>
+      toPlain(codec.decodeAs('DeadLetter', r.value)),
+    ) as DeadLetter[];
     expect(dead).toHaveLength(1);
     expect(dead[0].reasonCode).toBe(ReasonCode.DECODE_BAD_MAGIC);
     expect(dead[0].originalValue?.toString()).toBe('not avro at all');

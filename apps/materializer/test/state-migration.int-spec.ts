@@ -66,7 +66,12 @@ describe('materializer state of the previous layout', () => {
       const earlier = new ProcessorHarness<ActiveSetStores>(new ActiveSetProcessor({ topics: catalog, codec }));
       earlier.feedAll([
         earlier.record(catalog.agentOutputs.name, { type: 'AgentOutput', value: output('x1', 0, { eventTimeMs: 900, startedAtMs: 900 }) }, 'x1', codec),
-        earlier.record(catalog.transitions.name, { type: 'Transition', value: transition('x1', [0], { ...declared, reward: 0, eventTimeMs: 901 }) }, 'x1', codec),
+        earlier.record(
+          catalog.transitions.name,
+          { type: 'Transition', value: transition('x1', [0], { ...declared, reward: 0, eventTimeMs: 901 }) },
+          'x1',
+          codec,
+        ),
       ]);
       expect(earlier.deadLetters.map((d) => d.reason)).toEqual([]);
       const x1 = earlier.outputs[0].value as ActiveSet;
@@ -107,14 +112,39 @@ describe('materializer state of the previous layout', () => {
             messages: [
               {
                 key: 'u1/o0',
-                value: json({ outputId: 'u1/o0', source: coordinates(catalog.agentOutputs.name), digest: 'd', episodeId: 'u1', agentId: o0.agentId, role: o0.role, policyId: o0.policyId, policyVersion: 1, temperature: 1, eventTimeMs: 1000 }),
+                value: json({
+                  outputId: 'u1/o0',
+                  source: coordinates(catalog.agentOutputs.name),
+                  digest: 'd',
+                  episodeId: 'u1',
+                  agentId: o0.agentId,
+                  role: o0.role,
+                  policyId: o0.policyId,
+                  policyVersion: 1,
+                  temperature: 1,
+                  eventTimeMs: 1000,
+                }),
               },
             ],
           },
-          { topic: changelogTopic(sets, 'transitions'), messages: [{ key: 'u1/t0', value: json({ transition: t0, source: coordinates(catalog.transitions.name), digest: 'd', deadlineMs: 61_001 }) }] },
-          { topic: changelogTopic(sets, 'claims'), messages: [{ key: 'u1/o0', value: json('u1/t0') }, { key: 'u1/o1', value: json('u1/t0') }] },
+          {
+            topic: changelogTopic(sets, 'transitions'),
+            messages: [{ key: 'u1/t0', value: json({ transition: t0, source: coordinates(catalog.transitions.name), digest: 'd', deadlineMs: 61_001 }) }],
+          },
+          {
+            topic: changelogTopic(sets, 'claims'),
+            messages: [
+              { key: 'u1/o0', value: json('u1/t0') },
+              { key: 'u1/o1', value: json('u1/t0') },
+            ],
+          },
           { topic: changelogTopic(sets, 'owners'), messages: [{ key: 'u1/o0', value: json('u1') }] },
-          { topic: changelogTopic(groups, 'groups'), messages: [{ key: x1.groupKey, value: json({ groupKey: x1.groupKey, policyId: 'worker', expectedSize: 2, setIds: ['x1/t0'], deadlineMs: 120_901 }) }] },
+          {
+            topic: changelogTopic(groups, 'groups'),
+            messages: [
+              { key: x1.groupKey, value: json({ groupKey: x1.groupKey, policyId: 'worker', expectedSize: 2, setIds: ['x1/t0'], deadlineMs: 120_901 }) },
+            ],
+          },
           { topic: changelogTopic(groups, 'sets'), messages: [{ key: 'x1/t0', value: json({ source: coordinates(catalog.activeSets.name) }) }] },
         ],
       });
@@ -156,7 +186,12 @@ describe('materializer state of the previous layout', () => {
       expect(u1.set.members[0].source).toEqual(coordinates(catalog.agentOutputs.name));
 
       // The previous layout's stores were drained (tombstones) and the episode rewritten.
-      const changelog = await readTopicsToEnd(kafka, [changelogTopic(sets, 'outputs'), changelogTopic(sets, 'transitions'), changelogTopic(sets, 'episodes'), changelogTopic(groups, 'sets')]);
+      const changelog = await readTopicsToEnd(kafka, [
+        changelogTopic(sets, 'outputs'),
+        changelogTopic(sets, 'transitions'),
+        changelogTopic(sets, 'episodes'),
+        changelogTopic(groups, 'sets'),
+      ]);
       const last = (topic: string, key: string) => changelog.filter((r) => r.topic === topic && r.key?.toString() === key).pop();
       expect(last(changelogTopic(sets, 'outputs'), 'u1/o0')?.value).toBeNull();
       expect(last(changelogTopic(sets, 'transitions'), 'u1/t0')?.value).toBeNull();

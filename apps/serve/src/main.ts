@@ -12,7 +12,11 @@ import { ServeService } from './serve.service';
 export async function bootstrap(env: Readonly<Record<string, string | undefined>> = process.env): Promise<NestExpressApplication> {
   const config = loadServeConfig(env);
   applyServeConfig(config);
-  const app = await NestFactory.create<NestExpressApplication>(ServeModule.forRoot(config), { logger: new NestLoggerAdapter(), abortOnError: false, bodyParser: false });
+  const app = await NestFactory.create<NestExpressApplication>(ServeModule.forRoot(config), {
+    logger: new NestLoggerAdapter(),
+    abortOnError: false,
+    bodyParser: false,
+  });
   app.useBodyParser('json', { limit: config.maxBodyBytes });
   app.enableShutdownHooks();
   await app.get(ServeService).start();
@@ -24,7 +28,11 @@ export async function bootstrap(env: Readonly<Record<string, string | undefined>
 
 if (require.main === module) {
   bootstrap().catch((e: unknown) => {
-    new Logger('serve').error('srpo serve failed to start', { error: errorMessage(e), code: e instanceof SrpoError ? e.code : undefined, field: e instanceof SrpoError ? e.field : undefined });
+    new Logger('serve').error('srpo serve failed to start', {
+      error: errorMessage(e),
+      code: e instanceof SrpoError ? e.code : undefined,
+      field: e instanceof SrpoError ? e.field : undefined,
+    });
     process.exit(1);
   });
 }

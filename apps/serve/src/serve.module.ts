@@ -11,7 +11,10 @@ export class ServeModule {
     return {
       module: ServeModule,
       controllers: [CompletionsController],
-      providers: [{ provide: ServeService, useFactory: () => new ServeService(config) }, { provide: APP_FILTER, useValue: new OpenAiErrorFilter(toOpenAiError) }],
+      providers: [
+        { provide: ServeService, useFactory: () => new ServeService(config) },
+        { provide: APP_FILTER, useValue: new OpenAiErrorFilter(toOpenAiError) },
+      ],
     };
   }
 }

@@ -85,9 +85,18 @@ describe('srpo serve with the official openai clients', () => {
     expect(models.data.map((m) => m.id)).toEqual(['qwen2', 'tiny']);
   });
 
-  it('chat completion with n = 3 and log-probs; each token\'s log-prob agrees with transformers within 1e-4', async () => {
+  it("chat completion with n = 3 and log-probs; each token's log-prob agrees with transformers within 1e-4", async () => {
     const { data, response } = await client.chat.completions
-      .create({ model: 'qwen2', messages: [{ role: 'user', content: 'add 12 and 30' }], n: 3, max_tokens: 6, seed: 7, logprobs: true, top_logprobs: 2, return_token_ids: true } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
+      .create({
+        model: 'qwen2',
+        messages: [{ role: 'user', content: 'add 12 and 30' }],
+        n: 3,
+        max_tokens: 6,
+        seed: 7,
+        logprobs: true,
+        top_logprobs: 2,
+        return_token_ids: true,
+      } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)
       .withResponse();
     expect(response.headers.get('x-srpo-policy-version')).toBe('qwen2@0');
     expect(data.system_fingerprint).toBe('srpo-qwen2-v0');
@@ -142,12 +151,19 @@ describe('srpo serve with the official openai clients', () => {
     expect(r.system_fingerprint).toBe('srpo-tiny-v0');
   });
 
-  it('refuses bad requests in OpenAI\'s error shape, which the client raises as its typed errors', async () => {
+  it("refuses bad requests in OpenAI's error shape, which the client raises as its typed errors", async () => {
     await expect(client.completions.create({ model: 'gpt-4o', prompt: 'x' })).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
     await expect(client.completions.create({ model: 'tiny', prompt: '^S', max_tokens: -1 })).rejects.toMatchObject({ status: 400, param: 'max_tokens' });
-    await expect(client.chat.completions.create({ model: 'qwen2', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }] })).rejects.toMatchObject({ status: 400, param: 'tools', code: 'unsupported_parameter' });
-    await expect(client.completions.create({ model: 'tiny', prompt: '^S12|', max_tokens: 15 })).rejects.toMatchObject({ status: 400, code: 'context_length_exceeded' });
-    const e = await client.completions.create({ model: 'tiny', prompt: 'x', frobnicate: 1 } as OpenAI.CompletionCreateParamsNonStreaming).catch((err: unknown) => err);
+    await expect(
+      client.chat.completions.create({ model: 'qwen2', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }] }),
+    ).rejects.toMatchObject({ status: 400, param: 'tools', code: 'unsupported_parameter' });
+    await expect(client.completions.create({ model: 'tiny', prompt: '^S12|', max_tokens: 15 })).rejects.toMatchObject({
+      status: 400,
+      code: 'context_length_exceeded',
+    });
+    const e = await client.completions
+      .create({ model: 'tiny', prompt: 'x', frobnicate: 1 } as OpenAI.CompletionCreateParamsNonStreaming)
+      .catch((err: unknown) => err);
     expect(e).toBeInstanceOf(OpenAI.BadRequestError);
     expect((e as InstanceType<typeof OpenAI.BadRequestError>).message).toMatch(/Unrecognized request argument supplied: frobnicate/);
   });
@@ -162,7 +178,19 @@ describe('srpo serve with the official openai clients', () => {
     await producer.send({
       topic: catalog.policyVersions.name,
       acks: -1,
-      messages: [{ key: 'tiny', value: codec.encode('PolicyVersion', { policyId: 'tiny', version: 1, weightsHash: manifest.weightsHash, checkpointUri: pathToFileURL(store.dirFor('tiny', 1)).href, updateId: null, eventTimeMs: Date.now() }) }],
+      messages: [
+        {
+          key: 'tiny',
+          value: codec.encode('PolicyVersion', {
+            policyId: 'tiny',
+            version: 1,
+            weightsHash: manifest.weightsHash,
+            checkpointUri: pathToFileURL(store.dirFor('tiny', 1)).href,
+            updateId: null,
+            eventTimeMs: Date.now(),
+          }),
+        },
+      ],
     });
     await producer.disconnect();
     const seen = new Set<string>();
@@ -181,7 +209,15 @@ describe('srpo serve with the official openai clients', () => {
   });
 
   it('the Python openai client streams chat and completions with n > 1 and log-probs', async () => {
-    const out = JSON.parse(await python([path.join(__dirname, 'openai_client_check.py'), baseURL])) as { models: string[]; streamText: string; wholeText: string; streamLogprobs: number[]; wholeLogprobs: number[]; completionChoices: number; completionTokens: number[] };
+    const out = JSON.parse(await python([path.join(__dirname, 'openai_client_check.py'), baseURL])) as {
+      models: string[];
+      streamText: string;
+      wholeText: string;
+      streamLogprobs: number[];
+      wholeLogprobs: number[];
+      completionChoices: number;
+      completionTokens: number[];
+    };
     expect(out.models).toEqual(['qwen2', 'tiny']);
     expect(out.streamText).toBe(out.wholeText);
     expect(out.streamLogprobs).toEqual(out.wholeLogprobs);

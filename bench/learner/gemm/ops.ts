@@ -48,7 +48,9 @@ async function main(): Promise<void> {
   if (!kernels.loaded) throw new Error(`the fused kernels are not loaded: ${kernels.reason}`);
   const be = tf.backend() as unknown as Executor;
   const c = cpuDescription();
-  console.log(`SrpoMatMul on the reference step's shapes, 2 threads; ${c.model}, ${c.vector}; srpo-kernels.${kernels.version}, ${kernels.gemmIsa} micro-kernel`);
+  console.log(
+    `SrpoMatMul on the reference step's shapes, 2 threads; ${c.model}, ${c.vector}; srpo-kernels.${kernels.version}, ${kernels.gemmIsa} micro-kernel`,
+  );
   const time = (shape: Shape, withSums: boolean): number => {
     const [m, n, k, ta, tb] = shape;
     const a = tf.randomNormal(ta ? [k, m] : [m, k]);
@@ -67,7 +69,9 @@ async function main(): Promise<void> {
       best = Math.min(best, Number(process.hrtime.bigint() - t0) / 1e4);
     }
     tf.dispose([a, b]);
-    console.log(`${String(m).padStart(5)} ${String(n).padStart(5)} ${String(k).padStart(5)} ta${+ta} tb${+tb}${withSums ? ' +sums' : '      '} ${best.toFixed(1).padStart(8)} us ${((2 * m * n * k) / best / 1e3).toFixed(1).padStart(6)} GF/s`);
+    console.log(
+      `${String(m).padStart(5)} ${String(n).padStart(5)} ${String(k).padStart(5)} ta${+ta} tb${+tb}${withSums ? ' +sums' : '      '} ${best.toFixed(1).padStart(8)} us ${((2 * m * n * k) / best / 1e3).toFixed(1).padStart(6)} GF/s`,
+    );
     return best;
   };
   let weights = 0;

@@ -46,7 +46,10 @@ function main(): void {
   for (let r = 1; r <= rounds; r++) {
     const ours = [time(() => tf.matMul(x, w, false, true)), time(() => tf.matMul(dy, x, true, false)), time(() => tf.matMul(dy, w))];
     const out = script ? spawnSync('python3', [script], { encoding: 'utf8', env: threadEnv(2) }) : undefined;
-    const theirs = (out?.stdout ?? '').split('\n').filter((l) => l.includes('GFLOP/s')).map((l) => Number(/([\d.]+) GFLOP\/s/.exec(l)?.[1]));
+    const theirs = (out?.stdout ?? '')
+      .split('\n')
+      .filter((l) => l.includes('GFLOP/s'))
+      .map((l) => Number(/([\d.]+) GFLOP\/s/.exec(l)?.[1]));
     ['x·Wᵀ (forward)', 'dYᵀ·x (dW)', 'dY·W (dX)'].forEach((name, j) => {
       const t = theirs[j];
       console.log(`| ${r} | ${name} | ${gflops(ours[j]).toFixed(0)} | ${t ? t.toFixed(0) : '-'} | ${t ? (gflops(ours[j]) / t).toFixed(2) : '-'} |`);

@@ -160,8 +160,7 @@ function parseArgs(argv: string[]): Args {
       const v = next();
       if (!(ISA_CAPS as readonly string[]).includes(v)) throw new Error(`--isa takes ${ISA_CAPS.join(' or ')}`);
       a.isa = v as IsaCap;
-    }
-    else if (k === '--json') a.json = true;
+    } else if (k === '--json') a.json = true;
     else if (k === '--out') a.out = next();
     else if (k === '--keep-model') a.keepModel = next();
     else if (k === '--worker') {
@@ -217,7 +216,17 @@ async function prepare(args: Args): Promise<void> {
   const model = loadModelDir(modelDir);
   const sets = await buildSets(model, w);
   model.dispose();
-  const job: Job = { modelDir, sets, lr: w.lr, maxGradNorm: w.maxGradNorm, objective: objectiveConfig(), threads: args.threads, steps: args.steps, warmup: args.warmup, weightsFrom };
+  const job: Job = {
+    modelDir,
+    sets,
+    lr: w.lr,
+    maxGradNorm: w.maxGradNorm,
+    objective: objectiveConfig(),
+    threads: args.threads,
+    steps: args.steps,
+    warmup: args.warmup,
+    weightsFrom,
+  };
   writeJson(path.join(jobDir, 'job.json'), job);
 }
 
@@ -267,10 +276,18 @@ async function tfjsWorker(args: Args): Promise<void> {
       e.count += 1;
       byName.set(key, e);
     }
-    opProfile = [...byName.entries()].map(([name, e]) => ({ name, ...e })).sort((x, y) => y.ms - x.ms).slice(0, args.profileOps);
+    opProfile = [...byName.entries()]
+      .map(([name, e]) => ({ name, ...e }))
+      .sort((x, y) => y.ms - x.ms)
+      .slice(0, args.profileOps);
   }
   const kernelsCfg = configureNativeKernels({});
-  const onednn = process.env.TF_ENABLE_ONEDNN_OPTS === undefined ? 'on (default)' : process.env.TF_ENABLE_ONEDNN_OPTS === '0' ? 'off (TF_ENABLE_ONEDNN_OPTS=0)' : `TF_ENABLE_ONEDNN_OPTS=${process.env.TF_ENABLE_ONEDNN_OPTS}`;
+  const onednn =
+    process.env.TF_ENABLE_ONEDNN_OPTS === undefined
+      ? 'on (default)'
+      : process.env.TF_ENABLE_ONEDNN_OPTS === '0'
+        ? 'off (TF_ENABLE_ONEDNN_OPTS=0)'
+        : `TF_ENABLE_ONEDNN_OPTS=${process.env.TF_ENABLE_ONEDNN_OPTS}`;
   const result: SideResult = {
     side: 'tfjs-tensorflow',
     steps: args.steps,
@@ -321,7 +338,18 @@ function clipFraction(d: Record<string, number>): number {
 }
 
 function workerArgv(args: Args): string[] {
-  const out = ['--preset', args.preset, '--steps', String(args.steps), '--warmup', String(args.warmup), '--threads', String(args.threads), '--profile-ops', String(args.profileOps)];
+  const out = [
+    '--preset',
+    args.preset,
+    '--steps',
+    String(args.steps),
+    '--warmup',
+    String(args.warmup),
+    '--threads',
+    String(args.threads),
+    '--profile-ops',
+    String(args.profileOps),
+  ];
   if (args.profileShapes) out.push('--profile-shapes');
   const flagOf = Object.fromEntries(Object.entries(INT_FLAGS).map(([f, k]) => [k, f]));
   for (const [k, v] of Object.entries(args.overrides)) {
@@ -349,7 +377,10 @@ function runNode(args: Args, role: 'prepare' | 'tfjs', jobDir: string): SideResu
 }
 
 function transformersAvailable(): string | undefined {
-  const r = spawnSync('python3', ['-c', 'import torch, transformers; print(torch.__version__, transformers.__version__)'], { encoding: 'utf8', env: { ...process.env, TRANSFORMERS_VERBOSITY: 'error' } });
+  const r = spawnSync('python3', ['-c', 'import torch, transformers; print(torch.__version__, transformers.__version__)'], {
+    encoding: 'utf8',
+    env: { ...process.env, TRANSFORMERS_VERBOSITY: 'error' },
+  });
   return r.status === 0 ? r.stdout.trim().split('\n').pop() : undefined;
 }
 
@@ -387,7 +418,11 @@ async function main(): Promise<void> {
     mkdirSync(modelDir, { recursive: true });
     writeJson(path.join(modelDir, 'config.json'), hfConfigJson(w));
     if (versions && script) {
-      const r = spawnSync('python3', [script, '--make-model', modelDir, '--seed', String(w.modelSeed)], { env: sideEnv(args), encoding: 'utf8', maxBuffer: 16 << 20 });
+      const r = spawnSync('python3', [script, '--make-model', modelDir, '--seed', String(w.modelSeed)], {
+        env: sideEnv(args),
+        encoding: 'utf8',
+        maxBuffer: 16 << 20,
+      });
       if (r.status !== 0) throw new Error(`making the model failed (${r.status}):\n${r.stderr}`);
     }
     runNode(args, 'prepare', jobDir);
@@ -400,23 +435,42 @@ async function main(): Promise<void> {
       for (const s of torchSides) {
         if (s.skipped) continue;
         const attn = s.label.slice('pytorch-'.length);
-        const r = spawnSync('python3', [script as string, '--job', path.join(jobDir, 'job.json'), '--attn', attn, '--profile-ops', String(args.profileOps), ...(args.profileShapes ? ['--profile-shapes'] : []), ...(args.torchAllPositions ? ['--all-positions'] : [])], {
-          env: sideEnv(args),
-          encoding: 'utf8',
-          maxBuffer: 64 << 20,
-        });
+        const r = spawnSync(
+          'python3',
+          [
+            script as string,
+            '--job',
+            path.join(jobDir, 'job.json'),
+            '--attn',
+            attn,
+            '--profile-ops',
+            String(args.profileOps),
+            ...(args.profileShapes ? ['--profile-shapes'] : []),
+            ...(args.torchAllPositions ? ['--all-positions'] : []),
+          ],
+          {
+            env: sideEnv(args),
+            encoding: 'utf8',
+            maxBuffer: 64 << 20,
+          },
+        );
         if (r.status !== 0) throw new Error(`PyTorch side (${attn}) failed (${r.status}):\n${r.stderr}`);
         s.results.push(lastJsonLine<SideResult>(r.stdout));
       }
     }
     const sides = [tfjs, ...torchSides];
     for (const s of sides) if (s.skipped) notes.push(`${s.label}: ${s.skipped}`);
-    notes.push(`logits: tfjs projects the response positions only; PyTorch ${args.torchAllPositions ? 'every position (--torch-all-positions)' : 'from the first response position on (logits_to_keep, as TRL)'}`);
+    notes.push(
+      `logits: tfjs projects the response positions only; PyTorch ${args.torchAllPositions ? 'every position (--torch-all-positions)' : 'from the first response position on (logits_to_keep, as TRL)'}`,
+    );
     const ran = sides.filter((s) => s.results.length > 0);
 
     const header = `HF learner benchmark, ${describeWorkload(w)}; weights from ${job.weightsFrom}`;
     const machine = `CPU: ${cpu.model}; vector extensions: ${cpu.vector} [${cpu.flags.join(' ')}]; ${os.availableParallelism()} logical CPUs; threads per side: ${args.threads} (TF_NUM_INTRAOP_THREADS, TF_NUM_INTEROP_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS, torch.set_num_threads)${args.isa === 'avx2' ? '; dispatched kernels capped at AVX2 (--isa avx2: an emulation, not an AVX2 machine)' : ''}`;
-    const ratios: Record<string, { median: number; best: number; firstLossDiff: number; firstGradNormRelDiff: number; lastLossDiff: number; lastGradNormRelDiff: number }> = {};
+    const ratios: Record<
+      string,
+      { median: number; best: number; firstLossDiff: number; firstGradNormRelDiff: number; lastLossDiff: number; lastGradNormRelDiff: number }
+    > = {};
     const rel = (a: number, b: number): number => Math.abs(a - b) / Math.max(Math.abs(b), 1e-30);
     const ref = tfjs.results.length ? median(tfjs.results) : undefined;
     for (const other of ran.filter((s) => s !== tfjs)) {
@@ -459,7 +513,10 @@ async function main(): Promise<void> {
     const lines = [
       header,
       machine,
-      `rounds: ${args.rounds} x ${args.steps} timed steps (after ${args.warmup} warm-up, the first included) per side, sides alternating; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`,
+      `rounds: ${args.rounds} x ${args.steps} timed steps (after ${args.warmup} warm-up, the first included) per side, sides alternating; load average ${os
+        .loadavg()
+        .map((x) => x.toFixed(2))
+        .join(' ')}`,
       cols,
     ];
     for (const s of ran) {
@@ -470,8 +527,14 @@ async function main(): Promise<void> {
       const r = s.results[0];
       lines.push(`${s.label}: ${r.device ?? ''}; ${r.kernels ?? ''}`);
     }
-    if (ref) lines.push(`tfjs first step: gradient norm ${ref.firstGradNorm.toPrecision(7)}, sets clipped ${fmtShare(ref.firstClipFraction)}; last timed step: gradient norm ${ref.lastGradNorm.toPrecision(7)}, sets clipped ${fmtShare(ref.lastClipFraction)}, set ratios ${(ref.lastRatioRange as number[]).map((x) => x.toFixed(4)).join('..')}`);
-    if (ref?.tfSteadyBytes !== undefined) lines.push(`tfjs tensor bytes between steps (weights + Adam moments): ${mb(ref.tfSteadyBytes)} MB, peak ${mb(ref.tfPeakBytes)} MB at ${String(ref.tfPeakAt)}; ${String(ref.kernelsPerStep)} tfjs kernels per step; tensors leaked per ${args.steps} steps: ${String(ref.tensorsLeaked)}`);
+    if (ref)
+      lines.push(
+        `tfjs first step: gradient norm ${ref.firstGradNorm.toPrecision(7)}, sets clipped ${fmtShare(ref.firstClipFraction)}; last timed step: gradient norm ${ref.lastGradNorm.toPrecision(7)}, sets clipped ${fmtShare(ref.lastClipFraction)}, set ratios ${(ref.lastRatioRange as number[]).map((x) => x.toFixed(4)).join('..')}`,
+      );
+    if (ref?.tfSteadyBytes !== undefined)
+      lines.push(
+        `tfjs tensor bytes between steps (weights + Adam moments): ${mb(ref.tfSteadyBytes)} MB, peak ${mb(ref.tfPeakBytes)} MB at ${String(ref.tfPeakAt)}; ${String(ref.kernelsPerStep)} tfjs kernels per step; tensors leaked per ${args.steps} steps: ${String(ref.tensorsLeaked)}`,
+      );
     lines.push(`per-round tokens/s: ${ran.map((s) => `${s.label} ${s.results.map((r) => Math.round(r.tokensPerSecond)).join(', ')}`).join('; ')}`);
     for (const [label, q] of Object.entries(ratios)) {
       const like = label === 'pytorch-eager' ? ' (like for like: same attention arithmetic)' : label === 'pytorch-sdpa' ? ' (PyTorch fused attention)' : '';

@@ -6,7 +6,19 @@
 import { InstructionScorer, prefixCredits, creditWeights, CreditWeightedSftTrainer, trainWeighted, type CreditMode, type WeightedExample } from '@srpo/offline';
 import { Policy, SeededRng, sampleBatch, type TransformerConfig } from '@srpo/policy';
 import { digit, slot, Tok } from '@srpo/workflows';
-import { applyCall, kvContext, neededCalls, Op, runCalls, sampleKvTask, stateTokens, type CallKind, type KvEpisode, type KvSettings, type KvTask } from './kv.env';
+import {
+  applyCall,
+  kvContext,
+  neededCalls,
+  Op,
+  runCalls,
+  sampleKvTask,
+  stateTokens,
+  type CallKind,
+  type KvEpisode,
+  type KvSettings,
+  type KvTask,
+} from './kv.env';
 
 /** How the logging agent picks each call. Shares of the turns, summing to at most 1 (the rest: a needed call). */
 export interface LogAgentMix {
@@ -65,7 +77,9 @@ export const steps = (e: KvEpisode): number[][] => e.calls.map((c, i) => [...c, 
 /** One supervised example per call: its context under `instruction`, the call as the response. */
 export function callExamples(e: KvEpisode, instruction: readonly number[], weights: readonly number[], keep: (i: number) => boolean): WeightedExample[] {
   const st = steps(e);
-  return e.calls.flatMap((c, i) => (keep(i) ? [{ contextTokens: kvContext(instruction, e.task.initial, st.slice(0, i)), responseTokens: [...c], weight: weights[i] }] : []));
+  return e.calls.flatMap((c, i) =>
+    keep(i) ? [{ contextTokens: kvContext(instruction, e.task.initial, st.slice(0, i)), responseTokens: [...c], weight: weights[i] }] : [],
+  );
 }
 
 export interface ScorerBudget {
@@ -80,7 +94,11 @@ export async function fitScorer(episodes: readonly KvEpisode[], model: Transform
   const examples: WeightedExample[] = episodes.flatMap((e) => {
     const st = steps(e);
     const y = inferredInstruction(e);
-    return Array.from({ length: st.length + 1 }, (_, k) => ({ contextTokens: [Tok.BOS, ...stateTokens(e.task.initial), Tok.SEP, ...st.slice(0, k).flat()], responseTokens: y, weight: 1 }));
+    return Array.from({ length: st.length + 1 }, (_, k) => ({
+      contextTokens: [Tok.BOS, ...stateTokens(e.task.initial), Tok.SEP, ...st.slice(0, k).flat()],
+      responseTokens: y,
+      weight: 1,
+    }));
   });
   const trainer = new CreditWeightedSftTrainer(scorer, { lr: b.lr });
   await trainWeighted(trainer, examples, { steps: b.steps, batchSize: b.batch, seed });
@@ -141,7 +159,13 @@ export async function evaluatePolicy(policy: Policy, tasks: number, seed: number
   const state = ts.map((t) => [...t.initial]);
   const sampleRng = new SeededRng(seed + 1);
   for (let turn = 0; turn < s.turns; turn++) {
-    const contexts = ts.map((t, i) => kvContext(stateTokens(t.target), t.initial, calls[i].map((c, j) => [...c, obs[i][j]])));
+    const contexts = ts.map((t, i) =>
+      kvContext(
+        stateTokens(t.target),
+        t.initial,
+        calls[i].map((c, j) => [...c, obs[i][j]]),
+      ),
+    );
     const draws = await sampleBatch(policy.model, contexts, { maxNewTokens: 3, temperature: 1, rng: sampleRng });
     draws.forEach((d, i) => {
       const r = applyCall(state[i], d.tokens, s);
@@ -154,5 +178,8 @@ export async function evaluatePolicy(policy: Policy, tasks: number, seed: number
   const kinds: Record<CallKind, number> = { effective: 0, redundant: 0, erroneous: 0 };
   for (const e of eps) for (const k of e.kinds) kinds[k]++;
   const n = tasks * s.turns;
-  return { success: eps.filter((e) => e.success).length / tasks, kinds: { effective: kinds.effective / n, redundant: kinds.redundant / n, erroneous: kinds.erroneous / n } };
+  return {
+    success: eps.filter((e) => e.success).length / tasks,
+    kinds: { effective: kinds.effective / n, redundant: kinds.redundant / n, erroneous: kinds.erroneous / n },
+  };
 }

@@ -44,7 +44,19 @@ describe('key-value tool-use environment (AgentBrew study)', () => {
     expect(neededCalls(TASK)).toEqual([put(0, 3), del(2)]);
     expect(runCalls(TASK, [...neededCalls(TASK), get(0), get(0), get(0)], S).success).toBe(true);
     expect(kvContext([d(3), Tok.BLANK, Tok.BLANK], TASK.initial, [[...put(0, 3), Tok.YES]])).toEqual([
-      Tok.BOS, d(3), Tok.BLANK, Tok.BLANK, Tok.SEP, d(2), Tok.BLANK, d(1), Tok.SEP, Op.PUT, k(0), d(3), Tok.YES,
+      Tok.BOS,
+      d(3),
+      Tok.BLANK,
+      Tok.BLANK,
+      Tok.SEP,
+      d(2),
+      Tok.BLANK,
+      d(1),
+      Tok.SEP,
+      Op.PUT,
+      k(0),
+      d(3),
+      Tok.YES,
     ]);
     expect(parseState([d(3), Tok.BLANK, d(0)], S)).toEqual([3, null, 0]);
     expect(parseState([d(3), Tok.YES, d(0)], S)).toBeNull();

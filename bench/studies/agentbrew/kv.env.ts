@@ -44,8 +44,10 @@ export interface KvSettings {
 export const DEFAULT_KV: KvSettings = { keys: 4, modulus: 4, turns: 6, fillProbability: 0.5 };
 
 export function checkKvSettings(s: KvSettings): KvSettings {
-  if (!Number.isInteger(s.keys) || s.keys < 1 || s.keys > MAX_WORKERS) throw new ValidationError('keys', `must be an integer in [1, ${MAX_WORKERS}], got ${s.keys}`);
-  if (!Number.isInteger(s.modulus) || s.modulus < 2 || s.modulus > MAX_DIGITS) throw new ValidationError('modulus', `must be an integer in [2, ${MAX_DIGITS}], got ${s.modulus}`);
+  if (!Number.isInteger(s.keys) || s.keys < 1 || s.keys > MAX_WORKERS)
+    throw new ValidationError('keys', `must be an integer in [1, ${MAX_WORKERS}], got ${s.keys}`);
+  if (!Number.isInteger(s.modulus) || s.modulus < 2 || s.modulus > MAX_DIGITS)
+    throw new ValidationError('modulus', `must be an integer in [2, ${MAX_DIGITS}], got ${s.modulus}`);
   if (!Number.isInteger(s.turns) || s.turns < 1 || s.turns > 8) throw new ValidationError('turns', `must be an integer in [1, 8], got ${s.turns}`);
   if (!(s.fillProbability >= 0 && s.fillProbability <= 1)) throw new ValidationError('fillProbability', `must be in [0, 1], got ${s.fillProbability}`);
   return s;

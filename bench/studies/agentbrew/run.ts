@@ -63,7 +63,18 @@ interface JobResult {
 const KV: KvSettings = { keys: 4, modulus: 4, turns: 6, fillProbability: 0.5 };
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { seeds: 5, logEpisodes: 2000, steps: 2000, batch: 64, lr: 3e-3, scorerSteps: 1000, evalTasks: 256, floor: 0.1, jobs: Math.max(1, Math.min(2, os.availableParallelism())), out: path.join('bench', 'studies', 'agentbrew', 'results') };
+  const a: Args = {
+    seeds: 5,
+    logEpisodes: 2000,
+    steps: 2000,
+    batch: 64,
+    lr: 3e-3,
+    scorerSteps: 1000,
+    evalTasks: 256,
+    floor: 0.1,
+    jobs: Math.max(1, Math.min(2, os.availableParallelism())),
+    out: path.join('bench', 'studies', 'agentbrew', 'results'),
+  };
   for (const f of flags(argv)) {
     const k = f.name;
     if (k === '--seeds') a.seeds = f.int();
@@ -96,7 +107,10 @@ async function worker(job: Job): Promise<JobResult> {
   for (const k of Object.keys(logKinds) as CallKind[]) logKinds[k] /= logs.length * KV.turns;
   // Cross-fitting: each half is scored by the scorer fitted on the other.
   const half = (r: number) => logs.filter((_, i) => i % 2 === r);
-  const scorers = [await b.fitScorer(half(1), BREW_MODEL, 50_000 + seed, { steps: args.scorerSteps, batch: args.batch, lr: args.lr }), await b.fitScorer(half(0), BREW_MODEL, 60_000 + seed, { steps: args.scorerSteps, batch: args.batch, lr: args.lr })];
+  const scorers = [
+    await b.fitScorer(half(1), BREW_MODEL, 50_000 + seed, { steps: args.scorerSteps, batch: args.batch, lr: args.lr }),
+    await b.fitScorer(half(0), BREW_MODEL, 60_000 + seed, { steps: args.scorerSteps, batch: args.batch, lr: args.lr }),
+  ];
   const credits: number[][] = [];
   for (let i = 0; i < logs.length; i++) credits.push(await b.pmiCredits(logs[i], scorers[i % 2], 'adjacent'));
   for (const s of scorers) s.dispose();
@@ -105,13 +119,36 @@ async function worker(job: Job): Promise<JobResult> {
   const datasetMax = Math.max(0, ...logs.flatMap((e, i) => credits[i].filter((_, j) => e.kinds[j] !== 'erroneous')));
 
   const datasets: Record<Method, import('@srpo/offline').WeightedExample[]> = {
-    uniform: logs.flatMap((e) => b.callExamples(e, b.inferredInstruction(e), e.kinds.map(() => 1), (j) => e.kinds[j] !== 'erroneous')),
+    uniform: logs.flatMap((e) =>
+      b.callExamples(
+        e,
+        b.inferredInstruction(e),
+        e.kinds.map(() => 1),
+        (j) => e.kinds[j] !== 'erroneous',
+      ),
+    ),
     // Rejection sampling: episodes that achieved the task they were played for, original prompts, every call.
-    rejection: logs.filter((e) => e.success).flatMap((e) => b.callExamples(e, e.instruction, e.kinds.map(() => 1), () => true)),
+    rejection: logs
+      .filter((e) => e.success)
+      .flatMap((e) =>
+        b.callExamples(
+          e,
+          e.instruction,
+          e.kinds.map(() => 1),
+          () => true,
+        ),
+      ),
     ...(Object.fromEntries(
       b.WEIGHTINGS.map((w) => [
         `credit: ${w}`,
-        logs.flatMap((e, i) => b.callExamples(e, b.inferredInstruction(e), b.weightsOf(w, credits[i], e.kinds, datasetMax, args.floor), (j) => w === 'released' || e.kinds[j] !== 'erroneous')),
+        logs.flatMap((e, i) =>
+          b.callExamples(
+            e,
+            b.inferredInstruction(e),
+            b.weightsOf(w, credits[i], e.kinds, datasetMax, args.floor),
+            (j) => w === 'released' || e.kinds[j] !== 'erroneous',
+          ),
+        ),
       ]),
     ) as Record<`credit: ${Weighting}`, import('@srpo/offline').WeightedExample[]>),
   };
@@ -143,18 +180,27 @@ function table(results: JobResult[]): string {
     '|---|---|---|---|---|---|',
   ];
   const logK = (k: CallKind) => (100 * mean(rs.map((r) => r.logKinds[k]))).toFixed(0);
-  lines.push(`| (the logging agent) | – | ${pct(ci95(rs.map((r) => r.logSuccess)))} % | | | ${logK('effective')} / ${logK('redundant')} / ${logK('erroneous')} % |`);
+  lines.push(
+    `| (the logging agent) | – | ${pct(ci95(rs.map((r) => r.logSuccess)))} % | | | ${logK('effective')} / ${logK('redundant')} / ${logK('erroneous')} % |`,
+  );
   for (const m of methods) {
     const ms = of(m);
-    const d = pairedDiff(ms.map((x) => x.success), uniform);
+    const d = pairedDiff(
+      ms.map((x) => x.success),
+      uniform,
+    );
     const k = (kind: CallKind) => (100 * mean(ms.map((x) => x.kinds[kind]))).toFixed(0);
-    lines.push(`| ${m} | ${mean(ms.map((x) => x.examples)).toFixed(0)} | ${pct(ci95(ms.map((x) => x.success)))} % | ${m === 'uniform' ? '(reference)' : signed(d)} | ${m === 'uniform' ? '' : read(d)} | ${k('effective')} / ${k('redundant')} / ${k('erroneous')} % |`);
+    lines.push(
+      `| ${m} | ${mean(ms.map((x) => x.examples)).toFixed(0)} | ${pct(ci95(ms.map((x) => x.success)))} % | ${m === 'uniform' ? '(reference)' : signed(d)} | ${m === 'uniform' ? '' : read(d)} | ${k('effective')} / ${k('redundant')} / ${k('erroneous')} % |`,
+    );
   }
   lines.push('', 'Cross-fitted PMI credits (adjacent, nats per instruction token) of the logged calls, by kind, pooled over seeds:', '');
   lines.push('| kind | calls | mean credit | share > 0 | share < 0 |', '|---|---|---|---|---|');
   for (const kind of ['effective', 'redundant', 'erroneous'] as CallKind[]) {
     const xs = rs.flatMap((r) => r.credits[kind]);
-    lines.push(`| ${kind} | ${xs.length} | ${mean(xs).toFixed(3)} | ${(100 * xs.filter((x) => x > 0).length / xs.length).toFixed(0)} % | ${(100 * xs.filter((x) => x < 0).length / xs.length).toFixed(0)} % |`);
+    lines.push(
+      `| ${kind} | ${xs.length} | ${mean(xs).toFixed(3)} | ${((100 * xs.filter((x) => x > 0).length) / xs.length).toFixed(0)} % | ${((100 * xs.filter((x) => x < 0).length) / xs.length).toFixed(0)} % |`,
+    );
   }
   return lines.join('\n');
 }
@@ -180,7 +226,10 @@ async function main(): Promise<void> {
   const md = `${table(results)}\n\n_${command}: ${args.seeds} seeds in ${minutes.toFixed(1)} min on ${cpu} (${os.cpus().length} cores), ${new Date().toISOString().slice(0, 10)}._\n`;
   await fs.mkdir(args.out, { recursive: true });
   const file = path.join(args.out, 'agentbrew-study.json');
-  await fs.writeFile(file, JSON.stringify({ command, date: new Date().toISOString().slice(0, 10), minutes, cpu, args: { ...args, worker: undefined }, env: KV, results }));
+  await fs.writeFile(
+    file,
+    JSON.stringify({ command, date: new Date().toISOString().slice(0, 10), minutes, cpu, args: { ...args, worker: undefined }, env: KV, results }),
+  );
   await fs.writeFile(path.join(args.out, 'agentbrew-study.md'), md);
   drawCharts('agentbrew', file);
   process.stdout.write(`${md}\n`);

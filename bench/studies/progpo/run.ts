@@ -53,7 +53,17 @@ interface JobResult extends Job {
 const GROUP_SIZE = 16;
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { seeds: 10, updates: 1000, docs: 6, turns: 3, modulus: 8, lr: 5e-4, evalTasks: 64, jobs: Math.max(1, Math.min(2, os.availableParallelism())), out: path.join('bench', 'studies', 'progpo', 'results') };
+  const a: Args = {
+    seeds: 10,
+    updates: 1000,
+    docs: 6,
+    turns: 3,
+    modulus: 8,
+    lr: 5e-4,
+    evalTasks: 64,
+    jobs: Math.max(1, Math.min(2, os.availableParallelism())),
+    out: path.join('bench', 'studies', 'progpo', 'results'),
+  };
   for (const f of flags(argv)) {
     const k = f.name;
     if (k === '--seeds') a.seeds = f.int();
@@ -80,7 +90,11 @@ async function worker(job: Job): Promise<JobResult> {
   const { DEMO_DEFAULTS } = await import('../../../apps/agents/src/demo/demo-config');
   const started = Date.now();
   const search = checkSearchSettings({ ...job.search });
-  const objective = { objective: 'srpo' as const, eventReduction: 'sqrt' as const, progress: { enabled: job.fallback, rewardThreshold: 0.001, stdThreshold: 0.0001 } };
+  const objective = {
+    objective: 'srpo' as const,
+    eventReduction: 'sqrt' as const,
+    progress: { enabled: job.fallback, rewardThreshold: 0.001, stdThreshold: 0.0001 },
+  };
   const resolved = resolveObjectiveConfig(objective);
   const demo = JSON.parse(DEMO_DEFAULTS.model) as import('@srpo/policy').TransformerConfig;
   // The demo's model; longer episodes need more positions (question, 3 tokens per earlier turn, the answer).
@@ -118,7 +132,12 @@ async function worker(job: Job): Promise<JobResult> {
       // Every position of a search task shares the outcome reward and the episode's progress,
       // so the fallback decision of its first position is the task's.
       const adv = groupAdvantages(
-        r.episodes.map((e) => ({ setId: e.episodeId, groupKey: 'g', reward: e.outcome.reward, progress: progressCoverage(e.outcome.observationDigests, e.outcome.turns) })),
+        r.episodes.map((e) => ({
+          setId: e.episodeId,
+          groupKey: 'g',
+          reward: e.outcome.reward,
+          progress: progressCoverage(e.outcome.observationDigests, e.outcome.turns),
+        })),
         resolved,
       );
       if (adv[0].fromProgress) fellBack++;
@@ -155,15 +174,24 @@ function table(results: JobResult[], block: number): string {
     `| fallback | all-fail groups, first ${block} updates | groups that used the fallback (whole run) | final success | AUC of training success |`,
     '|---|---|---|---|---|',
   ];
-  for (const [name, rs] of [['off', off], ['on', on]] as const) {
+  for (const [name, rs] of [
+    ['off', off],
+    ['on', on],
+  ] as const) {
     lines.push(
       `| ${name} | ${pct(ci95(rs.map((r) => mean(r.allFailed.slice(0, block)))))} % | ${pct(ci95(rs.map((r) => mean(r.usedFallback))))} % | ${pct(ci95(rs.map((r) => r.finalSuccess)))} % | ${pct(ci95(rs.map((r) => normalisedAuc(r.curve))))} % |`,
     );
   }
   const paired = off.length === on.length && off.every((r, i) => r.seed === on[i].seed);
   if (paired) {
-    const df = pairedDiff(on.map((r) => r.finalSuccess), off.map((r) => r.finalSuccess));
-    const da = pairedDiff(on.map((r) => normalisedAuc(r.curve)), off.map((r) => normalisedAuc(r.curve)));
+    const df = pairedDiff(
+      on.map((r) => r.finalSuccess),
+      off.map((r) => r.finalSuccess),
+    );
+    const da = pairedDiff(
+      on.map((r) => normalisedAuc(r.curve)),
+      off.map((r) => normalisedAuc(r.curve)),
+    );
     const read = (i: Interval) => (excludesZero(i) ? (i.mean > 0 ? 'higher with the fallback' : 'lower with the fallback') : 'no difference beyond noise');
     lines.push('', `On − off, paired by seed (${on.length} seeds): final success ${signed(df)} points (${read(df)}); AUC ${signed(da)} points (${read(da)}).`);
   }
@@ -176,7 +204,9 @@ function table(results: JobResult[], block: number): string {
   const cOn = curve(on, (r) => r.curve);
   const cFb = curve(on, (r) => r.usedFallback);
   lines.push('| updates | success off | success on | fallback share (on) |', '|---|---|---|---|');
-  cOff.forEach((c, j) => lines.push(`| ${j * block + 1}–${Math.min((j + 1) * block, off[0].curve.length)} | ${pct(c)} % | ${pct(cOn[j])} % | ${pct(cFb[j])} % |`));
+  cOff.forEach((c, j) =>
+    lines.push(`| ${j * block + 1}–${Math.min((j + 1) * block, off[0].curve.length)} | ${pct(c)} % | ${pct(cOn[j])} % | ${pct(cFb[j])} % |`),
+  );
   return lines.join('\n');
 }
 
@@ -189,14 +219,23 @@ async function main(): Promise<void> {
   const jobs: Job[] = [];
   for (let seed = 1; seed <= args.seeds; seed++) {
     for (const fallback of [false, true]) {
-      jobs.push({ seed, fallback, updates: args.updates, search: { docs: args.docs, turns: args.turns, modulus: args.modulus }, lr: args.lr, evalTasks: args.evalTasks });
+      jobs.push({
+        seed,
+        fallback,
+        updates: args.updates,
+        search: { docs: args.docs, turns: args.turns, modulus: args.modulus },
+        lr: args.lr,
+        evalTasks: args.evalTasks,
+      });
     }
   }
   const started = Date.now();
   let done = 0;
   const results = await pool(jobs, args.jobs, async (job) => {
     const r = await runChild<JobResult>(__filename, job, `seed ${job.seed} fallback ${job.fallback ? 'on' : 'off'}`);
-    process.stderr.write(`[${++done}/${jobs.length}] seed ${r.seed} fallback ${r.fallback ? 'on' : 'off'}: final ${(100 * r.finalSuccess).toFixed(1)}% in ${r.seconds.toFixed(0)} s\n`);
+    process.stderr.write(
+      `[${++done}/${jobs.length}] seed ${r.seed} fallback ${r.fallback ? 'on' : 'off'}: final ${(100 * r.finalSuccess).toFixed(1)}% in ${r.seconds.toFixed(0)} s\n`,
+    );
     return r;
   });
   results.sort((a, b) => a.seed - b.seed || Number(a.fallback) - Number(b.fallback));
@@ -207,7 +246,10 @@ async function main(): Promise<void> {
   const md = `${table(results, block)}\n\n_${command}: ${jobs.length} runs in ${minutes.toFixed(1)} min on ${cpu} (${os.cpus().length} cores), ${new Date().toISOString().slice(0, 10)}._\n`;
   await fs.mkdir(args.out, { recursive: true });
   const file = path.join(args.out, 'progpo-study.json');
-  await fs.writeFile(file, JSON.stringify({ command, date: new Date().toISOString().slice(0, 10), minutes, cpu, args: { ...args, worker: undefined }, block, results }));
+  await fs.writeFile(
+    file,
+    JSON.stringify({ command, date: new Date().toISOString().slice(0, 10), minutes, cpu, args: { ...args, worker: undefined }, block, results }),
+  );
   await fs.writeFile(path.join(args.out, 'progpo-study.md'), md);
   drawCharts('progpo', file);
   process.stdout.write(`${md}\n`);

@@ -28,10 +28,17 @@ function run(objective: StudyObjective, lr: number, seed: number, curve: number[
   };
 }
 
-const META = { command: 'node run.js', date: '2026-12-02', minutes: 1, cpu: 'test CPU', cores: 2, warm: [{ seed: 1, steps: 5, routerAccuracy: 0.6, workSuccess: 0.3, success: 0.2 }] };
+const META = {
+  command: 'node run.js',
+  date: '2026-12-02',
+  minutes: 1,
+  cpu: 'test CPU',
+  cores: 2,
+  warm: [{ seed: 1, steps: 5, routerAccuracy: 0.6, workSuccess: 0.3, success: 0.2 }],
+};
 
 describe('SRPO study report', () => {
-  it('picks each objective\'s best lr by mean AUC and pairs the difference by seed', () => {
+  it("picks each objective's best lr by mean AUC and pairs the difference by seed", () => {
     // srpo-sqrt: lr 1e-3 AUC (0.5 + 0.7)/2 = 0.6 beats lr 3e-4 (0.2, 0.4 → 0.3).
     // gspo: lr 3e-4 AUC (0.4 + 0.6)/2 = 0.5 beats lr 1e-3 (0.1, 0.1).
     // Constant curves make AUC the constant.
@@ -57,6 +64,8 @@ describe('SRPO study report', () => {
     expect(best.gspo.vsReference?.finalSuccess.half).toBeCloseTo(0.6353, 4);
     // Per K, from the seed that had sets of K = 2: sample variance of [1, 3] = 2.
     expect(best['srpo-sqrt'].perK['2']).toEqual({ clipFrac: 0.2, logRatioStd: 0.5, gradNormVariance: 2, gradNormMean: 2, sets: 10 });
-    expect(markdown).toContain('| gspo | 0.0003 | 60.0 ± 127.1 % | 50.0 ± 127.1 % | -15.0 ± 63.5 | -10.0 ± 0.0 | success no difference beyond noise; AUC lower |');
+    expect(markdown).toContain(
+      '| gspo | 0.0003 | 60.0 ± 127.1 % | 50.0 ± 127.1 % | -15.0 ± 63.5 | -10.0 ± 0.0 | success no difference beyond noise; AUC lower |',
+    );
   });
 });

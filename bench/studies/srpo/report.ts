@@ -80,7 +80,12 @@ const signed = (i: Interval) => `${i.mean >= 0 ? '+' : ''}${(100 * i.mean).toFix
 export function summarise(results: readonly RunResult[], meta: StudyMeta): { json: { cells: CellSummary[]; best: ObjectiveSummary[] }; markdown: string } {
   const objectives = [...new Set(results.map((r) => r.objective))];
   const lrs = [...new Set(results.map((r) => r.lr))].sort((a, b) => a - b);
-  const cells = objectives.flatMap((o) => lrs.map((lr) => results.filter((r) => r.objective === o && r.lr === lr)).filter((rs) => rs.length > 0).map(cellOf));
+  const cells = objectives.flatMap((o) =>
+    lrs
+      .map((lr) => results.filter((r) => r.objective === o && r.lr === lr))
+      .filter((rs) => rs.length > 0)
+      .map(cellOf),
+  );
   // Best learning rate per objective: highest mean AUC over seeds (the same budget for every cell).
   const bestCell = (o: StudyObjective) => cells.filter((c) => c.objective === o).reduce((a, b) => (b.auc.mean > a.auc.mean ? b : a));
   const runsOf = (c: CellSummary) => bySeed(results.filter((r) => r.objective === c.objective && r.lr === c.lr));
@@ -93,8 +98,14 @@ export function summarise(results: readonly RunResult[], meta: StudyMeta): { jso
       ...c,
       vsReference: paired
         ? {
-            finalSuccess: pairedDiff(rs.map((r) => r.finalSuccess), ref.map((r) => r.finalSuccess)),
-            auc: pairedDiff(rs.map((r) => normalisedAuc(r.curve)), ref.map((r) => normalisedAuc(r.curve))),
+            finalSuccess: pairedDiff(
+              rs.map((r) => r.finalSuccess),
+              ref.map((r) => r.finalSuccess),
+            ),
+            auc: pairedDiff(
+              rs.map((r) => normalisedAuc(r.curve)),
+              ref.map((r) => normalisedAuc(r.curve)),
+            ),
           }
         : null,
       perK: perKOf(rs),
@@ -104,8 +115,12 @@ export function summarise(results: readonly RunResult[], meta: StudyMeta): { jso
   const n = results.length === 0 ? 0 : Math.max(...cells.map((c) => c.seeds.length));
   const lines: string[] = [];
   lines.push(`Every objective at every learning rate (${n} seeds each; mean ± 95 % interval over seeds):`, '');
-  lines.push('| objective | lr | final work-set success | AUC of training work-set success | final episode success | clip fraction (workers) |', '|---|---|---|---|---|---|');
-  for (const c of cells) lines.push(`| ${c.objective} | ${c.lr} | ${pct(c.finalSuccess)} % | ${pct(c.auc)} % | ${pct(c.finalEpisode)} % | ${(100 * c.clipFrac).toFixed(1)} % |`);
+  lines.push(
+    '| objective | lr | final work-set success | AUC of training work-set success | final episode success | clip fraction (workers) |',
+    '|---|---|---|---|---|---|',
+  );
+  for (const c of cells)
+    lines.push(`| ${c.objective} | ${c.lr} | ${pct(c.finalSuccess)} % | ${pct(c.auc)} % | ${pct(c.finalEpisode)} % | ${(100 * c.clipFrac).toFixed(1)} % |`);
   lines.push('', `Each objective at its best learning rate (highest mean AUC), against ${REFERENCE} at its own, paired by seed:`, '');
   lines.push(`| objective | lr | final success | AUC | final success − ${REFERENCE} | AUC − ${REFERENCE} | reading |`, '|---|---|---|---|---|---|---|');
   for (const b of best) {
@@ -121,7 +136,15 @@ export function summarise(results: readonly RunResult[], meta: StudyMeta): { jso
       'The losses are normalised differently (per set, member or token), so gradient norms compare across objectives through their coefficient of variation CV = √variance / mean:',
     '',
   );
-  lines.push('| objective | ' + ks.map((k) => `K=${k} clip`).join(' | ') + ' | ' + ks.map((k) => `K=${k} std Σℓ`).join(' | ') + ' | ' + ks.map((k) => `K=${k} grad-norm var (mean; CV)`).join(' | ') + ' |');
+  lines.push(
+    '| objective | ' +
+      ks.map((k) => `K=${k} clip`).join(' | ') +
+      ' | ' +
+      ks.map((k) => `K=${k} std Σℓ`).join(' | ') +
+      ' | ' +
+      ks.map((k) => `K=${k} grad-norm var (mean; CV)`).join(' | ') +
+      ' |',
+  );
   lines.push('|---|' + ks.map(() => '---').join('|') + '|' + ks.map(() => '---').join('|') + '|' + ks.map(() => '---').join('|') + '|');
   for (const b of best) {
     const g = (k: string) => b.perK[k];
@@ -131,14 +154,25 @@ export function summarise(results: readonly RunResult[], meta: StudyMeta): { jso
         ' | ' +
         ks.map((k) => (g(k) ? num(g(k).logRatioStd) : '–')).join(' | ') +
         ' | ' +
-        ks.map((k) => (g(k) ? `${num(g(k).gradNormVariance, 1)} (${num(g(k).gradNormMean, 2)}; ${num(Math.sqrt(g(k).gradNormVariance) / g(k).gradNormMean, 2)})` : '–')).join(' | ') +
+        ks
+          .map((k) =>
+            g(k) ? `${num(g(k).gradNormVariance, 1)} (${num(g(k).gradNormMean, 2)}; ${num(Math.sqrt(g(k).gradNormVariance) / g(k).gradNormMean, 2)})` : '–',
+          )
+          .join(' | ') +
         ' |',
     );
   }
-  const sets = best[0] ? Object.entries(best[0].perK).map(([k, v]) => `K=${k}: ${v.sets}`).join(', ') : '';
+  const sets = best[0]
+    ? Object.entries(best[0].perK)
+        .map(([k, v]) => `K=${k}: ${v.sets}`)
+        .join(', ')
+    : '';
   lines.push('', `Work sets seen per K (${best[0]?.objective ?? ''}, all seeds): ${sets}.`);
   const warm = (f: (w: StudyMeta['warm'][number]) => number) => meta.warm.map((w) => (100 * f(w)).toFixed(0)).join(', ');
-  lines.push('', `Warm start per seed (sampled, before RL), in %: routing right ${warm((w) => w.routerAccuracy)}; work set right ${warm((w) => w.workSuccess)}; episodes ${warm((w) => w.success)}.`);
+  lines.push(
+    '',
+    `Warm start per seed (sampled, before RL), in %: routing right ${warm((w) => w.routerAccuracy)}; work set right ${warm((w) => w.workSuccess)}; episodes ${warm((w) => w.success)}.`,
+  );
   lines.push('', `_${meta.command}: ${results.length} runs in ${meta.minutes.toFixed(1)} min on ${meta.cpu} (${meta.cores} cores), ${meta.date}._`);
   return { json: { cells, best }, markdown: lines.join('\n') + '\n' };
 }

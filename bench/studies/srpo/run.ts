@@ -108,7 +108,10 @@ export function parseArgs(argv: string[]): Args {
     else throw new Error(`unknown argument ${k}`);
   }
   checkTeamSettings(a.env);
-  if (STUDY_MODEL.maxSeqLen < a.env.length * 2 + 4) throw new Error(`--length ${a.env.length}: the study model's context (${STUDY_MODEL.maxSeqLen}) holds answers of at most ${(STUDY_MODEL.maxSeqLen - 4) / 2} tokens`);
+  if (STUDY_MODEL.maxSeqLen < a.env.length * 2 + 4)
+    throw new Error(
+      `--length ${a.env.length}: the study model's context (${STUDY_MODEL.maxSeqLen}) holds answers of at most ${(STUDY_MODEL.maxSeqLen - 4) / 2} tokens`,
+    );
   return a;
 }
 
@@ -153,9 +156,19 @@ async function main(): Promise<void> {
   const seeds = Array.from({ length: args.seeds }, (_, i) => i + 1);
   const warm = await pool(seeds, args.jobs, async (seed) => {
     const file = path.join(warmDir, `seed-${seed}.json`);
-    const job: WarmStartJob = { seed, model: STUDY_MODEL, env: args.env, routerAccuracy: args.routerAccuracy, workSuccess: args.workSuccess, maxSteps: args.warmMaxSteps, lr: args.warmLr };
+    const job: WarmStartJob = {
+      seed,
+      model: STUDY_MODEL,
+      env: args.env,
+      routerAccuracy: args.routerAccuracy,
+      workSuccess: args.workSuccess,
+      maxSteps: args.warmMaxSteps,
+      lr: args.warmLr,
+    };
     const r = await runChild<WarmSummary>(__filename, { kind: 'warm', job, file } satisfies WorkerTask, `warm start of seed ${seed}`);
-    process.stderr.write(`warm start seed ${seed}: ${r.steps} steps, routing ${pc(r.routerAccuracy)}, work sets ${pc(r.workSuccess)}, episodes ${pc(r.success)}\n`);
+    process.stderr.write(
+      `warm start seed ${seed}: ${r.steps} steps, routing ${pc(r.routerAccuracy)}, work sets ${pc(r.workSuccess)}, episodes ${pc(r.success)}\n`,
+    );
     return r;
   });
   const jobs: RunJob[] = [];
@@ -183,7 +196,11 @@ async function main(): Promise<void> {
   }
   let done = 0;
   const results = await pool(jobs, args.jobs, async (job) => {
-    const r = await runChild<RunResult>(__filename, { kind: 'run', job, warmFile: path.join(warmDir, `seed-${job.seed}.json`) } satisfies WorkerTask, `${job.objective} lr ${job.lr} seed ${job.seed}`);
+    const r = await runChild<RunResult>(
+      __filename,
+      { kind: 'run', job, warmFile: path.join(warmDir, `seed-${job.seed}.json`) } satisfies WorkerTask,
+      `${job.objective} lr ${job.lr} seed ${job.seed}`,
+    );
     done++;
     process.stderr.write(
       `[${done}/${jobs.length}] ${job.objective} lr ${job.lr} seed ${job.seed}: work sets ${pc(r.finalSuccess)} (episodes ${pc(r.final.success)}), clip ${pc(r.clipFrac)} in ${r.seconds.toFixed(0)} s\n`,
@@ -219,18 +236,26 @@ async function report(files: readonly string[], out: string): Promise<void> {
   const saved = await Promise.all(files.map(async (f) => JSON.parse(await fs.readFile(f, 'utf8')) as Saved));
   const warm = JSON.stringify(saved[0].warm);
   saved.forEach((s, i) => {
-    if (JSON.stringify(s.warm) !== warm) throw new Error(`--report: ${files[i]} has other warm starts than ${files[0]}; its runs are not paired with the others`);
+    if (JSON.stringify(s.warm) !== warm)
+      throw new Error(`--report: ${files[i]} has other warm starts than ${files[0]}; its runs are not paired with the others`);
   });
   const meta: StudyMeta & { args?: unknown } = {
     command: saved.map((s) => s.command).join(' and '),
-    date: saved.map((s) => s.date).sort().pop() as string,
+    date: saved
+      .map((s) => s.date)
+      .sort()
+      .pop() as string,
     minutes: saved.reduce((a, s) => a + s.minutes, 0),
     cpu: saved[0].cpu,
     cores: saved[0].cores,
     warm: saved[0].warm,
     args: saved.length === 1 ? saved[0].args : saved.map((s) => s.args),
   };
-  const markdown = await write(saved.flatMap((s) => s.results), meta, out);
+  const markdown = await write(
+    saved.flatMap((s) => s.results),
+    meta,
+    out,
+  );
   process.stdout.write(markdown);
 }
 

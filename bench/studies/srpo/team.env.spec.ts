@@ -1,13 +1,33 @@
 import { SeededRng } from '@srpo/policy';
 import { ScriptedSampler, Tok } from '@srpo/workflows';
-import { chosenSlots, checkTeamSettings, DEFAULT_TEAM, idealRoute, idealWork, playTeamTask, routerContext, sampleTeamTask, workerContext, workSetReward, type TeamTask } from './team.env';
+import {
+  chosenSlots,
+  checkTeamSettings,
+  DEFAULT_TEAM,
+  idealRoute,
+  idealWork,
+  playTeamTask,
+  routerContext,
+  sampleTeamTask,
+  workerContext,
+  workSetReward,
+  type TeamTask,
+} from './team.env';
 import { setsOf } from './train';
 import { resolveObjectiveConfig } from '@srpo/srpo';
 
 const S = { slots: 4, length: 3, modulus: 4, requestProbability: 0.5 };
 const d = (x: number) => Tok.DIGIT0 + x;
 // Slots 0 and 2 requested.
-const TASK: TeamTask = { slots: [[3, 0, 1], [2, 2, 2], [0, 1, 2], [1, 3, 3]], requested: [true, false, true, false] };
+const TASK: TeamTask = {
+  slots: [
+    [3, 0, 1],
+    [2, 2, 2],
+    [0, 1, 2],
+    [1, 3, 3],
+  ],
+  requested: [true, false, true, false],
+};
 
 describe('team environment (SRPO study)', () => {
   it('contexts and right answers by hand', () => {
@@ -56,10 +76,22 @@ describe('team environment (SRPO study)', () => {
       [Tok.YES, Tok.YES, Tok.YES, Tok.NO],
       [Tok.YES, Tok.NO, Tok.YES, Tok.NO],
     ];
-    const work = [idealWork(TASK, 0, S), idealWork(TASK, 2, S), idealWork(TASK, 0, S), idealWork(TASK, 1, S), idealWork(TASK, 2, S), idealWork(TASK, 0, S), [d(0), d(0), d(0)]];
+    const work = [
+      idealWork(TASK, 0, S),
+      idealWork(TASK, 2, S),
+      idealWork(TASK, 0, S),
+      idealWork(TASK, 1, S),
+      idealWork(TASK, 2, S),
+      idealWork(TASK, 0, S),
+      [d(0), d(0), d(0)],
+    ];
     const sampler = new ScriptedSampler({ router: (_ctx, row) => routes[row], worker: (_ctx, row) => work[row] });
     const eps = await playTeamTask('t', TASK, 3, sampler, S);
-    expect(eps.map((e) => e.chosen)).toEqual([[0, 2], [0, 1, 2], [0, 2]]);
+    expect(eps.map((e) => e.chosen)).toEqual([
+      [0, 2],
+      [0, 1, 2],
+      [0, 2],
+    ]);
     expect(eps.map((e) => [e.routeReward, e.workReward, e.success])).toEqual([
       [1, 1, true],
       [0, 1, false],

@@ -34,10 +34,13 @@ export interface TeamSettings {
 export const DEFAULT_TEAM: TeamSettings = { slots: 4, length: 10, modulus: 4, requestProbability: 0.5 };
 
 export function checkTeamSettings(s: TeamSettings): TeamSettings {
-  if (!Number.isInteger(s.slots) || s.slots < 1 || s.slots > MAX_WORKERS) throw new ValidationError('slots', `must be an integer in [1, ${MAX_WORKERS}], got ${s.slots}`);
+  if (!Number.isInteger(s.slots) || s.slots < 1 || s.slots > MAX_WORKERS)
+    throw new ValidationError('slots', `must be an integer in [1, ${MAX_WORKERS}], got ${s.slots}`);
   if (!Number.isInteger(s.length) || s.length < 1 || s.length > 32) throw new ValidationError('length', `must be an integer in [1, 32], got ${s.length}`);
-  if (!Number.isInteger(s.modulus) || s.modulus < 2 || s.modulus > MAX_DIGITS) throw new ValidationError('modulus', `must be an integer in [2, ${MAX_DIGITS}], got ${s.modulus}`);
-  if (!(s.requestProbability > 0 && s.requestProbability <= 1)) throw new ValidationError('requestProbability', `must be in (0, 1], got ${s.requestProbability}`);
+  if (!Number.isInteger(s.modulus) || s.modulus < 2 || s.modulus > MAX_DIGITS)
+    throw new ValidationError('modulus', `must be an integer in [2, ${MAX_DIGITS}], got ${s.modulus}`);
+  if (!(s.requestProbability > 0 && s.requestProbability <= 1))
+    throw new ValidationError('requestProbability', `must be in (0, 1], got ${s.requestProbability}`);
   return s;
 }
 
@@ -90,7 +93,10 @@ export function workSetReward(t: TeamTask, chosen: readonly number[], answers: r
 }
 
 /** Supervised demonstrations for the warm start: (context, right answer) of the router and of every worker. */
-export function demonstrations(t: TeamTask, s: TeamSettings): { router: { context: number[]; answer: number[] }; workers: { context: number[]; answer: number[] }[] } {
+export function demonstrations(
+  t: TeamTask,
+  s: TeamSettings,
+): { router: { context: number[]; answer: number[] }; workers: { context: number[]; answer: number[] }[] } {
   return {
     router: { context: routerContext(t), answer: idealRoute(t) },
     workers: t.slots.map((_, i) => ({ context: workerContext(t, i), answer: idealWork(t, i, s) })),
@@ -123,16 +129,29 @@ const asOutput = (d: Draw, outputId: string): TeamOutput => ({ outputId, context
  * two policies. Every worker call of every rollout goes out in one batch.
  */
 export async function playTeamTask(taskId: string, t: TeamTask, groupSize: number, sampler: RoleSampler, s: TeamSettings): Promise<TeamEpisode[]> {
-  const routerDraws = await sampler.sample('router', Array.from({ length: groupSize }, () => routerContext(t)), s.slots);
+  const routerDraws = await sampler.sample(
+    'router',
+    Array.from({ length: groupSize }, () => routerContext(t)),
+    s.slots,
+  );
   const chosen = routerDraws.map((d) => chosenSlots(d.tokens, s.slots));
   const calls = chosen.flatMap((c, g) => c.map((i) => ({ g, i })));
-  const workerDraws = await sampler.sample('worker', calls.map(({ i }) => workerContext(t, i)), s.length);
+  const workerDraws = await sampler.sample(
+    'worker',
+    calls.map(({ i }) => workerContext(t, i)),
+    s.length,
+  );
   const workers: TeamOutput[][] = chosen.map(() => []);
   calls.forEach(({ g, i }, row) => workers[g].push(asOutput(workerDraws[row], `${taskId}.r${g}.w${i}`)));
   const ideal = idealRoute(t);
   return routerDraws.map((d, g) => {
     const routeReward = sameTokens(d.tokens, ideal) ? 1 : 0;
-    const workReward = workSetReward(t, chosen[g], workers[g].map((w) => w.tokens), s);
+    const workReward = workSetReward(
+      t,
+      chosen[g],
+      workers[g].map((w) => w.tokens),
+      s,
+    );
     return {
       episodeId: `${taskId}.r${g}`,
       router: asOutput(d, `${taskId}.r${g}.router`),
@@ -149,4 +168,3 @@ export async function playTeamTask(taskId: string, t: TeamTask, groupSize: numbe
 export function renderTask(t: TeamTask): string {
   return t.slots.map((v, i) => `${t.requested[i] ? '*' : ''}[${v.join(' ')}]`).join(' ');
 }
-

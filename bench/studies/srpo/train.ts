@@ -158,7 +158,10 @@ async function ratesOn(sampler: PolicySampler, rng: SeededRng, tasks: number, g:
  */
 export async function warmStart(job: WarmStartJob): Promise<WarmStartResult> {
   const registry = mkRegistry(job.model, job.seed);
-  const sft = Object.fromEntries(POLICIES.map((id) => [id, new CreditWeightedSftTrainer(registry.get(id), { lr: job.lr })])) as Record<(typeof POLICIES)[number], CreditWeightedSftTrainer>;
+  const sft = Object.fromEntries(POLICIES.map((id) => [id, new CreditWeightedSftTrainer(registry.get(id), { lr: job.lr })])) as Record<
+    (typeof POLICIES)[number],
+    CreditWeightedSftTrainer
+  >;
   const rng = new SeededRng(job.seed * 7919 + 1);
   const probeRng = new SeededRng(job.seed * 7919 + 2);
   const sampler = new PolicySampler(registry, { seed: job.seed * 7919 + 3, temperature: 1, clock: () => 0 });
@@ -205,9 +208,19 @@ interface StudySet extends ActiveSet {
 /** The router's and the work sets of one task's G episodes, with advantages from their group. */
 export function setsOf(episodes: readonly TeamEpisode[], objective: ObjectiveConfig): { router: StudySet[]; worker: StudySet[] } {
   const member = (o: TeamEpisode['router']) => ({ outputId: o.outputId, contextTokens: o.contextTokens, responseTokens: o.tokens, logpOld: o.logProbs });
-  const group = (key: string, rewards: number[]) => groupAdvantages(rewards.map((reward, i) => ({ setId: `${key}.${i}`, groupKey: key, reward, progress: 0 })), objective);
-  const ra = group('route', episodes.map((e) => e.routeReward));
-  const wa = group('work', episodes.map((e) => e.workReward));
+  const group = (key: string, rewards: number[]) =>
+    groupAdvantages(
+      rewards.map((reward, i) => ({ setId: `${key}.${i}`, groupKey: key, reward, progress: 0 })),
+      objective,
+    );
+  const ra = group(
+    'route',
+    episodes.map((e) => e.routeReward),
+  );
+  const wa = group(
+    'work',
+    episodes.map((e) => e.workReward),
+  );
   return {
     router: episodes.map((e, i) => ({ setId: `${e.episodeId}.t0`, advantage: ra[i].advantage, members: [member(e.router)], k: 1 })),
     worker: episodes.map((e, i) => ({ setId: `${e.episodeId}.t1`, advantage: wa[i].advantage, members: e.workers.map(member), k: e.workers.length })),
@@ -247,7 +260,10 @@ export async function runStudy(job: RunJob, warm: WeightSet): Promise<RunResult>
   }
   const sampler = new PolicySampler(behaviour, { seed: job.seed * 7919 + 5, temperature: 1, clock: () => 0 });
   const trainers = Object.fromEntries(
-    POLICIES.map((id) => [id, new SrpoTrainer(registry.get(id), { objective, epochs: job.epochs, maxGradNorm: 1, schedule: { kind: 'constant', lr: job.lr } })]),
+    POLICIES.map((id) => [
+      id,
+      new SrpoTrainer(registry.get(id), { objective, epochs: job.epochs, maxGradNorm: 1, schedule: { kind: 'constant', lr: job.lr } }),
+    ]),
   ) as Record<(typeof POLICIES)[number], SrpoTrainer>;
   const rng = new SeededRng(job.seed * 7919 + 4);
   const curve: number[] = [];
@@ -321,7 +337,10 @@ export async function runStudy(job: RunJob, warm: WeightSet): Promise<RunResult>
       clipFrac: clip / job.updates,
       routerClipFrac: routerClip / job.updates,
       perK: Object.fromEntries(
-        Object.entries(perK).map(([k, e]) => [k, { clipFrac: e.clipWeight > 0 ? e.clipUnits / e.clipWeight : 0, gradNorms: e.gradNorms, logRatioStd: e.logRatioStd, sets: e.sets }]),
+        Object.entries(perK).map(([k, e]) => [
+          k,
+          { clipFrac: e.clipWeight > 0 ? e.clipUnits / e.clipWeight : 0, gradNorms: e.gradNorms, logRatioStd: e.logRatioStd, sets: e.sets },
+        ]),
       ),
       gradNorm,
       seconds: (Date.now() - started) / 1000,

@@ -91,8 +91,22 @@ describe('AuditService (store only)', () => {
   it('fails the record check, naming the field, when a recorded hyperparameter is wrong (the reader is tested in libs/trainer)', async () => {
     const { groups: _groups, createdAt: _createdAt, ...base } = await store.getUpdate('solver.v1.x');
     const bad = await store.recordUpdate(
-      { ...base, updateId: 'solver.v2.x', versionBefore: 1, versionAfter: 2, weightsHashBefore: HASH_1, hyperparameters: { ...base.hyperparameters, lr: 'fast' }, committedAtMs: T0 + 2 },
-      [ledgerEntryFromGroup(advantageGroup('g2', [{ set: activeSet('g2/a', [member({ outputId: 'o4', logpOld: [-1, -1, -1] })]), advantage: 1 }]), { topic: 'srpo.advantage-groups', partition: 2, offset: 42 })],
+      {
+        ...base,
+        updateId: 'solver.v2.x',
+        versionBefore: 1,
+        versionAfter: 2,
+        weightsHashBefore: HASH_1,
+        hyperparameters: { ...base.hyperparameters, lr: 'fast' },
+        committedAtMs: T0 + 2,
+      },
+      [
+        ledgerEntryFromGroup(advantageGroup('g2', [{ set: activeSet('g2/a', [member({ outputId: 'o4', logpOld: [-1, -1, -1] })]), advantage: 1 }]), {
+          topic: 'srpo.advantage-groups',
+          partition: 2,
+          offset: 42,
+        }),
+      ],
     );
     const report = await new AuditService({ store, backend: 'cpu' }).verify(bad.updateId);
     expect(report.ok).toBe(false);

@@ -179,7 +179,11 @@ export class AuditService {
     } catch (e) {
       return fail('record', errorMessage(e));
     }
-    report.checks.push({ name: 'record', ok: true, detail: `${detail.groups.length} group(s), objective ${hyper.objective.objective}, lr ${hyper.lr}, epochs ${hyper.epochs}` });
+    report.checks.push({
+      name: 'record',
+      ok: true,
+      detail: `${detail.groups.length} group(s), objective ${hyper.objective.objective}, lr ${hyper.lr}, epochs ${hyper.epochs}`,
+    });
 
     let groups: AdvantageGroup[];
     try {
@@ -212,17 +216,25 @@ export class AuditService {
       report.checks.push({
         name: 'backend',
         ok: true,
-        detail: sameBackend ? `recorded on ${detail.backend}, recomputed on the same` : `recorded on ${detail.backend}, recomputed on ${this.options.backend}: hashes may differ`,
+        detail: sameBackend
+          ? `recorded on ${detail.backend}, recomputed on the same`
+          : `recorded on ${detail.backend}, recomputed on ${this.options.backend}: hashes may differ`,
       });
 
       const result = await recomputeStep(trainer, this.codec, groups, hyper.objective);
       report.recomputedLoss = result.loss;
       report.recomputedWeightsHashAfter = result.weightsHash;
       if (result.weightsHash !== detail.weightsHashAfter) {
-        const cause = sameBackend ? 'the inputs, hyperparameters or starting checkpoint differ from what the learner used' : `different backend (${detail.backend} vs ${this.options.backend})`;
+        const cause = sameBackend
+          ? 'the inputs, hyperparameters or starting checkpoint differ from what the learner used'
+          : `different backend (${detail.backend} vs ${this.options.backend})`;
         return fail('recompute', `weights hash ${result.weightsHash} after recomputation, recorded ${detail.weightsHashAfter} (${cause})`);
       }
-      report.checks.push({ name: 'recompute', ok: true, detail: `weights hash ${result.weightsHash} equals the record (loss ${result.loss}, recorded ${detail.loss})` });
+      report.checks.push({
+        name: 'recompute',
+        ok: true,
+        detail: `weights hash ${result.weightsHash} equals the record (loss ${result.loss}, recorded ${detail.loss})`,
+      });
       report.ok = true;
       return report;
     } finally {
@@ -251,10 +263,15 @@ export class AuditService {
       info = await trainer.load(dir);
     } catch (e) {
       if (vanished(e, dir)) return this.rebuild(trainer, policyId, version, weightsHash, dir);
-      throw new SrpoError(e instanceof SrpoError ? e.code : ErrorCode.INTEGRITY_FAILED, `cannot load version ${version} from ${dir}: ${errorMessage(e)}`, { cause: e });
+      throw new SrpoError(e instanceof SrpoError ? e.code : ErrorCode.INTEGRITY_FAILED, `cannot load version ${version} from ${dir}: ${errorMessage(e)}`, {
+        cause: e,
+      });
     }
     if (info.version !== version || info.weightsHash !== weightsHash) {
-      throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `${dir} holds version ${info.version} with weights ${info.weightsHash}; the record says version ${version} with ${weightsHash}`);
+      throw new SrpoError(
+        ErrorCode.INTEGRITY_FAILED,
+        `${dir} holds version ${info.version} with weights ${info.weightsHash}; the record says version ${version} with ${weightsHash}`,
+      );
     }
     return { version, weightsHash, fromVersion: version, fromDir: dir, reapplied: 0 };
   }
@@ -262,7 +279,8 @@ export class AuditService {
   private async rebuild(target: TfPolicyTrainer, policyId: string, version: number, weightsHash: string, missingDir: string): Promise<CheckpointOrigin> {
     const policyDir = path.dirname(missingDir);
     const earlier = (await new CheckpointStore(path.dirname(policyDir)).versions(path.basename(policyDir))).filter((v) => v < version).reverse();
-    const failed = (msg: string) => new SrpoError(ErrorCode.INTEGRITY_FAILED, `version ${version} is not on disk (${missingDir}, pruned?) and rebuilding it failed: ${msg}`);
+    const failed = (msg: string) =>
+      new SrpoError(ErrorCode.INTEGRITY_FAILED, `version ${version} is not on disk (${missingDir}, pruned?) and rebuilding it failed: ${msg}`);
     const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-rebuild-'));
     let work: TfPolicyTrainer | undefined;
     try {
@@ -309,7 +327,9 @@ export class AuditService {
         }
         if (result.weightsHash !== update.weightsHashAfter) {
           const cause =
-            update.backend === this.options.backend ? 'its inputs, hyperparameters or starting weights differ from what the learner used' : `different backend (${update.backend} vs ${this.options.backend})`;
+            update.backend === this.options.backend
+              ? 'its inputs, hyperparameters or starting weights differ from what the learner used'
+              : `different backend (${update.backend} vs ${this.options.backend})`;
           throw failed(`${at}: weights hash ${result.weightsHash} after re-applying it, recorded ${update.weightsHashAfter} (${cause})`);
         }
         hash = result.weightsHash;
@@ -334,7 +354,14 @@ export class AuditService {
   }
 
   private trainerFor(policyId: string, h: StepHyperparameters): TfPolicyTrainer {
-    return new TfPolicyTrainer({ policyId, model: DEFAULT_MODEL, lr: h.lr, epochs: h.epochs, maxGradNorm: h.maxGradNorm, microBatchTokens: h.microBatchTokens });
+    return new TfPolicyTrainer({
+      policyId,
+      model: DEFAULT_MODEL,
+      lr: h.lr,
+      epochs: h.epochs,
+      maxGradNorm: h.maxGradNorm,
+      microBatchTokens: h.microBatchTokens,
+    });
   }
 
   /**

@@ -150,7 +150,13 @@ export class ReplayService {
     const first = originals[0];
     const runDir = run.location.dir;
     const topicPrefix = run.topics.prefix;
-    const audit = new AuditService({ store: this.source.store, kafka: this.source.kafka, backend: this.source.backend, checkpointDir: this.source.checkpointDir, codec: this.codec });
+    const audit = new AuditService({
+      store: this.source.store,
+      kafka: this.source.kafka,
+      backend: this.source.backend,
+      checkpointDir: this.source.checkpointDir,
+      codec: this.codec,
+    });
     let remat: RematerializeResult | undefined;
     if (options.rematerialize) {
       remat = await rematerialize({
@@ -165,7 +171,14 @@ export class ReplayService {
     }
     const firstHyper = readUpdateHyperparameters(await this.source.store.getUpdate(first.updateId));
     const h0 = this.applied(firstHyper, options.overrides);
-    const trainer = new TfPolicyTrainer({ policyId: first.policyId, model: DEFAULT_MODEL, lr: h0.lr, epochs: h0.epochs, maxGradNorm: h0.maxGradNorm, microBatchTokens: h0.microBatchTokens });
+    const trainer = new TfPolicyTrainer({
+      policyId: first.policyId,
+      model: DEFAULT_MODEL,
+      lr: h0.lr,
+      epochs: h0.epochs,
+      maxGradNorm: h0.maxGradNorm,
+      microBatchTokens: h0.microBatchTokens,
+    });
     const report: ReplayReport = {
       run: options.run,
       runDir,
@@ -320,7 +333,11 @@ export class ReplayService {
    * identically, setSource aside (it points into the run's own active-sets
    * topic), is reported with its first differing field.
    */
-  private rederived(recorded: AdvantageGroup[], updateId: string, remat: RematerializeResult): { groups: { group: AdvantageGroup; source: KafkaCoordinates }[]; differences: GroupDifference[] } {
+  private rederived(
+    recorded: AdvantageGroup[],
+    updateId: string,
+    remat: RematerializeResult,
+  ): { groups: { group: AdvantageGroup; source: KafkaCoordinates }[]; differences: GroupDifference[] } {
     const picked = new Map<string, { group: AdvantageGroup; source: KafkaCoordinates }>();
     const differences: GroupDifference[] = [];
     // What the learner would have read: the written bytes decoded, so Avro's number types match the recorded events'.
@@ -372,11 +389,17 @@ export class ReplayService {
     }
     if (all.length === 0) throw new SrpoError(ErrorCode.NOT_FOUND, 'no recorded updates in the requested range');
     const policies = new Set(all.map((u) => u.policyId));
-    if (policies.size > 1) throw new SrpoError(ErrorCode.VALIDATION_FAILED, `the range holds updates of several policies (${[...policies].join(', ')}); pass --policy`, { field: 'policy' });
+    if (policies.size > 1)
+      throw new SrpoError(ErrorCode.VALIDATION_FAILED, `the range holds updates of several policies (${[...policies].join(', ')}); pass --policy`, {
+        field: 'policy',
+      });
     all.sort((a, b) => a.versionAfter - b.versionAfter);
     for (let i = 1; i < all.length; i++) {
       if (all[i].versionBefore !== all[i - 1].versionAfter) {
-        throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `recorded updates are not a chain: v${all[i - 1].versionAfter} is followed by an update from v${all[i].versionBefore}`);
+        throw new SrpoError(
+          ErrorCode.INTEGRITY_FAILED,
+          `recorded updates are not a chain: v${all[i - 1].versionAfter} is followed by an update from v${all[i].versionBefore}`,
+        );
       }
     }
     return all;
@@ -408,7 +431,9 @@ export class ReplayService {
 }
 
 function hasOverrides(o: ReplayOverrides | undefined): boolean {
-  return !!o && (o.lr !== undefined || o.epochs !== undefined || o.maxGradNorm !== undefined || (o.objective !== undefined && Object.keys(o.objective).length > 0));
+  return (
+    !!o && (o.lr !== undefined || o.epochs !== undefined || o.maxGradNorm !== undefined || (o.objective !== undefined && Object.keys(o.objective).length > 0))
+  );
 }
 
 function divergenceCause(

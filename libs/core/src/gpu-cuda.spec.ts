@@ -40,15 +40,42 @@ describe('CUDA library check for tfjs-node-gpu', () => {
   });
 
   it('recognises a CUDA 13 machine: other versions present, the CUDA 12 ones missing', () => {
-    const cuda13 = ['libcuda.so.1', 'libcudart.so.13', 'libcublas.so.13', 'libcublasLt.so.13', 'libcufft.so.12', 'libcusolver.so.12', 'libcusparse.so.12', 'libnvJitLink.so.13', 'libcudnn.so.9'];
+    const cuda13 = [
+      'libcuda.so.1',
+      'libcudart.so.13',
+      'libcublas.so.13',
+      'libcublasLt.so.13',
+      'libcufft.so.12',
+      'libcusolver.so.12',
+      'libcusparse.so.12',
+      'libnvJitLink.so.13',
+      'libcudnn.so.9',
+    ];
     const check = checkCudaLibraries(CUDA12_TF_WHEEL, cuda13);
-    expect(check.missing.map((l) => l.soname)).toEqual(['libcudart.so.12', 'libcublas.so.12', 'libcublasLt.so.12', 'libcufft.so.11', 'libcusolver.so.11', 'libnvJitLink.so.12']);
-    expect(check.otherVersions).toEqual(['libcublas.so.13', 'libcublasLt.so.13', 'libcudart.so.13', 'libcufft.so.12', 'libcusolver.so.12', 'libnvJitLink.so.13']);
+    expect(check.missing.map((l) => l.soname)).toEqual([
+      'libcudart.so.12',
+      'libcublas.so.12',
+      'libcublasLt.so.12',
+      'libcufft.so.11',
+      'libcusolver.so.11',
+      'libnvJitLink.so.12',
+    ]);
+    expect(check.otherVersions).toEqual([
+      'libcublas.so.13',
+      'libcublasLt.so.13',
+      'libcudart.so.13',
+      'libcufft.so.12',
+      'libcusolver.so.12',
+      'libnvJitLink.so.13',
+    ]);
     expect(cudaMismatchMessage(check)).toMatch(/found other versions: .*libcudart\.so\.13/);
   });
 
   it('says when the driver itself is missing', () => {
-    const check = checkCudaLibraries(CUDA12_TF_WHEEL, CUDA12_LISTING.filter((f) => f !== 'libcuda.so.1'));
+    const check = checkCudaLibraries(
+      CUDA12_TF_WHEEL,
+      CUDA12_LISTING.filter((f) => f !== 'libcuda.so.1'),
+    );
     expect(cudaMismatchMessage(check)).toMatch(/NVIDIA driver \(libcuda\.so\.1 not found\)/);
   });
 
@@ -62,7 +89,7 @@ describe('CUDA library check for tfjs-node-gpu', () => {
 
   it('reads the ldconfig cache', () => {
     const out = [
-      '1234 libs found in cache `/etc/ld.so.cache\'',
+      "1234 libs found in cache `/etc/ld.so.cache'",
       '\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1',
       '\tlibcuda.so.1 (libc6) => /usr/lib/i386-linux-gnu/libcuda.so.1',
       '\tlibz.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libz.so.1',

@@ -4,7 +4,13 @@ import { BACKEND_REQUESTS } from './tf-backend';
 describe('WebGPU adapter classification', () => {
   it('treats lavapipe, SwiftShader and fallback adapters as software', () => {
     // What Dawn (webgpu 0.6.2) reports for Mesa 25's lavapipe.
-    const lavapipe = { vendor: 'mesa', architecture: 'software', device: 'llvmpipe-llvm-15-0-6-256-bits-', description: 'llvmpipe: Mesa 25.0.7 (LLVM 15.0.6)', isFallbackAdapter: true };
+    const lavapipe = {
+      vendor: 'mesa',
+      architecture: 'software',
+      device: 'llvmpipe-llvm-15-0-6-256-bits-',
+      description: 'llvmpipe: Mesa 25.0.7 (LLVM 15.0.6)',
+      isFallbackAdapter: true,
+    };
     expect(isSoftwareAdapter(lavapipe)).toBe(true);
     expect(isSoftwareAdapter({ ...lavapipe, isFallbackAdapter: undefined, architecture: '' })).toBe(true);
     expect(isSoftwareAdapter({ vendor: 'google', description: 'SwiftShader Device (Subzero)' })).toBe(true);

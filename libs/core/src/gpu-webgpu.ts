@@ -136,7 +136,10 @@ export function loadDawn(): DawnModule {
  * preference) and describes it; undefined when there is none. Throws when the
  * Vulkan loader is missing, with a hint.
  */
-export async function probeAdapter(gpu: GpuLike, powerPreference: 'low-power' | 'high-performance' = 'high-performance'): Promise<GpuAdapterReport | undefined> {
+export async function probeAdapter(
+  gpu: GpuLike,
+  powerPreference: 'low-power' | 'high-performance' = 'high-performance',
+): Promise<GpuAdapterReport | undefined> {
   let adapter: GpuAdapterLike | null;
   try {
     adapter = await gpu.requestAdapter({ powerPreference });

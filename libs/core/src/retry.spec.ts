@@ -29,10 +29,13 @@ describe('retry', () => {
     let calls = 0;
     const fatal = new SrpoError(ErrorCode.CONFIG_INVALID, 'bad config');
     await expect(
-      retry(async () => {
-        calls++;
-        throw fatal;
-      }, { sleep: async () => undefined }),
+      retry(
+        async () => {
+          calls++;
+          throw fatal;
+        },
+        { sleep: async () => undefined },
+      ),
     ).rejects.toBe(fatal);
     expect(calls).toBe(1);
   });
@@ -40,10 +43,13 @@ describe('retry', () => {
   it('throws the last failure after maxAttempts', async () => {
     let calls = 0;
     await expect(
-      retry(async (attempt) => {
-        calls++;
-        throw new SrpoError(ErrorCode.UNAVAILABLE, `attempt ${attempt}`, { retriable: true });
-      }, { maxAttempts: 3, sleep: async () => undefined }),
+      retry(
+        async (attempt) => {
+          calls++;
+          throw new SrpoError(ErrorCode.UNAVAILABLE, `attempt ${attempt}`, { retriable: true });
+        },
+        { maxAttempts: 3, sleep: async () => undefined },
+      ),
     ).rejects.toThrow('attempt 3');
     expect(calls).toBe(3);
   });
@@ -52,10 +58,13 @@ describe('retry', () => {
     let stopping = false;
     let calls = 0;
     await expect(
-      retry(async () => {
-        calls++;
-        throw transient();
-      }, { stopped: () => stopping, sleep: async () => void (stopping = true) }),
+      retry(
+        async () => {
+          calls++;
+          throw transient();
+        },
+        { stopped: () => stopping, sleep: async () => void (stopping = true) },
+      ),
     ).rejects.toThrow('broker away');
     expect(calls).toBe(1);
     await expect(retry(async () => 1, { stopped: () => true })).rejects.toBeInstanceOf(RetryStoppedError);

@@ -19,7 +19,14 @@ describe('tfBackendSettings (what an app config reads for the backend)', () => {
 
   it('is empty when nothing is set, and takes each variable as given', () => {
     expect(read({})).toEqual({});
-    expect(read({ SRPO_WEBGPU_FLAGS: '{"WEBGPU_DEFERRED_SUBMIT_BATCH_SIZE": 8, "WEBGPU_USE_PROFILE_TOOL": false}', SRPO_DAWN_NODE: '/opt/b/dawn.node', SRPO_TF_CUDA: '12', LD_LIBRARY_PATH: '/a:/b' })).toEqual({
+    expect(
+      read({
+        SRPO_WEBGPU_FLAGS: '{"WEBGPU_DEFERRED_SUBMIT_BATCH_SIZE": 8, "WEBGPU_USE_PROFILE_TOOL": false}',
+        SRPO_DAWN_NODE: '/opt/b/dawn.node',
+        SRPO_TF_CUDA: '12',
+        LD_LIBRARY_PATH: '/a:/b',
+      }),
+    ).toEqual({
       webgpuFlags: { WEBGPU_DEFERRED_SUBMIT_BATCH_SIZE: 8, WEBGPU_USE_PROFILE_TOOL: false },
       dawnNode: '/opt/b/dawn.node',
       tfCuda: '12',

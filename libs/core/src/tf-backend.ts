@@ -95,10 +95,12 @@ export function tfBackendSettings(r: EnvReader): TfBackendSettings {
 
 /** `SRPO_WEBGPU_FLAGS`, parsed: a JSON object whose values are numbers, booleans or strings. */
 function webGpuFlags(parsed: unknown): Record<string, TfFlagValue> {
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError('SRPO_WEBGPU_FLAGS', 'expected a JSON object of tfjs flags');
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new ConfigError('SRPO_WEBGPU_FLAGS', 'expected a JSON object of tfjs flags');
   const flags: Record<string, TfFlagValue> = {};
   for (const [k, v] of Object.entries(parsed)) {
-    if (typeof v !== 'number' && typeof v !== 'boolean' && typeof v !== 'string') throw new ConfigError('SRPO_WEBGPU_FLAGS', `flag ${k}: expected a number, boolean or string`);
+    if (typeof v !== 'number' && typeof v !== 'boolean' && typeof v !== 'string')
+      throw new ConfigError('SRPO_WEBGPU_FLAGS', `flag ${k}: expected a number, boolean or string`);
     flags[k] = v;
   }
   return flags;
@@ -189,7 +191,11 @@ export function releaseTfBackend(): void {
   selected = undefined;
 }
 
-async function tryBackend(candidate: BackendRequest, auto: boolean, settings: TfBackendSettings): Promise<{ info: Omit<BackendInfo, 'requested'>; tf: typeof tfjs }> {
+async function tryBackend(
+  candidate: BackendRequest,
+  auto: boolean,
+  settings: TfBackendSettings,
+): Promise<{ info: Omit<BackendInfo, 'requested'>; tf: typeof tfjs }> {
   switch (candidate) {
     case 'tensorflow-gpu':
       return tensorflowGpu(auto, settings);

@@ -8,10 +8,20 @@ import { topicCatalog } from './topic-catalog';
 
 // Nothing listens on this port: a call that got as far as the network fails with a
 // connection error, so a ValidationError proves the event was refused before sending.
-const kafka = new Kafka({ clientId: 'sdk-spec', brokers: ['127.0.0.1:1'], retry: { retries: 1, initialRetryTime: 50, maxRetryTime: 100 }, connectionTimeout: 300, logLevel: logLevel.NOTHING });
+const kafka = new Kafka({
+  clientId: 'sdk-spec',
+  brokers: ['127.0.0.1:1'],
+  retry: { retries: 1, initialRetryTime: 50, maxRetryTime: 100 },
+  connectionTimeout: 300,
+  logLevel: logLevel.NOTHING,
+});
 
 function sdk(): AgentEventsProducer {
-  return new AgentEventsProducer({ kafka, codec: new EventCodec(undefined, { maxPayloadBytes: CORPUS_MAX_PAYLOAD_BYTES }), topics: topicCatalog({ prefix: 'sdk-spec.' }) });
+  return new AgentEventsProducer({
+    kafka,
+    codec: new EventCodec(undefined, { maxPayloadBytes: CORPUS_MAX_PAYLOAD_BYTES }),
+    topics: topicCatalog({ prefix: 'sdk-spec.' }),
+  });
 }
 
 describe('AgentEventsProducer and the bad-input corpus', () => {

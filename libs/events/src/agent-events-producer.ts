@@ -59,9 +59,7 @@ export interface FloorLogProbStats {
 }
 
 export type AgentEvent =
-  | { type: 'AgentOutput'; value: AgentOutputInit }
-  | { type: 'Transition'; value: TransitionInit }
-  | { type: 'EpisodeOutcome'; value: EpisodeOutcomeInit };
+  { type: 'AgentOutput'; value: AgentOutputInit } | { type: 'Transition'; value: TransitionInit } | { type: 'EpisodeOutcome'; value: EpisodeOutcomeInit };
 
 /**
  * The producer SDK for agents: validates every event (schema and domain rules)

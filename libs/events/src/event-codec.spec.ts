@@ -103,7 +103,7 @@ describe('EventCodec (single-object encoding)', () => {
       bad.writeBigUInt64LE(0x0123456789abcdefn, 2);
       expectReason(() => codec.decode(bad), ReasonCode.UNKNOWN_SCHEMA);
     });
-    it('a valid header in front of another schema\'s payload', () => {
+    it("a valid header in front of another schema's payload", () => {
       const outcomeBody = codec.encode('EpisodeOutcome', samples.EpisodeOutcome).subarray(10);
       const forged = Buffer.concat([good.subarray(0, 10), outcomeBody]);
       let caught: unknown;
@@ -211,7 +211,12 @@ describe('EventCodec.encode framing (in-place scratch)', () => {
     const small = codec.encode('Transition', samples.Transition);
     // 50,000 tokens of 1-3 varint bytes, log-probs of 4 bytes: well over the 64 KiB initial scratch.
     const n = 50_000;
-    const big = { ...samples.AgentOutput, responseTokenIds: Array.from({ length: n }, (_, i) => i % 30_000), behaviourLogProbs: Array.from({ length: n }, () => -0.5), lossMask: Array.from({ length: n }, () => true) };
+    const big = {
+      ...samples.AgentOutput,
+      responseTokenIds: Array.from({ length: n }, (_, i) => i % 30_000),
+      behaviourLogProbs: Array.from({ length: n }, () => -0.5),
+      lossMask: Array.from({ length: n }, () => true),
+    };
     const bytes = codec.encode('AgentOutput', big as never, { maxBytes: 4 * 1024 * 1024 });
     expect(bytes.length).toBeGreaterThan(64 * 1024);
     expect(bytes.equals(frame('AgentOutput', big))).toBe(true);

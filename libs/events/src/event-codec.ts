@@ -49,12 +49,18 @@ export class SchemaSet {
   /** Loads `dir/*.avsc` as reader schemas and `dir/history/*.avsc` as extra writer schemas. */
   static fromDirectory(dir: string = defaultSchemasDir()): SchemaSet {
     const set = new SchemaSet();
-    for (const file of fs.readdirSync(dir).filter((f) => f.endsWith('.avsc')).sort()) {
+    for (const file of fs
+      .readdirSync(dir)
+      .filter((f) => f.endsWith('.avsc'))
+      .sort()) {
       set.addReaderSchema(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8')));
     }
     const history = path.join(dir, 'history');
     if (fs.existsSync(history)) {
-      for (const file of fs.readdirSync(history).filter((f) => f.endsWith('.avsc')).sort()) {
+      for (const file of fs
+        .readdirSync(history)
+        .filter((f) => f.endsWith('.avsc'))
+        .sort()) {
         set.addWriterSchema(JSON.parse(fs.readFileSync(path.join(history, file), 'utf8')));
       }
     }
@@ -246,7 +252,10 @@ export class EventCodec {
     }
     if (buf[0] === CONFLUENT_MAGIC) return this.decodeConfluent(buf);
     if (buf.length >= 2 && (buf[0] !== SINGLE_OBJECT_MAGIC[0] || buf[1] !== SINGLE_OBJECT_MAGIC[1])) {
-      throw new DecodeError(ReasonCode.DECODE_BAD_MAGIC, `bad magic bytes ${buf.subarray(0, 2).toString('hex')}; expected c301 (Avro single-object encoding) or 00 (Confluent wire format)`);
+      throw new DecodeError(
+        ReasonCode.DECODE_BAD_MAGIC,
+        `bad magic bytes ${buf.subarray(0, 2).toString('hex')}; expected c301 (Avro single-object encoding) or 00 (Confluent wire format)`,
+      );
     }
     if (buf.length < SINGLE_OBJECT_HEADER_BYTES) {
       throw new DecodeError(ReasonCode.DECODE_TRUNCATED, `message of ${buf.length} B is shorter than the ${SINGLE_OBJECT_HEADER_BYTES}-byte header`);
@@ -260,11 +269,15 @@ export class EventCodec {
   }
 
   private decodeConfluent(buf: Buffer): DecodedEvent {
-    if (buf.length < CONFLUENT_HEADER_BYTES) throw new DecodeError(ReasonCode.DECODE_TRUNCATED, `Confluent-framed message of ${buf.length} B is shorter than its 5-byte header`);
+    if (buf.length < CONFLUENT_HEADER_BYTES)
+      throw new DecodeError(ReasonCode.DECODE_TRUNCATED, `Confluent-framed message of ${buf.length} B is shorter than its 5-byte header`);
     const id = buf.readUInt32BE(1);
     const writer = this.confluentWriters.get(id);
     if (!writer) {
-      throw new DecodeError(ReasonCode.UNKNOWN_SCHEMA, this.registry ? `schema registry id ${id} is unknown` : `Confluent-framed message (schema id ${id}) but no schema registry is configured`);
+      throw new DecodeError(
+        ReasonCode.UNKNOWN_SCHEMA,
+        this.registry ? `schema registry id ${id} is unknown` : `Confluent-framed message (schema id ${id}) but no schema registry is configured`,
+      );
     }
     const reader = this.schemas.reader(writer.eventType);
     const value = decodeBody(writer, reader, buf, CONFLUENT_HEADER_BYTES, this.resolvers);
@@ -282,13 +295,7 @@ export class EventCodec {
 }
 
 /** Decodes an Avro body written with `writer` into the `reader` schema. Shared by both wire formats. */
-export function decodeBody(
-  writer: SchemaEntry,
-  reader: SchemaEntry,
-  buf: Buffer,
-  start: number,
-  cache: Map<string, avro.Resolver>,
-): EventMap[EventType] {
+export function decodeBody(writer: SchemaEntry, reader: SchemaEntry, buf: Buffer, start: number, cache: Map<string, avro.Resolver>): EventMap[EventType] {
   let resolver: avro.Resolver | undefined;
   if (writer.fingerprintHex !== reader.fingerprintHex) {
     const key = `${writer.fingerprintHex}>${reader.fingerprintHex}`;
@@ -297,7 +304,10 @@ export function decodeBody(
       try {
         resolver = reader.avroType.createResolver(writer.avroType);
       } catch (e) {
-        throw new DecodeError(ReasonCode.UNKNOWN_SCHEMA, `writer schema ${writer.fingerprintHex} cannot be resolved into the current ${reader.eventType} schema: ${(e as Error).message}`);
+        throw new DecodeError(
+          ReasonCode.UNKNOWN_SCHEMA,
+          `writer schema ${writer.fingerprintHex} cannot be resolved into the current ${reader.eventType} schema: ${(e as Error).message}`,
+        );
       }
       cache.set(key, resolver);
     }

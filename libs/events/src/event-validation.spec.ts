@@ -43,7 +43,10 @@ describe('validateAgentOutput', () => {
   });
 
   it('accepts floor log-probs (the OpenAI API and vLLM report −9999) and the most negative float32; floorLogProbCount counts trained ones', () => {
-    for (const behaviourLogProbs of [[-9999, -1, -1], [-3.4e38, -1e4, -100]]) {
+    for (const behaviourLogProbs of [
+      [-9999, -1, -1],
+      [-3.4e38, -1e4, -100],
+    ]) {
       expect(() => validateAgentOutput({ ...base, behaviourLogProbs })).not.toThrow();
     }
     expect(BEHAVIOUR_LOGPROB_FLOOR).toBe(-100);

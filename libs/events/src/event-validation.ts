@@ -124,7 +124,8 @@ export function validateTransition(t: Transition, limits: EventLimits = DEFAULT_
   nonNegativeInt('Transition.step', t.step, limits.maxStep);
   const ids = t.consumedOutputIds;
   if (ids.length === 0) throw new ValidationError('Transition.consumedOutputIds', 'is empty; a transition consumes at least one output');
-  if (ids.length > limits.maxCardinality) throw new ValidationError('Transition.consumedOutputIds', `lists ${ids.length} outputs; the limit is ${limits.maxCardinality}`);
+  if (ids.length > limits.maxCardinality)
+    throw new ValidationError('Transition.consumedOutputIds', `lists ${ids.length} outputs; the limit is ${limits.maxCardinality}`);
   const seen = new Set<string>();
   ids.forEach((o, i) => {
     id(`Transition.consumedOutputIds[${i}]`, o, limits);
@@ -173,10 +174,14 @@ export function validateInferredTask(t: InferredTask, limits: EventLimits = DEFA
   nonNegativeInt('InferredTask.scorerVersion', t.scorerVersion, Number.MAX_SAFE_INTEGER);
   nonNegativeInt('InferredTask.successfulSteps', t.successfulSteps, limits.maxStep);
   nonNegativeInt('InferredTask.failedSteps', t.failedSteps, limits.maxStep);
-  if (t.usable && t.excludedReason !== null) throw new ValidationError('InferredTask.excludedReason', `must be null for a usable trajectory, got ${t.excludedReason}`);
-  if (!t.usable && (t.excludedReason === null || t.excludedReason.length === 0)) throw new ValidationError('InferredTask.excludedReason', 'must say why an unusable trajectory was excluded');
-  if (t.usable && t.instructionTokenIds.length === 0) throw new ValidationError('InferredTask.instructionTokenIds', 'is empty; a usable trajectory has an instruction');
-  if (t.usable && t.successfulSteps === 0) throw new ValidationError('InferredTask.successfulSteps', 'is 0; a usable trajectory has at least one successful step');
+  if (t.usable && t.excludedReason !== null)
+    throw new ValidationError('InferredTask.excludedReason', `must be null for a usable trajectory, got ${t.excludedReason}`);
+  if (!t.usable && (t.excludedReason === null || t.excludedReason.length === 0))
+    throw new ValidationError('InferredTask.excludedReason', 'must say why an unusable trajectory was excluded');
+  if (t.usable && t.instructionTokenIds.length === 0)
+    throw new ValidationError('InferredTask.instructionTokenIds', 'is empty; a usable trajectory has an instruction');
+  if (t.usable && t.successfulSteps === 0)
+    throw new ValidationError('InferredTask.successfulSteps', 'is 0; a usable trajectory has at least one successful step');
   t.instructionTokenIds.forEach((tok, i) => {
     if (!Number.isInteger(tok) || tok < 0) throw new ValidationError(`InferredTask.instructionTokenIds[${i}]`, `must be a non-negative token id, got ${tok}`);
   });
@@ -190,11 +195,13 @@ export function validateActionCredit(c: ActionCredit, limits: EventLimits = DEFA
   id('ActionCredit.outputId', c.outputId, limits);
   id('ActionCredit.role', c.role, limits);
   nonNegativeInt('ActionCredit.step', c.step, limits.maxStep);
-  if (c.creditMode !== 'adjacent' && c.creditMode !== 'best_prefix') throw new ValidationError('ActionCredit.creditMode', `must be adjacent or best_prefix, got ${c.creditMode}`);
+  if (c.creditMode !== 'adjacent' && c.creditMode !== 'best_prefix')
+    throw new ValidationError('ActionCredit.creditMode', `must be adjacent or best_prefix, got ${c.creditMode}`);
   finite('ActionCredit.credit', c.credit);
   if (!(c.weight >= 0 && c.weight <= 1)) throw new ValidationError('ActionCredit.weight', `must be in [0, 1], got ${c.weight}`);
   if (c.successful) {
-    if (c.prefixIndex === null || !Number.isInteger(c.prefixIndex) || c.prefixIndex < 1) throw new ValidationError('ActionCredit.prefixIndex', `must be an integer >= 1 for a successful action, got ${c.prefixIndex}`);
+    if (c.prefixIndex === null || !Number.isInteger(c.prefixIndex) || c.prefixIndex < 1)
+      throw new ValidationError('ActionCredit.prefixIndex', `must be an integer >= 1 for a successful action, got ${c.prefixIndex}`);
     if (c.nllBefore === null) throw new ValidationError('ActionCredit.nllBefore', 'must be set for a successful action');
     if (c.nllAfter === null) throw new ValidationError('ActionCredit.nllAfter', 'must be set for a successful action');
     finite('ActionCredit.nllBefore', c.nllBefore);

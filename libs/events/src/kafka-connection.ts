@@ -136,7 +136,8 @@ export function forwardKafkaLog(logger: Logger, entry: LogEntry): void {
 
 /** kafkajs's errors for a broker that cannot be reached, whatever they are wrapped in. */
 const UNREACHABLE_NAMES = new Set(['KafkaJSConnectionError', 'KafkaJSConnectionClosedError', 'KafkaJSBrokerNotFound', 'KafkaJSRequestTimeoutError']);
-const UNREACHABLE_MESSAGE = /^Connection error: (connect |read |write )?(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH)|^Connection timeout|^Closed connection/;
+const UNREACHABLE_MESSAGE =
+  /^Connection error: (connect |read |write )?(ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH)|^Connection timeout|^Closed connection/;
 
 /**
  * Whether a failure is the cluster being out of reach (stopped, restarting, a network cut):

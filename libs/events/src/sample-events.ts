@@ -1,5 +1,19 @@
 import { EventCodec } from './event-codec';
-import type { ActionCredit, ActiveSet, AdvantageGroup, AgentOutput, DeadLetter, EpisodeOutcome, EventMap, EventType, InferredTask, KafkaCoordinates, PolicyUpdate, PolicyVersion, Transition } from './event-types';
+import type {
+  ActionCredit,
+  ActiveSet,
+  AdvantageGroup,
+  AgentOutput,
+  DeadLetter,
+  EpisodeOutcome,
+  EventMap,
+  EventType,
+  InferredTask,
+  KafkaCoordinates,
+  PolicyUpdate,
+  PolicyVersion,
+  Transition,
+} from './event-types';
 
 /**
  * One valid, fully populated example of every event type. Used by

@@ -23,7 +23,9 @@ describe('Confluent wire format', () => {
       expect(bytes[0]).toBe(0);
       const id = confluentSchemaId(bytes) as number;
       expect(id).toBeGreaterThanOrEqual(100);
-      expect(registry.requests.some((r) => r.startsWith('POST /subjects/dev.srpo.events.Transition/versions application/vnd.schemaregistry.v1+json'))).toBe(true);
+      expect(registry.requests.some((r) => r.startsWith('POST /subjects/dev.srpo.events.Transition/versions application/vnd.schemaregistry.v1+json'))).toBe(
+        true,
+      );
 
       // A reader that has never seen the id must prefetch it first.
       const reader = new EventCodec(SchemaSet.fromDirectory(), { registry: new SchemaRegistryClient({ url: registry.url }) });

@@ -78,7 +78,10 @@ export class SchemaRegistryClient {
     const text = await res.text();
     if (res.status === 404) throw new SrpoError(ErrorCode.UNKNOWN_SCHEMA, `schema registry: ${path} not found`);
     if (res.status === 401 || res.status === 403) throw new SrpoError(ErrorCode.UNAUTHORIZED, `schema registry refused the credentials (${res.status})`);
-    if (!res.ok) throw new SrpoError(ErrorCode.UNAVAILABLE, `schema registry answered ${res.status} to ${init.method} ${path}: ${text.slice(0, 200)}`, { retriable: res.status >= 500 });
+    if (!res.ok)
+      throw new SrpoError(ErrorCode.UNAVAILABLE, `schema registry answered ${res.status} to ${init.method} ${path}: ${text.slice(0, 200)}`, {
+        retriable: res.status >= 500,
+      });
     return JSON.parse(text) as unknown;
   }
 }

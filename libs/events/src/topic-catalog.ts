@@ -159,7 +159,8 @@ export async function createTopicsIdempotent(admin: Admin, topics: ITopicConfig[
     } catch (e) {
       if (Date.now() > deadline) throw e;
     }
-    if (Date.now() > deadline) throw new SrpoError(ErrorCode.UNAVAILABLE, `topics ${names.join(', ')} have no leaders after ${timeoutMs} ms`, { retriable: true });
+    if (Date.now() > deadline)
+      throw new SrpoError(ErrorCode.UNAVAILABLE, `topics ${names.join(', ')} have no leaders after ${timeoutMs} ms`, { retriable: true });
     await new Promise((r) => setTimeout(r, 200));
   }
 }

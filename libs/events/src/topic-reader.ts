@@ -98,7 +98,14 @@ export async function bulkReadToOffsets(kafka: Kafka, topics: readonly string[],
     await consumer.subscribe({ topics: [...topics], fromBeginning: true });
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(
-        () => reject(new SrpoError(ErrorCode.UNAVAILABLE, `timed out reading ${[...remaining].join(', ')} to their stop offsets (an open transaction holds read_committed readers back)`, { retriable: true })),
+        () =>
+          reject(
+            new SrpoError(
+              ErrorCode.UNAVAILABLE,
+              `timed out reading ${[...remaining].join(', ')} to their stop offsets (an open transaction holds read_committed readers back)`,
+              { retriable: true },
+            ),
+          ),
         options.timeoutMs ?? 300_000,
       );
       if (options.from || options.onlyListed) {

@@ -66,9 +66,19 @@ describe('parseHfConfig', () => {
   });
 
   it('Qwen2: q/k/v biases always, no o_proj bias; a disabled sliding window is no window', () => {
-    const c = parseHfConfig({ ...llamaT4, architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', rope_scaling: null, use_sliding_window: false, sliding_window: 4096, tie_word_embeddings: true });
+    const c = parseHfConfig({
+      ...llamaT4,
+      architectures: ['Qwen2ForCausalLM'],
+      model_type: 'qwen2',
+      rope_scaling: null,
+      use_sliding_window: false,
+      sliding_window: 4096,
+      tie_word_embeddings: true,
+    });
     expect([c.qkvBias, c.oBias, c.tieWordEmbeddings, c.ropeScaling.type]).toEqual([true, false, true, 'none']);
-    expect(parseHfConfig({ ...llamaT4, architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', sliding_window: null, use_sliding_window: false }).qkvBias).toBe(true);
+    expect(
+      parseHfConfig({ ...llamaT4, architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', sliding_window: null, use_sliding_window: false }).qkvBias,
+    ).toBe(true);
   });
 
   it('Llama attention_bias puts biases on q/k/v and o; mlp_bias on the MLP', () => {
@@ -106,10 +116,14 @@ describe('parseHfConfig', () => {
   });
 
   it('refuses a transformers 5 rope type it does not implement, under rope_parameters', () => {
-    expect(refusal({ ...llamaT5, rope_parameters: { rope_type: 'longrope', rope_theta: 1e4 } }).message).toMatch(/^config\.json rope_parameters\.rope_type="longrope"/);
+    expect(refusal({ ...llamaT5, rope_parameters: { rope_type: 'longrope', rope_theta: 1e4 } }).message).toMatch(
+      /^config\.json rope_parameters\.rope_type="longrope"/,
+    );
   });
 
   it('accepts a window at least as long as the context (the same model)', () => {
-    expect(parseHfConfig({ ...llamaT4, architectures: ['MistralForCausalLM'], model_type: 'mistral', sliding_window: 256 }).architecture).toBe('MistralForCausalLM');
+    expect(parseHfConfig({ ...llamaT4, architectures: ['MistralForCausalLM'], model_type: 'mistral', sliding_window: 256 }).architecture).toBe(
+      'MistralForCausalLM',
+    );
   });
 });

@@ -89,7 +89,8 @@ export function parseHfConfig(raw: unknown): HfModelConfig {
   const numKvHeads = int('num_key_value_heads', numHeads);
   if (numHeads % numKvHeads !== 0) throw new UnsupportedConfigError('num_key_value_heads', numKvHeads, `must divide num_attention_heads (${numHeads})`);
   const headDim = c.head_dim === null || c.head_dim === undefined ? hiddenSize / numHeads : int('head_dim');
-  if (!Number.isInteger(headDim) || headDim % 2 !== 0) throw new UnsupportedConfigError('head_dim', headDim, 'must be an even integer (hidden_size / num_attention_heads by default)');
+  if (!Number.isInteger(headDim) || headDim % 2 !== 0)
+    throw new UnsupportedConfigError('head_dim', headDim, 'must be an even integer (hidden_size / num_attention_heads by default)');
   const act = c.hidden_act ?? 'silu';
   if (act !== 'silu') throw new UnsupportedConfigError('hidden_act', act, 'only silu (SwiGLU MLP) is implemented');
   refuseQuantization(c);
@@ -133,18 +134,24 @@ function resolveArchitecture(c: Json): HfArchitecture {
     if (!(SUPPORTED_ARCHITECTURES as readonly string[]).includes(a)) {
       throw new UnsupportedConfigError('architectures', archs, `not implemented (supported: ${SUPPORTED_ARCHITECTURES.join(', ')})`);
     }
-    if (typeof c.model_type === 'string' && MODEL_TYPES[c.model_type] !== a) throw new UnsupportedConfigError('model_type', c.model_type, `does not match architectures ${a}`);
+    if (typeof c.model_type === 'string' && MODEL_TYPES[c.model_type] !== a)
+      throw new UnsupportedConfigError('model_type', c.model_type, `does not match architectures ${a}`);
     return a as HfArchitecture;
   }
   const t = c.model_type;
-  if (typeof t !== 'string' || !MODEL_TYPES[t]) throw new UnsupportedConfigError('model_type', t, `not implemented (supported: ${Object.keys(MODEL_TYPES).join(', ')})`);
+  if (typeof t !== 'string' || !MODEL_TYPES[t])
+    throw new UnsupportedConfigError('model_type', t, `not implemented (supported: ${Object.keys(MODEL_TYPES).join(', ')})`);
   return MODEL_TYPES[t];
 }
 
 function refuseQuantization(c: Json): void {
   if (c.quantization_config !== undefined && c.quantization_config !== null) {
     const q = c.quantization_config as Json;
-    throw new UnsupportedConfigError('quantization_config.quant_method', q?.quant_method, 'quantized checkpoints are not implemented; load the unquantized weights');
+    throw new UnsupportedConfigError(
+      'quantization_config.quant_method',
+      q?.quant_method,
+      'quantized checkpoints are not implemented; load the unquantized weights',
+    );
   }
 }
 
@@ -157,7 +164,11 @@ function refuseSlidingWindow(c: Json, architecture: HfArchitecture, maxPositions
   const enabled = architecture === 'Qwen2ForCausalLM' ? c.use_sliding_window === true : w !== null && w !== undefined;
   if (!enabled) return;
   if (typeof w === 'number' && w >= maxPositions) return;
-  throw new UnsupportedConfigError('sliding_window', w, `sliding-window attention is not implemented (a window >= max_position_embeddings ${maxPositions} is accepted)`);
+  throw new UnsupportedConfigError(
+    'sliding_window',
+    w,
+    `sliding-window attention is not implemented (a window >= max_position_embeddings ${maxPositions} is accepted)`,
+  );
 }
 
 function refuseLayerTypes(c: Json): void {

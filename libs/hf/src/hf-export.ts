@@ -34,8 +34,10 @@ export interface HfExportOptions {
  */
 export async function exportHfModel(model: LlamaModel, options: HfExportOptions): Promise<string[]> {
   const { baseDir, outDir } = options;
-  if (path.resolve(baseDir) === path.resolve(outDir)) throw new SrpoError(ErrorCode.CONFLICT, `--out ${outDir}: is the base model directory; export to a new directory`, { field: 'out' });
-  if (fs.existsSync(outDir) && fs.readdirSync(outDir).length > 0) throw new SrpoError(ErrorCode.CONFLICT, `--out ${outDir}: exists and is not empty; export to a new directory`, { field: 'out' });
+  if (path.resolve(baseDir) === path.resolve(outDir))
+    throw new SrpoError(ErrorCode.CONFLICT, `--out ${outDir}: is the base model directory; export to a new directory`, { field: 'out' });
+  if (fs.existsSync(outDir) && fs.readdirSync(outDir).length > 0)
+    throw new SrpoError(ErrorCode.CONFLICT, `--out ${outDir}: exists and is not empty; export to a new directory`, { field: 'out' });
   const raw = JSON.parse(fs.readFileSync(path.join(baseDir, 'config.json'), 'utf8')) as Record<string, unknown>;
   const dtype = options.dtype ?? (Object.entries(TORCH_DTYPE).find(([, v]) => v === model.config.dtype)?.[0] as SafetensorsDtype | undefined) ?? 'F32';
   const dtypeKey = 'dtype' in raw ? 'dtype' : 'torch_dtype';
@@ -69,13 +71,19 @@ export async function exportHfModel(model: LlamaModel, options: HfExportOptions)
  * the model in place: pass a policy loaded for the export (a checkpoint), not a live one.
  */
 export async function exportHfPolicy(model: CausalLm, options: { format: 'hf' | 'peft'; outDir: string; dtype?: SafetensorsDtype }): Promise<string[]> {
-  if (!(model instanceof LlamaModel)) throw new SrpoError(ErrorCode.VALIDATION_FAILED, `the policy is the project's ${model.kind} model, which has no Hugging Face form; only policies trained from SRPO_MODEL_DIR export`, { field: 'policy' });
+  if (!(model instanceof LlamaModel))
+    throw new SrpoError(
+      ErrorCode.VALIDATION_FAILED,
+      `the policy is the project's ${model.kind} model, which has no Hugging Face form; only policies trained from SRPO_MODEL_DIR export`,
+      { field: 'policy' },
+    );
   const base = model.source;
   if (!base) throw new SrpoError(ErrorCode.VALIDATION_FAILED, 'the model does not know its base directory', { field: 'policy' });
   const lora = loraOf(model);
   if (options.format === 'peft') {
     if (!lora) throw new SrpoError(ErrorCode.VALIDATION_FAILED, 'the policy trains full weights and has no adapter: use --format hf', { field: 'format' });
-    if (fs.existsSync(options.outDir) && fs.readdirSync(options.outDir).length > 0) throw new SrpoError(ErrorCode.CONFLICT, `--out ${options.outDir}: exists and is not empty; export to a new directory`, { field: 'out' });
+    if (fs.existsSync(options.outDir) && fs.readdirSync(options.outDir).length > 0)
+      throw new SrpoError(ErrorCode.CONFLICT, `--out ${options.outDir}: exists and is not empty; export to a new directory`, { field: 'out' });
     return saveLoraAdapter(model, options.outDir, { baseModelNameOrPath: base.dir });
   }
   if (lora) mergeLora(model);

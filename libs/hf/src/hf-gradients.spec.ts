@@ -46,8 +46,15 @@ for (const [name, mode, fused] of modes.flatMap(([mode, fused]) => ['llama', 'qw
       const hf = loadHfModel(dir);
       try {
         const members = ref.sets.flatMap((s) => s.members);
-        const packed = packPairs(members.map((m) => ({ contextTokens: m.contextTokens, responseTokens: m.responseTokens })), hf.model);
-        const inputs: SetInput[] = ref.sets.map((s) => ({ setId: s.setId, advantage: s.advantage, members: s.members.map((m) => ({ outputId: m.outputId, logpOld: m.logpOld, mask: m.responseTokens.map(() => 1) })) }));
+        const packed = packPairs(
+          members.map((m) => ({ contextTokens: m.contextTokens, responseTokens: m.responseTokens })),
+          hf.model,
+        );
+        const inputs: SetInput[] = ref.sets.map((s) => ({
+          setId: s.setId,
+          advantage: s.advantage,
+          members: s.members.map((m) => ({ outputId: m.outputId, logpOld: m.logpOld, mask: m.responseTokens.map(() => 1) })),
+        }));
         const batch = buildPaddedSetBatch(inputs);
         const tensors = packedToTensors(packed);
         const config = resolveObjectiveConfig(ref.objective);

@@ -69,10 +69,14 @@ describe('SrpoTrainer with micro-batches', () => {
       expect(worst).toBeLessThan(2e-5);
       // And the weights did move (lr 1e-3, two Adam steps).
       const base = loadHfModel(dir).model;
-      const moved = Math.max(...(await Promise.all(base.weightNames().map(async (n) => {
-        const [x, y] = await Promise.all([base.weight(n).data(), a.model.weight(n).data()]);
-        return Math.max(...Array.from(x, (v, i) => Math.abs(v - y[i])));
-      }))));
+      const moved = Math.max(
+        ...(await Promise.all(
+          base.weightNames().map(async (n) => {
+            const [x, y] = await Promise.all([base.weight(n).data(), a.model.weight(n).data()]);
+            return Math.max(...Array.from(x, (v, i) => Math.abs(v - y[i])));
+          }),
+        )),
+      );
       base.dispose();
       expect(moved).toBeGreaterThan(1e-4);
     } finally {

@@ -27,7 +27,10 @@ export interface HfModel {
  */
 export function hfDirectoryHash(dir: string): string {
   const h = createHash('sha256');
-  const weights = fs.readdirSync(dir).filter((f) => /^model(-\d{5}-of-\d{5})?\.safetensors$/.test(f) || f === 'model.safetensors.index.json').sort();
+  const weights = fs
+    .readdirSync(dir)
+    .filter((f) => /^model(-\d{5}-of-\d{5})?\.safetensors$/.test(f) || f === 'model.safetensors.index.json')
+    .sort();
   for (const f of ['config.json', ...HF_SIDE_FILES, ...weights]) {
     const file = path.join(dir, f);
     if (!fs.existsSync(file)) continue;
@@ -36,7 +39,7 @@ export function hfDirectoryHash(dir: string): string {
     const fd = fs.openSync(file, 'r');
     try {
       const buf = Buffer.allocUnsafe(Math.min(size, 8 << 20));
-      for (let pos = 0; pos < size; ) {
+      for (let pos = 0; pos < size;) {
         const n = fs.readSync(fd, buf, 0, Math.min(buf.length, size - pos), pos);
         if (n <= 0) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `${file}: changed while being hashed`, { field: f });
         h.update(buf.subarray(0, n));
@@ -52,8 +55,10 @@ export function hfDirectoryHash(dir: string): string {
 /** Reads and resolves `DIR/config.json` (no weights). Errors name the file and the field. */
 export function readHfConfig(dir: string): HfModelConfig {
   const file = path.join(dir, 'config.json');
-  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new SrpoError(ErrorCode.NOT_FOUND, `${dir}: not a directory (expected a Hugging Face model directory)`, { field: 'model' });
-  if (!fs.existsSync(file)) throw new SrpoError(ErrorCode.NOT_FOUND, `${file}: missing (a Hugging Face model directory holds config.json)`, { field: 'config.json' });
+  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory())
+    throw new SrpoError(ErrorCode.NOT_FOUND, `${dir}: not a directory (expected a Hugging Face model directory)`, { field: 'model' });
+  if (!fs.existsSync(file))
+    throw new SrpoError(ErrorCode.NOT_FOUND, `${file}: missing (a Hugging Face model directory holds config.json)`, { field: 'config.json' });
   let raw: unknown;
   try {
     raw = JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -72,7 +77,11 @@ export function loadHfModel(dir: string): HfModel {
   const config = readHfConfig(dir);
   const tokenizer = HfTokenizer.fromDirectory(dir);
   if (tokenizer.idCount > config.vocabSize) {
-    throw new SrpoError(ErrorCode.VALIDATION_FAILED, `${dir}: tokenizer.json has ids up to ${tokenizer.idCount - 1}, beyond config.json vocab_size ${config.vocabSize}`, { field: 'vocab_size' });
+    throw new SrpoError(
+      ErrorCode.VALIDATION_FAILED,
+      `${dir}: tokenizer.json has ids up to ${tokenizer.idCount - 1}, beyond config.json vocab_size ${config.vocabSize}`,
+      { field: 'vocab_size' },
+    );
   }
   const weights = openHfWeights(dir);
   // Shapes from the headers first (every name checked), then one tensor read at a time.

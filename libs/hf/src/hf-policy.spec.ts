@@ -56,7 +56,10 @@ describe('Hugging Face policies in checkpoints', () => {
     hf.model.source = undefined;
     const policy = new Policy('p', hf.model);
     try {
-      await expect(saveCheckpoint(fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-hf-ckpt-')), policy)).rejects.toMatchObject({ code: ErrorCode.VALIDATION_FAILED, field: 'source' });
+      await expect(saveCheckpoint(fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-hf-ckpt-')), policy)).rejects.toMatchObject({
+        code: ErrorCode.VALIDATION_FAILED,
+        field: 'source',
+      });
     } finally {
       policy.dispose();
     }
@@ -85,7 +88,8 @@ describe('LoRA policies in checkpoints', () => {
     attachLora(hf.model, { r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'down_proj'] }, { seed: 3 });
     // B = 0 at init: give it values so the adapter changes the model.
     const rng = new SeededRng(5);
-    for (const n of hf.model.weightNames()) if (n.includes('lora_B')) hf.model.weight(n).assign(tf.tensor(rng.normalArray(hf.model.weight(n).size, 0.05), hf.model.weight(n).shape));
+    for (const n of hf.model.weightNames())
+      if (n.includes('lora_B')) hf.model.weight(n).assign(tf.tensor(rng.normalArray(hf.model.weight(n).size, 0.05), hf.model.weight(n).shape));
     const policy = new Policy('solver', hf.model, 2);
     const ckpt = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-lora-ckpt-'));
     try {
@@ -142,8 +146,12 @@ describe('exportHfPolicy refusals', () => {
     const own = TransformerModel.create({ vocabSize: 16, dModel: 8, nLayers: 1, nHeads: 2, maxSeqLen: 8 }, 1);
     const hf = loadHfModel(path.join(FIXTURES, 'qwen2'));
     try {
-      await expect(exportHfPolicy(own, { format: 'hf', outDir: fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-x-')) })).rejects.toThrow(/causal-transformer model, which has no Hugging Face form/);
-      await expect(exportHfPolicy(hf.model, { format: 'peft', outDir: fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-x-')) })).rejects.toThrow(/has no adapter: use --format hf/);
+      await expect(exportHfPolicy(own, { format: 'hf', outDir: fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-x-')) })).rejects.toThrow(
+        /causal-transformer model, which has no Hugging Face form/,
+      );
+      await expect(exportHfPolicy(hf.model, { format: 'peft', outDir: fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-x-')) })).rejects.toThrow(
+        /has no adapter: use --format hf/,
+      );
     } finally {
       own.dispose();
       hf.model.dispose();

@@ -20,7 +20,14 @@ interface Reference {
   tokenization: { text: string; ids: number[] }[];
   tokenizationWithSpecial: { text: string; ids: number[] }[];
   cases: { prompt: string; response: string; promptTokenIds: number[]; responseTokenIds: number[]; logprobs: number[] }[];
-  chatCases: { messages: { role: string; content: string }[]; rendered: string; response: string; promptTokenIds: number[]; responseTokenIds: number[]; logprobs: number[] }[];
+  chatCases: {
+    messages: { role: string; content: string }[];
+    rendered: string;
+    response: string;
+    promptTokenIds: number[];
+    responseTokenIds: number[];
+    logprobs: number[];
+  }[];
   idCases: { promptTokenIds: number[]; responseTokenIds: number[]; logprobs: number[] }[];
 }
 
@@ -29,7 +36,12 @@ function maxAbsDiff(a: number[], b: number[]): number {
   return Math.max(...a.map((v, i) => Math.abs(v - b[i])));
 }
 
-const dirs = fs.existsSync(FIXTURES) ? fs.readdirSync(FIXTURES).filter((d) => fs.existsSync(path.join(FIXTURES, d, 'reference.json'))).sort() : [];
+const dirs = fs.existsSync(FIXTURES)
+  ? fs
+      .readdirSync(FIXTURES)
+      .filter((d) => fs.existsSync(path.join(FIXTURES, d, 'reference.json')))
+      .sort()
+  : [];
 
 describe('Hugging Face reference fixtures', () => {
   it('cover the three supported architectures', () => {
@@ -63,14 +75,21 @@ describe.each(dirs)('%s against transformers', (name) => {
   });
 
   it('scores text cases within 1e-4 per token, from the same token ids', async () => {
-    const cases = tokenizeCases(ref.cases.map((c) => ({ prompt: c.prompt, response: c.response })), hf.tokenizer);
+    const cases = tokenizeCases(
+      ref.cases.map((c) => ({ prompt: c.prompt, response: c.response })),
+      hf.tokenizer,
+    );
     cases.forEach((c, i) => expect(c).toEqual({ promptTokenIds: ref.cases[i].promptTokenIds, responseTokenIds: ref.cases[i].responseTokenIds }));
     const scored = await scoreCases(hf.model, cases);
     scored.forEach((s, i) => expect(maxAbsDiff(s.logprobs, ref.cases[i].logprobs)).toBeLessThan(TOLERANCE));
   });
 
   it('scores chat cases (template + generation prompt) within 1e-4 per token', async () => {
-    const cases = tokenizeCases(ref.chatCases.map((c) => ({ prompt: c.messages, response: c.response })), hf.tokenizer, { chat: true });
+    const cases = tokenizeCases(
+      ref.chatCases.map((c) => ({ prompt: c.messages, response: c.response })),
+      hf.tokenizer,
+      { chat: true },
+    );
     cases.forEach((c, i) => expect(c).toEqual({ promptTokenIds: ref.chatCases[i].promptTokenIds, responseTokenIds: ref.chatCases[i].responseTokenIds }));
     (await scoreCases(hf.model, cases)).forEach((s, i) => expect(maxAbsDiff(s.logprobs, ref.chatCases[i].logprobs)).toBeLessThan(TOLERANCE));
   });

@@ -60,7 +60,9 @@ export class HfTokenizer {
     try {
       tokenizer = new Tokenizer(tokenizerJson, config);
     } catch (e) {
-      throw new SrpoError(ErrorCode.VALIDATION_FAILED, `${path.join(dir, 'tokenizer.json')}: cannot build the tokenizer (${(e as Error).message})`, { field: 'tokenizer.json' });
+      throw new SrpoError(ErrorCode.VALIDATION_FAILED, `${path.join(dir, 'tokenizer.json')}: cannot build the tokenizer (${(e as Error).message})`, {
+        field: 'tokenizer.json',
+      });
     }
     const jinjaFile = path.join(dir, 'chat_template.jinja');
     const template = fs.existsSync(jinjaFile) ? fs.readFileSync(jinjaFile, 'utf8') : pickTemplate(config.chat_template);
@@ -96,9 +98,11 @@ export class HfTokenizer {
    * tokens (`bos_token`, `eos_token`, …); `@huggingface/jinja` provides `raise_exception`.
    */
   applyChatTemplate(messages: readonly ChatMessage[], options: { addGenerationPrompt?: boolean } = {}): string {
-    if (!this.template) throw new ValidationError('chat_template', 'this model directory has no chat template (chat_template.jinja or tokenizer_config.json chat_template)');
+    if (!this.template)
+      throw new ValidationError('chat_template', 'this model directory has no chat template (chat_template.jinja or tokenizer_config.json chat_template)');
     messages.forEach((m, i) => {
-      if (!m || typeof m.role !== 'string' || typeof m.content !== 'string') throw new ValidationError(`messages[${i}]`, 'must be {role: string, content: string}');
+      if (!m || typeof m.role !== 'string' || typeof m.content !== 'string')
+        throw new ValidationError(`messages[${i}]`, 'must be {role: string, content: string}');
     });
     try {
       return this.template.render({

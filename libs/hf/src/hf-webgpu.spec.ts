@@ -25,15 +25,24 @@ function installed(pkg: string): boolean {
   }
 }
 
-const webgpu = process.env.SRPO_SKIP_WEBGPU !== '1' && ((installed('webgpu') && installed('@tensorflow/tfjs-backend-webgpu')) || process.env.SRPO_REQUIRE_WEBGPU === '1');
+const webgpu =
+  process.env.SRPO_SKIP_WEBGPU !== '1' && ((installed('webgpu') && installed('@tensorflow/tfjs-backend-webgpu')) || process.env.SRPO_REQUIRE_WEBGPU === '1');
 const backends = ['tensorflow', ...(webgpu ? ['webgpu'] : [])];
 
 describe.each(backends)('HF models on %s against transformers', (backend) => {
   let result: HfProbeResult;
 
   beforeAll(async () => {
-    const { stdout } = await run(process.execPath, [runner, probe, backend], { maxBuffer: 16 << 20, timeout: 110_000, env: { ...process.env, TF_CPP_MIN_LOG_LEVEL: '2' } });
-    const line = stdout.trim().split('\n').filter((l) => l.startsWith('{"backend"')).pop();
+    const { stdout } = await run(process.execPath, [runner, probe, backend], {
+      maxBuffer: 16 << 20,
+      timeout: 110_000,
+      env: { ...process.env, TF_CPP_MIN_LOG_LEVEL: '2' },
+    });
+    const line = stdout
+      .trim()
+      .split('\n')
+      .filter((l) => l.startsWith('{"backend"'))
+      .pop();
     if (!line) throw new Error(`no result from the ${backend} probe:\n${stdout}`);
     result = JSON.parse(line) as HfProbeResult;
   }, 120_000);

@@ -22,7 +22,9 @@ function expectFailure(run: () => unknown, code: ErrorCode, ...parts: string[]):
 }
 
 const tensor = (name: string, n: number, start = 0): SafetensorsTensorInput => ({
-  name, shape: [n], data: Float32Array.from({ length: n }, (_, i) => start + i * 0.5),
+  name,
+  shape: [n],
+  data: Float32Array.from({ length: n }, (_, i) => start + i * 0.5),
 });
 /** Sizes in F32 bytes: a 8, b 16, c 8, d 40, e 8 → with 24-byte shards: [a,b] [d] [c,e] (d, over the limit, is placed on its own where it is met). */
 const MODEL = [tensor('a', 2), tensor('b', 4, 10), tensor('c', 2, 20), tensor('d', 10, 30), tensor('e', 2, 40)];
@@ -36,7 +38,8 @@ beforeAll(() => {
 });
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 
-const readIndex = (dir: string) => JSON.parse(fs.readFileSync(path.join(dir, HF_WEIGHTS_INDEX), 'utf8')) as { metadata: Record<string, number>; weight_map: Record<string, string> };
+const readIndex = (dir: string) =>
+  JSON.parse(fs.readFileSync(path.join(dir, HF_WEIGHTS_INDEX), 'utf8')) as { metadata: Record<string, number>; weight_map: Record<string, string> };
 const writeIndex = (dir: string, index: unknown) => fs.writeFileSync(path.join(dir, HF_WEIGHTS_INDEX), JSON.stringify(index));
 
 describe('saveHfWeights / openHfWeights', () => {
@@ -60,8 +63,9 @@ describe('saveHfWeights / openHfWeights', () => {
     const dir = freshDir();
     saveHfWeights(dir, [tensor('b', 2), tensor('a', 2)], { maxShardBytes: 8 });
     expect(fs.readFileSync(path.join(dir, HF_WEIGHTS_INDEX), 'utf8')).toBe(
-      '{\n  "metadata": {\n    "total_parameters": 4,\n    "total_size": 16\n  },\n  "weight_map": {\n'
-      + `    "a": "${S(2, 2)}",\n    "b": "${S(1, 2)}"\n  }\n}\n`);
+      '{\n  "metadata": {\n    "total_parameters": 4,\n    "total_size": 16\n  },\n  "weight_map": {\n' +
+        `    "a": "${S(2, 2)}",\n    "b": "${S(1, 2)}"\n  }\n}\n`,
+    );
   });
 
   it('writes one model.safetensors without an index when everything fits; total_size counts the chosen dtype', () => {
@@ -91,7 +95,13 @@ describe('saveHfWeights / openHfWeights', () => {
   it('checks every input before writing anything', () => {
     const dir = freshDir();
     const bad = [...MODEL, { name: 'z', shape: [3], data: new Float32Array(2) }];
-    expectFailure(() => saveHfWeights(dir, bad, { maxShardBytes: 24 }), ErrorCode.VALIDATION_FAILED, dir, 'tensor "z"', 'shape [3] has 3 elements but data has 2');
+    expectFailure(
+      () => saveHfWeights(dir, bad, { maxShardBytes: 24 }),
+      ErrorCode.VALIDATION_FAILED,
+      dir,
+      'tensor "z"',
+      'shape [3] has 3 elements but data has 2',
+    );
     expect(fs.existsSync(dir)).toBe(false);
     expectFailure(() => saveHfWeights(dir, MODEL, { maxShardBytes: 0 }), ErrorCode.VALIDATION_FAILED, 'maxShardBytes');
   });
@@ -148,11 +158,19 @@ describe('openHfWeights refuses inconsistent directories', () => {
     fs.writeFileSync(path.join(dir, S(4, 4)), encodeSafetensors([]));
     expectFailure(() => openHfWeights(dir), ErrorCode.INTEGRITY_FAILED, `${S(4, 4)} is a shard the index does not name`);
   });
-  it.each([['../secret.safetensors'], ['/etc/x.safetensors'], ['model.bin'], [3]])('a weight_map entry %j outside the directory or not safetensors', (shard) => {
-    const dir = sharded();
-    writeIndex(dir, { weight_map: { a: shard } });
-    expectFailure(() => openHfWeights(dir), ErrorCode.INTEGRITY_FAILED, HF_WEIGHTS_INDEX, 'weight_map["a"] must be a .safetensors file name in the same directory');
-  });
+  it.each([['../secret.safetensors'], ['/etc/x.safetensors'], ['model.bin'], [3]])(
+    'a weight_map entry %j outside the directory or not safetensors',
+    (shard) => {
+      const dir = sharded();
+      writeIndex(dir, { weight_map: { a: shard } });
+      expectFailure(
+        () => openHfWeights(dir),
+        ErrorCode.INTEGRITY_FAILED,
+        HF_WEIGHTS_INDEX,
+        'weight_map["a"] must be a .safetensors file name in the same directory',
+      );
+    },
+  );
   it('an index that is not JSON or has no weight_map', () => {
     const dir = sharded();
     fs.writeFileSync(path.join(dir, HF_WEIGHTS_INDEX), '{"weight_map": ');
@@ -169,16 +187,27 @@ describe('openHfWeights refuses inconsistent directories', () => {
 });
 
 describe('cross-check with Python safetensors / huggingface_hub / transformers', () => {
-  it.each([['F32', 24], ['BF16', 12]] as const)('a %s directory we sharded loads shard by shard and is split as huggingface_hub splits it', (dtype, max) => {
+  it.each([
+    ['F32', 24],
+    ['BF16', 12],
+  ] as const)('a %s directory we sharded loads shard by shard and is split as huggingface_hub splits it', (dtype, max) => {
     const dir = freshDir();
     saveHfWeights(dir, MODEL, { maxShardBytes: max, dtype });
     const order = path.join(root, `order-${count++}.json`);
     fs.writeFileSync(order, JSON.stringify(MODEL.map((t) => t.name)));
     const r = spawnSync('python3', [REFERENCE, 'check-dir', dir, order, String(max)], { encoding: 'utf8', maxBuffer: 64 * 2 ** 20, timeout: 100_000 });
     if (r.status !== 0) {
-      throw new Error(`Python reference (safetensors, torch, huggingface_hub) failed: ${r.error?.message ?? r.stderr.trim().split('\n').slice(-3).join(' | ')}. Install it with: ${INSTALL}`);
+      throw new Error(
+        `Python reference (safetensors, torch, huggingface_hub) failed: ${r.error?.message ?? r.stderr.trim().split('\n').slice(-3).join(' | ')}. Install it with: ${INSTALL}`,
+      );
     }
-    const report = JSON.parse(r.stdout) as { errors: string[]; shards: string[]; transformers_loaded: boolean; values: Record<string, number[]>; dtypes: Record<string, string> };
+    const report = JSON.parse(r.stdout) as {
+      errors: string[];
+      shards: string[];
+      transformers_loaded: boolean;
+      values: Record<string, number[]>;
+      dtypes: Record<string, string>;
+    };
     expect(report.errors).toEqual([]);
     expect(report.shards).toEqual([S(1, 3), S(2, 3), S(3, 3)]);
     const w = openHfWeights(dir);

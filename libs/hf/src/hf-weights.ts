@@ -106,7 +106,8 @@ export function openHfWeights(dir: string): HfWeightFiles {
     const file = path.join(dir, shard);
     if (!fs.existsSync(file)) {
       throw new SrpoError(ErrorCode.NOT_FOUND, `${indexFile}: weight_map names shard ${shard}, which is missing from ${dir}`, {
-        field: 'weight_map', details: { file: indexFile, shard },
+        field: 'weight_map',
+        details: { file: indexFile, shard },
       });
     }
     headers.set(shard, readSafetensorsHeader(file));
@@ -115,9 +116,14 @@ export function openHfWeights(dir: string): HfWeightFiles {
     const header = headers.get(shard) as SafetensorsHeader;
     const info = header.tensors.get(name);
     if (!info) {
-      throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `${header.file}: tensor ${JSON.stringify(name)} is missing, though ${HF_WEIGHTS_INDEX} weight_map puts it in this shard`, {
-        field: `weight_map[${JSON.stringify(name)}]`, details: { file: header.file, tensor: name },
-      });
+      throw new SrpoError(
+        ErrorCode.INTEGRITY_FAILED,
+        `${header.file}: tensor ${JSON.stringify(name)} is missing, though ${HF_WEIGHTS_INDEX} weight_map puts it in this shard`,
+        {
+          field: `weight_map[${JSON.stringify(name)}]`,
+          details: { file: header.file, tensor: name },
+        },
+      );
     }
     tensors.set(name, { file: header.file, info, header });
   }
@@ -127,15 +133,24 @@ export function openHfWeights(dir: string): HfWeightFiles {
       if (listed === shard) continue;
       const problem = listed === undefined ? `is not in ${HF_WEIGHTS_INDEX} weight_map` : `is also in this shard, though weight_map puts it in ${listed}`;
       throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `${header.file}: tensor ${JSON.stringify(name)} ${problem}`, {
-        field: `weight_map[${JSON.stringify(name)}]`, details: { file: header.file, tensor: name },
+        field: `weight_map[${JSON.stringify(name)}]`,
+        details: { file: header.file, tensor: name },
       });
     }
   }
-  const stray = fs.readdirSync(dir).filter((f) => SHARD_NAME.test(f) && !headers.has(f)).sort();
+  const stray = fs
+    .readdirSync(dir)
+    .filter((f) => SHARD_NAME.test(f) && !headers.has(f))
+    .sort();
   if (stray.length > 0) {
-    throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `${indexFile}: ${stray.join(', ')} ${stray.length === 1 ? 'is a shard' : 'are shards'} the index does not name (left from another save?)`, {
-      field: 'weight_map', details: { file: indexFile, stray },
-    });
+    throw new SrpoError(
+      ErrorCode.INTEGRITY_FAILED,
+      `${indexFile}: ${stray.join(', ')} ${stray.length === 1 ? 'is a shard' : 'are shards'} the index does not name (left from another save?)`,
+      {
+        field: 'weight_map',
+        details: { file: indexFile, stray },
+      },
+    );
   }
   return { dir, files: shards.map((s) => path.join(dir, s)), tensors };
 }
@@ -145,7 +160,8 @@ export function readHfTensor(w: HfWeightFiles, name: string): HfTensor {
   const entry = w.tensors.get(name);
   if (!entry) {
     throw new SrpoError(ErrorCode.NOT_FOUND, `${w.dir}: tensor ${JSON.stringify(name)} is not in the model's weights (${w.tensors.size} tensors)`, {
-      field: name, details: { dir: w.dir, tensor: name },
+      field: name,
+      details: { dir: w.dir, tensor: name },
     });
   }
   return { shape: [...entry.info.shape], dtype: entry.info.dtype, data: readSafetensorsTensor(entry.header, name) };
@@ -182,7 +198,11 @@ function splitShards<T extends { bytes: number }>(items: T[], maxShardBytes: num
 function formatIndex(metadata: Record<string, number>, weightMap: Array<[string, string]>): string {
   const str = (s: string) => JSON.stringify(s).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
   const byCodePoint = (a: string, b: string) => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
-  const entries = (pairs: Array<[string, string]>) => pairs.sort((a, b) => byCodePoint(a[0], b[0])).map(([k, v]) => `    ${str(k)}: ${v}`).join(',\n');
+  const entries = (pairs: Array<[string, string]>) =>
+    pairs
+      .sort((a, b) => byCodePoint(a[0], b[0]))
+      .map(([k, v]) => `    ${str(k)}: ${v}`)
+      .join(',\n');
   const meta = entries(Object.entries(metadata).map(([k, v]) => [k, String(v)]));
   const map = entries(weightMap.map(([k, v]) => [k, str(v)]));
   return `{\n  "metadata": {\n${meta}\n  },\n  "weight_map": {\n${map}\n  }\n}\n`;
@@ -221,7 +241,11 @@ export function saveHfWeights(dir: string, tensors: ReadonlyArray<SafetensorsTen
   }
   const dtype = options.dtype ?? 'F32';
   if (!(SAFETENSORS_DTYPES as readonly string[]).includes(dtype)) {
-    throw new SrpoError(ErrorCode.VALIDATION_FAILED, `${dir}: dtype: unsupported dtype ${JSON.stringify(dtype)} (supported: ${SAFETENSORS_DTYPES.join(', ')})`, { field: 'dtype' });
+    throw new SrpoError(
+      ErrorCode.VALIDATION_FAILED,
+      `${dir}: dtype: unsupported dtype ${JSON.stringify(dtype)} (supported: ${SAFETENSORS_DTYPES.join(', ')})`,
+      { field: 'dtype' },
+    );
   }
   const metadata = { format: 'pt', ...options.metadata };
   const items = tensors.map((t) => {
@@ -229,7 +253,11 @@ export function saveHfWeights(dir: string, tensors: ReadonlyArray<SafetensorsTen
     return { tensor: { ...t, dtype: d }, bytes: t.data.length * (SAFETENSORS_ITEM_BYTES[d] ?? 0) };
   });
   // Every input is checked before the first file is touched: a bad tensor in shard 3 must not leave shards 1–2 behind.
-  checkSafetensorsInputs(items.map((s) => s.tensor), metadata, dir);
+  checkSafetensorsInputs(
+    items.map((s) => s.tensor),
+    metadata,
+    dir,
+  );
   const shards = splitShards(items, maxShardBytes);
   fs.mkdirSync(dir, { recursive: true });
   const single = path.join(dir, HF_WEIGHTS_FILE);
@@ -246,7 +274,11 @@ export function saveHfWeights(dir: string, tensors: ReadonlyArray<SafetensorsTen
   const weightMap: Array<[string, string]> = [];
   shards.forEach((shard, i) => {
     const name = `model-${String(i + 1).padStart(5, '0')}-of-${n}.safetensors`;
-    writeSafetensors(path.join(dir, name), shard.map((s) => s.tensor), metadata);
+    writeSafetensors(
+      path.join(dir, name),
+      shard.map((s) => s.tensor),
+      metadata,
+    );
     written.push(path.join(dir, name));
     for (const s of shard) weightMap.push([s.tensor.name, name]);
   });

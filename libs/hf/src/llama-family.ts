@@ -22,7 +22,10 @@ export const llamaFamily: ModelFamily = {
   topology(model, dir) {
     if (!isLlamaModel(model)) throw new TypeError(`a ${model.kind} model is not an hf-llama model`);
     // The weights alone do not make a usable model: export and the agents need its tokenizer and config.json.
-    if (!model.source) throw new SrpoError(ErrorCode.VALIDATION_FAILED, `checkpoint ${dir}: a Hugging Face model needs its source directory (load it with loadHfModel)`, { field: 'source' });
+    if (!model.source)
+      throw new SrpoError(ErrorCode.VALIDATION_FAILED, `checkpoint ${dir}: a Hugging Face model needs its source directory (load it with loadHfModel)`, {
+        field: 'source',
+      });
     const lora = loraOf(model);
     return { kind: model.kind, config: model.config, base: model.source, ...(lora ? { lora: lora.config } : {}) };
   },
@@ -46,7 +49,11 @@ function loraPolicyModel(dir: string, manifest: CheckpointManifest, tensors: Rea
   try {
     const hash = llama.source?.hash;
     if (hash !== base.hash) {
-      throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `checkpoint ${dir}: the base model ${base.dir} has changed since this adapter was trained (hash ${hash}, recorded ${base.hash})`, { details: { dir } });
+      throw new SrpoError(
+        ErrorCode.INTEGRITY_FAILED,
+        `checkpoint ${dir}: the base model ${base.dir} has changed since this adapter was trained (hash ${hash}, recorded ${base.hash})`,
+        { details: { dir } },
+      );
     }
     const config = resolveLoraConfig(manifest.lora, llama.config.architecture, 'manifest.lora');
     llama.setAdapter(LoraAdapter.fromTensors(llama.config, config, tensors, { field: 'weights' }));

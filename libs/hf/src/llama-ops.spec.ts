@@ -93,8 +93,18 @@ describeNative(OPS, 'Llama-family fused kernels', () => {
     // Large g: y = g·u and dg = dy·u (σ = 1, within float32 rounding), finite; very negative g: 0.
     const bigY = [Math.fround(1e30) * u[tail], 0, Math.fround(3e38) * u[tail + 2], 0, 0];
     const bigG = [dy[tail] * u[tail], 0, dy[tail + 2] * u[tail + 2], 0];
-    expect(worst([0, 1, 2, 3, 4].map((i) => zero(yv[tail + i])), bigY)).toBeLessThan(1e-6);
-    expect(worst([0, 1, 2, 3].map((i) => zero(dg[tail + i])), bigG)).toBeLessThan(1e-6);
+    expect(
+      worst(
+        [0, 1, 2, 3, 4].map((i) => zero(yv[tail + i])),
+        bigY,
+      ),
+    ).toBeLessThan(1e-6);
+    expect(
+      worst(
+        [0, 1, 2, 3].map((i) => zero(dg[tail + i])),
+        bigG,
+      ),
+    ).toBeLessThan(1e-6);
     expect([1, 3, 4].map((i) => zero(yv[tail + i]))).toEqual([0, 0, 0]);
     const nan = tf.tensor2d([NaN, 1], [1, 2]);
     const one = tf.ones([1, 2]) as tf.Tensor2D;
@@ -156,14 +166,24 @@ describeNative(OPS, 'llama-ops: fused and composite paths agree in value and gra
     a.forEach((v, i) => expect({ output: i, diff: worst(v, b[i]) < tolerance }).toEqual({ output: i, diff: true }));
   }
 
-  it('rmsNorm', () => agree((x, w) => rmsNorm(x as tf.Tensor2D, w as tf.Tensor1D, 1e-5), [tf.tensor2d(values(64 * 48, 10, 2), [64, 48]), tf.tensor1d(values(48, 11))], 1e-5));
+  it('rmsNorm', () =>
+    agree((x, w) => rmsNorm(x as tf.Tensor2D, w as tf.Tensor1D, 1e-5), [tf.tensor2d(values(64 * 48, 10, 2), [64, 48]), tf.tensor1d(values(48, 11))], 1e-5));
 
-  it('swiGlu', () => agree((g, u) => swiGlu(g as tf.Tensor2D, u as tf.Tensor2D), [tf.tensor2d(values(64 * 48, 12, 6), [64, 48]), tf.tensor2d(values(64 * 48, 13, 2), [64, 48])], 1e-5));
+  it('swiGlu', () =>
+    agree(
+      (g, u) => swiGlu(g as tf.Tensor2D, u as tf.Tensor2D),
+      [tf.tensor2d(values(64 * 48, 12, 6), [64, 48]), tf.tensor2d(values(64 * 48, 13, 2), [64, 48])],
+      1e-5,
+    ));
 
   it('ropeAttention (grouped-query, causal)', async () => {
     const [b, t, heads, kvHeads, headDim] = [2, 7, 4, 2, 8];
     const { cos, sin } = ropeTables({ headDim, ropeTheta: 10000, ropeScaling: { type: 'none' } }, t);
-    const rope: RopeTables = { cos: tf.tensor2d(cos, [t, headDim]), sin: tf.tensor2d(sin, [t, headDim]), negSin: tf.neg(tf.tensor2d(sin, [t, headDim])) as tf.Tensor2D };
+    const rope: RopeTables = {
+      cos: tf.tensor2d(cos, [t, headDim]),
+      sin: tf.tensor2d(sin, [t, headDim]),
+      negSin: tf.neg(tf.tensor2d(sin, [t, headDim])) as tf.Tensor2D,
+    };
     const r = heads / kvHeads;
     const m = new Float32Array(r * t * t);
     for (let g = 0; g < r; g++) for (let i = 0; i < t; i++) for (let j = i + 1; j < t; j++) m[(g * t + i) * t + j] = -1e9;
@@ -172,7 +192,11 @@ describeNative(OPS, 'llama-ops: fused and composite paths agree in value and gra
     const n = b * t;
     await agree(
       (q, k, v) => ropeAttention(q as tf.Tensor2D, k as tf.Tensor2D, v as tf.Tensor2D, shape, rope, mask),
-      [tf.tensor2d(values(n * heads * headDim, 14, 2), [n, heads * headDim]), tf.tensor2d(values(n * kvHeads * headDim, 15, 2), [n, kvHeads * headDim]), tf.tensor2d(values(n * kvHeads * headDim, 16), [n, kvHeads * headDim])],
+      [
+        tf.tensor2d(values(n * heads * headDim, 14, 2), [n, heads * headDim]),
+        tf.tensor2d(values(n * kvHeads * headDim, 15, 2), [n, kvHeads * headDim]),
+        tf.tensor2d(values(n * kvHeads * headDim, 16), [n, kvHeads * headDim]),
+      ],
       2e-5,
     );
   });

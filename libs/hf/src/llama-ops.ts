@@ -1,5 +1,20 @@
 import * as tf from '@tensorflow/tfjs';
-import { attentionFused, attentionGrad, type AttentionLayout, batchMatMul, maskedSoftmax, matMul2d, rmsNormFused, rmsNormGrad, ropeFused, softmaxGrad, srpoKernelAvailable, sumToLastAxis, swiGluFused, swiGluGrad } from '@srpo/kernels';
+import {
+  attentionFused,
+  attentionGrad,
+  type AttentionLayout,
+  batchMatMul,
+  maskedSoftmax,
+  matMul2d,
+  rmsNormFused,
+  rmsNormGrad,
+  ropeFused,
+  softmaxGrad,
+  srpoKernelAvailable,
+  sumToLastAxis,
+  swiGluFused,
+  swiGluGrad,
+} from '@srpo/kernels';
 
 /**
  * The Llama-family decoder's differentiable pieces, each one tape entry with a hand-written
@@ -165,7 +180,8 @@ export function ropeAttention(q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D, sh
   const r = heads / kvHeads;
   const scale = 1 / Math.sqrt(d);
   const toHeads = (x: tf.Tensor, count: number): tf.Tensor4D => tf.transpose(x.reshape([b, t, count, d]), [0, 2, 1, 3]) as tf.Tensor4D;
-  const fromHeads = (x: tf.Tensor, count: number): tf.Tensor2D => tf.transpose(x.reshape([b, count, t, d]), [0, 2, 1, 3]).reshape([b * t, count * d]) as tf.Tensor2D;
+  const fromHeads = (x: tf.Tensor, count: number): tf.Tensor2D =>
+    tf.transpose(x.reshape([b, count, t, d]), [0, 2, 1, 3]).reshape([b * t, count * d]) as tf.Tensor2D;
   // RoPE (times s) into the heads layout, and its inverse back to rows.
   const rotate = (x: tf.Tensor2D, count: number, s: number): tf.Tensor4D => {
     const f = ropeFused(x, rope.cos, rope.sin, s, false);

@@ -34,9 +34,13 @@ function randomize(adapter: LoraAdapter, seed: number, std = 0.1): void {
 const maxDiff = (a: Float32Array, b: Float32Array): number => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
 
 describe('resolveLoraConfig', () => {
-  it('defaults to r 8, alpha 16, no dropout, and peft\'s llama/qwen2/mistral targets q_proj, v_proj', () => {
+  it("defaults to r 8, alpha 16, no dropout, and peft's llama/qwen2/mistral targets q_proj, v_proj", () => {
     expect(resolveLoraConfig()).toEqual({ r: 8, alpha: 16, dropout: 0, targetModules: ['q_proj', 'v_proj'] });
-    expect(resolveLoraConfig({ r: 4, targetModules: ['down_proj', 'q_proj'] })).toEqual({ ...DEFAULT_LORA_CONFIG, r: 4, targetModules: ['q_proj', 'down_proj'] });
+    expect(resolveLoraConfig({ r: 4, targetModules: ['down_proj', 'q_proj'] })).toEqual({
+      ...DEFAULT_LORA_CONFIG,
+      r: 4,
+      targetModules: ['q_proj', 'down_proj'],
+    });
   });
 
   it.each([
@@ -49,7 +53,10 @@ describe('resolveLoraConfig', () => {
     [{ dropout: -0.1 }, /^lora\.dropout: /],
     [{ targetModules: [] }, /^lora\.targetModules: must be a non-empty list/],
     [{ targetModules: 'q_proj' }, /^lora\.targetModules: must be a non-empty list/],
-    [{ targetModules: ['q_proj', 'k_proj', 'gate'] }, /^lora\.targetModules\[2\]: "gate" is not a module of LlamaForCausalLM that LoRA can adapt here \(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj\)/],
+    [
+      { targetModules: ['q_proj', 'k_proj', 'gate'] },
+      /^lora\.targetModules\[2\]: "gate" is not a module of LlamaForCausalLM that LoRA can adapt here \(q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj\)/,
+    ],
     [{ targetModules: ['lm_head'] }, /^lora\.targetModules\[0\]: "lm_head" is not a module/],
     [{ targetModules: ['v_proj', 'v_proj'] }, /^lora\.targetModules\[1\]: "v_proj" is listed twice/],
     [{ rank: 4 }, /^lora\.rank: is not a LoRA setting/],
@@ -70,9 +77,13 @@ describe.each(['llama', 'qwen2'])('LoRA on the %s fixture', (name) => {
   });
   afterEach(() => hf.model.dispose());
 
-  it('at init (B = 0) gives the base model\'s logits bit for bit; A is kaiming-uniform, seeded', async () => {
+  it("at init (B = 0) gives the base model's logits bit for bit; A is kaiming-uniform, seeded", async () => {
     const base = await logits(hf);
-    const adapter = attachLora(hf.model, { r: 4, alpha: 8, targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] }, { seed: 5 });
+    const adapter = attachLora(
+      hf.model,
+      { r: 4, alpha: 8, targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] },
+      { seed: 5 },
+    );
     expect(Buffer.from((await logits(hf)).buffer)).toEqual(Buffer.from(base.buffer));
     const c = hf.model.config;
     for (const [key, v] of adapter.weights) {
@@ -117,7 +128,12 @@ describe.each(['llama', 'qwen2'])('LoRA on the %s fixture', (name) => {
     // At B = 0 only B gets a gradient (∂L/∂A = s·Bᵀ·gᵀx = 0); variableGrads without a list skips the frozen base too.
     const t = tf.tensor2d(TOKENS, [2, 8], 'int32');
     const { grads, value } = tf.variableGrads(() => tf.sum(tf.mul(tf.logSoftmax(hf.model.logits2d(t)), 0.01)) as tf.Scalar);
-    expect(Object.keys(grads).sort()).toEqual(hf.model.trainableVariables().map((v) => v.name).sort());
+    expect(Object.keys(grads).sort()).toEqual(
+      hf.model
+        .trainableVariables()
+        .map((v) => v.name)
+        .sort(),
+    );
     for (const n of names) {
       const g = (await grads[hf.model.weight(n).name].data()) as Float32Array;
       const nonzero = g.some((x) => x !== 0);
@@ -183,7 +199,8 @@ describe.each(['llama', 'qwen2'])('LoRA on the %s fixture', (name) => {
       const sets = await makeSets(policy, 3, 2);
       const r = await trainer.update(sets);
       expect(Number.isFinite(r.loss)).toBe(true);
-      for (const n of hf.model.weightNames().filter((k) => k.endsWith('lora_B.weight'))) expect((await hf.model.weight(n).data()).some((x) => x !== 0)).toBe(true);
+      for (const n of hf.model.weightNames().filter((k) => k.endsWith('lora_B.weight')))
+        expect((await hf.model.weight(n).data()).some((x) => x !== 0)).toBe(true);
       for (const [n, d] of base) expect(Buffer.from(((await hf.model.weight(n).data()) as Float32Array).buffer)).toEqual(Buffer.from(d.buffer));
     } finally {
       trainer.dispose();

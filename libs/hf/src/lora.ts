@@ -51,7 +51,12 @@ export interface LoraConfig {
  * `TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING` (peft/utils/constants.py) maps all three
  * to `["q_proj", "v_proj"]`, the attention query and value projections the LoRA paper adapts.
  */
-export const DEFAULT_LORA_CONFIG: Readonly<LoraConfig> = Object.freeze({ r: 8, alpha: 16, dropout: 0, targetModules: ['q_proj', 'v_proj'] as LoraTargetModule[] });
+export const DEFAULT_LORA_CONFIG: Readonly<LoraConfig> = Object.freeze({
+  r: 8,
+  alpha: 16,
+  dropout: 0,
+  targetModules: ['q_proj', 'v_proj'] as LoraTargetModule[],
+});
 
 const CONFIG_KEYS = ['r', 'alpha', 'dropout', 'targetModules'];
 
@@ -64,7 +69,10 @@ export function checkLoraTargets(raw: unknown, field: string, architecture: stri
   const seen = new Set<string>();
   raw.forEach((m: unknown, i) => {
     if (typeof m !== 'string' || !(LORA_TARGET_MODULES as readonly string[]).includes(m)) {
-      throw new ValidationError(`${field}[${i}]`, `${JSON.stringify(m)} is not a module of ${architecture} that LoRA can adapt here (${LORA_TARGET_MODULES.join(', ')})`);
+      throw new ValidationError(
+        `${field}[${i}]`,
+        `${JSON.stringify(m)} is not a module of ${architecture} that LoRA can adapt here (${LORA_TARGET_MODULES.join(', ')})`,
+      );
     }
     if (seen.has(m)) throw new ValidationError(`${field}[${i}]`, `"${m}" is listed twice`);
     seen.add(m);
@@ -82,11 +90,14 @@ export function resolveLoraConfig(raw: unknown = {}, architecture = 'LlamaForCau
   const o = raw as Record<string, unknown>;
   for (const k of Object.keys(o)) if (!CONFIG_KEYS.includes(k)) throw new ValidationError(`${field}.${k}`, `is not a LoRA setting (${CONFIG_KEYS.join(', ')})`);
   const r = o.r ?? DEFAULT_LORA_CONFIG.r;
-  if (typeof r !== 'number' || !Number.isSafeInteger(r) || r < 1) throw new ValidationError(`${field}.r`, `must be a positive integer, got ${JSON.stringify(r)}`);
+  if (typeof r !== 'number' || !Number.isSafeInteger(r) || r < 1)
+    throw new ValidationError(`${field}.r`, `must be a positive integer, got ${JSON.stringify(r)}`);
   const alpha = o.alpha ?? DEFAULT_LORA_CONFIG.alpha;
-  if (typeof alpha !== 'number' || !Number.isFinite(alpha) || alpha <= 0) throw new ValidationError(`${field}.alpha`, `must be a positive finite number, got ${JSON.stringify(alpha)}`);
+  if (typeof alpha !== 'number' || !Number.isFinite(alpha) || alpha <= 0)
+    throw new ValidationError(`${field}.alpha`, `must be a positive finite number, got ${JSON.stringify(alpha)}`);
   const dropout = o.dropout ?? DEFAULT_LORA_CONFIG.dropout;
-  if (typeof dropout !== 'number' || !Number.isFinite(dropout) || dropout < 0 || dropout >= 1) throw new ValidationError(`${field}.dropout`, `must be in [0, 1), got ${JSON.stringify(dropout)}`);
+  if (typeof dropout !== 'number' || !Number.isFinite(dropout) || dropout < 0 || dropout >= 1)
+    throw new ValidationError(`${field}.dropout`, `must be in [0, 1), got ${JSON.stringify(dropout)}`);
   const targetModules = checkLoraTargets(o.targetModules ?? DEFAULT_LORA_CONFIG.targetModules, `${field}.targetModules`, architecture);
   return { r, alpha, dropout, targetModules };
 }
@@ -112,7 +123,15 @@ export function loraLinearShape(c: HfModelConfig, target: LoraTargetModule): [nu
   const kv = c.numKvHeads * c.headDim;
   const d = c.hiddenSize;
   const f = c.intermediateSize;
-  const shapes: Record<LoraTargetModule, [number, number]> = { q_proj: [q, d], k_proj: [kv, d], v_proj: [kv, d], o_proj: [d, q], gate_proj: [f, d], up_proj: [f, d], down_proj: [d, f] };
+  const shapes: Record<LoraTargetModule, [number, number]> = {
+    q_proj: [q, d],
+    k_proj: [kv, d],
+    v_proj: [kv, d],
+    o_proj: [d, q],
+    gate_proj: [f, d],
+    up_proj: [f, d],
+    down_proj: [d, f],
+  };
   return shapes[target];
 }
 
@@ -170,22 +189,35 @@ export class LoraAdapter implements LinearAdapter {
    * {@link loraFactorSpecs} must be present with its shape, and nothing else: a key or
    * shape that does not fit is refused by name (`field` prefixes it).
    */
-  static fromTensors(model: HfModelConfig, config: LoraConfig, tensors: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>, options: { dropoutSeed?: number; field?: string } = {}): LoraAdapter {
+  static fromTensors(
+    model: HfModelConfig,
+    config: LoraConfig,
+    tensors: ReadonlyMap<string, { shape: readonly number[]; data: Float32Array }>,
+    options: { dropoutSeed?: number; field?: string } = {},
+  ): LoraAdapter {
     const field = options.field ?? 'lora.weights';
     const specs = loraFactorSpecs(model, config);
     const known = new Set(specs.map((s) => s.key));
-    for (const key of tensors.keys()) if (!known.has(key)) throw new ValidationError(`${field}.${key}`, `is not a LoRA factor of this model with targets ${config.targetModules.join(', ')} (${model.numLayers} layers)`);
+    for (const key of tensors.keys())
+      if (!known.has(key))
+        throw new ValidationError(
+          `${field}.${key}`,
+          `is not a LoRA factor of this model with targets ${config.targetModules.join(', ')} (${model.numLayers} layers)`,
+        );
     for (const s of specs) {
       const t = tensors.get(s.key);
       if (!t) throw new ValidationError(`${field}.${s.key}`, 'is missing');
       if (t.shape.length !== 2 || t.shape[0] !== s.shape[0] || t.shape[1] !== s.shape[1]) {
         throw new ValidationError(`${field}.${s.key}`, `shape [${t.shape}] does not fit the base model: expected [${s.shape}] (r ${config.r})`);
       }
-      if (t.data.length !== s.shape[0] * s.shape[1]) throw new ValidationError(`${field}.${s.key}`, `holds ${t.data.length} values, expected ${s.shape[0] * s.shape[1]}`);
+      if (t.data.length !== s.shape[0] * s.shape[1])
+        throw new ValidationError(`${field}.${s.key}`, `holds ${t.data.length} values, expected ${s.shape[0] * s.shape[1]}`);
     }
     const factors = new Map<string, { a: tf.Variable; b: tf.Variable }>();
-    const variable = (key: string, shape: [number, number]): tf.Variable => tf.tidy(() => tf.variable(tf.tensor2d((tensors.get(key) as { data: Float32Array }).data, shape, 'float32'), true));
-    for (let i = 0; i < specs.length; i += 2) factors.set(specs[i].linear, { a: variable(specs[i].key, specs[i].shape), b: variable(specs[i + 1].key, specs[i + 1].shape) });
+    const variable = (key: string, shape: [number, number]): tf.Variable =>
+      tf.tidy(() => tf.variable(tf.tensor2d((tensors.get(key) as { data: Float32Array }).data, shape, 'float32'), true));
+    for (let i = 0; i < specs.length; i += 2)
+      factors.set(specs[i].linear, { a: variable(specs[i].key, specs[i].shape), b: variable(specs[i + 1].key, specs[i + 1].shape) });
     return new LoraAdapter(config, factors, options.dropoutSeed ?? 0);
   }
 

@@ -34,7 +34,19 @@ describe('peft adapter directories', () => {
     const files = await saveLoraAdapter(hf.model, dir, { baseModelNameOrPath: 'Qwen/tiny' });
     expect(files.map((f) => path.basename(f)).sort()).toEqual(['adapter_config.json', 'adapter_model.safetensors']);
     const config = JSON.parse(fs.readFileSync(path.join(dir, 'adapter_config.json'), 'utf8'));
-    expect(config).toMatchObject({ peft_type: 'LORA', task_type: 'CAUSAL_LM', r: 4, lora_alpha: 12, lora_dropout: 0, target_modules: ['q_proj', 'up_proj'], bias: 'none', fan_in_fan_out: false, use_rslora: false, use_dora: false, base_model_name_or_path: 'Qwen/tiny' });
+    expect(config).toMatchObject({
+      peft_type: 'LORA',
+      task_type: 'CAUSAL_LM',
+      r: 4,
+      lora_alpha: 12,
+      lora_dropout: 0,
+      target_modules: ['q_proj', 'up_proj'],
+      bias: 'none',
+      fan_in_fan_out: false,
+      use_rslora: false,
+      use_dora: false,
+      base_model_name_or_path: 'Qwen/tiny',
+    });
     const header = readSafetensorsHeader(path.join(dir, 'adapter_model.safetensors'));
     expect(header.metadata).toEqual({ format: 'pt' });
     expect([...header.tensors.keys()].sort()).toEqual(hf.model.weightNames());
@@ -53,7 +65,15 @@ describe('peft adapter directories', () => {
   });
 
   it('reads "all-linear" as all seven projections', () => {
-    expect(parsePeftAdapterConfig({ ...BASE_CONFIG, target_modules: 'all-linear' }).lora.targetModules).toEqual(['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']);
+    expect(parsePeftAdapterConfig({ ...BASE_CONFIG, target_modules: 'all-linear' }).lora.targetModules).toEqual([
+      'q_proj',
+      'k_proj',
+      'v_proj',
+      'o_proj',
+      'gate_proj',
+      'up_proj',
+      'down_proj',
+    ]);
   });
 
   it.each([
@@ -82,7 +102,14 @@ describe('peft adapter directories', () => {
   });
 
   it('accepts what is off or inert, unknown fields included', () => {
-    const cfg = parsePeftAdapterConfig({ ...BASE_CONFIG, some_future_option: null, init_lora_weights: 'gaussian', revision: 'main', inference_mode: false, megatron_core: 'x' });
+    const cfg = parsePeftAdapterConfig({
+      ...BASE_CONFIG,
+      some_future_option: null,
+      init_lora_weights: 'gaussian',
+      revision: 'main',
+      inference_mode: false,
+      megatron_core: 'x',
+    });
     expect(cfg).toEqual({ lora: { r: 4, alpha: 8, dropout: 0, targetModules: ['q_proj', 'v_proj'] }, baseModelNameOrPath: 'base' });
   });
 
@@ -91,13 +118,20 @@ describe('peft adapter directories', () => {
     const dir = tmp();
     const shapes = new Map<string, number[]>();
     for (let i = 0; i < 2; i++) {
-      for (const [m, out] of [['q_proj', 64], ['v_proj', 16]] as const) {
+      for (const [m, out] of [
+        ['q_proj', 64],
+        ['v_proj', 16],
+      ] as const) {
         shapes.set(`base_model.model.model.layers.${i}.self_attn.${m}.lora_A.weight`, [4, 64]);
         shapes.set(`base_model.model.model.layers.${i}.self_attn.${m}.lora_B.weight`, [out, 4]);
       }
     }
     edit(shapes);
-    writeSafetensors(path.join(dir, 'adapter_model.safetensors'), [...shapes].map(([name, shape]) => ({ name, shape, data: new Float32Array(shape[0] * shape[1]) })), { format: 'pt' });
+    writeSafetensors(
+      path.join(dir, 'adapter_model.safetensors'),
+      [...shapes].map(([name, shape]) => ({ name, shape, data: new Float32Array(shape[0] * shape[1]) })),
+      { format: 'pt' },
+    );
     fs.writeFileSync(path.join(dir, 'adapter_config.json'), JSON.stringify(config));
     return dir;
   }
@@ -109,10 +143,22 @@ describe('peft adapter directories', () => {
     expect(() => loadLoraAdapter(hf.model, ok)).toThrow(/^lora: the model already has an adapter attached/);
     detachLora(hf.model);
     const cases: [(t: Map<string, number[]>) => void, RegExp][] = [
-      [(t) => t.set('base_model.model.model.layers.0.self_attn.v_proj.lora_B.weight', [64, 4]), /^adapter_model\.base_model\.model\.model\.layers\.0\.self_attn\.v_proj\.lora_B\.weight: shape \[64,4\] does not fit the base model: expected \[16,4\]/],
-      [(t) => t.delete('base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight'), /^adapter_model\.base_model\.model\.model\.layers\.1\.self_attn\.q_proj\.lora_A\.weight: is missing/],
-      [(t) => t.set('base_model.model.model.layers.2.self_attn.q_proj.lora_A.weight', [4, 64]), /^adapter_model\.base_model\.model\.model\.layers\.2\.self_attn\.q_proj\.lora_A\.weight: is not a LoRA factor of this model/],
-      [(t) => t.set('base_model.model.model.layers.0.mlp.up_proj.lora_A.weight', [4, 64]), /^adapter_model\.base_model\.model\.model\.layers\.0\.mlp\.up_proj\.lora_A\.weight: is not a LoRA factor/],
+      [
+        (t) => t.set('base_model.model.model.layers.0.self_attn.v_proj.lora_B.weight', [64, 4]),
+        /^adapter_model\.base_model\.model\.model\.layers\.0\.self_attn\.v_proj\.lora_B\.weight: shape \[64,4\] does not fit the base model: expected \[16,4\]/,
+      ],
+      [
+        (t) => t.delete('base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight'),
+        /^adapter_model\.base_model\.model\.model\.layers\.1\.self_attn\.q_proj\.lora_A\.weight: is missing/,
+      ],
+      [
+        (t) => t.set('base_model.model.model.layers.2.self_attn.q_proj.lora_A.weight', [4, 64]),
+        /^adapter_model\.base_model\.model\.model\.layers\.2\.self_attn\.q_proj\.lora_A\.weight: is not a LoRA factor of this model/,
+      ],
+      [
+        (t) => t.set('base_model.model.model.layers.0.mlp.up_proj.lora_A.weight', [4, 64]),
+        /^adapter_model\.base_model\.model\.model\.layers\.0\.mlp\.up_proj\.lora_A\.weight: is not a LoRA factor/,
+      ],
       [(t) => t.set('base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight', [4, 64]), /lora_A\.default\.weight: is not a LoRA factor/],
     ];
     for (const [edit, message] of cases) {
@@ -120,7 +166,9 @@ describe('peft adapter directories', () => {
       expect(loraOf(hf.model)).toBeUndefined();
     }
     // A rank that disagrees with the factors is a shape mismatch too.
-    expect(() => loadLoraAdapter(hf.model, writeAdapter({ ...BASE_CONFIG, r: 8 }))).toThrow(/lora_A\.weight: shape \[4,64\] does not fit the base model: expected \[8,64\] \(r 8\)/);
+    expect(() => loadLoraAdapter(hf.model, writeAdapter({ ...BASE_CONFIG, r: 8 }))).toThrow(
+      /lora_A\.weight: shape \[4,64\] does not fit the base model: expected \[8,64\] \(r 8\)/,
+    );
   });
 
   it('refuses a directory without its files, or with a pickled adapter only', async () => {

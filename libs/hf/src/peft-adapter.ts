@@ -74,9 +74,30 @@ export function peftAdapterConfigJson(config: LoraConfig, baseModelNameOrPath: s
 }
 
 /** Fields whose value does not change the adapted forward (bookkeeping, or settings only another option reads). */
-const INERT = new Set(['auto_mapping', 'base_model_name_or_path', 'ensure_weight_tying', 'inference_mode', 'megatron_core', 'peft_version', 'qalora_group_size', 'revision', 'runtime_config']);
+const INERT = new Set([
+  'auto_mapping',
+  'base_model_name_or_path',
+  'ensure_weight_tying',
+  'inference_mode',
+  'megatron_core',
+  'peft_version',
+  'qalora_group_size',
+  'revision',
+  'runtime_config',
+]);
 /** Fields handled one by one below. */
-const CHECKED = new Set(['peft_type', 'task_type', 'r', 'lora_alpha', 'lora_dropout', 'target_modules', 'bias', 'fan_in_fan_out', 'use_rslora', 'init_lora_weights']);
+const CHECKED = new Set([
+  'peft_type',
+  'task_type',
+  'r',
+  'lora_alpha',
+  'lora_dropout',
+  'target_modules',
+  'bias',
+  'fan_in_fan_out',
+  'use_rslora',
+  'init_lora_weights',
+]);
 /** Why an option that is on is refused (everything else, known or not, must be off: null, false, {} or []). */
 const REFUSED: Record<string, string> = {
   use_dora: 'DoRA (weight-decomposed LoRA) is not implemented',
@@ -94,7 +115,11 @@ const REFUSED: Record<string, string> = {
 };
 
 const isOff = (v: unknown): boolean =>
-  v === null || v === undefined || v === false || (Array.isArray(v) && v.length === 0) || (typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0);
+  v === null ||
+  v === undefined ||
+  v === false ||
+  (Array.isArray(v) && v.length === 0) ||
+  (typeof v === 'object' && v !== null && !Array.isArray(v) && Object.keys(v).length === 0);
 
 export interface PeftAdapterConfig {
   lora: LoraConfig;
@@ -121,17 +146,24 @@ export function parsePeftAdapterConfig(raw: unknown, architecture = 'LlamaForCau
   if (o.task_type !== 'CAUSAL_LM' && o.task_type !== null && o.task_type !== undefined) refuse('task_type', 'only CAUSAL_LM adapters are read');
   if (o.use_rslora !== undefined && o.use_rslora !== false) refuse('use_rslora', 'rank-stabilised scaling α/√r is not implemented (only α/r)');
   if (o.bias !== undefined && o.bias !== 'none') refuse('bias', 'training base biases is not implemented (only "none")');
-  if (o.fan_in_fan_out !== undefined && o.fan_in_fan_out !== false) refuse('fan_in_fan_out', '[in, out] (Conv1D) base weights are not implemented; Llama-family linears are [out, in]');
+  if (o.fan_in_fan_out !== undefined && o.fan_in_fan_out !== false)
+    refuse('fan_in_fan_out', '[in, out] (Conv1D) base weights are not implemented; Llama-family linears are [out, in]');
   const init = o.init_lora_weights;
-  if (init !== undefined && init !== true && init !== false && init !== 'gaussian') refuse('init_lora_weights', 'this initialisation rewrites the base weights or is a LoRA variant; only true, false and "gaussian" are read');
+  if (init !== undefined && init !== true && init !== false && init !== 'gaussian')
+    refuse('init_lora_weights', 'this initialisation rewrites the base weights or is a LoRA variant; only true, false and "gaussian" are read');
   for (const k of Object.keys(o)) {
     if (INERT.has(k) || CHECKED.has(k) || isOff(o[k])) continue;
-    refuse(k, REFUSED[k] ?? `is on, and this loader does not know what it does (peft ${PEFT_LAYOUT_VERSION} LoRA fields only); refusing rather than ignoring it`);
+    refuse(
+      k,
+      REFUSED[k] ?? `is on, and this loader does not know what it does (peft ${PEFT_LAYOUT_VERSION} LoRA fields only); refusing rather than ignoring it`,
+    );
   }
   const targets = o.target_modules === 'all-linear' ? [...LORA_TARGET_MODULES] : o.target_modules;
-  if (typeof targets === 'string') refuse('target_modules', `a regular expression is not read; give a list of module names (${LORA_TARGET_MODULES.join(', ')}) or "all-linear"`);
+  if (typeof targets === 'string')
+    refuse('target_modules', `a regular expression is not read; give a list of module names (${LORA_TARGET_MODULES.join(', ')}) or "all-linear"`);
   const targetModules = checkLoraTargets(targets, `${F}.target_modules`, architecture);
-  const num = (k: string, ok: (v: number) => boolean, what: string): number => (typeof o[k] === 'number' && ok(o[k] as number) ? (o[k] as number) : refuse(k, `must be ${what}`));
+  const num = (k: string, ok: (v: number) => boolean, what: string): number =>
+    typeof o[k] === 'number' && ok(o[k] as number) ? (o[k] as number) : refuse(k, `must be ${what}`);
   const r = num('r', (v) => Number.isSafeInteger(v) && v >= 1, 'a positive integer');
   const alpha = num('lora_alpha', (v) => Number.isFinite(v) && v > 0, 'a positive number');
   const dropout = o.lora_dropout === undefined ? 0 : num('lora_dropout', (v) => v >= 0 && v < 1, 'in [0, 1)');
@@ -169,11 +201,16 @@ export async function saveLoraAdapter(model: LlamaModel, dir: string, options: {
  * the weights file must hold exactly the factors that config implies for this model, each
  * with the shape the base model's linears require (F32, F16 or BF16, widened to float32).
  */
-export function loadLoraAdapter(model: LlamaModel, dir: string, options: { dropoutSeed?: number } = {}): { adapter: LoraAdapter; baseModelNameOrPath: string | null } {
+export function loadLoraAdapter(
+  model: LlamaModel,
+  dir: string,
+  options: { dropoutSeed?: number } = {},
+): { adapter: LoraAdapter; baseModelNameOrPath: string | null } {
   if (model.adapter) throw new ValidationError('lora', 'the model already has an adapter attached; detach it first');
   const configFile = path.join(dir, PEFT_ADAPTER_CONFIG);
   const weightsFile = path.join(dir, PEFT_ADAPTER_WEIGHTS);
-  if (!fs.existsSync(configFile)) throw new SrpoError(ErrorCode.NOT_FOUND, `${configFile}: missing (a peft adapter directory holds ${PEFT_ADAPTER_CONFIG})`, { field: PEFT_ADAPTER_CONFIG });
+  if (!fs.existsSync(configFile))
+    throw new SrpoError(ErrorCode.NOT_FOUND, `${configFile}: missing (a peft adapter directory holds ${PEFT_ADAPTER_CONFIG})`, { field: PEFT_ADAPTER_CONFIG });
   if (!fs.existsSync(weightsFile)) {
     const bin = fs.existsSync(path.join(dir, 'adapter_model.bin')) ? ' (adapter_model.bin, a pickle, is not read; re-save with safe_serialization=True)' : '';
     throw new SrpoError(ErrorCode.NOT_FOUND, `${weightsFile}: missing${bin}`, { field: PEFT_ADAPTER_WEIGHTS });

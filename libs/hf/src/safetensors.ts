@@ -82,10 +82,12 @@ const isCounts = (v: unknown): v is number[] => Array.isArray(v) && v.every((d) 
 
 /** Checks the 8-byte length prefix against the limits, before anything is allocated for the header. */
 function headerLength(prefix: Uint8Array, fileSize: number, file: string): number {
-  if (fileSize < 8 || prefix.length < 8) throw corrupt(file, 'header length', `is missing: the file has ${fileSize} bytes, fewer than the 8-byte length prefix`);
+  if (fileSize < 8 || prefix.length < 8)
+    throw corrupt(file, 'header length', `is missing: the file has ${fileSize} bytes, fewer than the 8-byte length prefix`);
   const n = new DataView(prefix.buffer, prefix.byteOffset, 8).getBigUint64(0, true);
   if (n < 2n) throw corrupt(file, 'header length', `${n} is too small for a JSON object (at least 2 bytes)`);
-  if (n > BigInt(SAFETENSORS_MAX_HEADER_BYTES)) throw corrupt(file, 'header length', `${n} exceeds the ${SAFETENSORS_MAX_HEADER_BYTES}-byte limit: the file is corrupt`);
+  if (n > BigInt(SAFETENSORS_MAX_HEADER_BYTES))
+    throw corrupt(file, 'header length', `${n} exceeds the ${SAFETENSORS_MAX_HEADER_BYTES}-byte limit: the file is corrupt`);
   if (n > BigInt(fileSize - 8)) throw corrupt(file, 'header length', `${n} exceeds the ${fileSize - 8} bytes after the length prefix: the file is truncated`);
   return Number(n);
 }
@@ -102,13 +104,15 @@ function checkTensor(name: string, entry: unknown, file: string): SafetensorsTen
     throw fail(ErrorCode.VALIDATION_FAILED, file, 'dtype', `unsupported dtype ${show(dtype).slice(1, -1)} (supported: ${SAFETENSORS_DTYPES.join(', ')})`, name);
   }
   if (!isCounts(shape)) throw corrupt(file, 'shape', `must be an array of non-negative integers, got ${show(shape)}`, name);
-  if (!isCounts(offsets) || offsets.length !== 2) throw corrupt(file, 'data_offsets', `must be two non-negative integers [begin, end], got ${show(offsets)}`, name);
+  if (!isCounts(offsets) || offsets.length !== 2)
+    throw corrupt(file, 'data_offsets', `must be two non-negative integers [begin, end], got ${show(offsets)}`, name);
   const [begin, end] = offsets;
   if (begin > end) throw corrupt(file, 'data_offsets', `[${begin}, ${end}]: begin is after end`, name);
   // BigInt: a shape like [2^40, 2^40] must not wrap around or lose precision.
   const elements = shape.reduce((p, d) => p * BigInt(d), 1n);
   const need = elements * BigInt(SAFETENSORS_ITEM_BYTES[dtype]);
-  if (need !== BigInt(end - begin)) throw corrupt(file, 'data_offsets', `[${begin}, ${end}] span ${end - begin} bytes but shape ${show(shape)} of ${dtype} needs ${need}`, name);
+  if (need !== BigInt(end - begin))
+    throw corrupt(file, 'data_offsets', `[${begin}, ${end}] span ${end - begin} bytes but shape ${show(shape)} of ${dtype} needs ${need}`, name);
   return { name, dtype, shape: [...shape], begin, end };
 }
 
@@ -117,17 +121,29 @@ function checkLayout(infos: SafetensorsTensorInfo[], dataSize: number, file: str
   const sorted = [...infos].sort((a, b) => a.begin - b.begin || a.end - b.end || (a.name < b.name ? -1 : 1));
   const maxEnd = sorted.reduce((m, t) => Math.max(m, t.end), 0);
   const first = sorted.find((t) => t.end > dataSize);
-  if (first) throw corrupt(file, 'data_offsets', `[${first.begin}, ${first.end}] end beyond the ${dataSize}-byte data buffer: the file is truncated (${maxEnd - dataSize} bytes missing)`, first.name);
+  if (first)
+    throw corrupt(
+      file,
+      'data_offsets',
+      `[${first.begin}, ${first.end}] end beyond the ${dataSize}-byte data buffer: the file is truncated (${maxEnd - dataSize} bytes missing)`,
+      first.name,
+    );
   let pos = 0;
   let prev: SafetensorsTensorInfo | undefined;
   for (const t of sorted) {
     const at = `[${t.begin}, ${t.end}]`;
     if (t.begin < pos && prev) throw corrupt(file, 'data_offsets', `${at} overlap tensor ${JSON.stringify(prev.name)} at [${prev.begin}, ${prev.end}]`, t.name);
-    if (t.begin > pos) throw corrupt(file, 'data_offsets', `${at} leave bytes [${pos}, ${t.begin}) of the data buffer unused: tensors must cover it contiguously`, t.name);
+    if (t.begin > pos)
+      throw corrupt(file, 'data_offsets', `${at} leave bytes [${pos}, ${t.begin}) of the data buffer unused: tensors must cover it contiguously`, t.name);
     pos = t.end;
     prev = t;
   }
-  if (pos < dataSize) throw corrupt(file, 'data buffer', `has ${dataSize - pos} bytes after the last tensor (tensors end at ${pos} of ${dataSize}): tensors must cover it contiguously`);
+  if (pos < dataSize)
+    throw corrupt(
+      file,
+      'data buffer',
+      `has ${dataSize - pos} bytes after the last tensor (tensors end at ${pos} of ${dataSize}): tensors must cover it contiguously`,
+    );
 }
 
 /** Parses the N header bytes; `fileSize` is the size of the whole file they came from. */
@@ -300,7 +316,10 @@ function tensorInfo(header: SafetensorsHeader, name: string): SafetensorsTensorI
   const info = header.tensors.get(name);
   if (info) return info;
   const problem = `is not in this file (${header.tensors.size} tensors)`;
-  throw new SrpoError(ErrorCode.NOT_FOUND, `${header.file}: tensor ${JSON.stringify(name)} ${problem}`, { field: name, details: { file: header.file, tensor: name } });
+  throw new SrpoError(ErrorCode.NOT_FOUND, `${header.file}: tensor ${JSON.stringify(name)} ${problem}`, {
+    field: name,
+    details: { file: header.file, tensor: name },
+  });
 }
 
 /** A tensor too large for one typed array (a RangeError from V8) becomes a typed error naming it. */
@@ -309,7 +328,14 @@ function sized<T>(header: SafetensorsHeader, info: SafetensorsTensorInfo, make: 
     return make();
   } catch (e) {
     if (!(e instanceof RangeError)) throw e;
-    throw fail(ErrorCode.PAYLOAD_TOO_LARGE, header.file, 'data_offsets', `span ${info.end - info.begin} bytes, more than one typed array can hold`, info.name, e);
+    throw fail(
+      ErrorCode.PAYLOAD_TOO_LARGE,
+      header.file,
+      'data_offsets',
+      `span ${info.end - info.begin} bytes, more than one typed array can hold`,
+      info.name,
+      e,
+    );
   }
 }
 
@@ -329,11 +355,19 @@ export function readSafetensorsTensor(header: SafetensorsHeader, name: string): 
 /** Like {@link readSafetensorsTensor}, from the whole file's bytes in memory (as given to {@link parseSafetensorsHeader}). */
 export function decodeSafetensorsTensor(header: SafetensorsHeader, name: string, fileBytes: Uint8Array): Float32Array {
   const info = tensorInfo(header, name);
-  if (fileBytes.length !== header.fileSize) throw corrupt(header.file, 'file size', `is ${fileBytes.length} bytes but the header was parsed from ${header.fileSize}`, name);
+  if (fileBytes.length !== header.fileSize)
+    throw corrupt(header.file, 'file size', `is ${fileBytes.length} bytes but the header was parsed from ${header.fileSize}`, name);
   return decode(info.dtype, fileBytes.subarray(header.dataOffset + info.begin, header.dataOffset + info.end));
 }
 
-interface Planned { name: string; dtype: SafetensorsDtype; shape: readonly number[]; data: Float32Array; begin: number; end: number }
+interface Planned {
+  name: string;
+  dtype: SafetensorsDtype;
+  shape: readonly number[];
+  data: Float32Array;
+  begin: number;
+  end: number;
+}
 
 const utf8Compare = (a: string, b: string): number => Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 
@@ -350,7 +384,8 @@ export function checkSafetensorsInputs(tensors: ReadonlyArray<SafetensorsTensorI
     if (typeof t.name !== 'string' || t.name === '__metadata__' || !wellFormed(t.name)) throw bad('name', `${show(t.name)} cannot name a tensor`);
     if (seen.has(t.name)) throw bad('name', 'appears twice', t.name);
     seen.add(t.name);
-    if (t.dtype !== undefined && !isDtype(t.dtype)) throw bad('dtype', `unsupported dtype ${show(t.dtype)} (supported: ${SAFETENSORS_DTYPES.join(', ')})`, t.name);
+    if (t.dtype !== undefined && !isDtype(t.dtype))
+      throw bad('dtype', `unsupported dtype ${show(t.dtype)} (supported: ${SAFETENSORS_DTYPES.join(', ')})`, t.name);
     // By tag, not instanceof: typed arrays from native TensorFlow or another realm (jest's sandbox) fail instanceof.
     if (Object.prototype.toString.call(t.data) !== '[object Float32Array]') throw bad('data', 'must be a Float32Array', t.name);
     if (!isCounts(t.shape)) throw bad('shape', `must be an array of non-negative integers, got ${show(t.shape)}`, t.name);
@@ -374,7 +409,8 @@ export function checkSafetensorsInputs(tensors: ReadonlyArray<SafetensorsTensorI
 function plan(tensors: ReadonlyArray<SafetensorsTensorInput>, metadata: Record<string, string> | undefined, label: string) {
   checkSafetensorsInputs(tensors, metadata, label);
   let offset = 0;
-  const planned: Planned[] = tensors.map((t) => ({ name: t.name, dtype: t.dtype ?? 'F32', shape: t.shape, data: t.data, begin: 0, end: 0 }))
+  const planned: Planned[] = tensors
+    .map((t) => ({ name: t.name, dtype: t.dtype ?? 'F32', shape: t.shape, data: t.data, begin: 0, end: 0 }))
     .sort((a, b) => DTYPE_RANK[b.dtype] - DTYPE_RANK[a.dtype] || utf8Compare(a.name, b.name));
   for (const p of planned) {
     p.begin = offset;
@@ -390,7 +426,8 @@ function plan(tensors: ReadonlyArray<SafetensorsTensorInput>, metadata: Record<s
   }
   const json = Buffer.from(`{${parts.join(',')}}`, 'utf8');
   const n = json.length + ((8 - (json.length % 8)) % 8);
-  if (n > SAFETENSORS_MAX_HEADER_BYTES) throw fail(ErrorCode.VALIDATION_FAILED, label, 'header', `would be ${n} bytes, over the ${SAFETENSORS_MAX_HEADER_BYTES}-byte limit readers enforce`);
+  if (n > SAFETENSORS_MAX_HEADER_BYTES)
+    throw fail(ErrorCode.VALIDATION_FAILED, label, 'header', `would be ${n} bytes, over the ${SAFETENSORS_MAX_HEADER_BYTES}-byte limit readers enforce`);
   const head = Buffer.alloc(8 + n, 0x20);
   head.writeBigUInt64LE(BigInt(n), 0);
   json.copy(head, 8);
@@ -408,7 +445,7 @@ export function encodeSafetensors(tensors: ReadonlyArray<SafetensorsTensorInput>
 
 /** `writeSync` may write less than asked. */
 function writeAll(fd: number, bytes: Uint8Array): void {
-  for (let done = 0; done < bytes.length; ) done += fs.writeSync(fd, bytes, done, Math.min(bytes.length - done, CHUNK));
+  for (let done = 0; done < bytes.length;) done += fs.writeSync(fd, bytes, done, Math.min(bytes.length - done, CHUNK));
 }
 
 /**

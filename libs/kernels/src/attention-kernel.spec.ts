@@ -162,7 +162,12 @@ describeNative(['SrpoAttention', 'SrpoAttentionGrad', 'SrpoAttentionGradPacked']
     const bitsOf = async (): Promise<Uint32Array> => {
       const f = attentionFused(x, x, x, l) as { o: tf.Tensor2D; p: tf.Tensor4D };
       const dx = attentionGradPacked(gy, x, f.p, l);
-      return new Uint32Array(tf.concat([f.o.reshape([-1]), dx.reshape([-1])]).dataSync().slice().buffer);
+      return new Uint32Array(
+        tf
+          .concat([f.o.reshape([-1]), dx.reshape([-1])])
+          .dataSync()
+          .slice().buffer,
+      );
     };
     expect(Buffer.from((await bitsOf()).buffer).equals(Buffer.from((await bitsOf()).buffer))).toBe(true);
   });

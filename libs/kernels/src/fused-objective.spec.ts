@@ -216,7 +216,12 @@ describeNative(['SrpoSetObjective', 'SrpoSetObjectiveGrad'], 'SrpoSetObjective (
     const { raw, logpNew } = randomBatch(5, 6, 11);
     const single: RawBatch = { ...raw, memberSet: Int32Array.from({ length: raw.m }, (_, j) => j), advantage: Float32Array.from(seededValues(raw.m, 23, 1.5)) };
     const losses: number[] = [];
-    for (const partial of [{ eventReduction: 'sqrt' }, { eventReduction: 'sum' }, { eventReduction: 'mean' }, { objective: 'srpo-length-norm' }] as Partial<ObjectiveConfig>[]) {
+    for (const partial of [
+      { eventReduction: 'sqrt' },
+      { eventReduction: 'sum' },
+      { eventReduction: 'mean' },
+      { objective: 'srpo-length-norm' },
+    ] as Partial<ObjectiveConfig>[]) {
       const r = await both(single, logpNew, resolveObjectiveConfig({ objective: 'srpo', ...partial }, 'config'));
       expectAgree(r);
       expect(Array.from(r.fused.unitSetSize)).toEqual(Array.from({ length: raw.m }, () => 1));
@@ -297,7 +302,11 @@ describeNative(['SrpoSetObjective', 'SrpoSetObjectiveGrad'], 'SrpoSetObjective (
     const { raw, logpNew } = randomBatch(6, 8, 5);
     const counted = raw.mask.findIndex((v, i) => v === 1 && i >= raw.t);
     const nan = Float32Array.from(logpNew, (v, i) => (i === counted ? NaN : v));
-    for (const partial of [{ objective: 'srpo' }, { objective: 'srpo', dualClip: true, clipRatioC: 2 }, { objective: 'srpo-length-norm' }] as Partial<ObjectiveConfig>[]) {
+    for (const partial of [
+      { objective: 'srpo' },
+      { objective: 'srpo', dualClip: true, clipRatioC: 2 },
+      { objective: 'srpo-length-norm' },
+    ] as Partial<ObjectiveConfig>[]) {
       const r = await both(raw, nan, resolveObjectiveConfig(partial, 'config'));
       expect(Number.isNaN(r.fused.loss[0])).toBe(true);
       expectAgreeButNaNGrad(r);

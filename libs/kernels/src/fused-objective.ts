@@ -80,7 +80,16 @@ function objectiveParams(config: ObjectiveConfig): tf.Tensor1D {
   const c = dualClipRatio(config);
   const bounds = logRatioBounds(config.clipHigh, c);
   // Float64 here, rounded to float32 once, as the composite's scalars are.
-  const values = [1 - config.clipLow, 1 + config.clipHigh, bounds.positive, bounds.nonPositive, c ?? 0, c === null ? 0 : 1, REDUCTION_CODE[config.eventReduction], config.objective === 'srpo-length-norm' ? 1 : 0];
+  const values = [
+    1 - config.clipLow,
+    1 + config.clipHigh,
+    bounds.positive,
+    bounds.nonPositive,
+    c ?? 0,
+    c === null ? 0 : 1,
+    REDUCTION_CODE[config.eventReduction],
+    config.objective === 'srpo-length-norm' ? 1 : 0,
+  ];
   const key = values.join(',');
   const cached = paramsCache.get(key);
   if (cached && cached.backend === tf.backend() && !cached.tensor.isDisposed) return cached.tensor;

@@ -104,13 +104,26 @@ function attentionAttrs(l: AttentionLayout): (b: NativeBinding) => TfeAttr[] {
  * `[q | k | v]` projection) at different columns; pair it with {@link attentionGrad} or
  * {@link attentionGradPacked}.
  */
-export function attentionFused(q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D, layout: AttentionLayout, composite = false): { o: tf.Tensor2D; p: tf.Tensor4D } | undefined {
+export function attentionFused(
+  q: tf.Tensor2D,
+  k: tf.Tensor2D,
+  v: tf.Tensor2D,
+  layout: AttentionLayout,
+  composite = false,
+): { o: tf.Tensor2D; p: tf.Tensor4D } | undefined {
   const out = fused('SrpoAttention', [q, k, v], 2, attentionAttrs(layout), composite);
   return out && { o: out[0] as tf.Tensor2D, p: out[1] as tf.Tensor4D };
 }
 
 /** The backward of {@link attentionFused} (`SrpoAttentionGrad`): dq, dk and dv shaped like q, k and v. */
-export function attentionGrad(dO: tf.Tensor2D, q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D, p: tf.Tensor4D, layout: AttentionLayout): [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D] {
+export function attentionGrad(
+  dO: tf.Tensor2D,
+  q: tf.Tensor2D,
+  k: tf.Tensor2D,
+  v: tf.Tensor2D,
+  p: tf.Tensor4D,
+  layout: AttentionLayout,
+): [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D] {
   return fusedPair('SrpoAttentionGrad', [dO, q, k, v, p], 3, attentionAttrs(layout)) as [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D];
 }
 

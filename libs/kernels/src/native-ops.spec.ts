@@ -1,5 +1,16 @@
 import * as tf from '@tensorflow/tfjs';
-import { batchMatMul, configureNativeKernels, configureWebGpuKernels, matMul2d, nativeKernelsActive, rowMean, sigmoidGrad, sumToLastAxis, targetLogProbs, webgpuActive } from './native-ops';
+import {
+  batchMatMul,
+  configureNativeKernels,
+  configureWebGpuKernels,
+  matMul2d,
+  nativeKernelsActive,
+  rowMean,
+  sigmoidGrad,
+  sumToLastAxis,
+  targetLogProbs,
+  webgpuActive,
+} from './native-ops';
 import { nativeBackend } from './test/fixtures';
 
 /** The fused native kernels must compute what their composite fallbacks compute (the cpu backend uses the latter). */
@@ -67,7 +78,12 @@ describe('native-ops', () => {
   it('matMul2d and batchMatMul equal tf.matMul for every transpose combination', async () => {
     const a = tf.randomNormal([4, 4], 0, 1, 'float32', 5) as tf.Tensor2D;
     const b = tf.randomNormal([4, 4], 0, 1, 'float32', 6) as tf.Tensor2D;
-    for (const [ta, tb] of [[false, false], [true, false], [false, true], [true, true]] as const) {
+    for (const [ta, tb] of [
+      [false, false],
+      [true, false],
+      [false, true],
+      [true, true],
+    ] as const) {
       await close(matMul2d(a, b, ta, tb), tf.matMul(a, b, ta, tb));
     }
     const x = tf.randomNormal([2, 3, 4, 5], 0, 1, 'float32', 7) as tf.Tensor4D;

@@ -199,7 +199,8 @@ export function gatherRowsRaw(x: tf.Tensor2D, rows: tf.Tensor1D, composite = fal
  */
 export function scatterRowsRaw(dy: tf.Tensor2D, rows: tf.Tensor1D, n: number, composite = false): tf.Tensor2D {
   const be = composite ? undefined : native();
-  if (be && srpoKernelAvailable('SrpoScatterRows')) return be.executeSingleOutput('SrpoScatterRows', [{ name: 'n', type: be.binding.TF_ATTR_INT, value: n }], [dy, rows]) as tf.Tensor2D;
+  if (be && srpoKernelAvailable('SrpoScatterRows'))
+    return be.executeSingleOutput('SrpoScatterRows', [{ name: 'n', type: be.binding.TF_ATTR_INT, value: n }], [dy, rows]) as tf.Tensor2D;
   return tf.unsortedSegmentSum(dy, rows, n) as tf.Tensor2D;
 }
 

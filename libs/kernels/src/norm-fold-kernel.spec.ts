@@ -24,7 +24,16 @@ function fold64(w: Float32Array, g: Float32Array, beta: Float32Array, b: Float32
   return { wc, c };
 }
 
-function foldGrad64(dwc: Float32Array, dc: Float32Array, w: Float32Array, g: Float32Array, beta: Float32Array, s: Float32Array | undefined, d: number, o: number) {
+function foldGrad64(
+  dwc: Float32Array,
+  dc: Float32Array,
+  w: Float32Array,
+  g: Float32Array,
+  beta: Float32Array,
+  s: Float32Array | undefined,
+  d: number,
+  o: number,
+) {
   const h = Array.from(dc, (v, k) => v * (s ? s[k] : 1));
   const gp = new Float64Array(d * o);
   for (let k = 0; k < o; k++) {
@@ -73,7 +82,11 @@ describeNative(['SrpoNormFold', 'SrpoNormFoldGrad'], 'SrpoNormFold (normLinear w
       const out = normFold(tf.tensor2d(w, [d, o]), t1(g), t1(beta), b && t1(b), s && t1(s));
       expect(out).toBeDefined();
       const { wc, c, wcT } = out as { wc: tf.Tensor2D; c: tf.Tensor2D; wcT: tf.Tensor2D };
-      expect([wc.shape, c.shape, wcT.shape]).toEqual([[d, o], [1, o], [o, d]]);
+      expect([wc.shape, c.shape, wcT.shape]).toEqual([
+        [d, o],
+        [1, o],
+        [o, d],
+      ]);
       const ref = fold64(w, g, beta, b, s, d, o);
       const wcv = await wc.data<'float32'>();
       expect(worst(wcv, ref.wc)).toBeLessThan(2e-6);
@@ -100,6 +113,8 @@ describeNative(['SrpoNormFold', 'SrpoNormFoldGrad'], 'SrpoNormFold (normLinear w
     const v4 = tf.zeros([4]) as tf.Tensor1D;
     expect(() => normFold(w, tf.zeros([3]) as tf.Tensor1D, v4, undefined, undefined)).toThrow(/SrpoNormFold: w must be \[D, O\] and gain and shift \[D\]/);
     expect(() => normFold(w, v4, v4, tf.zeros([4]) as tf.Tensor1D, undefined)).toThrow(/SrpoNormFold: bias and scale must be \[O\]/);
-    expect(() => normFoldGrad(tf.zeros([4, 2]) as tf.Tensor2D, tf.zeros([3]) as tf.Tensor1D, w, v4, v4, undefined)).toThrow(/SrpoNormFoldGrad: dwc must be \[D, O\] and dc \[O\]/);
+    expect(() => normFoldGrad(tf.zeros([4, 2]) as tf.Tensor2D, tf.zeros([3]) as tf.Tensor1D, w, v4, v4, undefined)).toThrow(
+      /SrpoNormFoldGrad: dwc must be \[D, O\] and dc \[O\]/,
+    );
   });
 });

@@ -47,7 +47,15 @@ function adam64(g: Float32Array, m: Float32Array, v: Float32Array, w: Float32Arr
   const k1 = coef * (1 - s.beta1);
   const k2 = coef * coef * (1 - s.beta2);
   const decay = Math.fround(s.decay); // the kernel's float32 p, as the composite's scalar operand
-  const out: Adam64 = { m: new Float64Array(n), v: new Float64Array(n), w: new Float64Array(n), norm, tolM: new Float64Array(n), tolV: new Float64Array(n), tolW: new Float64Array(n) };
+  const out: Adam64 = {
+    m: new Float64Array(n),
+    v: new Float64Array(n),
+    w: new Float64Array(n),
+    norm,
+    tolM: new Float64Array(n),
+    tolV: new Float64Array(n),
+    tolW: new Float64Array(n),
+  };
   for (let i = 0; i < n; i++) {
     const mi = s.beta1 * m[i] + g[i] * k1;
     const vi = s.beta2 * v[i] + sq(g[i]) * k2;
@@ -180,7 +188,10 @@ async function expectAdam(c: AdamCase, s: AdamStepScalars, label: string): Promi
   const want = adam64(g, c.m, c.v, concatenate(c.w), s);
   expect({ label, norm: kind(got.norm) }).toEqual({ label, norm: kind(want.norm) });
   if (Number.isFinite(want.norm)) expect(Math.abs(got.norm - want.norm)).toBeLessThanOrEqual(2e-7 * want.norm);
-  expect({ label, norm: Object.is(got.norm, normInKernelOrder(g)) || (Number.isNaN(got.norm) && Number.isNaN(normInKernelOrder(g))) }).toEqual({ label, norm: true });
+  expect({ label, norm: Object.is(got.norm, normInKernelOrder(g)) || (Number.isNaN(got.norm) && Number.isNaN(normInKernelOrder(g))) }).toEqual({
+    label,
+    norm: true,
+  });
   expect({ label, m: firstOff(got.m, want.m, want.tolM, 1) }).toEqual({ label, m: -1 });
   expect({ label, v: firstOff(got.v, want.v, want.tolV, 1) }).toEqual({ label, v: -1 });
   expect({ label, w: firstOff(got.w, want.w, want.tolW, 1) }).toEqual({ label, w: -1 });
@@ -289,7 +300,8 @@ describeNative(['SrpoAdam'], 'SrpoAdam (the whole Adam step in one op)', () => {
 
   it('refuses a wrong N, mismatched shapes and sizes, a wrong p and non-float32 inputs, naming the op', () => {
     tf.tidy(() => {
-      const run = (n: number, inputs: tf.Tensor[]): tf.Tensor[] => executor().executeMultipleOutputs('SrpoAdam', [{ name: 'N', type: executor().binding.TF_ATTR_INT, value: n }], inputs, n + 3);
+      const run = (n: number, inputs: tf.Tensor[]): tf.Tensor[] =>
+        executor().executeMultipleOutputs('SrpoAdam', [{ name: 'N', type: executor().binding.TF_ATTR_INT, value: n }], inputs, n + 3);
       const a = tf.zeros([2, 3]);
       const b = tf.zeros([4]);
       const flat = tf.zeros([10]);
@@ -327,15 +339,29 @@ describeNative(['SrpoColumnSum'], 'SrpoColumnSum (sumToLastAxis on the native ba
       const want = columnSums64(xv, cols);
       // Two-level sums: about (64 + rows/64) roundings at most, each 6e-8 of the magnitudes.
       expect({ shape, off: firstOff(got, want.y, want.scale, 1e-5) }).toEqual({ shape, off: -1 });
-      expect({ shape, at: firstMismatch(await bits(y), new Uint32Array(cascadeColumnSums(xv, cols === 0 ? 0 : xv.length / cols, cols).buffer)) }).toEqual({ shape, at: -1 });
+      expect({ shape, at: firstMismatch(await bits(y), new Uint32Array(cascadeColumnSums(xv, cols === 0 ? 0 : xv.length / cols, cols).buffer)) }).toEqual({
+        shape,
+        at: -1,
+      });
       // Twice, the same bits.
       expect({ shape, at: firstMismatch(await bits(y), await bits(sumToLastAxis(tf.tensor(xv, shape)))) }).toEqual({ shape, at: -1 });
     }
   });
 
   it('matches the composite column sum and BiasAddGrad (the kernels off)', async () => {
-    for (const shape of [[2048, 512], [2048, 384], [4, 8, 96]]) {
-      const x = tf.tensor(seededValues(shape.reduce((p, d) => p * d, 1), 9, 1), shape);
+    for (const shape of [
+      [2048, 512],
+      [2048, 384],
+      [4, 8, 96],
+    ]) {
+      const x = tf.tensor(
+        seededValues(
+          shape.reduce((p, d) => p * d, 1),
+          9,
+          1,
+        ),
+        shape,
+      );
       const fusedSum = await sumToLastAxis(x).data<'float32'>();
       const scale = columnSums64(await x.data<'float32'>(), shape[shape.length - 1]).scale;
       const compositeSum = await sumToLastAxis(x, true).data<'float32'>();

@@ -56,7 +56,11 @@ describeNative(['SrpoAdd', 'SrpoAddResidualBias'], 'SrpoAdd (tfjs adds on the na
       expect(firstMismatch(got, await tensorflowAdd(a, b))).toBe(-1);
       expect(tf.add(a, b).shape).toEqual(shape);
       // The kernel itself, called by name, gives the same bits.
-      const direct = (tf.backend() as unknown as { executeSingleOutput(op: string, attrs: never[], inputs: tf.Tensor[]): tf.Tensor }).executeSingleOutput('SrpoAdd', [], [a, b]);
+      const direct = (tf.backend() as unknown as { executeSingleOutput(op: string, attrs: never[], inputs: tf.Tensor[]): tf.Tensor }).executeSingleOutput(
+        'SrpoAdd',
+        [],
+        [a, b],
+      );
       expect(firstMismatch(await bits(direct), got)).toBe(-1);
     }
   });
@@ -74,7 +78,7 @@ describeNative(['SrpoAdd', 'SrpoAddResidualBias'], 'SrpoAdd (tfjs adds on the na
     expect(firstMismatch(await bits(tf.add(x, row)), await tensorflowAdd(x, row))).toBe(-1);
   });
 
-  it('adds a [1, C] row (normLinear\'s bias row) to a [N, C], and a [1, 1, C] to a [B, T, C]', async () => {
+  it("adds a [1, C] row (normLinear's bias row) to a [N, C], and a [1, 1, C] to a [B, T, C]", async () => {
     const [n, c] = [2048, 384];
     const xv = seededValues(n * c, 15, 2);
     const rv = seededValues(c, 16, 2);
@@ -92,7 +96,10 @@ describeNative(['SrpoAdd', 'SrpoAddResidualBias'], 'SrpoAdd (tfjs adds on the na
   });
 
   it('adds a residual, a product and its bias in one op, bit for bit the two adds (SrpoAddResidualBias)', async () => {
-    for (const [n, c] of [[2048, 128], [5, 7]]) {
+    for (const [n, c] of [
+      [2048, 128],
+      [5, 7],
+    ]) {
       const [av, bv, rv] = [seededValues(n * c, 31 + n, 2), seededValues(n * c, 32 + n, 1e-2), seededValues(c, 33 + c, 3)];
       const [a, b, row] = [tf.tensor2d(av, [n, c]), tf.tensor2d(bv, [n, c]), tf.tensor1d(rv)];
       const got = await bits(addResidualBias(a, b, row) as tf.Tensor);
@@ -106,7 +113,9 @@ describeNative(['SrpoAdd', 'SrpoAddResidualBias'], 'SrpoAdd (tfjs adds on the na
         configureSrpoKernels({ enabled: true });
       }
     }
-    expect(() => addResidualBias(tf.zeros([2, 3]), tf.zeros([2, 3]), tf.zeros([2]) as tf.Tensor1D)).toThrow(/SrpoAddResidualBias: b must have a's shape \[\.\.\., C\] and row be \[C\]/);
+    expect(() => addResidualBias(tf.zeros([2, 3]), tf.zeros([2, 3]), tf.zeros([2]) as tf.Tensor1D)).toThrow(
+      /SrpoAddResidualBias: b must have a's shape \[\.\.\., C\] and row be \[C\]/,
+    );
   });
 
   it('keeps IEEE special values: infinities, NaN, signed zeros, overflow, and TensorFlow’s flushed subnormals', async () => {

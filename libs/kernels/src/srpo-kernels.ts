@@ -103,11 +103,26 @@ export function loadSrpoKernels(): SrpoKernelsStatus {
   try {
     const addon = require(file) as AddonExports;
     if (addon.version !== SRPO_KERNELS_VERSION) {
-      status = { loaded: false, ops: [], file, version: addon.version, reason: `stale build: kernel set ${addon.version}, this code expects ${SRPO_KERNELS_VERSION} (run npm run build:native)` };
+      status = {
+        loaded: false,
+        ops: [],
+        file,
+        version: addon.version,
+        reason: `stale build: kernel set ${addon.version}, this code expects ${SRPO_KERNELS_VERSION} (run npm run build:native)`,
+      };
       log.warn('fused kernels not used; the learner uses the composite paths', { file, reason: status.reason });
       return status;
     }
-    status = { loaded: true, version: addon.version, ops: [...addon.ops], file, onednnAvx512: addon.onednnAvx512, gemmIsa: addon.gemmIsa, elementwiseIsa: addon.elementwiseIsa, cpuVendor: addon.cpuVendor };
+    status = {
+      loaded: true,
+      version: addon.version,
+      ops: [...addon.ops],
+      file,
+      onednnAvx512: addon.onednnAvx512,
+      gemmIsa: addon.gemmIsa,
+      elementwiseIsa: addon.elementwiseIsa,
+      cpuVendor: addon.cpuVendor,
+    };
     addonExports = addon;
     syncWorkerSpin();
     if (status.ops.includes('SrpoAdd')) routeAddsToSrpoAdd();
@@ -261,4 +276,3 @@ function routeAddsToSrpoAdd(): void {
 
 /** The `Add` kernel this module installs, carrying the one it replaced. */
 type RoutedAdd = tf.KernelFunc & { tensorflowAdd?: tf.KernelFunc };
-

@@ -40,9 +40,20 @@ export function checkTopic(record: InputRecord, topics: TopicCatalog): void {
 }
 
 /** The record is keyed by its episode, and its event time is within the skew and lateness bounds of stream time. */
-function checkCommon(record: InputRecord, episodeId: string, eventTimeMs: number, ctx: ProcessorContext, kind: string, options: ActiveSetProcessorOptions): void {
+function checkCommon(
+  record: InputRecord,
+  episodeId: string,
+  eventTimeMs: number,
+  ctx: ProcessorContext,
+  kind: string,
+  options: ActiveSetProcessorOptions,
+): void {
   if (record.key !== episodeId) {
-    throw relationError(ReasonCode.KEY_MISMATCH, `${kind}.episodeId`, `Kafka key ${JSON.stringify(record.key)} is not the episode id ${JSON.stringify(episodeId)}; co-partitioning needs episode-id keys`);
+    throw relationError(
+      ReasonCode.KEY_MISMATCH,
+      `${kind}.episodeId`,
+      `Kafka key ${JSON.stringify(record.key)} is not the episode id ${JSON.stringify(episodeId)}; co-partitioning needs episode-id keys`,
+    );
   }
   const now = ctx.streamTimeMs;
   if (now > 0 && eventTimeMs > now + options.maxFutureSkewMs) {
@@ -73,7 +84,11 @@ export function checkTransitionEvent(record: InputRecord, t: Transition, ctx: Pr
   const dup = ids.findIndex((id, i) => ids.indexOf(id) !== i);
   if (dup >= 0) throw relationError(ReasonCode.DUPLICATE_OUTPUT_IN_TRANSITION, `Transition.consumedOutputIds[${dup}]`, `lists output ${ids[dup]} twice`);
   if (t.expectedCardinality !== ids.length) {
-    throw relationError(ReasonCode.CARDINALITY_MISMATCH, 'Transition.expectedCardinality', `is ${t.expectedCardinality} but consumedOutputIds lists ${ids.length}`);
+    throw relationError(
+      ReasonCode.CARDINALITY_MISMATCH,
+      'Transition.expectedCardinality',
+      `is ${t.expectedCardinality} but consumedOutputIds lists ${ids.length}`,
+    );
   }
   validateTransition(t, options.limits);
   checkCommon(record, t.episodeId, t.eventTimeMs, ctx, 'Transition', options);

@@ -8,7 +8,14 @@ import { StoredEpisode, StoredOutput, StoredTransition } from './active-set-stat
  * its reward (the transition's own, or else the episode outcome's) and progress. A set
  * that is not COMPLETE carries no reward.
  */
-export function activeSetOf(st: StoredTransition, ep: StoredEpisode, present: StoredOutput[], status: ActiveSet['status'], reason: string | null, missing: string[]): ActiveSet {
+export function activeSetOf(
+  st: StoredTransition,
+  ep: StoredEpisode,
+  present: StoredOutput[],
+  status: ActiveSet['status'],
+  reason: string | null,
+  missing: string[],
+): ActiveSet {
   const t = st.transition;
   const members = present.map(memberOf);
   const policyId = members[0]?.policyId ?? 'unknown';
@@ -49,7 +56,11 @@ export function groupKeyOf(t: Transition, policyId: string): string {
 
 /** The member as it travels: a summary plus the output's original bytes (no decode, no copy of its arrays). */
 export function memberOf(s: StoredOutput): SetMember {
-  if (!s.raw) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `output at ${s.source.topic}[${s.source.partition}]@${s.source.offset} has no bytes: its store was not hydrated`);
+  if (!s.raw)
+    throw new SrpoError(
+      ErrorCode.INTEGRITY_FAILED,
+      `output at ${s.source.topic}[${s.source.partition}]@${s.source.offset} has no bytes: its store was not hydrated`,
+    );
   return {
     outputId: s.outputId,
     agentId: s.agentId,

@@ -148,7 +148,8 @@ export function migrateActiveSetState(stores: ActiveSetStores): void {
       const claims: Record<string, string> = {};
       const pending = Object.values(ep.transitions);
       for (const outputId of ep.claimedOutputIds ?? []) {
-        claims[outputId] = pending.find((st) => st.transition.consumedOutputIds.includes(outputId))?.transition.transitionId ?? `(a settled transition of episode ${id})`;
+        claims[outputId] =
+          pending.find((st) => st.transition.consumedOutputIds.includes(outputId))?.transition.transitionId ?? `(a settled transition of episode ${id})`;
       }
       ep.claims = claims;
     }

@@ -7,7 +7,9 @@ const topics = topicCatalog({ prefix: 't.' });
 const codec = new EventCodec();
 
 function setup(ttl = 10_000, latestPolicyVersion?: (policyId: string) => number | undefined) {
-  const h = new ProcessorHarness<ActiveSetStores>(new ActiveSetProcessor({ topics, codec, setTtlMs: ttl, scanIntervalMs: 0, dedupeRetentionMs: 50_000, latestPolicyVersion }));
+  const h = new ProcessorHarness<ActiveSetStores>(
+    new ActiveSetProcessor({ topics, codec, setTtlMs: ttl, scanIntervalMs: 0, dedupeRetentionMs: 50_000, latestPolicyVersion }),
+  );
   const o = (v: ReturnType<typeof output>) => h.record(topics.agentOutputs.name, { type: 'AgentOutput', value: v }, v.episodeId, codec);
   const t = (v: ReturnType<typeof transition>) => h.record(topics.transitions.name, { type: 'Transition', value: v }, v.episodeId, codec);
   const r = (v: ReturnType<typeof outcome>) => h.record(topics.episodeOutcomes.name, { type: 'EpisodeOutcome', value: v }, v.episodeId, codec);
@@ -228,7 +230,10 @@ describe('ActiveSetProcessor', () => {
     // e12/o0 and the episode (claims as bare ids) in three stores.
     const before = setup();
     before.h.feedAll([before.o(output('e12', 0)), before.t(transition('e12', [0, 1]))]);
-    const current = before.h.stores.episodes.get('e12') as unknown as Record<string, unknown> & { transitions: Record<string, unknown>; sourced: { raw?: Buffer }[] };
+    const current = before.h.stores.episodes.get('e12') as unknown as Record<string, unknown> & {
+      transitions: Record<string, unknown>;
+      sourced: { raw?: Buffer }[];
+    };
     const { claims, transitions, sourced, outputDigests: _o, transitionDigests: _t, ...legacyEpisode } = current;
     const waiting = sourced[0];
     const s = setup();
@@ -246,7 +251,9 @@ describe('ActiveSetProcessor', () => {
     expect(s.h.stores.episodes.lookup('claims', 'e12/o1')).toBe('e12');
     // A second claim names the waiting transition.
     s.h.feed(s.t({ ...transition('e12', [1]), transitionId: 'e12/t9', step: 9 }));
-    expect(s.h.deadLetters.map((d) => [d.reasonCode, d.reason])).toEqual([[ReasonCode.OUTPUT_CLAIMED_TWICE, expect.stringContaining('already consumed by transition e12/t0')]]);
+    expect(s.h.deadLetters.map((d) => [d.reasonCode, d.reason])).toEqual([
+      [ReasonCode.OUTPUT_CLAIMED_TWICE, expect.stringContaining('already consumed by transition e12/t0')],
+    ]);
     // The missing output and the outcome complete the migrated set, with the migrated output's bytes.
     s.h.feedAll([s.o(output('e12', 1)), s.r(outcome('e12', 1))]);
     const [set] = s.sets();
@@ -262,8 +269,14 @@ describe('ActiveSetProcessor', () => {
   it('dead-letters an output stamped with a policy version newer than the newest published one', () => {
     const published = new Map([['worker', 5]]);
     const s = setup(10_000, (id) => published.get(id));
-    s.h.feedAll([s.o(output('p1', 0, { policyVersion: 5 })), s.o(output('p1', 1, { policyVersion: 6 })), s.o({ ...output('p1', 2, { policyVersion: 99 }), policyId: 'unannounced' })]);
-    expect(s.h.deadLetters.map((d) => [d.reasonCode, d.details.field, d.record.source.offset])).toEqual([[ReasonCode.FUTURE_POLICY_VERSION, 'AgentOutput.policyVersion', 1]]);
+    s.h.feedAll([
+      s.o(output('p1', 0, { policyVersion: 5 })),
+      s.o(output('p1', 1, { policyVersion: 6 })),
+      s.o({ ...output('p1', 2, { policyVersion: 99 }), policyId: 'unannounced' }),
+    ]);
+    expect(s.h.deadLetters.map((d) => [d.reasonCode, d.details.field, d.record.source.offset])).toEqual([
+      [ReasonCode.FUTURE_POLICY_VERSION, 'AgentOutput.policyVersion', 1],
+    ]);
     // Once the learner announces version 6, the same output is accepted.
     published.set('worker', 6);
     s.h.feed(s.o(output('p1', 1, { policyVersion: 6 })));

@@ -125,7 +125,11 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       );
     }
     if (ep.closed) {
-      throw relationError(ReasonCode.INVALID_FIELD, 'AgentOutput.episodeId', `episode ${output.episodeId} is closed; output ${output.outputId} arrived after every set of the episode was resolved`);
+      throw relationError(
+        ReasonCode.INVALID_FIELD,
+        'AgentOutput.episodeId',
+        `episode ${output.episodeId} is closed; output ${output.outputId} arrived after every set of the episode was resolved`,
+      );
     }
     countFloorLogProbs(output, ctx);
     ep.sourced.push(storedOutputOf(record, output, digest));
@@ -145,13 +149,21 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     const digest = digestOf(t);
     const elsewhere = stores.episodes.lookup(TRANSITIONS, t.transitionId);
     if (elsewhere !== undefined && elsewhere !== t.episodeId) {
-      throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'Transition.transitionId', `transition ${t.transitionId} was already received for episode ${elsewhere}`);
+      throw relationError(
+        ReasonCode.CONFLICTING_DUPLICATE,
+        'Transition.transitionId',
+        `transition ${t.transitionId} was already received for episode ${elsewhere}`,
+      );
     }
     const ep = episodeOf(stores, t.episodeId, t.eventTimeMs);
     if (ep.transitionIds.includes(t.transitionId)) {
       const known = ep.transitionDigests[t.transitionId];
       if (known !== undefined && known !== digest) {
-        throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'Transition.transitionId', `transition ${t.transitionId} was already received with different content`);
+        throw relationError(
+          ReasonCode.CONFLICTING_DUPLICATE,
+          'Transition.transitionId',
+          `transition ${t.transitionId} was already received with different content`,
+        );
       }
       ctx.count('duplicates_total', { type: 'Transition' });
       return;
@@ -160,11 +172,19 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     for (let i = 0; i < ids.length; i++) {
       const owner = stores.episodes.lookup(OWNERS, ids[i]);
       if (owner !== undefined && owner !== t.episodeId) {
-        throw relationError(ReasonCode.FOREIGN_EPISODE_OUTPUT, `Transition.consumedOutputIds[${i}]`, `output ${ids[i]} belongs to episode ${owner}, not ${t.episodeId}`);
+        throw relationError(
+          ReasonCode.FOREIGN_EPISODE_OUTPUT,
+          `Transition.consumedOutputIds[${i}]`,
+          `output ${ids[i]} belongs to episode ${owner}, not ${t.episodeId}`,
+        );
       }
       const other = claimOf(stores, ids[i]);
       if (other !== undefined && other.transitionId !== t.transitionId) {
-        throw relationError(ReasonCode.OUTPUT_CLAIMED_TWICE, `Transition.consumedOutputIds[${i}]`, `output ${ids[i]} is already consumed by transition ${other.transitionId}`);
+        throw relationError(
+          ReasonCode.OUTPUT_CLAIMED_TWICE,
+          `Transition.consumedOutputIds[${i}]`,
+          `output ${ids[i]} is already consumed by transition ${other.transitionId}`,
+        );
       }
     }
     if (ep.closed) {
@@ -188,7 +208,8 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     const digest = digestOf(o);
     const ep = episodeOf(stores, o.episodeId, o.eventTimeMs);
     if (ep.outcomeDigest !== null) {
-      if (ep.outcomeDigest !== digest) throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'EpisodeOutcome.episodeId', `episode ${o.episodeId} already has a different outcome`);
+      if (ep.outcomeDigest !== digest)
+        throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'EpisodeOutcome.episodeId', `episode ${o.episodeId} already has a different outcome`);
       ctx.count('duplicates_total', { type: 'EpisodeOutcome' });
       return;
     }

@@ -8,7 +8,16 @@ const topics = topicCatalog({ prefix: 't.' });
 const codec = new EventCodec();
 
 function set(id: string, reward: number, patch: Partial<ActiveSet> = {}): ActiveSet {
-  return { ...sampleEvents(0).ActiveSet, setId: id, reward, groupKey: 'solver|task/solve', expectedGroupSize: null, eventTimeMs: 1000, progress: null, ...patch };
+  return {
+    ...sampleEvents(0).ActiveSet,
+    setId: id,
+    reward,
+    groupKey: 'solver|task/solve',
+    expectedGroupSize: null,
+    eventTimeMs: 1000,
+    progress: null,
+    ...patch,
+  };
 }
 
 function setup() {
@@ -75,9 +84,17 @@ describe('AdvantageGroupProcessor', () => {
 
   it('falls back to progress when the whole group failed', () => {
     const s = new ProcessorHarness<AdvantageGroupStores>(
-      new AdvantageGroupProcessor({ topics, codec, objective: { ...DEFAULT_OBJECTIVE_CONFIG, progress: { enabled: true, rewardThreshold: 1e-3, stdThreshold: 1e-4 } }, scanIntervalMs: 0 }),
+      new AdvantageGroupProcessor({
+        topics,
+        codec,
+        objective: { ...DEFAULT_OBJECTIVE_CONFIG, progress: { enabled: true, rewardThreshold: 1e-3, stdThreshold: 1e-4 } },
+        scanIntervalMs: 0,
+      }),
     );
-    for (const [id, p] of [['a', 0.5], ['b', 0]] as const) {
+    for (const [id, p] of [
+      ['a', 0.5],
+      ['b', 0],
+    ] as const) {
       const v = set(id, 0, { progress: p, expectedGroupSize: 2 });
       s.feed(s.record(topics.activeSets.name, { type: 'ActiveSet', value: v }, v.groupKey, codec));
     }
@@ -112,7 +129,10 @@ describe('AdvantageGroupProcessor', () => {
     const a = set('a', 1, { expectedGroupSize: 3 });
     const aRaw = codec.encode('ActiveSet', a);
     const source = { topic: topics.activeSets.name, partition: 0, offset: 7 };
-    stores.groups.restore('solver|task/solve', Buffer.from(JSON.stringify({ groupKey: 'solver|task/solve', policyId: a.policyId, expectedSize: 3, setIds: ['a'], deadlineMs: 11_000 })));
+    stores.groups.restore(
+      'solver|task/solve',
+      Buffer.from(JSON.stringify({ groupKey: 'solver|task/solve', policyId: a.policyId, expectedSize: 3, setIds: ['a'], deadlineMs: 11_000 })),
+    );
     stores.sets.restore('a', Buffer.from(JSON.stringify({ source })));
     (s.h.stores.sets.get('a') as { raw?: Buffer }).raw = aRaw;
     stores.emitted.restore('z', Buffer.from('600000'));
@@ -126,9 +146,13 @@ describe('AdvantageGroupProcessor', () => {
     expect(s.groups()).toHaveLength(0);
     s.feed(set('c', 0, { expectedGroupSize: 3 }));
     const [g] = s.groups();
-    expect(g.sets.map((x) => [x.set.setId, x.setSource.offset])).toEqual([['a', 7], ['b', 2], ['c', 3]]);
+    expect(g.sets.map((x) => [x.set.setId, x.setSource.offset])).toEqual([
+      ['a', 7],
+      ['b', 2],
+      ['c', 3],
+    ]);
     // rewards 1, 0, 0: mean 1/3, sample std sqrt(1/3); A(a) = (2/3) / (sqrt(1/3) + 1e-6)
-    expect(g.sets[0].advantage).toBeCloseTo((2 / 3) / (Math.sqrt(1 / 3) + 1e-6), 9);
+    expect(g.sets[0].advantage).toBeCloseTo(2 / 3 / (Math.sqrt(1 / 3) + 1e-6), 9);
     // Emitted ids keep their expiry: z is forgotten at 600 000.
     s.h.advanceTo(600_000);
     expect(s.h.stores.closed.lookup('sets', 'z')).toBeUndefined();

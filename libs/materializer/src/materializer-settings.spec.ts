@@ -5,7 +5,14 @@ import { readMaterializerSettings } from './materializer-settings';
 describe('readMaterializerSettings', () => {
   it('has the live materializer defaults', () => {
     const s = readMaterializerSettings({});
-    expect(s).toMatchObject({ setTtlMs: 60_000, groupTtlMs: 120_000, dedupeRetentionMs: 600_000, maxFutureSkewMs: 3_600_000, maxLatenessMs: 86_400_000, limits: DEFAULT_EVENT_LIMITS });
+    expect(s).toMatchObject({
+      setTtlMs: 60_000,
+      groupTtlMs: 120_000,
+      dedupeRetentionMs: 600_000,
+      maxFutureSkewMs: 3_600_000,
+      maxLatenessMs: 86_400_000,
+      limits: DEFAULT_EVENT_LIMITS,
+    });
     expect(s.objective).toMatchObject({ advantageStd: 'sample', advantageEps: 1e-6, progress: { enabled: false } });
   });
 

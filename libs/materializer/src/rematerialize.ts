@@ -1,16 +1,6 @@
 import type { Kafka } from 'kafkajs';
 import { ErrorCode, Logger, SrpoError } from '@srpo/core';
-import {
-  AdvantageGroup,
-  bulkReadToOffsets,
-  endOffsets,
-  ensureTopics,
-  EventCodec,
-  KafkaCoordinates,
-  RawRecord,
-  topicCatalog,
-  TopicCatalog,
-} from '@srpo/events';
+import { AdvantageGroup, bulkReadToOffsets, endOffsets, ensureTopics, EventCodec, KafkaCoordinates, RawRecord, topicCatalog, TopicCatalog } from '@srpo/events';
 import {
   BulkMessage,
   bulkWrite,
@@ -107,12 +97,19 @@ export async function rematerialize(options: RematerializeOptions): Promise<Rema
     const rawPartitions = partitionsOf(source.agentOutputs.name);
     // The group tasks must see the same key -> partition routing as the live ones.
     const derivedPartitions = partitionsOf(source.activeSets.name);
-    if (rawPartitions === 0 || derivedPartitions === 0) throw new SrpoError(ErrorCode.NOT_FOUND, `source topics ${source.agentOutputs.name} / ${source.activeSets.name} do not exist`);
+    if (rawPartitions === 0 || derivedPartitions === 0)
+      throw new SrpoError(ErrorCode.NOT_FOUND, `source topics ${source.agentOutputs.name} / ${source.activeSets.name} do not exist`);
     target = topicCatalog({ prefix: options.targetPrefix, rawPartitions, derivedPartitions });
     const outputs = [target.activeSets, target.invalidSets, target.advantageGroups, target.deadLetter];
     await ensureTopics(admin, outputs);
-    const used = [...(await endOffsets(admin, outputs.map((t) => t.name)))].filter(([, end]) => end > 0);
-    if (used.length > 0) throw new SrpoError(ErrorCode.CONFLICT, `run topic ${used[0][0]} already holds records; a re-materialization writes only fresh topics`);
+    const used = [
+      ...(await endOffsets(
+        admin,
+        outputs.map((t) => t.name),
+      )),
+    ].filter(([, end]) => end > 0);
+    if (used.length > 0)
+      throw new SrpoError(ErrorCode.CONFLICT, `run topic ${used[0][0]} already holds records; a re-materialization writes only fresh topics`);
   } finally {
     await admin.disconnect();
   }
@@ -141,13 +138,15 @@ export async function rematerialize(options: RematerializeOptions): Promise<Rema
   const setProcessor = topology.sets.processor;
 
   // Dead letters name the processor, as the live runner's do; one wall-clock time for the whole pass (processors see no clock).
-  const deadLetterFor = (processor: string): InProcessSink['deadLetter'] => (_task, record, reasonCode, reason, details) => {
-    const key = record.key === null ? null : Buffer.from(record.key);
-    const dl = deadLetterOf({ key, value: record.raw, source: record.source }, reasonCode, reason, processor, details, processedAt);
-    writes.push({ topic: target.deadLetter.name, partition: 0, key, value: encodeDeadLetter(codec, dl).bytes });
-    allocator.take(target.deadLetter.name, 0);
-    deadLetters++;
-  };
+  const deadLetterFor =
+    (processor: string): InProcessSink['deadLetter'] =>
+    (_task, record, reasonCode, reason, details) => {
+      const key = record.key === null ? null : Buffer.from(record.key);
+      const dl = deadLetterOf({ key, value: record.raw, source: record.source }, reasonCode, reason, processor, details, processedAt);
+      writes.push({ topic: target.deadLetter.name, partition: 0, key, value: encodeDeadLetter(codec, dl).bytes });
+      allocator.take(target.deadLetter.name, 0);
+      deadLetters++;
+    };
   const groupSink: InProcessSink = {
     emit: (_task, o) => {
       if (o.type !== 'AdvantageGroup') throw new SrpoError(ErrorCode.INVARIANT_VIOLATED, `the group processor emitted a ${o.type} to ${o.topic}`);
@@ -187,7 +186,10 @@ export async function rematerialize(options: RematerializeOptions): Promise<Rema
       pendingByTask.set(p, pending);
     }
   }
-  const setTasks = Array.from({ length: target.agentOutputs.partitions }, (_, p) => new InProcessTask<ActiveSetStores>(setProcessor, p, setSink, pendingByTask.get(p)));
+  const setTasks = Array.from(
+    { length: target.agentOutputs.partitions },
+    (_, p) => new InProcessTask<ActiveSetStores>(setProcessor, p, setSink, pendingByTask.get(p)),
+  );
   let done = 0;
   const total = read.count;
   const every = Math.max(1000, Math.floor(total / 100));
@@ -207,12 +209,37 @@ export async function rematerialize(options: RematerializeOptions): Promise<Rema
   options.onProgress?.({ phase: 'process', done: total, total, eventsPerSecond: rate(total), etaMs: 0 });
 
   const writeStart = Date.now();
-  await bulkWrite(kafka, writes, { onProgress: (n) => options.onProgress?.({ phase: 'write', done: n, total: writes.length, eventsPerSecond: rate(total), etaMs: 0 }) });
+  await bulkWrite(kafka, writes, {
+    onProgress: (n) => options.onProgress?.({ phase: 'write', done: n, total: writes.length, eventsPerSecond: rate(total), etaMs: 0 }),
+  });
   await checkWritten(kafka, allocator.ends());
   const writeMs = Date.now() - writeStart;
   const eventsPerSecond = rate(total);
-  log.info('re-materialized', { events: total, setsComplete, setsInvalid, groups: groups.size, deadLetters, readMs, processMs, writeMs, eventsPerSecond: Math.round(eventsPerSecond) });
-  return { target, events: total, sourceEnds: read.to, setsComplete, setsInvalid, deadLetters, groups, groupOfSet, readMs, processMs, writeMs, eventsPerSecond };
+  log.info('re-materialized', {
+    events: total,
+    setsComplete,
+    setsInvalid,
+    groups: groups.size,
+    deadLetters,
+    readMs,
+    processMs,
+    writeMs,
+    eventsPerSecond: Math.round(eventsPerSecond),
+  });
+  return {
+    target,
+    events: total,
+    sourceEnds: read.to,
+    setsComplete,
+    setsInvalid,
+    deadLetters,
+    groups,
+    groupOfSet,
+    readMs,
+    processMs,
+    writeMs,
+    eventsPerSecond,
+  };
 }
 
 /** The coordinates put into events before the write must be where the records landed. */
@@ -225,7 +252,10 @@ async function checkWritten(kafka: Kafka, expected: Map<string, number>): Promis
     const actual = await endOffsets(admin, topics);
     for (const [key, end] of expected) {
       if (actual.get(key) !== end) {
-        throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `run topic ${key} ends at offset ${actual.get(key)}, expected ${end}: another writer used it during the re-materialization`);
+        throw new SrpoError(
+          ErrorCode.INTEGRITY_FAILED,
+          `run topic ${key} ends at offset ${actual.get(key)}, expected ${end}: another writer used it during the re-materialization`,
+        );
       }
     }
   } finally {

@@ -52,7 +52,13 @@ export function materializerTopology(
       partitions: topics.agentOutputs.partitions,
     },
     groups: {
-      processor: new AdvantageGroupProcessor({ topics, codec, objective: settings.objective, groupTtlMs: settings.groupTtlMs, dedupeRetentionMs: settings.dedupeRetentionMs }),
+      processor: new AdvantageGroupProcessor({
+        topics,
+        codec,
+        objective: settings.objective,
+        groupTtlMs: settings.groupTtlMs,
+        dedupeRetentionMs: settings.dedupeRetentionMs,
+      }),
       inputTopics: [topics.activeSets.name],
       partitions: topics.activeSets.partitions,
     },

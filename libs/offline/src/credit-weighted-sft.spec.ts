@@ -21,7 +21,17 @@ describe('credit-weighted SFT', () => {
   it('weightedNll = -(1/M) sum_i w_i mean_t log p', async () => {
     // example 1: mean(-1, -3) = -2, w = 1; example 2: mean(-2) = -2 (second token padded), w = 0.5
     // loss = -(1*-2 + 0.5*-2) / 2 = 1.5
-    const loss = weightedNll(tf.tensor2d([[-1, -3], [-2, 0]]), tf.tensor2d([[1, 1], [1, 0]]), tf.tensor1d([1, 0.5]));
+    const loss = weightedNll(
+      tf.tensor2d([
+        [-1, -3],
+        [-2, 0],
+      ]),
+      tf.tensor2d([
+        [1, 1],
+        [1, 0],
+      ]),
+      tf.tensor1d([1, 0.5]),
+    );
     expect((await loss.data())[0]).toBeCloseTo(1.5, 6);
     loss.dispose();
   });

@@ -80,7 +80,10 @@ export class CreditWeightedSftTrainer {
       (i) => `batch[${i}]`,
     );
     const t = packedToTensors(packed);
-    const weights = tf.tensor1d(batch.map((e) => e.weight), 'float32');
+    const weights = tf.tensor1d(
+      batch.map((e) => e.weight),
+      'float32',
+    );
     const vars = model.trainableVariables();
     const names = model.weightNames();
     try {
@@ -131,9 +134,15 @@ export interface SftRunResult {
  * a seeded shuffle of the examples with weight ≠ 0, reshuffled at every pass,
  * so two runs with the same budget see the same number of examples.
  */
-export async function trainWeighted(trainer: CreditWeightedSftTrainer, examples: readonly WeightedExample[], budget: SftBudget, onStep?: (done: number, total: number) => void): Promise<SftRunResult> {
+export async function trainWeighted(
+  trainer: CreditWeightedSftTrainer,
+  examples: readonly WeightedExample[],
+  budget: SftBudget,
+  onStep?: (done: number, total: number) => void,
+): Promise<SftRunResult> {
   if (!Number.isInteger(budget.steps) || budget.steps < 1) throw new ValidationError('steps', `must be a positive integer, got ${budget.steps}`);
-  if (!Number.isInteger(budget.batchSize) || budget.batchSize < 1) throw new ValidationError('batchSize', `must be a positive integer, got ${budget.batchSize}`);
+  if (!Number.isInteger(budget.batchSize) || budget.batchSize < 1)
+    throw new ValidationError('batchSize', `must be a positive integer, got ${budget.batchSize}`);
   // Weight-0 examples cannot move the weights; negative ones (signed weights) can.
   const pool = examples.filter((e) => e.weight !== 0);
   if (pool.length === 0) throw new ValidationError('examples', 'no example has a weight other than 0; nothing to train on');
@@ -157,7 +166,14 @@ export async function trainWeighted(trainer: CreditWeightedSftTrainer, examples:
     onStep?.(s + 1, budget.steps);
   }
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  return { steps: budget.steps, examples: pool.length, meanLoss: mean(losses), firstLoss: losses[0], lastLoss: losses[losses.length - 1], meanGradNorm: mean(norms) };
+  return {
+    steps: budget.steps,
+    examples: pool.length,
+    meanLoss: mean(losses),
+    firstLoss: losses[0],
+    lastLoss: losses[losses.length - 1],
+    meanGradNorm: mean(norms),
+  };
 }
 
 function shuffled(n: number, rng: SeededRng): number[] {

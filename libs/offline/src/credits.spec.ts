@@ -37,7 +37,7 @@ describe('PMI credits', () => {
       expect(baseline).toEqual([3.0, 2.5, 2.5]);
     });
 
-    it('does not reward an action for undoing an earlier one\'s damage (where adjacent does)', () => {
+    it("does not reward an action for undoing an earlier one's damage (where adjacent does)", () => {
       // L = [2, 3, 2]: adjacent gives c_2 = 3 - 2 = 1; best_prefix keeps B = 2 after c_1 = -1, so c_2 = 2 - 2 = 0.
       expect(adjacentCredits([2, 3, 2]).credit).toEqual([-1, 1]);
       expect(bestPrefixCredits([2, 3, 2]).credit).toEqual([-1, 0]);

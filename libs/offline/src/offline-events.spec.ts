@@ -15,7 +15,9 @@ describe('offline events', () => {
 
   it('refuse a failed action with credit, an out-of-range weight, and an unusable task without a reason', () => {
     expect(() => validateActionCredit(s.ActionCredit)).not.toThrow();
-    expect(() => validateActionCredit({ ...s.ActionCredit, successful: false, prefixIndex: null, credit: 0.5, weight: 0 })).toThrow(/ActionCredit\.credit: must be 0 for a failed action/);
+    expect(() => validateActionCredit({ ...s.ActionCredit, successful: false, prefixIndex: null, credit: 0.5, weight: 0 })).toThrow(
+      /ActionCredit\.credit: must be 0 for a failed action/,
+    );
     expect(() => validateActionCredit({ ...s.ActionCredit, weight: 1.5 })).toThrow(/ActionCredit\.weight/);
     expect(() => validateActionCredit({ ...s.ActionCredit, creditMode: 'sum' })).toThrow(/ActionCredit\.creditMode/);
     expect(() => validateInferredTask(s.InferredTask)).not.toThrow();

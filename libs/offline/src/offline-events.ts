@@ -1,7 +1,16 @@
 import { createHash } from 'crypto';
 import type { Kafka } from 'kafkajs';
 import { ErrorCode, SrpoError } from '@srpo/core';
-import { ensureTopics, validateActionCredit, validateInferredTask, type ActionCredit, type EventCodec, type InferredTask, type KafkaCoordinates, type TopicCatalog } from '@srpo/events';
+import {
+  ensureTopics,
+  validateActionCredit,
+  validateInferredTask,
+  type ActionCredit,
+  type EventCodec,
+  type InferredTask,
+  type KafkaCoordinates,
+  type TopicCatalog,
+} from '@srpo/events';
 import type { BrewedTrajectory } from './brew';
 import type { CreditMode } from './credits';
 import type { AssembledTrajectories } from './trajectory';
@@ -17,68 +26,66 @@ export interface OfflineEventContext {
 }
 
 /** One InferredTask per trajectory, usable or not, then one per incomplete episode (excluded as `incomplete-episode`). */
-export function inferredTaskEvents(ctx: OfflineEventContext, brewed: readonly BrewedTrajectory[], incomplete: AssembledTrajectories['incomplete']): InferredTask[] {
+export function inferredTaskEvents(
+  ctx: OfflineEventContext,
+  brewed: readonly BrewedTrajectory[],
+  incomplete: AssembledTrajectories['incomplete'],
+): InferredTask[] {
   return [
-    ...brewed.map(
-      (b): InferredTask => ({
-        runId: ctx.runId,
-        episodeId: b.trajectory.episodeId,
-        originalTaskId: b.trajectory.taskId,
-        inferrer: ctx.inferrer,
-        usable: b.exclusion === null,
-        excludedReason: b.exclusion,
-        instructionTokenIds: b.instruction?.tokens ?? [],
-        label: b.instruction?.label ?? '',
-        successfulSteps: b.trajectory.actions.filter((a) => a.successful).length,
-        failedSteps: b.trajectory.actions.filter((a) => !a.successful).length,
-        scorerPolicyId: ctx.scorerPolicyId,
-        scorerVersion: ctx.scorerVersion,
-        sources: b.trajectory.sources,
-        eventTimeMs: ctx.eventTimeMs,
-      }),
-    ),
-    ...incomplete.map(
-      (x): InferredTask => ({
-        runId: ctx.runId,
-        episodeId: x.episodeId,
-        originalTaskId: x.taskId,
-        inferrer: ctx.inferrer,
-        usable: false,
-        excludedReason: 'incomplete-episode',
-        instructionTokenIds: [],
-        label: '',
-        successfulSteps: 0,
-        failedSteps: 0,
-        scorerPolicyId: ctx.scorerPolicyId,
-        scorerVersion: ctx.scorerVersion,
-        sources: x.sources,
-        eventTimeMs: ctx.eventTimeMs,
-      }),
-    ),
+    ...brewed.map((b): InferredTask => ({
+      runId: ctx.runId,
+      episodeId: b.trajectory.episodeId,
+      originalTaskId: b.trajectory.taskId,
+      inferrer: ctx.inferrer,
+      usable: b.exclusion === null,
+      excludedReason: b.exclusion,
+      instructionTokenIds: b.instruction?.tokens ?? [],
+      label: b.instruction?.label ?? '',
+      successfulSteps: b.trajectory.actions.filter((a) => a.successful).length,
+      failedSteps: b.trajectory.actions.filter((a) => !a.successful).length,
+      scorerPolicyId: ctx.scorerPolicyId,
+      scorerVersion: ctx.scorerVersion,
+      sources: b.trajectory.sources,
+      eventTimeMs: ctx.eventTimeMs,
+    })),
+    ...incomplete.map((x): InferredTask => ({
+      runId: ctx.runId,
+      episodeId: x.episodeId,
+      originalTaskId: x.taskId,
+      inferrer: ctx.inferrer,
+      usable: false,
+      excludedReason: 'incomplete-episode',
+      instructionTokenIds: [],
+      label: '',
+      successfulSteps: 0,
+      failedSteps: 0,
+      scorerPolicyId: ctx.scorerPolicyId,
+      scorerVersion: ctx.scorerVersion,
+      sources: x.sources,
+      eventTimeMs: ctx.eventTimeMs,
+    })),
   ];
 }
 
 /** One ActionCredit per action of each usable trajectory. */
 export function actionCreditEvents(ctx: OfflineEventContext, usable: readonly BrewedTrajectory[]): ActionCredit[] {
   return usable.flatMap((b) =>
-    b.actions.map(
-      (c): ActionCredit => ({
-        runId: ctx.runId,
-        episodeId: b.trajectory.episodeId,
-        outputId: c.action.outputId,
-        step: c.action.step,
-        role: c.action.role,
-        creditMode: ctx.creditMode,
-        successful: c.action.successful,
-        prefixIndex: c.prefixIndex,
-        nllBefore: c.nllBefore,
-        nllAfter: c.nllAfter,
-        credit: c.credit,
-        weight: c.weight,
-        source: c.action.source,
-        eventTimeMs: ctx.eventTimeMs,
-      }),
-    ),
+    b.actions.map((c): ActionCredit => ({
+      runId: ctx.runId,
+      episodeId: b.trajectory.episodeId,
+      outputId: c.action.outputId,
+      step: c.action.step,
+      role: c.action.role,
+      creditMode: ctx.creditMode,
+      successful: c.action.successful,
+      prefixIndex: c.prefixIndex,
+      nllBefore: c.nllBefore,
+      nllAfter: c.nllAfter,
+      credit: c.credit,
+      weight: c.weight,
+      source: c.action.source,
+      eventTimeMs: ctx.eventTimeMs,
+    })),
   );
 }
 

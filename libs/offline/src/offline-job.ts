@@ -114,7 +114,14 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
 
   // 3. Publish inferred tasks and credits.
   fs.mkdirSync(runDir, { recursive: true });
-  const ctx = { runId: o.run, inferrer: o.inferrer.name, creditMode: o.creditMode, scorerPolicyId: o.scorer.id, scorerVersion: o.scorer.version, eventTimeMs: now() };
+  const ctx = {
+    runId: o.run,
+    inferrer: o.inferrer.name,
+    creditMode: o.creditMode,
+    scorerPolicyId: o.scorer.id,
+    scorerVersion: o.scorer.version,
+    eventTimeMs: now(),
+  };
   const tasks = inferredTaskEvents(ctx, brew.brewed, assembled.incomplete);
   const credits = actionCreditEvents(ctx, brew.usable);
   const coords = await publishOfflineEvents(o.kafka, o.codec, o.catalog, tasks, credits, (done, total) => progress('publish', done, total));
@@ -167,12 +174,14 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
 /** The run's name and that it does not exist yet, and every budget, before anything is read or written. */
 function checkOptions(o: OfflineJobOptions): { location: RunLocation; maxFailedShare: number } {
   const location = runLocation(o.runsDir, o.run);
-  if (!Number.isSafeInteger(o.fromMs) || !Number.isSafeInteger(o.toMs) || o.fromMs >= o.toMs) throw new ValidationError('from', `must be before to (got ${o.fromMs} .. ${o.toMs})`);
+  if (!Number.isSafeInteger(o.fromMs) || !Number.isSafeInteger(o.toMs) || o.fromMs >= o.toMs)
+    throw new ValidationError('from', `must be before to (got ${o.fromMs} .. ${o.toMs})`);
   if (!CREDIT_MODES.includes(o.creditMode)) throw new ValidationError('creditMode', `must be one of ${CREDIT_MODES.join(', ')}, got ${String(o.creditMode)}`);
   const maxFailedShare = o.maxFailedShare ?? DEFAULT_MAX_FAILED_SHARE;
   // Checked before anything is read or written: a bad budget must not leave published events behind.
   if (!Number.isInteger(o.sft.steps) || o.sft.steps < 1) throw new ValidationError('sft.steps', `must be a positive integer, got ${o.sft.steps}`);
-  if (!Number.isInteger(o.sft.batchSize) || o.sft.batchSize < 1) throw new ValidationError('sft.batchSize', `must be a positive integer, got ${o.sft.batchSize}`);
+  if (!Number.isInteger(o.sft.batchSize) || o.sft.batchSize < 1)
+    throw new ValidationError('sft.batchSize', `must be a positive integer, got ${o.sft.batchSize}`);
   if (!(o.sft.lr > 0) || !Number.isFinite(o.sft.lr)) throw new ValidationError('sft.lr', `must be a finite number > 0, got ${o.sft.lr}`);
   if (!(maxFailedShare >= 0 && maxFailedShare <= 1)) throw new ValidationError('maxFailedShare', `must be in [0, 1], got ${maxFailedShare}`);
   return { location, maxFailedShare };
@@ -187,7 +196,13 @@ interface Brew {
 }
 
 /** Infers each trajectory's task and scores its credits; refuses a range with no action to train on. */
-async function brewAll(o: OfflineJobOptions, assembled: AssembledTrajectories, maxFailedShare: number, undecodable: number, onProgress: (done: number, total: number) => void): Promise<Brew> {
+async function brewAll(
+  o: OfflineJobOptions,
+  assembled: AssembledTrajectories,
+  maxFailedShare: number,
+  undecodable: number,
+  onProgress: (done: number, total: number) => void,
+): Promise<Brew> {
   const scorer = new InstructionScorer(o.scorer.model);
   const brewed: BrewedTrajectory[] = [];
   for (const [i, t] of assembled.trajectories.entries()) {
@@ -219,7 +234,12 @@ interface Trained {
 }
 
 /** Checkpoints the starting version, trains with credit-weighted SFT and checkpoints the one new version. */
-async function trainNewVersion(o: OfflineJobOptions, location: RunLocation, examples: WeightedExample[], onProgress: (done: number, total: number) => void): Promise<Trained> {
+async function trainNewVersion(
+  o: OfflineJobOptions,
+  location: RunLocation,
+  examples: WeightedExample[],
+  onProgress: (done: number, total: number) => void,
+): Promise<Trained> {
   const policy = o.policy;
   const versionBefore = policy.version;
   const hashBefore = await weightsHash(policy);
@@ -244,11 +264,23 @@ async function trainNewVersion(o: OfflineJobOptions, location: RunLocation, exam
 function ledgerGroups(
   o: OfflineJobOptions,
   usable: readonly BrewedTrajectory[],
-  published: { tasks: readonly InferredTask[]; credits: readonly ActionCredit[]; taskCoords: KafkaCoordinates[]; creditCoords: KafkaCoordinates[]; maxFailedShare: number },
+  published: {
+    tasks: readonly InferredTask[];
+    credits: readonly ActionCredit[];
+    taskCoords: KafkaCoordinates[];
+    creditCoords: KafkaCoordinates[];
+    maxFailedShare: number;
+  },
 ): GroupLedgerInput[] {
   const taskCoordByEpisode = new Map(published.tasks.map((t, i) => [t.episodeId, published.taskCoords[i]]));
   const creditCoordByOutput = new Map(published.credits.map((c, i) => [`${c.episodeId}\u0000${c.outputId}`, published.creditCoords[i]]));
-  const objectiveConfig = JSON.stringify({ method: 'agentbrew', creditMode: o.creditMode, maxFailedShare: published.maxFailedShare, inferrer: o.inferrer.name, scorer: `${o.scorer.id}@v${o.scorer.version}` });
+  const objectiveConfig = JSON.stringify({
+    method: 'agentbrew',
+    creditMode: o.creditMode,
+    maxFailedShare: published.maxFailedShare,
+    inferrer: o.inferrer.name,
+    scorer: `${o.scorer.id}@v${o.scorer.version}`,
+  });
   return usable.map((b) => ({
     groupId: `offline/${o.run}/${b.trajectory.episodeId}`,
     groupKey: `offline/${o.inferrer.name}/${b.instruction?.label ?? ''}`,
@@ -303,7 +335,13 @@ async function recordUpdate(
 ): Promise<{ detail: UpdateDetail; updateId: string; runTopics: TopicCatalog }> {
   const policy = o.policy;
   const updateId = `offline-${o.run}-${policy.id}-v${policy.version}`;
-  const run = await IsolatedRun.open(location, { kafka: o.kafka, topicPrefix: `${o.catalog.prefix}offline.${o.run}.`, backend: o.backend, codeVersion: o.codeVersion, codec: o.codec });
+  const run = await IsolatedRun.open(location, {
+    kafka: o.kafka,
+    topicPrefix: `${o.catalog.prefix}offline.${o.run}.`,
+    backend: o.backend,
+    codeVersion: o.codeVersion,
+    codec: o.codec,
+  });
   let detail: UpdateDetail;
   try {
     await run.recorder.registerPolicy(policy.id, {

@@ -44,7 +44,18 @@ describe('PolicyTaskInferrer', () => {
     const policy = Policy.create('writer', TINY, 5);
     const inferrer = new PolicyTaskInferrer(policy, { maxTokens: 3, seed: 9 });
     const at = { topic: 't', partition: 0, offset: 0 };
-    const a = { outputId: 'o', step: 0, role: 'solver', agentId: 's', policyId: 'p', contextTokens: [0, 2], responseTokens: [3, 4], successful: true, source: at, transitionSource: at };
+    const a = {
+      outputId: 'o',
+      step: 0,
+      role: 'solver',
+      agentId: 's',
+      policyId: 'p',
+      contextTokens: [0, 2],
+      responseTokens: [3, 4],
+      successful: true,
+      source: at,
+      transitionSource: at,
+    };
     const t = { episodeId: 'e1', taskId: 'x', positions: ['solve'], actions: [a], outcome: { success: true, reward: 1, source: at }, sources: [] };
     const first = await inferrer.infer(t);
     expect(first?.tokens).toHaveLength(3);

@@ -1,6 +1,16 @@
 import type { Kafka } from 'kafkajs';
 import { errorMessage, type Logger } from '@srpo/core';
-import { readRanges, type AgentOutput, type EpisodeOutcome, type EventCodec, type EventType, type KafkaCoordinates, type OffsetRange, type TopicCatalog, type Transition } from '@srpo/events';
+import {
+  readRanges,
+  type AgentOutput,
+  type EpisodeOutcome,
+  type EventCodec,
+  type EventType,
+  type KafkaCoordinates,
+  type OffsetRange,
+  type TopicCatalog,
+  type Transition,
+} from '@srpo/events';
 import type { Located, RawEpisodeEvents } from './trajectory';
 
 /** The raw events of a time range, with the offsets they came from and how many records did not decode. */

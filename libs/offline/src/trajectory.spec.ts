@@ -5,10 +5,30 @@ const base = sampleEvents(0);
 const at = (topic: string, offset: number) => ({ topic, partition: 0, offset });
 
 function output(episodeId: string, step: number, agentId: string, role: string, tokens: number[]): AgentOutput {
-  return { ...base.AgentOutput, outputId: `${episodeId}.s${step}.${agentId}`, episodeId, step, agentId, role, responseTokenIds: tokens, behaviourLogProbs: tokens.map(() => -1), lossMask: tokens.map(() => true) };
+  return {
+    ...base.AgentOutput,
+    outputId: `${episodeId}.s${step}.${agentId}`,
+    episodeId,
+    step,
+    agentId,
+    role,
+    responseTokenIds: tokens,
+    behaviourLogProbs: tokens.map(() => -1),
+    lossMask: tokens.map(() => true),
+  };
 }
 function transition(episodeId: string, step: number, consumed: string[], reward: number | null): Transition {
-  return { ...base.Transition, transitionId: `${episodeId}.t${step}`, episodeId, step, consumedOutputIds: consumed, expectedCardinality: consumed.length, reward, taskId: 'task-a', position: `p${step}` };
+  return {
+    ...base.Transition,
+    transitionId: `${episodeId}.t${step}`,
+    episodeId,
+    step,
+    consumedOutputIds: consumed,
+    expectedCardinality: consumed.length,
+    reward,
+    taskId: 'task-a',
+    position: `p${step}`,
+  };
 }
 function outcome(episodeId: string, reward: number, turns: number): EpisodeOutcome {
   return { ...base.EpisodeOutcome, episodeId, taskId: 'task-a', outcomeReward: reward, success: reward > 0, turns };

@@ -92,19 +92,27 @@ export interface AssembledTrajectories {
  * read; duplicates (producer retries) are collapsed on their ids.
  */
 export function assembleTrajectories(events: RawEpisodeEvents, rule: StepSuccessRule = DEFAULT_STEP_SUCCESS): AssembledTrajectories {
-  const byEpisode = new Map<string, { outputs: Map<string, Located<AgentOutput>>; transitions: Map<string, Located<Transition>>; outcome?: Located<EpisodeOutcome> }>();
+  const byEpisode = new Map<
+    string,
+    { outputs: Map<string, Located<AgentOutput>>; transitions: Map<string, Located<Transition>>; outcome?: Located<EpisodeOutcome> }
+  >();
   const entry = (id: string) => {
     let e = byEpisode.get(id);
     if (!e) byEpisode.set(id, (e = { outputs: new Map(), transitions: new Map() }));
     return e;
   };
   for (const o of events.outputs) if (!entry(o.value.episodeId).outputs.has(o.value.outputId)) entry(o.value.episodeId).outputs.set(o.value.outputId, o);
-  for (const t of events.transitions) if (!entry(t.value.episodeId).transitions.has(t.value.transitionId)) entry(t.value.episodeId).transitions.set(t.value.transitionId, t);
+  for (const t of events.transitions)
+    if (!entry(t.value.episodeId).transitions.has(t.value.transitionId)) entry(t.value.episodeId).transitions.set(t.value.transitionId, t);
   for (const o of events.outcomes) entry(o.value.episodeId).outcome ??= o;
 
   const out: AssembledTrajectories = { trajectories: [], incomplete: [] };
   for (const [episodeId, e] of [...byEpisode.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-    const sources = [...[...e.outputs.values()].map((o) => o.source), ...[...e.transitions.values()].map((t) => t.source), ...(e.outcome ? [e.outcome.source] : [])];
+    const sources = [
+      ...[...e.outputs.values()].map((o) => o.source),
+      ...[...e.transitions.values()].map((t) => t.source),
+      ...(e.outcome ? [e.outcome.source] : []),
+    ];
     const taskId = e.outcome?.value.taskId ?? [...e.transitions.values()][0]?.value.taskId ?? 'unknown';
     if (!e.outcome) {
       out.incomplete.push({ episodeId, taskId, sources, why: 'no EpisodeOutcome in range' });

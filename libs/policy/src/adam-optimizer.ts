@@ -22,7 +22,8 @@ export function resolveAdamConfig(c: AdamConfig = {}, field = 'adam'): ResolvedA
     if (!(r[k] >= 0 && r[k] < 1)) throw new ValidationError(`${field}.${k}`, `must be in [0, 1), got ${r[k]}`);
   }
   if (!(r.epsilon > 0) || !Number.isFinite(r.epsilon)) throw new ValidationError(`${field}.epsilon`, `must be a finite number > 0, got ${r.epsilon}`);
-  if (!(r.weightDecay >= 0) || !Number.isFinite(r.weightDecay)) throw new ValidationError(`${field}.weightDecay`, `must be a finite number >= 0, got ${r.weightDecay}`);
+  if (!(r.weightDecay >= 0) || !Number.isFinite(r.weightDecay))
+    throw new ValidationError(`${field}.weightDecay`, `must be a finite number >= 0, got ${r.weightDecay}`);
   return r;
 }
 
@@ -176,7 +177,10 @@ export class AdamOptimizer {
     const v = new Float32Array(this.total);
     let off = 0;
     this.names.forEach((n, i) => {
-      for (const [key, map, dst] of [['m', state.m, m], ['v', state.v, v]] as const) {
+      for (const [key, map, dst] of [
+        ['m', state.m, m],
+        ['v', state.v, v],
+      ] as const) {
         const src = map.get(n);
         if (!src) throw new ValidationError(`state.${key}.${n}`, 'is missing');
         if (src.length !== this.sizes[i]) throw new ValidationError(`state.${key}.${n}`, `expected ${this.sizes[i]} values, got ${src.length}`);

@@ -3,7 +3,15 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, SrpoError } from '@srpo/core';
-import { checkpointVersionDir, checkpointVersionOf, CheckpointStore, FileSystemIOHandler, loadCheckpoint, saveCheckpoint, weightsHash } from './checkpoint-store';
+import {
+  checkpointVersionDir,
+  checkpointVersionOf,
+  CheckpointStore,
+  FileSystemIOHandler,
+  loadCheckpoint,
+  saveCheckpoint,
+  weightsHash,
+} from './checkpoint-store';
 import { Policy } from './policy';
 import { SrpoTrainer } from './srpo-step';
 import { makeSets, nativeBackend, TINY } from './test/fixtures';
@@ -123,7 +131,10 @@ describe('checkpoints', () => {
 
   it('FileSystemIOHandler is a tfjs IOHandler: artifacts round-trip through it', async () => {
     const handler = new FileSystemIOHandler(path.join(root, 'raw'));
-    const w = tf.tensor2d([[1, 2], [3, 4]]);
+    const w = tf.tensor2d([
+      [1, 2],
+      [3, 4],
+    ]);
     const { data, specs } = await tf.io.encodeWeights({ w });
     const saved = await handler.save({ modelTopology: { kind: 'test' }, weightSpecs: specs, weightData: data, format: 'x' });
     expect(saved.modelArtifactsInfo.weightDataBytes).toBe(16);

@@ -83,9 +83,7 @@ export async function weightsHash(source: Policy | CausalLm): Promise<string> {
   const model = source instanceof Policy ? source.model : source;
   const names = model.weightNames();
   const values = await Promise.all(names.map((n) => model.weight(n).data()));
-  return hashWeightValues(
-    names.map((n, i) => ({ name: n, shape: model.weight(n).shape, dtype: 'float32', data: values[i] as Float32Array })),
-  );
+  return hashWeightValues(names.map((n, i) => ({ name: n, shape: model.weight(n).shape, dtype: 'float32', data: values[i] as Float32Array })));
 }
 
 function sha256Hex(data: Uint8Array | string): string {

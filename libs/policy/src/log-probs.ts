@@ -48,11 +48,7 @@ export interface PackedPairs {
  * `${field}[i].…` for a string `field` (default `pairs`), or `${field(i)}.…` when
  * `field` is a function of the pair index.
  */
-export function packPairs(
-  pairs: readonly SequencePair[],
-  model: CausalLm,
-  field: string | ((i: number) => string) = 'pairs',
-): PackedPairs {
+export function packPairs(pairs: readonly SequencePair[], model: CausalLm, field: string | ((i: number) => string) = 'pairs'): PackedPairs {
   const fieldOf = typeof field === 'function' ? field : (i: number): string => `${field}[${i}]`;
   const { maxSeqLen, vocabSize } = model.config;
   if (pairs.length === 0) throw new ValidationError(typeof field === 'string' ? field : 'pairs', 'must contain at least one pair');
@@ -122,7 +118,10 @@ export interface PackedTensors {
 export function packedToTensors(packed: PackedPairs): PackedTensors {
   return {
     inputs: tf.tensor2d(packed.inputs, [packed.m, packed.inputLength], 'int32'),
-    responseTargets: tf.tensor1d(Int32Array.from(packed.gatherIndex, (g) => packed.targets[g]), 'int32'),
+    responseTargets: tf.tensor1d(
+      Int32Array.from(packed.gatherIndex, (g) => packed.targets[g]),
+      'int32',
+    ),
     gatherIndex: tf.tensor1d(packed.gatherIndex, 'int32'),
     mask: tf.tensor2d(packed.mask, [packed.m, packed.responseLength], 'float32'),
     packed,

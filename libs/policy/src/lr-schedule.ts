@@ -26,7 +26,8 @@ export function validateLrSchedule(s: LrSchedule, field = 'schedule'): LrSchedul
     case 'warmup-cosine':
       nonNeg('peakLr', s.peakLr);
       nonNeg('minLr', s.minLr ?? 0);
-      if (!Number.isInteger(s.warmupSteps) || s.warmupSteps < 0) throw new ValidationError(`${field}.warmupSteps`, `must be a non-negative integer, got ${s.warmupSteps}`);
+      if (!Number.isInteger(s.warmupSteps) || s.warmupSteps < 0)
+        throw new ValidationError(`${field}.warmupSteps`, `must be a non-negative integer, got ${s.warmupSteps}`);
       if (!Number.isInteger(s.totalSteps) || s.totalSteps < s.warmupSteps) {
         throw new ValidationError(`${field}.totalSteps`, `must be an integer >= warmupSteps (${s.warmupSteps}), got ${s.totalSteps}`);
       }

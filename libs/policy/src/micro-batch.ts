@@ -66,7 +66,14 @@ export function accumulatedGradients(
   const lengths = pairs.map((p, i) => full.contextKept[i] + p.responseTokens.length - 1);
   const chunks = microBatchRows(lengths, maxTokens);
   const width = full.responseLength;
-  const packs = chunks.map((rows) => packedToTensors(packPairs(rows.map((i) => pairs[i]), model)));
+  const packs = chunks.map((rows) =>
+    packedToTensors(
+      packPairs(
+        rows.map((i) => pairs[i]),
+        model,
+      ),
+    ),
+  );
   let peakBytes = tf.memory().numBytes;
   const vars = model.trainableVariables();
   const names = model.weightNames();
@@ -77,7 +84,12 @@ export function accumulatedGradients(
         packs.map((t) => {
           const lp = packedLogProbs(model, t, temperature);
           peakBytes = Math.max(peakBytes, tf.memory().numBytes);
-          return lp.shape[1] === width ? lp : lp.pad([[0, 0], [0, width - lp.shape[1]]]);
+          return lp.shape[1] === width
+            ? lp
+            : lp.pad([
+                [0, 0],
+                [0, width - lp.shape[1]],
+              ]);
         }),
         0,
       ),

@@ -74,7 +74,10 @@ export function registerModelFamily(family: ModelFamily): void {
     families.set(family.kind, family);
     return;
   }
-  throw new SrpoError(ErrorCode.CONFLICT, `model family "${family.kind}" is already registered by another module`, { field: 'kind', details: { kind: family.kind } });
+  throw new SrpoError(ErrorCode.CONFLICT, `model family "${family.kind}" is already registered by another module`, {
+    field: 'kind',
+    details: { kind: family.kind },
+  });
 }
 
 /** The family registered for `kind`; throws {@link UnknownModelFamilyError} naming `where` (a checkpoint directory, ...). */

@@ -15,48 +15,52 @@ import { causalAttention, embed, gelu, normConstants, normLinear, pickLogProbs }
  * addon is not built; SRPO_REQUIRE_NATIVE_KERNELS=1 (CI) fails them instead.
  */
 
-describeNative(['SrpoGelu', 'SrpoGeluGrad', 'SrpoLayerNorm', 'SrpoLayerNormGrad', 'SrpoMaskedSoftmax', 'SrpoSoftmaxGrad'], 'transformer-ops: GELU, normLinear and attention fused', () => {
-  beforeAll(nativeBackend);
+describeNative(
+  ['SrpoGelu', 'SrpoGeluGrad', 'SrpoLayerNorm', 'SrpoLayerNormGrad', 'SrpoMaskedSoftmax', 'SrpoSoftmaxGrad'],
+  'transformer-ops: GELU, normLinear and attention fused',
+  () => {
+    beforeAll(nativeBackend);
 
-  it('gives the composite gelu its value and gradient', async () => {
-    const x = tf.randomNormal([64, 48], 0, 3, 'float32', 5) as tf.Tensor2D;
-    const upstream = tf.randomUniform([64, 48], -1, 1, 'float32', 6);
-    const grad = (composite: boolean) => tf.grad((v: tf.Tensor) => tf.sum(tf.mul(gelu(v as tf.Tensor2D, composite), upstream)));
-    const [yf, yc] = await Promise.all([gelu(x).data(), gelu(x, true).data()]);
-    const [gf, gc] = await Promise.all([grad(false)(x).data(), grad(true)(x).data()]);
-    expect(Math.max(...Array.from(yf, (v, i) => Math.abs(v - yc[i])))).toBeLessThan(2e-6);
-    // The composite derivative forms 1 − σ, which cancels to ~1e-5 where σ is near 1; the kernel does not.
-    expect(Math.max(...Array.from(gf, (v, i) => Math.abs(v - gc[i])))).toBeLessThan(3e-5);
-  });
+    it('gives the composite gelu its value and gradient', async () => {
+      const x = tf.randomNormal([64, 48], 0, 3, 'float32', 5) as tf.Tensor2D;
+      const upstream = tf.randomUniform([64, 48], -1, 1, 'float32', 6);
+      const grad = (composite: boolean) => tf.grad((v: tf.Tensor) => tf.sum(tf.mul(gelu(v as tf.Tensor2D, composite), upstream)));
+      const [yf, yc] = await Promise.all([gelu(x).data(), gelu(x, true).data()]);
+      const [gf, gc] = await Promise.all([grad(false)(x).data(), grad(true)(x).data()]);
+      expect(Math.max(...Array.from(yf, (v, i) => Math.abs(v - yc[i])))).toBeLessThan(2e-6);
+      // The composite derivative forms 1 − σ, which cancels to ~1e-5 where σ is near 1; the kernel does not.
+      expect(Math.max(...Array.from(gf, (v, i) => Math.abs(v - gc[i])))).toBeLessThan(3e-5);
+    });
 
-  it('normLinear and causalAttention give the same values and gradients fused and composite', async () => {
-    const n = 2 * 8;
-    const d = 16;
-    const x = tf.randomNormal([n, d], 0.5, 1.5, 'float32', 13) as tf.Tensor2D;
-    const gain = tf.randomUniform([d], 0.5, 1.5, 'float32', 14) as tf.Tensor1D;
-    const shift = tf.randomNormal([d], 0, 0.1, 'float32', 15) as tf.Tensor1D;
-    const w = tf.randomNormal([d, 3 * d], 0, 0.3, 'float32', 16) as tf.Tensor2D;
-    const b = tf.randomNormal([3 * d], 0, 0.1, 'float32', 17) as tf.Tensor1D;
-    const mask = tf.tensor2d(Array.from({ length: 8 }, (_, i) => Array.from({ length: 8 }, (_, j) => (j <= i ? 0 : -1e9))));
-    const upstream = tf.randomNormal([n, d], 0, 1, 'float32', 18);
-    const nc = normConstants(d);
-    const run = async (): Promise<number[][]> => {
-      const f = (xi: tf.Tensor, wi: tf.Tensor, gi: tf.Tensor) =>
-        tf.sum(tf.mul(causalAttention(normLinear(xi as tf.Tensor2D, gi as tf.Tensor1D, shift, wi as tf.Tensor2D, b, 1e-5, nc), mask, 2, 4), upstream));
-      const { value, grads } = tf.valueAndGrads(f)([x, w, gain]);
-      return [[await value.data()].map((v) => v[0]), ...(await Promise.all(grads.map((g) => g.data()))).map((g) => Array.from(g))];
-    };
-    const fused = await run();
-    configureSrpoKernels({ enabled: false });
-    let composite: number[][];
-    try {
-      composite = await run();
-    } finally {
-      configureSrpoKernels({ enabled: true });
-    }
-    fused.forEach((vals, i) => vals.forEach((v, j) => expect(Math.abs(v - composite[i][j])).toBeLessThan(1e-4 * Math.max(1, Math.abs(composite[i][j])))));
-  });
-});
+    it('normLinear and causalAttention give the same values and gradients fused and composite', async () => {
+      const n = 2 * 8;
+      const d = 16;
+      const x = tf.randomNormal([n, d], 0.5, 1.5, 'float32', 13) as tf.Tensor2D;
+      const gain = tf.randomUniform([d], 0.5, 1.5, 'float32', 14) as tf.Tensor1D;
+      const shift = tf.randomNormal([d], 0, 0.1, 'float32', 15) as tf.Tensor1D;
+      const w = tf.randomNormal([d, 3 * d], 0, 0.3, 'float32', 16) as tf.Tensor2D;
+      const b = tf.randomNormal([3 * d], 0, 0.1, 'float32', 17) as tf.Tensor1D;
+      const mask = tf.tensor2d(Array.from({ length: 8 }, (_, i) => Array.from({ length: 8 }, (_, j) => (j <= i ? 0 : -1e9))));
+      const upstream = tf.randomNormal([n, d], 0, 1, 'float32', 18);
+      const nc = normConstants(d);
+      const run = async (): Promise<number[][]> => {
+        const f = (xi: tf.Tensor, wi: tf.Tensor, gi: tf.Tensor) =>
+          tf.sum(tf.mul(causalAttention(normLinear(xi as tf.Tensor2D, gi as tf.Tensor1D, shift, wi as tf.Tensor2D, b, 1e-5, nc), mask, 2, 4), upstream));
+        const { value, grads } = tf.valueAndGrads(f)([x, w, gain]);
+        return [[await value.data()].map((v) => v[0]), ...(await Promise.all(grads.map((g) => g.data()))).map((g) => Array.from(g))];
+      };
+      const fused = await run();
+      configureSrpoKernels({ enabled: false });
+      let composite: number[][];
+      try {
+        composite = await run();
+      } finally {
+        configureSrpoKernels({ enabled: true });
+      }
+      fused.forEach((vals, i) => vals.forEach((v, j) => expect(Math.abs(v - composite[i][j])).toBeLessThan(1e-4 * Math.max(1, Math.abs(composite[i][j])))));
+    });
+  },
+);
 
 describeNative(['SrpoTargetLogProbs', 'SrpoTargetLogProbsGrad'], 'transformer-ops: pickLogProbs fused', () => {
   beforeAll(nativeBackend);
@@ -64,12 +68,17 @@ describeNative(['SrpoTargetLogProbs', 'SrpoTargetLogProbsGrad'], 'transformer-op
 
   it('give pickLogProbs the composite value and gradient', async () => {
     const logits = tf.tensor2d(seededValues(64 * 500, 3, 8), [64, 500]);
-    const targets = tf.tensor1d(Int32Array.from({ length: 64 }, (_, r) => (r * 31) % 500), 'int32');
+    const targets = tf.tensor1d(
+      Int32Array.from({ length: 64 }, (_, r) => (r * 31) % 500),
+      'int32',
+    );
     const up = tf.tensor1d(seededValues(64, 4));
     const run = async (fused: boolean): Promise<[Float32Array, Float32Array]> => {
       configureSrpoKernels({ enabled: fused });
       const y = (await pickLogProbs(logits, targets).data()) as Float32Array;
-      const g = (await tf.grad((l: tf.Tensor) => tf.sum(tf.mul(pickLogProbs(l as tf.Tensor2D, targets), up)))(logits).data()) as Float32Array;
+      const g = (await tf
+        .grad((l: tf.Tensor) => tf.sum(tf.mul(pickLogProbs(l as tf.Tensor2D, targets), up)))(logits)
+        .data()) as Float32Array;
       return [y, g];
     };
     const [yf, gf] = await run(true);
@@ -88,7 +97,8 @@ describeNative(['SrpoGatherRows', 'SrpoScatterRows'], 'transformer-ops: the embe
     const positions = tf.tensor2d(seededValues(t * d, 29), [t, d]);
     const ids = tf.tensor1d([1, 4, 4, 0, 10, 1, 4, 7, 7, 7, 2, 3, 5, 5, 9, 1, 0, 4], 'int32');
     const weight = tf.tensor2d(seededValues(batch * t * d, 31), [batch * t, d]);
-    const run = () => tf.grads((tb: tf.Tensor, ps: tf.Tensor) => tf.sum(tf.mul(embed(ids, tb as tf.Tensor2D, ps as tf.Tensor2D, batch, true), weight)))([table, positions]);
+    const run = () =>
+      tf.grads((tb: tf.Tensor, ps: tf.Tensor) => tf.sum(tf.mul(embed(ids, tb as tf.Tensor2D, ps as tf.Tensor2D, batch, true), weight)))([table, positions]);
     const viaRows = run();
     const value = embed(ids, table, positions, batch, true);
     configureSrpoKernels({ except: ['SrpoGatherRows'] });
@@ -109,7 +119,10 @@ describeNative(['SrpoAdam'], 'AdamOptimizer.apply on SrpoAdam', () => {
   beforeAll(nativeBackend);
 
   /** Weights, moments and norms of `steps` updates of a fresh TINY model from seeded gradients. */
-  async function train(steps: Array<{ maxGradNorm: number; poison?: number }>, weightDecay: number): Promise<{ weights: Float32Array[]; m: Float32Array[]; v: Float32Array[]; norms: number[] }> {
+  async function train(
+    steps: Array<{ maxGradNorm: number; poison?: number }>,
+    weightDecay: number,
+  ): Promise<{ weights: Float32Array[]; m: Float32Array[]; v: Float32Array[]; norms: number[] }> {
     const policy = Policy.create('p', TINY, 3);
     const opt = new AdamOptimizer(policy.model, { weightDecay });
     const names = policy.model.weightNames();
@@ -146,13 +159,17 @@ describeNative(['SrpoAdam'], 'AdamOptimizer.apply on SrpoAdam', () => {
 
   /** True when a and b hold the same non-finite entries and differ by less than `tol` elsewhere. */
   function within(a: Float32Array[], b: Float32Array[], tol: number): boolean {
-    return a.every((x, t) => x.length === b[t].length && x.every((ax, i) => kind(ax) === kind(b[t][i]) && (!Number.isFinite(ax) || Math.abs(ax - b[t][i]) < tol)));
+    return a.every(
+      (x, t) => x.length === b[t].length && x.every((ax, i) => kind(ax) === kind(b[t][i]) && (!Number.isFinite(ax) || Math.abs(ax - b[t][i]) < tol)),
+    );
   }
 
   it('AdamOptimizer.apply runs no tfjs op around the kernel (no concat, split or per-weight sub)', async () => {
     const policy = Policy.create('p', TINY, 3);
     const opt = new AdamOptimizer(policy.model, { weightDecay: 0.01 });
-    const grads = new Map(policy.model.weightNames().map((n, i) => [n, tf.tensor(seededValues(policy.model.weight(n).size, i, 0.1), policy.model.weight(n).shape)] as const));
+    const grads = new Map(
+      policy.model.weightNames().map((n, i) => [n, tf.tensor(seededValues(policy.model.weight(n).size, i, 0.1), policy.model.weight(n).shape)] as const),
+    );
     try {
       const kernelsOf = async (): Promise<string[]> => {
         let norm: tf.Scalar | undefined;

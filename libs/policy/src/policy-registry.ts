@@ -82,7 +82,10 @@ export class PolicyRegistry {
 
   /** Roles mapped to a policy, sorted. */
   rolesOf(policyId: string): string[] {
-    return [...this.roleToPolicy.entries()].filter(([, id]) => id === policyId).map(([r]) => r).sort();
+    return [...this.roleToPolicy.entries()]
+      .filter(([, id]) => id === policyId)
+      .map(([r]) => r)
+      .sort();
   }
 
   /** role → policyId, sorted by role. */

@@ -26,7 +26,11 @@ describe('sampler', () => {
   });
 
   it('returns behaviour log-probs equal to tokenLogProbs at the same temperature (with and without top-k)', async () => {
-    for (const [temperature, topK] of [[1, 0], [0.6, 0], [1.5, 4]] as const) {
+    for (const [temperature, topK] of [
+      [1, 0],
+      [0.6, 0],
+      [1.5, 4],
+    ] as const) {
       const results = await sampleBatch(model, [[3, 1, 4, 1, 5], [9]], { seed: 11, maxNewTokens: 8, temperature, topK });
       const { logProbs, mask } = tokenLogProbs(
         model,

@@ -56,11 +56,7 @@ export async function sample(model: CausalLm, contextTokens: readonly number[], 
  * Reproducible: the same weights, contexts, options and seed give the same
  * tokens. Uniform draws are taken one per unfinished row per position, in row order.
  */
-export async function sampleBatch(
-  model: CausalLm,
-  contexts: readonly (readonly number[])[],
-  options: SamplingOptions,
-): Promise<SampleResult[]> {
+export async function sampleBatch(model: CausalLm, contexts: readonly (readonly number[])[], options: SamplingOptions): Promise<SampleResult[]> {
   const { vocabSize, maxSeqLen } = model.config;
   const temperature = checkTemperature(options.temperature ?? 1, 'options.temperature');
   const maxNew = options.maxNewTokens;
@@ -89,7 +85,14 @@ export async function sampleBatch(
       }
     });
     const used = ctx.slice(Math.max(0, ctx.length - keep));
-    return { context: used, seq: [...used], tokens: [] as number[], logProbs: [] as number[], done: false, stopReason: 'max-new-tokens' as SampleResult['stopReason'] };
+    return {
+      context: used,
+      seq: [...used],
+      tokens: [] as number[],
+      logProbs: [] as number[],
+      done: false,
+      stopReason: 'max-new-tokens' as SampleResult['stopReason'],
+    };
   });
 
   for (let step = 0; step < maxNew; step++) {

@@ -111,7 +111,11 @@ describe('SrpoTrainer', () => {
       expect(e.loss).toBe(r.loss);
       expect(e.gradNorm).toBeCloseTo(r.gradNorm, 5);
       // A set whose gradient overflows float32's squared norm shows up alone (no dual clip, log-ratio just under 44.36).
-      const hot: ActiveSet = { ...sets[0], advantage: -1, members: [{ ...sets[0].members[0], logpOld: sets[0].members[0].logpOld.map((x) => x - 44.1 / sets[0].members[0].logpOld.length) }] };
+      const hot: ActiveSet = {
+        ...sets[0],
+        advantage: -1,
+        members: [{ ...sets[0].members[0], logpOld: sets[0].members[0].logpOld.map((x) => x - 44.1 / sets[0].members[0].logpOld.length) }],
+      };
       const noDual = new SrpoTrainer(policy, { objective: { dualClip: false } });
       try {
         const bad = await noDual.evaluate([hot]);

@@ -298,7 +298,10 @@ function flatten(sets: readonly ActiveSet[]): { setInputs: SetInput[]; pairs: Se
         throw new ValidationError(field, 'contextTokens and responseTokens must be arrays');
       }
       if (!Array.isArray(m.logpOld) || m.logpOld.length !== m.responseTokens.length) {
-        throw new ValidationError(`${field}.logpOld`, `must hold one log-prob per response token (${m.responseTokens.length}), got ${Array.isArray(m.logpOld) ? m.logpOld.length : typeof m.logpOld}`);
+        throw new ValidationError(
+          `${field}.logpOld`,
+          `must hold one log-prob per response token (${m.responseTokens.length}), got ${Array.isArray(m.logpOld) ? m.logpOld.length : typeof m.logpOld}`,
+        );
       }
       const mask = m.mask ? [...m.mask] : new Array<number>(m.responseTokens.length).fill(1);
       if (mask.length !== m.responseTokens.length) {

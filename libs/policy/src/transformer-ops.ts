@@ -115,7 +115,9 @@ export function normLinear(
           const [sxhat, srstd, swcT, sw, sg, ss, sscale] = saved;
           const g = dy as tf.Tensor2D;
           const dxhat = matMul2d(g, swcT as tf.Tensor2D); // row-centred because W_c is column-centred
-          const dx = layerNormGrad(dxhat, sxhat as tf.Tensor2D, srstd as tf.Tensor2D) ?? layerNormGradComposite(dxhat, sxhat as tf.Tensor2D, srstd as tf.Tensor2D, meanCol);
+          const dx =
+            layerNormGrad(dxhat, sxhat as tf.Tensor2D, srstd as tf.Tensor2D) ??
+            layerNormGradComposite(dxhat, sxhat as tf.Tensor2D, srstd as tf.Tensor2D, meanCol);
           const [dwc, dc] = matMul2dColumnSum(sxhat as tf.Tensor2D, g, true);
           const f = normFoldGrad(dwc, dc, sw as tf.Tensor2D, sg as tf.Tensor1D, ss as tf.Tensor1D, sscale as tf.Tensor1D | undefined);
           const grads = [dx, f.dGain, f.dShift, f.dW];

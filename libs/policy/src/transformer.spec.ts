@@ -21,9 +21,16 @@ function referenceLogits(model: TransformerModel, tokens: tf.Tensor2D, temperatu
   for (let i = 0; i < nLayers; i++) {
     const p = `blocks.${i}.`;
     const qkv = tf.add(tf.matMul(ln(x, w(`${p}ln1.g`), w(`${p}ln1.b`)).reshape([b * t, d]), w(`${p}attn.wqkv`)), w(`${p}attn.bqkv`));
-    const heads = (k: number): tf.Tensor => qkv.slice([0, k * d], [b * t, d]).reshape([b, t, h, d / h]).transpose([0, 2, 1, 3]);
+    const heads = (k: number): tf.Tensor =>
+      qkv
+        .slice([0, k * d], [b * t, d])
+        .reshape([b, t, h, d / h])
+        .transpose([0, 2, 1, 3]);
     const att = tf.softmax(tf.add(tf.div(tf.matMul(heads(0), heads(1), false, true), Math.sqrt(d / h)), causal));
-    const o = tf.matMul(att, heads(2)).transpose([0, 2, 1, 3]).reshape([b * t, d]);
+    const o = tf
+      .matMul(att, heads(2))
+      .transpose([0, 2, 1, 3])
+      .reshape([b * t, d]);
     x = tf.add(x, tf.add(tf.matMul(o, w(`${p}attn.wo`)), w(`${p}attn.bo`)).reshape([b, t, d]));
     const m = ln(x, w(`${p}ln2.g`), w(`${p}ln2.b`)).reshape([b * t, d]);
     const f = tf.add(tf.matMul(gelu(tf.add(tf.matMul(m, w(`${p}mlp.w1`)), w(`${p}mlp.b1`))), w(`${p}mlp.w2`)), w(`${p}mlp.b2`));
@@ -55,7 +62,11 @@ describe('TransformerModel', () => {
     const tied = createTransformer(TINY, 1);
     const untied = createTransformer({ ...TINY, tiedEmbeddings: false }, 1);
     try {
-      expect(tied.weightNames()).toEqual(weightSpecs(tied.config).map((s) => s.name).sort());
+      expect(tied.weightNames()).toEqual(
+        weightSpecs(tied.config)
+          .map((s) => s.name)
+          .sort(),
+      );
       expect(tied.weightNames()).not.toContain('head');
       expect(untied.weightNames()).toContain('head');
       expect(untied.weight('head').shape).toEqual([TINY.dModel, TINY.vocabSize]);
@@ -86,7 +97,14 @@ describe('TransformerModel', () => {
     for (const over of [{ tiedEmbeddings: true }, { tiedEmbeddings: false }, { vocabSize: 600, dModel: 8 }]) {
       const model = createTransformer({ ...TINY, ...over }, 3);
       try {
-        const tokens = tf.tensor2d([[1, 5, 9, 2, 0, 15, 3], [4, 4, 8, 1, 12, 7, 6]], [2, 7], 'int32');
+        const tokens = tf.tensor2d(
+          [
+            [1, 5, 9, 2, 0, 15, 3],
+            [4, 4, 8, 1, 12, 7, 6],
+          ],
+          [2, 7],
+          'int32',
+        );
         const probe = tf.randomNormal([14, model.config.vocabSize], 0, 1, 'float32', 11);
         const ours = model.logits2d(tokens, 0.7);
         const ref = referenceLogits(model, tokens, 0.7);
@@ -107,12 +125,18 @@ describe('TransformerModel', () => {
   });
 
   it('gives the same logits and gradients on the pure-JS cpu backend (composite fallbacks of the native kernels)', async () => {
-    const tokens = [[2, 7, 1, 8, 2], [8, 1, 8, 2, 8]];
+    const tokens = [
+      [2, 7, 1, 8, 2],
+      [8, 1, 8, 2, 8],
+    ];
     const run = async (): Promise<{ logits: number[]; grads: Record<string, number[]> }> => {
       const model = createTransformer(TINY, 13);
       try {
         const t = tf.tensor2d(tokens, [2, 5], 'int32');
-        const probe = tf.tensor2d(Array.from({ length: 10 * TINY.vocabSize }, (_, i) => Math.sin(i)), [10, TINY.vocabSize]);
+        const probe = tf.tensor2d(
+          Array.from({ length: 10 * TINY.vocabSize }, (_, i) => Math.sin(i)),
+          [10, TINY.vocabSize],
+        );
         const vars = model.trainableVariables();
         const logits = Array.from(await model.logits2d(t, 1.3).data());
         const ref = Array.from(await referenceLogits(model, t, 1.3).data());

@@ -220,7 +220,7 @@ export class TransformerModel {
         h = residualLinear(h, hidden, w(`${p}mlp.w2`), w1(`${p}mlp.b2`));
       }
       const head = this.config.tiedEmbeddings ? transpose2d(w('tok_emb')) : w('head');
-      const outScale = temperature === 1 ? undefined : tf.fill([v], 1 / temperature) as tf.Tensor1D;
+      const outScale = temperature === 1 ? undefined : (tf.fill([v], 1 / temperature) as tf.Tensor1D);
       // The final layer norm is per row: select the rows first, and norm and project only those.
       const last = rows ? gatherRows(h, rows) : h;
       return normLinear(last, w1('ln_f.g'), w1('ln_f.b'), head, undefined, eps, nc, outScale);

@@ -40,12 +40,22 @@ async function probeOn(backend: string, setsFile?: string): Promise<ProbeResult>
   const args = [runner, probe, backend, ...(setsFile ? [setsFile] : [])];
   try {
     const { stdout } = await run(process.execPath, args, { maxBuffer: 64 << 20, timeout: 110_000, env: { ...process.env, TF_CPP_MIN_LOG_LEVEL: '2' } });
-    const line = stdout.trim().split('\n').filter((l) => l.startsWith('{')).pop();
+    const line = stdout
+      .trim()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .pop();
     if (!line) throw new Error(`no result from the ${backend} probe:\n${stdout}`);
     return JSON.parse(line) as ProbeResult;
   } catch (e) {
     const err = e as { stderr?: string; message: string };
-    throw new Error(`${backend} probe failed: ${err.message}\n${(err.stderr ?? '').split('\n').filter((l) => !/artificially reduced/.test(l)).slice(-20).join('\n')}`);
+    throw new Error(
+      `${backend} probe failed: ${err.message}\n${(err.stderr ?? '')
+        .split('\n')
+        .filter((l) => !/artificially reduced/.test(l))
+        .slice(-20)
+        .join('\n')}`,
+    );
   }
 }
 

@@ -52,7 +52,16 @@ describe('completion service on native TensorFlow', () => {
   afterAll(() => registry.dispose());
 
   it('completes symbol text on the project transformer; log-probs are what the learner recomputes at that temperature', async () => {
-    const req = parseRequest('completions', { model: 'tiny', prompt: '^S12|', max_tokens: 4, n: 3, temperature: 0.7, logprobs: 2, seed: 9, return_token_ids: true });
+    const req = parseRequest('completions', {
+      model: 'tiny',
+      prompt: '^S12|',
+      max_tokens: 4,
+      n: 3,
+      temperature: 0.7,
+      logprobs: 2,
+      seed: 9,
+      return_token_ids: true,
+    });
     const { body, result } = await service.run(req);
     expect(body).toMatchObject({ object: 'text_completion', model: 'tiny', system_fingerprint: 'srpo-tiny-v3', prompt_token_ids: [0, 13, 3, 4, 1] });
     expect(result.choices).toHaveLength(3);
@@ -75,7 +84,10 @@ describe('completion service on native TensorFlow', () => {
   });
 
   it('a seed reproduces every choice; choices of one request differ in their seeds', async () => {
-    const run = async () => (await service.run(parseRequest('completions', { model: 'tiny', prompt: '^W', max_tokens: 8, n: 4, seed: 1 }))).result.choices.map((c) => c.tokenIds.join(','));
+    const run = async () =>
+      (await service.run(parseRequest('completions', { model: 'tiny', prompt: '^W', max_tokens: 8, n: 4, seed: 1 }))).result.choices.map((c) =>
+        c.tokenIds.join(','),
+      );
     const a = await run();
     expect(await run()).toEqual(a);
     expect(new Set(a).size).toBeGreaterThan(1);
@@ -104,22 +116,43 @@ describe('completion service on native TensorFlow', () => {
   });
 
   it('refuses a prompt past the context, a character outside the vocabulary, and an unknown model, in OpenAI terms', async () => {
-    await expect(service.run(parseRequest('completions', { model: 'tiny', prompt: '^S12|', max_tokens: 12 }))).rejects.toMatchObject({ status: 400, code: 'context_length_exceeded' });
-    await expect(service.run(parseRequest('completions', { model: 'tiny', prompt: '^S!' }))).rejects.toMatchObject({ status: 400, param: 'prompt', message: expect.stringMatching(/"!" at 2/) });
+    await expect(service.run(parseRequest('completions', { model: 'tiny', prompt: '^S12|', max_tokens: 12 }))).rejects.toMatchObject({
+      status: 400,
+      code: 'context_length_exceeded',
+    });
+    await expect(service.run(parseRequest('completions', { model: 'tiny', prompt: '^S!' }))).rejects.toMatchObject({
+      status: 400,
+      param: 'prompt',
+      message: expect.stringMatching(/"!" at 2/),
+    });
     await expect(service.run(parseRequest('completions', { model: 'gpt-4', prompt: 'x' }))).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
-    await expect(service.run(parseRequest('chat', { model: 'tiny', messages: [{ role: 'user', content: 'x' }] }))).rejects.toMatchObject({ status: 400, message: expect.stringMatching(/no chat template/) });
+    await expect(service.run(parseRequest('chat', { model: 'tiny', messages: [{ role: 'user', content: 'x' }] }))).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringMatching(/no chat template/),
+    });
   });
 
   it('batches concurrent requests: eight requests of 6 tokens take 6 steps, not 48', async () => {
     const steps0 = service.engine.totals.steps;
-    const all = await Promise.all(Array.from({ length: 8 }, (_, i) => service.run(parseRequest('completions', { model: 'tiny', prompt: '^S', max_tokens: 6, seed: i }))));
+    const all = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => service.run(parseRequest('completions', { model: 'tiny', prompt: '^S', max_tokens: 6, seed: i }))),
+    );
     expect(all.every((r) => r.result.choices[0].tokenIds.length === 6)).toBe(true);
     expect(service.engine.totals.steps - steps0).toBe(6);
   });
 
   it('chat on a Hugging Face model renders its template and streams chunks that add up to the response', async () => {
     const chunks: Record<string, unknown>[] = [];
-    const req = parseRequest('chat', { model: 'qwen2', messages: [{ role: 'user', content: 'hello 12' }], max_tokens: 6, seed: 3, stream: true, stream_options: { include_usage: true }, logprobs: true, top_logprobs: 1 });
+    const req = parseRequest('chat', {
+      model: 'qwen2',
+      messages: [{ role: 'user', content: 'hello 12' }],
+      max_tokens: 6,
+      seed: 3,
+      stream: true,
+      stream_options: { include_usage: true },
+      logprobs: true,
+      top_logprobs: 1,
+    });
     const { body, result } = await service.run(req, (c) => chunks.push(c));
     const text = chunks.flatMap((c) => (c.choices as { delta: { content?: string } }[]).map((ch) => ch.delta.content ?? '')).join('');
     expect(text).toBe(result.choices[0].text);

@@ -57,7 +57,8 @@ export class CompletionService {
    * recording); the caller writes `data: [DONE]`.
    */
   async run(req: ParsedRequest, sink?: ChunkSink): Promise<{ body: Record<string, unknown>; result: CompletionResult }> {
-    if (!this.models.has(req.model)) throw new OpenAiError(404, `The model '${req.model}' does not exist; served: ${this.models.ids().join(', ')}`, 'model', 'model_not_found');
+    if (!this.models.has(req.model))
+      throw new OpenAiError(404, `The model '${req.model}' does not exist; served: ${this.models.ids().join(', ')}`, 'model', 'model_not_found');
     const lease = this.models.lease(req.model);
     try {
       const promptIds = this.promptIds(req, lease);
@@ -80,9 +81,7 @@ export class CompletionService {
         choices: [],
       };
       const stream = sink ? new StreamWriter(req, result, lease, sink) : undefined;
-      result.choices = await Promise.all(
-        Array.from({ length: req.n }, (_, index) => this.choice(req, lease, promptIds, maxTokens, index, stream)),
-      );
+      result.choices = await Promise.all(Array.from({ length: req.n }, (_, index) => this.choice(req, lease, promptIds, maxTokens, index, stream)));
       stream?.end();
       return { body: responseBody(req, result, lease), result };
     } finally {
@@ -101,12 +100,20 @@ export class CompletionService {
     }
     const vocab = model.policy.model.config.vocabSize;
     p.ids.forEach((t, i) => {
-      if (t < 0 || t >= vocab) throw new OpenAiError(400, `prompt[${i}]: token id ${t} is outside the model's vocabulary (${vocab} ids)`, 'prompt', 'invalid_value');
+      if (t < 0 || t >= vocab)
+        throw new OpenAiError(400, `prompt[${i}]: token id ${t} is outside the model's vocabulary (${vocab} ids)`, 'prompt', 'invalid_value');
     });
     return [...p.ids];
   }
 
-  private async choice(req: ParsedRequest, model: ServedModel, promptIds: number[], maxTokens: number, index: number, stream?: StreamWriter): Promise<ChoiceResult> {
+  private async choice(
+    req: ParsedRequest,
+    model: ServedModel,
+    promptIds: number[],
+    maxTokens: number,
+    index: number,
+    stream?: StreamWriter,
+  ): Promise<ChoiceResult> {
     const text = new IncrementalText((ids) => model.codec.decode(ids), req.stop);
     const tokenIds: number[] = [];
     const draws: TokenDraw[] = [];
@@ -160,7 +167,8 @@ function completionLogprobs(req: ParsedRequest, model: ServedModel, draws: reado
   return {
     tokens,
     token_logprobs: draws.map((d) => d.logprob),
-    top_logprobs: req.topLogprobs > 0 ? draws.map((d) => Object.fromEntries(d.top.map((t) => [tokenEntry(req, model, t.id, t.logprob).token, t.logprob]))) : null,
+    top_logprobs:
+      req.topLogprobs > 0 ? draws.map((d) => Object.fromEntries(d.top.map((t) => [tokenEntry(req, model, t.id, t.logprob).token, t.logprob]))) : null,
     text_offset: textOffset,
   };
 }
@@ -172,7 +180,13 @@ function usageOf(result: CompletionResult): Record<string, number> {
 
 function responseBody(req: ParsedRequest, r: CompletionResult, model: ServedModel): Record<string, unknown> {
   const ids = req.returnTokenIds;
-  const head = { id: r.id, object: req.endpoint === 'chat' ? 'chat.completion' : 'text_completion', created: r.created, model: req.model, system_fingerprint: fingerprintOf(r.policyId, r.policyVersion) };
+  const head = {
+    id: r.id,
+    object: req.endpoint === 'chat' ? 'chat.completion' : 'text_completion',
+    created: r.created,
+    model: req.model,
+    system_fingerprint: fingerprintOf(r.policyId, r.policyVersion),
+  };
   const choices = r.choices.map((c) =>
     req.endpoint === 'chat'
       ? {
@@ -182,7 +196,13 @@ function responseBody(req: ParsedRequest, r: CompletionResult, model: ServedMode
           finish_reason: c.finishReason,
           ...(ids ? { token_ids: c.tokenIds } : {}),
         }
-      : { index: c.index, text: c.text, logprobs: req.logprobs ? completionLogprobs(req, model, c.draws, 0) : null, finish_reason: c.finishReason, ...(ids ? { token_ids: c.tokenIds } : {}) },
+      : {
+          index: c.index,
+          text: c.text,
+          logprobs: req.logprobs ? completionLogprobs(req, model, c.draws, 0) : null,
+          finish_reason: c.finishReason,
+          ...(ids ? { token_ids: c.tokenIds } : {}),
+        },
   );
   return { ...head, choices, usage: usageOf(r), ...(ids ? { prompt_token_ids: r.promptTokenIds } : {}) };
 }
@@ -216,7 +236,13 @@ class StreamWriter {
 
   private head(): Record<string, unknown> {
     const r = this.result;
-    return { id: r.id, object: this.req.endpoint === 'chat' ? 'chat.completion.chunk' : 'text_completion', created: r.created, model: this.req.model, system_fingerprint: fingerprintOf(r.policyId, r.policyVersion) };
+    return {
+      id: r.id,
+      object: this.req.endpoint === 'chat' ? 'chat.completion.chunk' : 'text_completion',
+      created: r.created,
+      model: this.req.model,
+      system_fingerprint: fingerprintOf(r.policyId, r.policyVersion),
+    };
   }
 
   private send(index: number, text: string, draws: TokenDraw[], reason: FinishReason | null): void {
@@ -226,11 +252,23 @@ class StreamWriter {
       const first = !this.started.has(index);
       this.started.add(index);
       const delta = reason !== null && text === '' ? {} : { ...(first ? { role: 'assistant' } : {}), content: text };
-      choice = { index, delta, logprobs: this.req.logprobs && draws.length > 0 ? chatLogprobs(this.req, this.model, draws) : null, finish_reason: reason, ...ids };
+      choice = {
+        index,
+        delta,
+        logprobs: this.req.logprobs && draws.length > 0 ? chatLogprobs(this.req, this.model, draws) : null,
+        finish_reason: reason,
+        ...ids,
+      };
     } else {
       const offset = this.offsets.get(index) ?? 0;
       this.offsets.set(index, offset + draws.reduce((a, d) => a + this.model.codec.tokenText(d.id).length, 0));
-      choice = { index, text, logprobs: this.req.logprobs && draws.length > 0 ? completionLogprobs(this.req, this.model, draws, offset) : null, finish_reason: reason, ...ids };
+      choice = {
+        index,
+        text,
+        logprobs: this.req.logprobs && draws.length > 0 ? completionLogprobs(this.req, this.model, draws, offset) : null,
+        finish_reason: reason,
+        ...ids,
+      };
     }
     // vLLM's streaming form of return_token_ids: the prompt's ids ride on the first chunk.
     const prompt = this.req.returnTokenIds && !this.sentPrompt ? { prompt_token_ids: this.result.promptTokenIds } : {};

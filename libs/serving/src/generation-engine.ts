@@ -88,7 +88,9 @@ export class GenerationEngine {
   generate(model: CausalLm, prompt: readonly number[], params: GenerationParams, sink: TokenSink): Promise<FinishReason> {
     checkParams(model, prompt, params);
     if (this.queue.length >= this.options.maxQueuedRows) {
-      return Promise.reject(new SrpoError(ErrorCode.UNAVAILABLE, `the server is at capacity (${this.options.maxQueuedRows} choices waiting); retry later`, { retriable: true }));
+      return Promise.reject(
+        new SrpoError(ErrorCode.UNAVAILABLE, `the server is at capacity (${this.options.maxQueuedRows} choices waiting); retry later`, { retriable: true }),
+      );
     }
     return new Promise<FinishReason>((resolve, reject) => {
       this.queue.push({
@@ -187,7 +189,8 @@ function checkParams(model: CausalLm, prompt: readonly number[], p: GenerationPa
   const { vocabSize, maxSeqLen } = model.config;
   if (prompt.length < 1) throw new ValidationError('prompt', 'must hold at least one token');
   prompt.forEach((t, i) => {
-    if (!Number.isInteger(t) || t < 0 || t >= vocabSize) throw new ValidationError(`prompt[${i}]`, `token id must be an integer in [0, ${vocabSize}), got ${t}`);
+    if (!Number.isInteger(t) || t < 0 || t >= vocabSize)
+      throw new ValidationError(`prompt[${i}]`, `token id must be an integer in [0, ${vocabSize}), got ${t}`);
   });
   if (!Number.isInteger(p.maxTokens) || p.maxTokens < 1) throw new ValidationError('max_tokens', `must be an integer >= 1, got ${p.maxTokens}`);
   if (prompt.length + p.maxTokens > maxSeqLen) {
@@ -198,7 +201,8 @@ function checkParams(model: CausalLm, prompt: readonly number[], p: GenerationPa
   }
   if (!(p.temperature >= 0 && Number.isFinite(p.temperature))) throw new ValidationError('temperature', `must be a finite number >= 0, got ${p.temperature}`);
   if (!(p.topP > 0 && p.topP <= 1)) throw new ValidationError('top_p', `must be in (0, 1], got ${p.topP}`);
-  if (!Number.isInteger(p.topLogprobs) || p.topLogprobs < 0 || p.topLogprobs > 20) throw new ValidationError('top_logprobs', `must be an integer in [0, 20], got ${p.topLogprobs}`);
+  if (!Number.isInteger(p.topLogprobs) || p.topLogprobs < 0 || p.topLogprobs > 20)
+    throw new ValidationError('top_logprobs', `must be an integer in [0, 20], got ${p.topLogprobs}`);
 }
 
 /** The most likely id (ties: the lower id). */

@@ -43,7 +43,7 @@ describe('incremental text', () => {
     expect(t.text).toBe('cbcc');
   });
 
-  it('finds the earliest of several stops, even one inside a single token\'s text', () => {
+  it("finds the earliest of several stops, even one inside a single token's text", () => {
     const wide = (ids: readonly number[]) => ids.map((i) => ['xy', 'zw', 'q'][i]).join('');
     const t = new IncrementalText(wide, ['w', 'yz']);
     t.push(0);

@@ -13,7 +13,18 @@ function refusal(endpoint: 'chat' | 'completions', body: unknown): OpenAiError {
 describe('OpenAI request parsing', () => {
   it('applies OpenAI defaults: n 1, temperature 1, top_p 1, 16 tokens for completions, the rest of the context for chat', () => {
     const c = parseRequest('completions', { model: 'actor', prompt: '^S12|' });
-    expect(c).toMatchObject({ model: 'actor', prompt: { text: '^S12|' }, n: 1, temperature: 1, topP: 1, maxTokens: 16, stop: [], stream: false, logprobs: false, topLogprobs: 0 });
+    expect(c).toMatchObject({
+      model: 'actor',
+      prompt: { text: '^S12|' },
+      n: 1,
+      temperature: 1,
+      topP: 1,
+      maxTokens: 16,
+      stop: [],
+      stream: false,
+      logprobs: false,
+      topLogprobs: 0,
+    });
     const chat = parseRequest('chat', { model: 'actor', messages: [{ role: 'user', content: 'hi' }] });
     expect(chat.maxTokens).toBeUndefined();
     expect(chat.prompt).toEqual({ messages: [{ role: 'user', content: 'hi' }] });
@@ -22,7 +33,15 @@ describe('OpenAI request parsing', () => {
   it('reads every supported parameter', () => {
     const r = parseRequest('chat', {
       model: 'm',
-      messages: [{ role: 'system', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }],
+      messages: [
+        {
+          role: 'system',
+          content: [
+            { type: 'text', text: 'a' },
+            { type: 'text', text: 'b' },
+          ],
+        },
+      ],
       n: 3,
       max_completion_tokens: 7,
       max_tokens: 99,
@@ -39,15 +58,38 @@ describe('OpenAI request parsing', () => {
       frequency_penalty: 0,
       user: 'u',
     });
-    expect(r).toMatchObject({ n: 3, maxTokens: 7, temperature: 0.5, topP: 0.9, seed: 11, stop: ['\n', 'END'], stream: true, includeUsage: true, logprobs: true, topLogprobs: 4, metadata: { episode: 'e1' }, returnTokenIds: true });
+    expect(r).toMatchObject({
+      n: 3,
+      maxTokens: 7,
+      temperature: 0.5,
+      topP: 0.9,
+      seed: 11,
+      stop: ['\n', 'END'],
+      stream: true,
+      includeUsage: true,
+      logprobs: true,
+      topLogprobs: 4,
+      metadata: { episode: 'e1' },
+      returnTokenIds: true,
+    });
     expect(r.prompt).toEqual({ messages: [{ role: 'system', content: 'ab' }] });
-    expect(parseRequest('completions', { model: 'm', prompt: [1, 2, 3], logprobs: 2 })).toMatchObject({ prompt: { ids: [1, 2, 3] }, logprobs: true, topLogprobs: 2 });
+    expect(parseRequest('completions', { model: 'm', prompt: [1, 2, 3], logprobs: 2 })).toMatchObject({
+      prompt: { ids: [1, 2, 3] },
+      logprobs: true,
+      topLogprobs: 2,
+    });
     expect(parseRequest('completions', { model: 'm', prompt: 'x', logprobs: 0 })).toMatchObject({ logprobs: true, topLogprobs: 0 });
   });
 
   it.each([
     ['completions', { model: 'm', prompt: 'x', foo: 1 }, 'foo', 'unrecognized_argument', /Unrecognized request argument supplied: foo/],
-    ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function' }] }, 'tools', 'unsupported_parameter', /tool calls are not implemented/],
+    [
+      'chat',
+      { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function' }] },
+      'tools',
+      'unsupported_parameter',
+      /tool calls are not implemented/,
+    ],
     ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], presence_penalty: 0.5 }, 'presence_penalty', 'unsupported_parameter', /penalties/],
     ['completions', { model: 'm', prompt: 'x', max_tokens: -1 }, 'max_tokens', 'invalid_value', /must be in \[1, /],
     ['completions', { model: 'm', prompt: 'x', temperature: 3 }, 'temperature', 'invalid_value', /\[0, 2\]/],
@@ -69,6 +111,8 @@ describe('OpenAI request parsing', () => {
   });
 
   it('accepts the neutral values of parameters it does not implement, and nulls', () => {
-    expect(() => parseRequest('completions', { model: 'm', prompt: 'x', echo: false, best_of: 1, logit_bias: {}, suffix: null, presence_penalty: 0 })).not.toThrow();
+    expect(() =>
+      parseRequest('completions', { model: 'm', prompt: 'x', echo: false, best_of: 1, logit_bias: {}, suffix: null, presence_penalty: 0 }),
+    ).not.toThrow();
   });
 });

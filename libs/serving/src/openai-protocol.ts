@@ -10,7 +10,13 @@ export class OpenAiError extends Error {
     message: string,
     readonly param: string | null = null,
     readonly code: string | null = null,
-    readonly type: string = status === 401 ? 'authentication_error' : status === 403 ? 'permission_error' : status >= 500 ? 'server_error' : 'invalid_request_error',
+    readonly type: string = status === 401
+      ? 'authentication_error'
+      : status === 403
+        ? 'permission_error'
+        : status >= 500
+          ? 'server_error'
+          : 'invalid_request_error',
   ) {
     super(message);
     this.name = 'OpenAiError';
@@ -52,7 +58,22 @@ export interface ParsedRequest {
 type Json = Record<string, unknown>;
 
 /** Fields accepted with any valid value. */
-const COMMON = ['model', 'n', 'max_tokens', 'temperature', 'top_p', 'seed', 'stop', 'stream', 'stream_options', 'user', 'metadata', 'store', 'return_token_ids', 'return_tokens_as_token_ids'];
+const COMMON = [
+  'model',
+  'n',
+  'max_tokens',
+  'temperature',
+  'top_p',
+  'seed',
+  'stop',
+  'stream',
+  'stream_options',
+  'user',
+  'metadata',
+  'store',
+  'return_token_ids',
+  'return_tokens_as_token_ids',
+];
 const CHAT = [...COMMON, 'messages', 'max_completion_tokens', 'logprobs', 'top_logprobs'];
 const COMPLETIONS = [...COMMON, 'prompt', 'logprobs'];
 /** Known OpenAI fields this server implements only at their neutral value; any other value is refused, never ignored. */
@@ -76,8 +97,8 @@ const WHY_NOT: Record<string, string> = {
   function_call: 'function calls are not implemented',
   response_format: 'structured output is not implemented; only {"type": "text"}',
   logit_bias: 'logit_bias is not implemented',
-  frequency_penalty: 'penalties are not implemented (the behaviour log-probs would no longer be the policy\'s); only 0',
-  presence_penalty: 'penalties are not implemented (the behaviour log-probs would no longer be the policy\'s); only 0',
+  frequency_penalty: "penalties are not implemented (the behaviour log-probs would no longer be the policy's); only 0",
+  presence_penalty: "penalties are not implemented (the behaviour log-probs would no longer be the policy's); only 0",
   echo: 'echo is not implemented',
   best_of: 'best_of is not implemented; use n',
   suffix: 'suffix (insertion) is not implemented',
@@ -92,7 +113,13 @@ export function parseRequest(endpoint: ParsedRequest['endpoint'], body: unknown)
     if (allowed.includes(k) || v === null || v === undefined) continue;
     const neutral = NEUTRAL[k];
     if (neutral?.(v)) continue;
-    if (k in NEUTRAL || k in WHY_NOT) throw new OpenAiError(400, `Unsupported parameter: '${k}': ${WHY_NOT[k] ?? 'only its default value is supported'} by this server.`, k, 'unsupported_parameter');
+    if (k in NEUTRAL || k in WHY_NOT)
+      throw new OpenAiError(
+        400,
+        `Unsupported parameter: '${k}': ${WHY_NOT[k] ?? 'only its default value is supported'} by this server.`,
+        k,
+        'unsupported_parameter',
+      );
     throw new OpenAiError(400, `Unrecognized request argument supplied: ${k}`, k, 'unrecognized_argument');
   }
   const model = b.model;
@@ -121,7 +148,23 @@ export function parseRequest(endpoint: ParsedRequest['endpoint'], body: unknown)
     logprobs = true;
   }
   const metadata = parseMetadata(b.metadata);
-  const base = { endpoint, model, n, ...(maxTokens !== undefined ? { maxTokens } : {}), temperature, topP, ...(seed !== undefined ? { seed } : {}), stop, stream, includeUsage, logprobs, topLogprobs, returnTokenIds: bool(b, 'return_token_ids', false), tokensAsTokenIds: bool(b, 'return_tokens_as_token_ids', false), metadata };
+  const base = {
+    endpoint,
+    model,
+    n,
+    ...(maxTokens !== undefined ? { maxTokens } : {}),
+    temperature,
+    topP,
+    ...(seed !== undefined ? { seed } : {}),
+    stop,
+    stream,
+    includeUsage,
+    logprobs,
+    topLogprobs,
+    returnTokenIds: bool(b, 'return_token_ids', false),
+    tokensAsTokenIds: bool(b, 'return_tokens_as_token_ids', false),
+    metadata,
+  };
   if (endpoint === 'chat') return { ...base, prompt: { messages: parseMessages(b.messages) } };
   return { ...base, prompt: parsePrompt(b.prompt) };
 }
@@ -184,7 +227,10 @@ function parseMessages(v: unknown): ChatMessage[] {
     if (typeof role !== 'string' || !ROLES.includes(role)) throw bad(`${p}.role`, `must be one of ${ROLES.join(', ')}, got ${JSON.stringify(role)}`);
     let text: string;
     if (typeof content === 'string') text = content;
-    else if (Array.isArray(content) && content.every((c) => typeof c === 'object' && c !== null && (c as Json).type === 'text' && typeof (c as Json).text === 'string')) {
+    else if (
+      Array.isArray(content) &&
+      content.every((c) => typeof c === 'object' && c !== null && (c as Json).type === 'text' && typeof (c as Json).text === 'string')
+    ) {
       text = content.map((c) => (c as Json).text as string).join('');
     } else throw bad(`${p}.content`, 'must be a string or a list of {"type": "text", "text": ...} parts (images and audio are not supported)');
     return { role, content: text };

@@ -65,7 +65,11 @@ export class PolicyPool {
     try {
       announced = await readTopicsToEnd(this.options.kafka, [topic]);
     } catch (e) {
-      throw new SrpoError(ErrorCode.UNAVAILABLE, `cannot read ${topic} (${errorMessage(e)}); is the broker up and the topic catalog created (npx srpo events topics with the same SRPO_TOPIC_PREFIX)?`, { cause: e });
+      throw new SrpoError(
+        ErrorCode.UNAVAILABLE,
+        `cannot read ${topic} (${errorMessage(e)}); is the broker up and the topic catalog created (npx srpo events topics with the same SRPO_TOPIC_PREFIX)?`,
+        { cause: e },
+      );
     }
     for (const r of announced) this.note(this.decode(r.value));
     for (const id of this.policyIds) {

@@ -44,7 +44,7 @@ export class SymbolTextCodec implements TextCodec {
 
   encode(text: string, field: string): number[] {
     const ids: number[] = [];
-    for (let i = 0; i < text.length; ) {
+    for (let i = 0; i < text.length;) {
       const m = /^<\|t(\d+)\|>/.exec(text.slice(i, i + 16));
       if (m) {
         ids.push(this.checkId(Number(m[1]), field));
@@ -53,7 +53,10 @@ export class SymbolTextCodec implements TextCodec {
       }
       const id = SYMBOL_TEXTS.indexOf(text[i]);
       if (id < 0 || id >= this.vocabSize) {
-        throw new ValidationError(field, `character ${JSON.stringify(text[i])} at ${i} is not in this model's vocabulary (one character per token: ${SYMBOL_TEXTS.slice(0, this.vocabSize)}, or <|tN|>)`);
+        throw new ValidationError(
+          field,
+          `character ${JSON.stringify(text[i])} at ${i} is not in this model's vocabulary (one character per token: ${SYMBOL_TEXTS.slice(0, this.vocabSize)}, or <|tN|>)`,
+        );
       }
       ids.push(id);
       i++;

@@ -127,13 +127,21 @@ describe('groupAdvantages', () => {
   });
 
   it('refuses bad input naming the set and field', () => {
-    const bad = (input: unknown[]): (() => unknown) => () => groupAdvantages(input as AdvantageInput[], cfg());
+    const bad =
+      (input: unknown[]): (() => unknown) =>
+      () =>
+        groupAdvantages(input as AdvantageInput[], cfg());
     expect(bad([{ setId: 't-1', groupKey: 'g', reward: Number.NaN }])).toThrow(ValidationError);
     expect(bad([{ setId: 't-1', groupKey: 'g', reward: Number.NaN }])).toThrow('sets[0] (t-1).reward: expected a finite number, got NaN');
     expect(bad([{ setId: 't-1', groupKey: 'g', reward: 1, progress: Infinity }])).toThrow('sets[0] (t-1).progress: expected a finite number, got Infinity');
     expect(bad([{ setId: 't-1', reward: 1 }])).toThrow('sets[0] (t-1).groupKey: missing; expected a non-empty string');
     expect(bad([{ groupKey: 'g', reward: 1 }])).toThrow('sets[0].setId: missing; expected a non-empty string');
-    expect(bad([{ setId: 'x', groupKey: 'g', reward: 1 }, { setId: 'x', groupKey: 'g', reward: 0 }])).toThrow('sets[1] (x).setId: duplicate of sets[0]');
+    expect(
+      bad([
+        { setId: 'x', groupKey: 'g', reward: 1 },
+        { setId: 'x', groupKey: 'g', reward: 0 },
+      ]),
+    ).toThrow('sets[1] (x).setId: duplicate of sets[0]');
   });
 });
 

@@ -121,7 +121,12 @@ export function groupAdvantages(sets: readonly AdvantageInput[], config: Objecti
   const results = new Array<AdvantageResult>(sets.length);
   for (const [groupKey, indices] of groups) {
     const rewards = indices.map((i) => sets[i].reward);
-    const useProgress = indices.length > 1 && progressFallbackApplies(indices.map((i) => sets[i]), config);
+    const useProgress =
+      indices.length > 1 &&
+      progressFallbackApplies(
+        indices.map((i) => sets[i]),
+        config,
+      );
     const values = useProgress ? indices.map((i) => sets[i].progress as number) : rewards;
     const degenerate = indices.length < 2 || allEqual(values);
     const mu = groupMean(values);

@@ -63,7 +63,10 @@ describe('resolveObjectiveConfig', () => {
     [{ progress: { stdThreshold: -1 } }, 'config.progress.stdThreshold: must be >= 0, got -1'],
     [{ progress: { rewardThreshold: Infinity } }, 'config.progress.rewardThreshold: expected a finite number, got Infinity'],
     [{ progress: { minStd: 0.1 } }, 'config.progress.minStd: unknown field; expected one of enabled, rewardThreshold, stdThreshold'],
-    [{ clip_low: 0.1 }, 'config.clip_low: unknown field; expected one of objective, eventReduction, clipLow, clipHigh, dualClip, clipRatioC, advantageStd, advantageEps, progress'],
+    [
+      { clip_low: 0.1 },
+      'config.clip_low: unknown field; expected one of objective, eventReduction, clipLow, clipHigh, dualClip, clipRatioC, advantageStd, advantageEps, progress',
+    ],
     ['srpo', 'config: expected an object, got "srpo"'],
     [[1], 'config: expected an object, got an array of length 1'],
   ])('refuses %j with "%s"', (partial, message) => {

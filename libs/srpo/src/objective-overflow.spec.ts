@@ -29,7 +29,9 @@ function cfg(overrides: Partial<ObjectiveConfig> = {}): ObjectiveConfig {
 }
 
 function withBatch<T>(sets: TestSet[], fn: (logpNew: tf.Tensor2D, batch: ReturnType<typeof buildPaddedSetBatch>) => T): T {
-  const batch = buildPaddedSetBatch(sets.map((s) => ({ setId: s.setId, advantage: s.advantage, members: s.members.map(({ outputId, logpOld, mask }) => ({ outputId, logpOld, mask })) })));
+  const batch = buildPaddedSetBatch(
+    sets.map((s) => ({ setId: s.setId, advantage: s.advantage, members: s.members.map(({ outputId, logpOld, mask }) => ({ outputId, logpOld, mask })) })),
+  );
   const rows = sets.flatMap((s) => s.members.map((m) => m.logpNew));
   const logpNew = tf.tensor2d(padRows(rows, batch.logpOld.shape[1]), [rows.length, batch.logpOld.shape[1]]);
   try {
@@ -47,14 +49,21 @@ function lossOf(sets: TestSet[], config: ObjectiveConfig): number {
 /** ∂loss/∂logpNew, unpadded to [set][member][token]. */
 function gradOf(sets: TestSet[], config: ObjectiveConfig): number[][][] {
   return withBatch(sets, (logpNew, batch) => {
-    const g = tf.tidy(() => tf.grad((x: tf.Tensor) => objectiveLoss(x as tf.Tensor2D, batch, config).loss)(logpNew).arraySync() as number[][]);
+    const g = tf.tidy(
+      () =>
+        tf
+          .grad((x: tf.Tensor) => objectiveLoss(x as tf.Tensor2D, batch, config).loss)(logpNew)
+          .arraySync() as number[][],
+    );
     let row = 0;
     return sets.map((s) => s.members.map((m) => g[row++].slice(0, m.logpNew.length)));
   });
 }
 
 async function diagnosticsOf(sets: TestSet[], config: ObjectiveConfig): Promise<Record<string, number>> {
-  const batch = buildPaddedSetBatch(sets.map((s) => ({ setId: s.setId, advantage: s.advantage, members: s.members.map(({ outputId, logpOld, mask }) => ({ outputId, logpOld, mask })) })));
+  const batch = buildPaddedSetBatch(
+    sets.map((s) => ({ setId: s.setId, advantage: s.advantage, members: s.members.map(({ outputId, logpOld, mask }) => ({ outputId, logpOld, mask })) })),
+  );
   const rows = sets.flatMap((s) => s.members.map((m) => m.logpNew));
   const logpNew = tf.tensor2d(padRows(rows, batch.logpOld.shape[1]), [rows.length, batch.logpOld.shape[1]]);
   const out = objectiveLoss(logpNew, batch, config);
@@ -121,11 +130,31 @@ function unitCount(sets: TestSet[], objective: Objective): number {
 // PyTorch float64 (overflow_reference.py): the loss with the floored set under the dual clip
 // (exact: max(−∞, c·A) = c·A), and loss and a few gradients without the floored set.
 const TORCH: Record<string, { lossWithDual: number; lossWithout: number; gradWithout: { p1a0: number; n2a0: number; p2b1: number } }> = {
-  'srpo/sqrt': { lossWithDual: 0.4186134704795184, lossWithout: -0.2418487179482378, gradWithout: { p1a0: -0.27150776959880724, n2a0: 0.23651125809887621, p2b1: -0.05449609536760527 } },
-  'srpo/sum': { lossWithDual: 0.4095206434655313, lossWithout: -0.2539724873002206, gradWithout: { p1a0: 0, n2a0: 0.23651125809887621, p2b1: -0.09048374539909683 } },
-  'srpo/mean': { lossWithDual: 0.428549512577263, lossWithout: -0.22860066181791158, gradWithout: { p1a0: -0.18419515301260786, n2a0: 0.23651125809887621, p2b1: -0.03224053796385735 } },
-  'gspo/sqrt': { lossWithDual: 0.09961435751598988, lossWithout: -0.40051419792596615, gradWithout: { p1a0: -0.058403949798667996, n2a0: 0.031215132934947622, p2b1: -0.023780736557479382 } },
-  'grpo-token/sqrt': { lossWithDual: 0.05381683762178913, lossWithout: -0.39176059849110634, gradWithout: { p1a0: -0.09209757650630396, n2a0: 0.050891781590007075, p2b1: -0.020468269640285475 } },
+  'srpo/sqrt': {
+    lossWithDual: 0.4186134704795184,
+    lossWithout: -0.2418487179482378,
+    gradWithout: { p1a0: -0.27150776959880724, n2a0: 0.23651125809887621, p2b1: -0.05449609536760527 },
+  },
+  'srpo/sum': {
+    lossWithDual: 0.4095206434655313,
+    lossWithout: -0.2539724873002206,
+    gradWithout: { p1a0: 0, n2a0: 0.23651125809887621, p2b1: -0.09048374539909683 },
+  },
+  'srpo/mean': {
+    lossWithDual: 0.428549512577263,
+    lossWithout: -0.22860066181791158,
+    gradWithout: { p1a0: -0.18419515301260786, n2a0: 0.23651125809887621, p2b1: -0.03224053796385735 },
+  },
+  'gspo/sqrt': {
+    lossWithDual: 0.09961435751598988,
+    lossWithout: -0.40051419792596615,
+    gradWithout: { p1a0: -0.058403949798667996, n2a0: 0.031215132934947622, p2b1: -0.023780736557479382 },
+  },
+  'grpo-token/sqrt': {
+    lossWithDual: 0.05381683762178913,
+    lossWithout: -0.39176059849110634,
+    gradWithout: { p1a0: -0.09209757650630396, n2a0: 0.050891781590007075, p2b1: -0.020468269640285475 },
+  },
 };
 const CASES: [Objective, EventReduction][] = [
   ['srpo', 'sqrt'],
@@ -140,65 +169,71 @@ beforeAll(async () => {
 });
 
 describe('the reproduction: one behaviour log-prob of −9999 in one member of a negative-advantage set', () => {
-  it.each(CASES)('%s / %s: finite loss and gradient; the other sets contribute exactly as without that set (dual clip on)', async (objective, eventReduction) => {
-    const config = cfg({ objective, eventReduction });
-    const ref = TORCH[`${objective}/${eventReduction}`];
-    const loss = lossOf(REPRO, config);
-    const g = gradOf(REPRO, config);
-    expect(Number.isFinite(loss)).toBe(true);
-    expect(allFinite(g)).toBe(true);
-    // The loss equals the exact float64 value, the floored unit costing c·A = −2.4.
-    expectClose(loss, ref.lossWithDual, 1e-5, 1e-6);
-    // Without the set: the PyTorch values.
-    const lossWithout = lossOf(OTHERS, config);
-    expectClose(lossWithout, ref.lossWithout, 1e-5, 1e-6);
-    const gw = gradOf(OTHERS, config);
-    expectClose(gw[0][0][0], ref.gradWithout.p1a0, 1e-5, 1e-7);
-    expectClose(gw[1][0][0], ref.gradWithout.n2a0, 1e-5, 1e-7);
-    expectClose(gw[2][1][1], ref.gradWithout.p2b1, 1e-5, 1e-7);
-    // Each other set's gradient, times the unit count its mean divides by, is the same with and without the floored set.
-    const uWith = unitCount(REPRO, objective);
-    const uWithout = unitCount(OTHERS, objective);
-    OTHERS.forEach((s, k) => {
-      const e = k < BAD ? k : k + 1;
-      s.members.forEach((m, j) => m.logpNew.forEach((_, u) => expectClose(g[e][j][u] * uWith, gw[k][j][u] * uWithout, 1e-5, 1e-7)));
-    });
-    // The floored unit itself gets no gradient (r > c with A < 0: the dual clip).
-    if (objective === 'srpo') expect(g[BAD].flat().every((x) => x === 0)).toBe(true);
-    if (objective === 'gspo') expect(g[BAD][0].every((x) => x === 0)).toBe(true);
-    if (objective === 'grpo-token') expect(g[BAD][0][1]).toBe(0);
-    const d = await diagnosticsOf(REPRO, config);
-    expect(d['ratio/out_of_range']).toBe(1);
-    expect(Number.isFinite(d['ratio/max'])).toBe(true);
-    expect(Number.isFinite(d['kl/approx_k3'])).toBe(true);
-    expect(d['losses/clip_frac_dual']).toBeCloseTo(1 / uWith, 6);
-  });
+  it.each(CASES)(
+    '%s / %s: finite loss and gradient; the other sets contribute exactly as without that set (dual clip on)',
+    async (objective, eventReduction) => {
+      const config = cfg({ objective, eventReduction });
+      const ref = TORCH[`${objective}/${eventReduction}`];
+      const loss = lossOf(REPRO, config);
+      const g = gradOf(REPRO, config);
+      expect(Number.isFinite(loss)).toBe(true);
+      expect(allFinite(g)).toBe(true);
+      // The loss equals the exact float64 value, the floored unit costing c·A = −2.4.
+      expectClose(loss, ref.lossWithDual, 1e-5, 1e-6);
+      // Without the set: the PyTorch values.
+      const lossWithout = lossOf(OTHERS, config);
+      expectClose(lossWithout, ref.lossWithout, 1e-5, 1e-6);
+      const gw = gradOf(OTHERS, config);
+      expectClose(gw[0][0][0], ref.gradWithout.p1a0, 1e-5, 1e-7);
+      expectClose(gw[1][0][0], ref.gradWithout.n2a0, 1e-5, 1e-7);
+      expectClose(gw[2][1][1], ref.gradWithout.p2b1, 1e-5, 1e-7);
+      // Each other set's gradient, times the unit count its mean divides by, is the same with and without the floored set.
+      const uWith = unitCount(REPRO, objective);
+      const uWithout = unitCount(OTHERS, objective);
+      OTHERS.forEach((s, k) => {
+        const e = k < BAD ? k : k + 1;
+        s.members.forEach((m, j) => m.logpNew.forEach((_, u) => expectClose(g[e][j][u] * uWith, gw[k][j][u] * uWithout, 1e-5, 1e-7)));
+      });
+      // The floored unit itself gets no gradient (r > c with A < 0: the dual clip).
+      if (objective === 'srpo') expect(g[BAD].flat().every((x) => x === 0)).toBe(true);
+      if (objective === 'gspo') expect(g[BAD][0].every((x) => x === 0)).toBe(true);
+      if (objective === 'grpo-token') expect(g[BAD][0][1]).toBe(0);
+      const d = await diagnosticsOf(REPRO, config);
+      expect(d['ratio/out_of_range']).toBe(1);
+      expect(Number.isFinite(d['ratio/max'])).toBe(true);
+      expect(Number.isFinite(d['kl/approx_k3'])).toBe(true);
+      expect(d['losses/clip_frac_dual']).toBeCloseTo(1 / uWith, 6);
+    },
+  );
 
-  it.each(CASES)('%s / %s with the dual clip off: loss and gradient finite, the unit saturates at e^44.36·A, the others unchanged', async (objective, eventReduction) => {
-    const config = cfg({ objective, eventReduction, dualClip: false });
-    const loss = lossOf(REPRO, config);
-    const g = gradOf(REPRO, config);
-    expect(Number.isFinite(loss)).toBe(true);
-    expect(allFinite(g)).toBe(true);
-    // The floored unit's term is e^MAX_LOG_RATIO · A (≈ −1.47e19); it dominates the loss.
-    const uWith = unitCount(REPRO, objective);
-    expectClose(loss, -(Math.exp(MAX_LOG_RATIO) * Math.fround(-0.8)) / uWith, 1e-5);
-    const gw = gradOf(OTHERS, config);
-    const uWithout = unitCount(OTHERS, objective);
-    OTHERS.forEach((s, k) => {
-      const e = k < BAD ? k : k + 1;
-      s.members.forEach((m, j) => m.logpNew.forEach((_, u) => expectClose(g[e][j][u] * uWith, gw[k][j][u] * uWithout, 1e-5, 1e-7)));
-    });
-    // Past MAX_LOG_RATIO the bound has gradient 0.
-    if (objective === 'srpo') expect(g[BAD].flat().every((x) => x === 0)).toBe(true);
-    if (objective === 'gspo') expect(g[BAD][0].every((x) => x === 0)).toBe(true);
-    if (objective === 'grpo-token') expect(g[BAD][0][1]).toBe(0);
-    const d = await diagnosticsOf(REPRO, config);
-    expect(d['ratio/out_of_range']).toBe(1);
-    expect(d['losses/clip_frac_dual']).toBe(0);
-    // Reported ratios saturate at e^MAX_LOG_RATIO = 2^64 ≈ 1.8e19.
-    expectClose(d['ratio/max'], Math.exp(MAX_LOG_RATIO), 1e-6);
-  });
+  it.each(CASES)(
+    '%s / %s with the dual clip off: loss and gradient finite, the unit saturates at e^44.36·A, the others unchanged',
+    async (objective, eventReduction) => {
+      const config = cfg({ objective, eventReduction, dualClip: false });
+      const loss = lossOf(REPRO, config);
+      const g = gradOf(REPRO, config);
+      expect(Number.isFinite(loss)).toBe(true);
+      expect(allFinite(g)).toBe(true);
+      // The floored unit's term is e^MAX_LOG_RATIO · A (≈ −1.47e19); it dominates the loss.
+      const uWith = unitCount(REPRO, objective);
+      expectClose(loss, -(Math.exp(MAX_LOG_RATIO) * Math.fround(-0.8)) / uWith, 1e-5);
+      const gw = gradOf(OTHERS, config);
+      const uWithout = unitCount(OTHERS, objective);
+      OTHERS.forEach((s, k) => {
+        const e = k < BAD ? k : k + 1;
+        s.members.forEach((m, j) => m.logpNew.forEach((_, u) => expectClose(g[e][j][u] * uWith, gw[k][j][u] * uWithout, 1e-5, 1e-7)));
+      });
+      // Past MAX_LOG_RATIO the bound has gradient 0.
+      if (objective === 'srpo') expect(g[BAD].flat().every((x) => x === 0)).toBe(true);
+      if (objective === 'gspo') expect(g[BAD][0].every((x) => x === 0)).toBe(true);
+      if (objective === 'grpo-token') expect(g[BAD][0][1]).toBe(0);
+      const d = await diagnosticsOf(REPRO, config);
+      expect(d['ratio/out_of_range']).toBe(1);
+      expect(d['losses/clip_frac_dual']).toBe(0);
+      // Reported ratios saturate at e^MAX_LOG_RATIO = 2^64 ≈ 1.8e19.
+      expectClose(d['ratio/max'], Math.exp(MAX_LOG_RATIO), 1e-6);
+    },
+  );
 
   it('a floored token in a positive-advantage set: the high clip already zeroes its gradient; the loss is the exact (1 + ε)·A term', () => {
     const flipped = REPRO.map((s, e) => (e === BAD ? { ...s, advantage: 0.8 } : s));
@@ -207,7 +242,11 @@ describe('the reproduction: one behaviour log-prob of −9999 in one member of a
       const loss = lossOf(flipped, config);
       // −(1/4)(1.2·0.8 + Σ others): the others from the PyTorch loss without the set (3 sets).
       expectClose(loss, -(1.2 * Math.fround(0.8) - 3 * TORCH['srpo/sqrt'].lossWithout) / 4, 1e-5);
-      expect(gradOf(flipped, config)[BAD].flat().every((x) => x === 0)).toBe(true);
+      expect(
+        gradOf(flipped, config)
+          [BAD].flat()
+          .every((x) => x === 0),
+      ).toBe(true);
     }
   });
 });
@@ -222,7 +261,9 @@ describe('dual clip (Ye et al. 2020; verl clip_ratio_c): values by hand', () => 
     expectClose(lossOf(single(4, -2), cfg()), 6, 1e-6);
     expect(gradOf(single(4, -2), cfg()).flat(2)).toEqual([0, 0]);
     expectClose(lossOf(single(4, -2), cfg({ dualClip: false })), 8, 1e-6);
-    gradOf(single(4, -2), cfg({ dualClip: false })).flat(2).forEach((x) => expectClose(x, 8, 1e-5));
+    gradOf(single(4, -2), cfg({ dualClip: false }))
+      .flat(2)
+      .forEach((x) => expectClose(x, 8, 1e-5));
     // gspo: s = exp(ℓ/2) = exp(log 4 / 2) = 2 < 3: no dual clip, loss 2·2 = 4.
     expectClose(lossOf(single(4, -2), cfg({ objective: 'gspo' })), 4, 1e-6);
   });
@@ -233,7 +274,9 @@ describe('dual clip (Ye et al. 2020; verl clip_ratio_c): values by hand', () => 
     expectClose(on, 2, 1e-6);
     expect(on).toBe(off);
     expect(gradOf(single(2, -1), cfg())).toEqual(gradOf(single(2, -1), cfg({ dualClip: false })));
-    gradOf(single(2, -1), cfg()).flat(2).forEach((x) => expectClose(x, 2, 1e-5));
+    gradOf(single(2, -1), cfg())
+      .flat(2)
+      .forEach((x) => expectClose(x, 2, 1e-5));
   });
 
   it('A = +1, ρ = 4: the high clip, loss −1.2 and gradient 0, with or without the dual clip', () => {

@@ -65,7 +65,7 @@ describe('evaluateObjectiveRequest', () => {
     // t-18 is clipped on its advantage's side → 0; t-19 has A = 0 → 0; the env token → 0.
     const g = report.gradLogpNew as number[][][];
     expect(g.map((s) => s.map((m) => m.length))).toEqual([[2, 1], [3], [1]]);
-    const t17 = -(1 / 3) * A * Math.exp(0.1 / Math.SQRT2) / Math.SQRT2;
+    const t17 = (-(1 / 3) * A * Math.exp(0.1 / Math.SQRT2)) / Math.SQRT2;
     expect(t17).toBeCloseTo(-0.17887819, 7);
     g[0].flat().forEach((x) => expect(x).toBeCloseTo(t17, 6));
     expect(g[1][0]).toEqual([0, 0, 0]);
@@ -167,22 +167,46 @@ describe('evaluateObjectiveRequest', () => {
       },
       'sets[0] (t-17).members[1] (o-2).mask: length 3 differs from logpNew length 2',
     ],
-    ['logpOld shorter than logpNew', (r) => ((member(r, 1, 0).logpOld = [-0.2]), r), 'sets[1] (t-18).members[0] (o-3).logpOld: length 1 differs from logpNew length 3'],
+    [
+      'logpOld shorter than logpNew',
+      (r) => ((member(r, 1, 0).logpOld = [-0.2]), r),
+      'sets[1] (t-18).members[0] (o-3).logpOld: length 1 differs from logpNew length 3',
+    ],
     ['reward not a number', (r) => ((r.sets[0].reward = 'abc'), r), 'sets[0] (t-17).reward: expected a finite number, got "abc"'],
     ['reward NaN', (r) => ((r.sets[2].reward = Number.NaN), r), 'sets[2] (t-19).reward: expected a finite number, got NaN'],
     ['progress infinite', (r) => ((r.sets[2].progress = Infinity), r), 'sets[2] (t-19).progress: expected a finite number, got Infinity'],
-    ['null log-prob', (r) => (((member(r, 0, 0).logpNew as unknown[])[1] = null), r), 'sets[0] (t-17).members[0] (o-1).logpNew[1]: expected a finite number, got null'],
-    ['positive log-prob', (r) => (((member(r, 0, 0).logpOld as number[])[0] = 0.5), r), 'sets[0] (t-17).members[0] (o-1).logpOld[0]: a log-probability must be <= 0, got 0.5'],
-    ['no unmasked token', (r) => ((member(r, 2, 0).mask = [0]), r), 'sets[2] (t-19).members[0] (o-4).mask: no unmasked token (every entry is 0); each member needs at least one response token'],
+    [
+      'null log-prob',
+      (r) => (((member(r, 0, 0).logpNew as unknown[])[1] = null), r),
+      'sets[0] (t-17).members[0] (o-1).logpNew[1]: expected a finite number, got null',
+    ],
+    [
+      'positive log-prob',
+      (r) => (((member(r, 0, 0).logpOld as number[])[0] = 0.5), r),
+      'sets[0] (t-17).members[0] (o-1).logpOld[0]: a log-probability must be <= 0, got 0.5',
+    ],
+    [
+      'no unmasked token',
+      (r) => ((member(r, 2, 0).mask = [0]), r),
+      'sets[2] (t-19).members[0] (o-4).mask: no unmasked token (every entry is 0); each member needs at least one response token',
+    ],
     ['mask not 0/1', (r) => ((member(r, 2, 0).mask = [true]), r), 'sets[2] (t-19).members[0] (o-4).mask[0]: expected 0 or 1, got true'],
-    ['unknown objective', (r) => ((r.config = { objective: 'ppo' }), r), 'config.objective: expected one of srpo, gspo, grpo-token, srpo-length-norm, got "ppo"'],
+    [
+      'unknown objective',
+      (r) => ((r.config = { objective: 'ppo' }), r),
+      'config.objective: expected one of srpo, gspo, grpo-token, srpo-length-norm, got "ppo"',
+    ],
     ['bad clip', (r) => ((r.config = { clipLow: -0.1 }), r), 'config.clipLow: must be in [0, 1], got -0.1'],
     ['missing groupKey', (r) => (delete r.sets[1].groupKey, r), 'sets[1] (t-18).groupKey: missing; expected a non-empty string'],
     ['missing setId', (r) => (delete r.sets[1].setId, r), 'sets[1].setId: missing; expected a non-empty string'],
     ['missing members', (r) => (delete r.sets[0].members, r), 'sets[0] (t-17).members: missing; expected an array of members'],
     ['missing logpNew', (r) => (delete member(r, 0, 1).logpNew, r), 'sets[0] (t-17).members[1] (o-2).logpNew: missing; expected an array of log-probabilities'],
     ['missing outputId', (r) => (delete member(r, 0, 1).outputId, r), 'sets[0] (t-17).members[1].outputId: missing; expected a non-empty string'],
-    ['null member', (r) => (((r.sets[0].members as unknown[])[1] = null), r), 'sets[0] (t-17).members[1]: missing member; a set with a missing member is refused as a whole'],
+    [
+      'null member',
+      (r) => (((r.sets[0].members as unknown[])[1] = null), r),
+      'sets[0] (t-17).members[1]: missing member; a set with a missing member is refused as a whole',
+    ],
     [
       'fewer members than declared',
       (r) => ((r.sets[0].memberCount = 3), r),
@@ -190,7 +214,11 @@ describe('evaluateObjectiveRequest', () => {
     ],
     ['empty set', (r) => ((r.sets[1].members = []), r), 'sets[1] (t-18).members: a set needs at least one member'],
     ['duplicate setId', (r) => ((r.sets[2].setId = 't-17'), r), 'sets[2] (t-17).setId: duplicate of sets[0]'],
-    ['unknown field', (r) => ((member(r, 0, 0).logp_new = [-1]), r), 'sets[0] (t-17).members[0] (o-1).logp_new: unknown field; expected one of outputId, logpNew, logpOld, mask'],
+    [
+      'unknown field',
+      (r) => ((member(r, 0, 0).logp_new = [-1]), r),
+      'sets[0] (t-17).members[0] (o-1).logp_new: unknown field; expected one of outputId, logpNew, logpOld, mask',
+    ],
     ['no sets', () => ({ config: {} }), 'sets: missing; expected an array of sets'],
     ['empty sets', () => ({ sets: [] }), 'sets: a request needs at least one set'],
     ['not an object', () => 'sets', 'request: expected an object with "sets" (and optionally "config"), got "sets"'],

@@ -169,7 +169,12 @@ export async function evaluateObjectiveRequest(input: unknown, options: Objectiv
   try {
     out = objectiveLoss(logpNew, batch, config);
     const diagnostics = await readDiagnostics(out, batch, config, advantages);
-    const setReports = await reportSets(out, batch, sets, advantages.map((a) => a.advantage));
+    const setReports = await reportSets(
+      out,
+      batch,
+      sets,
+      advantages.map((a) => a.advantage),
+    );
     const report: ObjectiveReport = { loss: diagnostics['losses/loss'], sets: setReports, diagnostics };
     if (options.grad) report.gradLogpNew = await gradient(logpNew, batch, config, sets);
     return report;
@@ -205,12 +210,7 @@ async function reportSets(
   }));
 }
 
-async function gradient(
-  logpNew: tf.Tensor2D,
-  batch: PaddedSetBatch,
-  config: ObjectiveConfig,
-  sets: readonly ObjectiveRequestSet[],
-): Promise<number[][][]> {
+async function gradient(logpNew: tf.Tensor2D, batch: PaddedSetBatch, config: ObjectiveConfig, sets: readonly ObjectiveRequestSet[]): Promise<number[][][]> {
   const g = tf.grad((x: tf.Tensor) => objectiveLoss(x as tf.Tensor2D, batch, config).loss)(logpNew);
   let values: Float32Array | Int32Array | Uint8Array;
   try {

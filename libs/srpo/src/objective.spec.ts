@@ -59,7 +59,9 @@ function refUnitRatios(sets: RefSet[], cfg: ObjectiveConfig): number[] {
     case 'grpo-token':
       return sets.flatMap((s) => s.members.flatMap((m) => m.logpNew.map((x, u) => Math.exp(x - m.logpOld[u])).filter((_, u) => m.mask[u] === 1)));
     case 'srpo-length-norm':
-      return sets.map((s) => Math.exp(refReduction[cfg.eventReduction](s.members.length) * s.members.reduce((acc, m) => acc + refMemberLogRatio(m) / refTokenCount(m), 0)));
+      return sets.map((s) =>
+        Math.exp(refReduction[cfg.eventReduction](s.members.length) * s.members.reduce((acc, m) => acc + refMemberLogRatio(m) / refTokenCount(m), 0)),
+      );
   }
 }
 
@@ -140,7 +142,9 @@ function cfg(overrides: Partial<ObjectiveConfig> = {}): ObjectiveConfig {
 }
 
 function tensors(sets: RefSet[], padWith = 0): { batch: PaddedSetBatch; logpNew: tf.Tensor2D } {
-  const batch = buildPaddedSetBatch(sets.map((s) => ({ setId: s.setId, advantage: s.advantage, members: s.members.map((m) => ({ outputId: m.outputId, logpOld: m.logpOld, mask: m.mask })) })));
+  const batch = buildPaddedSetBatch(
+    sets.map((s) => ({ setId: s.setId, advantage: s.advantage, members: s.members.map((m) => ({ outputId: m.outputId, logpOld: m.logpOld, mask: m.mask })) })),
+  );
   const rows = sets.flatMap((s) => s.members.map((m) => m.logpNew));
   const T = batch.logpOld.shape[1];
   return { batch, logpNew: tf.tensor2d(padRows(rows, T, padWith), [rows.length, T]) };
@@ -160,7 +164,12 @@ function lossOf(sets: RefSet[], config: ObjectiveConfig): number {
 function gradOf(sets: RefSet[], config: ObjectiveConfig, padWith = 0): number[][][] {
   const { batch, logpNew } = tensors(sets, padWith);
   try {
-    const g = tf.tidy(() => tf.grad((x: tf.Tensor) => objectiveLoss(x as tf.Tensor2D, batch, config).loss)(logpNew).arraySync() as number[][]);
+    const g = tf.tidy(
+      () =>
+        tf
+          .grad((x: tf.Tensor) => objectiveLoss(x as tf.Tensor2D, batch, config).loss)(logpNew)
+          .arraySync() as number[][],
+    );
     let row = 0;
     return sets.map((s) => s.members.map((m) => g[row++].slice(0, m.logpNew.length)));
   } finally {
@@ -324,7 +333,19 @@ describe('objectiveLoss: values worked out by hand', () => {
     const g = gradOf(HAND, cfg({ eventReduction: 'sqrt' }));
     const a = -0.13575388;
     const c = 0.16184381;
-    expectNestedClose(g, [[[a, a], [a, 0]], [[0, 0]], [[c], [c, 0], [c, c]]], 1e-5, 1e-7);
+    expectNestedClose(
+      g,
+      [
+        [
+          [a, a],
+          [a, 0],
+        ],
+        [[0, 0]],
+        [[c], [c, 0], [c, c]],
+      ],
+      1e-5,
+      1e-7,
+    );
   });
 
   it('padding and masked positions holding −∞ change neither the loss nor the gradient', () => {
@@ -371,8 +392,18 @@ describe('objectiveLoss: properties', () => {
     const arb = batchArb().chain((sets) =>
       fc.tuple(
         fc.constant(sets),
-        fc.shuffledSubarray(sets.map((_, e) => e), { minLength: sets.length, maxLength: sets.length }),
-        fc.tuple(...sets.map((s) => fc.shuffledSubarray(s.members.map((_, j) => j), { minLength: s.members.length, maxLength: s.members.length }))),
+        fc.shuffledSubarray(
+          sets.map((_, e) => e),
+          { minLength: sets.length, maxLength: sets.length },
+        ),
+        fc.tuple(
+          ...sets.map((s) =>
+            fc.shuffledSubarray(
+              s.members.map((_, j) => j),
+              { minLength: s.members.length, maxLength: s.members.length },
+            ),
+          ),
+        ),
         objectiveArb,
         reductionArb,
       ),

@@ -4,16 +4,7 @@ import { dualClipRatio } from './config';
 import type { Objective, ObjectiveConfig } from './config';
 import type { PaddedSetBatch } from './padded-batch';
 import { memberCount, setLogRatio, tokenLogRatio } from './set-ratio';
-import {
-  boundedClippedSurrogate,
-  clipActiveDual,
-  clipActiveHigh,
-  clipActiveLow,
-  ratio,
-  ratioOutOfRange,
-  reportedRatio,
-  type SurrogateClip,
-} from './surrogate';
+import { boundedClippedSurrogate, clipActiveDual, clipActiveHigh, clipActiveLow, ratio, ratioOutOfRange, reportedRatio, type SurrogateClip } from './surrogate';
 
 /** The unit one ratio (and one clip) belongs to: a set (SRPO), a member (GSPO) or a token (GRPO). */
 export type RatioUnit = 'set' | 'member' | 'token';

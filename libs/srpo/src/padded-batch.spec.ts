@@ -57,17 +57,33 @@ describe('buildPaddedSetBatch', () => {
   const cases: [string, (s: SetInput[]) => unknown, string][] = [
     ['empty batch', () => [], 'sets: a batch needs at least one set'],
     ['empty set', (s) => ((s[1].members = []), s), 'sets[1] (t-18).members: a set needs at least one member'],
-    ['missing member', (s) => ((s[0].members[1] = null as never), s), 'sets[0] (t-17).members[1]: missing member; a set with a missing member is refused as a whole'],
+    [
+      'missing member',
+      (s) => ((s[0].members[1] = null as never), s),
+      'sets[0] (t-17).members[1]: missing member; a set with a missing member is refused as a whole',
+    ],
     [
       'fewer members than declared',
       (s) => ((s[0].memberCount = 3), s),
       'sets[0] (t-17).members: 2 members present but the set declares memberCount 3; an incomplete set is refused as a whole',
     ],
     ['unequal lengths', (s) => ((s[0].members[1].mask = [1, 1]), s), 'sets[0] (t-17).members[1] (o-2).mask: length 2 differs from logpOld length 3'],
-    ['empty mask', (s) => ((s[1].members[0].mask = [0]), s), 'sets[1] (t-18).members[0] (o-3).mask: no unmasked token (every entry is 0); each member needs at least one response token'],
-    ['zero-length member', (s) => ((s[1].members[0] = { outputId: 'o-3', logpOld: [], mask: [] }), s), 'sets[1] (t-18).members[0] (o-3).mask: no unmasked token'],
+    [
+      'empty mask',
+      (s) => ((s[1].members[0].mask = [0]), s),
+      'sets[1] (t-18).members[0] (o-3).mask: no unmasked token (every entry is 0); each member needs at least one response token',
+    ],
+    [
+      'zero-length member',
+      (s) => ((s[1].members[0] = { outputId: 'o-3', logpOld: [], mask: [] }), s),
+      'sets[1] (t-18).members[0] (o-3).mask: no unmasked token',
+    ],
     ['NaN log-prob', (s) => ((s[0].members[0].logpOld[1] = Number.NaN), s), 'sets[0] (t-17).members[0] (o-1).logpOld[1]: expected a finite number, got NaN'],
-    ['positive log-prob', (s) => ((s[0].members[0].logpOld[0] = 0.1), s), 'sets[0] (t-17).members[0] (o-1).logpOld[0]: a log-probability must be <= 0, got 0.1'],
+    [
+      'positive log-prob',
+      (s) => ((s[0].members[0].logpOld[0] = 0.1), s),
+      'sets[0] (t-17).members[0] (o-1).logpOld[0]: a log-probability must be <= 0, got 0.1',
+    ],
     ['non-binary mask', (s) => ((s[0].members[0].mask[0] = 0.5), s), 'sets[0] (t-17).members[0] (o-1).mask[0]: expected 0 or 1, got 0.5'],
     ['NaN advantage', (s) => ((s[1].advantage = Number.NaN), s), 'sets[1] (t-18).advantage: expected a finite number, got NaN'],
     ['duplicate set', (s) => ((s[1].setId = 't-17'), s), 'sets[1] (t-17).setId: duplicate of sets[0]'],

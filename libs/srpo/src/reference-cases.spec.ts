@@ -36,6 +36,7 @@ describe('SRPO reference cases for the Python implementations', () => {
     expect(some((c) => c.expected.setSize.every((k) => k === 1))).toBe(true);
     for (const r of ['sqrt', 'sum', 'mean'] as const) expect(some((c) => c.config.eventReduction === r)).toBe(true);
     // Every finite case has a non-zero gradient somewhere: the Python side is checked on it.
-    for (const c of all.filter((x) => typeof x.expected.loss === 'number')) expect({ [c.name]: c.expected.grad.flat().some((g) => typeof g === 'number' && g !== 0) }).toEqual({ [c.name]: true });
+    for (const c of all.filter((x) => typeof x.expected.loss === 'number'))
+      expect({ [c.name]: c.expected.grad.flat().some((g) => typeof g === 'number' && g !== 0) }).toEqual({ [c.name]: true });
   });
 });

@@ -59,7 +59,7 @@ describe('setLogRatio / setRatio', () => {
   const sets = [0, 2, 0, 1, 0];
 
   it.each([
-    ['sqrt', [1.039230, 0.1, -0.2]], // 1.8/√3 = 1.039230
+    ['sqrt', [1.03923, 0.1, -0.2]], // 1.8/√3 = 1.039230
     ['sum', [1.8, 0.1, -0.2]],
     ['mean', [0.6, 0.1, -0.2]], // 1.8/3
   ] as const)('%s: L_e = c(K_e) Σ_j ℓ_j', (reduction, expected) => {

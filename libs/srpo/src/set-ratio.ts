@@ -89,7 +89,13 @@ export function eventReduction(setSize: tf.Tensor1D, reduction: EventReduction):
  * @param setSize [S] K_e when the caller has it ({@link memberCount}); counted here otherwise
  * @returns [S]
  */
-export function setLogRatio(memberLogRatios: tf.Tensor1D, memberSet: tf.Tensor1D, numSets: number, reduction: EventReduction, setSize?: tf.Tensor1D): tf.Tensor1D {
+export function setLogRatio(
+  memberLogRatios: tf.Tensor1D,
+  memberSet: tf.Tensor1D,
+  numSets: number,
+  reduction: EventReduction,
+  setSize?: tf.Tensor1D,
+): tf.Tensor1D {
   return tf.tidy(() => {
     const summed = tf.unsortedSegmentSum(memberLogRatios, memberSet, numSets) as tf.Tensor1D;
     return tf.mul(eventReduction(setSize ?? memberCount(memberSet, numSets), reduction), summed);

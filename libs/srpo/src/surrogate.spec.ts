@@ -130,13 +130,28 @@ describe('bounded evaluation from log-ratios', () => {
     }
   });
 
-  it('its written-out gradient is autodiff\'s of the same ops, to the bit (zeros\' signs aside): ties on every bound, A = 0, NaN, broadcast advantages', () => {
+  it("its written-out gradient is autodiff's of the same ops, to the bit (zeros' signs aside): ties on every bound, A = 0, NaN, broadcast advantages", () => {
     const unsigned = (v: number[]): number[] => v.map((x) => (x === 0 ? 0 : x));
     // The composite the customGrad replaces: autodiff through boundedLogRatio, exp and dualClippedSurrogate.
     const composite = (x: tf.Tensor, a: tf.Tensor, clip: { clipLow: number; clipHigh: number; clipRatioC: number | null }) =>
       dualClippedSurrogate(tf.exp(boundedLogRatio(x, a, clip.clipHigh, clip.clipRatioC)), a, clip.clipLow, clip.clipHigh, clip.clipRatioC);
     // log-ratios on and around each bound: log(1 − ε_low), log(1 + ε_high), log c, the bound's margin, far beyond.
-    const edges = (lo: number, hi: number, c: number) => [0, Math.log(1 - lo), Math.log1p(hi), Math.log(c), Math.log1p(hi) + 1, Math.log(c) + 1, -3, -0.1, 0.1, 3, 50, 1e4, -1e4, Number.NaN];
+    const edges = (lo: number, hi: number, c: number) => [
+      0,
+      Math.log(1 - lo),
+      Math.log1p(hi),
+      Math.log(c),
+      Math.log1p(hi) + 1,
+      Math.log(c) + 1,
+      -3,
+      -0.1,
+      0.1,
+      3,
+      50,
+      1e4,
+      -1e4,
+      Number.NaN,
+    ];
     for (const clip of [
       { clipLow: 0.2, clipHigh: 0.2, clipRatioC: 3 as number | null },
       { clipLow: 0.2, clipHigh: 0.28, clipRatioC: null },

@@ -37,12 +37,7 @@ export function clippedRatio<R extends tf.Rank>(importanceRatio: tf.Tensor<R>, c
  * @param importanceRatio any shape, r >= 0
  * @param advantage broadcastable to `importanceRatio`
  */
-export function clippedSurrogate<R extends tf.Rank>(
-  importanceRatio: tf.Tensor<R>,
-  advantage: tf.Tensor,
-  clipLow: number,
-  clipHigh: number,
-): tf.Tensor<R> {
+export function clippedSurrogate<R extends tf.Rank>(importanceRatio: tf.Tensor<R>, advantage: tf.Tensor, clipLow: number, clipHigh: number): tf.Tensor<R> {
   return tf.tidy(() => surrogateTerms(importanceRatio, advantage, clipLow, clipHigh, null).value);
 }
 
@@ -71,18 +66,14 @@ function surrogateTerms<R extends tf.Rank>(
  * These are exactly the units whose surrogate gradient the low clip zeroes.
  */
 export function clipActiveLow<R extends tf.Rank>(importanceRatio: tf.Tensor<R>, advantage: tf.Tensor, clipLow: number): tf.Tensor<R> {
-  return tf.tidy(() =>
-    tf.cast(tf.logicalAnd(tf.less(importanceRatio, 1 - clipLow), tf.less(advantage, 0)), 'float32'),
-  ) as tf.Tensor<R>;
+  return tf.tidy(() => tf.cast(tf.logicalAnd(tf.less(importanceRatio, 1 - clipLow), tf.less(advantage, 0)), 'float32')) as tf.Tensor<R>;
 }
 
 /**
  * 1 where the high clip is active, `r > 1 + ε_high` and `A > 0`, else 0 (float32).
  */
 export function clipActiveHigh<R extends tf.Rank>(importanceRatio: tf.Tensor<R>, advantage: tf.Tensor, clipHigh: number): tf.Tensor<R> {
-  return tf.tidy(() =>
-    tf.cast(tf.logicalAnd(tf.greater(importanceRatio, 1 + clipHigh), tf.greater(advantage, 0)), 'float32'),
-  ) as tf.Tensor<R>;
+  return tf.tidy(() => tf.cast(tf.logicalAnd(tf.greater(importanceRatio, 1 + clipHigh), tf.greater(advantage, 0)), 'float32')) as tf.Tensor<R>;
 }
 
 // ---------------------------------------------------------------------------
@@ -227,7 +218,12 @@ export function boundedClippedSurrogate<R extends tf.Rank>(logRatio: tf.Tensor<R
       value: value as tf.Tensor<R>,
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
         const [sx, sBounded, sr, sUnclipped, sClipped, sPpo, sAdvantage] = saved;
-        return boundedClippedSurrogateGrad(dy, { logRatio: sx, bounded: sBounded, ratio: sr, unclipped: sUnclipped, clipped: sClipped, ppo: sPpo }, sAdvantage, clip);
+        return boundedClippedSurrogateGrad(
+          dy,
+          { logRatio: sx, bounded: sBounded, ratio: sr, unclipped: sUnclipped, clipped: sClipped, ppo: sPpo },
+          sAdvantage,
+          clip,
+        );
       },
     };
   });
@@ -264,7 +260,10 @@ export interface BoundedSurrogateSaved {
  */
 export function boundedClippedSurrogateGrad(dy: tf.Tensor, saved: BoundedSurrogateSaved, advantage: tf.Tensor, clip: SurrogateClip): tf.Tensor {
   return tf.tidy(() => {
-    let passes = tf.logicalOr(tf.lessEqual(saved.unclipped, saved.clipped), tf.logicalAnd(tf.greaterEqual(saved.ratio, 1 - clip.clipLow), tf.lessEqual(saved.ratio, 1 + clip.clipHigh)));
+    let passes = tf.logicalOr(
+      tf.lessEqual(saved.unclipped, saved.clipped),
+      tf.logicalAnd(tf.greaterEqual(saved.ratio, 1 - clip.clipLow), tf.lessEqual(saved.ratio, 1 + clip.clipHigh)),
+    );
     if (clip.clipRatioC !== null) {
       passes = tf.logicalAnd(passes, tf.logicalOr(tf.greaterEqual(advantage, 0), tf.greaterEqual(saved.ppo, tf.mul(advantage, clip.clipRatioC))));
     }

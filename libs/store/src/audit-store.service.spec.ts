@@ -225,7 +225,16 @@ describe.each(STORE_KINDS)('AuditStore on %s', (kind) => {
   it('refuses UPDATE and DELETE of audit rows at the database level', async () => {
     await store.recordUpdate(record('solver', 0, T0 + 1), [group('g1', 1)], [stats('g1')]);
     await store.recordSkipped([
-      { policyId: 'solver', groupId: 'old', reason: 'stale', detail: null, lag: 9, policyVersion: 1, source: { topic: 't', partition: 0, offset: 3 }, createdAtMs: T0 },
+      {
+        policyId: 'solver',
+        groupId: 'old',
+        reason: 'stale',
+        detail: null,
+        lag: 9,
+        policyVersion: 1,
+        source: { topic: 't', partition: 0, offset: 3 },
+        createdAtMs: T0,
+      },
     ]);
     for (const t of AUDIT_APPEND_ONLY_TABLES) {
       const column = t === 'update_records' ? 'committed_at_ms' : 'created_at_ms';
@@ -247,7 +256,11 @@ describe.each(STORE_KINDS)('AuditStore on %s', (kind) => {
 
   it('records group statistics with their update and lists them by policy and time', async () => {
     await store.ensurePolicy('critic', ['critic'], { version: 0, weightsHash: HASH_0, checkpointUri: 'file:///ckpt/critic/v0', createdAtMs: T0 });
-    await store.recordUpdate(record('solver', 0, T0 + 1000), [group('a1', 1), group('a2', 2)], [stats('a1'), stats('a2', { workflowKind: null, fillLatencyMs: -7 })]);
+    await store.recordUpdate(
+      record('solver', 0, T0 + 1000),
+      [group('a1', 1), group('a2', 2)],
+      [stats('a1'), stats('a2', { workflowKind: null, fillLatencyMs: -7 })],
+    );
     await store.recordUpdate(record('critic', 0, T0 + 2000), [group('b1', 3)], [stats('b1', { lagMax: 0, lagMean: 0 })]);
     // Without statistics (a replay run's store): the update is recorded, no stats row.
     await store.recordUpdate(record('solver', 1, T0 + 3000), [group('a3', 4)]);
@@ -268,10 +281,16 @@ describe.each(STORE_KINDS)('AuditStore on %s', (kind) => {
   });
 
   it('refuses statistics that do not belong to the update, and then records nothing', async () => {
-    await expect(store.recordUpdate(record('solver', 0, T0), [group('g1', 1)], [stats('other')])).rejects.toThrow(/stats\[0\]\.groupId: other is not one of the update's groups/);
+    await expect(store.recordUpdate(record('solver', 0, T0), [group('g1', 1)], [stats('other')])).rejects.toThrow(
+      /stats\[0\]\.groupId: other is not one of the update's groups/,
+    );
     await expect(store.recordUpdate(record('solver', 0, T0), [group('g1', 1)], [stats('g1'), stats('g1')])).rejects.toThrow(/appears twice/);
-    await expect(store.recordUpdate(record('solver', 0, T0), [group('g1', 1)], [stats('g1', { successCount: 3 })])).rejects.toThrow(/successCount: must not exceed/);
-    await expect(store.recordUpdate(record('solver', 0, T0), [group('g1', 1)], [stats('g1', { rewardMean: Number.NaN })])).rejects.toThrow(/rewardMean: must be a finite number/);
+    await expect(store.recordUpdate(record('solver', 0, T0), [group('g1', 1)], [stats('g1', { successCount: 3 })])).rejects.toThrow(
+      /successCount: must not exceed/,
+    );
+    await expect(store.recordUpdate(record('solver', 0, T0), [group('g1', 1)], [stats('g1', { rewardMean: Number.NaN })])).rejects.toThrow(
+      /rewardMean: must be a finite number/,
+    );
     expect(await store.listUpdates()).toEqual([]);
     expect(await store.listGroupStats()).toEqual([]);
   });
@@ -373,7 +392,17 @@ describe('groupStatsFromGroup', () => {
     const base = g.sets[0];
     const member = base.set.members[0];
     const output = codec.decodeAs('AgentOutput', member.output);
-    const second = { ...base, set: { ...base.set, setId: 'second', reward: 0, success: false, eventTimeMs: output.eventTimeMs + 50, members: [{ ...member, policyVersion: member.policyVersion + 1 }] } };
+    const second = {
+      ...base,
+      set: {
+        ...base.set,
+        setId: 'second',
+        reward: 0,
+        success: false,
+        eventTimeMs: output.eventTimeMs + 50,
+        members: [{ ...member, policyVersion: member.policyVersion + 1 }],
+      },
+    };
     const third = { ...base, set: { ...base.set, setId: 'third', reward: 0.5, success: null, members: [] } };
     const group: AdvantageGroup = { ...g, sets: [base, second, third], eventTimeMs: output.eventTimeMs + 1000 };
     const s = groupStatsFromGroup(group, member.policyVersion + 4, codec);
@@ -395,7 +424,10 @@ describe('groupStatsFromGroup', () => {
 
   it('has no workflow kind when the sets disagree', () => {
     const g = sample();
-    const other = { ...g.sets[0], set: { ...g.sets[0].set, setId: 'x', workflowKind: g.sets[0].set.workflowKind === 'JOINT' ? 'FIXED' : 'JOINT' } } as AdvantageGroup['sets'][number];
+    const other = {
+      ...g.sets[0],
+      set: { ...g.sets[0].set, setId: 'x', workflowKind: g.sets[0].set.workflowKind === 'JOINT' ? 'FIXED' : 'JOINT' },
+    } as AdvantageGroup['sets'][number];
     expect(groupStatsFromGroup({ ...g, sets: [g.sets[0], other] }, 10, codec).workflowKind).toBeNull();
   });
 });

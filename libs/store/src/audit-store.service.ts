@@ -225,8 +225,14 @@ export class AuditStore {
         for (const [policyId, list] of byPolicy) {
           // Checked, not left to the foreign key: the caller learns which policy is unknown.
           if (!(await r.policies.get(policyId))) throw new SrpoError(ErrorCode.NOT_FOUND, `policy ${policyId} is not registered`, { field: 'policyId' });
-          const present = await r.skipped.skippedIn(policyId, list.map((e) => e.groupId));
-          const applied = await r.ledger.appliedIn(policyId, list.map((e) => e.groupId));
+          const present = await r.skipped.skippedIn(
+            policyId,
+            list.map((e) => e.groupId),
+          );
+          const applied = await r.ledger.appliedIn(
+            policyId,
+            list.map((e) => e.groupId),
+          );
           for (const e of list) {
             if (present.has(e.groupId)) continue;
             if (applied.has(e.groupId)) {
@@ -242,7 +248,8 @@ export class AuditStore {
       });
     } catch (e) {
       if (e instanceof SrpoError) throw e;
-      if (isUniqueViolation(e)) throw new SrpoError(ErrorCode.CONFLICT, `skipped groups were recorded concurrently: ${errorMessage(e)}`, { retriable: true, cause: e });
+      if (isUniqueViolation(e))
+        throw new SrpoError(ErrorCode.CONFLICT, `skipped groups were recorded concurrently: ${errorMessage(e)}`, { retriable: true, cause: e });
       throw dbError('recordSkipped', e);
     }
     for (const r of recorded) this.log.info('group skipped', { policyId: r.policyId, groupId: r.groupId, reason: r.reason, lag: r.lag });

@@ -39,5 +39,7 @@ export function eventsFor(detail: UpdateDetail, objectiveName: string = recorded
 
 function recordedObjective(detail: UpdateDetail): string {
   const objective = detail.hyperparameters.objective;
-  return typeof objective === 'object' && objective !== null && !Array.isArray(objective) && typeof objective.objective === 'string' ? objective.objective : 'srpo';
+  return typeof objective === 'object' && objective !== null && !Array.isArray(objective) && typeof objective.objective === 'string'
+    ? objective.objective
+    : 'srpo';
 }

@@ -6,9 +6,7 @@ import { ConfigError, type EnvReader } from '@srpo/core';
  * default; PostgreSQL is for shared deployments. `schema` isolates a PostgreSQL
  * store inside a database (tests use one schema per file); it must exist.
  */
-export type StoreConfig =
-  | { kind: 'sqlite'; path: string }
-  | { kind: 'postgres'; url: string; schema?: string };
+export type StoreConfig = { kind: 'sqlite'; path: string } | { kind: 'postgres'; url: string; schema?: string };
 
 /** A printable description without credentials (for logs and errors). */
 export function describeStore(config: StoreConfig): string {

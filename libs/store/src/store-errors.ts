@@ -13,7 +13,20 @@ export function isUniqueViolation(e: unknown): boolean {
   return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
 }
 
-const TRANSIENT = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'SQLITE_BUSY', 'SQLITE_LOCKED', '57P01', '57P02', '57P03', '53300', '40001', '40P01']);
+const TRANSIENT = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'SQLITE_BUSY',
+  'SQLITE_LOCKED',
+  '57P01',
+  '57P02',
+  '57P03',
+  '53300',
+  '40001',
+  '40P01',
+]);
 
 /**
  * A driver error of the store operation `op` as an {@link SrpoError}:

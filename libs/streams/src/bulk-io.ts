@@ -20,7 +20,12 @@ export async function bulkWrite(
   options: { maxRequestBytes?: number; maxPartitionBytes?: number; onProgress?: (written: number) => void } = {},
 ): Promise<void> {
   if (messages.length === 0) return;
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner, allowAutoTopicCreation: false });
+  const producer = kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    createPartitioner: Partitioners.DefaultPartitioner,
+    allowAutoTopicCreation: false,
+  });
   await producer.connect();
   try {
     const limit = options.maxRequestBytes ?? 2 * 1024 * 1024;

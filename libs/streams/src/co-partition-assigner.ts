@@ -6,7 +6,10 @@ import { AssignerProtocol, PartitionAssigner } from 'kafkajs';
  * episode, so they must be read by one process. Members sorted by id take partitions in
  * turn. Pure: both clients' assigners call it.
  */
-export function coPartitionAssignment(memberIds: readonly string[], partitionsOf: ReadonlyMap<string, readonly number[]>): Map<string, Record<string, number[]>> {
+export function coPartitionAssignment(
+  memberIds: readonly string[],
+  partitionsOf: ReadonlyMap<string, readonly number[]>,
+): Map<string, Record<string, number[]>> {
   const sortedMembers = [...memberIds].sort();
   let maxPartitions = 0;
   for (const ids of partitionsOf.values()) maxPartitions = Math.max(maxPartitions, ids.length === 0 ? 0 : Math.max(...ids) + 1);
@@ -25,8 +28,17 @@ export const CoPartitionAssigner: PartitionAssigner = ({ cluster }) => ({
   version: 1,
   async assign({ members, topics }) {
     const partitionsOf = new Map<string, number[]>();
-    for (const topic of topics) partitionsOf.set(topic, cluster.findTopicPartitionMetadata(topic).map((m) => m.partitionId));
-    return [...coPartitionAssignment(members.map((m) => m.memberId), partitionsOf)].map(([memberId, a]) => ({
+    for (const topic of topics)
+      partitionsOf.set(
+        topic,
+        cluster.findTopicPartitionMetadata(topic).map((m) => m.partitionId),
+      );
+    return [
+      ...coPartitionAssignment(
+        members.map((m) => m.memberId),
+        partitionsOf,
+      ),
+    ].map(([memberId, a]) => ({
       memberId,
       memberAssignment: AssignerProtocol.MemberAssignment.encode({ version: 1, assignment: a, userData: Buffer.alloc(0) }),
     }));

@@ -96,7 +96,9 @@ export class ConsumerRunner<S extends Stores = Stores> {
     const processorMode = 'processor' in options;
     this.log =
       options.logger ??
-      (processorMode ? new Logger('consumer-runner', { appId: options.appId }) : new Logger('consumer-runner', { groupId: options.groupId, topic: options.topic }));
+      (processorMode
+        ? new Logger('consumer-runner', { appId: options.appId })
+        : new Logger('consumer-runner', { groupId: options.groupId, topic: options.topic }));
     const deadLetters = new LoopDeadLetters(
       {
         topic: options.deadLetterTopic,

@@ -25,6 +25,10 @@ describe('encodeDeadLetter', () => {
     const back = codec.decodeAs('DeadLetter', bytes);
     expect(back.originalValue).toBeNull();
     expect(back.source).toEqual(source);
-    expect(back.details).toEqual({ originalValueOmitted: 'true', originalBytes: String(70 * 1024), originalSha256: createHash('sha256').update(big).digest('hex') });
+    expect(back.details).toEqual({
+      originalValueOmitted: 'true',
+      originalBytes: String(70 * 1024),
+      originalSha256: createHash('sha256').update(big).digest('hex'),
+    });
   });
 });

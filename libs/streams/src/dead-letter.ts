@@ -39,7 +39,12 @@ export function encodeDeadLetter(codec: EventCodec, dl: DeadLetter, maxBytes: nu
   } catch (e) {
     if (!(e instanceof SrpoError) || e.code !== ErrorCode.PAYLOAD_TOO_LARGE || dl.originalValue === null) throw e;
     const original = dl.originalValue;
-    const details = { ...dl.details, originalValueOmitted: 'true', originalBytes: String(original.length), originalSha256: createHash('sha256').update(original).digest('hex') };
+    const details = {
+      ...dl.details,
+      originalValueOmitted: 'true',
+      originalBytes: String(original.length),
+      originalSha256: createHash('sha256').update(original).digest('hex'),
+    };
     return { bytes: codec.encode('DeadLetter', { ...dl, originalValue: null, details }, { maxBytes }), omitted: true };
   }
 }

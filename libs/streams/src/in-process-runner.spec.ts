@@ -17,7 +17,8 @@ class Recorder implements Processor<S> {
     return (record.event.value as { eventTimeMs: number }).eventTimeMs;
   }
   process(record: InputRecord, stores: S, ctx: ProcessorContext): void {
-    if (record.event.type === 'Transition' && record.event.value.reward === -1) throw new ValidationError('Transition.reward', 'refused', { reasonCode: ReasonCode.INVALID_FIELD });
+    if (record.event.type === 'Transition' && record.event.value.reward === -1)
+      throw new ValidationError('Transition.reward', 'refused', { reasonCode: ReasonCode.INVALID_FIELD });
     stores.seen.put(`${record.source.topic}@${record.source.offset}`, ctx.streamTimeMs);
   }
   punctuate(_stores: S, ctx: ProcessorContext): void {
@@ -26,7 +27,6 @@ class Recorder implements Processor<S> {
 }
 
 const codec = new EventCodec();
-
 
 function sink(): InProcessSink & { dead: string[] } {
   const dead: string[] = [];
@@ -37,7 +37,9 @@ describe('mergeByEventTime', () => {
   it('keeps each input in offset order and otherwise takes the smallest event time first, ties in input order', () => {
     const a = [transitionRecord('a', 0, 10), transitionRecord('a', 1, 5), transitionRecord('a', 2, 30)];
     const b = [transitionRecord('b', 0, 10), transitionRecord('b', 1, 20)];
-    const order = [...mergeByEventTime([a, b], (r) => decodeRecord(codec, r), recordEventTime)].map((d) => ('record' in d ? `${d.record.source.topic}${d.record.source.offset}` : '?'));
+    const order = [...mergeByEventTime([a, b], (r) => decodeRecord(codec, r), recordEventTime)].map((d) =>
+      'record' in d ? `${d.record.source.topic}${d.record.source.offset}` : '?',
+    );
     expect(order).toEqual(['a0', 'a1', 'b0', 'b1', 'a2']);
   });
 
@@ -54,7 +56,15 @@ describe('InProcessTask', () => {
   it('holds the watermark at the slowest input with unread records, as the live runner does, and releases it at the end', () => {
     const processor = new Recorder();
     const s = sink();
-    const task = new InProcessTask<S>(processor, 0, s, new Map([['a', 2], ['b', 1]]));
+    const task = new InProcessTask<S>(
+      processor,
+      0,
+      s,
+      new Map([
+        ['a', 2],
+        ['b', 1],
+      ]),
+    );
     const feed = (r: RawRecord) => task.feedDecoded(decodeRecord(codec, r) as DecodedRecord);
     feed(transitionRecord('a', 0, 100));
     // b has an unread record and nothing read yet: no deadline may fire.

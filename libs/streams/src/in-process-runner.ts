@@ -3,7 +3,6 @@ import { DerivingStore, KeyValueStore, StoreDerivations } from './key-value-stor
 import { InputRecord, OutputRecord, Processor, storeDerivationsOf, Stores } from './processor';
 import { DecodedRecord, StreamTask, TaskSink } from './stream-task';
 
-
 /**
  * A store without transactions or changelog: an in-process replay keeps no
  * state beyond its own run, so there is nothing to fold in or roll back.
@@ -48,7 +47,13 @@ export class MapStore<V> extends DerivingStore<V> implements KeyValueStore<V> {
 /** Where an in-process task's effects go; the caller decides whether and when they reach Kafka. */
 export interface InProcessSink {
   emit(task: number, output: OutputRecord): void;
-  deadLetter(task: number, record: { key: string | null; raw: Buffer | null; source: InputRecord['source'] }, reasonCode: string, reason: string, details: Record<string, string>): void;
+  deadLetter(
+    task: number,
+    record: { key: string | null; raw: Buffer | null; source: InputRecord['source'] },
+    reasonCode: string,
+    reason: string,
+    details: Record<string, string>,
+  ): void;
   count?(metric: string, labels?: Record<string, string>): void;
 }
 
@@ -82,7 +87,13 @@ export class InProcessTask<S extends Stores> {
     const taskSink: TaskSink = {
       emit: (o) => sink.emit(task, o),
       deadLetter: (original, reasonCode, reason, details) =>
-        sink.deadLetter(task, { key: Buffer.isBuffer(original.key) ? original.key.toString('utf8') : original.key, raw: original.raw, source: original.source }, reasonCode, reason, details),
+        sink.deadLetter(
+          task,
+          { key: Buffer.isBuffer(original.key) ? original.key.toString('utf8') : original.key, raw: original.raw, source: original.source },
+          reasonCode,
+          reason,
+          details,
+        ),
       count: (metric, labels) => sink.count?.(`${processor.name}_${metric}`, labels),
     };
     this.streamTask = new StreamTask(processor, task, this.stores, taskSink, { inputs });

@@ -194,7 +194,10 @@ describe('TransactionalStore schedule', () => {
       else store.rollback();
       if (step % 500 === 0) {
         const now = rand(10_000);
-        const expected = [...store.entries()].filter(([, v]) => v.at !== null && v.at <= now).map(([k]) => k).sort();
+        const expected = [...store.entries()]
+          .filter(([, v]) => v.at !== null && v.at <= now)
+          .map(([k]) => k)
+          .sort();
         expect([...store.due(now)].sort()).toEqual(expected);
       }
     }

@@ -162,7 +162,7 @@ export class DueSchedule<V> {
   private push(due: number, key: string): void {
     const h = this.heap;
     h.push({ due, seq: this.seq++, key });
-    for (let i = h.length - 1; i > 0; ) {
+    for (let i = h.length - 1; i > 0;) {
       const parent = (i - 1) >> 1;
       if (!this.less(h[i], h[parent])) break;
       [h[i], h[parent]] = [h[parent], h[i]];
@@ -176,7 +176,7 @@ export class DueSchedule<V> {
     const last = h.pop() as (typeof h)[number];
     if (h.length > 0) {
       h[0] = last;
-      for (let i = 0; ; ) {
+      for (let i = 0; ;) {
         const l = 2 * i + 1;
         const r = l + 1;
         let m = i;

@@ -125,7 +125,16 @@ export class LocalTaskState {
     }
     // Durable before the first unflushed write can reach the file.
     const unsynced = boot === undefined ? undefined : writeUnsyncedMarker(dir, boot);
-    return new LocalTaskState(dir, opened.env, opened.meta, identity, discarded ? undefined : checkpoint?.offsets, discarded, options.cacheSize ?? 4096, unsynced);
+    return new LocalTaskState(
+      dir,
+      opened.env,
+      opened.meta,
+      identity,
+      discarded ? undefined : checkpoint?.offsets,
+      discarded,
+      options.cacheSize ?? 4096,
+      unsynced,
+    );
   }
 
   /** A store of this task, backed by this copy. */
@@ -230,6 +239,7 @@ function mismatch(c: Checkpoint | undefined, id: LocalStateIdentity): string | u
   if (!c) return 'local state has no checkpoint';
   if (c.format !== LOCAL_FORMAT) return `local state format ${c.format}, expected ${LOCAL_FORMAT}`;
   if (c.appId !== id.appId || c.partition !== id.partition) return `local state belongs to ${c.appId}[${c.partition}]`;
-  if (c.stores.join(',') !== [...id.stores].sort().join(',')) return `local state holds stores ${c.stores.join(',')}, the task has ${[...id.stores].sort().join(',')}`;
+  if (c.stores.join(',') !== [...id.stores].sort().join(','))
+    return `local state holds stores ${c.stores.join(',')}, the task has ${[...id.stores].sort().join(',')}`;
   return undefined;
 }

@@ -49,7 +49,8 @@ export class LoopDeadLetters {
 
   private encode(dl: DeadLetter): Buffer {
     const { bytes, omitted } = encodeDeadLetter(this.settings.codec, dl, this.settings.maxBytes);
-    if (omitted) this.log.warn('dead letter without its bytes: too large; they stay at the source coordinates', { ...dl.source, bytes: dl.originalValue?.length });
+    if (omitted)
+      this.log.warn('dead letter without its bytes: too large; they stay at the source coordinates', { ...dl.source, bytes: dl.originalValue?.length });
     return bytes;
   }
 }

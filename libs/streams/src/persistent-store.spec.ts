@@ -68,7 +68,11 @@ describe('PersistentStore', () => {
           const dueMs = random() < 0.2 ? null : Math.floor(random() * 100);
           const at = offset++;
           // Two equal values, not one shared object: the stores must not depend on sharing.
-          const make = (): Value => ({ ids: [...idList], dueMs, sourced: [{ source: { topic: 't', partition: 0, offset: at }, raw: Buffer.from([round & 0xff, w]) }] });
+          const make = (): Value => ({
+            ids: [...idList],
+            dueMs,
+            sourced: [{ source: { topic: 't', partition: 0, offset: at }, raw: Buffer.from([round & 0xff, w]) }],
+          });
           memory.put(key, make());
           disk.put(key, make());
         }
@@ -107,11 +111,14 @@ describe('PersistentStore', () => {
     local.commit({ c: 5 });
     store.put('b', { ids: ['y'], dueMs: 2, sourced: [] });
     expect(() =>
-      local.commit({ c: 9 }, {
-        duringWrite: () => {
-          throw new Error('disk gone');
+      local.commit(
+        { c: 9 },
+        {
+          duringWrite: () => {
+            throw new Error('disk gone');
+          },
         },
-      }),
+      ),
     ).toThrow('disk gone');
     local.close();
     const reopened = LocalTaskState.open(dir, identity);

@@ -181,7 +181,9 @@ export class ProcessorMode<S extends Stores> implements LoopMode {
     const { codec } = this.options;
     try {
       for (const m of messages) {
-        task.streamTask.feed(decodeRecord(codec, { topic, partition: task.partition, offset: m.offset, key: m.key, value: m.value, timestampMs: m.timestampMs }));
+        task.streamTask.feed(
+          decodeRecord(codec, { topic, partition: task.partition, offset: m.offset, key: m.key, value: m.value, timestampMs: m.timestampMs }),
+        );
       }
     } catch (e) {
       // A retriable failure (or a bug) mid-chunk: nothing of the chunk happened.
@@ -264,7 +266,10 @@ export class ProcessorMode<S extends Stores> implements LoopMode {
       task.state.commit(changelogOffsets);
       return true;
     } catch (e) {
-      this.loop.log.warn('local state write failed after the commit; rebuilding the task from the changelog', { partition: task.partition, error: errorMessage(e) });
+      this.loop.log.warn('local state write failed after the commit; rebuilding the task from the changelog', {
+        partition: task.partition,
+        error: errorMessage(e),
+      });
       await this.tasks.closeTask(task.partition);
       return false;
     }

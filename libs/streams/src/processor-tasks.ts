@@ -143,7 +143,12 @@ export class ProcessorTasks<S extends Stores> {
       if (processor.stateLayout !== undefined) meta.put(STATE_LAYOUT_KEY, processor.stateLayout);
     }
     this.tasks.set(p, task);
-    this.loop.log.info('task ready', { partition: p, restoredRecords: state.restoredRecords, local: this.options.stateDir !== undefined, streamTimeMs: clock.streamTimeMs });
+    this.loop.log.info('task ready', {
+      partition: p,
+      restoredRecords: state.restoredRecords,
+      local: this.options.stateDir !== undefined,
+      streamTimeMs: clock.streamTimeMs,
+    });
   }
 
   /** Where the task's effects go: into the open transaction's outputs. */

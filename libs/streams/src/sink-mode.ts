@@ -188,7 +188,12 @@ export class SinkMode implements LoopMode {
       const decoded = decodeRecord(codec, { topic, partition, offset: m.offset, key: m.key, value: m.value, timestampMs: m.timestampMs });
       let item: unknown = null;
       if ('record' in decoded) item = this.options.select(decoded.record);
-      else await this.sendDeadLetter({ key: decoded.failed.key, raw: decoded.failed.value, source: { topic, partition, offset: m.offset } }, decoded.reasonCode, decoded.reason);
+      else
+        await this.sendDeadLetter(
+          { key: decoded.failed.key, raw: decoded.failed.value, source: { topic, partition, offset: m.offset } },
+          decoded.reasonCode,
+          decoded.reason,
+        );
       state.read(partition, m.offset, item);
       batch.resolve(m.offset);
       await this.writeCompleteBatches(batch);

@@ -29,7 +29,6 @@ class Recorder implements Processor<S> {
   }
 }
 
-
 function setup(processor: Recorder, inputs?: string[]) {
   const dead: { original: DeadLetterOriginal; reasonCode: string; details: Record<string, string> }[] = [];
   const counts: string[] = [];
@@ -125,7 +124,13 @@ describe('StreamTask', () => {
     expect(first.task.clock()).toEqual(committed);
 
     const p2 = new Recorder(1_000);
-    const restarted = new StreamTask<S>(p2, 0, { seen: new TransactionalStore<number>('seen') }, { emit: () => undefined, deadLetter: () => undefined, count: () => undefined }, { inputs: ['a'], clock: committed });
+    const restarted = new StreamTask<S>(
+      p2,
+      0,
+      { seen: new TransactionalStore<number>('seen') },
+      { emit: () => undefined, deadLetter: () => undefined, count: () => undefined },
+      { inputs: ['a'], clock: committed },
+    );
     restarted.setUnread('a', false);
     // The schedule continues from the persisted firing: 2500 is under 2000 + 1000.
     restarted.advanceStreamTime(2_500);

@@ -40,7 +40,14 @@ export type DecodedRecord = { record: InputRecord } | { failed: RawRecord; reaso
 export function decodeRecord(codec: EventCodec, r: RawRecord): DecodedRecord {
   try {
     const event = codec.decode(r.value) as InputRecord['event'];
-    return { record: { source: { topic: r.topic, partition: r.partition, offset: r.offset }, key: r.key === null ? null : r.key.toString('utf8'), event, raw: r.value ?? Buffer.alloc(0) } };
+    return {
+      record: {
+        source: { topic: r.topic, partition: r.partition, offset: r.offset },
+        key: r.key === null ? null : r.key.toString('utf8'),
+        event,
+        raw: r.value ?? Buffer.alloc(0),
+      },
+    };
   } catch (e) {
     if (!(e instanceof DecodeError)) throw e;
     return { failed: r, reasonCode: e.reasonCode, reason: e.message };
@@ -106,7 +113,8 @@ export class StreamTask<S extends Stores> {
         return Math.min(self.punctuatedAt ?? -Infinity, self.streamTime);
       },
       emit: (o) => sink.emit(o),
-      deadLetter: (record, reasonCode, reason, details = {}) => sink.deadLetter({ key: record.key, raw: record.raw, source: record.source }, reasonCode, reason, details),
+      deadLetter: (record, reasonCode, reason, details = {}) =>
+        sink.deadLetter({ key: record.key, raw: record.raw, source: record.source }, reasonCode, reason, details),
       count: (metric, labels) => sink.count(metric, labels),
     };
   }

@@ -75,7 +75,9 @@ export async function restoreTaskStores<S extends Stores>(options: RestoreOption
   const from = new Map<string, number>();
   const to = new Map<string, number>();
   for (const p of partitions) {
-    let local = options.stateDir ? LocalTaskState.open(localStateDir(options.stateDir, appId, p), { appId, partition: p, stores: storeNames }, { cacheSize: options.cacheSize }) : undefined;
+    let local = options.stateDir
+      ? LocalTaskState.open(localStateDir(options.stateDir, appId, p), { appId, partition: p, stores: storeNames }, { cacheSize: options.cacheSize })
+      : undefined;
     let reason = local?.discarded;
     if (local?.checkpoint) {
       const checkpoint = local.checkpoint;
@@ -109,7 +111,9 @@ export async function restoreTaskStores<S extends Stores>(options: RestoreOption
       const list: RunnerStore[] = storeNames.map((name) => {
         const serde = name === META_STORE ? jsonSerde<unknown>() : serdeOf(name);
         const derivations = name === META_STORE ? {} : storeDerivationsOf(processor, name);
-        return local ? (local.store(name, serde, derivations, sourceBacked.has(name)) as RunnerStore) : (new TransactionalStore(name, serde, derivations) as RunnerStore);
+        return local
+          ? (local.store(name, serde, derivations, sourceBacked.has(name)) as RunnerStore)
+          : (new TransactionalStore(name, serde, derivations) as RunnerStore);
       });
       let restoredRecords = 0;
       for (const [i, t] of topics.entries()) {
@@ -151,7 +155,8 @@ async function changelogBounds(kafka: Kafka, topics: string[]): Promise<Map<stri
   await admin.connect();
   try {
     const out = new Map<string, { low: number; high: number }>();
-    for (const topic of topics) for (const o of await admin.fetchTopicOffsets(topic)) out.set(`${topic}:${o.partition}`, { low: Number(o.low), high: Number(o.high) });
+    for (const topic of topics)
+      for (const o of await admin.fetchTopicOffsets(topic)) out.set(`${topic}:${o.partition}`, { low: Number(o.low), high: Number(o.high) });
     return out;
   } finally {
     await admin.disconnect();
@@ -185,4 +190,3 @@ async function hydrate(kafka: Kafka, store: RunnerStore, log: Logger): Promise<v
   }
   if (byPosition.size > 0) log.info('store hydrated from source topic', { store: store.name, records: byPosition.size });
 }
-

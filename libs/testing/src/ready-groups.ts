@@ -35,6 +35,12 @@ export function ready(group: AdvantageGroup): ReadyGroupFixture {
 
 /** A simple valid group of one single-member set whose behaviour log-probs are made up (any valid values). */
 export function simpleGroup(groupId: string, options: { version?: number; temperature?: number; policyId?: string } = {}): ReadyGroupFixture {
-  const m = member({ outputId: `${groupId}/o`, logpOld: [-2.5, -2.75, -3], version: options.version, temperature: options.temperature, policyId: options.policyId });
+  const m = member({
+    outputId: `${groupId}/o`,
+    logpOld: [-2.5, -2.75, -3],
+    version: options.version,
+    temperature: options.temperature,
+    policyId: options.policyId,
+  });
   return ready(advantageGroup(groupId, [{ set: activeSet(`${groupId}/s`, [m]), advantage: 1 }], options.policyId));
 }

@@ -41,8 +41,7 @@ export function checkpointsToPrune(onDisk: readonly number[], committed: number,
   const versions = [...new Set(onDisk)].sort((a, b) => a - b);
   if (retention.keepLast === 0) return { keep: versions, prune: [] };
   const oldestRecent = committed - retention.keepLast + 1;
-  const kept = (v: number): boolean =>
-    v === 0 || v >= oldestRecent || (retention.keepEvery > 0 && v % retention.keepEvery === 0);
+  const kept = (v: number): boolean => v === 0 || v >= oldestRecent || (retention.keepEvery > 0 && v % retention.keepEvery === 0);
   return { keep: versions.filter(kept), prune: versions.filter((v) => !kept(v)) };
 }
 

@@ -87,7 +87,10 @@ export class CommittedPolicyState {
       state = { policyId, version: info.version, weightsHash: info.weightsHash, checkpointUri: latest.checkpointUri };
       const policy = await this.store.getPolicy(policyId);
       if (policy && policy.currentVersion !== latest.versionAfter) {
-        throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `policy ${policyId} is at version ${policy.currentVersion} but its latest update produced ${latest.versionAfter}`);
+        throw new SrpoError(
+          ErrorCode.INTEGRITY_FAILED,
+          `policy ${policyId} is at version ${policy.currentVersion} but its latest update produced ${latest.versionAfter}`,
+        );
       }
     } else {
       state = await this.initialState();
@@ -184,7 +187,9 @@ export class CommittedPolicyState {
       info = await this.trainer.load(dir);
     } catch (e) {
       if (e instanceof SrpoError && e.code === ErrorCode.NOT_FOUND) {
-        throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `version ${version} of ${this.config.policyId} is recorded but its checkpoint ${dir} is missing`, { cause: e });
+        throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `version ${version} of ${this.config.policyId} is recorded but its checkpoint ${dir} is missing`, {
+          cause: e,
+        });
       }
       throw e;
     }

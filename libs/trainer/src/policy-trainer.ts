@@ -133,7 +133,10 @@ export class TfPolicyTrainer implements PolicyTrainer {
     const loaded = await loadCheckpoint(checkpointDir);
     if (loaded.manifest.policyId !== this.options.policyId) {
       loaded.policy.dispose();
-      throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `checkpoint ${checkpointDir} belongs to policy ${loaded.manifest.policyId}, not ${this.options.policyId}`);
+      throw new SrpoError(
+        ErrorCode.INTEGRITY_FAILED,
+        `checkpoint ${checkpointDir} belongs to policy ${loaded.manifest.policyId}, not ${this.options.policyId}`,
+      );
     }
     this.install(loaded.policy);
     if (loaded.optimizerState) this.requireTrainer().optimizer.setState(loaded.optimizerState);

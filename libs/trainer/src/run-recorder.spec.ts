@@ -21,7 +21,16 @@ const fields = (over: Partial<UpdateRecordFields> = {}): UpdateRecordFields => (
   versionBefore: 0,
   weightsHashBefore: HASH_0,
   weightsHashAfter: HASH_1,
-  hyperparameters: { objective: resolveObjectiveConfig({}, 'objective'), lr: 0.01, epochs: 1, maxGradNorm: 1, microBatchTokens: 0, maxPolicyLag: 4, setsPerUpdate: 16, temperature: 1 },
+  hyperparameters: {
+    objective: resolveObjectiveConfig({}, 'objective'),
+    lr: 0.01,
+    epochs: 1,
+    maxGradNorm: 1,
+    microBatchTokens: 0,
+    maxPolicyLag: 4,
+    setsPerUpdate: 16,
+    temperature: 1,
+  },
   seed: 7,
   result: { loss: 0.5, gradNorm: 2, diagnostics: { 'losses/clip_frac_low': 0 } },
   wallTimeMs: 3,
@@ -47,8 +56,25 @@ describe('RunRecorder', () => {
   it('builds the stored record: next version, its backend, the default or the given code version', () => {
     const recorder = new RunRecorder({ store, backend: 'tensorflow', codeVersion: 'srpo-kafka@1' });
     const r = recorder.updateRecord(fields());
-    expect(r).toMatchObject({ versionBefore: 0, versionAfter: 1, backend: 'tensorflow', codeVersion: 'srpo-kafka@1', loss: 0.5, gradNorm: 2, diagnostics: { 'losses/clip_frac_low': 0 } });
-    expect(Object.keys(r.hyperparameters)).toEqual(['objective', 'lr', 'epochs', 'maxGradNorm', 'microBatchTokens', 'maxPolicyLag', 'setsPerUpdate', 'temperature']);
+    expect(r).toMatchObject({
+      versionBefore: 0,
+      versionAfter: 1,
+      backend: 'tensorflow',
+      codeVersion: 'srpo-kafka@1',
+      loss: 0.5,
+      gradNorm: 2,
+      diagnostics: { 'losses/clip_frac_low': 0 },
+    });
+    expect(Object.keys(r.hyperparameters)).toEqual([
+      'objective',
+      'lr',
+      'epochs',
+      'maxGradNorm',
+      'microBatchTokens',
+      'maxPolicyLag',
+      'setsPerUpdate',
+      'temperature',
+    ]);
     expect(recorder.updateRecord(fields({ codeVersion: 'original@0' })).codeVersion).toBe('original@0');
     expect(() => new RunRecorder({ store, backend: 'cpu' }).updateRecord(fields())).toThrow(/codeVersion: update solver\.v1\.abc names no code version/);
   });
@@ -81,7 +107,9 @@ describe('runLocation', () => {
       for (const bad of ['', '..', 'a/b', 'x y']) expect(() => runLocation(root, bad)).toThrow(/^run: must match \[A-Za-z0-9._-\]\+/);
       fs.mkdirSync(l.dir);
       fs.writeFileSync(l.storePath, '');
-      expect(() => runLocation(root, 'r1')).toThrow(expect.objectContaining({ code: ErrorCode.CONFLICT, message: expect.stringMatching(/^run r1 already exists in /) }));
+      expect(() => runLocation(root, 'r1')).toThrow(
+        expect.objectContaining({ code: ErrorCode.CONFLICT, message: expect.stringMatching(/^run r1 already exists in /) }),
+      );
     } finally {
       fs.rmSync(root, { recursive: true, force: true });
     }

@@ -5,7 +5,15 @@ import type { Kafka } from 'kafkajs';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import { ensureTopics, topicCatalog, type EventCodec, type TopicCatalog } from '@srpo/events';
 import { CheckpointStore } from '@srpo/policy';
-import { AuditStore, eventsFor, type GroupLedgerInput, type GroupStatsInput, type InitialVersion, type UpdateDetail, type UpdateRecordInput } from '@srpo/store';
+import {
+  AuditStore,
+  eventsFor,
+  type GroupLedgerInput,
+  type GroupStatsInput,
+  type InitialVersion,
+  type UpdateDetail,
+  type UpdateRecordInput,
+} from '@srpo/store';
 import type { LearnerEventsPublisher } from './events-publisher';
 import { KafkaLearnerEventsPublisher } from './kafka-publisher';
 import { hyperparametersJson, type RecordedHyperparameters } from './update-hyperparameters';
@@ -125,7 +133,8 @@ export function runLocation(runsDir: string, run: string): RunLocation {
   if (!RUN_NAME.test(run) || run === '.' || run === '..') throw new ValidationError('run', `must match [A-Za-z0-9._-]+, got "${run}"`);
   const dir = path.resolve(runsDir, run);
   const storePath = path.join(dir, 'store.sqlite');
-  if (fs.existsSync(storePath)) throw new SrpoError(ErrorCode.CONFLICT, `run ${run} already exists in ${dir}; pick another name or remove it`, { field: 'run' });
+  if (fs.existsSync(storePath))
+    throw new SrpoError(ErrorCode.CONFLICT, `run ${run} already exists in ${dir}; pick another name or remove it`, { field: 'run' });
   return { run, dir, storePath, checkpoints: new CheckpointStore(path.join(dir, 'checkpoints')) };
 }
 

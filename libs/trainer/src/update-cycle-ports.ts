@@ -55,7 +55,10 @@ export interface UpdateCycleState {
 }
 
 /** The metrics the cycle moves. */
-export type UpdateCycleMetrics = Pick<LearnerMetrics, 'updates' | 'groupsConsumed' | 'groupsSkipped' | 'groupsRedelivered' | 'loss' | 'gradNorm' | 'clipFrac' | 'policyLag'>;
+export type UpdateCycleMetrics = Pick<
+  LearnerMetrics,
+  'updates' | 'groupsConsumed' | 'groupsSkipped' | 'groupsRedelivered' | 'loss' | 'gradNorm' | 'clipFrac' | 'policyLag'
+>;
 
 /** Called at every step boundary of an update (test-only fault injection; a no-op in production). */
 export interface UpdateFaultPoints {

@@ -49,7 +49,10 @@ function learnerOptions(dir: string, options: { maxPolicyLag?: number; env?: Rec
     checkpointDir: path.resolve(dir, 'checkpoints'),
     checkpointRetention: { keepLast: r.int('SRPO_CHECKPOINT_KEEP_LAST', 20, { min: 0 }), keepEvery: r.int('SRPO_CHECKPOINT_KEEP_EVERY', 100, { min: 0 }) },
     maxPolicyLag: options.maxPolicyLag ?? 4,
-    objective: resolveObjectiveConfig({ objective: 'srpo', eventReduction: 'sqrt', clipLow: 0.2, clipHigh: 0.2, dualClip: r.bool('SRPO_DUAL_CLIP', true), clipRatioC: 3 }, 'objective'),
+    objective: resolveObjectiveConfig(
+      { objective: 'srpo', eventReduction: 'sqrt', clipLow: 0.2, clipHigh: 0.2, dualClip: r.bool('SRPO_DUAL_CLIP', true), clipRatioC: 3 },
+      'objective',
+    ),
     lr: 0.01,
     epochs: 1,
     maxGradNorm: 1,
@@ -119,10 +122,12 @@ async function shiftedBatch(): Promise<{ batch: ReadyGroup[]; expected: { rhoA: 
   ]);
   const setC = activeSet('C', [member({ outputId: 'C0', context, response, logpOld: exact })]);
   const batch = [
-    ready(advantageGroup('g1', [
-      { set: setA, advantage: 1 },
-      { set: setB, advantage: -1 },
-    ])),
+    ready(
+      advantageGroup('g1', [
+        { set: setA, advantage: 1 },
+        { set: setB, advantage: -1 },
+      ]),
+    ),
     ready(advantageGroup('g2', [{ set: setC, advantage: 0.5 }])),
   ];
   // SRPO by hand: member log-ratio ℓ = Σ_counted (new − old) = 2δ; set log-ratio L = (1/√K) Σ ℓ with K = 2.
@@ -200,7 +205,15 @@ describe('UpdateCycle on SQLite with a real tiny policy', () => {
       codeVersion: 'test-code',
       checkpointUri: pathToFileURL(ckptDir).href,
       committedAtMs: NOW,
-      hyperparameters: { lr: 0.01, epochs: 1, maxGradNorm: 1, maxPolicyLag: 4, setsPerUpdate: 16, temperature: 1, objective: { objective: 'srpo', eventReduction: 'sqrt' } },
+      hyperparameters: {
+        lr: 0.01,
+        epochs: 1,
+        maxGradNorm: 1,
+        maxPolicyLag: 4,
+        setsPerUpdate: 16,
+        temperature: 1,
+        objective: { objective: 'srpo', eventReduction: 'sqrt' },
+      },
     });
     expect(update.weightsHashAfter).not.toBe(update.weightsHashBefore);
     expect(update.updateId).toMatch(/^solver\.v1\.[0-9a-f]{12}$/);
@@ -225,8 +238,20 @@ describe('UpdateCycle on SQLite with a real tiny policy', () => {
     // State, events, metrics.
     expect(learner.state.current()).toMatchObject({ version: 1, weightsHash: afterHash });
     expect(learner.publisher.published).toEqual([eventsFor(stored)]);
-    expect(learner.publisher.published[0].update).toMatchObject({ groupIds: ['g1', 'g2'], groupSources: [batch[0].source, batch[1].source], objective: 'srpo', eventTimeMs: NOW });
-    expect(learner.publisher.published[0].version).toEqual({ policyId: 'solver', version: 1, weightsHash: afterHash, checkpointUri: update.checkpointUri, updateId: update.updateId, eventTimeMs: NOW });
+    expect(learner.publisher.published[0].update).toMatchObject({
+      groupIds: ['g1', 'g2'],
+      groupSources: [batch[0].source, batch[1].source],
+      objective: 'srpo',
+      eventTimeMs: NOW,
+    });
+    expect(learner.publisher.published[0].version).toEqual({
+      policyId: 'solver',
+      version: 1,
+      weightsHash: afterHash,
+      checkpointUri: update.checkpointUri,
+      updateId: update.updateId,
+      eventTimeMs: NOW,
+    });
     expect(await metricValue(learner.metrics, 'learner_updates_total')).toBe(1);
     expect(await metricValue(learner.metrics, 'learner_groups_consumed_total')).toBe(2);
     expect(await metricValue(learner.metrics, 'learner_policy_version')).toBe(1);
@@ -277,7 +302,13 @@ describe('UpdateCycle on SQLite with a real tiny policy', () => {
     learner = await startLearner(dir);
     const badToken = member({ outputId: 'bad/o', response: [4, 99, 6], logpOld: [-1, -1, -1] });
     const mixed = advantageGroup('mixed', [
-      { set: activeSet('mx', [member({ outputId: 'mx0', logpOld: [-1, -1, -1], temperature: 1 }), member({ outputId: 'mx1', logpOld: [-1, -1, -1], temperature: 0.7 })]), advantage: 1 },
+      {
+        set: activeSet('mx', [
+          member({ outputId: 'mx0', logpOld: [-1, -1, -1], temperature: 1 }),
+          member({ outputId: 'mx1', logpOld: [-1, -1, -1], temperature: 0.7 }),
+        ]),
+        advantage: 1,
+      },
     ]);
     const outcome = await learner.updates.applyBatch([
       simpleGroup('future', { version: 3 }),
@@ -411,17 +442,33 @@ describe('UpdateCycle on SQLite with a real tiny policy', () => {
     const outcome = await learner.updates.applyBatch([batch[0], bad, batch[1]]);
     expect(outcome.skipped).toHaveLength(1);
     expect(outcome.skipped[0]).toMatchObject({ groupId: 'gX', reason: 'non-finite-set', lag: 0 });
-    expect(outcome.skipped[0].detail).toMatch(/^set X alone: loss [0-9.e+]+, gradient norm (Infinity|NaN) \(mini-batch step: loss [0-9.e+]+, gradient norm (Infinity|NaN)\)$/);
+    expect(outcome.skipped[0].detail).toMatch(
+      /^set X alone: loss [0-9.e+]+, gradient norm (Infinity|NaN) \(mini-batch step: loss [0-9.e+]+, gradient norm (Infinity|NaN)\)$/,
+    );
     // The rest trains, to the very weights of the reference learner (the failed step was rolled back first).
     const update = outcome.update;
     if (!update) throw new Error('expected an update');
     expect(update.groups.map((g) => g.groupId)).toEqual(['g1', 'g2']);
-    expect(update).toMatchObject({ versionBefore: 0, versionAfter: 1, weightsHashBefore: v0.weightsHash, weightsHashAfter: reference.update?.weightsHashAfter });
+    expect(update).toMatchObject({
+      versionBefore: 0,
+      versionAfter: 1,
+      weightsHashBefore: v0.weightsHash,
+      weightsHashAfter: reference.update?.weightsHashAfter,
+    });
     expect(update.loss).toBe(reference.update?.loss);
     expect(await learner.trainer.weightsHash()).toBe(reference.update?.weightsHashAfter);
     // Audit records: the group is skipped (never in the ledger), with its coordinates and reason.
     expect(await learner.store.listSkipped('solver')).toEqual([
-      { policyId: 'solver', groupId: 'gX', reason: 'non-finite-set', detail: outcome.skipped[0].detail, lag: 0, policyVersion: 0, source: bad.source, createdAtMs: NOW },
+      {
+        policyId: 'solver',
+        groupId: 'gX',
+        reason: 'non-finite-set',
+        detail: outcome.skipped[0].detail,
+        lag: 0,
+        policyVersion: 0,
+        source: bad.source,
+        createdAtMs: NOW,
+      },
     ]);
     expect((await learner.store.isGroupApplied('solver', ['gX'])).size).toBe(0);
     expect(await metricValue(learner.metrics, 'learner_groups_skipped_total', { reason: 'non-finite-set' })).toBe(1);
@@ -505,7 +552,10 @@ describe('UpdateCycle on SQLite with a real tiny policy', () => {
     // Replace v1 with other weights (a valid checkpoint of version 1, but not the recorded one).
     const other = new TfPolicyTrainer({ policyId: 'solver', model: TINY_MODEL, lr: 0.01, epochs: 1, maxGradNorm: 1 });
     await other.init(SEED + 1);
-    await other.step([{ setId: 's', advantage: 1, members: [{ outputId: 'o', contextTokens: [1], responseTokens: [2], logpOld: [-2], mask: [1], temperature: 1 }] }], learner.config.objective);
+    await other.step(
+      [{ setId: 's', advantage: 1, members: [{ outputId: 'o', contextTokens: [1], responseTokens: [2], logpOld: [-2], mask: [1], temperature: 1 }] }],
+      learner.config.objective,
+    );
     await other.save(path.join(dir, 'checkpoints', 'solver', 'v1'));
     other.dispose();
     learner = undefined;
@@ -517,10 +567,7 @@ describe('UpdateCycle on SQLite with a real tiny policy', () => {
 
   it('prunes checkpoints retention no longer keeps once each update is committed, and restarts from the newest', async () => {
     const retention = { env: { SRPO_CHECKPOINT_KEEP_LAST: '2', SRPO_CHECKPOINT_KEEP_EVERY: '3' } };
-    const onDisk = () =>
-      fs
-        .readdirSync(path.join(dir, 'checkpoints', 'solver'))
-        .sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)));
+    const onDisk = () => fs.readdirSync(path.join(dir, 'checkpoints', 'solver')).sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)));
     learner = await startLearner(dir, retention);
     for (let i = 1; i <= 7; i++) await learner.updates.applyBatch([simpleGroup(`r${i}`, { version: i - 1 })]);
     // v7 committed: last 2 are v6, v7; anchors v0, v3, v6. Pruned: v1, v2, v4, v5.

@@ -145,7 +145,10 @@ export class UpdateCycle {
       }
     }
     const ids = ours.map((r) => r.group.groupId);
-    await prefetchMemberSchemas(this.codec, ours.map((r) => r.group));
+    await prefetchMemberSchemas(
+      this.codec,
+      ours.map((r) => r.group),
+    );
     const [applied, skippedBefore] = await Promise.all([this.store.isGroupApplied(policyId, ids), this.store.skippedGroupIds(policyId, ids)]);
     const skips: SkippedGroup[] = [];
     const candidates: Candidate[] = [];
@@ -260,17 +263,20 @@ export class UpdateCycle {
    *
    * @returns the finite step and the groups it trained on; undefined when nothing was trained
    */
-  private async finiteStep(
-    eligible: Candidate[],
-    version: number,
-    outcome: UpdateOutcome,
-  ): Promise<{ result: StepResult; trained: Candidate[] } | undefined> {
+  private async finiteStep(eligible: Candidate[], version: number, outcome: UpdateOutcome): Promise<{ result: StepResult; trained: Candidate[] } | undefined> {
     const { policyId, objective } = this.config;
     let result = await this.stepOrRollback(eligible.flatMap((c) => c.sets));
     if (isFiniteStep(result)) return { result, trained: eligible };
     await this.rollbackAfter('non-finite loss');
     const batchDetail = `loss ${result.loss}, gradient norm ${result.gradNorm}`;
-    const probes = new Map<string, SetProbe>((await this.trainer.probe(eligible.flatMap((c) => c.sets), objective)).map((p) => [p.setId, p]));
+    const probes = new Map<string, SetProbe>(
+      (
+        await this.trainer.probe(
+          eligible.flatMap((c) => c.sets),
+          objective,
+        )
+      ).map((p) => [p.setId, p]),
+    );
     const bad: SkippedGroup[] = [];
     const rest: Candidate[] = [];
     for (const c of eligible) {
@@ -280,11 +286,21 @@ export class UpdateCycle {
         continue;
       }
       const named = culprits.map((p) => `set ${p.setId} alone: loss ${p.loss}, gradient norm ${p.gradNorm}`).join('; ');
-      bad.push({ ready: c.ready, info: { groupId: c.ready.group.groupId, reason: 'non-finite-set', detail: `${named} (mini-batch step: ${batchDetail})`, lag: c.lag } });
+      bad.push({
+        ready: c.ready,
+        info: { groupId: c.ready.group.groupId, reason: 'non-finite-set', detail: `${named} (mini-batch step: ${batchDetail})`, lag: c.lag },
+      });
     }
     if (bad.length === 0) {
-      this.log.error('update produced a non-finite loss that no single set explains; weights discarded and its groups skipped', { policyId, detail: batchDetail });
-      await this.recordSkips(eligible.map((c) => nonFiniteLoss(c, batchDetail)), version, outcome);
+      this.log.error('update produced a non-finite loss that no single set explains; weights discarded and its groups skipped', {
+        policyId,
+        detail: batchDetail,
+      });
+      await this.recordSkips(
+        eligible.map((c) => nonFiniteLoss(c, batchDetail)),
+        version,
+        outcome,
+      );
       return undefined;
     }
     this.log.error('sets that make the step non-finite on their own were isolated; their groups are skipped and the rest trained', {
@@ -299,7 +315,11 @@ export class UpdateCycle {
     await this.rollbackAfter('non-finite loss');
     const detail = `loss ${result.loss}, gradient norm ${result.gradNorm} after skipping ${bad.map((b) => b.info.groupId).join(', ')}`;
     this.log.error('update still non-finite after isolating sets; weights discarded and its groups skipped', { policyId, detail });
-    await this.recordSkips(rest.map((c) => nonFiniteLoss(c, detail)), version, outcome);
+    await this.recordSkips(
+      rest.map((c) => nonFiniteLoss(c, detail)),
+      version,
+      outcome,
+    );
     return undefined;
   }
 

@@ -1,7 +1,13 @@
 import { ErrorCode, SrpoError } from '@srpo/core';
 import { resolveObjectiveConfig } from '@srpo/srpo';
 import { decodeJson, encodeJson, type JsonValue } from '@srpo/store';
-import { hyperparametersJson, readHyperparameters, readUpdateHyperparameters, type LearnerHyperparameters, type OfflineHyperparameters } from './update-hyperparameters';
+import {
+  hyperparametersJson,
+  readHyperparameters,
+  readUpdateHyperparameters,
+  type LearnerHyperparameters,
+  type OfflineHyperparameters,
+} from './update-hyperparameters';
 
 /** A learner row exactly as UpdateService wrote it before the run recorder existed (the stored text). */
 const LEARNER_ROW =
@@ -19,9 +25,27 @@ const row = (text: string) => ({ hyperparameters: decodeJson<Record<string, Json
 describe('update hyperparameters', () => {
   it('writes what the learner always wrote, byte for byte, and reads it back', () => {
     const objective = resolveObjectiveConfig({ clipHigh: 0.28 }, 'objective');
-    const h: LearnerHyperparameters = { objective, lr: 3e-4, epochs: 1, maxGradNorm: 1, microBatchTokens: 0, maxPolicyLag: 4, setsPerUpdate: 16, temperature: 1 };
+    const h: LearnerHyperparameters = {
+      objective,
+      lr: 3e-4,
+      epochs: 1,
+      maxGradNorm: 1,
+      microBatchTokens: 0,
+      maxPolicyLag: 4,
+      setsPerUpdate: 16,
+      temperature: 1,
+    };
     // The hand-built literal UpdateService used before.
-    const before = { objective: { ...objective, progress: { ...objective.progress } }, lr: 3e-4, epochs: 1, maxGradNorm: 1, microBatchTokens: 0, maxPolicyLag: 4, setsPerUpdate: 16, temperature: 1 };
+    const before = {
+      objective: { ...objective, progress: { ...objective.progress } },
+      lr: 3e-4,
+      epochs: 1,
+      maxGradNorm: 1,
+      microBatchTokens: 0,
+      maxPolicyLag: 4,
+      setsPerUpdate: 16,
+      temperature: 1,
+    };
     expect(encodeJson(hyperparametersJson(h))).toBe(encodeJson(before));
     expect(encodeJson(hyperparametersJson(h))).toBe(LEARNER_ROW);
     expect(readUpdateHyperparameters(row(LEARNER_ROW))).toEqual(h);
@@ -29,7 +53,12 @@ describe('update hyperparameters', () => {
 
   it('round-trips an offline row unchanged and tells it apart', () => {
     const h = readHyperparameters(row(OFFLINE_ROW)) as OfflineHyperparameters;
-    expect(h).toMatchObject({ method: 'agentbrew-offline', creditMode: 'best_prefix', steps: 20, stepRule: { failedRewardAtMost: 0, byPosition: { check: 0.1 } } });
+    expect(h).toMatchObject({
+      method: 'agentbrew-offline',
+      creditMode: 'best_prefix',
+      steps: 20,
+      stepRule: { failedRewardAtMost: 0, byPosition: { check: 0.1 } },
+    });
     expect(encodeJson(hyperparametersJson(h))).toBe(OFFLINE_ROW);
     // verify and replay refuse it: it is no SRPO step.
     expect(() => readUpdateHyperparameters(row(OFFLINE_ROW))).toThrow(/hyperparameters\.method is "agentbrew-offline": the update was not an SRPO step/);
@@ -37,11 +66,19 @@ describe('update hyperparameters', () => {
 
   it('reads old rows as they were computed: no micro-batching, no dual clip; the learner fields stay absent', () => {
     const h = readUpdateHyperparameters({ hyperparameters: { objective: { objective: 'gspo', clipLow: 0.1 }, lr: 0.01, epochs: 2, maxGradNorm: 0.5 } });
-    expect(h).toMatchObject({ lr: 0.01, epochs: 2, maxGradNorm: 0.5, microBatchTokens: 0, objective: { objective: 'gspo', clipLow: 0.1, clipHigh: 0.2, eventReduction: 'sqrt', dualClip: false, clipRatioC: 3 } });
+    expect(h).toMatchObject({
+      lr: 0.01,
+      epochs: 2,
+      maxGradNorm: 0.5,
+      microBatchTokens: 0,
+      objective: { objective: 'gspo', clipLow: 0.1, clipHigh: 0.2, eventReduction: 'sqrt', dualClip: false, clipRatioC: 3 },
+    });
     expect('temperature' in h).toBe(false);
     // Written again (a replay of it), it keeps its keys and gains only what the step ran with.
     expect(Object.keys(hyperparametersJson(h))).toEqual(['objective', 'lr', 'epochs', 'maxGradNorm', 'microBatchTokens']);
-    const recent = readUpdateHyperparameters({ hyperparameters: { objective: { objective: 'srpo', dualClip: true, clipRatioC: 4 }, lr: 0.01, epochs: 1, maxGradNorm: 1 } });
+    const recent = readUpdateHyperparameters({
+      hyperparameters: { objective: { objective: 'srpo', dualClip: true, clipRatioC: 4 }, lr: 0.01, epochs: 1, maxGradNorm: 1 },
+    });
     expect(recent.objective).toMatchObject({ dualClip: true, clipRatioC: 4 });
   });
 

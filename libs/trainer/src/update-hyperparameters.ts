@@ -161,7 +161,10 @@ export function readUpdateHyperparameters(record: HyperparametersSource): Update
   if (h.objective === undefined) throw f.fail('objective', 'is missing');
   let objective: ObjectiveConfig;
   try {
-    objective = resolveObjectiveConfig(isPlainObject(h.objective) && h.objective.dualClip === undefined ? { ...h.objective, dualClip: false } : h.objective, 'hyperparameters.objective');
+    objective = resolveObjectiveConfig(
+      isPlainObject(h.objective) && h.objective.dualClip === undefined ? { ...h.objective, dualClip: false } : h.objective,
+      'hyperparameters.objective',
+    );
   } catch (e) {
     throw new SrpoError(ErrorCode.INTEGRITY_FAILED, errorMessage(e), { field: 'hyperparameters.objective', cause: e });
   }
@@ -180,7 +183,8 @@ export function readUpdateHyperparameters(record: HyperparametersSource): Update
 
 function fields(record: HyperparametersSource) {
   const h = record.hyperparameters;
-  const fail = (name: string, problem: string) => new SrpoError(ErrorCode.INTEGRITY_FAILED, `hyperparameters.${name} ${problem}`, { field: `hyperparameters.${name}` });
+  const fail = (name: string, problem: string) =>
+    new SrpoError(ErrorCode.INTEGRITY_FAILED, `hyperparameters.${name} ${problem}`, { field: `hyperparameters.${name}` });
   const present = (name: string): JsonValue => {
     const v = h[name];
     if (v === undefined || v === null) throw fail(name, 'is missing');
@@ -191,7 +195,13 @@ function fields(record: HyperparametersSource) {
     num(name: string, range: { min?: number; max?: number; integer?: boolean } = {}): number {
       const v = present(name);
       const kind = `${range.integer ? 'an integer' : 'a finite number'}${range.min !== undefined ? ` >= ${range.min}` : ''}${range.max !== undefined ? ` and <= ${range.max}` : ''}`;
-      if (typeof v !== 'number' || !Number.isFinite(v) || (range.integer && !Number.isInteger(v)) || (range.min !== undefined && v < range.min) || (range.max !== undefined && v > range.max)) {
+      if (
+        typeof v !== 'number' ||
+        !Number.isFinite(v) ||
+        (range.integer && !Number.isInteger(v)) ||
+        (range.min !== undefined && v < range.min) ||
+        (range.max !== undefined && v > range.max)
+      ) {
         throw fail(name, `must be ${kind}, recorded ${JSON.stringify(v)}`);
       }
       return v;
@@ -203,7 +213,8 @@ function fields(record: HyperparametersSource) {
     },
     oneOf<T extends string>(name: string, allowed: readonly T[]): T {
       const v = present(name);
-      if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) throw fail(name, `must be one of ${allowed.join(', ')}, recorded ${JSON.stringify(v)}`);
+      if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v))
+        throw fail(name, `must be one of ${allowed.join(', ')}, recorded ${JSON.stringify(v)}`);
       return v as T;
     },
     obj(name: string): { [key: string]: JsonValue } {

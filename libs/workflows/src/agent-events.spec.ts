@@ -19,7 +19,12 @@ import { RoutedWorkflow, SearchWorkflow } from './workflows';
 
 const s = { ...DEFAULT_ARITHMETIC, workers: 3 };
 const scripts: Record<string, Script> = {
-  router: (_ctx, row) => [[Tok.YES, Tok.NO, Tok.YES], [Tok.NO, Tok.NO, Tok.NO], [Tok.YES, Tok.YES, Tok.YES]][row % 3],
+  router: (_ctx, row) =>
+    [
+      [Tok.YES, Tok.NO, Tok.YES],
+      [Tok.NO, Tok.NO, Tok.NO],
+      [Tok.YES, Tok.YES, Tok.YES],
+    ][row % 3],
   worker: (ctx) => [ctx[3] === Tok.BLANK ? Tok.BLANK : Tok.DIGIT0 + (((digitValue(ctx[3]) as number) + 1) % 4)],
   aggregator: (ctx) => ctx.slice(2, -1),
   searcher: (ctx) => [ctx[ctx.length - 1]],
@@ -27,7 +32,11 @@ const scripts: Record<string, Script> = {
 const codec = new EventCodec();
 
 async function routedEvents() {
-  const r = await new RoutedWorkflow(s, new SeededRng(3)).play('run1-routed-0', 3, new ScriptedSampler(scripts, (role) => (role === 'worker' ? 'actor' : 'judge')));
+  const r = await new RoutedWorkflow(s, new SeededRng(3)).play(
+    'run1-routed-0',
+    3,
+    new ScriptedSampler(scripts, (role) => (role === 'worker' ? 'actor' : 'judge')),
+  );
   return { r, ...eventsOf(r, 1_700_000_000_100) };
 }
 

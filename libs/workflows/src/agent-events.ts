@@ -88,7 +88,10 @@ export function eventsOf(r: TaskRollouts, eventTimeMs: number, binding: SymbolBi
   for (const ep of r.episodes) {
     for (const st of ep.steps) {
       for (const o of st.consumed) body.push({ type: 'AgentOutput', value: outputEvent(o, ep.episodeId, binding) });
-      body.push({ type: 'Transition', value: transitionEvent(ep, st, r.taskInstanceId, r.groupSize, Math.max(eventTimeMs, ...st.consumed.map((o) => o.finishedAtMs))) });
+      body.push({
+        type: 'Transition',
+        value: transitionEvent(ep, st, r.taskInstanceId, r.groupSize, Math.max(eventTimeMs, ...st.consumed.map((o) => o.finishedAtMs))),
+      });
     }
     outcomes.push({ type: 'EpisodeOutcome', value: outcomeEvent(ep, eventTimeMs) });
   }

@@ -31,13 +31,16 @@ export function policyShapeProblem(policy: Policy, requiredSeqLen: number, base:
   }
   if (isLlamaModel(model)) {
     const source = model.source;
-    if (!base) return `the policy is a Hugging Face model${source ? ` on ${source.dir}` : ''}; set the agents' SRPO_MODEL_DIR to the learners' model directory so that its tokenizer binds the workflow symbols`;
+    if (!base)
+      return `the policy is a Hugging Face model${source ? ` on ${source.dir}` : ''}; set the agents' SRPO_MODEL_DIR to the learners' model directory so that its tokenizer binds the workflow symbols`;
     if (!source || source.hash !== base.hash) {
       return `the policy's base model ${source ? `${source.dir} (hash ${source.hash})` : '(unrecorded)'} is not the agents' SRPO_MODEL_DIR ${base.dir} (hash ${base.hash})`;
     }
     return undefined;
   }
-  if (base) return `the policy is the project's transformer, but the agents' SRPO_MODEL_DIR names the Hugging Face model ${base.dir}; unset it or train the policy from that directory`;
-  if (vocabSize < VOCAB_SIZE) return `the model's vocabSize ${vocabSize} is below the workflows' ${VOCAB_SIZE} symbols; set the learners' SRPO_MODEL_CONFIG accordingly`;
+  if (base)
+    return `the policy is the project's transformer, but the agents' SRPO_MODEL_DIR names the Hugging Face model ${base.dir}; unset it or train the policy from that directory`;
+  if (vocabSize < VOCAB_SIZE)
+    return `the model's vocabSize ${vocabSize} is below the workflows' ${VOCAB_SIZE} symbols; set the learners' SRPO_MODEL_CONFIG accordingly`;
   return undefined;
 }

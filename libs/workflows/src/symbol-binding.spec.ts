@@ -15,7 +15,8 @@ import { WORKFLOW_NAMES } from './rollout';
 
 const fixture = (arch: string) => path.join(repoRoot(), 'libs', 'hf', 'fixtures', arch);
 /** The vocabulary as tokenizer.json writes it: the test's own reading, not the binding's. */
-const vocabOf = (arch: string): Record<string, number> => (JSON.parse(fs.readFileSync(path.join(fixture(arch), 'tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> } }).model.vocab;
+const vocabOf = (arch: string): Record<string, number> =>
+  (JSON.parse(fs.readFileSync(path.join(fixture(arch), 'tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> } }).model.vocab;
 
 describe('symbol binding', () => {
   it('identity: the project transformer speaks the symbols themselves, larger ids included', () => {
@@ -47,7 +48,8 @@ describe('symbol binding', () => {
     expect(new Set(ids).size).toBe(VOCAB_SIZE);
     expect(described.YES.text).not.toBe('Y');
     expect(described['3']).toEqual({ id: vocab['3'], text: '3' });
-    for (const d of Object.values(described)) expect(tok.encode(d.text as string).length === 1 || vocab[d.text as string] === d.id || tok.tokenToId(d.text as string) === d.id).toBe(true);
+    for (const d of Object.values(described))
+      expect(tok.encode(d.text as string).length === 1 || vocab[d.text as string] === d.id || tok.tokenToId(d.text as string) === d.id).toBe(true);
   });
 
   it('is a bijection: unbound model ids become negative symbols and come back unchanged', () => {
@@ -117,7 +119,9 @@ describe('sampling a Hugging Face policy through the binding', () => {
     }
     // Draws stay in symbols: the checker's context holds the solver's answer as the workflow sees it.
     const ep = rollouts.episodes[0];
-    expect(binding.toModel(ep.steps[1].consumed[0].contextTokens)).toEqual(outputs.find((o) => o.outputId === ep.steps[1].consumed[0].outputId)?.contextTokenIds);
+    expect(binding.toModel(ep.steps[1].consumed[0].contextTokens)).toEqual(
+      outputs.find((o) => o.outputId === ep.steps[1].consumed[0].outputId)?.contextTokenIds,
+    );
   });
 });
 

@@ -98,7 +98,10 @@ export function hfSymbolBinding(tokenizer: HfTokenizer, modelVocabSize: number, 
       break;
     }
     if (!bound) {
-      throw new ConfigError(variable, `the tokenizer has no free single token for the workflow symbol ${render([s])} (tried "${SYMBOL_TEXT[s]}" and every printable ASCII character)`);
+      throw new ConfigError(
+        variable,
+        `the tokenizer has no free single token for the workflow symbol ${render([s])} (tried "${SYMBOL_TEXT[s]}" and every printable ASCII character)`,
+      );
     }
   }
   const symbolOf = new Map(ids.map((id, s) => [id, s]));

@@ -56,8 +56,14 @@ describe('demo configuration', () => {
   });
 
   it('--target and --updates win over SRPO_DEMO_TARGET and SRPO_DEMO_UPDATES; 0 turns the early end off', () => {
-    expect(loadDemoConfig({ SRPO_DEMO_TARGET: '0.5', SRPO_DEMO_UPDATES: '7', SRPO_DEMO_DIR: '/tmp/x' }, {}, '/work')).toMatchObject({ target: 0.5, updates: 7 });
-    expect(loadDemoConfig({ SRPO_DEMO_TARGET: '0.5', SRPO_DEMO_DIR: '/tmp/x' }, { target: 0, updates: 160 }, '/work')).toMatchObject({ target: 0, updates: 160 });
+    expect(loadDemoConfig({ SRPO_DEMO_TARGET: '0.5', SRPO_DEMO_UPDATES: '7', SRPO_DEMO_DIR: '/tmp/x' }, {}, '/work')).toMatchObject({
+      target: 0.5,
+      updates: 7,
+    });
+    expect(loadDemoConfig({ SRPO_DEMO_TARGET: '0.5', SRPO_DEMO_DIR: '/tmp/x' }, { target: 0, updates: 160 }, '/work')).toMatchObject({
+      target: 0,
+      updates: 160,
+    });
   });
 
   it('uses KAFKA_BROKERS when set and passes other variables through to the children', () => {

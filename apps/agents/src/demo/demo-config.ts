@@ -114,7 +114,11 @@ export interface DemoFlags {
  * | `SRPO_KAFKA_PORT` / `SRPO_KAFKA_DIR` | 9092 / `.srpo/kafka` | the local broker |
  * | `SRPO_DEMO_LOG_MS` | 15000 | interval of the progress line when stdout is not a TTY |
  */
-export function loadDemoConfig(env: Readonly<Record<string, string | undefined>> = process.env, flags: DemoFlags = {}, cwd: string = process.cwd()): DemoConfig {
+export function loadDemoConfig(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  flags: DemoFlags = {},
+  cwd: string = process.cwd(),
+): DemoConfig {
   const r = new EnvReader(env);
   const runId = r.str('SRPO_DEMO_RUN_ID', `${new Date().toISOString().slice(0, 19).replace(/[-:T]/g, '')}-${Math.random().toString(36).slice(2, 6)}`);
   if (!/^[A-Za-z0-9_-]{1,40}$/.test(runId)) throw new ConfigError('SRPO_DEMO_RUN_ID', `must match [A-Za-z0-9_-]{1,40}, got "${runId}"`);
@@ -133,9 +137,13 @@ export function loadDemoConfig(env: Readonly<Record<string, string | undefined>>
   const setsPerUpdate = r.int('SRPO_SETS_PER_UPDATE', DEMO_DEFAULTS.setsPerUpdate, { min: 1, max: 100_000 });
   const seed = r.int('SRPO_SEED', 0, { min: 0, max: 2 ** 31 - 1 });
 
-  const modelDir = flags.model !== undefined ? path.resolve(cwd, flags.model) : r.has('SRPO_MODEL_DIR') ? path.resolve(cwd, r.str('SRPO_MODEL_DIR', '')) : undefined;
+  const modelDir =
+    flags.model !== undefined ? path.resolve(cwd, flags.model) : r.has('SRPO_MODEL_DIR') ? path.resolve(cwd, r.str('SRPO_MODEL_DIR', '')) : undefined;
   if (modelDir !== undefined && r.has('SRPO_MODEL_CONFIG')) {
-    throw new ConfigError(flags.model !== undefined ? '--model' : 'SRPO_MODEL_DIR', 'set either a Hugging Face model directory or SRPO_MODEL_CONFIG (the project transformer), not both');
+    throw new ConfigError(
+      flags.model !== undefined ? '--model' : 'SRPO_MODEL_DIR',
+      'set either a Hugging Face model directory or SRPO_MODEL_CONFIG (the project transformer), not both',
+    );
   }
   const childEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) if (v !== undefined) childEnv[k] = v;
@@ -166,7 +174,10 @@ export function loadDemoConfig(env: Readonly<Record<string, string | undefined>>
   const basePort = r.int('SRPO_DEMO_HTTP_PORT', DEMO_DEFAULTS.httpPort, { min: 1, max: 65000 });
   const learners: LearnerPlan[] = policiesInUse(agents).map((policyId, i) => ({
     policyId,
-    roles: (Object.entries(agents.rolePolicies) as [Role, string][]).filter(([, id]) => id === policyId).map(([role]) => role).sort(),
+    roles: (Object.entries(agents.rolePolicies) as [Role, string][])
+      .filter(([, id]) => id === policyId)
+      .map(([role]) => role)
+      .sort(),
     seed: seed + i,
     httpPort: basePort + i,
     sqlitePath: path.join(runDir, `learner-${policyId}.sqlite`),

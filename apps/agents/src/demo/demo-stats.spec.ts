@@ -74,7 +74,23 @@ describe('demo statistics', () => {
 
   it('counts outputs stamped with learned versions and the newest version stamped', () => {
     const s = new DemoStats();
-    const base = { outputId: 'o', episodeId: 'e', step: 0, agentId: 'a', role: 'solver', policyId: 'actor', contextRef: 'c', contextTokenIds: [], responseTokenIds: [1], behaviourLogProbs: [-1], lossMask: [true], sampling: { temperature: 1, topK: 0, maxNewTokens: 1, seed: null, stopTokenIds: [] }, startedAtMs: 0, eventTimeMs: 0, tokenIdOrigin: 'sampled' as const };
+    const base = {
+      outputId: 'o',
+      episodeId: 'e',
+      step: 0,
+      agentId: 'a',
+      role: 'solver',
+      policyId: 'actor',
+      contextRef: 'c',
+      contextTokenIds: [],
+      responseTokenIds: [1],
+      behaviourLogProbs: [-1],
+      lossMask: [true],
+      sampling: { temperature: 1, topK: 0, maxNewTokens: 1, seed: null, stopTokenIds: [] },
+      startedAtMs: 0,
+      eventTimeMs: 0,
+      tokenIdOrigin: 'sampled' as const,
+    };
     s.onOutput({ ...base, policyVersion: 0 });
     s.onOutput({ ...base, policyVersion: 7 });
     expect([s.outputs, s.outputsNewVersion, s.policy('actor').stampedVersion]).toEqual([2, 1, 7]);
@@ -105,14 +121,28 @@ describe('progress view', () => {
     const s = new DemoStats();
     s.onOutcome(outcome('fixed', true, 1));
     s.onUpdate(update('actor', 1, 0, 0.5));
-    const view = { runId: 'r', prefix: 'p.', elapsedMs: 30_000, totalMs: 60_000, workflows: ['fixed', 'joint'], policies: ['actor'], recentEpisodes: 10, startRates: {}, auditUrls: ['http://127.0.0.1:3000/updates?policy=actor'] };
+    const view = {
+      runId: 'r',
+      prefix: 'p.',
+      elapsedMs: 30_000,
+      totalMs: 60_000,
+      workflows: ['fixed', 'joint'],
+      policies: ['actor'],
+      recentEpisodes: 10,
+      startRates: {},
+      auditUrls: ['http://127.0.0.1:3000/updates?policy=actor'],
+    };
     const live = renderLive(s, view, false).join('\n');
     expect(live).toMatch(/episodes\s+1 /);
     expect(live).toMatch(/fixed 100%/);
     expect(live).toMatch(/actor v1 clip 50\.0%/);
     expect(renderLogLine(s, view)).toMatch(/^\[demo 0:30\/1:00\] episodes=1 .*fixed=100% joint=— .*actor:v1\/clip=50\.0%/);
     const rows = startVersusEnd(s, { startEpisodes: 1, endWindowMs: 10, endAtMs: 5 });
-    const summary = renderSummary(s, { runId: 'r', runDir: '/d', trainedMs: 60_000, startEpisodes: 1, endWindowMs: 10, rows, policies: ['actor'], auditUrls: view.auditUrls, serving: false }, false).join('\n');
+    const summary = renderSummary(
+      s,
+      { runId: 'r', runDir: '/d', trainedMs: 60_000, startEpisodes: 1, endWindowMs: 10, rows, policies: ['actor'], auditUrls: view.auditUrls, serving: false },
+      false,
+    ).join('\n');
     expect(summary).toMatch(/\| fixed +\| 100\.0% \(1\/1/);
     expect(summary).toMatch(/http:\/\/127\.0\.0\.1:3000\/updates\?policy=actor/);
   });

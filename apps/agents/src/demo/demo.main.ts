@@ -39,10 +39,17 @@ export function demoCommand(env: Readonly<Record<string, string | undefined>> = 
   return new Command('demo')
     .description('train fixed, joint and routed multi-agent workflows end to end over Kafka, with live progress')
     .option('--seconds <n>', 'the most training time (default SRPO_DEMO_SECONDS or 1500)', seconds)
-    .option('--target <rate>', 'end once every workflow holds this success over the last minute, 95 % interval (default SRPO_DEMO_TARGET or 0.9; 0: never early)', rate)
+    .option(
+      '--target <rate>',
+      'end once every workflow holds this success over the last minute, 95 % interval (default SRPO_DEMO_TARGET or 0.9; 0: never early)',
+      rate,
+    )
     .option('--updates <n>', 'end once every policy has applied this many updates (default SRPO_DEMO_UPDATES, off)', count)
     .option('--serve', 'keep the learners (audit API) up after training until Ctrl-C')
-    .option('--model <dir>', 'a Hugging Face model directory (Llama, Qwen2, Mistral) as every policy\'s version 0 (default SRPO_MODEL_DIR; unset: the project transformer)')
+    .option(
+      '--model <dir>',
+      "a Hugging Face model directory (Llama, Qwen2, Mistral) as every policy's version 0 (default SRPO_MODEL_DIR; unset: the project transformer)",
+    )
     .action(async (opts: { seconds?: number; serve?: boolean; target?: number; updates?: number; model?: string }) => {
       const config = loadDemoConfig(env, { seconds: opts.seconds, serve: opts.serve, target: opts.target, updates: opts.updates, model: opts.model });
       Logger.configure({ level: config.logLevel });

@@ -109,14 +109,19 @@ export class DemoRunner {
       this.monitor = new DemoMonitor(this.kafka, this.catalog);
       await this.monitor.start();
       for (const l of c.learners) {
-        l.httpPort = await freePort(l.httpPort, c.learners.filter((o) => o !== l).map((o) => o.httpPort));
+        l.httpPort = await freePort(
+          l.httpPort,
+          c.learners.filter((o) => o !== l).map((o) => o.httpPort),
+        );
         this.spawn(`learner ${l.policyId}`, 'learner', c.learnerEnv(l), l.logFile);
       }
       this.spawn('materializer', 'materializer', c.childEnv, path.join(c.runDir, 'materializer.log'));
       this.say(`starting ${c.learners.length} learner(s) (${c.learners.map((l) => `${l.policyId}: ${l.roles.join(', ')}`).join('; ')}) and the materializer`);
       await Promise.all(c.learners.map((l) => this.waitHealthy(l)));
       this.spawn('agents', 'agents', c.childEnv, path.join(c.runDir, 'agents.log'));
-      this.say(`agents playing ${c.agents.workflows.join(', ')} (G=${c.agents.groupSize}); training ${this.plan()}${this.out.isTTY ? ' (Ctrl-C stops early, cleanly)' : ''}`);
+      this.say(
+        `agents playing ${c.agents.workflows.join(', ')} (G=${c.agents.groupSize}); training ${this.plan()}${this.out.isTTY ? ' (Ctrl-C stops early, cleanly)' : ''}`,
+      );
       failure = await this.train();
     } catch (e) {
       failure = errorMessage(e);
@@ -163,7 +168,8 @@ export class DemoRunner {
     }
     this.say('starting the local Kafka broker (infra/kafka/kafka.sh start)');
     const started = spawnSync('bash', [script, 'start'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
-    if (started.status !== 0) throw new SrpoError(ErrorCode.ENVIRONMENT, `the local broker did not start (infra/kafka/kafka.sh start exited ${started.status})`);
+    if (started.status !== 0)
+      throw new SrpoError(ErrorCode.ENVIRONMENT, `the local broker did not start (infra/kafka/kafka.sh start exited ${started.status})`);
   }
 
   private async waitHealthy(l: LearnerPlan): Promise<void> {
@@ -302,7 +308,11 @@ export class DemoRunner {
     // Nothing started (e.g. the broker did not come up): nothing to drain, and no broker to ask.
     if (this.children.length === 0) return;
     await this.stopChild('agents', 120_000);
-    await this.waitForConsumers(`${c.materializerAppId}.sets`, [this.catalog.agentOutputs.name, this.catalog.transitions.name, this.catalog.episodeOutcomes.name], 20_000);
+    await this.waitForConsumers(
+      `${c.materializerAppId}.sets`,
+      [this.catalog.agentOutputs.name, this.catalog.transitions.name, this.catalog.episodeOutcomes.name],
+      20_000,
+    );
     await this.waitForConsumers(`${c.materializerAppId}.groups`, [this.catalog.activeSets.name], 20_000, 1);
     await this.stopChild('materializer', 60_000);
     if (keepLearners) return;

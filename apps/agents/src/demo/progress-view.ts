@@ -89,7 +89,8 @@ export function renderLive(stats: DemoStats, v: LiveView, color: boolean): strin
       })
       .join('  ')}`,
   ];
-  if (stats.deadLetterCount() > 0) lines.push(c.red(` dead letters ${stats.deadLetterCount()}: ${[...stats.deadLetters].map(([r, n]) => `${r}=${n}`).join(', ')}`));
+  if (stats.deadLetterCount() > 0)
+    lines.push(c.red(` dead letters ${stats.deadLetterCount()}: ${[...stats.deadLetters].map(([r, n]) => `${r}=${n}`).join(', ')}`));
   lines.push(c.dim(` audit API ${v.auditUrls.join('  ')}`));
   return lines;
 }
@@ -161,7 +162,14 @@ export function renderSummary(stats: DemoStats, v: SummaryView, color: boolean):
       ['policy', 'updates', 'version', 'newest version stamped on an output', 'clip fraction (last / mean)', 'grad norm (last)'],
       v.policies.map((id) => {
         const p = stats.policy(id);
-        return [id, num(p.updates), `v${p.version}`, `v${p.stampedVersion}`, `${pct(p.clipFrac, 1)} / ${pct(p.clipFracMean, 1)}`, Number.isFinite(p.gradNorm) ? p.gradNorm.toFixed(3) : '—'];
+        return [
+          id,
+          num(p.updates),
+          `v${p.version}`,
+          `v${p.stampedVersion}`,
+          `${pct(p.clipFrac, 1)} / ${pct(p.clipFracMean, 1)}`,
+          Number.isFinite(p.gradNorm) ? p.gradNorm.toFixed(3) : '—',
+        ];
       }),
     ),
   );

@@ -18,7 +18,12 @@ function port(value: string): number {
  * The child gets its own process group, so a terminal's Ctrl-C reaches only the CLI, which
  * forwards each SIGINT and SIGTERM exactly once (the demo counts them: the second one kills).
  */
-export async function runApp(entry: string, env: Readonly<Record<string, string | undefined>>, overrides: Record<string, string | undefined>, args: readonly string[] = []): Promise<void> {
+export async function runApp(
+  entry: string,
+  env: Readonly<Record<string, string | undefined>>,
+  overrides: Record<string, string | undefined>,
+  args: readonly string[] = [],
+): Promise<void> {
   const file = path.join(repoRoot(), 'dist', 'apps', entry);
   if (!fs.existsSync(file)) throw new Error(`${file} is missing: run npm run build first`);
   const childEnv: Record<string, string> = {};
@@ -50,7 +55,7 @@ export function demoCommand(env: Readonly<Record<string, string | undefined>> = 
     .helpOption(false)
     .allowUnknownOption()
     .allowExcessArguments()
-    .argument('[options...]', 'the demo\'s options: --seconds, --target, --updates, --serve, --model')
+    .argument('[options...]', "the demo's options: --seconds, --target, --updates, --serve, --model")
     .action((args: string[]) => runApp('agents/src/demo/demo.main.js', env, {}, args));
 }
 
@@ -88,6 +93,10 @@ export function gatewayCommand(env: Readonly<Record<string, string | undefined>>
     .option('--port <n>', 'port (default SRPO_GATEWAY_PORT or 8100)', port)
     .option('--host <addr>', 'address to listen on (default SRPO_GATEWAY_HOST or 127.0.0.1)')
     .action((opts: { upstream?: string; port?: number; host?: string }) =>
-      runApp('gateway/src/main.js', env, { SRPO_GATEWAY_UPSTREAM: opts.upstream, SRPO_GATEWAY_PORT: opts.port === undefined ? undefined : String(opts.port), SRPO_GATEWAY_HOST: opts.host }),
+      runApp('gateway/src/main.js', env, {
+        SRPO_GATEWAY_UPSTREAM: opts.upstream,
+        SRPO_GATEWAY_PORT: opts.port === undefined ? undefined : String(opts.port),
+        SRPO_GATEWAY_HOST: opts.host,
+      }),
     );
 }

@@ -16,7 +16,9 @@ import { systemDoctorHost } from '../doctor/system-doctor-host';
  */
 export function doctorCommand(env: Readonly<Record<string, string | undefined>> = process.env): Command {
   return new Command('doctor')
-    .description('check Node, Java, Maven, Python, compilers, node_modules, libtensorflow, Kafka, PostgreSQL, Chromium and Vulkan; print the fix for each problem')
+    .description(
+      'check Node, Java, Maven, Python, compilers, node_modules, libtensorflow, Kafka, PostgreSQL, Chromium and Vulkan; print the fix for each problem',
+    )
     .option('--json', 'print [{name, level, ok, detail, fix}] instead of one line per check')
     .action(async (opts: { json?: boolean }) => {
       const host = systemDoctorHost({ env, root: repoRoot(), kafkaCluster: (timeoutMs) => describeCluster(env, timeoutMs) });
@@ -55,7 +57,10 @@ async function describeCluster(env: Readonly<Record<string, string | undefined>>
     try {
       await admin.connect();
       const cluster = await admin.describeCluster();
-      return { ok: true, detail: `cluster ${cluster.clusterId}: ${cluster.brokers.length} broker(s) at ${cluster.brokers.map((b) => `${b.host}:${b.port}`).join(',')}` };
+      return {
+        ok: true,
+        detail: `cluster ${cluster.clusterId}: ${cluster.brokers.length} broker(s) at ${cluster.brokers.map((b) => `${b.host}:${b.port}`).join(',')}`,
+      };
     } catch (e) {
       return { ok: false, detail: `not reachable: ${errorMessage(e)}` };
     }

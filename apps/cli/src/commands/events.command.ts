@@ -90,7 +90,9 @@ export function eventsCommand(config: () => CliConfig): Command {
         process.stdout.write(`${r.equal ? 'ok  ' : 'FAIL'} ${r.type.padEnd(15)} ${r.topic}[${r.partition}]@${r.offset} ${r.bytes} B\n`);
       }
       const failed = report.results.filter((r) => !r.equal).length;
-      process.stdout.write(failed === 0 ? `all ${report.results.length} event types round-tripped through Kafka\n` : `${failed} event type(s) did not round-trip\n`);
+      process.stdout.write(
+        failed === 0 ? `all ${report.results.length} event types round-tripped through Kafka\n` : `${failed} event type(s) did not round-trip\n`,
+      );
       process.exitCode = failed === 0 ? 0 : 1;
     });
   cmd

@@ -55,7 +55,9 @@ async function reachable(config: CliConfig): Promise<boolean> {
   try {
     await admin.connect();
     const cluster = await admin.describeCluster();
-    process.stdout.write(`cluster ${cluster.clusterId}: ${cluster.brokers.length} broker(s) at ${cluster.brokers.map((b) => `${b.host}:${b.port}`).join(',')}\n`);
+    process.stdout.write(
+      `cluster ${cluster.clusterId}: ${cluster.brokers.length} broker(s) at ${cluster.brokers.map((b) => `${b.host}:${b.port}`).join(',')}\n`,
+    );
     return true;
   } catch (e) {
     process.stderr.write(`broker not reachable at ${config.kafka.brokers.join(',')}: ${(e as Error).message}\n`);

@@ -54,11 +54,18 @@ async function loadRecordedPolicy(cfg: CliConfig, policyId: string, version: num
     await store.close();
   }
   if (!record) throw new SrpoError(ErrorCode.NOT_FOUND, `policy ${policyId} has no recorded version ${version} in the audit store`, { field: 'version' });
-  const dir = cfg.checkpointDir ? new CheckpointStore(cfg.checkpointDir).dirFor(policyId, version) : record.checkpointUri.startsWith('file:') ? fileURLToPath(record.checkpointUri) : record.checkpointUri;
+  const dir = cfg.checkpointDir
+    ? new CheckpointStore(cfg.checkpointDir).dirFor(policyId, version)
+    : record.checkpointUri.startsWith('file:')
+      ? fileURLToPath(record.checkpointUri)
+      : record.checkpointUri;
   const loaded = await loadCheckpoint(dir);
   if (loaded.manifest.policyId !== policyId || loaded.manifest.version !== version || loaded.manifest.weightsHash !== record.weightsHash) {
     loaded.policy.dispose();
-    throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `${dir} holds ${loaded.manifest.policyId} v${loaded.manifest.version} with weights ${loaded.manifest.weightsHash}; the store records ${policyId} v${version} with ${record.weightsHash}`);
+    throw new SrpoError(
+      ErrorCode.INTEGRITY_FAILED,
+      `${dir} holds ${loaded.manifest.policyId} v${loaded.manifest.version} with weights ${loaded.manifest.weightsHash}; the store records ${policyId} v${version} with ${record.weightsHash}`,
+    );
   }
   return loaded.policy;
 }
@@ -111,12 +118,14 @@ export function modelCommand(config: () => CliConfig): Command {
     .requiredOption('--version <n>', 'recorded version')
     .requiredOption('--out <dir>', 'a new (or empty) directory')
     .option('--format <hf|peft>', 'hf: full weights (a LoRA policy merged into its base); peft: the adapter alone', 'hf')
-    .option('--dtype <F32|BF16|F16>', 'stored dtype of the weights (hf); default the base checkpoint\'s')
+    .option('--dtype <F32|BF16|F16>', "stored dtype of the weights (hf); default the base checkpoint's")
     .action(async (opts: { policy: string; version: string; out: string; format: string; dtype?: string }) => {
       if (opts.format !== 'hf' && opts.format !== 'peft') throw new ValidationError('--format', `expected hf or peft, got ${JSON.stringify(opts.format)}`);
-      if (opts.dtype !== undefined && !['F32', 'BF16', 'F16'].includes(opts.dtype)) throw new ValidationError('--dtype', `expected F32, BF16 or F16, got ${JSON.stringify(opts.dtype)}`);
+      if (opts.dtype !== undefined && !['F32', 'BF16', 'F16'].includes(opts.dtype))
+        throw new ValidationError('--dtype', `expected F32, BF16 or F16, got ${JSON.stringify(opts.dtype)}`);
       const version = Number(opts.version);
-      if (!Number.isSafeInteger(version) || version < 0) throw new ValidationError('--version', `must be a non-negative integer, got ${JSON.stringify(opts.version)}`);
+      if (!Number.isSafeInteger(version) || version < 0)
+        throw new ValidationError('--version', `must be a non-negative integer, got ${JSON.stringify(opts.version)}`);
       await initTfBackend(config().backend, config().backendSettings);
       const policy = await loadRecordedPolicy(config(), opts.policy, version);
       try {

@@ -47,7 +47,7 @@ export function offlineCommand(config: () => CliConfig): Command {
   return new Command('offline')
     .description(
       'AgentBrew offline training: infer the task each raw trajectory in [--from, --to) fulfilled, score PMI credits per action, publish both as events, ' +
-        'train a new policy version by credit-weighted SFT and record it in the run\'s own audit store (<runs-dir>/<run>/)',
+        "train a new policy version by credit-weighted SFT and record it in the run's own audit store (<runs-dir>/<run>/)",
     )
     .requiredOption('--from <time>', 'first raw record time, inclusive (ISO 8601 or epoch ms)')
     .requiredOption('--to <time>', 'end of the range, exclusive (ISO 8601 or epoch ms)')
@@ -58,7 +58,10 @@ export function offlineCommand(config: () => CliConfig): Command {
     .option('--inferrer <kind>', 'task inferrer: env (the demo environments, hindsight relabelling) or policy (the scorer writes the instruction)', 'env')
     .option('--max-failed-share <x>', 'trajectories with a larger share of failed actions are not used', String(DEFAULT_MAX_FAILED_SHARE))
     .option('--failed-reward-at-most <x>', 'a step whose reward (or, without one, the outcome reward) is at most this failed', '0')
-    .option('--failed-at <pos=x,...>', 'per-position thresholds replacing --failed-reward-at-most (e.g. check=0.1: the demo checker\'s format bonus is a failure)')
+    .option(
+      '--failed-at <pos=x,...>',
+      "per-position thresholds replacing --failed-reward-at-most (e.g. check=0.1: the demo checker's format bonus is a failure)",
+    )
     .option('--steps <n>', 'optimizer steps', '200')
     .option('--batch-size <n>', 'examples per step', '64')
     .option('--lr <x>', 'Adam learning rate', '5e-4')
@@ -73,12 +76,15 @@ export function offlineCommand(config: () => CliConfig): Command {
       const fromMs = parseTime('--from', opts.from);
       const toMs = parseTime('--to', opts.to);
       if (fromMs >= toMs) throw new SrpoError(ErrorCode.VALIDATION_FAILED, `--from must be before --to (${opts.from} .. ${opts.to})`);
-      if (!(CREDIT_MODES as readonly string[]).includes(opts.credit)) throw new SrpoError(ErrorCode.VALIDATION_FAILED, `--credit must be one of ${CREDIT_MODES.join(', ')}, got ${opts.credit}`);
-      if (opts.inferrer !== 'env' && opts.inferrer !== 'policy') throw new SrpoError(ErrorCode.VALIDATION_FAILED, `--inferrer must be env or policy, got ${opts.inferrer}`);
+      if (!(CREDIT_MODES as readonly string[]).includes(opts.credit))
+        throw new SrpoError(ErrorCode.VALIDATION_FAILED, `--credit must be one of ${CREDIT_MODES.join(', ')}, got ${opts.credit}`);
+      if (opts.inferrer !== 'env' && opts.inferrer !== 'policy')
+        throw new SrpoError(ErrorCode.VALIDATION_FAILED, `--inferrer must be env or policy, got ${opts.inferrer}`);
       const maxFailedShare = num('--max-failed-share', opts.maxFailedShare);
       if (maxFailedShare > 1) throw new SrpoError(ErrorCode.VALIDATION_FAILED, `--max-failed-share must be in [0, 1], got ${opts.maxFailedShare}`);
       const stepRule = { failedRewardAtMost: Number(opts.failedRewardAtMost), byPosition: parsePositions(opts.failedAt) };
-      if (!Number.isFinite(stepRule.failedRewardAtMost)) throw new SrpoError(ErrorCode.VALIDATION_FAILED, `--failed-reward-at-most must be a finite number, got ${opts.failedRewardAtMost}`);
+      if (!Number.isFinite(stepRule.failedRewardAtMost))
+        throw new SrpoError(ErrorCode.VALIDATION_FAILED, `--failed-reward-at-most must be a finite number, got ${opts.failedRewardAtMost}`);
       const steps = int('--steps', opts.steps, 1);
       const batchSize = int('--batch-size', opts.batchSize, 1);
       const lr = num('--lr', opts.lr);
@@ -156,7 +162,8 @@ function parsePositions(raw: string | undefined): Record<string, number> {
   for (const part of raw.split(',')) {
     const [pos, value] = part.split('=');
     const x = Number(value);
-    if (!pos || value === undefined || value.trim() === '' || !Number.isFinite(x)) throw new SrpoError(ErrorCode.VALIDATION_FAILED, `--failed-at must be pos=x[,pos=x...], got ${raw}`);
+    if (!pos || value === undefined || value.trim() === '' || !Number.isFinite(x))
+      throw new SrpoError(ErrorCode.VALIDATION_FAILED, `--failed-at must be pos=x[,pos=x...], got ${raw}`);
     out[pos] = x;
   }
   return out;
@@ -195,11 +202,13 @@ function formatReport(r: OfflineReport): string {
     .filter(([, n]) => n > 0)
     .map(([k, n]) => `${k} ${n}`)
     .join(', ');
-  return [
-    `run ${r.run}: ${r.trajectories} trajectories, ${r.usable} used${excluded ? ` (not used: ${excluded})` : ''}; inferrer ${r.inferrer}, credit ${r.creditMode}`,
-    `events: ${r.inferredTaskEvents} inferred tasks, ${r.actionCreditEvents} action credits`,
-    `training: ${r.training.steps} steps over ${r.examples} weighted examples, loss ${r.training.firstLoss.toFixed(4)} -> ${r.training.lastLoss.toFixed(4)}`,
-    `update ${r.updateId}: ${r.policyId} v${r.versionBefore} -> v${r.versionAfter}, weights ${r.weightsHashBefore.slice(0, 16)} -> ${r.weightsHashAfter.slice(0, 16)}`,
-    `checkpoint ${r.checkpointDir}; store ${r.store}`,
-  ].join('\n') + '\n';
+  return (
+    [
+      `run ${r.run}: ${r.trajectories} trajectories, ${r.usable} used${excluded ? ` (not used: ${excluded})` : ''}; inferrer ${r.inferrer}, credit ${r.creditMode}`,
+      `events: ${r.inferredTaskEvents} inferred tasks, ${r.actionCreditEvents} action credits`,
+      `training: ${r.training.steps} steps over ${r.examples} weighted examples, loss ${r.training.firstLoss.toFixed(4)} -> ${r.training.lastLoss.toFixed(4)}`,
+      `update ${r.updateId}: ${r.policyId} v${r.versionBefore} -> v${r.versionAfter}, weights ${r.weightsHashBefore.slice(0, 16)} -> ${r.weightsHashAfter.slice(0, 16)}`,
+      `checkpoint ${r.checkpointDir}; store ${r.store}`,
+    ].join('\n') + '\n'
+  );
 }

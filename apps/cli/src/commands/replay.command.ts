@@ -32,7 +32,10 @@ export function replayCommand(config: () => CliConfig): Command {
     .requiredOption('--run <name>', 'run name ([A-Za-z0-9._-]+); the run lives in $SRPO_REPLAY_DIR/<name>')
     .option('--policy <id>', 'policy to replay (required when the store holds several)')
     .option('--from <time>', 'first update committed at or after this time (ISO 8601 or epoch ms)')
-    .option('--from-offsets <file>', 'JSON {"<advantage-groups topic>": {"<partition>": offset}}: start at the first update read entirely at or after these offsets')
+    .option(
+      '--from-offsets <file>',
+      'JSON {"<advantage-groups topic>": {"<partition>": offset}}: start at the first update read entirely at or after these offsets',
+    )
     .option('--to <time>', 'updates committed before this time (ISO 8601 or epoch ms)')
     .option('--objective <name>', `counterfactual: objective (${OBJECTIVES.join(', ')})`)
     .option('--event-reduction <c>', `counterfactual: c(K) (${EVENT_REDUCTIONS.join(', ')})`)
@@ -40,14 +43,15 @@ export function replayCommand(config: () => CliConfig): Command {
     .option('--clip-high <x>', 'counterfactual: epsilon_high')
     .option('--lr <x>', 'counterfactual: learning rate')
     .option('--epochs <n>', 'counterfactual: optimizer epochs per update')
-    .option('--rematerialize', 're-derive active sets and advantage groups from the raw events into the run\'s own topics first, and train on those', false)
+    .option('--rematerialize', "re-derive active sets and advantage groups from the raw events into the run's own topics first, and train on those", false)
     .option('--json', 'print the report as JSON', false)
     .action(async (opts: ReplayCliOptions) => {
       const cfg = config();
       const overrides = parseOverrides(opts);
       const from = parseTime('--from', opts.from);
       const to = parseTime('--to', opts.to);
-      if (opts.from !== undefined && opts.fromOffsets !== undefined) throw new SrpoError(ErrorCode.VALIDATION_FAILED, '--from and --from-offsets exclude each other');
+      if (opts.from !== undefined && opts.fromOffsets !== undefined)
+        throw new SrpoError(ErrorCode.VALIDATION_FAILED, '--from and --from-offsets exclude each other');
       const fromOffsets = opts.fromOffsets === undefined ? undefined : readOffsets(opts.fromOffsets);
       const backend = await initTfBackend(cfg.backend, cfg.backendSettings);
       const store = await AuditStore.open(cfg.store);
@@ -85,9 +89,13 @@ export function replayCommand(config: () => CliConfig): Command {
       // Groups complete by declared size depend on no timing: any difference is a defect, whatever the hashes say.
       const sizeDiffs = report.rematerialized?.differences.filter((d) => d.closeReason === 'SIZE') ?? [];
       if (sizeDiffs.length > 0) {
-        throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `replay ${opts.run}: ${sizeDiffs.length} size-closed group(s) re-derived differently, first ${sizeDiffs[0].groupId}: ${sizeDiffs[0].detail}`);
+        throw new SrpoError(
+          ErrorCode.INTEGRITY_FAILED,
+          `replay ${opts.run}: ${sizeDiffs.length} size-closed group(s) re-derived differently, first ${sizeDiffs[0].groupId}: ${sizeDiffs[0].detail}`,
+        );
       }
-      if (!report.complete) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `replay ${opts.run} stopped at ${report.firstDivergence?.updateId}: ${report.firstDivergence?.detail}`);
+      if (!report.complete)
+        throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `replay ${opts.run} stopped at ${report.firstDivergence?.updateId}: ${report.firstDivergence?.detail}`);
       // An unchanged replay that does not reproduce every hash is a failure; a counterfactual is expected to differ.
       if (!report.counterfactual && report.firstDivergence) {
         const d = report.firstDivergence;
@@ -118,7 +126,8 @@ function progressBar(run: string): (p: RematerializeProgress) => void {
 function parseOverrides(o: ReplayCliOptions): ReplayOverrides | undefined {
   const objective: NonNullable<ReplayOverrides['objective']> = {};
   if (o.objective !== undefined) {
-    if (!(OBJECTIVES as readonly string[]).includes(o.objective)) throw new SrpoError(ErrorCode.VALIDATION_FAILED, `--objective must be one of ${OBJECTIVES.join(', ')}, got ${o.objective}`);
+    if (!(OBJECTIVES as readonly string[]).includes(o.objective))
+      throw new SrpoError(ErrorCode.VALIDATION_FAILED, `--objective must be one of ${OBJECTIVES.join(', ')}, got ${o.objective}`);
     objective.objective = o.objective as ObjectiveConfig['objective'];
   }
   if (o.eventReduction !== undefined) {
@@ -154,7 +163,8 @@ function readOffsets(file: string): Record<string, Record<string, number>> {
     if (typeof parts !== 'object' || parts === null || Array.isArray(parts)) throw bad(`${topic}: expected {"<partition>": offset}`);
     out[topic] = {};
     for (const [p, o] of Object.entries(parts as Record<string, unknown>)) {
-      if (!/^\d+$/.test(p) || typeof o !== 'number' || !Number.isSafeInteger(o) || o < 0) throw bad(`${topic}.${p}: partition must be an integer and offset an integer >= 0`);
+      if (!/^\d+$/.test(p) || typeof o !== 'number' || !Number.isSafeInteger(o) || o < 0)
+        throw bad(`${topic}.${p}: partition must be an integer and offset an integer >= 0`);
       out[topic][p] = o;
     }
   }
@@ -193,7 +203,9 @@ function formatReport(r: ReplayReport): string {
   }
   const start = r.startingCheckpoint;
   if (start && start.reapplied > 0) {
-    lines.push(`started from v${start.version}, pruned by the learner: rebuilt from checkpoint v${start.fromVersion} by re-applying ${start.reapplied} recorded update(s)`);
+    lines.push(
+      `started from v${start.version}, pruned by the learner: rebuilt from checkpoint v${start.fromVersion} by re-applying ${start.reapplied} recorded update(s)`,
+    );
   }
   if (r.firstDivergence) lines.push(`first divergence: ${r.firstDivergence.updateId}: ${r.firstDivergence.cause}: ${r.firstDivergence.detail}`);
   return lines.join('\n') + '\n';

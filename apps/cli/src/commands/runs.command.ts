@@ -28,7 +28,11 @@ export function runsCommand(config: () => CliConfig): Command {
       const cfg = config();
       const [ua, ub] = await Promise.all([readRun(cfg, a), readRun(cfg, b)]);
       const versions = [...new Set([...ua, ...ub].map((u) => u.versionAfter))].sort((x, y) => x - y);
-      const rows = versions.map((v) => ({ version: v, a: metricsOf(ua.find((u) => u.versionAfter === v)), b: metricsOf(ub.find((u) => u.versionAfter === v)) }));
+      const rows = versions.map((v) => ({
+        version: v,
+        a: metricsOf(ua.find((u) => u.versionAfter === v)),
+        b: metricsOf(ub.find((u) => u.versionAfter === v)),
+      }));
       if (opts.json) {
         process.stdout.write(JSON.stringify({ a, b, rows }, null, 2) + '\n');
         return;
@@ -37,7 +41,13 @@ export function runsCommand(config: () => CliConfig): Command {
       const lines = [`runs ${a} (A) vs ${b} (B): ${ua.length} and ${ub.length} update(s)`];
       lines.push(['version'.padEnd(8), ...METRICS.flatMap((m) => [`${LABELS[m]} A`.padStart(11), `${LABELS[m]} B`.padStart(11)]), 'same weights'].join(' '));
       for (const r of rows) {
-        lines.push([('v' + r.version).padEnd(8), ...METRICS.flatMap((m) => [fmt(r.a?.[m]), fmt(r.b?.[m])]), r.a && r.b ? (r.a.hash === r.b.hash ? 'yes' : 'no') : '-'].join(' '));
+        lines.push(
+          [
+            ('v' + r.version).padEnd(8),
+            ...METRICS.flatMap((m) => [fmt(r.a?.[m]), fmt(r.b?.[m])]),
+            r.a && r.b ? (r.a.hash === r.b.hash ? 'yes' : 'no') : '-',
+          ].join(' '),
+        );
       }
       process.stdout.write(lines.join('\n') + '\n');
     });
@@ -64,7 +74,7 @@ async function readRun(cfg: CliConfig, name: string): Promise<UpdateRecord[]> {
   const s = await AuditStore.open(store);
   try {
     const out: UpdateRecord[] = [];
-    for (let from: number | undefined; ; ) {
+    for (let from: number | undefined; ;) {
       const page = await s.listUpdates({ from, limit: 1000 });
       const fresh = page.filter((u) => !out.some((o) => o.updateId === u.updateId));
       out.push(...fresh);

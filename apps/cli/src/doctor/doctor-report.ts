@@ -15,7 +15,11 @@ export function formatDoctorReport(results: readonly DoctorResult[]): string {
   const failed = results.filter((r) => !r.ok && r.level === 'required').length;
   const warned = results.filter((r) => !r.ok && r.level === 'optional').length;
   const warnings = warned ? ` (${warned} optional item${warned === 1 ? '' : 's'} missing)` : '';
-  lines.push(failed ? `srpo doctor: ${failed} required item${failed === 1 ? '' : 's'} missing or wrong${warnings}` : `srpo doctor: all required items present${warnings}`);
+  lines.push(
+    failed
+      ? `srpo doctor: ${failed} required item${failed === 1 ? '' : 's'} missing or wrong${warnings}`
+      : `srpo doctor: all required items present${warnings}`,
+  );
   return lines.join('\n') + '\n';
 }
 

@@ -68,7 +68,13 @@ describe('doctor: report and exit code', () => {
     const parsed = JSON.parse(formatDoctorJson(results)) as Record<string, unknown>[];
     expect(parsed).toHaveLength(4);
     expect(parsed[0]).toEqual({ name: 'node', level: 'required', ok: true, detail: '20.20.2', fix: null });
-    expect(parsed[1]).toEqual({ name: 'java', level: 'required', ok: false, detail: 'java not found on PATH', fix: 'apt-get install -y openjdk-17-jre-headless' });
+    expect(parsed[1]).toEqual({
+      name: 'java',
+      level: 'required',
+      ok: false,
+      detail: 'java not found on PATH',
+      fix: 'apt-get install -y openjdk-17-jre-headless',
+    });
   });
 });
 
@@ -108,7 +114,8 @@ describe('doctor: decisions on a fake host', () => {
       run: (command, args) => {
         if (command === 'python3' && args[0] === '-m') return answers['pip'] ?? done('pip 24.0 from /x\n');
         if (command === 'python3' && args[0] === '-c') return answers['python-reference'] ?? done('torch 2.15.0+cu132 transformers 5.24.0 peft 0.21.2\n');
-        if (command === 'bash' && args[0].endsWith('install.sh')) return answers['webgpu'] ?? { status: 0, signal: null, stdout: '', stderr: '[webgpu] Vulkan loader and lavapipe present\n' };
+        if (command === 'bash' && args[0].endsWith('install.sh'))
+          return answers['webgpu'] ?? { status: 0, signal: null, stdout: '', stderr: '[webgpu] Vulkan loader and lavapipe present\n' };
         return answers[command] ?? absent;
       },
       which: (c) => (c === 'python3' ? '/usr/bin/python3' : undefined),
@@ -132,10 +139,19 @@ describe('doctor: decisions on a fake host', () => {
   });
 
   it('reports the Python reference packages, and their install command when one is missing (optional)', async () => {
-    expect(byName(await runDoctor(host()), 'python-reference')).toMatchObject({ ok: true, level: 'optional', detail: 'torch 2.15.0+cu132, transformers 5.24.0, peft 0.21.2' });
+    expect(byName(await runDoctor(host()), 'python-reference')).toMatchObject({
+      ok: true,
+      level: 'optional',
+      detail: 'torch 2.15.0+cu132, transformers 5.24.0, peft 0.21.2',
+    });
     const missing = { status: 1, signal: null, stdout: '', stderr: "Traceback (most recent call last):\nModuleNotFoundError: No module named 'peft'\n" };
     const rs = await runDoctor(host({ 'python-reference': missing }));
-    expect(byName(rs, 'python-reference')).toMatchObject({ ok: false, level: 'optional', detail: expect.stringContaining("No module named 'peft'"), fix: 'python3 -m pip install -r scripts/reference/requirements.txt' });
+    expect(byName(rs, 'python-reference')).toMatchObject({
+      ok: false,
+      level: 'optional',
+      detail: expect.stringContaining("No module named 'peft'"),
+      fix: 'python3 -m pip install -r scripts/reference/requirements.txt',
+    });
     expect(doctorExitCode(rs)).toBe(0);
   });
 
@@ -154,7 +170,11 @@ describe('doctor: decisions on a fake host', () => {
 
   it('reports a libtensorflow that crashes the child, with the setup fix', async () => {
     const rs = await runDoctor(host({ node: { status: null, signal: 'SIGSEGV', stdout: '', stderr: '' } }));
-    expect(byName(rs, 'libtensorflow')).toMatchObject({ ok: false, detail: expect.stringMatching(/SIGSEGV/), fix: expect.stringMatching(/^npm run setup.*SRPO_FORCE_INSTALL=1 npm run setup/) });
+    expect(byName(rs, 'libtensorflow')).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/SIGSEGV/),
+      fix: expect.stringMatching(/^npm run setup.*SRPO_FORCE_INSTALL=1 npm run setup/),
+    });
     expect(doctorExitCode(rs)).toBe(1);
   });
 
@@ -179,7 +199,12 @@ describe('doctor: decisions on a fake host', () => {
       ),
     );
     expect(byName(rs, 'chromium')).toMatchObject({ ok: false, level: 'optional', detail: expect.stringContaining('SRPO_CHROMIUM=/nope/chrome') });
-    expect(byName(rs, 'vulkan')).toMatchObject({ ok: false, level: 'optional', detail: expect.stringContaining('mesa-vulkan-drivers>=25'), fix: 'as root: infra/webgpu/install.sh' });
+    expect(byName(rs, 'vulkan')).toMatchObject({
+      ok: false,
+      level: 'optional',
+      detail: expect.stringContaining('mesa-vulkan-drivers>=25'),
+      fix: 'as root: infra/webgpu/install.sh',
+    });
     expect(byName(rs, 'postgresql')).toMatchObject({ ok: false, level: 'optional', fix: 'as root: infra/postgres/postgres.sh install' });
     expect(doctorExitCode(rs)).toBe(0);
   });

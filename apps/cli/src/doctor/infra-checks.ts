@@ -17,7 +17,14 @@ export async function checkKafka(host: DoctorHost): Promise<DoctorResult[]> {
     }
     const probe = await host.kafkaCluster(KAFKA_PROBE_MS);
     if (probe.ok) return [ok('KAFKA_BROKERS', 'required', probe.detail)];
-    return [bad('KAFKA_BROKERS', 'required', `${raw}: ${probe.detail}`, 'start that cluster or check the KAFKA_SSL*/KAFKA_SASL* variables (or: unset KAFKA_BROKERS && npx srpo kafka start)')];
+    return [
+      bad(
+        'KAFKA_BROKERS',
+        'required',
+        `${raw}: ${probe.detail}`,
+        'start that cluster or check the KAFKA_SSL*/KAFKA_SASL* variables (or: unset KAFKA_BROKERS && npx srpo kafka start)',
+      ),
+    ];
   }
   const results: DoctorResult[] = [];
   const kafkaDir = path.join(host.root, 'infra', 'kafka');
@@ -46,7 +53,15 @@ export function checkPostgres(host: DoctorHost): DoctorResult[] {
     .sort((a, b) => compareVersions(parseVersion(b) ?? [0, 0, 0], parseVersion(a) ?? [0, 0, 0]));
   if (versions.length > 0) return [ok('postgresql', 'optional', `${versions[0]} (${path.join(base, versions[0], 'bin')})`)];
   // Optional, not required: the demo runs without it, and setup (which ends with this check) runs before CI installs it.
-  return [bad('postgresql', 'optional', `binaries not found in ${base}/*/bin (optional: needed by npm test's PostgreSQL store tests)`, asRoot(host, 'infra/postgres/postgres.sh install'), false)];
+  return [
+    bad(
+      'postgresql',
+      'optional',
+      `binaries not found in ${base}/*/bin (optional: needed by npm test's PostgreSQL store tests)`,
+      asRoot(host, 'infra/postgres/postgres.sh install'),
+      false,
+    ),
+  ];
 }
 
 /** As infra/chromium/install.sh's find_binary(): SRPO_CHROMIUM, then Debian's paths. */
@@ -56,7 +71,15 @@ export function checkChromium(host: DoctorHost): DoctorResult[] {
   const fallback = candidates.find((c) => host.isExecutable(c));
   if (override && !host.isExecutable(override)) {
     const then = fallback ? `; the browser test falls back to ${fallback}` : '';
-    return [bad('chromium', 'optional', `SRPO_CHROMIUM=${override} is not an executable file${then} (optional: dashboard browser test)`, fallback ? 'unset SRPO_CHROMIUM' : `unset SRPO_CHROMIUM && ${rootScript(host, 'infra/chromium/install.sh')}`, false)];
+    return [
+      bad(
+        'chromium',
+        'optional',
+        `SRPO_CHROMIUM=${override} is not an executable file${then} (optional: dashboard browser test)`,
+        fallback ? 'unset SRPO_CHROMIUM' : `unset SRPO_CHROMIUM && ${rootScript(host, 'infra/chromium/install.sh')}`,
+        false,
+      ),
+    ];
   }
   const binary = override || fallback;
   if (!binary) return [bad('chromium', 'optional', 'not found (optional: dashboard browser test)', rootScript(host, 'infra/chromium/install.sh'), false)];
@@ -70,6 +93,9 @@ export function checkWebGpu(host: DoctorHost): DoctorResult[] {
   const out = host.run('bash', [path.join(host.root, 'infra', 'webgpu', 'install.sh'), 'check'], { timeoutMs: SHORT_MS, cwd: host.root });
   const said = firstLine(out.stderr).replace(/^\[webgpu\]\s*/, '');
   if (out.status === 0) return [ok('vulkan', 'optional', said || 'Vulkan loader and lavapipe present')];
-  const why = out.error || out.signal ? failure(out.error === 'ENOENT' ? 'bash' : 'infra/webgpu/install.sh check', out, SHORT_MS) : said || 'Vulkan loader or lavapipe missing';
+  const why =
+    out.error || out.signal
+      ? failure(out.error === 'ENOENT' ? 'bash' : 'infra/webgpu/install.sh check', out, SHORT_MS)
+      : said || 'Vulkan loader or lavapipe missing';
   return [bad('vulkan', 'optional', `${why} (optional: WebGPU backend)`, rootScript(host, 'infra/webgpu/install.sh'), false)];
 }

@@ -38,7 +38,8 @@ export function checkNpm(host: DoctorHost): DoctorResult[] {
 export function checkJava(host: DoctorHost): DoctorResult[] {
   const fix = apt(host, 'openjdk-17-jre-headless');
   const out = host.run('java', ['-version'], { timeoutMs: SHORT_MS });
-  if (out.status !== 0) return [bad('java', 'required', `${toolFailure('java', out, SHORT_MS)} (the local Kafka broker needs Java 17+)`, fix, out.error !== 'ENOENT')];
+  if (out.status !== 0)
+    return [bad('java', 'required', `${toolFailure('java', out, SHORT_MS)} (the local Kafka broker needs Java 17+)`, fix, out.error !== 'ENOENT')];
   const text = `${out.stderr}\n${out.stdout}`;
   const major = javaMajor(text);
   const version = /version "([^"]+)"/.exec(text)?.[1] ?? 'unknown version';
@@ -52,19 +53,31 @@ export function checkJava(host: DoctorHost): DoctorResult[] {
  * demo; the tests that need it fail naming the same command.
  */
 export function checkPythonReference(host: DoctorHost): DoctorResult[] {
-  const probe = 'import torch, transformers, peft, safetensors, openai; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)';
+  const probe =
+    'import torch, transformers, peft, safetensors, openai; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)';
   // Importing torch takes seconds on a cold disk.
   const out = host.run('python3', ['-c', probe], { timeoutMs: 120_000 });
   const m = /^torch (\S+) transformers (\S+) peft (\S+)/m.exec(out.stdout);
   if (out.status === 0 && m) return [ok('python-reference', 'optional', `torch ${m[1]}, transformers ${m[2]}, peft ${m[3]}`)];
-  const why = out.status === 0 ? 'unexpected output' : (/No module named '([^']+)'/.exec(out.stderr)?.[0] ?? failure('python3 -c "import torch, …"', out, 120_000));
-  return [bad('python-reference', 'optional', `${why} (optional: the Hugging Face reference and OpenAI-client tests; about 4 GB)`, 'python3 -m pip install -r scripts/reference/requirements.txt', false)];
+  const why =
+    out.status === 0 ? 'unexpected output' : (/No module named '([^']+)'/.exec(out.stderr)?.[0] ?? failure('python3 -c "import torch, …"', out, 120_000));
+  return [
+    bad(
+      'python-reference',
+      'optional',
+      `${why} (optional: the Hugging Face reference and OpenAI-client tests; about 4 GB)`,
+      'python3 -m pip install -r scripts/reference/requirements.txt',
+      false,
+    ),
+  ];
 }
 
 export function checkMaven(host: DoctorHost): DoctorResult[] {
   const out = host.run('mvn', ['--version', '-B'], { timeoutMs: 30_000 });
   if (out.status !== 0) {
-    return [bad('mvn', 'required', `${toolFailure('mvn', out, 30_000)} (fetches the Kafka jars from Maven Central)`, apt(host, 'maven'), out.error !== 'ENOENT')];
+    return [
+      bad('mvn', 'required', `${toolFailure('mvn', out, 30_000)} (fetches the Kafka jars from Maven Central)`, apt(host, 'maven'), out.error !== 'ENOENT'),
+    ];
   }
   const m = /Apache Maven (\S+)/.exec(out.stdout);
   return [ok('mvn', 'required', m ? m[1] : firstLine(out.stdout))];
@@ -73,7 +86,15 @@ export function checkMaven(host: DoctorHost): DoctorResult[] {
 export function checkPython(host: DoctorHost): DoctorResult[] {
   const out = host.run('python3', ['--version'], { timeoutMs: SHORT_MS });
   if (out.status !== 0) {
-    return [bad('python3', 'required', `${toolFailure('python3', out, SHORT_MS)} (offline libtensorflow route, Python example)`, apt(host, 'python3 python3-pip'), out.error !== 'ENOENT')];
+    return [
+      bad(
+        'python3',
+        'required',
+        `${toolFailure('python3', out, SHORT_MS)} (offline libtensorflow route, Python example)`,
+        apt(host, 'python3 python3-pip'),
+        out.error !== 'ENOENT',
+      ),
+    ];
   }
   const version = firstLine(out.stdout || out.stderr).replace(/^Python\s+/, '');
   const pip = host.run('python3', ['-m', 'pip', '--version'], { timeoutMs: 30_000 });
@@ -81,7 +102,15 @@ export function checkPython(host: DoctorHost): DoctorResult[] {
     // A system Python gets pip from apt (Debian blocks ensurepip there); pyenv, venvs and the like bootstrap it.
     const where = host.which('python3') ?? '';
     const system = where.startsWith('/usr/bin/') || where.startsWith('/bin/');
-    return [bad('python3', 'required', `Python ${version} but no pip (${failure('python3 -m pip', pip, 30_000)})`, system ? apt(host, 'python3-pip') : 'python3 -m ensurepip --upgrade', false)];
+    return [
+      bad(
+        'python3',
+        'required',
+        `Python ${version} but no pip (${failure('python3 -m pip', pip, 30_000)})`,
+        system ? apt(host, 'python3-pip') : 'python3 -m ensurepip --upgrade',
+        false,
+      ),
+    ];
   }
   const pipVersion = /^pip (\S+)/.exec(pip.stdout)?.[1] ?? '?';
   return [ok('python3', 'required', `${version}, pip ${pipVersion}`)];
@@ -91,7 +120,15 @@ export function checkCompiler(command: 'g++' | 'make'): Check {
   return (host) => {
     const out = host.run(command, ['--version'], { timeoutMs: SHORT_MS });
     if (out.status !== 0) {
-      return [bad(command, 'required', `${toolFailure(command, out, SHORT_MS)} (native addons are built on npm install)`, apt(host, 'g++ make'), out.error !== 'ENOENT')];
+      return [
+        bad(
+          command,
+          'required',
+          `${toolFailure(command, out, SHORT_MS)} (native addons are built on npm install)`,
+          apt(host, 'g++ make'),
+          out.error !== 'ENOENT',
+        ),
+      ];
     }
     const line = firstLine(out.stdout);
     return [ok(command, 'required', /(\d+\.\d+(?:\.\d+)?)\s*$/.exec(line)?.[1] ?? line)];

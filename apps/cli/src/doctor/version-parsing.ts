@@ -25,7 +25,10 @@ export function satisfiesRange(version: string, range: string): boolean {
   const v = parseVersion(version);
   if (!v) return false;
   return range.split('||').some((alt) => {
-    const comparators = alt.trim().split(/\s+/).filter((s) => s);
+    const comparators = alt
+      .trim()
+      .split(/\s+/)
+      .filter((s) => s);
     if (comparators.length === 0) return false;
     return comparators.every((c) => {
       const m = /^(>=|<=|>|<|=)?\s*(v?\d+(?:\.\d+){0,2})$/.exec(c);

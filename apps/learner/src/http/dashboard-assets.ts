@@ -31,7 +31,9 @@ export function dashboardAsset(name: string): DashboardAsset | undefined {
   try {
     body = fs.readFileSync(require.resolve(spec.module), 'utf8');
   } catch (e) {
-    throw new SrpoError(ErrorCode.ENVIRONMENT, `dashboard asset ${name}: cannot read ${spec.module} (is the uplot package installed?): ${errorMessage(e)}`, { cause: e });
+    throw new SrpoError(ErrorCode.ENVIRONMENT, `dashboard asset ${name}: cannot read ${spec.module} (is the uplot package installed?): ${errorMessage(e)}`, {
+      cause: e,
+    });
   }
   const asset = { contentType: spec.contentType, body };
   cache.set(name, asset);

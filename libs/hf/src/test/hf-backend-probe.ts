@@ -40,7 +40,10 @@ async function main(): Promise<void> {
     if (fs.existsSync(gradCase)) {
       const c = JSON.parse(fs.readFileSync(gradCase, 'utf8'));
       const members = c.sets.flatMap((s: { members: unknown[] }) => s.members) as { contextTokens: number[]; responseTokens: number[] }[];
-      const packed = packPairs(members.map((m) => ({ contextTokens: m.contextTokens, responseTokens: m.responseTokens })), hf.model);
+      const packed = packPairs(
+        members.map((m) => ({ contextTokens: m.contextTokens, responseTokens: m.responseTokens })),
+        hf.model,
+      );
       const batch = buildPaddedSetBatch(
         c.sets.map((s: { setId: string; advantage: number; members: { outputId: string; logpOld: number[]; responseTokens: number[] }[] }) => ({
           setId: s.setId,
@@ -51,7 +54,10 @@ async function main(): Promise<void> {
       const tensors = packedToTensors(packed);
       const vars = hf.model.trainableVariables();
       const names = hf.model.weightNames();
-      const { value, grads } = tf.variableGrads(() => objectiveLoss(packedLogProbs(hf.model, tensors, 1), batch, resolveObjectiveConfig(c.objective)).loss, vars);
+      const { value, grads } = tf.variableGrads(
+        () => objectiveLoss(packedLogProbs(hf.model, tensors, 1), batch, resolveObjectiveConfig(c.objective)).loss,
+        vars,
+      );
       out.lossDiff[name] = Math.abs((await value.data())[0] - c.loss);
       const refGrads = readSafetensorsHeader(path.join(dir, 'grad-reference.safetensors'));
       let worst = 0;

@@ -36,7 +36,7 @@ const u32 = new Uint32Array(f32.buffer);
 /** The float32 next to `x` (a float32 value) towards +∞ (up) or −∞; finite, nonzero x only. */
 export function nextFloat32(x: number, up: boolean): number {
   f32[0] = x;
-  u32[0] += (x > 0) === up ? 1 : -1;
+  u32[0] += x > 0 === up ? 1 : -1;
   return f32[0];
 }
 
@@ -55,11 +55,16 @@ export function fma32(a: number, b: number, c: number): number {
   if (e === 0 || r === s || r === 0 || !Number.isFinite(r)) return r;
   const other = nextFloat32(r, s > r);
   if (s !== (r + other) / 2) return r;
-  return (e > 0) === (other > r) ? other : r;
+  return e > 0 === other > r ? other : r;
 }
 
 /** One of the SrpoMatMul family called directly, with its outputs. */
-export function srpoMatMulOp(op: 'SrpoMatMulBias' | 'SrpoMatMulBiasResidual' | 'SrpoMatMulColumnSum', inputs: tf.Tensor[], transposeA = false, transposeB = false): tf.Tensor[] {
+export function srpoMatMulOp(
+  op: 'SrpoMatMulBias' | 'SrpoMatMulBiasResidual' | 'SrpoMatMulColumnSum',
+  inputs: tf.Tensor[],
+  transposeA = false,
+  transposeB = false,
+): tf.Tensor[] {
   const be = tf.backend() as unknown as { executeMultipleOutputs(name: string, attrs: unknown[], inputs: tf.Tensor[], n: number): tf.Tensor[] };
   return be.executeMultipleOutputs(op, transposeAttrs(transposeA, transposeB), inputs, op === 'SrpoMatMulColumnSum' ? 2 : 1);
 }

@@ -96,13 +96,29 @@ async function main(): Promise<void> {
   const data = Policy.create('data', TINY, 100);
   // The same batch on both sides: the second process takes the first one's sets (argv[3]).
   const sets: ActiveSet[] = process.argv[3] ? (JSON.parse(readFileSync(process.argv[3], 'utf8')) as ActiveSet[]) : await makeSets(data, 7, 4);
-  const lp = tokenLogProbs(data.model, sets.flatMap((s) => s.members));
+  const lp = tokenLogProbs(
+    data.model,
+    sets.flatMap((s) => s.members),
+  );
   const tokenLp = Array.from(await lp.logProbs.data());
   tf.dispose([lp.logProbs, lp.mask]);
-  const samples = await sampleBatch(data.model, [[1, 2, 3], [4, 5]], { seed: 5, maxNewTokens: 6, temperature: 0.8, topK: 8 });
+  const samples = await sampleBatch(
+    data.model,
+    [
+      [1, 2, 3],
+      [4, 5],
+    ],
+    { seed: 5, maxNewTokens: 6, temperature: 0.8, topK: 8 },
+  );
   data.dispose();
 
-  const train = async (): Promise<{ losses: number[]; gradNorms: number[]; initialWeights: Record<string, number[]>; finalWeights: Record<string, number[]>; tensorsLeaked: number }> => {
+  const train = async (): Promise<{
+    losses: number[];
+    gradNorms: number[];
+    initialWeights: Record<string, number[]>;
+    finalWeights: Record<string, number[]>;
+    tensorsLeaked: number;
+  }> => {
     // Small steps so the trajectory stays in the smooth region (no clip boundary crossed).
     const policy = Policy.create('p', TINY, 11);
     const trainer = new SrpoTrainer(policy, { schedule: { kind: 'constant', lr: 1e-4 } });

@@ -50,7 +50,14 @@ export function compareProbes(ref: ProbeResult, other: ProbeResult): ProbeCheck[
   }
   add('token log-probs max |diff|', maxAbs(ref.tokenLogProbs, other.tokenLogProbs), 1e-5);
   add('sampled tokens differ', JSON.stringify(ref.samples.map((s) => s.tokens)) === JSON.stringify(other.samples.map((s) => s.tokens)) ? 0 : 1, 0);
-  add('sample log-probs max |diff|', maxAbs(ref.samples.flatMap((s) => s.logProbs), other.samples.flatMap((s) => s.logProbs)), 1e-5);
+  add(
+    'sample log-probs max |diff|',
+    maxAbs(
+      ref.samples.flatMap((s) => s.logProbs),
+      other.samples.flatMap((s) => s.logProbs),
+    ),
+    1e-5,
+  );
   add('SRPO losses max |diff|', maxAbs(ref.losses, other.losses), 1e-5);
   add('SRPO grad norms rel', relL2(ref.gradNorms, other.gradNorms), 1e-5);
   const names = Object.keys(ref.finalWeights);

@@ -24,7 +24,8 @@ export class ApiKeys {
     const keys = new Map<string, Set<string>>();
     for (const [k, v] of Object.entries(raw)) {
       if (k.length < 16) throw new ValidationError(field, `key "${k.slice(0, 4)}…" is shorter than 16 characters`);
-      if (!Array.isArray(v) || v.length === 0 || !v.every((p) => typeof p === 'string' && p !== '')) throw new ValidationError(field, `key "${k.slice(0, 4)}…" must map to a non-empty list of policy ids`);
+      if (!Array.isArray(v) || v.length === 0 || !v.every((p) => typeof p === 'string' && p !== ''))
+        throw new ValidationError(field, `key "${k.slice(0, 4)}…" must map to a non-empty list of policy ids`);
       keys.set(k, new Set(v as string[]));
     }
     return new ApiKeys(keys);

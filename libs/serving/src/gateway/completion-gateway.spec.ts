@@ -37,9 +37,23 @@ describe('completion gateway (unrecorded pass-through, a slow upstream)', () => 
 
   it('bounds the requests in flight: past maxInFlight a request gets 429 at once instead of queueing without bound', async () => {
     const up = await slowUpstream(400);
-    const gw = new CompletionGateway({ upstreamUrl: up.url, upstreamTokenIds: true, strict: false, keys: ApiKeys.open(), sdk, upstreamTimeoutMs: 5000, maxInFlight: 2, recordTimeoutMs: 1000 });
+    const gw = new CompletionGateway({
+      upstreamUrl: up.url,
+      upstreamTokenIds: true,
+      strict: false,
+      keys: ApiKeys.open(),
+      sdk,
+      upstreamTimeoutMs: 5000,
+      maxInFlight: 2,
+      recordTimeoutMs: 1000,
+    });
     const out = collect();
-    const calls = [0, 1, 2].map(() => gw.complete('completions', {}, { model: 'm', prompt: 'x' }, out).then(() => 'ok', (e: unknown) => e));
+    const calls = [0, 1, 2].map(() =>
+      gw.complete('completions', {}, { model: 'm', prompt: 'x' }, out).then(
+        () => 'ok',
+        (e: unknown) => e,
+      ),
+    );
     const results = await Promise.all(calls);
     expect(results.filter((r) => r === 'ok')).toHaveLength(2);
     const refused = results.find((r) => r !== 'ok') as OpenAiError;
@@ -52,7 +66,16 @@ describe('completion gateway (unrecorded pass-through, a slow upstream)', () => 
 
   it('gives up on an upstream slower than its timeout with 502, naming the upstream', async () => {
     const up = await slowUpstream(1500);
-    const gw = new CompletionGateway({ upstreamUrl: up.url, upstreamTokenIds: true, strict: false, keys: ApiKeys.open(), sdk, upstreamTimeoutMs: 200, maxInFlight: 4, recordTimeoutMs: 1000 });
+    const gw = new CompletionGateway({
+      upstreamUrl: up.url,
+      upstreamTokenIds: true,
+      strict: false,
+      keys: ApiKeys.open(),
+      sdk,
+      upstreamTimeoutMs: 200,
+      maxInFlight: 4,
+      recordTimeoutMs: 1000,
+    });
     await expect(gw.complete('completions', {}, { model: 'm', prompt: 'x' }, collect())).rejects.toMatchObject({ status: 502, code: 'upstream_unreachable' });
     await up.close();
   });

@@ -62,7 +62,10 @@ export class CompletionGateway {
 
   /** Counters for /health, the spool's included. */
   stats(): Record<string, number> {
-    return { ...this.totals, ...(this.o.spool ? { spoolPending: this.o.spool.pending, spooled: this.o.spool.totals.spooled, replayed: this.o.spool.totals.replayed } : {}) };
+    return {
+      ...this.totals,
+      ...(this.o.spool ? { spoolPending: this.o.spool.pending, spooled: this.o.spool.totals.spooled, replayed: this.o.spool.totals.replayed } : {}),
+    };
   }
 
   constructor(private readonly o: CompletionGatewayOptions) {}
@@ -90,7 +93,10 @@ export class CompletionGateway {
     if (this.o.models) return { object: 'list', data: Object.keys(this.o.models).map((id) => ({ id, object: 'model', created: 0, owned_by: 'srpo' })) };
     let res: Response;
     try {
-      res = await fetch(`${this.o.upstreamUrl.replace(/\/$/, '')}/models`, { headers: this.o.upstreamApiKey ? { authorization: `Bearer ${this.o.upstreamApiKey}` } : {}, signal: AbortSignal.timeout(this.o.upstreamTimeoutMs) });
+      res = await fetch(`${this.o.upstreamUrl.replace(/\/$/, '')}/models`, {
+        headers: this.o.upstreamApiKey ? { authorization: `Bearer ${this.o.upstreamApiKey}` } : {},
+        signal: AbortSignal.timeout(this.o.upstreamTimeoutMs),
+      });
     } catch (e) {
       throw new OpenAiError(502, `the upstream could not be reached (${errorMessage(e)})`, null, 'upstream_unreachable', 'upstream_error');
     }
@@ -101,7 +107,8 @@ export class CompletionGateway {
   /** `POST /v1/srpo/transitions` and `/v1/srpo/outcomes`: validated exactly as the SDK does. */
   async record(kind: 'Transition' | 'EpisodeOutcome', headers: Headers, body: unknown): Promise<Json> {
     this.o.keys.authorize(header(headers, 'authorization'), undefined);
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new OpenAiError(400, `the body must be a JSON ${kind} object`, null, 'invalid_value');
+    if (typeof body !== 'object' || body === null || Array.isArray(body))
+      throw new OpenAiError(400, `the body must be a JSON ${kind} object`, null, 'invalid_value');
     const event = { type: kind, value: body } as AgentEvent;
     const written = await this.emit([event]);
     return written === 'spooled' ? { recorded: kind, spooled: true } : { recorded: kind, ...coordinates(written) };
@@ -109,18 +116,30 @@ export class CompletionGateway {
 
   private async completeOne(endpoint: 'chat' | 'completions', headers: Headers, raw: unknown, out: Responder): Promise<void> {
     const startedAtMs = this.now();
-    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new OpenAiError(400, 'the request body must be a JSON object', null, 'invalid_value');
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+      throw new OpenAiError(400, 'the request body must be a JSON object', null, 'invalid_value');
     const body = raw as Json;
     const policyId = body.model;
     if (typeof policyId !== 'string' || policyId === '') throw new OpenAiError(400, 'model: you must provide a model parameter', 'model', 'invalid_value');
     this.o.keys.authorize(header(headers, 'authorization'), policyId);
     const upstreamModel = this.o.models ? this.o.models[policyId] : policyId;
-    if (upstreamModel === undefined) throw new OpenAiError(404, `The model '${policyId}' does not exist; the gateway serves ${Object.keys(this.o.models ?? {}).join(', ')}`, 'model', 'model_not_found');
+    if (upstreamModel === undefined)
+      throw new OpenAiError(
+        404,
+        `The model '${policyId}' does not exist; the gateway serves ${Object.keys(this.o.models ?? {}).join(', ')}`,
+        'model',
+        'model_not_found',
+      );
     const metadata = stringRecord(body.metadata);
     const fields = episodeFieldsOf(headers, metadata, this.o.strict);
     const temperature = body.temperature == null ? 1 : Number(body.temperature);
     if (fields && !(temperature > 0)) {
-      throw new OpenAiError(400, 'temperature: 0 (greedy) cannot be recorded for training: there is no sampling distribution; use a temperature > 0', 'temperature', 'invalid_value');
+      throw new OpenAiError(
+        400,
+        'temperature: 0 (greedy) cannot be recorded for training: there is no sampling distribution; use a temperature > 0',
+        'temperature',
+        'invalid_value',
+      );
     }
     const stream = body.stream === true;
     const upstreamBody = this.upstreamBody(endpoint, body, upstreamModel, fields !== undefined);
@@ -177,12 +196,26 @@ export class CompletionGateway {
       }
       const err = (parsed as { error?: Json } | undefined)?.error;
       // Upstream refusals pass through with their status and OpenAI-shaped body.
-      throw new OpenAiError(res.status, typeof err?.message === 'string' ? err.message : `the upstream answered ${res.status}: ${text.slice(0, 200)}`, typeof err?.param === 'string' ? err.param : null, typeof err?.code === 'string' ? err.code : null, typeof err?.type === 'string' ? err.type : 'upstream_error');
+      throw new OpenAiError(
+        res.status,
+        typeof err?.message === 'string' ? err.message : `the upstream answered ${res.status}: ${text.slice(0, 200)}`,
+        typeof err?.param === 'string' ? err.param : null,
+        typeof err?.code === 'string' ? err.code : null,
+        typeof err?.type === 'string' ? err.type : 'upstream_error',
+      );
     }
     return res;
   }
 
-  private async recordCompletion(up: UpstreamCompletion, policyId: string, versionHeader: string | undefined, fields: EpisodeFields, body: Json, temperature: number, startedAtMs: number): Promise<{ outputIds: string[]; version: number; spooled: boolean }> {
+  private async recordCompletion(
+    up: UpstreamCompletion,
+    policyId: string,
+    versionHeader: string | undefined,
+    fields: EpisodeFields,
+    body: Json,
+    temperature: number,
+    startedAtMs: number,
+  ): Promise<{ outputIds: string[]; version: number; spooled: boolean }> {
     const version = policyVersionOf(policyId, versionHeader, up.systemFingerprint, this.o.versionFallback);
     const maxTokens = [body.max_completion_tokens, body.max_tokens].find((v) => Number.isInteger(v)) as number | undefined;
     const outputs = recordedOutputs(up, {
@@ -218,7 +251,13 @@ export class CompletionGateway {
       return await withTimeout(this.o.sdk.emitBatch(events), this.o.recordTimeoutMs);
     } catch (e) {
       if (e instanceof SrpoError && (e.code === ErrorCode.VALIDATION_FAILED || e.code === ErrorCode.PAYLOAD_TOO_LARGE)) {
-        throw new OpenAiError(events[0].type === 'AgentOutput' ? 502 : 400, e.message, e.field ?? null, 'invalid_event', events[0].type === 'AgentOutput' ? 'upstream_error' : 'invalid_request_error');
+        throw new OpenAiError(
+          events[0].type === 'AgentOutput' ? 502 : 400,
+          e.message,
+          e.field ?? null,
+          'invalid_event',
+          events[0].type === 'AgentOutput' ? 'upstream_error' : 'invalid_request_error',
+        );
       }
       if (spool) {
         this.log.warn('Kafka did not take the events; spooled them locally', { events: events.length, error: errorMessage(e) });
@@ -226,7 +265,13 @@ export class CompletionGateway {
         return 'spooled';
       }
       this.log.warn('events could not be written to Kafka', { events: events.length, error: errorMessage(e) });
-      throw new OpenAiError(503, `the events could not be recorded (${errorMessage(e)}); nothing was returned unrecorded, retry later`, null, 'kafka_unavailable', 'server_error');
+      throw new OpenAiError(
+        503,
+        `the events could not be recorded (${errorMessage(e)}); nothing was returned unrecorded, retry later`,
+        null,
+        'kafka_unavailable',
+        'server_error',
+      );
     }
   }
 
@@ -253,14 +298,20 @@ export class CompletionGateway {
       }
       if (rec) {
         const recorded = await this.recordCompletion(acc.result(), rec.policyId, versionHeader, rec.fields, body, rec.temperature, rec.startedAtMs);
-        const srpo = { output_ids: recorded.outputIds, policy_id: rec.policyId, policy_version: recorded.version, ...(recorded.spooled ? { spooled: true } : {}) };
+        const srpo = {
+          output_ids: recorded.outputIds,
+          policy_id: rec.policyId,
+          policy_version: recorded.version,
+          ...(recorded.spooled ? { spooled: true } : {}),
+        };
         const tail = { id: last?.id, object: last?.object, created: last?.created, model: last?.model, choices: [], srpo };
         await out.write(`data: ${JSON.stringify(tail)}\n\n`);
       }
       await out.write('data: [DONE]\n\n');
     } catch (e) {
       // Headers are gone: the failure is an error event, and no [DONE] follows.
-      const err = e instanceof OpenAiError ? e : new OpenAiError(502, `the upstream stream failed (${errorMessage(e)})`, null, 'upstream_error', 'upstream_error');
+      const err =
+        e instanceof OpenAiError ? e : new OpenAiError(502, `the upstream stream failed (${errorMessage(e)})`, null, 'upstream_error', 'upstream_error');
       await out.write(`data: ${JSON.stringify(err.body())}\n\n`).catch(() => undefined);
     } finally {
       out.end();

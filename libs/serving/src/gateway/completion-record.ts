@@ -40,7 +40,8 @@ export function upstreamCompletionOf(body: Json): UpstreamCompletion {
     choices: choices.map((c, i) => {
       const lp = c.logprobs as Json | null | undefined;
       const chat = lp && Array.isArray(lp.content) ? (lp.content as Json[]) : undefined;
-      const text = typeof c.text === 'string' ? c.text : typeof (c.message as Json | undefined)?.content === 'string' ? ((c.message as Json).content as string) : '';
+      const text =
+        typeof c.text === 'string' ? c.text : typeof (c.message as Json | undefined)?.content === 'string' ? ((c.message as Json).content as string) : '';
       return {
         index: typeof c.index === 'number' ? c.index : i,
         text,
@@ -96,7 +97,9 @@ export class StreamAccumulator {
     return {
       promptTokenIds: this.promptTokenIds,
       systemFingerprint: this.fingerprint,
-      choices: [...this.choices.values()].sort((a, b) => a.index - b.index).map((c) => ({ ...c, logprobs: this.sawLogprobs.has(c.index) ? c.logprobs : undefined })),
+      choices: [...this.choices.values()]
+        .sort((a, b) => a.index - b.index)
+        .map((c) => ({ ...c, logprobs: this.sawLogprobs.has(c.index) ? c.logprobs : undefined })),
     };
   }
 }
@@ -106,14 +109,24 @@ export class StreamAccumulator {
  * else a `system_fingerprint` of the form `srpo-<id>-v<n>`, else `fallback` (a fixed or announced
  * version the operator configured), else refused: a recorded output must name its version.
  */
-export function policyVersionOf(policyId: string, header: string | undefined, fingerprint: string | undefined, fallback?: (policyId: string) => number | undefined): number {
+export function policyVersionOf(
+  policyId: string,
+  header: string | undefined,
+  fingerprint: string | undefined,
+  fallback?: (policyId: string) => number | undefined,
+): number {
   const h = header ? /^(.+)@(\d+)$/.exec(header) : null;
   if (h && h[1] === policyId) return Number(h[2]);
   const f = fingerprint ? /^srpo-(.+)-v(\d+)$/.exec(fingerprint) : null;
   if (f && f[1] === policyId) return Number(f[2]);
   const v = fallback?.(policyId);
   if (v !== undefined) return v;
-  throw new OpenAiError(502, `the upstream reported no version of policy '${policyId}' (x-srpo-policy-version header or system_fingerprint srpo-${policyId}-vN); configure SRPO_GATEWAY_VERSION for an upstream that cannot`, null, 'upstream_no_version');
+  throw new OpenAiError(
+    502,
+    `the upstream reported no version of policy '${policyId}' (x-srpo-policy-version header or system_fingerprint srpo-${policyId}-vN); configure SRPO_GATEWAY_VERSION for an upstream that cannot`,
+    null,
+    'upstream_no_version',
+  );
 }
 
 export interface RecordContext {
@@ -139,18 +152,29 @@ export function recordedOutputs(up: UpstreamCompletion, ctx: RecordContext): Age
   const n = up.choices.length;
   if (n === 0) throw upstreamError('the upstream returned no choices');
   return up.choices.map((c) => {
-    if (!c.logprobs || c.logprobs.length === 0) throw upstreamError(`choice ${c.index}: the upstream returned no log-probs; the gateway asks for them (logprobs) and records nothing without them`, 'upstream_no_logprobs');
+    if (!c.logprobs || c.logprobs.length === 0)
+      throw upstreamError(
+        `choice ${c.index}: the upstream returned no log-probs; the gateway asks for them (logprobs) and records nothing without them`,
+        'upstream_no_logprobs',
+      );
     let origin: 'sampled' | 'retokenized' = 'sampled';
     let response = c.tokenIds ?? idsFromTokens(c.tokens);
     let context = up.promptTokenIds;
     if (!response || !context) {
-      if (!ctx.retokenizer) throw upstreamError(`choice ${c.index}: the upstream returned no token ids (return_token_ids) and SRPO_GATEWAY_TOKENIZER_DIR is not set to re-tokenize`, 'upstream_no_token_ids');
+      if (!ctx.retokenizer)
+        throw upstreamError(
+          `choice ${c.index}: the upstream returned no token ids (return_token_ids) and SRPO_GATEWAY_TOKENIZER_DIR is not set to re-tokenize`,
+          'upstream_no_token_ids',
+        );
       origin = 'retokenized';
       response ??= ctx.retokenizer.text(c.text);
       context ??= ctx.retokenizer.prompt(ctx.requestBody);
     }
     if (response.length !== c.logprobs.length) {
-      throw upstreamError(`choice ${c.index}: ${response.length} token ids${origin === 'retokenized' ? ' after re-tokenizing' : ''} but ${c.logprobs.length} log-probs`, 'upstream_token_mismatch');
+      throw upstreamError(
+        `choice ${c.index}: ${response.length} token ids${origin === 'retokenized' ? ' after re-tokenizing' : ''} but ${c.logprobs.length} log-probs`,
+        'upstream_token_mismatch',
+      );
     }
     return {
       outputId: outputIdOf(ctx.fields, c.index, n),

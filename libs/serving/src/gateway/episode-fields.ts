@@ -19,7 +19,11 @@ const HEADER_NAMES: Record<keyof EpisodeFields, string> = { episodeId: 'X-SRPO-E
  * none: a partial set is always refused. None: refused in strict mode (400, naming the
  * header), else undefined (the completion is proxied and not recorded).
  */
-export function episodeFieldsOf(headers: Readonly<Record<string, string | string[] | undefined>>, metadata: Readonly<Record<string, string>>, strict: boolean): EpisodeFields | undefined {
+export function episodeFieldsOf(
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+  metadata: Readonly<Record<string, string>>,
+  strict: boolean,
+): EpisodeFields | undefined {
   const read = (k: keyof EpisodeFields): string | undefined => {
     const h = headers[EPISODE_HEADERS[k]];
     const v = Array.isArray(h) ? h[0] : h;
@@ -30,7 +34,12 @@ export function episodeFieldsOf(headers: Readonly<Record<string, string | string
   if (missing.length === 4 && !strict) return undefined;
   if (missing.length > 0) {
     const k = missing[0];
-    throw new OpenAiError(400, `${HEADER_NAMES[k]}: missing; the gateway records every completion as an AgentOutput and needs the header ${HEADER_NAMES[k]} (or metadata.${EPISODE_METADATA[k]})`, HEADER_NAMES[k], 'missing_episode_field');
+    throw new OpenAiError(
+      400,
+      `${HEADER_NAMES[k]}: missing; the gateway records every completion as an AgentOutput and needs the header ${HEADER_NAMES[k]} (or metadata.${EPISODE_METADATA[k]})`,
+      HEADER_NAMES[k],
+      'missing_episode_field',
+    );
   }
   const step = Number(raw.step);
   if (!/^\d+$/.test(raw.step as string) || !Number.isSafeInteger(step)) {

@@ -4,7 +4,9 @@ import * as path from 'path';
 import type { AgentEvent } from '@srpo/events';
 import { EventSpool } from './event-spool';
 
-const batch = (id: string): AgentEvent[] => [{ type: 'EpisodeOutcome', value: { episodeId: id, taskId: 't', outcomeReward: 1, success: true, verifier: 'v', turns: 1, eventTimeMs: 1 } }];
+const batch = (id: string): AgentEvent[] => [
+  { type: 'EpisodeOutcome', value: { episodeId: id, taskId: 't', outcomeReward: 1, success: true, verifier: 'v', turns: 1, eventTimeMs: 1 } },
+];
 const ids = (sent: AgentEvent[][]) => sent.map((b) => (b[0].value as { episodeId: string }).episodeId);
 
 describe('event spool', () => {
@@ -14,10 +16,14 @@ describe('event spool', () => {
     const d = dir();
     const sent: AgentEvent[][] = [];
     let up = false;
-    const spool = new EventSpool(d, async (events) => {
-      if (!up) throw new Error('broker down');
-      sent.push(events);
-    }, 60_000);
+    const spool = new EventSpool(
+      d,
+      async (events) => {
+        if (!up) throw new Error('broker down');
+        sent.push(events);
+      },
+      60_000,
+    );
     spool.open();
     spool.append(batch('a'));
     spool.append(batch('b'));
@@ -36,10 +42,14 @@ describe('event spool', () => {
   it('survives a restart: what was spooled and not acknowledged is sent by the next process, nothing acknowledged twice', async () => {
     const d = dir();
     let calls = 0;
-    const first = new EventSpool(d, async () => {
-      calls++;
-      if (calls > 1) throw new Error('broker went away');
-    }, 60_000);
+    const first = new EventSpool(
+      d,
+      async () => {
+        calls++;
+        if (calls > 1) throw new Error('broker went away');
+      },
+      60_000,
+    );
     first.open();
     first.append(batch('a'));
     first.append(batch('b'));

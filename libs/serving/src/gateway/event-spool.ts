@@ -40,7 +40,12 @@ export class EventSpool {
   open(): void {
     fs.mkdirSync(this.dir, { recursive: true });
     const file = path.join(this.dir, EVENTS);
-    this.lines = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n').filter((l) => l !== '') : [];
+    this.lines = fs.existsSync(file)
+      ? fs
+          .readFileSync(file, 'utf8')
+          .split('\n')
+          .filter((l) => l !== '')
+      : [];
     const sentFile = path.join(this.dir, SENT);
     this.sent = fs.existsSync(sentFile) ? Math.min(Number(fs.readFileSync(sentFile, 'utf8')) || 0, this.lines.length) : 0;
     if (this.pending > 0) this.log.info('spooled events left by an earlier run; replaying them', { batches: this.pending, dir: this.dir });

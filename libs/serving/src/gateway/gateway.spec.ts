@@ -8,19 +8,41 @@ import { hfRetokenizer } from './retokenizer';
 
 const QWEN2 = path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2');
 const fields = { episodeId: 'ep', step: 2, role: 'worker', agentId: 'w1' };
-const ctx = (patch: Partial<RecordContext> = {}): RecordContext => ({ fields, policyId: 'actor', policyVersion: 4, requestBody: {}, temperature: 0.8, maxTokens: 3, startedAtMs: 10, finishedAtMs: 20, ...patch });
+const ctx = (patch: Partial<RecordContext> = {}): RecordContext => ({
+  fields,
+  policyId: 'actor',
+  policyVersion: 4,
+  requestBody: {},
+  temperature: 0.8,
+  maxTokens: 3,
+  startedAtMs: 10,
+  finishedAtMs: 20,
+  ...patch,
+});
 
 describe('episode fields', () => {
   it('come from the X-SRPO-* headers, else from metadata; the header wins', () => {
-    expect(episodeFieldsOf({ 'x-srpo-episode': 'e', 'x-srpo-step': '3', 'x-srpo-role': 'r', 'x-srpo-agent': 'a' }, { srpo_episode: 'other' }, true)).toEqual({ episodeId: 'e', step: 3, role: 'r', agentId: 'a' });
-    expect(episodeFieldsOf({ 'x-srpo-step': '0' }, { srpo_episode: 'm', srpo_role: 'r', srpo_agent: 'a' }, true)).toEqual({ episodeId: 'm', step: 0, role: 'r', agentId: 'a' });
+    expect(episodeFieldsOf({ 'x-srpo-episode': 'e', 'x-srpo-step': '3', 'x-srpo-role': 'r', 'x-srpo-agent': 'a' }, { srpo_episode: 'other' }, true)).toEqual({
+      episodeId: 'e',
+      step: 3,
+      role: 'r',
+      agentId: 'a',
+    });
+    expect(episodeFieldsOf({ 'x-srpo-step': '0' }, { srpo_episode: 'm', srpo_role: 'r', srpo_agent: 'a' }, true)).toEqual({
+      episodeId: 'm',
+      step: 0,
+      role: 'r',
+      agentId: 'a',
+    });
   });
 
   it('are all or nothing: none is refused in strict mode only, a partial set always, a bad step always', () => {
     expect(episodeFieldsOf({}, {}, false)).toBeUndefined();
     expect(() => episodeFieldsOf({}, {}, true)).toThrow(/X-SRPO-Episode: missing/);
     expect(() => episodeFieldsOf({ 'x-srpo-episode': 'e' }, {}, false)).toThrow(/X-SRPO-Step: missing/);
-    expect(() => episodeFieldsOf({ 'x-srpo-episode': 'e', 'x-srpo-step': '-1', 'x-srpo-role': 'r', 'x-srpo-agent': 'a' }, {}, true)).toThrow(/X-SRPO-Step: must be a non-negative integer/);
+    expect(() => episodeFieldsOf({ 'x-srpo-episode': 'e', 'x-srpo-step': '-1', 'x-srpo-role': 'r', 'x-srpo-agent': 'a' }, {}, true)).toThrow(
+      /X-SRPO-Step: must be a non-negative integer/,
+    );
   });
 
   it('give one output id per choice', () => {
@@ -47,27 +69,66 @@ describe('API keys', () => {
 });
 
 describe('recorded outputs', () => {
-  const chat = { system_fingerprint: 'srpo-actor-v7', prompt_token_ids: [1, 2, 3], choices: [{ index: 0, message: { content: 'ab' }, token_ids: [5, 6], logprobs: { content: [{ token: 'a', logprob: -0.5 }, { token: 'b', logprob: 1e-8 }] } }] };
+  const chat = {
+    system_fingerprint: 'srpo-actor-v7',
+    prompt_token_ids: [1, 2, 3],
+    choices: [
+      {
+        index: 0,
+        message: { content: 'ab' },
+        token_ids: [5, 6],
+        logprobs: {
+          content: [
+            { token: 'a', logprob: -0.5 },
+            { token: 'b', logprob: 1e-8 },
+          ],
+        },
+      },
+    ],
+  };
 
   it('one AgentOutput per choice from the upstream ids and log-probs (a float32 hair above 0 clamped)', () => {
     const [o] = recordedOutputs(upstreamCompletionOf(chat), ctx());
-    expect(o).toMatchObject({ outputId: 'ep.s2.w1', contextTokenIds: [1, 2, 3], responseTokenIds: [5, 6], behaviourLogProbs: [-0.5, 0], lossMask: [true, true], policyId: 'actor', policyVersion: 4, tokenIdOrigin: 'sampled', startedAtMs: 10, eventTimeMs: 20 });
+    expect(o).toMatchObject({
+      outputId: 'ep.s2.w1',
+      contextTokenIds: [1, 2, 3],
+      responseTokenIds: [5, 6],
+      behaviourLogProbs: [-0.5, 0],
+      lossMask: [true, true],
+      policyId: 'actor',
+      policyVersion: 4,
+      tokenIdOrigin: 'sampled',
+      startedAtMs: 10,
+      eventTimeMs: 20,
+    });
     expect(o.sampling).toEqual({ temperature: 0.8, topK: 0, maxNewTokens: 3, seed: null, stopTokenIds: [] });
     expect(o.contextRef).toMatch(/^ctx:[0-9a-f]{16}$/);
   });
 
-  it('reads vLLM\'s token_id:N log-prob tokens when no token_ids come back', () => {
-    const up = upstreamCompletionOf({ prompt_token_ids: [9], choices: [{ text: 'x', logprobs: { tokens: ['token_id:41', 'token_id:7'], token_logprobs: [-1, -2] } }] });
+  it("reads vLLM's token_id:N log-prob tokens when no token_ids come back", () => {
+    const up = upstreamCompletionOf({
+      prompt_token_ids: [9],
+      choices: [{ text: 'x', logprobs: { tokens: ['token_id:41', 'token_id:7'], token_logprobs: [-1, -2] } }],
+    });
     expect(recordedOutputs(up, ctx())[0].responseTokenIds).toEqual([41, 7]);
   });
 
   it('refuses an upstream without log-probs, without ids (no tokenizer), or with counts that disagree', () => {
-    expect(() => recordedOutputs(upstreamCompletionOf({ prompt_token_ids: [1], choices: [{ text: 'a', token_ids: [3], logprobs: null }] }), ctx())).toThrow(expect.objectContaining({ status: 502, code: 'upstream_no_logprobs' }));
-    expect(() => recordedOutputs(upstreamCompletionOf({ choices: [{ text: 'a', logprobs: { tokens: ['a'], token_logprobs: [-1] } }] }), ctx())).toThrow(expect.objectContaining({ code: 'upstream_no_token_ids' }));
-    expect(() => recordedOutputs(upstreamCompletionOf({ prompt_token_ids: [1], choices: [{ text: 'a', token_ids: [3, 4], logprobs: { tokens: ['a'], token_logprobs: [-1] } }] }), ctx())).toThrow(expect.objectContaining({ code: 'upstream_token_mismatch' }));
+    expect(() => recordedOutputs(upstreamCompletionOf({ prompt_token_ids: [1], choices: [{ text: 'a', token_ids: [3], logprobs: null }] }), ctx())).toThrow(
+      expect.objectContaining({ status: 502, code: 'upstream_no_logprobs' }),
+    );
+    expect(() => recordedOutputs(upstreamCompletionOf({ choices: [{ text: 'a', logprobs: { tokens: ['a'], token_logprobs: [-1] } }] }), ctx())).toThrow(
+      expect.objectContaining({ code: 'upstream_no_token_ids' }),
+    );
+    expect(() =>
+      recordedOutputs(
+        upstreamCompletionOf({ prompt_token_ids: [1], choices: [{ text: 'a', token_ids: [3, 4], logprobs: { tokens: ['a'], token_logprobs: [-1] } }] }),
+        ctx(),
+      ),
+    ).toThrow(expect.objectContaining({ code: 'upstream_token_mismatch' }));
   });
 
-  it('re-tokenizes text with the model\'s tokenizer where the upstream gives none, and says so', () => {
+  it("re-tokenizes text with the model's tokenizer where the upstream gives none, and says so", () => {
     const tok = HfTokenizer.fromDirectory(QWEN2);
     const ids = tok.encode('hello 12');
     const up = upstreamCompletionOf({ choices: [{ message: { content: 'hello 12' }, logprobs: { content: ids.map(() => ({ token: '?', logprob: -1 })) } }] });
@@ -80,7 +141,11 @@ describe('recorded outputs', () => {
 
   it('folds streamed chunks: text, log-probs and ids per choice, prompt ids from the first chunk', () => {
     const acc = new StreamAccumulator();
-    acc.add({ system_fingerprint: 'fp', prompt_token_ids: [1], choices: [{ index: 1, delta: { content: 'a' }, token_ids: [4], logprobs: { content: [{ token: 'a', logprob: -1 }] } }] });
+    acc.add({
+      system_fingerprint: 'fp',
+      prompt_token_ids: [1],
+      choices: [{ index: 1, delta: { content: 'a' }, token_ids: [4], logprobs: { content: [{ token: 'a', logprob: -1 }] } }],
+    });
     acc.add({ choices: [{ index: 0, delta: { content: 'z' }, token_ids: [9], logprobs: { content: [{ token: 'z', logprob: -3 }] } }] });
     acc.add({ choices: [{ index: 1, delta: { content: 'b' }, token_ids: [5], logprobs: { content: [{ token: 'b', logprob: -2 }] } }] });
     acc.add({ choices: [{ index: 1, delta: {}, finish_reason: 'stop' }] });

@@ -17,8 +17,14 @@ export function hfRetokenizer(dir: string): Retokenizer {
         return codec.chatPrompt(
           body.messages.map((m, i) => {
             const { role, content } = (m ?? {}) as { role?: unknown; content?: unknown };
-            const text = typeof content === 'string' ? content : Array.isArray(content) ? content.map((c) => String((c as { text?: unknown }).text ?? '')).join('') : undefined;
-            if (typeof role !== 'string' || text === undefined) throw new ValidationError(`messages[${i}]`, 'must have a role and text content to be re-tokenized');
+            const text =
+              typeof content === 'string'
+                ? content
+                : Array.isArray(content)
+                  ? content.map((c) => String((c as { text?: unknown }).text ?? '')).join('')
+                  : undefined;
+            if (typeof role !== 'string' || text === undefined)
+              throw new ValidationError(`messages[${i}]`, 'must have a role and text content to be re-tokenized');
             return { role, content: text };
           }),
         );

@@ -41,14 +41,24 @@ describe('OpenAiErrorFilter', () => {
     filter.catch(new BadRequestException('Unexpected token } in JSON'), host(sent));
     expect(sent).toEqual({
       status: 400,
-      body: { error: { message: 'We could not parse the JSON body of your request. (Unexpected token } in JSON)', type: 'invalid_request_error', param: null, code: 'invalid_json' } },
+      body: {
+        error: {
+          message: 'We could not parse the JSON body of your request. (Unexpected token } in JSON)',
+          type: 'invalid_request_error',
+          param: null,
+          code: 'invalid_json',
+        },
+      },
     });
   });
 
   it('names a body that is too large, and keeps other HTTP statuses with no code', () => {
     const big: Sent = {};
     filter.catch(new PayloadTooLargeException('request entity too large'), host(big));
-    expect(big).toEqual({ status: 413, body: { error: { message: 'request entity too large', type: 'invalid_request_error', param: null, code: 'request_too_large' } } });
+    expect(big).toEqual({
+      status: 413,
+      body: { error: { message: 'request entity too large', type: 'invalid_request_error', param: null, code: 'request_too_large' } },
+    });
     const other: Sent = {};
     filter.catch(new HttpException('nope', 405), host(other));
     expect(other).toEqual({ status: 405, body: { error: { message: 'nope', type: 'invalid_request_error', param: null, code: null } } });

@@ -15,7 +15,8 @@ export class OpenAiErrorFilter implements ExceptionFilter {
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const res = host.switchToHttp().getResponse<HttpResponse>();
-    const err = exception instanceof HttpException ? fromHttpException(exception, host.switchToHttp().getRequest<HttpRequest>()) : this.toOpenAiError(exception);
+    const err =
+      exception instanceof HttpException ? fromHttpException(exception, host.switchToHttp().getRequest<HttpRequest>()) : this.toOpenAiError(exception);
     if (!res.headersSent) res.status(err.status).json(err.body());
   }
 }

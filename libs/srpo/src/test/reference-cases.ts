@@ -110,7 +110,10 @@ function caseInputs(): CaseInput[] {
       sets: [
         { advantage: 0.9, members: [member([-1.2, -0.7, -2.3], [-1.15, -0.72, -2.25]), member([-0.4, -1.9], [-0.42, -1.85])] },
         { advantage: -0.6, members: [member([-0.9, -1.4], [-0.93, -1.38])] },
-        { advantage: 0, members: [member([-1.5, -0.3, -0.8, -2.2], [-1.45, -0.35, -0.7, -2.1], [1, 1, 0, 1]), member([-0.5], [-0.52]), member([-1, -1.1], [-0.98, -1.12])] },
+        {
+          advantage: 0,
+          members: [member([-1.5, -0.3, -0.8, -2.2], [-1.45, -0.35, -0.7, -2.1], [1, 1, 0, 1]), member([-0.5], [-0.52]), member([-1, -1.1], [-0.98, -1.12])],
+        },
       ],
     },
     {
@@ -231,7 +234,14 @@ async function computeCase(input: CaseInput): Promise<ReferenceCase> {
   const result: ReferenceCase = {
     name: input.name,
     why: input.why,
-    config: { objective: config.objective, eventReduction: config.eventReduction, clipLow: config.clipLow, clipHigh: config.clipHigh, dualClip: config.dualClip, clipRatioC: config.clipRatioC },
+    config: {
+      objective: config.objective,
+      eventReduction: config.eventReduction,
+      clipLow: config.clipLow,
+      clipHigh: config.clipHigh,
+      dualClip: config.dualClip,
+      clipRatioC: config.clipRatioC,
+    },
     memberSet,
     advantage,
     logpOld: logpOld.map((r) => r.map(toJsonFloat)),

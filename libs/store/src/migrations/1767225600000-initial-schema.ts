@@ -13,12 +13,7 @@ export class InitialSchema1767225600000 implements MigrationInterface {
     await qr.createTable(
       new Table({
         name: 'policies',
-        columns: [
-          varchar('policy_id', 200, { isPrimary: true }),
-          text('roles'),
-          integer('current_version'),
-          bigint('created_at_ms'),
-        ],
+        columns: [varchar('policy_id', 200, { isPrimary: true }), text('roles'), integer('current_version'), bigint('created_at_ms')],
       }),
     );
 

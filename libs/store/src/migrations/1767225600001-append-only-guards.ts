@@ -19,8 +19,7 @@ export class AppendOnlyGuards1767225600001 implements MigrationInterface {
       for (const t of APPEND_ONLY_TABLES) {
         for (const op of ['UPDATE', 'DELETE']) {
           await qr.query(
-            `CREATE TRIGGER "${t}_no_${op.toLowerCase()}" BEFORE ${op} ON "${t}" ` +
-              `BEGIN SELECT RAISE(ABORT, '${t} is append-only: ${op} refused'); END`,
+            `CREATE TRIGGER "${t}_no_${op.toLowerCase()}" BEFORE ${op} ON "${t}" ` + `BEGIN SELECT RAISE(ABORT, '${t} is append-only: ${op} refused'); END`,
           );
         }
       }
@@ -35,12 +34,8 @@ END
 $$`,
     );
     for (const t of APPEND_ONLY_TABLES) {
-      await qr.query(
-        `CREATE TRIGGER "${t}_append_only" BEFORE UPDATE OR DELETE ON ${s}"${t}" FOR EACH ROW EXECUTE PROCEDURE ${s}"srpo_refuse_audit_change"()`,
-      );
-      await qr.query(
-        `CREATE TRIGGER "${t}_no_truncate" BEFORE TRUNCATE ON ${s}"${t}" FOR EACH STATEMENT EXECUTE PROCEDURE ${s}"srpo_refuse_audit_change"()`,
-      );
+      await qr.query(`CREATE TRIGGER "${t}_append_only" BEFORE UPDATE OR DELETE ON ${s}"${t}" FOR EACH ROW EXECUTE PROCEDURE ${s}"srpo_refuse_audit_change"()`);
+      await qr.query(`CREATE TRIGGER "${t}_no_truncate" BEFORE TRUNCATE ON ${s}"${t}" FOR EACH STATEMENT EXECUTE PROCEDURE ${s}"srpo_refuse_audit_change"()`);
     }
   }
 

@@ -54,7 +54,9 @@ export class GroupStats1767225600002 implements MigrationInterface {
     const t = GROUP_STATS_TABLE;
     if (dialectOf(qr) === 'sqlite') {
       for (const op of ['UPDATE', 'DELETE']) {
-        await qr.query(`CREATE TRIGGER "${t}_no_${op.toLowerCase()}" BEFORE ${op} ON "${t}" BEGIN SELECT RAISE(ABORT, '${t} is append-only: ${op} refused'); END`);
+        await qr.query(
+          `CREATE TRIGGER "${t}_no_${op.toLowerCase()}" BEFORE ${op} ON "${t}" BEGIN SELECT RAISE(ABORT, '${t} is append-only: ${op} refused'); END`,
+        );
       }
       return;
     }

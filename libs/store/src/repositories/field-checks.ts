@@ -41,14 +41,16 @@ export function isInt32(v: unknown): boolean {
 }
 
 export function checkHash(v: unknown, field: string): void {
-  if (typeof v !== 'string' || !HASH.test(v)) throw new ValidationError(field, `must be a SHA-256 hex digest (64 lowercase hex digits), got ${JSON.stringify(v)}`);
+  if (typeof v !== 'string' || !HASH.test(v))
+    throw new ValidationError(field, `must be a SHA-256 hex digest (64 lowercase hex digits), got ${JSON.stringify(v)}`);
 }
 
 /** The largest time a JavaScript Date holds (±8.64e15 ms): a later one cannot become a timestamp column. */
 const MAX_DATE_MS = 8.64e15;
 
 export function checkEpochMs(v: unknown, field: string): void {
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new ValidationError(field, `must be epoch milliseconds (a non-negative integer), got ${String(v)}`);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
+    throw new ValidationError(field, `must be epoch milliseconds (a non-negative integer), got ${String(v)}`);
   if (v > MAX_DATE_MS) throw new ValidationError(field, `must be at most ${MAX_DATE_MS} (the last time a Date holds), got ${v}`);
 }
 

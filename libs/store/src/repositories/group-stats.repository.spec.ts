@@ -68,16 +68,31 @@ describe('GroupStatsRepository on SQLite', () => {
 
   it('lists statistics by commit time, policy, version and group id, filtered and limited', async () => {
     // solver.v2 is committed before solver.v1 here: the order is by commit time, not version.
-    for (const [policyId, before, at, ids] of [['solver', 0, T0 + 2, ['z', 'b']], ['critic', 0, T0 + 2, ['c']], ['solver', 1, T0 + 1, ['a']]] as const) {
+    for (const [policyId, before, at, ids] of [
+      ['solver', 0, T0 + 2, ['z', 'b']],
+      ['critic', 0, T0 + 2, ['c']],
+      ['solver', 1, T0 + 1, ['a']],
+    ] as const) {
       const record = recordInput(policyId, before, at);
       await repos.updates.insert(UpdateRecordRepository.fromInput(record));
-      await repos.stats.insert(GroupStatsRepository.fromInput(record, ids.map((id) => statsInput(id))));
+      await repos.stats.insert(
+        GroupStatsRepository.fromInput(
+          record,
+          ids.map((id) => statsInput(id)),
+        ),
+      );
     }
     await repos.stats.insert([]);
     expect((await repos.stats.list()).map((s) => s.groupId)).toEqual(['a', 'c', 'b', 'z']);
     expect((await repos.stats.list({ policyId: 'solver', from: T0 + 2 })).map((s) => s.groupId)).toEqual(['b', 'z']);
     expect((await repos.stats.list({ to: T0 + 2 })).map((s) => s.groupId)).toEqual(['a']);
     expect((await repos.stats.list({ limit: 2 })).map((s) => s.groupId)).toEqual(['a', 'c']);
-    expect((await repos.stats.list({ policyId: 'solver', to: T0 + 2 }))[0]).toEqual({ ...statsInput('a'), policyId: 'solver', updateId: 'solver.v2', versionAfter: 2, createdAtMs: T0 + 1 });
+    expect((await repos.stats.list({ policyId: 'solver', to: T0 + 2 }))[0]).toEqual({
+      ...statsInput('a'),
+      policyId: 'solver',
+      updateId: 'solver.v2',
+      versionAfter: 2,
+      createdAtMs: T0 + 1,
+    });
   });
 });

@@ -34,7 +34,9 @@ describe('PolicyVersionRepository validation and mapping', () => {
   it('maps rows to plain records with exactly the record fields', () => {
     const row = { ...PolicyVersionRepository.fromInitial('solver', INITIAL), extra: 1 };
     expect(PolicyVersionRepository.fromRow(row)).toEqual(PolicyVersionRepository.fromInitial('solver', INITIAL));
-    expect(PolicyVersionRepository.toRow(PolicyVersionRepository.fromInitial('solver', INITIAL))).toEqual(PolicyVersionRepository.fromInitial('solver', INITIAL));
+    expect(PolicyVersionRepository.toRow(PolicyVersionRepository.fromInitial('solver', INITIAL))).toEqual(
+      PolicyVersionRepository.fromInitial('solver', INITIAL),
+    );
   });
 });
 

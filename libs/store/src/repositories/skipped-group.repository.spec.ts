@@ -55,7 +55,12 @@ describe('SkippedGroupRepository on SQLite', () => {
   });
 
   it('lists skipped groups oldest first (then by id) and answers which ids are skipped', async () => {
-    for (const [id, at] of [['b', T0 + 1], ['c', T0], ['a', T0 + 1]] as const) await repos.skipped.insert(skippedInput('solver', id, { createdAtMs: at, detail: null }));
+    for (const [id, at] of [
+      ['b', T0 + 1],
+      ['c', T0],
+      ['a', T0 + 1],
+    ] as const)
+      await repos.skipped.insert(skippedInput('solver', id, { createdAtMs: at, detail: null }));
     expect((await repos.skipped.list('solver')).map((s) => s.groupId)).toEqual(['c', 'a', 'b']);
     expect((await repos.skipped.list('solver', 1)).map((s) => s.groupId)).toEqual(['c']);
     expect((await repos.skipped.list('solver'))[0]).toEqual(skippedInput('solver', 'c', { createdAtMs: T0, detail: null }));

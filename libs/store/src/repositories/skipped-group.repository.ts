@@ -2,7 +2,18 @@ import { In, type EntityManager } from 'typeorm';
 import { ValidationError } from '@srpo/core';
 import type { SkippedGroupInput, SkippedGroupRecord } from '../audit-types';
 import { SkippedGroupEntity } from '../entities';
-import { checkCoordinates, checkEpochMs, checkId, checkLimit, checkNonEmpty, checkNonNegativeInt32, DEFAULT_LIST_LIMIT, isInt32, MAX_GROUP_ID_LENGTH, MAX_LIST_LIMIT } from './field-checks';
+import {
+  checkCoordinates,
+  checkEpochMs,
+  checkId,
+  checkLimit,
+  checkNonEmpty,
+  checkNonNegativeInt32,
+  DEFAULT_LIST_LIMIT,
+  isInt32,
+  MAX_GROUP_ID_LENGTH,
+  MAX_LIST_LIMIT,
+} from './field-checks';
 import { idChunks, insertRows } from './repository-helpers';
 
 /**

@@ -10,7 +10,8 @@ import { UpdateRecordRepository } from './update-record.repository';
 Logger.configure({ level: 'warn' });
 
 describe('UpdateGroupRepository validation', () => {
-  const invalid = (g: GroupLedgerInput, field: string, message: RegExp) => expectInvalid(() => UpdateGroupRepository.validate([groupInput('ok', 1), g]), field, message);
+  const invalid = (g: GroupLedgerInput, field: string, message: RegExp) =>
+    expectInvalid(() => UpdateGroupRepository.validate([groupInput('ok', 1), g]), field, message);
   const base = groupInput('g', 2);
 
   it('accepts groups whose every set has its advantage and sources; an immediate reward has no outcome', () => {
@@ -34,11 +35,19 @@ describe('UpdateGroupRepository validation', () => {
     invalid({ ...base, advantages: [1, Number.NaN] }, 'groups[1].advantages[1]', /finite number/);
     invalid({ ...base, sources: base.sources.slice(0, 1) }, 'groups[1].sources', /sources of every set \(2\)/);
     invalid({ ...base, sources: [...base.sources].reverse() }, 'groups[1].sources[0].setId', /must be g\/s0 \(setIds order\), got g\/s1/);
-    invalid({ ...base, sources: [{ ...base.sources[0], transition: { topic: '', partition: 0, offset: 0 } }, base.sources[1]] }, 'groups[1].sources[0].transition.topic', /non-empty/);
+    invalid(
+      { ...base, sources: [{ ...base.sources[0], transition: { topic: '', partition: 0, offset: 0 } }, base.sources[1]] },
+      'groups[1].sources[0].transition.topic',
+      /non-empty/,
+    );
     invalid({ ...base, sources: [base.sources[0], { ...base.sources[1], members: [] }] }, 'groups[1].sources[1].members', /every member/);
     // Null entries are named as fields, not a TypeError.
     invalid({ ...base, sources: [base.sources[0], null as unknown as (typeof base.sources)[number]] }, 'groups[1].sources[1]', /must be an object, got null/);
-    invalid({ ...base, sources: [base.sources[0], { ...base.sources[1], members: [null as unknown as (typeof base.sources)[number]['members'][number]] }] }, 'groups[1].sources[1].members[0]', /must be an object, got null/);
+    invalid(
+      { ...base, sources: [base.sources[0], { ...base.sources[1], members: [null as unknown as (typeof base.sources)[number]['members'][number]] }] },
+      'groups[1].sources[1].members[0]',
+      /must be an object, got null/,
+    );
     invalid(
       { ...base, sources: [base.sources[0], { ...base.sources[1], members: [{ outputId: '', source: base.source }] }] },
       'groups[1].sources[1].members[0].outputId',
@@ -101,7 +110,10 @@ describe('UpdateGroupRepository on SQLite', () => {
   it('answers which groups are applied across more ids than one IN list holds', async () => {
     // The first and last id of each IN list, and a repeat: none may fall between two lists.
     const edges = [0, IN_CHUNK - 1, IN_CHUNK, 2 * IN_CHUNK - 1, 2 * IN_CHUNK, 2 * IN_CHUNK + 49].map((i) => `g${i}`);
-    await update(0, edges.map((id, i) => groupInput(id, i)));
+    await update(
+      0,
+      edges.map((id, i) => groupInput(id, i)),
+    );
     const asked = Array.from({ length: 2 * IN_CHUNK + 50 }, (_, i) => `g${i}`);
     const applied = await repos.ledger.appliedIn('solver', [...asked, 'g0']);
     expect([...applied].sort()).toEqual([...edges].sort());

@@ -81,7 +81,11 @@ describe('UpdateRecordRepository on SQLite', () => {
   });
 
   it('finds the latest update by version and lists by commit time, policy and version', async () => {
-    for (const [policyId, before, at] of [['solver', 0, T0 + 2000], ['solver', 1, T0 + 1000], ['critic', 0, T0 + 1000]] as const) {
+    for (const [policyId, before, at] of [
+      ['solver', 0, T0 + 2000],
+      ['solver', 1, T0 + 1000],
+      ['critic', 0, T0 + 1000],
+    ] as const) {
       await repos.updates.insert(UpdateRecordRepository.fromInput(recordInput(policyId, before, at)));
     }
     // The highest version, not the latest commit time.

@@ -2,7 +2,18 @@ import type { EntityManager } from 'typeorm';
 import { ValidationError } from '@srpo/core';
 import type { UpdateQuery, UpdateRecord, UpdateRecordInput } from '../audit-types';
 import { UpdateRecordEntity } from '../entities';
-import { checkEpochMs, checkFinite, checkHash, checkId, checkLimit, checkNonEmpty, checkNonNegativeInt32, checkTimeRange, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT } from './field-checks';
+import {
+  checkEpochMs,
+  checkFinite,
+  checkHash,
+  checkId,
+  checkLimit,
+  checkNonEmpty,
+  checkNonNegativeInt32,
+  checkTimeRange,
+  DEFAULT_LIST_LIMIT,
+  MAX_LIST_LIMIT,
+} from './field-checks';
 import { insertRows } from './repository-helpers';
 
 /**

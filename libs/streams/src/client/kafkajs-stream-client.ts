@@ -59,7 +59,12 @@ export class KafkajsStreamClient implements StreamClient {
       createTopics: (topics) =>
         createTopicsIdempotent(
           admin,
-          topics.map((t) => ({ topic: t.topic, numPartitions: t.partitions, replicationFactor: -1, configEntries: Object.entries(t.configs).map(([name, value]) => ({ name, value })) })),
+          topics.map((t) => ({
+            topic: t.topic,
+            numPartitions: t.partitions,
+            replicationFactor: -1,
+            configEntries: Object.entries(t.configs).map(([name, value]) => ({ name, value })),
+          })),
         ),
       close: () => admin.disconnect(),
     };
@@ -173,7 +178,8 @@ class KafkajsTransactionalProducer implements TransactionalProducer {
         const sent = await tx.sendBatch({ topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })), acks: -1 });
         return sent.filter((m) => m.baseOffset !== undefined).map((m) => ({ topic: m.topicName, partition: m.partition, baseOffset: Number(m.baseOffset) }));
       },
-      sendOffsets: (groupId, topic, partition, nextOffset) => tx.sendOffsets({ consumerGroupId: groupId, topics: [{ topic, partitions: [{ partition, offset: String(nextOffset) }] }] }),
+      sendOffsets: (groupId, topic, partition, nextOffset) =>
+        tx.sendOffsets({ consumerGroupId: groupId, topics: [{ topic, partitions: [{ partition, offset: String(nextOffset) }] }] }),
       commit: () => tx.commit(),
       abort: () => tx.abort(),
     };

@@ -3,7 +3,9 @@ import { asStreamFailure } from './platformatic-stream-client';
 
 /** The client's own error classes, loaded as the client loads them (the package is ESM-only). */
 type Pk = typeof import('@platformatic/kafka');
-const pk = (process as unknown as { getBuiltinModule(n: 'module'): typeof import('module') }).getBuiltinModule('module').createRequire(__filename)('@platformatic/kafka') as Pk;
+const pk = (process as unknown as { getBuiltinModule(n: 'module'): typeof import('module') }).getBuiltinModule('module').createRequire(__filename)(
+  '@platformatic/kafka',
+) as Pk;
 
 describe('failures of the platformatic client, as the runtime sees them', () => {
   it('makes network failures retriable, alone or aggregated, so start and restart loops keep trying while the broker is away', () => {

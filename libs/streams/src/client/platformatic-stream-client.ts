@@ -208,7 +208,11 @@ class PlatformaticGroupConsumer implements GroupConsumer {
       autocommit: false,
       partitionAssigner: (_current, members, topics, metadata) => {
         const partitionsOf = new Map<string, number[]>();
-        for (const topic of topics) partitionsOf.set(topic, Array.from({ length: metadata.topics.get(topic)?.partitionsCount ?? 0 }, (_, i) => i));
+        for (const topic of topics)
+          partitionsOf.set(
+            topic,
+            Array.from({ length: metadata.topics.get(topic)?.partitionsCount ?? 0 }, (_, i) => i),
+          );
         return [...coPartitionAssignment([...members.keys()], partitionsOf)].map(([memberId, a]) => ({
           memberId,
           assignments: new Map(Object.entries(a).map(([topic, partitions]) => [topic, { topic, partitions }])),
@@ -382,7 +386,12 @@ class PlatformaticTransactionalProducer implements TransactionalProducer {
           const n = counts.get(r.topic) ?? 0;
           const partition = r.partition ?? (r.key === null ? this.roundRobin++ % n : keyPartition(r.topic, r.key.toString(), n));
           // A null value is written as a null record (a tombstone).
-          messages.push({ topic: r.topic, partition, value: r.value as Buffer, ...(r.key === null ? {} : { key: Buffer.isBuffer(r.key) ? r.key : Buffer.from(r.key) }) });
+          messages.push({
+            topic: r.topic,
+            partition,
+            value: r.value as Buffer,
+            ...(r.key === null ? {} : { key: Buffer.isBuffer(r.key) ? r.key : Buffer.from(r.key) }),
+          });
         }
         const result = await tx.send({ messages, acks: -1 });
         return (result.offsets ?? []).map((o) => ({ topic: o.topic, partition: o.partition, baseOffset: Number(o.offset) }));

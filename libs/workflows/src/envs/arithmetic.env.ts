@@ -35,9 +35,12 @@ export interface ArithmeticSettings {
 export const DEFAULT_ARITHMETIC: ArithmeticSettings = { modulus: 4, workers: 2, reverseLength: 1, formatBonus: 0.1, blankProbability: 0.5 };
 
 export function checkArithmeticSettings(s: ArithmeticSettings): ArithmeticSettings {
-  if (!Number.isInteger(s.modulus) || s.modulus < 2 || s.modulus > MAX_DIGITS) throw new ValidationError('modulus', `must be an integer in [2, ${MAX_DIGITS}], got ${s.modulus}`);
-  if (!Number.isInteger(s.workers) || s.workers < 1 || s.workers > MAX_WORKERS) throw new ValidationError('workers', `must be an integer in [1, ${MAX_WORKERS}], got ${s.workers}`);
-  if (!Number.isInteger(s.reverseLength) || s.reverseLength < 1 || s.reverseLength > 4) throw new ValidationError('reverseLength', `must be an integer in [1, 4], got ${s.reverseLength}`);
+  if (!Number.isInteger(s.modulus) || s.modulus < 2 || s.modulus > MAX_DIGITS)
+    throw new ValidationError('modulus', `must be an integer in [2, ${MAX_DIGITS}], got ${s.modulus}`);
+  if (!Number.isInteger(s.workers) || s.workers < 1 || s.workers > MAX_WORKERS)
+    throw new ValidationError('workers', `must be an integer in [1, ${MAX_WORKERS}], got ${s.workers}`);
+  if (!Number.isInteger(s.reverseLength) || s.reverseLength < 1 || s.reverseLength > 4)
+    throw new ValidationError('reverseLength', `must be an integer in [1, 4], got ${s.reverseLength}`);
   if (!(s.formatBonus >= 0 && s.formatBonus < 1)) throw new ValidationError('formatBonus', `must be in [0, 1), got ${s.formatBonus}`);
   if (!(s.blankProbability >= 0 && s.blankProbability < 1)) throw new ValidationError('blankProbability', `must be in [0, 1), got ${s.blankProbability}`);
   return s;

@@ -1,7 +1,16 @@
 import { progressCoverage } from '@srpo/srpo';
 import { SeededRng } from '@srpo/policy';
 import { Tok } from '../tokenizer';
-import { checkSearchSettings, observationDigest, observe, sampleSearchTask, searchContext, searchSuccess, START_DIGEST, type SearchTask } from './doc-search.env';
+import {
+  checkSearchSettings,
+  observationDigest,
+  observe,
+  sampleSearchTask,
+  searchContext,
+  searchSuccess,
+  START_DIGEST,
+  type SearchTask,
+} from './doc-search.env';
 
 const D = (d: number) => Tok.DIGIT0 + d;
 const DOC = (j: number) => Tok.DOC0 + j;

@@ -8,11 +8,29 @@ const D = (d: number) => Tok.DIGIT0 + d;
 const at = (offset: number) => ({ topic: 't', partition: 0, offset });
 
 function action(outputId: string, step: number, role: string, context: number[], response: number[], successful: boolean): TrajectoryAction {
-  return { outputId, step, role, agentId: `${role}-0`, policyId: 'p', contextTokens: context, responseTokens: response, successful, source: at(step), transitionSource: at(100 + step) };
+  return {
+    outputId,
+    step,
+    role,
+    agentId: `${role}-0`,
+    policyId: 'p',
+    contextTokens: context,
+    responseTokens: response,
+    successful,
+    source: at(step),
+    transitionSource: at(100 + step),
+  };
 }
 
 function trajectory(actions: TrajectoryAction[]): Trajectory {
-  return { episodeId: 'ep-1', taskId: 'fixed:reverse:2', positions: ['solve', 'check'], actions, outcome: { success: false, reward: 0, source: at(200) }, sources: [] };
+  return {
+    episodeId: 'ep-1',
+    taskId: 'fixed:reverse:2',
+    positions: ['solve', 'check'],
+    actions,
+    outcome: { success: false, reward: 0, source: at(200) },
+    sources: [],
+  };
 }
 
 /** Returns a scripted curve and remembers what it was shown. */
@@ -51,7 +69,10 @@ describe('brewTrajectory', () => {
 
   it('best_prefix measures the second action from B', async () => {
     // L = [2.0, 2.4, 1.0]: c_1 = 2.0 - 2.4 = -0.4 (B stays 2.0); c_2 = 2.0 - 1.0 = 1.0
-    const b = await brewTrajectory(trajectory([solver, checker]), inferrer, new ScriptedScorer([2.0, 2.4, 1.0]), { creditMode: 'best_prefix', maxFailedShare: 0.5 });
+    const b = await brewTrajectory(trajectory([solver, checker]), inferrer, new ScriptedScorer([2.0, 2.4, 1.0]), {
+      creditMode: 'best_prefix',
+      maxFailedShare: 0.5,
+    });
     expect(b.actions.map((c) => c.credit)).toEqual([2.0 - 2.4, 1.0]);
     expect(b.actions.map((c) => c.nllBefore)).toEqual([2.0, 2.0]);
     expect(b.actions.map((c) => c.weight)).toEqual([0, 1]);
@@ -62,7 +83,10 @@ describe('brewTrajectory', () => {
     const none = await brewTrajectory(trajectory([{ ...solver, successful: false }, junk]), inferrer, scorer, { creditMode: 'adjacent', maxFailedShare: 0.5 });
     expect(none.exclusion).toBe('no-successful-step');
     // 2 failed of 3 > 0.5
-    const many = await brewTrajectory(trajectory([solver, junk, { ...junk, outputId: 'j2' }]), inferrer, scorer, { creditMode: 'adjacent', maxFailedShare: 0.5 });
+    const many = await brewTrajectory(trajectory([solver, junk, { ...junk, outputId: 'j2' }]), inferrer, scorer, {
+      creditMode: 'adjacent',
+      maxFailedShare: 0.5,
+    });
     expect(many.exclusion).toBe('too-many-failed-steps');
     expect(many.actions).toEqual([]);
     expect(scorer.shown).toEqual([]);
@@ -71,12 +95,18 @@ describe('brewTrajectory', () => {
 
   it('does not use a trajectory whose successful steps fulfil no task', async () => {
     // The solver step failed (dropped), so only the checker is left: no solver answer to relabel with.
-    const b = await brewTrajectory(trajectory([{ ...solver, successful: false }, checker]), inferrer, new ScriptedScorer([1, 1]), { creditMode: 'adjacent', maxFailedShare: 0.5 });
+    const b = await brewTrajectory(trajectory([{ ...solver, successful: false }, checker]), inferrer, new ScriptedScorer([1, 1]), {
+      creditMode: 'adjacent',
+      maxFailedShare: 0.5,
+    });
     expect(b.exclusion).toBe('no-instruction');
   });
 
   it('builds examples on the relabelled prompt: credit weights or uniform 1, failed actions left out', async () => {
-    const b = await brewTrajectory(trajectory([solver, junk, checker]), inferrer, new ScriptedScorer([2.0, 0.5, 0.8]), { creditMode: 'adjacent', maxFailedShare: 0.5 });
+    const b = await brewTrajectory(trajectory([solver, junk, checker]), inferrer, new ScriptedScorer([2.0, 0.5, 0.8]), {
+      creditMode: 'adjacent',
+      maxFailedShare: 0.5,
+    });
     const credit = trainingExamples([b], inferrer, 'credit');
     expect(credit).toEqual([
       { contextTokens: [Tok.BOS, Tok.SOLVE, D(0), Tok.SEP], responseTokens: [D(3)], weight: 1 },

@@ -16,7 +16,14 @@ const act = (role: string, agentId: string, context: number[], response: number[
   source: at,
   transitionSource: at,
 });
-const traj = (actions: TrajectoryAction[]): Trajectory => ({ episodeId: 'e', taskId: 'x', positions: [], actions, outcome: { success: false, reward: 0, source: at }, sources: [] });
+const traj = (actions: TrajectoryAction[]): Trajectory => ({
+  episodeId: 'e',
+  taskId: 'x',
+  positions: [],
+  actions,
+  outcome: { success: false, reward: 0, source: at },
+  sources: [],
+});
 
 describe('DemoEnvTaskInferrer (hindsight relabelling)', () => {
   it('fixed: relabels with the task the solver answer is right for', async () => {

@@ -1,10 +1,5 @@
 import { ValidationError } from '@srpo/core';
-import {
-  digit,
-  digitValue,
-  render,
-  Tok,
-} from '../tokenizer';
+import { digit, digitValue, render, Tok } from '../tokenizer';
 import { solverContext, workerContext, type ArithmeticSettings, type SlotsTask } from '../envs/arithmetic.env';
 import type { InferredInstruction, TaskInferrer } from '@srpo/offline';
 import type { Trajectory, TrajectoryAction } from '@srpo/offline';
@@ -27,7 +22,8 @@ export class DemoEnvTaskInferrer implements TaskInferrer {
   readonly name = 'demo-env@1';
 
   constructor(private readonly settings: Pick<ArithmeticSettings, 'modulus' | 'reverseLength'>) {
-    if (!Number.isInteger(settings.modulus) || settings.modulus < 2) throw new ValidationError('settings.modulus', `must be an integer >= 2, got ${settings.modulus}`);
+    if (!Number.isInteger(settings.modulus) || settings.modulus < 2)
+      throw new ValidationError('settings.modulus', `must be an integer >= 2, got ${settings.modulus}`);
   }
 
   async infer(t: Trajectory): Promise<InferredInstruction | null> {

@@ -34,9 +34,17 @@ export class FixedWorkflow implements Workflow {
     const task = sampleReverseTask(this.rng, s);
     const taskId = `fixed:reverse:${task.digits.join('')}`;
     const episodes = Array.from({ length: groupSize }, (_, g) => episodeIdOf(taskInstanceId, g));
-    const solverDraws = await sampler.sample('solver', episodes.map(() => solverContext(task)), s.reverseLength);
+    const solverDraws = await sampler.sample(
+      'solver',
+      episodes.map(() => solverContext(task)),
+      s.reverseLength,
+    );
     const solvers = solverDraws.map((d, g) => toOutput(d, episodes[g], 0, 'solver', 'solver-0'));
-    const checkerDraws = await sampler.sample('checker', solvers.map((o) => checkerContext(o.tokens)), 1);
+    const checkerDraws = await sampler.sample(
+      'checker',
+      solvers.map((o) => checkerContext(o.tokens)),
+      1,
+    );
     const checkers = checkerDraws.map((d, g) => toOutput(d, episodes[g], 1, 'checker', 'checker-0'));
 
     const traces = episodes.map((episodeId, g): EpisodeTrace => {
@@ -53,8 +61,26 @@ export class FixedWorkflow implements Workflow {
         workflow: this.name,
         kind: this.kind,
         steps: [
-          { step: 0, position: 'solve', preStateId: `${episodeId}:0`, consumed: [solvers[g]], reward: solved.reward, observationDigest: answerDigest, routing: null, done: false },
-          { step: 1, position: 'check', preStateId: `${episodeId}:1`, consumed: [checkers[g]], reward: checked.reward, observationDigest: verdictDigest, routing: null, done: true },
+          {
+            step: 0,
+            position: 'solve',
+            preStateId: `${episodeId}:0`,
+            consumed: [solvers[g]],
+            reward: solved.reward,
+            observationDigest: answerDigest,
+            routing: null,
+            done: false,
+          },
+          {
+            step: 1,
+            position: 'check',
+            preStateId: `${episodeId}:1`,
+            consumed: [checkers[g]],
+            reward: checked.reward,
+            observationDigest: verdictDigest,
+            routing: null,
+            done: true,
+          },
         ],
         outcome: {
           reward: success ? 1 : 0,

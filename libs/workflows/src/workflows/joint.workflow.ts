@@ -42,8 +42,14 @@ export class JointWorkflow implements Workflow {
       episodes.flatMap(() => Array.from({ length: n }, (_, i) => workerContext(task, i))),
       1,
     );
-    const workers: SampledOutput[][] = episodes.map((e, g) => Array.from({ length: n }, (_, i) => toOutput(workerDraws[g * n + i], e, 0, 'worker', `worker-${i}`)));
-    const aggDraws = await sampler.sample('aggregator', workers.map((ws) => aggregatorContext(ws.map((w) => w.tokens[0]))), n);
+    const workers: SampledOutput[][] = episodes.map((e, g) =>
+      Array.from({ length: n }, (_, i) => toOutput(workerDraws[g * n + i], e, 0, 'worker', `worker-${i}`)),
+    );
+    const aggDraws = await sampler.sample(
+      'aggregator',
+      workers.map((ws) => aggregatorContext(ws.map((w) => w.tokens[0]))),
+      n,
+    );
     const expected = slotsAnswer(task, s);
 
     const traces = episodes.map((episodeId, g): EpisodeTrace => {
@@ -60,8 +66,26 @@ export class JointWorkflow implements Workflow {
         workflow: this.name,
         kind: this.kind,
         steps: [
-          { step: 0, position: 'work', preStateId: `${episodeId}:0`, consumed: workers[g], reward: jointReward(graded.map((r) => r.reward)), observationDigest: workDigest, routing: null, done: false },
-          { step: 1, position: 'aggregate', preStateId: `${episodeId}:1`, consumed: [agg], reward: aggregated.reward, observationDigest: finalDigest, routing: null, done: true },
+          {
+            step: 0,
+            position: 'work',
+            preStateId: `${episodeId}:0`,
+            consumed: workers[g],
+            reward: jointReward(graded.map((r) => r.reward)),
+            observationDigest: workDigest,
+            routing: null,
+            done: false,
+          },
+          {
+            step: 1,
+            position: 'aggregate',
+            preStateId: `${episodeId}:1`,
+            consumed: [agg],
+            reward: aggregated.reward,
+            observationDigest: finalDigest,
+            routing: null,
+            done: true,
+          },
         ],
         outcome: {
           reward: success ? 1 : 0,

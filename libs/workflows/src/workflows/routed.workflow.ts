@@ -39,12 +39,20 @@ export class RoutedWorkflow implements Workflow {
     const task = sampleRoutedTask(this.rng, s);
     const taskId = `routed:${task.slots.map((v) => (v === null ? '_' : String(v))).join(',')}`;
     const episodes = Array.from({ length: groupSize }, (_, g) => episodeIdOf(taskInstanceId, g));
-    const routerDraws = await sampler.sample('router', episodes.map(() => routerContext(task)), n);
+    const routerDraws = await sampler.sample(
+      'router',
+      episodes.map(() => routerContext(task)),
+      n,
+    );
     const routers = routerDraws.map((d, g) => toOutput(d, episodes[g], 0, 'router', 'router-0'));
     const choices = routers.map((r) => decodeRouting(r.tokens, n));
     // One batch for every selected worker of every rollout.
     const calls = choices.flatMap((c, g) => c.selected.map((i) => ({ g, i })));
-    const workerDraws = await sampler.sample('worker', calls.map(({ i }) => workerContext(task, i)), 1);
+    const workerDraws = await sampler.sample(
+      'worker',
+      calls.map(({ i }) => workerContext(task, i)),
+      1,
+    );
     const workers: SampledOutput[][] = episodes.map(() => []);
     calls.forEach(({ g, i }, row) => workers[g].push(toOutput(workerDraws[row], episodes[g], 1, 'worker', `worker-${i}`)));
     const slotValues = choices.map((c, g) => {
@@ -52,7 +60,11 @@ export class RoutedWorkflow implements Workflow {
       c.selected.forEach((i, j) => (values[i] = workers[g][j].tokens[0]));
       return values;
     });
-    const aggDraws = await sampler.sample('aggregator', slotValues.map((v) => aggregatorContext(v)), n);
+    const aggDraws = await sampler.sample(
+      'aggregator',
+      slotValues.map((v) => aggregatorContext(v)),
+      n,
+    );
     const expected = slotsAnswer(task, s);
 
     const traces = episodes.map((episodeId, g): EpisodeTrace => {
@@ -72,7 +84,16 @@ export class RoutedWorkflow implements Workflow {
         workflow: this.name,
         kind: this.kind,
         steps: [
-          { step: 0, position: 'route', preStateId: `${episodeId}:0`, consumed: [router], reward: routed.reward, observationDigest: routeDigest, routing: null, done: false },
+          {
+            step: 0,
+            position: 'route',
+            preStateId: `${episodeId}:0`,
+            consumed: [router],
+            reward: routed.reward,
+            observationDigest: routeDigest,
+            routing: null,
+            done: false,
+          },
           {
             step: 1,
             position: 'work',
@@ -83,7 +104,16 @@ export class RoutedWorkflow implements Workflow {
             routing: { routerOutputId: router.outputId, selectedAgentIds: workers[g].map((w) => w.agentId) },
             done: false,
           },
-          { step: 2, position: 'aggregate', preStateId: `${episodeId}:2`, consumed: [agg], reward: aggregated.reward, observationDigest: finalDigest, routing: null, done: true },
+          {
+            step: 2,
+            position: 'aggregate',
+            preStateId: `${episodeId}:2`,
+            consumed: [agg],
+            reward: aggregated.reward,
+            observationDigest: finalDigest,
+            routing: null,
+            done: true,
+          },
         ],
         outcome: {
           reward: success ? 1 : 0,

@@ -1,5 +1,14 @@
 import type { SeededRng } from '@srpo/policy';
-import { observationDigest, observe, sampleSearchTask, searchContext, searchSuccess, START_DIGEST, type SearchSettings, type SearchTurn } from '../envs/doc-search.env';
+import {
+  observationDigest,
+  observe,
+  sampleSearchTask,
+  searchContext,
+  searchSuccess,
+  START_DIGEST,
+  type SearchSettings,
+  type SearchTurn,
+} from '../envs/doc-search.env';
 import { episodeIdOf, toOutput, type EpisodeTrace, type RoleSampler, type SampledOutput, type TaskRollouts, type Workflow } from '../rollout';
 import { digit, render } from '../tokenizer';
 
@@ -32,7 +41,11 @@ export class SearchWorkflow implements Workflow {
     const outputs: SampledOutput[][] = episodes.map(() => []);
     const digests: string[][] = episodes.map(() => [START_DIGEST]);
     for (let turn = 0; turn < s.turns; turn++) {
-      const draws = await sampler.sample('searcher', histories.map((h) => searchContext(task, h)), 1);
+      const draws = await sampler.sample(
+        'searcher',
+        histories.map((h) => searchContext(task, h)),
+        1,
+      );
       draws.forEach((d, g) => {
         const out = toOutput(d, episodes[g], turn, 'searcher', 'searcher-0');
         outputs[g].push(out);

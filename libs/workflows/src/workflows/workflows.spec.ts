@@ -10,7 +10,11 @@ const isDigit = (t: number) => (digitValue(t) ?? 99) < k;
 
 /** Scripts that solve every role perfectly, reading only what each role sees. */
 const perfect: Record<string, Script> = {
-  solver: (ctx) => ctx.slice(2, -1).reverse().map((t) => Tok.DIGIT0 + (((digitValue(t) as number) + k - 1) % k)),
+  solver: (ctx) =>
+    ctx
+      .slice(2, -1)
+      .reverse()
+      .map((t) => Tok.DIGIT0 + (((digitValue(t) as number) + k - 1) % k)),
   checker: (ctx) => [ctx.slice(2, -1).every(isDigit) ? Tok.YES : Tok.NO],
   worker: (ctx) => [ctx[3] === Tok.BLANK ? Tok.BLANK : Tok.DIGIT0 + (((digitValue(ctx[3]) as number) + 1) % k)],
   router: (ctx) => ctx.slice(2, -1).map((t) => (t === Tok.BLANK ? Tok.NO : Tok.YES)),
