@@ -8,7 +8,6 @@ import {
   AgentEvent,
   AgentEventsProducer,
   createKafka,
-  DeadLetter,
   ensureTopics,
   EventCodec,
   PolicyVersion,
@@ -242,9 +241,9 @@ async function readUntil<T>(read: () => Promise<T[]>, count: number, timeoutMs =
 }
 
 const groupsOf = (run: Run) => async () =>
-  (await readTopicsToEnd(kafka, [run.catalog.advantageGroups.name])).map((r) => toPlain(codec.decodeAs('AdvantageGroup', r.value)) as AdvantageGroup);
+  (await readTopicsToEnd(kafka, [run.catalog.advantageGroups.name])).map((r) => toPlain(codec.decodeAs('AdvantageGroup', r.value)));
 const deadLettersOf = (run: Run) => async () =>
-  (await readTopicsToEnd(kafka, [run.catalog.deadLetter.name])).map((r) => toPlain(codec.decodeAs('DeadLetter', r.value)) as DeadLetter);
+  (await readTopicsToEnd(kafka, [run.catalog.deadLetter.name])).map((r) => toPlain(codec.decodeAs('DeadLetter', r.value)));
 
 /** What training sees of a group: its identity, membership and advantages. */
 function trainingView(groups: AdvantageGroup[]) {

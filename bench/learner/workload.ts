@@ -21,7 +21,7 @@ export interface Workload {
   dataSeed: number;
 }
 
-const objective = (): ObjectiveConfig => ({ ...DEFAULT_OBJECTIVE_CONFIG, progress: { ...DEFAULT_OBJECTIVE_CONFIG.progress } }) as ObjectiveConfig;
+const objective = (): ObjectiveConfig => ({ ...DEFAULT_OBJECTIVE_CONFIG, progress: { ...DEFAULT_OBJECTIVE_CONFIG.progress } });
 
 /** The reference configuration the learner benchmark measures (RESULTS.md). */
 export const REFERENCE: Workload = {
@@ -81,7 +81,7 @@ export async function buildWorkload(w: Workload = REFERENCE, sequences = w.seque
       logpOld: [] as number[],
     }));
     const { logProbs, mask } = tokenLogProbs(policy.model, members);
-    const rows = (await logProbs.array()) as number[][];
+    const rows = await logProbs.array();
     tf.dispose([logProbs, mask]);
     members.forEach((m, j) => (m.logpOld = rows[j].map((x) => Math.min(0, x + 0.02 * rng.nextNormal()))));
     sets.push({ setId: `s${sets.length}`, advantage: rng.nextNormal(), members });

@@ -49,7 +49,7 @@ describe('agents configuration', () => {
   ])('fails fast naming the variable: %j', (env, variable, message) => {
     let error: unknown;
     try {
-      load(env as Record<string, string>);
+      load(env);
     } catch (e) {
       error = e;
     }

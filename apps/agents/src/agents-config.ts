@@ -197,10 +197,10 @@ export function readRolePolicies(r: EnvReader, workflows: readonly WorkflowName[
     map[role as Role] = policy;
   }
   const used = new Set(workflows.flatMap((w) => WORKFLOW_ROLES[w]));
-  return Object.fromEntries(Object.entries(map).filter(([role]) => used.has(role as Role))) as Partial<Record<Role, string>>;
+  return Object.fromEntries(Object.entries(map).filter(([role]) => used.has(role as Role)));
 }
 
 /** The distinct policy ids the configured workflows use, sorted. */
 export function policiesInUse(config: Pick<AgentsConfig, 'rolePolicies'>): string[] {
-  return [...new Set(Object.values(config.rolePolicies))].sort() as string[];
+  return [...new Set(Object.values(config.rolePolicies))].sort();
 }

@@ -78,7 +78,7 @@ export class AgentsService {
       kafka: this.kafka,
       catalog: this.catalog,
       codec,
-      rolePolicies: config.rolePolicies as Record<string, string>,
+      rolePolicies: config.rolePolicies,
       checkpointDir: config.checkpointDir,
       accept: (policy) => policyShapeProblem(policy, seqLen, base),
       startupTimeoutMs: config.startupTimeoutMs,

@@ -4,17 +4,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { promisify } from 'util';
 import { initTfBackend } from '@srpo/core';
-import {
-  AgentEventsProducer,
-  createKafka,
-  endOffsets,
-  ensureTopics,
-  EventCodec,
-  readTopicsToEnd,
-  topicCatalog,
-  type ActionCredit,
-  type InferredTask,
-} from '@srpo/events';
+import { AgentEventsProducer, createKafka, endOffsets, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog } from '@srpo/events';
 import { CheckpointStore, loadCheckpoint, Policy, SeededRng, weightsHash } from '@srpo/policy';
 import { CreditWeightedSftTrainer } from '@srpo/offline';
 import { AuditStore } from '@srpo/store';
@@ -165,10 +155,10 @@ describe('srpo offline over a real topic range (real broker)', () => {
 
     // The inferred tasks and credits are events on their own topics.
     const codec = new EventCodec();
-    const tasks = (await readTopicsToEnd(kafka, [catalog.inferredTasks.name])).map((r) => ({ r, v: codec.decodeAs('InferredTask', r.value) as InferredTask }));
+    const tasks = (await readTopicsToEnd(kafka, [catalog.inferredTasks.name])).map((r) => ({ r, v: codec.decodeAs('InferredTask', r.value) }));
     const credits = (await readTopicsToEnd(kafka, [catalog.actionCredits.name])).map((r) => ({
       r,
-      v: codec.decodeAs('ActionCredit', r.value) as ActionCredit,
+      v: codec.decodeAs('ActionCredit', r.value),
     }));
     expect(tasks).toHaveLength(8);
     expect(tasks.every(({ v }) => v.runId === 'r1' && v.episodeId.startsWith('inside.'))).toBe(true);

@@ -45,7 +45,7 @@ describe('gateway configuration', () => {
   ])('fails fast naming the variable: %j', (env, variable, message) => {
     let error: unknown;
     try {
-      loadGatewayConfig(env as Record<string, string>, '/work');
+      loadGatewayConfig(env, '/work');
     } catch (e) {
       error = e;
     }

@@ -1,5 +1,5 @@
 import { Kafka } from 'kafkajs';
-import { ActiveSet, AdvantageGroup, AgentEventsProducer, createKafka, DeadLetter, EventCodec, readTopicsToEnd, ReasonCode, toPlain } from '@srpo/events';
+import { AgentEventsProducer, createKafka, EventCodec, readTopicsToEnd, ReasonCode, toPlain } from '@srpo/events';
 import { ensureKafka, outcome, output, streamClientEnv, transition, uniquePrefix } from '@srpo/testing';
 import { loadMaterializerConfig } from '../src/materializer-config';
 import { Materializer } from '../src/materializer.service';
@@ -84,10 +84,10 @@ describe('materializer on the real broker', () => {
     await sdk.emitOutput(output('clock2', 0, at(40_000)));
     await sdk.emitTransition(transition('clock2', [0], { taskId: 'task-clock', reward: 1, eventTimeMs: T + 40_000 }));
 
-    const groups = (await waitFor(
+    const groups = await waitFor(
       async () => (await readTopicsToEnd(kafka, [materializer.catalog.advantageGroups.name])).map((r) => toPlain(codec.decodeAs('AdvantageGroup', r.value))),
       3,
-    )) as AdvantageGroup[];
+    );
     const byKey = new Map(groups.map((g) => [g.groupKey, g]));
     const sized = byKey.get('worker|task-7/solve');
     expect(sized?.closeReason).toBe('SIZE');
@@ -116,15 +116,13 @@ describe('materializer on the real broker', () => {
 
     // The incomplete set expires once the watermark passes its deadline: the outcomes partition stops
     // holding the watermark back when the idle poll sees it read to its end.
-    const invalid = (await waitFor(
+    const invalid = await waitFor(
       async () => (await readTopicsToEnd(kafka, [materializer.catalog.invalidSets.name])).map((r) => toPlain(codec.decodeAs('ActiveSet', r.value))),
       1,
-    )) as ActiveSet[];
+    );
     expect(invalid.map((s) => [s.setId, s.invalidReason, s.missingOutputIds])).toEqual([['m1/t0', ReasonCode.MEMBER_MISSING_AT_TTL, ['m1/o1']]]);
 
-    const dead = (await readTopicsToEnd(kafka, [materializer.catalog.deadLetter.name])).map((r) =>
-      toPlain(codec.decodeAs('DeadLetter', r.value)),
-    ) as DeadLetter[];
+    const dead = (await readTopicsToEnd(kafka, [materializer.catalog.deadLetter.name])).map((r) => toPlain(codec.decodeAs('DeadLetter', r.value)));
     expect(dead).toHaveLength(1);
     expect(dead[0].reasonCode).toBe(ReasonCode.DECODE_BAD_MAGIC);
     expect(dead[0].originalValue?.toString()).toBe('not avro at all');

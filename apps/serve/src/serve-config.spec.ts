@@ -20,7 +20,7 @@ describe('serve configuration', () => {
   ])('fails fast naming the variable: %j', (env, variable, message) => {
     let error: unknown;
     try {
-      loadServeConfig(env as Record<string, string>, '/work');
+      loadServeConfig(env, '/work');
     } catch (e) {
       error = e;
     }

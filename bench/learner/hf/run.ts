@@ -177,7 +177,7 @@ async function workload(args: Args) {
   const { PRESETS, validateWorkload } = await import('./workload');
   const base = PRESETS[args.preset];
   if (!base) throw new Error(`--preset must be one of ${Object.keys(PRESETS).join(', ')}, got ${args.preset}`);
-  const w = { ...base, ...args.overrides } as typeof base;
+  const w = { ...base, ...args.overrides };
   // A shorter sequence than the preset's keeps the preset's context share (1/4).
   if (args.overrides.seqLen !== undefined && args.overrides.contextTokens === undefined) w.contextTokens = Math.max(1, Math.round(w.seqLen / 4));
   validateWorkload(w);

@@ -75,7 +75,7 @@ export const TINY: HfWorkload = {
 export const PRESETS: Readonly<Record<string, HfWorkload>> = { qwen2: QWEN2, tiny: TINY };
 
 export function objectiveConfig(): ObjectiveConfig {
-  return { ...DEFAULT_OBJECTIVE_CONFIG, progress: { ...DEFAULT_OBJECTIVE_CONFIG.progress } } as ObjectiveConfig;
+  return { ...DEFAULT_OBJECTIVE_CONFIG, progress: { ...DEFAULT_OBJECTIVE_CONFIG.progress } };
 }
 
 export function responseTokens(w: HfWorkload): number {
@@ -218,7 +218,7 @@ export async function buildSets(model: LlamaModel, w: HfWorkload): Promise<Activ
   for (let i = 0; i < all.length; i += 4) {
     const chunk = all.slice(i, i + 4);
     const { logProbs, mask } = tokenLogProbs(model, chunk);
-    const rows = (await logProbs.array()) as number[][];
+    const rows = await logProbs.array();
     tf.dispose([logProbs, mask]);
     chunk.forEach((m, j) => (m.logpOld = rows[j].map((x) => Math.min(0, x + noise * rng.nextNormal()))));
   }

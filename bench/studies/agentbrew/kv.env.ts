@@ -115,7 +115,7 @@ export function applyCall(state: KvState, call: readonly number[], s: KvSettings
     return { state: next, observation: Tok.YES, changed: true, error: false };
   }
   if (arg !== Tok.NOTHING) return fail;
-  if (op === Op.GET) return state[key] === null ? fail : { state, observation: digit(state[key] as number), changed: false, error: false };
+  if (op === Op.GET) return state[key] === null ? fail : { state, observation: digit(state[key]), changed: false, error: false };
   if (op === Op.DEL) {
     if (state[key] === null) return fail;
     const next = [...state];

@@ -86,7 +86,7 @@ export function isRetriable(error: unknown): boolean {
   if (error instanceof SrpoError) return error.retriable;
   // kafkajs marks its own transient errors.
   if (typeof error === 'object' && error !== null && 'retriable' in error) {
-    return Boolean((error as { retriable: unknown }).retriable);
+    return Boolean(error.retriable);
   }
   return false;
 }

@@ -326,7 +326,7 @@ interface NativeBinding {
 }
 
 function binding(tf: typeof tfjs): NativeBinding {
-  return ((tf.backend() as unknown as { binding?: NativeBinding }).binding ?? {}) as NativeBinding;
+  return (tf.backend() as unknown as { binding?: NativeBinding }).binding ?? {};
 }
 
 function nativeVersion(tf: typeof tfjs): string | undefined {

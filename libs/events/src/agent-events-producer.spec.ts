@@ -90,7 +90,7 @@ describe('AgentEventsProducer and floor behaviour log-probs', () => {
     const codec = new EventCodec();
     const producer = new AgentEventsProducer({ kafka: fake, codec, topics: topicCatalog({ prefix: 'sdk-spec.' }), onFloorLogProbs: (i) => seen.push(i) });
     const outputs = validStream().outputs.filter((e) => e.type === 'AgentOutput');
-    const [a, b] = outputs.map((e) => e.value as Parameters<AgentEventsProducer['emitOutput']>[0]);
+    const [a, b] = outputs.map((e) => e.value);
     const floored = { ...a, behaviourLogProbs: a.behaviourLogProbs.map((x, i) => (i === 0 ? -9999 : x)), lossMask: a.responseTokenIds.map(() => true) };
     const maskedOnly = { ...b, behaviourLogProbs: b.behaviourLogProbs.map(() => -9999), lossMask: b.responseTokenIds.map((_, i) => i !== 0) };
     await producer.emitBatch([

@@ -159,7 +159,7 @@ describe('schema evolution', () => {
     const newWriter = new EventCodec(schemaSetWithReader(v2, v2));
     const oldReader = new EventCodec(schemaSetWithReader(v1, v2));
     const sample = { ...sampleEvents(3).AgentOutput, reasoningTokens: 17 };
-    const bytes = newWriter.encode('AgentOutput', sample as never);
+    const bytes = newWriter.encode('AgentOutput', sample);
     const decoded = oldReader.decodeAs('AgentOutput', bytes);
     expect(decoded).toEqual(sampleEvents(3).AgentOutput);
     expect(Object.keys(decoded)).not.toContain('reasoningTokens');
@@ -217,7 +217,7 @@ describe('EventCodec.encode framing (in-place scratch)', () => {
       behaviourLogProbs: Array.from({ length: n }, () => -0.5),
       lossMask: Array.from({ length: n }, () => true),
     };
-    const bytes = codec.encode('AgentOutput', big as never, { maxBytes: 4 * 1024 * 1024 });
+    const bytes = codec.encode('AgentOutput', big, { maxBytes: 4 * 1024 * 1024 });
     expect(bytes.length).toBeGreaterThan(64 * 1024);
     expect(bytes.equals(frame('AgentOutput', big))).toBe(true);
     // Each result owns its bytes: encoding again must not overwrite an earlier one.

@@ -265,7 +265,7 @@ export class EventCodec {
     if (!writer) throw new DecodeError(ReasonCode.UNKNOWN_SCHEMA, `unknown schema fingerprint ${fp}`);
     const reader = this.schemas.reader(writer.eventType);
     const value = decodeBody(writer, reader, buf, SINGLE_OBJECT_HEADER_BYTES, this.resolvers);
-    return { type: writer.eventType, value, writerFingerprint: fp } as DecodedEvent;
+    return { type: writer.eventType, value, writerFingerprint: fp };
   }
 
   private decodeConfluent(buf: Buffer): DecodedEvent {
@@ -281,7 +281,7 @@ export class EventCodec {
     }
     const reader = this.schemas.reader(writer.eventType);
     const value = decodeBody(writer, reader, buf, CONFLUENT_HEADER_BYTES, this.resolvers);
-    return { type: writer.eventType, value, writerFingerprint: writer.fingerprintHex } as DecodedEvent;
+    return { type: writer.eventType, value, writerFingerprint: writer.fingerprintHex };
   }
 
   /** Decodes and checks that the event is of the expected type. */

@@ -38,12 +38,12 @@ export function guardedSocketFactory(): ISocketFactory {
       : net.connect({ host, port }, connectListener);
     socket.setKeepAlive(true, KEEP_ALIVE_MS);
     const end = socket.end.bind(socket) as (...args: unknown[]) => net.Socket;
-    socket.end = ((...args: unknown[]) => {
+    socket.end = (...args: unknown[]) => {
       if (connected) return end(...args);
       abandoned = true;
       socket.destroy();
       return socket;
-    }) as net.Socket['end'];
+    };
     return socket;
   };
 }

@@ -34,7 +34,7 @@ export const llamaFamily: ModelFamily = {
   },
   restore(manifest, tensors, dir) {
     const model = manifest.lora ? loraPolicyModel(dir, manifest, tensors) : LlamaModel.fromTensors(manifest.config as HfModelConfig, tensors);
-    model.source = manifest.base as HfModelSource;
+    model.source = manifest.base;
     return model;
   },
 };

@@ -222,24 +222,24 @@ export class LlamaModel {
       const w1 = (name: string): tf.Tensor1D => this.weight(name) as unknown as tf.Tensor1D;
       const w2 = (name: string): tf.Tensor2D => this.weight(name) as unknown as tf.Tensor2D;
       const eps = c.rmsNormEps;
-      let h = gatherRows(w2('model.embed_tokens.weight'), tokens.reshape([b * t]) as tf.Tensor1D);
+      let h = gatherRows(w2('model.embed_tokens.weight'), tokens.reshape<tf.Tensor1D>([b * t]));
       const rope = this.rope(t);
       const mask = this.causalMask(t, c.numHeads / c.numKvHeads);
       for (let i = 0; i < c.numLayers; i++) {
         const p = `model.layers.${i}.`;
         const n1 = rmsNorm(h, w1(`${p}input_layernorm.weight`), eps);
         const attn = this.attention(n1, p, b, t, rope, mask);
-        h = tf.add(h, this.linear(attn, `${p}self_attn.o_proj`, c.oBias)) as tf.Tensor2D;
+        h = tf.add<tf.Tensor2D>(h, this.linear(attn, `${p}self_attn.o_proj`, c.oBias));
         const n2 = rmsNorm(h, w1(`${p}post_attention_layernorm.weight`), eps);
         const gate = this.linear(n2, `${p}mlp.gate_proj`, c.mlpBias);
         const up = this.linear(n2, `${p}mlp.up_proj`, c.mlpBias);
-        h = tf.add(h, this.linear(swiGlu(gate, up), `${p}mlp.down_proj`, c.mlpBias)) as tf.Tensor2D;
+        h = tf.add<tf.Tensor2D>(h, this.linear(swiGlu(gate, up), `${p}mlp.down_proj`, c.mlpBias));
       }
       const head = w2(c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
       // RMSNorm is per row: select the rows first, and norm and project only those.
       const last = rows ? gatherRows(h, rows) : h;
       const logits = linear(rmsNorm(last, w1('model.norm.weight'), eps), head);
-      return temperature === 1 ? logits : (tf.div(logits, temperature) as tf.Tensor2D);
+      return temperature === 1 ? logits : tf.div<tf.Tensor2D>(logits, temperature);
     });
   }
 
@@ -269,7 +269,7 @@ export class LlamaModel {
     const b = bias ? (this.weight(`${name}.bias`) as unknown as tf.Tensor1D) : undefined;
     const out = linear(x, w, b);
     const delta = this.linearAdapter?.delta(x, name);
-    return delta ? (tf.add(out, delta) as tf.Tensor2D) : out;
+    return delta ? tf.add<tf.Tensor2D>(out, delta) : out;
   }
 
   /** Causal grouped-query attention with RoPE on normed input `[B·T, D]` → `[B·T, H·d]` (llama-ops' {@link ropeAttention}). */

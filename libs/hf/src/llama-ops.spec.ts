@@ -71,8 +71,8 @@ describeNative(OPS, 'Llama-family fused kernels', () => {
     const g = Float32Array.from([...grid, 1e30, -1e30, 3e38, -3e38, 0]);
     const u = values(g.length, 4, 2);
     const dy = values(g.length, 5, 2);
-    const gt = tf.tensor1d(g).reshape([1, g.length]) as tf.Tensor2D;
-    const ut = tf.tensor1d(u).reshape([1, g.length]) as tf.Tensor2D;
+    const gt = tf.tensor1d(g).reshape<tf.Tensor2D>([1, g.length]);
+    const ut = tf.tensor1d(u).reshape<tf.Tensor2D>([1, g.length]);
     const [y, gr] = [swiGluFused(gt, ut)!, swiGluGrad(gt, ut, tf.tensor2d(dy, [1, g.length]))];
     const [yv, dg, du] = await Promise.all([y.data(), gr.dg.data(), gr.du.data()]);
     let wy = 0;
@@ -107,7 +107,7 @@ describeNative(OPS, 'Llama-family fused kernels', () => {
     ).toBeLessThan(1e-6);
     expect([1, 3, 4].map((i) => zero(yv[tail + i]))).toEqual([0, 0, 0]);
     const nan = tf.tensor2d([NaN, 1], [1, 2]);
-    const one = tf.ones([1, 2]) as tf.Tensor2D;
+    const one = tf.ones<tf.Rank.R2>([1, 2]);
     expect(Number.isNaN((await swiGluFused(nan, one)!.data())[0])).toBe(true);
     expect(Number.isNaN((await swiGluGrad(nan, one, one).dg.data())[0])).toBe(true);
   });
@@ -139,10 +139,10 @@ describeNative(OPS, 'Llama-family fused kernels', () => {
   });
 
   it('refuses mismatched shapes, naming the op', () => {
-    expect(() => rmsNormFused(tf.zeros([4, 8]) as tf.Tensor2D, tf.zeros([7]) as tf.Tensor1D, 1e-6)).toThrow(/SrpoRmsNorm/);
-    expect(() => swiGluFused(tf.zeros([4, 8]) as tf.Tensor2D, tf.zeros([4, 7]) as tf.Tensor2D)).toThrow(/SrpoSwiGlu/);
-    expect(() => ropeFused(tf.zeros([6, 8]) as tf.Tensor2D, tf.zeros([4, 4]) as tf.Tensor2D, tf.zeros([4, 4]) as tf.Tensor2D, 1, false)).toThrow(/SrpoRope/);
-    expect(() => ropeFused(tf.zeros([4, 9]) as tf.Tensor2D, tf.zeros([4, 3]) as tf.Tensor2D, tf.zeros([4, 3]) as tf.Tensor2D, 1, false)).toThrow(/SrpoRope/);
+    expect(() => rmsNormFused(tf.zeros<tf.Rank.R2>([4, 8]), tf.zeros<tf.Rank.R1>([7]), 1e-6)).toThrow(/SrpoRmsNorm/);
+    expect(() => swiGluFused(tf.zeros<tf.Rank.R2>([4, 8]), tf.zeros<tf.Rank.R2>([4, 7]))).toThrow(/SrpoSwiGlu/);
+    expect(() => ropeFused(tf.zeros<tf.Rank.R2>([6, 8]), tf.zeros<tf.Rank.R2>([4, 4]), tf.zeros<tf.Rank.R2>([4, 4]), 1, false)).toThrow(/SrpoRope/);
+    expect(() => ropeFused(tf.zeros<tf.Rank.R2>([4, 9]), tf.zeros<tf.Rank.R2>([4, 3]), tf.zeros<tf.Rank.R2>([4, 3]), 1, false)).toThrow(/SrpoRope/);
   });
 });
 
@@ -182,7 +182,7 @@ describeNative(OPS, 'llama-ops: fused and composite paths agree in value and gra
     const rope: RopeTables = {
       cos: tf.tensor2d(cos, [t, headDim]),
       sin: tf.tensor2d(sin, [t, headDim]),
-      negSin: tf.neg(tf.tensor2d(sin, [t, headDim])) as tf.Tensor2D,
+      negSin: tf.neg<tf.Tensor2D>(tf.tensor2d(sin, [t, headDim])),
     };
     const r = heads / kvHeads;
     const m = new Float32Array(r * t * t);

@@ -69,7 +69,7 @@ function withWeights(
       },
     };
   });
-  const inputs = [x, ...(trainW ? [w] : []), ...(trainB ? [b as tf.Tensor] : [])];
+  const inputs = [x, ...(trainW ? [w] : []), ...(trainB ? [b] : [])];
   return fn(...inputs);
 }
 
@@ -181,26 +181,26 @@ export function ropeAttention(q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D, sh
   const scale = 1 / Math.sqrt(d);
   const toHeads = (x: tf.Tensor, count: number): tf.Tensor4D => tf.transpose(x.reshape([b, t, count, d]), [0, 2, 1, 3]) as tf.Tensor4D;
   const fromHeads = (x: tf.Tensor, count: number): tf.Tensor2D =>
-    tf.transpose(x.reshape([b, count, t, d]), [0, 2, 1, 3]).reshape([b * t, count * d]) as tf.Tensor2D;
+    tf.transpose(x.reshape([b, count, t, d]), [0, 2, 1, 3]).reshape<tf.Tensor2D>([b * t, count * d]);
   // RoPE (times s) into the heads layout, and its inverse back to rows.
   const rotate = (x: tf.Tensor2D, count: number, s: number): tf.Tensor4D => {
     const f = ropeFused(x, rope.cos, rope.sin, s, false);
     if (f) return toHeads(f, count);
     const y = applyRope(toHeads(x, count), rope.cos, rope.sin);
-    return (s === 1 ? y : tf.mul(y, s)) as tf.Tensor4D;
+    return s === 1 ? y : tf.mul(y, s);
   };
   // The inverse rotation (times s) of gradients in rows, or in the heads layout.
   const unrotateRows = (rows: tf.Tensor2D, count: number, s: number): tf.Tensor2D => {
     const f = ropeFused(rows, rope.cos, rope.sin, s, true);
     if (f) return f;
     const y = fromHeads(applyRope(toHeads(rows, count), rope.cos, rope.negSin), count);
-    return s === 1 ? y : (tf.mul(y, s) as tf.Tensor2D);
+    return s === 1 ? y : tf.mul<tf.Tensor2D>(y, s);
   };
   const unrotate = (dx: tf.Tensor, count: number, s: number): tf.Tensor2D => {
     const f = ropeFused(fromHeads(dx, count), rope.cos, rope.sin, s, true);
     if (f) return f;
-    const y = fromHeads(applyRope(dx.reshape([b, count, t, d]) as tf.Tensor4D, rope.cos, rope.negSin), count);
-    return s === 1 ? y : (tf.mul(y, s) as tf.Tensor2D);
+    const y = fromHeads(applyRope(dx.reshape<tf.Tensor4D>([b, count, t, d]), rope.cos, rope.negSin), count);
+    return s === 1 ? y : tf.mul<tf.Tensor2D>(y, s);
   };
   const layout: AttentionLayout = { batch: b, heads, kvHeads, headDim: d, qCol: 0, kCol: 0, vCol: 0 };
   const fn = tf.customGrad((...args: Input[]) => {
@@ -221,7 +221,7 @@ export function ropeAttention(q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D, sh
         },
       };
     }
-    const q4 = rotate(qi, heads, scale).reshape([b, kvHeads, r * t, d]) as tf.Tensor4D;
+    const q4 = rotate(qi, heads, scale).reshape<tf.Tensor4D>([b, kvHeads, r * t, d]);
     const k4 = rotate(ki, kvHeads, 1);
     const v4 = toHeads(vi, kvHeads);
     const scores = batchMatMul(q4, k4, false, true); // [B, H_kv, r·T, T]
@@ -231,17 +231,17 @@ export function ropeAttention(q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D, sh
       value: fromHeads(batchMatMul(p, v4), heads),
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
         const [sq, sk, sv, sp] = saved as tf.Tensor4D[];
-        const dO = toHeads(dy, heads).reshape([b, kvHeads, r * t, d]) as tf.Tensor4D;
+        const dO = toHeads(dy, heads).reshape<tf.Tensor4D>([b, kvHeads, r * t, d]);
         const dv = batchMatMul(sp, dO, true, false);
         const dp = batchMatMul(dO, sv, false, true);
-        const ds = softmaxGrad(sp, dp) ?? (tf.mul(sp, tf.sub(dp, tf.sum(tf.mul(dp, sp), -1, true))) as tf.Tensor4D);
+        const ds = softmaxGrad(sp, dp) ?? tf.mul<tf.Tensor4D>(sp, tf.sub(dp, tf.sum(tf.mul(dp, sp), -1, true)));
         const dq = batchMatMul(ds, sk);
         const dk = batchMatMul(ds, sq, true, false);
         return [unrotate(dq, heads, scale), unrotate(dk, kvHeads, 1), fromHeads(dv, kvHeads)];
       },
     };
   });
-  return fn(q, k, v) as tf.Tensor2D;
+  return fn(q, k, v);
 }
 
 /** RoPE on `[B, heads, T, d]`: x ⊙ cos + rotate_half(x) ⊙ sin, rotate_half(x) = [−x₂, x₁] (Su et al. 2021). */
@@ -249,5 +249,5 @@ export function applyRope(x: tf.Tensor4D, cos: tf.Tensor2D, sin: tf.Tensor2D): t
   const d = x.shape[3];
   const [x1, x2] = tf.split(x, [d / 2, d / 2], 3);
   const rotated = tf.concat([tf.neg(x2), x1], 3);
-  return tf.add(tf.mul(x, cos), tf.mul(rotated, sin)) as tf.Tensor4D;
+  return tf.add<tf.Tensor4D>(tf.mul(x, cos), tf.mul(rotated, sin));
 }

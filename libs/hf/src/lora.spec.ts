@@ -127,7 +127,7 @@ describe.each(['llama', 'qwen2'])('LoRA on the %s fixture', (name) => {
 
     // At B = 0 only B gets a gradient (∂L/∂A = s·Bᵀ·gᵀx = 0); variableGrads without a list skips the frozen base too.
     const t = tf.tensor2d(TOKENS, [2, 8], 'int32');
-    const { grads, value } = tf.variableGrads(() => tf.sum(tf.mul(tf.logSoftmax(hf.model.logits2d(t)), 0.01)) as tf.Scalar);
+    const { grads, value } = tf.variableGrads(() => tf.sum<tf.Scalar>(tf.mul(tf.logSoftmax(hf.model.logits2d(t)), 0.01)));
     expect(Object.keys(grads).sort()).toEqual(
       hf.model
         .trainableVariables()

@@ -268,16 +268,16 @@ export class LoraAdapter implements LinearAdapter {
     if (!f) return null;
     if (this.disposed) throw new ValidationError('lora', 'has been disposed');
     return tf.tidy(() => {
-      const input = this.trainingMode && this.config.dropout > 0 ? tf.mul(x, this.dropoutMask(x.shape as [number, number])) : x;
-      const low = tf.matMul(input as tf.Tensor2D, f.a as unknown as tf.Tensor2D, false, true);
-      return tf.mul(tf.matMul(low, f.b as unknown as tf.Tensor2D, false, true), this.scaling) as tf.Tensor2D;
+      const input = this.trainingMode && this.config.dropout > 0 ? tf.mul(x, this.dropoutMask(x.shape)) : x;
+      const low = tf.matMul(input, f.a, false, true);
+      return tf.mul<tf.Tensor2D>(tf.matMul(low, f.b as unknown as tf.Tensor2D, false, true), this.scaling);
     });
   }
 
   /** `s · B·A` `[out, in]`: the update in the base weight's layout (peft `get_delta_weight`, fan_in_fan_out false). Caller disposes. */
   deltaWeight(linear: string): tf.Tensor2D {
     const f = this.factors(linear);
-    return tf.tidy(() => tf.mul(tf.matMul(f.b as unknown as tf.Tensor2D, f.a as unknown as tf.Tensor2D), this.scaling) as tf.Tensor2D);
+    return tf.tidy(() => tf.mul<tf.Tensor2D>(tf.matMul(f.b as unknown as tf.Tensor2D, f.a as unknown as tf.Tensor2D), this.scaling));
   }
 
   parameterCount(): number {

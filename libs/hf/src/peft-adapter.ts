@@ -162,8 +162,7 @@ export function parsePeftAdapterConfig(raw: unknown, architecture = 'LlamaForCau
   if (typeof targets === 'string')
     refuse('target_modules', `a regular expression is not read; give a list of module names (${LORA_TARGET_MODULES.join(', ')}) or "all-linear"`);
   const targetModules = checkLoraTargets(targets, `${F}.target_modules`, architecture);
-  const num = (k: string, ok: (v: number) => boolean, what: string): number =>
-    typeof o[k] === 'number' && ok(o[k] as number) ? (o[k] as number) : refuse(k, `must be ${what}`);
+  const num = (k: string, ok: (v: number) => boolean, what: string): number => (typeof o[k] === 'number' && ok(o[k]) ? o[k] : refuse(k, `must be ${what}`));
   const r = num('r', (v) => Number.isSafeInteger(v) && v >= 1, 'a positive integer');
   const alpha = num('lora_alpha', (v) => Number.isFinite(v) && v > 0, 'a positive number');
   const dropout = o.lora_dropout === undefined ? 0 : num('lora_dropout', (v) => v >= 0 && v < 1, 'in [0, 1)');

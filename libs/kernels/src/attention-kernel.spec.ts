@@ -173,13 +173,13 @@ describeNative(['SrpoAttention', 'SrpoAttentionGrad', 'SrpoAttentionGradPacked']
   });
 
   it('refuses inconsistent shapes and attributes with a message naming them', () => {
-    const x = tf.zeros([6, 12]) as tf.Tensor2D;
+    const x = tf.zeros<tf.Rank.R2>([6, 12]);
     const l: AttentionLayout = { batch: 2, heads: 2, kvHeads: 2, headDim: 2, qCol: 0, kCol: 4, vCol: 8 };
     expect(() => attentionFused(x, x, x, { ...l, batch: 4 })).toThrow(/SrpoAttention: q, k and v must be \[B\*T, columns\]/);
     expect(() => attentionFused(x, x, x, { ...l, vCol: 10 })).toThrow(/SrpoAttention: q needs heads \* head_dim columns/);
     expect(() => attentionFused(x, x, x, { ...l, kvHeads: 3 })).toThrow(/kv_heads dividing heads/);
     const { p } = attentionFused(x, x, x, l) as { o: tf.Tensor2D; p: tf.Tensor4D };
-    expect(() => attentionGradPacked(tf.zeros([6, 3]) as tf.Tensor2D, x, p, l)).toThrow(/SrpoAttentionGradPacked: dO must be \[B\*T, heads \* head_dim\]/);
-    expect(() => attentionGradPacked(tf.zeros([6, 4]) as tf.Tensor2D, x, p, { ...l, kCol: 2 })).toThrow(/disjoint q, k and v columns/);
+    expect(() => attentionGradPacked(tf.zeros<tf.Rank.R2>([6, 3]), x, p, l)).toThrow(/SrpoAttentionGradPacked: dO must be \[B\*T, heads \* head_dim\]/);
+    expect(() => attentionGradPacked(tf.zeros<tf.Rank.R2>([6, 4]), x, p, { ...l, kCol: 2 })).toThrow(/disjoint q, k and v columns/);
   });
 });

@@ -321,7 +321,7 @@ describeNative(['SrpoSetObjective', 'SrpoSetObjectiveGrad'], 'SrpoSetObjective (
     const x = tf.tensor2d(logpNew, [raw.m, raw.t]);
     const bad = toBatch({ ...raw, memberSet: Int32Array.from(raw.memberSet, (v, i) => (i === 2 ? 7 : v)) });
     expect(() => fusedObjectiveLoss(x, bad, config)).toThrow(/SrpoSetObjective: member_set\[2\] is 7, outside \[0, 3\)/);
-    const short = { ...toBatch(raw), mask: tf.ones([raw.m, raw.t - 1]) as tf.Tensor2D };
+    const short = { ...toBatch(raw), mask: tf.ones<tf.Rank.R2>([raw.m, raw.t - 1]) };
     expect(() => fusedObjectiveLoss(x, short, config)).toThrow(/SrpoSetObjective: mask must be \[\d+, 4\], as logp_new/);
     expect(fusedObjectiveLoss(x, toBatch(raw), resolveObjectiveConfig({ objective: 'gspo' }, 'config'))).toBeUndefined();
     configureSrpoKernels({ except: ['SrpoSetObjective'] });

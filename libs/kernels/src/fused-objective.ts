@@ -39,7 +39,7 @@ export function fusedObjectiveLoss(logpNew: tf.Tensor2D, batch: PaddedSetBatch, 
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => be.executeSingleOutput('SrpoSetObjectiveGrad', [], [dy, ...inputs(saved[0])]),
     };
   });
-  const loss = fn(logpNew) as tf.Scalar;
+  const loss = fn(logpNew);
   const [logRatio, unitSetSize, ratio, clippedLow, clippedHigh, clippedDual, outOfRange, memberLogRatio, tokenLogRatio] = fields;
   const s = batch.numSets;
   return {
@@ -48,8 +48,8 @@ export function fusedObjectiveLoss(logpNew: tf.Tensor2D, batch: PaddedSetBatch, 
     unit: 'set',
     ratio: ratio as tf.Tensor1D,
     logRatio: logRatio as tf.Tensor1D,
-    unitWeight: tf.keep(tf.ones([s])) as tf.Tensor1D,
-    unitSet: tf.keep(tf.range(0, s, 1, 'int32')) as tf.Tensor1D,
+    unitWeight: tf.keep<tf.Tensor1D>(tf.ones([s])),
+    unitSet: tf.keep<tf.Tensor1D>(tf.range(0, s, 1, 'int32')),
     unitSetSize: unitSetSize as tf.Tensor1D,
     unitAdvantage: tf.keep(tf.clone(batch.advantage)),
     clippedLow: clippedLow as tf.Tensor1D,

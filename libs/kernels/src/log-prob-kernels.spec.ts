@@ -61,7 +61,7 @@ describeNative(['SrpoTargetLogProbs', 'SrpoTargetLogProbsGrad'], 'target log-pro
     const want0 = 1 - Math.log(Math.exp(0) + Math.exp(1) + Math.exp(2));
     expect(logp[0]).toBeCloseTo(want0, 6);
     expect([1, 2, 3].map((i) => Number.isNaN(logp[i]))).toEqual([true, true, true]);
-    const g = await targetLogProbsGrad(logits, targets, out.lse, tf.ones([4]) as tf.Tensor1D).data();
+    const g = await targetLogProbsGrad(logits, targets, out.lse, tf.ones<tf.Rank.R1>([4])).data();
     expect(g[1]).toBe(0); // the −inf logit
     expect(Number.isNaN(g[4])).toBe(true);
     expect(() => targetLogProbsFused(logits, tf.tensor1d([0, 0, 4, 0], 'int32'))).toThrow(/SrpoTargetLogProbs.*targets\[2\] = 4 is outside \[0, 4\)/);

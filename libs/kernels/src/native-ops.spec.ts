@@ -26,8 +26,8 @@ describe('native-ops', () => {
 
   it('runs the native kernels on the tensorflow backend, and can be switched off or to BatchMatMulV2', async () => {
     expect(nativeKernelsActive()).toBe(true);
-    const a = tf.randomNormal([3, 4], 0, 1, 'float32', 9) as tf.Tensor2D;
-    const b = tf.randomNormal([5, 4], 0, 1, 'float32', 10) as tf.Tensor2D;
+    const a = tf.randomNormal<tf.Rank.R2>([3, 4], 0, 1, 'float32', 9);
+    const b = tf.randomNormal<tf.Rank.R2>([5, 4], 0, 1, 'float32', 10);
     try {
       expect(configureNativeKernels({ matMulOp: 'BatchMatMulV2' })).toEqual({ enabled: true, matMulOp: 'BatchMatMulV2' });
       await close(matMul2d(a, b, false, true), tf.matMul(a, b, false, true));
@@ -49,8 +49,8 @@ describe('native-ops', () => {
   });
 
   it('rowMean equals the row mean (WebGPU-shaped paths stay off on this backend)', async () => {
-    const x = tf.randomNormal([6, 8], 0, 1, 'float32', 14) as tf.Tensor2D;
-    const meanCol = tf.fill([8, 1], 1 / 8) as tf.Tensor2D;
+    const x = tf.randomNormal<tf.Rank.R2>([6, 8], 0, 1, 'float32', 14);
+    const meanCol = tf.fill<tf.Rank.R2>([8, 1], 1 / 8);
     await close(rowMean(x, meanCol), tf.mean(x, 1, true));
     await close(rowMean(x, meanCol, true), tf.mean(x, 1, true));
     expect(webgpuActive()).toBe(false);
@@ -65,7 +65,7 @@ describe('native-ops', () => {
   });
 
   it('targetLogProbs matches log-softmax and its gradient', async () => {
-    const logits = tf.randomNormal([6, 5], 0, 2, 'float32', 4) as tf.Tensor2D;
+    const logits = tf.randomNormal<tf.Rank.R2>([6, 5], 0, 2, 'float32', 4);
     const targets = tf.tensor1d([0, 4, 2, 2, 1, 3], 'int32');
     const n = targetLogProbs(logits, targets);
     const c = targetLogProbs(logits, targets, true);
@@ -76,8 +76,8 @@ describe('native-ops', () => {
   });
 
   it('matMul2d and batchMatMul equal tf.matMul for every transpose combination', async () => {
-    const a = tf.randomNormal([4, 4], 0, 1, 'float32', 5) as tf.Tensor2D;
-    const b = tf.randomNormal([4, 4], 0, 1, 'float32', 6) as tf.Tensor2D;
+    const a = tf.randomNormal<tf.Rank.R2>([4, 4], 0, 1, 'float32', 5);
+    const b = tf.randomNormal<tf.Rank.R2>([4, 4], 0, 1, 'float32', 6);
     for (const [ta, tb] of [
       [false, false],
       [true, false],
@@ -86,8 +86,8 @@ describe('native-ops', () => {
     ] as const) {
       await close(matMul2d(a, b, ta, tb), tf.matMul(a, b, ta, tb));
     }
-    const x = tf.randomNormal([2, 3, 4, 5], 0, 1, 'float32', 7) as tf.Tensor4D;
-    const y = tf.randomNormal([2, 3, 4, 5], 0, 1, 'float32', 8) as tf.Tensor4D;
+    const x = tf.randomNormal<tf.Rank.R4>([2, 3, 4, 5], 0, 1, 'float32', 7);
+    const y = tf.randomNormal<tf.Rank.R4>([2, 3, 4, 5], 0, 1, 'float32', 8);
     await close(batchMatMul(x, y, false, true), batchMatMul(x, y, false, true, true));
     await close(batchMatMul(x, y, true, false), batchMatMul(x, y, true, false, true));
   });

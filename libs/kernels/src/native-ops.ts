@@ -109,7 +109,7 @@ function transposeInner<T extends tf.Tensor>(x: T): T {
   const perm = Array.from({ length: r }, (_, i) => i);
   perm[r - 2] = r - 1;
   perm[r - 1] = r - 2;
-  return tf.transpose(x, perm) as T;
+  return tf.transpose(x, perm);
 }
 
 function floatT(b: NativeBinding, name = 'T'): TfeAttr {
@@ -128,7 +128,7 @@ export function sumToLastAxis(x: tf.Tensor, composite = false): tf.Tensor1D {
   const be = composite ? undefined : native();
   if (be && srpoKernelAvailable('SrpoColumnSum')) return be.executeSingleOutput('SrpoColumnSum', [], [x]) as tf.Tensor1D;
   const x2 = x.rank === 2 ? x : x.reshape([-1, c]);
-  if (!be) return tf.sum(x2, 0) as tf.Tensor1D;
+  if (!be) return tf.sum<tf.Tensor1D>(x2, 0);
   const out = be.executeSingleOutput('BiasAddGrad', [floatT(be.binding), { name: 'data_format', type: be.binding.TF_ATTR_STRING, value: 'NHWC' }], [x2]);
   if (x2 !== x) x2.dispose();
   return out as tf.Tensor1D;
@@ -174,7 +174,7 @@ export function gatherRows(x: tf.Tensor2D, rows: tf.Tensor1D, composite = false)
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => scatterRowsRaw(dy as tf.Tensor2D, saved[0] as tf.Tensor1D, n, composite),
     };
   });
-  return fn(x) as tf.Tensor2D;
+  return fn(x);
 }
 
 /** True when rows are gathered and scattered by the project's kernels (`SrpoGatherRows`, `SrpoScatterRows`). */
@@ -190,7 +190,7 @@ export function nativeRowKernels(): boolean {
 export function gatherRowsRaw(x: tf.Tensor2D, rows: tf.Tensor1D, composite = false): tf.Tensor2D {
   const be = composite ? undefined : native();
   if (be && srpoKernelAvailable('SrpoGatherRows')) return be.executeSingleOutput('SrpoGatherRows', [], [x, rows]) as tf.Tensor2D;
-  return tf.gather(x, rows) as tf.Tensor2D;
+  return tf.gather<tf.Tensor2D>(x, rows);
 }
 
 /**
@@ -201,7 +201,7 @@ export function scatterRowsRaw(dy: tf.Tensor2D, rows: tf.Tensor1D, n: number, co
   const be = composite ? undefined : native();
   if (be && srpoKernelAvailable('SrpoScatterRows'))
     return be.executeSingleOutput('SrpoScatterRows', [{ name: 'n', type: be.binding.TF_ATTR_INT, value: n }], [dy, rows]) as tf.Tensor2D;
-  return tf.unsortedSegmentSum(dy, rows, n) as tf.Tensor2D;
+  return tf.unsortedSegmentSum<tf.Tensor2D>(dy, rows, n);
 }
 
 /**
@@ -293,8 +293,8 @@ export function matMul2dColumnSum(a: tf.Tensor2D, b: tf.Tensor2D, transposeA = f
 export function batchMatMul<T extends tf.Tensor>(a: T, b: T, adjA = false, adjB = false, composite = false): T {
   const be = composite ? undefined : native();
   if (!be) {
-    if (adjB && webgpuActive()) return tf.matMul(a as unknown as tf.Tensor3D, transposeInner(b) as unknown as tf.Tensor3D, adjA, false) as unknown as T;
-    return tf.matMul(a as unknown as tf.Tensor3D, b as unknown as tf.Tensor3D, adjA, adjB) as unknown as T;
+    if (adjB && webgpuActive()) return tf.matMul(a, transposeInner(b), adjA, false) as unknown as T;
+    return tf.matMul(a, b, adjA, adjB) as unknown as T;
   }
   const bb = be.binding;
   return be.executeSingleOutput(
@@ -311,7 +311,7 @@ export function batchMatMul<T extends tf.Tensor>(a: T, b: T, adjA = false, adjB 
  * Tape-free like {@link matMul2d}.
  */
 export function rowMean(x: tf.Tensor2D, meanCol: tf.Tensor2D, composite = false): tf.Tensor2D {
-  if (!composite && native() === undefined && webgpuActive()) return tf.mean(x, 1, true) as tf.Tensor2D;
+  if (!composite && native() === undefined && webgpuActive()) return tf.mean<tf.Tensor2D>(x, 1, true);
   return matMul2d(x, meanCol, false, false, composite);
 }
 
@@ -352,8 +352,8 @@ export function targetLogProbs(logits: tf.Tensor2D, targets: tf.Tensor1D, compos
     return tf.tidy(() => {
       const lsm = tf.logSoftmax(logits);
       const onehot = tf.oneHot(targets, v, 1, 0, 'float32');
-      return { logp: tf.sum(tf.mul(lsm, onehot), -1) as tf.Tensor1D, dlogp: tf.sub(onehot, tf.exp(lsm)) as tf.Tensor2D };
-    }) as unknown as { logp: tf.Tensor1D; dlogp: tf.Tensor2D };
+      return { logp: tf.sum<tf.Tensor1D>(tf.mul(lsm, onehot), -1), dlogp: tf.sub<tf.Tensor2D>(onehot, tf.exp(lsm)) };
+    });
   }
   const b = be.binding;
   return tf.tidy(() => {
@@ -364,5 +364,5 @@ export function targetLogProbs(logits: tf.Tensor2D, targets: tf.Tensor1D, compos
       2,
     );
     return { logp: tf.neg(loss) as tf.Tensor1D, dlogp: tf.neg(backprop) as tf.Tensor2D };
-  }) as unknown as { logp: tf.Tensor1D; dlogp: tf.Tensor2D };
+  });
 }

@@ -109,11 +109,11 @@ describeNative(['SrpoNormFold', 'SrpoNormFoldGrad'], 'SrpoNormFold (normLinear w
   }
 
   it('refuses mismatched shapes, naming the op', () => {
-    const w = tf.zeros([4, 3]) as tf.Tensor2D;
-    const v4 = tf.zeros([4]) as tf.Tensor1D;
-    expect(() => normFold(w, tf.zeros([3]) as tf.Tensor1D, v4, undefined, undefined)).toThrow(/SrpoNormFold: w must be \[D, O\] and gain and shift \[D\]/);
-    expect(() => normFold(w, v4, v4, tf.zeros([4]) as tf.Tensor1D, undefined)).toThrow(/SrpoNormFold: bias and scale must be \[O\]/);
-    expect(() => normFoldGrad(tf.zeros([4, 2]) as tf.Tensor2D, tf.zeros([3]) as tf.Tensor1D, w, v4, v4, undefined)).toThrow(
+    const w = tf.zeros<tf.Rank.R2>([4, 3]);
+    const v4 = tf.zeros<tf.Rank.R1>([4]);
+    expect(() => normFold(w, tf.zeros<tf.Rank.R1>([3]), v4, undefined, undefined)).toThrow(/SrpoNormFold: w must be \[D, O\] and gain and shift \[D\]/);
+    expect(() => normFold(w, v4, v4, tf.zeros<tf.Rank.R1>([4]), undefined)).toThrow(/SrpoNormFold: bias and scale must be \[O\]/);
+    expect(() => normFoldGrad(tf.zeros<tf.Rank.R2>([4, 2]), tf.zeros<tf.Rank.R1>([3]), w, v4, v4, undefined)).toThrow(
       /SrpoNormFoldGrad: dwc must be \[D, O\] and dc \[O\]/,
     );
   });

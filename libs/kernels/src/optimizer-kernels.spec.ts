@@ -227,7 +227,7 @@ describeNative(['SrpoAdam'], 'SrpoAdam (the whole Adam step in one op)', () => {
 
   it('is registered once the addon is loaded (required in CI), and off with the switch or without weights', () => {
     expect(loadSrpoKernels().ops).toEqual(expect.arrayContaining(['SrpoAdam', 'SrpoColumnSum']));
-    const z = tf.zeros([3]) as tf.Tensor1D;
+    const z = tf.zeros<tf.Rank.R1>([3]);
     const s = { ...BASE, maxGradNorm: 1, decay: 0 };
     expect(adamUpdateFused([], [], z, z, s)).toBeUndefined();
     configureSrpoKernels({ enabled: false });

@@ -71,7 +71,7 @@ describeNative(['SrpoScatterRows', 'SrpoGatherRows'], 'SrpoScatterRows (the grad
     const weight = tf.tensor2d(seededValues(6 * 24, 19), [6, 24]);
     const loss = (gather: (v: tf.Tensor2D) => tf.Tensor2D) => (v: tf.Tensor) => tf.sum(tf.mul(gather(v as tf.Tensor2D), weight));
     const native = tf.valueAndGrad(loss((v) => gatherRows(v, rows)))(x);
-    const composite = tf.valueAndGrad(loss((v) => tf.gather(v, rows) as tf.Tensor2D))(x);
+    const composite = tf.valueAndGrad(loss((v) => tf.gather<tf.Tensor2D>(v, rows)))(x);
     expect(firstMismatch(await bits(native.value), await bits(composite.value))).toBe(-1);
     expect(firstMismatch(await bits(native.grad), await bits(composite.grad))).toBe(-1);
     // Rows not gathered get exactly zero gradient.

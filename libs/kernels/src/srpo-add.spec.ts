@@ -113,7 +113,7 @@ describeNative(['SrpoAdd', 'SrpoAddResidualBias'], 'SrpoAdd (tfjs adds on the na
         configureSrpoKernels({ enabled: true });
       }
     }
-    expect(() => addResidualBias(tf.zeros([2, 3]), tf.zeros([2, 3]), tf.zeros([2]) as tf.Tensor1D)).toThrow(
+    expect(() => addResidualBias(tf.zeros([2, 3]), tf.zeros([2, 3]), tf.zeros<tf.Rank.R1>([2]))).toThrow(
       /SrpoAddResidualBias: b must have a's shape \[\.\.\., C\] and row be \[C\]/,
     );
   });

@@ -91,7 +91,7 @@ describeNative(
     });
 
     it('can be switched off, with the fused kernels or the native paths, and the label says so', () => {
-      const x = tf.randomNormal([64, 48], 0, 3, 'float32', 5) as tf.Tensor2D;
+      const x = tf.randomNormal<tf.Rank.R2>([64, 48], 0, 3, 'float32', 5);
       try {
         configureSrpoKernels({ enabled: false });
         expect(geluFused(x)).toBeUndefined();
@@ -118,7 +118,7 @@ describeNative(
 
     it('layer-norm statistics match float64, a constant row included', async () => {
       const eps = 1e-5;
-      const x = tf.concat([tf.randomNormal([36, 50], 3, 2, 'float32', 7), tf.fill([1, 50], 4.25)]) as tf.Tensor2D;
+      const x = tf.concat<tf.Tensor2D>([tf.randomNormal([36, 50], 3, 2, 'float32', 7), tf.fill([1, 50], 4.25)]);
       const out = layerNormStats(x, eps)!;
       expect(out.xhat.shape).toEqual([37, 50]);
       expect(out.rstd.shape).toEqual([37, 1]);
@@ -140,16 +140,16 @@ describeNative(
     });
 
     it('refuses a layer norm with eps <= 0 or a non-matrix input, naming the op', () => {
-      expect(() => layerNormStats(tf.ones([2, 3]) as tf.Tensor2D, 0)).toThrow(/eps must be a finite number > 0/);
+      expect(() => layerNormStats(tf.ones<tf.Rank.R2>([2, 3]), 0)).toThrow(/eps must be a finite number > 0/);
       expect(() => layerNormStats(tf.ones([2, 3, 4]) as unknown as tf.Tensor2D, 1e-5)).toThrow(/SrpoLayerNorm: x must be \[N, D\]/);
-      expect(() => layerNormGrad(tf.ones([2, 3]) as tf.Tensor2D, tf.ones([2, 3]) as tf.Tensor2D, tf.ones([3, 1]) as tf.Tensor2D)).toThrow(/SrpoLayerNormGrad/);
+      expect(() => layerNormGrad(tf.ones<tf.Rank.R2>([2, 3]), tf.ones<tf.Rank.R2>([2, 3]), tf.ones<tf.Rank.R2>([3, 1]))).toThrow(/SrpoLayerNormGrad/);
     });
 
     it('the layer-norm backward matches float64', async () => {
-      const xhat = tf.randomNormal([20, 40], 0, 1, 'float32', 8) as tf.Tensor2D;
+      const xhat = tf.randomNormal<tf.Rank.R2>([20, 40], 0, 1, 'float32', 8);
       const raw = tf.randomNormal([20, 40], 0, 1, 'float32', 9);
-      const dxhat = tf.sub(raw, tf.mean(raw, 1, true)) as tf.Tensor2D; // row-centred, as normLinear makes it
-      const rstd = tf.randomUniform([20, 1], 0.5, 2, 'float32', 10) as tf.Tensor2D;
+      const dxhat = tf.sub<tf.Tensor2D>(raw, tf.mean(raw, 1, true)); // row-centred, as normLinear makes it
+      const rstd = tf.randomUniform<tf.Rank.R2>([20, 1], 0.5, 2, 'float32', 10);
       const got = await rows(layerNormGrad(dxhat, xhat, rstd)!);
       const [g, h, r] = await Promise.all([rows(dxhat), rows(xhat), rows(rstd)]);
       const ref = g.map((gr, i) => {
@@ -184,7 +184,7 @@ describeNative(
         return pr.map((v, j) => v * (d[i][j] - dot));
       });
       expect(maxAbs(await rows(softmaxGrad(p, dp)!), refGrad)).toBeLessThan(1e-6);
-      expect(() => maskedSoftmax(scores, tf.zeros([t, t + 1]) as tf.Tensor2D)).toThrow(/SrpoMaskedSoftmax: scores must be/);
+      expect(() => maskedSoftmax(scores, tf.zeros<tf.Rank.R2>([t, t + 1]))).toThrow(/SrpoMaskedSoftmax: scores must be/);
       expect(() => softmaxGrad(p, tf.zeros([2, 3, t, t + 1]))).toThrow(/SrpoSoftmaxGrad/);
     });
 
@@ -199,7 +199,7 @@ describeNative(
         if (!(Math.abs(y[i] - r.y) <= 1e-6 * Math.max(1, Math.abs(r.y)) && Math.abs(d[i] - r.dydx) <= 2e-6))
           throw new Error(`element ${i}: x=${v} y=${y[i]} (${r.y}) dydx=${d[i]} (${r.dydx})`);
       });
-      const h = tf.randomNormal([1031, 64], 1, 2, 'float32', 22) as tf.Tensor2D;
+      const h = tf.randomNormal<tf.Rank.R2>([1031, 64], 1, 2, 'float32', 22);
       const stats = layerNormStats(h, 1e-5)!;
       const [hr, xr] = await Promise.all([rows(h), rows(stats.xhat)]);
       const ref = hr.map((r) => {
@@ -209,7 +209,7 @@ describeNative(
       });
       expect(maxAbs(xr, ref)).toBeLessThan(2e-5);
       const scores = tf.randomNormal([5, 3, 64, 64], 0, 2, 'float32', 23);
-      const p = await rows(maskedSoftmax(scores, tf.zeros([64, 64]) as tf.Tensor2D)!);
+      const p = await rows(maskedSoftmax(scores, tf.zeros<tf.Rank.R2>([64, 64]))!);
       const sr = await rows(scores);
       const refP = sr.map((r) => {
         const m = Math.max(...r);

@@ -35,7 +35,7 @@ describeNative(['SrpoTranspose'], 'transpose2d (SrpoTranspose)', () => {
     // d/dx Σ (xᵀ ∘ w) = wᵀ
     const g = tf.grad((t: tf.Tensor) => tf.sum(tf.mul(transpose2d(t as tf.Tensor2D), w)))(x);
     expect(Array.from(await g.data())).toEqual([1, 3, 5, 2, 4, 6]);
-    expect(transpose2d(tf.zeros([0, 5]) as tf.Tensor2D).shape).toEqual([5, 0]);
+    expect(transpose2d(tf.zeros<tf.Rank.R2>([0, 5])).shape).toEqual([5, 0]);
     expect(() => transpose2d(tf.zeros([2, 2, 2]) as unknown as tf.Tensor2D)).toThrow(/SrpoTranspose: x must be 2-D/);
   });
 });

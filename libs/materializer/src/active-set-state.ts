@@ -121,7 +121,7 @@ export function digestOfBytes(bytes: Buffer): string {
 export function migrateActiveSetState(stores: ActiveSetStores): void {
   const touched = new Map<string, LegacyEpisode>();
   const episode = (id: string) => {
-    const ep = (touched.get(id) ?? stores.episodes.get(id)) as LegacyEpisode | undefined;
+    const ep = touched.get(id) ?? stores.episodes.get(id);
     if (ep) touched.set(id, ep);
     return ep;
   };

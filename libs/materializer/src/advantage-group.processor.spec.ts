@@ -179,7 +179,7 @@ describe('AdvantageGroupProcessor', () => {
     };
     const run = (restored: boolean) => {
       const s = setup();
-      const stores = s.h.stores as AdvantageGroupStores;
+      const stores = s.h.stores;
       s.feed(members('a', 1));
       if (restored) {
         // What a restore leaves: the changelogged fields plus the re-read bytes, no decoded form.

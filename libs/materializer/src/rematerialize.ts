@@ -163,7 +163,7 @@ export async function rematerialize(options: RematerializeOptions): Promise<Rema
   const setSink: InProcessSink = {
     emit: (_task, o) => {
       const partition = keyPartition(o.topic, o.key, target.activeSets.partitions);
-      const bytes = codec.encode(o.type, o.value as never);
+      const bytes = codec.encode(o.type, o.value);
       const offset = allocator.take(o.topic, partition);
       writes.push({ topic: o.topic, partition, key: o.key, value: bytes });
       if (o.topic === target.activeSets.name && o.type === 'ActiveSet') {

@@ -18,7 +18,7 @@ describe('InstructionScorer', () => {
   async function direct(context: number[], y: number[]): Promise<number> {
     const seq = [...context, ...y];
     const logits = policy.model.logits2d(tf.tensor2d([seq.slice(0, -1)], [1, seq.length - 1], 'int32'), 1);
-    const lsm = (await tf.logSoftmax(logits).array()) as number[][];
+    const lsm = await tf.logSoftmax(logits).array();
     logits.dispose();
     return -y.reduce((a, tok, j) => a + lsm[context.length + j - 1][tok], 0) / y.length;
   }

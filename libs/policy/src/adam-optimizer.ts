@@ -151,9 +151,9 @@ export class AdamOptimizer {
     const coef = clip ? tf.minimum(tf.div(s.maxGradNorm, tf.add(norm, 1e-6)), 1) : undefined;
     const k1 = coef ? tf.mul(coef, 1 - beta1) : 1 - beta1;
     const k2 = coef ? tf.mul(tf.square(coef), 1 - beta2) : 1 - beta2;
-    const m = tf.add(tf.mul(this.m, beta1), tf.mul(flat, k1)) as tf.Tensor1D;
-    const v = tf.add(tf.mul(this.v, beta2), tf.mul(g2, k2)) as tf.Tensor1D;
-    const delta = tf.div(tf.mul(m, s.stepSize), tf.add(tf.sqrt(v), s.epsHat)) as tf.Tensor1D;
+    const m = tf.add<tf.Tensor1D>(tf.mul(this.m, beta1), tf.mul(flat, k1));
+    const v = tf.add<tf.Tensor1D>(tf.mul(this.v, beta2), tf.mul(g2, k2));
+    const delta = tf.div<tf.Tensor1D>(tf.mul(m, s.stepSize), tf.add(tf.sqrt(v), s.epsHat));
     return { m, v, delta, norm };
   }
 

@@ -111,7 +111,7 @@ export class FileSystemIOHandler implements tf.io.IOHandler {
   async save(artifacts: tf.io.ModelArtifacts): Promise<tf.io.SaveResult> {
     const weightData = artifacts.weightData === undefined ? new ArrayBuffer(0) : tf.io.CompositeArrayBuffer.join(artifacts.weightData);
     const modelJson: tf.io.ModelJSON = {
-      modelTopology: (artifacts.modelTopology ?? {}) as {},
+      modelTopology: artifacts.modelTopology ?? {},
       format: artifacts.format,
       generatedBy: artifacts.generatedBy,
       convertedBy: artifacts.convertedBy ?? null,
@@ -261,7 +261,7 @@ export async function saveCheckpoint(dir: string, policy: Policy, optimizer?: Ad
     generatedBy: '@srpo/policy',
     convertedBy: null,
     weightSpecs: specs,
-    weightData: bin.buffer as ArrayBuffer,
+    weightData: bin.buffer,
     userDefinedMetadata: { manifest: manifest as unknown as {}, manifestHash: manifestDigest(manifest, topology, specs) },
   });
   return manifest;

@@ -16,7 +16,7 @@ describe('tokenLogProbs', () => {
   async function direct(context: number[], response: number[], temperature = 1): Promise<number[]> {
     const seq = [...context, ...response];
     const logits = model.logits2d(tf.tensor2d([seq.slice(0, -1)], [1, seq.length - 1], 'int32'), temperature);
-    const lsm = (await tf.logSoftmax(logits).array()) as number[][];
+    const lsm = await tf.logSoftmax(logits).array();
     tf.dispose(logits);
     return response.map((tok, j) => lsm[context.length + j - 1][tok]);
   }
@@ -29,7 +29,7 @@ describe('tokenLogProbs', () => {
     const { logProbs, mask } = tokenLogProbs(model, pairs, { temperature: 0.8 });
     expect(logProbs.shape).toEqual([2, 4]);
     expect(mask.shape).toEqual([2, 4]);
-    const lp = (await logProbs.array()) as number[][];
+    const lp = await logProbs.array();
     expect(Array.from(await mask.data())).toEqual([1, 0, 1, 1, 1, 1, 0, 0]);
     const d0 = await direct([1, 2, 3], [4, 5, 6, 7], 0.8);
     const d1 = await direct([9], [8, 2], 0.8);
@@ -59,7 +59,7 @@ describe('tokenLogProbs', () => {
     const alone = tokenLogProbs(model, [pair]);
     const batched = tokenLogProbs(model, [{ contextTokens: [1, 1, 1, 1, 1, 1, 1], responseTokens: [2, 2, 2, 2, 2, 2] }, pair]);
     const a = Array.from(await alone.logProbs.data());
-    const b = ((await batched.logProbs.array()) as number[][])[1].slice(0, 3);
+    const b = (await batched.logProbs.array())[1].slice(0, 3);
     a.forEach((v, j) => expect(Math.abs(v - b[j])).toBeLessThan(1e-5));
     tf.dispose([alone.logProbs, alone.mask, batched.logProbs, batched.mask]);
   });

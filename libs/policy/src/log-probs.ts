@@ -143,7 +143,7 @@ export function packedLogProbs(model: CausalLm, t: PackedTensors, temperature: n
     // Logits of the response positions only: [M·Tr, V] instead of [M·Tin, V].
     const logits = model.logits2d(t.inputs, temperature, t.gatherIndex);
     const picked = pickLogProbs(logits, t.responseTargets).reshape([t.packed.m, t.packed.responseLength]);
-    return tf.mul(picked, t.mask) as tf.Tensor2D;
+    return tf.mul<tf.Tensor2D>(picked, t.mask);
   });
 }
 

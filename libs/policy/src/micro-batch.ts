@@ -115,7 +115,7 @@ export function accumulatedGradients(
         const { value, grads: gb } = tf.variableGrads(() => {
           const lp = packedLogProbs(model, t, temperature);
           peakBytes = Math.max(peakBytes, tf.memory().numBytes);
-          return tf.sum(tf.mul(lp, gChunk)) as tf.Scalar;
+          return tf.sum<tf.Scalar>(tf.mul(lp, gChunk));
         }, vars);
         value.dispose();
         gChunk.dispose();

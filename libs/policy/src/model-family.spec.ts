@@ -36,7 +36,7 @@ describe('model families', () => {
     registerModelFamily(transformerFamily);
     expect(modelFamily('causal-transformer')).toBe(transformerFamily);
     const impostor: ModelFamily = { ...transformerFamily };
-    expect(() => registerModelFamily(impostor)).toThrow(expect.objectContaining({ code: ErrorCode.CONFLICT }) as unknown as Error);
+    expect(() => registerModelFamily(impostor)).toThrow(expect.objectContaining({ code: ErrorCode.CONFLICT }));
     expect(modelFamily('causal-transformer')).toBe(transformerFamily);
   });
 

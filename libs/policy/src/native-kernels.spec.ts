@@ -22,7 +22,7 @@ describeNative(
     beforeAll(nativeBackend);
 
     it('gives the composite gelu its value and gradient', async () => {
-      const x = tf.randomNormal([64, 48], 0, 3, 'float32', 5) as tf.Tensor2D;
+      const x = tf.randomNormal<tf.Rank.R2>([64, 48], 0, 3, 'float32', 5);
       const upstream = tf.randomUniform([64, 48], -1, 1, 'float32', 6);
       const grad = (composite: boolean) => tf.grad((v: tf.Tensor) => tf.sum(tf.mul(gelu(v as tf.Tensor2D, composite), upstream)));
       const [yf, yc] = await Promise.all([gelu(x).data(), gelu(x, true).data()]);
@@ -35,11 +35,11 @@ describeNative(
     it('normLinear and causalAttention give the same values and gradients fused and composite', async () => {
       const n = 2 * 8;
       const d = 16;
-      const x = tf.randomNormal([n, d], 0.5, 1.5, 'float32', 13) as tf.Tensor2D;
-      const gain = tf.randomUniform([d], 0.5, 1.5, 'float32', 14) as tf.Tensor1D;
-      const shift = tf.randomNormal([d], 0, 0.1, 'float32', 15) as tf.Tensor1D;
-      const w = tf.randomNormal([d, 3 * d], 0, 0.3, 'float32', 16) as tf.Tensor2D;
-      const b = tf.randomNormal([3 * d], 0, 0.1, 'float32', 17) as tf.Tensor1D;
+      const x = tf.randomNormal<tf.Rank.R2>([n, d], 0.5, 1.5, 'float32', 13);
+      const gain = tf.randomUniform<tf.Rank.R1>([d], 0.5, 1.5, 'float32', 14);
+      const shift = tf.randomNormal<tf.Rank.R1>([d], 0, 0.1, 'float32', 15);
+      const w = tf.randomNormal<tf.Rank.R2>([d, 3 * d], 0, 0.3, 'float32', 16);
+      const b = tf.randomNormal<tf.Rank.R1>([3 * d], 0, 0.1, 'float32', 17);
       const mask = tf.tensor2d(Array.from({ length: 8 }, (_, i) => Array.from({ length: 8 }, (_, j) => (j <= i ? 0 : -1e9))));
       const upstream = tf.randomNormal([n, d], 0, 1, 'float32', 18);
       const nc = normConstants(d);

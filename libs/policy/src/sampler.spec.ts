@@ -37,7 +37,7 @@ describe('sampler', () => {
         results.map((r) => ({ contextTokens: r.contextTokens, responseTokens: r.tokens })),
         { temperature },
       );
-      const rows = (await logProbs.array()) as number[][];
+      const rows = await logProbs.array();
       results.forEach((r, i) => {
         r.logProbs.forEach((lp, j) => expect(Math.abs(lp - rows[i][j])).toBeLessThan(1e-5));
         r.logProbs.forEach((lp) => expect(lp).toBeLessThanOrEqual(0));
@@ -90,7 +90,7 @@ describe('sampler', () => {
     const r = await sample(model, ctx, { seed: 2, maxNewTokens: 4 });
     expect(r.contextTokens).toEqual(ctx.slice(ctx.length - (TINY.maxSeqLen + 1 - 4)));
     const { logProbs, mask } = tokenLogProbs(model, [{ contextTokens: r.contextTokens, responseTokens: r.tokens }]);
-    const row = ((await logProbs.array()) as number[][])[0];
+    const row = (await logProbs.array())[0];
     r.logProbs.forEach((lp, j) => expect(Math.abs(lp - row[j])).toBeLessThan(1e-5));
     tf.dispose([logProbs, mask]);
   });

@@ -77,7 +77,9 @@ export async function sampleBatch(model: CausalLm, contexts: readonly (readonly 
   }
   if (contexts.length === 0) return [];
   const keep = maxSeqLen + 1 - maxNew;
-  const rows = contexts.map((ctx, i) => {
+  // The row's type is spelled out: inferred, stopReason would widen to string.
+  type Row = { context: number[]; seq: number[]; tokens: number[]; logProbs: number[]; done: boolean; stopReason: SampleResult['stopReason'] };
+  const rows = contexts.map((ctx, i): Row => {
     if (ctx.length < 1) throw new ValidationError(`contexts[${i}]`, 'must hold at least one token');
     ctx.forEach((t, j) => {
       if (!Number.isInteger(t) || t < 0 || t >= vocabSize) {
@@ -88,10 +90,10 @@ export async function sampleBatch(model: CausalLm, contexts: readonly (readonly 
     return {
       context: used,
       seq: [...used],
-      tokens: [] as number[],
-      logProbs: [] as number[],
+      tokens: [],
+      logProbs: [],
       done: false,
-      stopReason: 'max-new-tokens' as SampleResult['stopReason'],
+      stopReason: 'max-new-tokens',
     };
   });
 
@@ -108,7 +110,7 @@ export async function sampleBatch(model: CausalLm, contexts: readonly (readonly 
     const lp = tf.tidy(() => {
       // Only each row's last position is sampled from: project only those rows.
       const logits = model.logits2d(tf.tensor2d(ids, [active.length, width], 'int32'), temperature, tf.tensor1d(last, 'int32'));
-      return tf.logSoftmax(logits) as tf.Tensor2D;
+      return tf.logSoftmax<tf.Tensor2D>(logits);
     });
     let values: Float32Array;
     try {
@@ -118,7 +120,7 @@ export async function sampleBatch(model: CausalLm, contexts: readonly (readonly 
     }
     active.forEach((r, i) => {
       const row = values.subarray(i * vocabSize, (i + 1) * vocabSize);
-      const token = drawToken(row, k, rng as SeededRng);
+      const token = drawToken(row, k, rng);
       r.tokens.push(token);
       r.logProbs.push(row[token]);
       r.seq.push(token);

@@ -127,10 +127,10 @@ export function normLinear(
       };
     }
     // Folded weights (small). Gain as a column and shift as a row serve both passes.
-    const gCol = gi.reshape([d, 1]) as tf.Tensor2D;
-    const sRow = si.reshape([1, d]) as tf.Tensor2D;
-    const wg = tf.mul(wi, gCol) as tf.Tensor2D;
-    let wc = tf.sub(wg, matMul2d(meanCol, wg, true, false)) as tf.Tensor2D; // minus [1, O] column means
+    const gCol = gi.reshape<tf.Tensor2D>([d, 1]);
+    const sRow = si.reshape<tf.Tensor2D>([1, d]);
+    const wg = tf.mul<tf.Tensor2D>(wi, gCol);
+    let wc = tf.sub<tf.Tensor2D>(wg, matMul2d(meanCol, wg, true, false)); // minus [1, O] column means
     let c = matMul2d(sRow, wi) as tf.Tensor; // [1, O]
     if (bias) c = tf.add(c, bi);
     if (colScale) {
@@ -157,7 +157,7 @@ export function normLinear(
         const dwg = tf.sub(dwc, matMul2d(meanCol, dwc, true, false));
         const dGain = tf.sum(tf.mul(dwg, sw), 1);
         // Through c = β·W: dβ = W·dc, dW += β ⊗ dc.
-        const dcRow = dc.reshape([1, o]) as tf.Tensor2D;
+        const dcRow = dc.reshape<tf.Tensor2D>([1, o]);
         const dShift = matMul2d(sw, dcRow, false, true).reshape([d]);
         const dW = tf.add(tf.mul(dwg, sgCol), matMul2d(ssRow, dcRow, true, false));
         const grads = [dx, dGain, dShift, dW];
@@ -171,14 +171,14 @@ export function normLinear(
 
 /** The layer-norm backward of {@link normLinear} from composite ops, for a row-centred dx̂: `(dx̂ − x̂ · mean(dx̂ ∘ x̂)) · r`. */
 function layerNormGradComposite(dxhat: tf.Tensor2D, xhat: tf.Tensor2D, rstd: tf.Tensor2D, meanCol: tf.Tensor2D): tf.Tensor2D {
-  return tf.mul(tf.sub(dxhat, tf.mul(xhat, rowMean(tf.mul(dxhat, xhat) as tf.Tensor2D, meanCol))), rstd) as tf.Tensor2D;
+  return tf.mul<tf.Tensor2D>(tf.sub(dxhat, tf.mul(xhat, rowMean(tf.mul<tf.Tensor2D>(dxhat, xhat), meanCol))), rstd);
 }
 
 /** Row statistics of {@link normLinear} from composite ops: `x̂ = (x − μ)·r`, `r = 1/√(σ² + eps)` `[N, 1]`. */
 function compositeNormStats(x: tf.Tensor2D, meanCol: tf.Tensor2D, eps: number): { xhat: tf.Tensor2D; rstd: tf.Tensor2D } {
   const xc = tf.sub(x, rowMean(x, meanCol));
   const rstd = tf.rsqrt(tf.add(rowMean(tf.square(xc) as tf.Tensor2D, meanCol), eps)) as tf.Tensor2D; // [N, 1]
-  return { xhat: tf.mul(xc, rstd) as tf.Tensor2D, rstd };
+  return { xhat: tf.mul<tf.Tensor2D>(xc, rstd), rstd };
 }
 
 /** Constants {@link normLinear} needs for a width D; cache them (the model does). */
@@ -188,7 +188,7 @@ export interface NormConstants {
 }
 
 export function normConstants(d: number): NormConstants {
-  return { meanCol: tf.fill([d, 1], 1 / d) as tf.Tensor2D };
+  return { meanCol: tf.fill<tf.Rank.R2>([d, 1], 1 / d) };
 }
 
 const GELU_C = Math.sqrt(2 / Math.PI);
@@ -210,7 +210,7 @@ export function gelu(x: tf.Tensor2D, composite = false): tf.Tensor2D {
     if (fused) {
       // The fused backward recomputes σ from x: nothing activation-sized is written for it.
       save([xi]);
-      return { value: fused as tf.Tensor2D, gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => geluGrad(saved[0], dy) };
+      return { value: fused, gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => geluGrad(saved[0], dy) };
     }
     const x2 = tf.square(xi);
     const s = tf.sigmoid(tf.mul(xi, tf.add(tf.mul(x2, 2 * GELU_C * GELU_A), 2 * GELU_C))); // σ(v), v = 2u
@@ -297,11 +297,11 @@ export function causalAttention(qkv: tf.Tensor2D, mask: tf.Tensor2D, batch: numb
       value: o.transpose([0, 2, 1, 3]).reshape([n, d]),
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
         const [sq, sk, sv, sp] = saved as tf.Tensor4D[];
-        const dO = dy.reshape([batch, t, heads, dh]).transpose([0, 2, 1, 3]) as tf.Tensor4D;
+        const dO = dy.reshape([batch, t, heads, dh]).transpose<tf.Tensor4D>([0, 2, 1, 3]);
         const dv = batchMatMul(sp, dO, true, false);
         const dp = batchMatMul(dO, sv, false, true);
         // softmax backward: p ∘ (dp − Σ_j dp_j p_j)
-        const ds = softmaxGrad(sp, dp) ?? (tf.mul(sp, tf.sub(dp, tf.sum(tf.mul(dp, sp), -1, true))) as tf.Tensor4D);
+        const ds = softmaxGrad(sp, dp) ?? tf.mul<tf.Tensor4D>(sp, tf.sub(dp, tf.sum(tf.mul(dp, sp), -1, true)));
         const dq = batchMatMul(ds, sk);
         const dk = batchMatMul(ds, sq, true, false);
         return tf.stack([dq, dk, dv]).transpose([1, 3, 0, 2, 4]).reshape([n, d3]);
@@ -334,5 +334,5 @@ export function pickLogProbs(logits: tf.Tensor2D, targets: tf.Tensor1D): tf.Tens
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => tf.mul(saved[0], tf.expandDims(dy, 1)),
     };
   });
-  return fn(logits) as tf.Tensor1D;
+  return fn(logits);
 }

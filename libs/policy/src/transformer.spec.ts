@@ -38,7 +38,7 @@ function referenceLogits(model: TransformerModel, tokens: tf.Tensor2D, temperatu
   }
   const hf = ln(x, w('ln_f.g'), w('ln_f.b')).reshape([b * t, d]);
   const logits = tiedEmbeddings ? tf.matMul(hf, w('tok_emb'), false, true) : tf.matMul(hf, w('head'));
-  return tf.div(logits, temperature) as tf.Tensor2D;
+  return tf.div<tf.Tensor2D>(logits, temperature);
 }
 
 async function maxAbsDiff(a: tf.Tensor, b: tf.Tensor): Promise<number> {
@@ -110,8 +110,8 @@ describe('TransformerModel', () => {
         const ref = referenceLogits(model, tokens, 0.7);
         expect(await maxAbsDiff(ours, ref)).toBeLessThan(1e-5);
         const vars = model.trainableVariables();
-        const g1 = tf.variableGrads(() => tf.sum(tf.mul(model.logits2d(tokens, 0.7), probe)) as tf.Scalar, vars).grads;
-        const g2 = tf.variableGrads(() => tf.sum(tf.mul(referenceLogits(model, tokens, 0.7), probe)) as tf.Scalar, vars).grads;
+        const g1 = tf.variableGrads(() => tf.sum<tf.Scalar>(tf.mul(model.logits2d(tokens, 0.7), probe)), vars).grads;
+        const g2 = tf.variableGrads(() => tf.sum<tf.Scalar>(tf.mul(referenceLogits(model, tokens, 0.7), probe)), vars).grads;
         for (const v of vars) {
           const scale = (await tf.max(tf.abs(g2[v.name])).data())[0];
           const relErr = (await maxAbsDiff(g1[v.name], g2[v.name])) / Math.max(scale, 1e-3);
@@ -141,7 +141,7 @@ describe('TransformerModel', () => {
         const logits = Array.from(await model.logits2d(t, 1.3).data());
         const ref = Array.from(await referenceLogits(model, t, 1.3).data());
         logits.forEach((v, i) => expect(Math.abs(v - ref[i])).toBeLessThan(1e-5));
-        const { grads } = tf.variableGrads(() => tf.sum(tf.mul(model.logits2d(t, 1.3), probe)) as tf.Scalar, vars);
+        const { grads } = tf.variableGrads(() => tf.sum<tf.Scalar>(tf.mul(model.logits2d(t, 1.3), probe)), vars);
         const out: Record<string, number[]> = {};
         for (const [i, n] of model.weightNames().entries()) out[n] = Array.from(await grads[vars[i].name].data());
         tf.dispose([t, probe, ...Object.values(grads)]);
@@ -185,12 +185,12 @@ describe('TransformerModel', () => {
 
   it('refuses sequences longer than maxSeqLen and use after dispose', () => {
     const model = createTransformer(TINY, 5);
-    const long = tf.zeros([1, TINY.maxSeqLen + 1], 'int32') as tf.Tensor2D;
+    const long = tf.zeros<tf.Rank.R2>([1, TINY.maxSeqLen + 1], 'int32');
     expect(() => model.logits2d(long)).toThrow(/sequence length/);
     model.dispose();
-    expect(() => model.logits2d(tf.zeros([1, 2], 'int32') as tf.Tensor2D)).toThrow(SrpoError);
+    expect(() => model.logits2d(tf.zeros<tf.Rank.R2>([1, 2], 'int32'))).toThrow(SrpoError);
     try {
-      model.logits2d(tf.zeros([1, 2], 'int32') as tf.Tensor2D);
+      model.logits2d(tf.zeros<tf.Rank.R2>([1, 2], 'int32'));
     } catch (e) {
       expect((e as SrpoError).code).toBe(ErrorCode.VALIDATION_FAILED);
     }

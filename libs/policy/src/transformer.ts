@@ -207,7 +207,7 @@ export class TransformerModel {
       const { dModel: d, nHeads: nh, vocabSize: v, layerNormEps: eps } = this.config;
       const w = (name: string): tf.Tensor2D => this.weight(name) as unknown as tf.Tensor2D;
       const w1 = (name: string): tf.Tensor1D => this.weight(name) as unknown as tf.Tensor1D;
-      const pos = t === this.config.maxSeqLen ? w('pos_emb') : (w('pos_emb').slice([0, 0], [t, d]) as tf.Tensor2D);
+      const pos = t === this.config.maxSeqLen ? w('pos_emb') : w('pos_emb').slice<tf.Tensor2D>([0, 0], [t, d]);
       let h = embed(tokens.reshape([b * t]), w('tok_emb'), pos, b, v <= ONE_HOT_MAX_VOCAB);
       const mask = this.causalMask(t);
       const qScale = this.qkvColumnScale();
@@ -220,7 +220,7 @@ export class TransformerModel {
         h = residualLinear(h, hidden, w(`${p}mlp.w2`), w1(`${p}mlp.b2`));
       }
       const head = this.config.tiedEmbeddings ? transpose2d(w('tok_emb')) : w('head');
-      const outScale = temperature === 1 ? undefined : (tf.fill([v], 1 / temperature) as tf.Tensor1D);
+      const outScale = temperature === 1 ? undefined : tf.fill<tf.Rank.R1>([v], 1 / temperature);
       // The final layer norm is per row: select the rows first, and norm and project only those.
       const last = rows ? gatherRows(h, rows) : h;
       return normLinear(last, w1('ln_f.g'), w1('ln_f.b'), head, undefined, eps, nc, outScale);

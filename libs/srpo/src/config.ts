@@ -65,7 +65,7 @@ export const DEFAULT_OBJECTIVE_CONFIG: ObjectiveConfig = Object.freeze({
   advantageStd: 'sample',
   advantageEps: 1e-6,
   progress: Object.freeze({ enabled: false, rewardThreshold: 0.001, stdThreshold: 0.0001 }),
-}) as ObjectiveConfig;
+});
 
 const TOP_KEYS = ['objective', 'eventReduction', 'clipLow', 'clipHigh', 'dualClip', 'clipRatioC', 'advantageStd', 'advantageEps', 'progress'] as const;
 const PROGRESS_KEYS = ['enabled', 'rewardThreshold', 'stdThreshold'] as const;

@@ -197,10 +197,10 @@ describe('readDiagnostics', () => {
 
 describe('approxKlK3', () => {
   it('is 0 when the policies agree and matches the hand value on the hand batch', () => {
-    const same = tf.tidy(() => approxKlK3(tf.zeros([2, 3]) as tf.Tensor2D, tf.ones([2, 3]) as tf.Tensor2D).dataSync()[0]);
+    const same = tf.tidy(() => approxKlK3(tf.zeros<tf.Rank.R2>([2, 3]), tf.ones<tf.Rank.R2>([2, 3])).dataSync()[0]);
     expect(same).toBe(0);
     const kl = tf.tidy(() => {
-      const tokenLogRatio = tf.mul(tf.sub(logpNew, batch.logpOld), batch.mask) as tf.Tensor2D;
+      const tokenLogRatio = tf.mul<tf.Tensor2D>(tf.sub(logpNew, batch.logpOld), batch.mask);
       return approxKlK3(tokenLogRatio, batch.mask).dataSync()[0];
     });
     expect(kl).toBeCloseTo(KL_K3, 6);

@@ -27,7 +27,7 @@ export function approxKlK3(tokenLogRatios: tf.Tensor2D, mask: tf.Tensor2D): tf.S
     const delta = tf.neg(tokenLogRatios);
     // exp(δ) saturates at e^MAX_LOG_RATIO like the reported ratios, so the estimate stays finite.
     const k3 = tf.sub(tf.sub(tf.exp(tf.minimum(delta, MAX_LOG_RATIO)), 1), delta);
-    return tf.div(tf.sum(tf.mul(k3, mask)), tf.sum(mask)) as tf.Scalar;
+    return tf.div<tf.Scalar>(tf.sum(tf.mul(k3, mask)), tf.sum(mask));
   });
 }
 

@@ -321,7 +321,7 @@ describe('extreme finite inputs: the objective never forms an infinite ratio', (
     for (const objective of OBJECTIVES) {
       for (const advantage of [-1.5, 0, 1.5]) {
         for (const dualClip of [true, false]) {
-          const sets = [setOf(logpOld as number[], logpNew as number[], advantage), normal];
+          const sets = [setOf(logpOld, logpNew, advantage), normal];
           const config = cfg({ objective, dualClip, eventReduction: 'sum' });
           expect(Number.isFinite(lossOf(sets, config))).toBe(true);
           const g = gradOf(sets, config);

@@ -547,13 +547,13 @@ describe('objectiveLoss: training-loop use', () => {
       const config = cfg();
       const before = tf.tidy(() => objectiveLoss(v as tf.Tensor2D, batch, config).loss.dataSync()[0]);
       const numTensors = tf.memory().numTensors;
-      opt.minimize(() => objectiveLoss(v as tf.Tensor2D, batch, config).loss, false, [v]);
+      opt.minimize(() => objectiveLoss(v, batch, config).loss, false, [v]);
       expect(tf.memory().numTensors).toBe(numTensors); // minimize frees the loss and the gradients
       const after = tf.tidy(() => objectiveLoss(v as tf.Tensor2D, batch, config).loss.dataSync()[0]);
       // At ρ = 1: loss = −(A_p + A_n)/2 = 0; the step raises the positive set's log-probs and lowers the negative one's.
       expect(Math.abs(before)).toBe(0);
       expect(after).toBeLessThan(before);
-      const rows = v.arraySync() as number[][];
+      const rows = v.arraySync();
       expect(rows[0][0]).toBeGreaterThan(-1);
       expect(rows[1][0]).toBeLessThan(-1);
     } finally {
@@ -592,7 +592,7 @@ describe('objectiveLoss: training-loop use', () => {
 describe('objectiveLoss: shape checks', () => {
   it('refuses a logpNew whose shape differs from logpOld, naming the field', () => {
     const { batch, logpNew } = tensors(HAND);
-    const wrong = tf.zeros([6, 3]) as tf.Tensor2D;
+    const wrong = tf.zeros<tf.Rank.R2>([6, 3]);
     try {
       expect(() => objectiveLoss(wrong, batch, cfg())).toThrow(ValidationError);
       expect(() => objectiveLoss(wrong, batch, cfg())).toThrow('logpNew: shape [6, 3] differs from logpOld shape [6, 2]');
@@ -604,7 +604,7 @@ describe('objectiveLoss: shape checks', () => {
 
   it('refuses an advantage tensor that does not have one entry per set', () => {
     const { batch, logpNew } = tensors(HAND);
-    const badAdvantage = tf.zeros([2]) as tf.Tensor1D;
+    const badAdvantage = tf.zeros<tf.Rank.R1>([2]);
     try {
       expect(() => objectiveLoss(logpNew, { ...batch, advantage: badAdvantage }, cfg())).toThrow('batch.advantage: expected shape [3], got [2]');
     } finally {

@@ -129,7 +129,7 @@ export function srpoObjective(logpNew: tf.Tensor2D, batch: PaddedSetBatch, confi
     const S = batch.numSets;
     const tokens = tokenLogRatio(logpNew, batch.logpOld, batch.mask);
     // ℓ_j as in memberLogRatio, summed from the token log-ratios already at hand.
-    const members = tf.sum(tokens, 1) as tf.Tensor1D;
+    const members = tf.sum<tf.Tensor1D>(tokens, 1);
     const setSize = memberCount(batch.memberSet, S);
     const logRho = setLogRatio(members, batch.memberSet, S, config.eventReduction, setSize);
     const surrogate = boundedClippedSurrogate(logRho, batch.advantage, surrogateClip(config));
@@ -139,8 +139,8 @@ export function srpoObjective(logpNew: tf.Tensor2D, batch: PaddedSetBatch, confi
       unit: 'set',
       ...unitFlags(logRho, batch.advantage, config),
       logRatio: logRho,
-      unitWeight: tf.ones([S]) as tf.Tensor1D,
-      unitSet: tf.range(0, S, 1, 'int32') as tf.Tensor1D,
+      unitWeight: tf.ones<tf.Rank.R1>([S]),
+      unitSet: tf.range(0, S, 1, 'int32'),
       unitSetSize: setSize,
       unitAdvantage: tf.clone(batch.advantage),
       memberLogRatio: members,
@@ -164,8 +164,8 @@ export function srpoLengthNormObjective(logpNew: tf.Tensor2D, batch: PaddedSetBa
   return tidyOutput(() => {
     const S = batch.numSets;
     const tokens = tokenLogRatio(logpNew, batch.logpOld, batch.mask);
-    const members = tf.sum(tokens, 1) as tf.Tensor1D; // ℓ_j
-    const perToken = sequenceLogRatio(members, tf.sum(batch.mask, 1) as tf.Tensor1D); // ℓ_j / |y_j|
+    const members = tf.sum<tf.Tensor1D>(tokens, 1); // ℓ_j
+    const perToken = sequenceLogRatio(members, tf.sum<tf.Tensor1D>(batch.mask, 1)); // ℓ_j / |y_j|
     const setSize = memberCount(batch.memberSet, S);
     const logRho = setLogRatio(perToken, batch.memberSet, S, config.eventReduction, setSize);
     const surrogate = boundedClippedSurrogate(logRho, batch.advantage, surrogateClip(config));
@@ -175,8 +175,8 @@ export function srpoLengthNormObjective(logpNew: tf.Tensor2D, batch: PaddedSetBa
       unit: 'set',
       ...unitFlags(logRho, batch.advantage, config),
       logRatio: logRho,
-      unitWeight: tf.ones([S]) as tf.Tensor1D,
-      unitSet: tf.range(0, S, 1, 'int32') as tf.Tensor1D,
+      unitWeight: tf.ones<tf.Rank.R1>([S]),
+      unitSet: tf.range(0, S, 1, 'int32'),
       unitSetSize: setSize,
       unitAdvantage: tf.clone(batch.advantage),
       memberLogRatio: members,
@@ -196,8 +196,8 @@ export function srpoLengthNormObjective(logpNew: tf.Tensor2D, batch: PaddedSetBa
 export function gspoObjective(logpNew: tf.Tensor2D, batch: PaddedSetBatch, config: ObjectiveConfig): ObjectiveOutput {
   return tidyOutput(() => {
     const tokens = tokenLogRatio(logpNew, batch.logpOld, batch.mask);
-    const members = tf.sum(tokens, 1) as tf.Tensor1D; // ℓ_j
-    const logS = sequenceLogRatio(members, tf.sum(batch.mask, 1) as tf.Tensor1D);
+    const members = tf.sum<tf.Tensor1D>(tokens, 1); // ℓ_j
+    const logS = sequenceLogRatio(members, tf.sum<tf.Tensor1D>(batch.mask, 1));
     const adv = memberAdvantage(batch.advantage, batch.memberSet);
     const surrogate = boundedClippedSurrogate(logS, adv, surrogateClip(config));
     return {
@@ -232,7 +232,7 @@ export function grpoTokenObjective(logpNew: tf.Tensor2D, batch: PaddedSetBatch, 
     const [M, T] = batch.mask.shape;
     // log r = 0 (r = 1) at masked positions; they are weighted out below.
     const tokens = tokenLogRatio(logpNew, batch.logpOld, batch.mask);
-    const adv = tf.expandDims(memberAdvantage(batch.advantage, batch.memberSet), 1) as tf.Tensor2D; // [M, 1]
+    const adv = tf.expandDims<tf.Tensor2D>(memberAdvantage(batch.advantage, batch.memberSet), 1); // [M, 1]
     const surrogate = boundedClippedSurrogate(tokens, adv, surrogateClip(config));
     const flat = (x: tf.Tensor): tf.Tensor1D => tf.reshape(x, [M * T]);
     const perToken = (x: tf.Tensor): tf.Tensor1D => flat(tf.mul(tf.onesLike(batch.mask), x)); // [M, 1] → [M·T]
@@ -251,7 +251,7 @@ export function grpoTokenObjective(logpNew: tf.Tensor2D, batch: PaddedSetBatch, 
       clippedHigh: flat(tf.mul(flags.clippedHigh, batch.mask)),
       clippedDual: flat(tf.mul(flags.clippedDual, batch.mask)),
       outOfRange: flat(tf.mul(flags.outOfRange, batch.mask)),
-      memberLogRatio: tf.sum(tokens, 1) as tf.Tensor1D,
+      memberLogRatio: tf.sum<tf.Tensor1D>(tokens, 1),
       tokenLogRatio: tokens,
     };
   });

@@ -97,7 +97,7 @@ export function setLogRatio(
   setSize?: tf.Tensor1D,
 ): tf.Tensor1D {
   return tf.tidy(() => {
-    const summed = tf.unsortedSegmentSum(memberLogRatios, memberSet, numSets) as tf.Tensor1D;
+    const summed = tf.unsortedSegmentSum<tf.Tensor1D>(memberLogRatios, memberSet, numSets);
     return tf.mul(eventReduction(setSize ?? memberCount(memberSet, numSets), reduction), summed);
   });
 }

@@ -54,9 +54,9 @@ function surrogateTerms<R extends tf.Rank>(
   clipHigh: number,
   clipRatioC: number | null,
 ): { unclipped: tf.Tensor<R>; clipped: tf.Tensor<R>; ppo: tf.Tensor<R>; value: tf.Tensor<R> } {
-  const unclipped = tf.mul(importanceRatio, advantage) as tf.Tensor<R>;
-  const clipped = tf.mul(clippedRatio(importanceRatio, clipLow, clipHigh), advantage) as tf.Tensor<R>;
-  const ppo = tf.minimum(unclipped, clipped) as tf.Tensor<R>;
+  const unclipped = tf.mul<tf.Tensor<R>>(importanceRatio, advantage);
+  const clipped = tf.mul<tf.Tensor<R>>(clippedRatio(importanceRatio, clipLow, clipHigh), advantage);
+  const ppo = tf.minimum<tf.Tensor<R>>(unclipped, clipped);
   const value = clipRatioC === null ? ppo : (tf.where(tf.less(advantage, 0), tf.maximum(ppo, tf.mul(advantage, clipRatioC)), ppo) as tf.Tensor<R>);
   return { unclipped, clipped, ppo, value };
 }
@@ -167,7 +167,7 @@ export function logRatioBounds(clipHigh: number, clipRatioC: number | null): { p
  * @param advantage broadcastable to `logRatio`
  */
 export function boundedLogRatio<R extends tf.Rank>(logRatio: tf.Tensor<R>, advantage: tf.Tensor, clipHigh: number, clipRatioC: number | null): tf.Tensor<R> {
-  return tf.tidy(() => tf.minimum(logRatio, logRatioUpperBound(advantage, clipHigh, clipRatioC)) as tf.Tensor<R>);
+  return tf.tidy(() => tf.minimum<tf.Tensor<R>>(logRatio, logRatioUpperBound(advantage, clipHigh, clipRatioC)));
 }
 
 /**
@@ -215,7 +215,7 @@ export function boundedClippedSurrogate<R extends tf.Rank>(logRatio: tf.Tensor<R
     // The advantage too: it may be a caller's temporary, gone by the time gradients run.
     save([x, bounded, r, unclipped, clipped, ppo, advantage]);
     return {
-      value: value as tf.Tensor<R>,
+      value: value,
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
         const [sx, sBounded, sr, sUnclipped, sClipped, sPpo, sAdvantage] = saved;
         return boundedClippedSurrogateGrad(
@@ -227,7 +227,7 @@ export function boundedClippedSurrogate<R extends tf.Rank>(logRatio: tf.Tensor<R
       },
     };
   });
-  return fn(logRatio) as tf.Tensor<R>;
+  return fn(logRatio);
 }
 
 /** The forward values {@link boundedClippedSurrogateGrad} reads (each of the log-ratio's shape). */

@@ -113,7 +113,7 @@ describe.each(STORE_KINDS)('AuditStore on %s', (kind) => {
       await store.dataSource.undoLastMigration();
       await store.dataSource.undoLastMigration();
       for (const t of tables) expect(await qr.hasTable(t)).toBe(false);
-      const executed = (await store.dataSource.query(`SELECT * FROM ${target.table('migrations')}`)) as unknown[];
+      const executed = await store.dataSource.query<unknown[]>(`SELECT * FROM ${target.table('migrations')}`);
       expect(executed).toHaveLength(0);
       const ran = await store.dataSource.runMigrations();
       expect(ran.map((m) => m.name)).toEqual(['InitialSchema1767225600000', 'AppendOnlyGuards1767225600001', 'GroupStats1767225600002']);

@@ -85,7 +85,7 @@ export class ConsumerRunner<S extends Stores = Stores> {
 
   /** Sink mode: selected records of `options.topic` written in batches to an idempotent sink. */
   static sink<T>(options: SinkModeOptions<T>): ConsumerRunner {
-    return new ConsumerRunner(options as SinkModeOptions<unknown>);
+    return new ConsumerRunner(options);
   }
 
   /** Processor mode (or sink mode, which {@link ConsumerRunner.sink} types by its items). */

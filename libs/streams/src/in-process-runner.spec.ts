@@ -1,7 +1,7 @@
 import { ValidationError } from '@srpo/core';
 import { EventCodec, RawRecord, ReasonCode } from '@srpo/events';
 import { InProcessSink, InProcessTask, mergeByEventTime, recordEventTime } from './in-process-runner';
-import { decodeRecord, DecodedRecord } from './stream-task';
+import { decodeRecord } from './stream-task';
 import { transitionRecord } from '@srpo/testing';
 import type { KeyValueStore } from './key-value-store';
 import type { InputRecord, Processor, ProcessorContext } from './processor';
@@ -65,7 +65,7 @@ describe('InProcessTask', () => {
         ['b', 1],
       ]),
     );
-    const feed = (r: RawRecord) => task.feedDecoded(decodeRecord(codec, r) as DecodedRecord);
+    const feed = (r: RawRecord) => task.feedDecoded(decodeRecord(codec, r));
     feed(transitionRecord('a', 0, 100));
     // b has an unread record and nothing read yet: no deadline may fire.
     expect(task.watermark()).toBe(-Infinity);

@@ -215,7 +215,7 @@ export class PersistentStore<V> implements KeyValueStore<V> {
   }
 
   private derive(key: string, value: V | undefined): void {
-    for (const ix of this.indexes) ix.update(key, value === undefined ? [] : (this.indexDefs[ix.index] as (v: V) => readonly string[])(value), this.fresh);
+    for (const ix of this.indexes) ix.update(key, value === undefined ? [] : this.indexDefs[ix.index](value), this.fresh);
     this.schedule?.update(key, value);
     if (this.fresh) this.schedule?.markFresh(key);
   }

@@ -124,7 +124,7 @@ export class ProcessorTasks<S extends Stores> {
     const clock: TaskClock = {
       streamTimeMs: meta.get(STREAM_TIME_KEY) ?? 0,
       maxEventMs: Object.fromEntries(inputTopics.map((t) => [t, meta.get(`${MAX_EVENT_PREFIX}${t}`) ?? -Infinity])),
-      ...(meta.has(PUNCTUATED_AT_KEY) ? { punctuatedAtMs: meta.get(PUNCTUATED_AT_KEY) as number } : {}),
+      ...(meta.has(PUNCTUATED_AT_KEY) ? { punctuatedAtMs: meta.get(PUNCTUATED_AT_KEY) } : {}),
     };
     const task: Task<S> = {
       partition: p,
@@ -156,7 +156,7 @@ export class ProcessorTasks<S extends Stores> {
     const { codec, processor } = this.options;
     return {
       emit: (o: OutputRecord) => {
-        task.outputs.push({ topic: o.topic, key: o.key, value: codec.encode(o.type, o.value as never) });
+        task.outputs.push({ topic: o.topic, key: o.key, value: codec.encode(o.type, o.value) });
         this.loop.count('stream_records_out_total', { topic: o.topic });
       },
       deadLetter: (original, reasonCode, reason, details) => {

@@ -111,9 +111,7 @@ export async function restoreTaskStores<S extends Stores>(options: RestoreOption
       const list: RunnerStore[] = storeNames.map((name) => {
         const serde = name === META_STORE ? jsonSerde<unknown>() : serdeOf(name);
         const derivations = name === META_STORE ? {} : storeDerivationsOf(processor, name);
-        return local
-          ? (local.store(name, serde, derivations, sourceBacked.has(name)) as RunnerStore)
-          : (new TransactionalStore(name, serde, derivations) as RunnerStore);
+        return local ? local.store(name, serde, derivations, sourceBacked.has(name)) : new TransactionalStore(name, serde, derivations);
       });
       let restoredRecords = 0;
       for (const [i, t] of topics.entries()) {

@@ -274,5 +274,5 @@ export function batchTemperature(sets: readonly TrainingSet[]): number {
       }
     }),
   );
-  return first as number;
+  return first;
 }

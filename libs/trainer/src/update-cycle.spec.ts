@@ -4,7 +4,7 @@ import { pathToFileURL } from 'url';
 import { EnvReader, ErrorCode, initTfBackend, Logger, SrpoError } from '@srpo/core';
 import { backendLabel, loadSrpoKernels, SRPO_KERNELS_VERSION, srpoMatMulRouted } from '@srpo/kernels';
 import { loadCheckpoint, Policy, weightsHash } from '@srpo/policy';
-import { EventCodec, readSchemaRegistry, SchemaRegistryClient, type AgentOutput } from '@srpo/events';
+import { EventCodec, readSchemaRegistry, SchemaRegistryClient } from '@srpo/events';
 import { resolveObjectiveConfig } from '@srpo/srpo';
 import { AuditStore } from '@srpo/store';
 import { activeSet, advantageGroup, member, ready, SEED, simpleGroup, startFakeSchemaRegistry, tempDir, TINY_MODEL, versionZeroLogProbs } from '@srpo/testing';
@@ -343,7 +343,7 @@ describe('UpdateCycle on SQLite with a real tiny policy', () => {
         const { batch, expected } = await shiftedBatch();
         for (const r of batch) {
           for (const gs of r.group.sets) {
-            for (const m of gs.set.members) m.output = agentCodec.encode('AgentOutput', plain.decodeAs('AgentOutput', m.output) as AgentOutput);
+            for (const m of gs.set.members) m.output = agentCodec.encode('AgentOutput', plain.decodeAs('AgentOutput', m.output));
           }
         }
         expect(batch[0].group.sets[0].set.members[0].output[0]).toBe(0);

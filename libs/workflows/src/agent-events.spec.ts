@@ -7,9 +7,7 @@ import {
   validateAgentOutput,
   validateEpisodeOutcome,
   validateTransition,
-  type AgentOutputInit,
   type EpisodeOutcomeInit,
-  type TransitionInit,
 } from '@srpo/events';
 import { contextRefOf, eventsOf, setsPerPolicy, verifierOf } from './agent-events';
 import { DEFAULT_ARITHMETIC } from './envs/arithmetic.env';
@@ -46,15 +44,15 @@ describe('agent event construction', () => {
     expect(body.length).toBeGreaterThan(0);
     for (const e of [...body, ...outcomes]) {
       if (e.type === 'AgentOutput') {
-        const v = completeAgentOutput(e.value as AgentOutputInit);
+        const v = completeAgentOutput(e.value);
         validateAgentOutput(v);
         expect(codec.decodeAs('AgentOutput', codec.encode('AgentOutput', v, { strict: true })).outputId).toBe(v.outputId);
       } else if (e.type === 'Transition') {
-        const v = completeTransition(e.value as TransitionInit);
+        const v = completeTransition(e.value);
         validateTransition(v);
         codec.encode('Transition', v, { strict: true });
       } else {
-        const v = completeEpisodeOutcome(e.value as EpisodeOutcomeInit);
+        const v = completeEpisodeOutcome(e.value);
         validateEpisodeOutcome(v);
         codec.encode('EpisodeOutcome', v, { strict: true });
       }
@@ -69,8 +67,8 @@ describe('agent event construction', () => {
 
   it('transitions declare the group (task instance + position, size G) and list outputs of their own episode', async () => {
     const { body } = await routedEvents();
-    const outputs = new Map(body.filter((e) => e.type === 'AgentOutput').map((e) => [(e.value as AgentOutputInit).outputId, e.value as AgentOutputInit]));
-    const transitions = body.filter((e) => e.type === 'Transition').map((e) => e.value as TransitionInit);
+    const outputs = new Map(body.filter((e) => e.type === 'AgentOutput').map((e) => [e.value.outputId, e.value]));
+    const transitions = body.filter((e) => e.type === 'Transition').map((e) => e.value);
     expect(transitions).toHaveLength(9);
     for (const t of transitions) {
       expect(t.groupKey).toBe(`run1-routed-0/${t.position}`);
@@ -87,7 +85,7 @@ describe('agent event construction', () => {
 
   it('outputs are stamped with the policy and version that sampled them, with the tokens actually conditioned on', async () => {
     const { body } = await routedEvents();
-    const out = body.filter((e) => e.type === 'AgentOutput').map((e) => e.value as AgentOutputInit);
+    const out = body.filter((e) => e.type === 'AgentOutput').map((e) => e.value);
     expect(new Set(out.map((o) => `${o.role}:${o.policyId}`))).toEqual(new Set(['router:judge', 'worker:actor', 'aggregator:judge']));
     for (const o of out) {
       expect(o.policyVersion).toBe(3);
@@ -105,7 +103,7 @@ describe('agent event construction', () => {
     expect(o.verifierDetails?.workflow).toBe('search');
     expect(o.observationDigests).toHaveLength(4);
     expect(o.turns).toBe(3);
-    const ts = body.filter((e) => e.type === 'Transition').map((e) => e.value as TransitionInit);
+    const ts = body.filter((e) => e.type === 'Transition').map((e) => e.value);
     expect(ts.every((t) => t.reward === null)).toBe(true); // outcome-rewarded
     expect(ts.filter((t) => t.episodeId === o.episodeId).map((t) => t.observationDigest)).toEqual(o.observationDigests?.slice(1));
   });

@@ -71,7 +71,7 @@ async function logitsAndGrads(config: TransformerConfig, seed: number): Promise<
     try {
       const logits = policy.model.logits2d(t.inputs);
       const vars = policy.model.trainableVariables();
-      const { grads } = tf.variableGrads(() => tf.sum(packedLogProbs(policy.model, t, 1)) as tf.Scalar, vars);
+      const { grads } = tf.variableGrads(() => tf.sum<tf.Scalar>(packedLogProbs(policy.model, t, 1)), vars);
       const out: Record<string, number[]> = {};
       const names = policy.model.weightNames();
       for (let i = 0; i < names.length; i++) out[names[i]] = Array.from(await grads[vars[i].name].data());

@@ -28,7 +28,7 @@ export async function makeSets(policy: Policy, seed: number, numSets = 3, opts: 
       logpOld: [] as number[],
     }));
     const { logProbs, mask } = tokenLogProbs(policy.model, members);
-    const rows = (await logProbs.array()) as number[][];
+    const rows = await logProbs.array();
     tf.dispose([logProbs, mask]);
     members.forEach((m, j) => (m.logpOld = rows[j].slice(0, m.responseTokens.length)));
     sets.push({ setId: `set${s}`, advantage: s % 2 === 0 ? 1 : -1, members });

@@ -230,7 +230,7 @@ export class CompletionGateway {
       finishedAtMs: Math.max(this.now(), startedAtMs),
       retokenizer: this.o.retokenizer,
     });
-    const written = await this.emit(outputs.map((value) => ({ type: 'AgentOutput', value }) as AgentEvent));
+    const written = await this.emit(outputs.map((value) => ({ type: 'AgentOutput', value })));
     this.totals.recorded += outputs.length;
     return { outputIds: outputs.map((o) => o.outputId), version, spooled: written === 'spooled' };
   }

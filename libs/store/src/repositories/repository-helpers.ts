@@ -1,5 +1,4 @@
 import type { EntityManager, EntityTarget, ObjectLiteral } from 'typeorm';
-import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
 
 /** Ids per IN (...) list; well under SQLite's and PostgreSQL's bound-parameter limits. */
 export const IN_CHUNK = 500;
@@ -11,7 +10,7 @@ export const IN_CHUNK = 500;
  */
 export async function insertRows<T extends ObjectLiteral>(em: EntityManager, target: EntityTarget<T>, rows: readonly T[]): Promise<void> {
   if (rows.length === 0) return;
-  await em.insert(target, rows as T[] as QueryDeepPartialEntity<T>[]);
+  await em.insert(target, rows as T[]);
 }
 
 /** `ids` without repeats, in slices of at most {@link IN_CHUNK}. */

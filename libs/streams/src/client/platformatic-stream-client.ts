@@ -38,7 +38,7 @@ function platformatic(): Pk {
 
 function nodeRequire(): NodeJS.Require {
   const builtin = (process as unknown as { getBuiltinModule?: (name: 'module') => typeof import('module') }).getBuiltinModule;
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
+
   return builtin ? builtin('module').createRequire(__filename) : require;
 }
 

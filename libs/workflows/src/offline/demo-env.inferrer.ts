@@ -1,6 +1,6 @@
 import { ValidationError } from '@srpo/core';
 import { digit, digitValue, render, Tok } from '../tokenizer';
-import { solverContext, workerContext, type ArithmeticSettings, type SlotsTask } from '../envs/arithmetic.env';
+import { solverContext, workerContext, type ArithmeticSettings } from '../envs/arithmetic.env';
 import type { InferredInstruction, TaskInferrer } from '@srpo/offline';
 import type { Trajectory, TrajectoryAction } from '@srpo/offline';
 
@@ -56,7 +56,7 @@ export class DemoEnvTaskInferrer implements TaskInferrer {
       // The worker's slot index is the third token of its own prompt ([BOS WORK SLOTi v SEP]).
       const slotIndex = action.contextTokens[2] - Tok.SLOT0;
       const values = instruction.tokens.slice(2, -1).map((tok) => (tok === Tok.BLANK ? null : (digitValue(tok) as number)));
-      if (slotIndex >= 0 && slotIndex < values.length) return workerContext({ slots: values } as SlotsTask, slotIndex);
+      if (slotIndex >= 0 && slotIndex < values.length) return workerContext({ slots: values }, slotIndex);
     }
     // Later roles read what earlier agents produced, which relabelling leaves as it was.
     return [...action.contextTokens];
