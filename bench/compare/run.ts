@@ -26,6 +26,7 @@
  * per token). Writes results/compare.json and results/compare.md.
  */
 import { runChild } from '../child';
+import type { InProcessOptions } from './in-process-trainer';
 import { promises as fs } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -120,7 +121,7 @@ async function worker(job: Job): Promise<JobResult> {
   const res = await runInProcess({
     workflows,
     rolePolicies,
-    model: JSON.parse(DEMO_DEFAULTS.model),
+    model: JSON.parse(DEMO_DEFAULTS.model) as InProcessOptions['model'],
     seed: job.seed,
     objective: { objective: job.objective, eventReduction: 'sqrt' },
     lr: Number(DEMO_DEFAULTS.lr),

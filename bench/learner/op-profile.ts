@@ -15,8 +15,9 @@ export interface OpTime {
 }
 
 interface BackendCalls {
-  executeSingleOutput(name: string, ...rest: unknown[]): unknown;
-  executeMultipleOutputs(name: string, ...rest: unknown[]): unknown;
+  // Function-valued properties, not methods: they are saved, wrapped and put back unbound.
+  executeSingleOutput: (this: unknown, name: string, ...rest: unknown[]) => unknown;
+  executeMultipleOutputs: (this: unknown, name: string, ...rest: unknown[]) => unknown;
 }
 
 export class OpProfiler {
@@ -28,7 +29,7 @@ export class OpProfiler {
     const proto = Object.getPrototypeOf(backend) as BackendCalls;
     const originals = { single: proto.executeSingleOutput, multiple: proto.executeMultipleOutputs };
     const state = this.state;
-    const timed = (orig: (name: string, ...rest: unknown[]) => unknown) =>
+    const timed = (orig: (this: unknown, name: string, ...rest: unknown[]) => unknown) =>
       function (this: unknown, name: string, ...rest: unknown[]): unknown {
         if (!state.active) return orig.call(this, name, ...rest);
         const t0 = process.hrtime.bigint();

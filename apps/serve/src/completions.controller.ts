@@ -52,6 +52,7 @@ export class CompletionsController {
       const { result } = await this.serve.run(req, (chunk) => {
         if (!streaming) {
           streaming = true;
+          // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a field of the upstream JSON, a string when present
           const fp = String(chunk.system_fingerprint ?? '');
           res.status(200);
           res.setHeader('content-type', 'text/event-stream; charset=utf-8');

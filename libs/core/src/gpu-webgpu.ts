@@ -124,6 +124,7 @@ export function loadDawn(): DawnModule {
   if (dawn) return dawn;
   const addon = dawnAddonPath();
   try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- a native addon at a path found at run time
     dawn = require(addon) as DawnModule;
   } catch (e) {
     throw new SrpoError(ErrorCode.ENVIRONMENT, `cannot load Dawn (${addon}): ${firstLine(e)}`, { cause: e });

@@ -203,11 +203,13 @@ async function tryBackend(
       return webgpu(auto, settings);
     case 'tensorflow': {
       const pkg = nativeGpuPackage ? '@tensorflow/tfjs-node-gpu' : '@tensorflow/tfjs-node';
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only once this backend is chosen: loading registers a backend (and tfjs-node loads libtensorflow)
       const tf = nativeGpuPackage ?? (require('@tensorflow/tfjs-node') as typeof tfjs);
       await activate(tf, 'tensorflow');
       return { info: { package: pkg, name: tf.getBackend(), nativeVersion: nativeVersion(tf), gpu: false }, tf };
     }
     case 'cpu': {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only once this backend is chosen: loading registers a backend (and tfjs-node loads libtensorflow)
       const tf = require('@tensorflow/tfjs') as typeof tfjs;
       await activate(tf, 'cpu');
       return { info: { package: '@tensorflow/tfjs', name: tf.getBackend(), gpu: false }, tf };
@@ -230,6 +232,7 @@ async function tensorflowGpu(auto: boolean, settings: TfBackendSettings): Promis
   }
   let tf: typeof tfjs;
   try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only once this backend is chosen: loading registers a backend (and tfjs-node loads libtensorflow)
     tf = require(pkg) as typeof tfjs;
   } catch (e) {
     throw new SrpoError(ErrorCode.ENVIRONMENT, `${pkg} failed to load (${firstLine(e)}); its libtensorflow is in ${pkg}/deps/lib`, { cause: e });
@@ -258,10 +261,12 @@ async function webgpu(auto: boolean, settings: TfBackendSettings): Promise<{ inf
     throw new Unavailable(`only a software adapter: ${describeAdapter(probe)}; SRPO_BACKEND=webgpu uses it anyway`);
   }
   installWebGpuGlobals();
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only once this backend is chosen: loading registers a backend (and tfjs-node loads libtensorflow)
   const tf = require('@tensorflow/tfjs') as typeof tfjs;
   try {
     // Registers the backend; must come after navigator.gpu exists (see gpu-webgpu.ts).
     // A literal name, so that bundlers inline the package.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only after navigator.gpu exists (above)
     require('@tensorflow/tfjs-backend-webgpu');
   } catch (e) {
     releaseWebGpuGlobals();

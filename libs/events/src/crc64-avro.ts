@@ -7,7 +7,7 @@ const EMPTY = 0xc15d213aa4d7a795n;
 const MASK64 = 0xffffffffffffffffn;
 
 const TABLE: bigint[] = (() => {
-  const table: bigint[] = new Array(256);
+  const table = new Array<bigint>(256);
   for (let i = 0; i < 256; i++) {
     let fp = BigInt(i);
     for (let j = 0; j < 8; j++) {

@@ -53,7 +53,7 @@ export class SchemaSet {
       .readdirSync(dir)
       .filter((f) => f.endsWith('.avsc'))
       .sort()) {
-      set.addReaderSchema(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8')));
+      set.addReaderSchema(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8')) as avro.Schema);
     }
     const history = path.join(dir, 'history');
     if (fs.existsSync(history)) {
@@ -61,7 +61,7 @@ export class SchemaSet {
         .readdirSync(history)
         .filter((f) => f.endsWith('.avsc'))
         .sort()) {
-        set.addWriterSchema(JSON.parse(fs.readFileSync(path.join(history, file), 'utf8')));
+        set.addWriterSchema(JSON.parse(fs.readFileSync(path.join(history, file), 'utf8')) as avro.Schema);
       }
     }
     for (const t of EVENT_TYPES) {
@@ -358,7 +358,7 @@ function describe(v: unknown): string {
  */
 export function toPlain<T>(value: T): T {
   if (value === null || typeof value !== 'object' || Buffer.isBuffer(value)) return value;
-  if (Array.isArray(value)) return value.map((v) => toPlain(v)) as T;
+  if (Array.isArray(value)) return value.map((v: unknown) => toPlain(v)) as T;
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value as Record<string, unknown>)) out[k] = toPlain(v);
   return out as T;

@@ -159,7 +159,7 @@ export class LlamaModel {
       const shape = shapes.get(spec.name);
       if (!shape) throw new ValidationError(`weights.${spec.name}`, 'is missing from the checkpoint');
       if (shape.length !== spec.shape.length || shape.some((n, i) => n !== spec.shape[i])) {
-        throw new ValidationError(`weights.${spec.name}`, `shape [${shape}] does not match the config's [${spec.shape}]`);
+        throw new ValidationError(`weights.${spec.name}`, `shape [${shape.join(',')}] does not match the config's [${spec.shape.join(',')}]`);
       }
     }
     for (const name of shapes.keys()) {

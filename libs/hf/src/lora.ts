@@ -208,7 +208,10 @@ export class LoraAdapter implements LinearAdapter {
       const t = tensors.get(s.key);
       if (!t) throw new ValidationError(`${field}.${s.key}`, 'is missing');
       if (t.shape.length !== 2 || t.shape[0] !== s.shape[0] || t.shape[1] !== s.shape[1]) {
-        throw new ValidationError(`${field}.${s.key}`, `shape [${t.shape}] does not fit the base model: expected [${s.shape}] (r ${config.r})`);
+        throw new ValidationError(
+          `${field}.${s.key}`,
+          `shape [${t.shape.join(',')}] does not fit the base model: expected [${s.shape.join(',')}] (r ${config.r})`,
+        );
       }
       if (t.data.length !== s.shape[0] * s.shape[1])
         throw new ValidationError(`${field}.${s.key}`, `holds ${t.data.length} values, expected ${s.shape[0] * s.shape[1]}`);
@@ -270,7 +273,7 @@ export class LoraAdapter implements LinearAdapter {
     return tf.tidy(() => {
       const input = this.trainingMode && this.config.dropout > 0 ? tf.mul(x, this.dropoutMask(x.shape)) : x;
       const low = tf.matMul(input, f.a, false, true);
-      return tf.mul<tf.Tensor2D>(tf.matMul(low, f.b as unknown as tf.Tensor2D, false, true), this.scaling);
+      return tf.mul<tf.Tensor2D>(tf.matMul(low, f.b, false, true), this.scaling);
     });
   }
 

@@ -101,6 +101,7 @@ export function loadSrpoKernels(): SrpoKernelsStatus {
     return status;
   }
   try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- a native addon at a path found at run time
     const addon = require(file) as AddonExports;
     if (addon.version !== SRPO_KERNELS_VERSION) {
       status = {

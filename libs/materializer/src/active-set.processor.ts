@@ -45,9 +45,9 @@ export { groupKeyOf } from './active-set-event';
  */
 export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   readonly name = 'active-set-materializer';
-  readonly storeNames: (keyof ActiveSetStores & string)[] = ['episodes', 'outputs', 'transitions'];
+  readonly storeNames: (keyof ActiveSetStores)[] = ['episodes', 'outputs', 'transitions'];
   /** Stores whose changelog keeps coordinates only; the runner re-reads their bytes. */
-  readonly sourceBackedStores: (keyof ActiveSetStores & string)[] = ['episodes', 'outputs'];
+  readonly sourceBackedStores: (keyof ActiveSetStores)[] = ['episodes', 'outputs'];
   readonly storeIndexes = {
     episodes: {
       [OWNERS]: (ep: StoredEpisode) => ep.outputIds,

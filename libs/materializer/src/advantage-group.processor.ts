@@ -81,8 +81,8 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
   readonly punctuationIntervalMs: number;
   /** The layout `migrate` writes (episodes/groups holding their records); later starts skip the scan. */
   readonly stateLayout = 2;
-  readonly storeNames: (keyof AdvantageGroupStores & string)[] = ['groups', 'closed', 'sets', 'emitted'];
-  readonly sourceBackedStores: (keyof AdvantageGroupStores & string)[] = ['groups', 'sets'];
+  readonly storeNames: (keyof AdvantageGroupStores)[] = ['groups', 'closed', 'sets', 'emitted'];
+  readonly sourceBackedStores: (keyof AdvantageGroupStores)[] = ['groups', 'sets'];
   readonly storeIndexes = {
     // A group of the previous layout lists `setIds` until `migrate` rewrites it.
     groups: { [SETS]: (g: OpenGroup) => (g.sourced ? g.sourced.map((x) => x.setId) : ((g as LegacyGroup).setIds ?? [])) },

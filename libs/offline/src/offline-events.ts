@@ -140,7 +140,7 @@ async function publish<T extends 'InferredTask' | 'ActionCredit'>(
   }
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
   await producer.connect();
-  const coords: KafkaCoordinates[] = new Array(values.length);
+  const coords = new Array<KafkaCoordinates>(values.length);
   try {
     const chunk = 500;
     for (let start = 0; start < values.length; start += chunk) {

@@ -262,7 +262,7 @@ export async function saveCheckpoint(dir: string, policy: Policy, optimizer?: Ad
     convertedBy: null,
     weightSpecs: specs,
     weightData: bin.buffer,
-    userDefinedMetadata: { manifest: manifest as unknown as {}, manifestHash: manifestDigest(manifest, topology, specs) },
+    userDefinedMetadata: { manifest, manifestHash: manifestDigest(manifest, topology, specs) },
   });
   return manifest;
 }

@@ -284,23 +284,31 @@ export interface SrpoEvaluation {
   gradNorm: number;
 }
 
+/**
+ * `Array.isArray` for typed input checked again at run time (callers may be plain JavaScript): the
+ * standard guard (`arg is any[]`) would turn a `readonly T[]` into `any` and untype its elements.
+ */
+function isArray(v: unknown): v is readonly unknown[] {
+  return Array.isArray(v);
+}
+
 function flatten(sets: readonly ActiveSet[]): { setInputs: SetInput[]; pairs: SequencePair[]; fields: string[] } {
-  if (!Array.isArray(sets) || sets.length === 0) throw new ValidationError('sets', 'a mini-batch needs at least one active set');
+  if (!isArray(sets) || sets.length === 0) throw new ValidationError('sets', 'a mini-batch needs at least one active set');
   const setInputs: SetInput[] = [];
   const pairs: SequencePair[] = [];
   const fields: string[] = [];
   sets.forEach((s, i) => {
-    const list: readonly ActiveSetMember[] = Array.isArray(s.members) ? s.members : [];
+    const list: readonly ActiveSetMember[] = isArray(s.members) ? s.members : [];
     if (list.length === 0) throw new ValidationError(`sets[${i}].members`, 'a set needs at least one member');
     const members = list.map((m, j) => {
       const field = `sets[${i}].members[${j}]`;
-      if (!Array.isArray(m.responseTokens) || !Array.isArray(m.contextTokens)) {
+      if (!isArray(m.responseTokens) || !isArray(m.contextTokens)) {
         throw new ValidationError(field, 'contextTokens and responseTokens must be arrays');
       }
-      if (!Array.isArray(m.logpOld) || m.logpOld.length !== m.responseTokens.length) {
+      if (!isArray(m.logpOld) || m.logpOld.length !== m.responseTokens.length) {
         throw new ValidationError(
           `${field}.logpOld`,
-          `must hold one log-prob per response token (${m.responseTokens.length}), got ${Array.isArray(m.logpOld) ? m.logpOld.length : typeof m.logpOld}`,
+          `must hold one log-prob per response token (${m.responseTokens.length}), got ${isArray(m.logpOld) ? m.logpOld.length : typeof m.logpOld}`,
         );
       }
       const mask = m.mask ? [...m.mask] : new Array<number>(m.responseTokens.length).fill(1);

@@ -156,7 +156,7 @@ export class TransformerModel {
       const data = values.get(spec.name);
       const n = spec.shape.reduce((a, b) => a * b, 1);
       if (!data) throw new ValidationError(`weights.${spec.name}`, 'is missing');
-      if (data.length !== n) throw new ValidationError(`weights.${spec.name}`, `expected ${n} values for shape [${spec.shape}], got ${data.length}`);
+      if (data.length !== n) throw new ValidationError(`weights.${spec.name}`, `expected ${n} values for shape [${spec.shape.join(',')}], got ${data.length}`);
     }
     const extra = [...values.keys()].filter((k) => !specs.some((s) => s.name === k));
     if (extra.length > 0) throw new ValidationError('weights', `unexpected weights for this config: ${extra.join(', ')}`);

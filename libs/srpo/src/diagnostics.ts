@@ -70,7 +70,7 @@ export async function readDiagnostics(
   if (out.objective !== config.objective) {
     throw new ValidationError('config.objective', `is ${config.objective} but the output was computed with ${out.objective}`);
   }
-  const [kl, tokens] = tf.tidy(() => [approxKlK3(out.tokenLogRatio, batch.mask), tf.sum(batch.mask)]);
+  const [kl, tokens] = tf.tidy((): [tf.Scalar, tf.Scalar] => [approxKlK3(out.tokenLogRatio, batch.mask), tf.sum<tf.Scalar>(batch.mask)]);
   let values: (Float32Array | Int32Array | Uint8Array)[];
   try {
     values = await Promise.all(

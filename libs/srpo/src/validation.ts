@@ -17,6 +17,7 @@ export function describeValue(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > MAX_ID_CHARS ? value.slice(0, MAX_ID_CHARS) + '…' : value);
   if (Array.isArray(value)) return `an array of length ${value.length}`;
   if (typeof value === 'object' && value !== null) return 'an object';
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- what is left is a boolean, bigint, symbol, undefined or a function
   return String(value);
 }
 

@@ -34,7 +34,8 @@ export function decodeJson<T>(text: string): T {
 /** A text column holding JSON; the entity property is the decoded value. */
 export const jsonColumn: ValueTransformer = {
   to: (value: unknown) => (value === undefined ? undefined : value === null ? null : encodeJson(value)),
-  from: (value: unknown) => (value === null || value === undefined ? value : decodeJson(String(value))),
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a text column: the drivers return a string
+  from: (value: unknown) => (value === null || value === undefined ? value : decodeJson<unknown>(String(value))),
 };
 
 /**
@@ -48,6 +49,7 @@ export const bigintColumn: ValueTransformer = {
     if (value === null || value === undefined) return value;
     const n = typeof value === 'number' ? value : Number(value);
     if (!Number.isSafeInteger(n)) {
+      // eslint-disable-next-line @typescript-eslint/no-base-to-string -- pg returns int8 as a string, better-sqlite3 as a number
       throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `bigint column value ${String(value)} is not a safe integer`);
     }
     return n;

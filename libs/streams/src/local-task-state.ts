@@ -112,7 +112,7 @@ export class LocalTaskState {
       }
       if (!discarded) discarded = mismatch(checkpoint, identity);
       if (discarded) {
-        opened.env.close();
+        void opened.env.close();
         opened = undefined;
       }
     }

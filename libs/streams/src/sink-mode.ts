@@ -206,7 +206,7 @@ export class SinkMode implements LoopMode {
   private async writeCompleteBatches(batch: InputBatch): Promise<void> {
     const state = this.partitions;
     for (let items = state.nextBatch(batch.partition); items && !this.loop.stopping(); items = state.nextBatch(batch.partition)) {
-      await this.writeWithRetry(items, batch.heartbeat);
+      await this.writeWithRetry(items, () => batch.heartbeat());
       state.written(batch.partition, items.length);
       await this.commit(batch.topic, batch.partition);
     }

@@ -103,14 +103,16 @@ export class StreamTask<S extends Stores> {
     this.streamTime = clock?.streamTimeMs ?? 0;
     this.punctuatedAt = clock?.punctuatedAtMs;
     for (const topic of options.inputs ?? []) this.inputs.set(topic, { maxEventMs: clock?.maxEventMs[topic] ?? -Infinity, unread: true });
-    const self = this;
+    // The getters read the task's clock as it moves; in a getter `this` is the context, so arrows bring the task's.
+    const streamTime = () => this.streamTime;
+    const punctuatedAt = () => this.punctuatedAt;
     this.ctx = {
       task,
       get streamTimeMs() {
-        return self.streamTime;
+        return streamTime();
       },
       get watermarkMs() {
-        return Math.min(self.punctuatedAt ?? -Infinity, self.streamTime);
+        return Math.min(punctuatedAt() ?? -Infinity, streamTime());
       },
       emit: (o) => sink.emit(o),
       deadLetter: (record, reasonCode, reason, details = {}) =>

@@ -170,7 +170,7 @@ async function hydrate(kafka: Kafka, store: RunnerStore, log: Logger): Promise<v
       if (value.raw) continue;
       const { topic, partition, offset } = value.source;
       byPosition.set(`${topic}:${partition}:${offset}`, value);
-      const perTopic = ranges.get(topic) ?? new Map();
+      const perTopic = ranges.get(topic) ?? new Map<number, { partition: number; from: number; to: number }>();
       const r = perTopic.get(partition);
       perTopic.set(partition, r ? { partition, from: Math.min(r.from, offset), to: Math.max(r.to, offset) } : { partition, from: offset, to: offset });
       ranges.set(topic, perTopic);

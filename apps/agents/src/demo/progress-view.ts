@@ -21,6 +21,7 @@ const plain = { bold: (s: string) => s, dim: (s: string) => s, green: (s: string
  */
 export function fit(line: string, columns: number | undefined): string {
   if (!columns || columns < 10) return line;
+  // eslint-disable-next-line no-control-regex -- matches ANSI escape sequences, which start with the ESC control character
   const visible = line.replace(/\x1b\[[0-9;]*[A-Za-z]/g, '');
   return visible.length < columns ? line : `${visible.slice(0, columns - 2)}…`;
 }

@@ -18,6 +18,7 @@ export function parseTimeParam(name: string, raw: unknown): number | undefined {
 
 export function parseLimitParam(raw: unknown, fallback: number, max: number): number {
   if (raw === undefined || raw === '') return fallback;
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- echoes what the query held, whatever its type
   if (typeof raw !== 'string' || !/^\d+$/.test(raw)) throw new BadRequestException(`limit: expected an integer in [1, ${max}], got "${String(raw)}"`);
   const n = Number(raw);
   if (n < 1 || n > max) throw new BadRequestException(`limit: expected an integer in [1, ${max}], got ${n}`);

@@ -290,6 +290,7 @@ export class CompletionGateway {
       for await (const data of sseData(res)) {
         if (data === '[DONE]') break;
         const chunk = JSON.parse(data) as Json;
+        // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a field of the upstream JSON, a string when present
         if (chunk.error) throw new OpenAiError(502, String((chunk.error as Json).message ?? 'upstream stream error'), null, 'upstream_error', 'upstream_error');
         acc.add(chunk);
         last = chunk;

@@ -17,12 +17,7 @@ export function hfRetokenizer(dir: string): Retokenizer {
         return codec.chatPrompt(
           body.messages.map((m, i) => {
             const { role, content } = (m ?? {}) as { role?: unknown; content?: unknown };
-            const text =
-              typeof content === 'string'
-                ? content
-                : Array.isArray(content)
-                  ? content.map((c) => String((c as { text?: unknown }).text ?? '')).join('')
-                  : undefined;
+            const text = typeof content === 'string' ? content : Array.isArray(content) ? content.map(partText).join('') : undefined;
             if (typeof role !== 'string' || text === undefined)
               throw new ValidationError(`messages[${i}]`, 'must have a role and text content to be re-tokenized');
             return { role, content: text };
@@ -35,4 +30,10 @@ export function hfRetokenizer(dir: string): Retokenizer {
     },
     text: (text) => codec.encode(text),
   };
+}
+
+/** A content part's text (the request's JSON; `text` is a string when present). */
+function partText(part: unknown): string {
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string -- the part's `text` is a string when present
+  return String((part as { text?: unknown }).text ?? '');
 }

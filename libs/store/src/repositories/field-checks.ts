@@ -17,6 +17,14 @@ const HASH = /^[0-9a-f]{64}$/;
 export const DEFAULT_LIST_LIMIT = 100;
 export const MAX_LIST_LIMIT = 1000;
 
+/**
+ * `Array.isArray` for the validators' typed inputs: the standard guard (`arg is any[]`) turns a
+ * `readonly T[]` into `any`, which would switch off the type checks on the elements checked next.
+ */
+export function isArray(v: unknown): v is readonly unknown[] {
+  return Array.isArray(v);
+}
+
 export function checkNonEmpty(v: unknown, field: string, max = Number.POSITIVE_INFINITY): string {
   if (typeof v !== 'string' || v.length === 0) throw new ValidationError(field, 'must be a non-empty string');
   if (v.length > max) throw new ValidationError(field, `must be at most ${max} characters, got ${v.length}`);

@@ -2,7 +2,7 @@ import type { EntityManager } from 'typeorm';
 import { ValidationError } from '@srpo/core';
 import type { GroupStatsInput, GroupStatsQuery, GroupStatsRecord, UpdateRecordInput } from '../audit-types';
 import { GroupStatsEntity } from '../entities';
-import { checkEpochMs, checkFinite, checkLimit, checkNonEmpty, checkNonNegativeInt32, checkTimeRange, isInt32 } from './field-checks';
+import { checkEpochMs, checkFinite, checkLimit, checkNonEmpty, checkNonNegativeInt32, checkTimeRange, isArray, isInt32 } from './field-checks';
 import { insertRows } from './repository-helpers';
 
 /** Several groups per update: the dashboard needs more stats rows than updates. */
@@ -19,7 +19,7 @@ export class GroupStatsRepository {
 
   /** At most one entry per group, and only for groups of the update (`ledgerGroupIds`). */
   static validate(stats: readonly GroupStatsInput[], ledgerGroupIds: readonly string[]): void {
-    if (!Array.isArray(stats)) throw new ValidationError('stats', 'must be an array');
+    if (!isArray(stats)) throw new ValidationError('stats', 'must be an array');
     const ledger = new Set(ledgerGroupIds);
     const seen = new Set<string>();
     stats.forEach((g, i) => {
@@ -81,11 +81,15 @@ export class GroupStatsRepository {
     if (query.to !== undefined) qb.andWhere('s.created_at_ms < :to', { to: query.to });
     qb.orderBy('s.created_at_ms', 'ASC').addOrderBy('s.policy_id', 'ASC').addOrderBy('s.version_after', 'ASC').addOrderBy('s.group_id', 'ASC').take(limit);
     const rows = await qb.getMany();
-    return rows.map(GroupStatsRepository.fromRow);
+    return rows.map((r) => GroupStatsRepository.fromRow(r));
   }
 
   async insert(stats: readonly GroupStatsRecord[]): Promise<void> {
-    await insertRows(this.em, GroupStatsEntity, stats.map(GroupStatsRepository.toRow));
+    await insertRows(
+      this.em,
+      GroupStatsEntity,
+      stats.map((r) => GroupStatsRepository.toRow(r)),
+    );
   }
 }
 

@@ -72,7 +72,7 @@ export class PolicyVersionRepository {
   /** Versions of a policy, ascending (empty for an unknown policy). */
   async list(policyId: string): Promise<PolicyVersionRecord[]> {
     const rows = await this.em.find(PolicyVersionEntity, { where: { policyId }, order: { version: 'ASC' } });
-    return rows.map(PolicyVersionRepository.fromRow);
+    return rows.map((r) => PolicyVersionRepository.fromRow(r));
   }
 
   async insert(v: PolicyVersionRecord): Promise<void> {

@@ -43,7 +43,7 @@ export class PolicyRepository {
   /** All policies, by id. */
   async list(): Promise<PolicyRecord[]> {
     const rows = await this.em.find(PolicyEntity, { order: { policyId: 'ASC' } });
-    return rows.map(PolicyRepository.fromRow);
+    return rows.map((r) => PolicyRepository.fromRow(r));
   }
 
   async insert(p: PolicyRecord): Promise<void> {

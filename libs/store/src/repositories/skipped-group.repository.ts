@@ -97,7 +97,7 @@ export class SkippedGroupRepository {
       order: { createdAtMs: 'ASC', groupId: 'ASC' },
       take: checkLimit(limit, MAX_LIST_LIMIT),
     });
-    return rows.map(SkippedGroupRepository.fromRow);
+    return rows.map((r) => SkippedGroupRepository.fromRow(r));
   }
 
   async insert(r: SkippedGroupRecord): Promise<void> {

@@ -2,7 +2,7 @@ import { In, type EntityManager } from 'typeorm';
 import { ValidationError } from '@srpo/core';
 import type { GroupLedgerInput, GroupLedgerRecord, SetSources, UpdateRecordInput } from '../audit-types';
 import { UpdateGroupEntity } from '../entities';
-import { checkCoordinates, checkFinite, checkNonEmpty, MAX_GROUP_ID_LENGTH } from './field-checks';
+import { checkCoordinates, checkFinite, checkNonEmpty, isArray, MAX_GROUP_ID_LENGTH } from './field-checks';
 import { idChunks, insertRows } from './repository-helpers';
 
 /**
@@ -16,7 +16,7 @@ export class UpdateGroupRepository {
 
   /** The groups of one update: at least one, each id once, every set with its advantage and source coordinates. */
   static validate(groups: readonly GroupLedgerInput[]): void {
-    if (!Array.isArray(groups) || groups.length === 0) throw new ValidationError('groups', 'an update consumes at least one group');
+    if (!isArray(groups) || groups.length === 0) throw new ValidationError('groups', 'an update consumes at least one group');
     const ids = new Set<string>();
     groups.forEach((g, i) => {
       const f = `groups[${i}]`;
@@ -25,9 +25,9 @@ export class UpdateGroupRepository {
       ids.add(g.groupId);
       checkNonEmpty(g.groupKey, `${f}.groupKey`);
       checkCoordinates(g.source, `${f}.source`);
-      const setIds: readonly string[] = Array.isArray(g.setIds) ? g.setIds : [];
-      const advantages: readonly number[] = Array.isArray(g.advantages) ? g.advantages : [];
-      const sources: readonly SetSources[] = Array.isArray(g.sources) ? g.sources : [];
+      const setIds: readonly string[] = isArray(g.setIds) ? g.setIds : [];
+      const advantages: readonly number[] = isArray(g.advantages) ? g.advantages : [];
+      const sources: readonly SetSources[] = isArray(g.sources) ? g.sources : [];
       if (setIds.length === 0) throw new ValidationError(`${f}.setIds`, 'must list at least one set');
       if (advantages.length !== setIds.length) throw new ValidationError(`${f}.advantages`, `must hold one advantage per set (${setIds.length})`);
       advantages.forEach((a, j) => checkFinite(a, `${f}.advantages[${j}]`));
@@ -102,7 +102,7 @@ export class UpdateGroupRepository {
   /** The ledger rows of an update, in order. */
   async listForUpdate(updateId: string): Promise<GroupLedgerRecord[]> {
     const rows = await this.em.find(UpdateGroupEntity, { where: { updateId }, order: { position: 'ASC' } });
-    return rows.map(UpdateGroupRepository.fromRow);
+    return rows.map((r) => UpdateGroupRepository.fromRow(r));
   }
 
   /**
@@ -119,11 +119,15 @@ export class UpdateGroupRepository {
       .orderBy('g.created_at_ms', 'ASC')
       .addOrderBy('g.position', 'ASC')
       .getMany();
-    return rows.map(UpdateGroupRepository.fromRow).filter((g) => g.setIds.includes(setId));
+    return rows.map((r) => UpdateGroupRepository.fromRow(r)).filter((g) => g.setIds.includes(setId));
   }
 
   async insert(groups: readonly GroupLedgerRecord[]): Promise<void> {
-    await insertRows(this.em, UpdateGroupEntity, groups.map(UpdateGroupRepository.toRow));
+    await insertRows(
+      this.em,
+      UpdateGroupEntity,
+      groups.map((r) => UpdateGroupRepository.toRow(r)),
+    );
   }
 }
 
@@ -134,7 +138,7 @@ function checkSetSources(s: SetSources, setId: string, sf: string): void {
   checkCoordinates(s.set, `${sf}.set`);
   checkCoordinates(s.transition, `${sf}.transition`);
   if (s.outcome !== null) checkCoordinates(s.outcome, `${sf}.outcome`);
-  const members: SetSources['members'] = Array.isArray(s.members) ? s.members : [];
+  const members: SetSources['members'] = isArray(s.members) ? s.members : [];
   if (members.length === 0) throw new ValidationError(`${sf}.members`, 'must list every member');
   members.forEach((m, k) => {
     if (typeof m !== 'object' || m === null) throw new ValidationError(`${sf}.members[${k}]`, `must be an object, got ${String(m)}`);

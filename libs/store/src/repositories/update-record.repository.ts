@@ -93,7 +93,7 @@ export class UpdateRecordRepository {
     if (query.to !== undefined) qb.andWhere('u.committed_at_ms < :to', { to: query.to });
     qb.orderBy('u.committed_at_ms', 'ASC').addOrderBy('u.policy_id', 'ASC').addOrderBy('u.version_after', 'ASC').take(limit);
     const rows = await qb.getMany();
-    return rows.map(UpdateRecordRepository.fromRow);
+    return rows.map((r) => UpdateRecordRepository.fromRow(r));
   }
 
   async insert(r: UpdateRecord): Promise<void> {

@@ -121,6 +121,7 @@ class KafkajsGroupConsumer implements GroupConsumer {
       autoCommit: false,
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: 1,
+      // eslint-disable-next-line @typescript-eslint/unbound-method -- kafkajs passes closures; only its typings declare them as methods
       eachBatch: ({ batch, resolveOffset, heartbeat, isRunning, isStale }) =>
         handlers.onBatch({
           topic: batch.topic,
