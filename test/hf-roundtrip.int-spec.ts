@@ -48,7 +48,7 @@ describe.each([
   it('loads in transformers with the same log-probs, and loads back here', async () => {
     await initTfBackend('tensorflow');
     const base = path.join(FIXTURES, name);
-    const ref = JSON.parse(fs.readFileSync(path.join(base, 'reference.json'), 'utf8'));
+    const ref = JSON.parse(fs.readFileSync(path.join(base, 'reference.json'), 'utf8')) as { cases: ScoredCase[]; idCases: ScoredCase[] };
     const cases = [...ref.cases, ...ref.idCases].map((c: ScoredCase) => ({ promptTokenIds: c.promptTokenIds, responseTokenIds: c.responseTokenIds }));
     const hf = loadHfModel(base);
     const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), `srpo-export-${name}-`)), 'model');
@@ -59,7 +59,7 @@ describe.each([
       // Moved far enough that a stale export (the base weights) could not pass.
       expect(Math.max(...ours.map((o, i) => maxDiff(o.logprobs, ref.cases.concat(ref.idCases)[i].logprobs)))).toBeGreaterThan(1e-2);
       await exportHfModel(hf.model, { baseDir: base, outDir: out, dtype, maxShardBytes });
-      const config = JSON.parse(fs.readFileSync(path.join(out, 'config.json'), 'utf8'));
+      const config = JSON.parse(fs.readFileSync(path.join(out, 'config.json'), 'utf8')) as { dtype?: string; torch_dtype?: string };
       const stored = dtype ?? 'BF16';
       expect(config.dtype ?? config.torch_dtype).toBe({ F32: 'float32', BF16: 'bfloat16', F16: 'float16' }[stored]);
       if (maxShardBytes) expect(openHfWeights(out).files.length).toBeGreaterThan(1);

@@ -3,17 +3,31 @@ import type { ISocketFactory } from 'kafkajs';
 import { createKafka, guardedSocketFactory, kafkaConfig } from '@srpo/events';
 import { ensureKafka, uniquePrefix } from '@srpo/testing';
 
-// kafkajs internals, used to drive one connection through the race step by step.
-const Connection = require('kafkajs/src/network/connection');
-const { createLogger, LEVELS } = require('kafkajs/src/loggers');
-const apiVersions = require('kafkajs/src/protocol/requests/apiVersions');
-
 interface KafkajsConnection {
   connect(): Promise<boolean>;
   disconnect(): Promise<boolean>;
   isConnected(): boolean;
   send(args: { request: unknown; response: unknown }): Promise<unknown>;
 }
+
+// kafkajs internals, used to drive one connection through the race step by step; typed here as used.
+/* eslint-disable @typescript-eslint/no-require-imports -- kafkajs exports no module (nor typings) for its internals */
+const Connection = require('kafkajs/src/network/connection') as new (options: {
+  host: string;
+  port: number;
+  logger: unknown;
+  socketFactory: ISocketFactory;
+  requestTimeout: number;
+  connectionTimeout: number;
+}) => KafkajsConnection;
+const { createLogger, LEVELS } = require('kafkajs/src/loggers') as {
+  createLogger: (options: { level: number; logCreator: () => (entry: { log: { message: string } }) => unknown }) => unknown;
+  LEVELS: { ERROR: number };
+};
+const apiVersions = require('kafkajs/src/protocol/requests/apiVersions') as {
+  protocol(options: { version: number }): () => { request: unknown; response: unknown };
+};
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 function busy(ms: number): void {
   const until = Date.now() + ms;
@@ -57,7 +71,7 @@ describe('kafkajs connection timeout racing a late connect', () => {
   async function race(socketFactory: ISocketFactory): Promise<{ logged: string[]; connectedAfterTimeout: boolean; request: string }> {
     const logged: string[] = [];
     const logger = createLogger({ level: LEVELS.ERROR, logCreator: () => (e: { log: { message: string } }) => logged.push(e.log.message) });
-    const connection: KafkajsConnection = new Connection({
+    const connection = new Connection({
       host: '127.0.0.1',
       port: proxyPort,
       logger,

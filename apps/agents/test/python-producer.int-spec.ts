@@ -91,7 +91,7 @@ describe('Python producer example (fastavro + confluent-kafka)', () => {
   it('produces events the materializer turns into complete sets of K = 2 and groups of size G, nothing dead-lettered', async () => {
     const out = JSON.parse(
       python(['--brokers', brokers.join(','), '--prefix', prefix, '--tasks', String(TASKS), '--group-size', String(G), '--workers', String(K)]),
-    );
+    ) as { produced: Record<string, number> };
     expect(out.produced).toEqual({ AgentOutput: TASKS * G * K, Transition: TASKS * G, EpisodeOutcome: TASKS * G });
 
     // The raw bytes decode with the TypeScript codec (single-object header included) and pass the SDK validators.

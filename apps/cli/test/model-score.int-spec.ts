@@ -15,6 +15,13 @@ interface Scored {
   logprobs: number[];
 }
 
+/** What these tests read of a fixture's reference.json (transformers' ids and log-probs per case). */
+interface Reference {
+  cases: (Scored & { prompt: string; response: string })[];
+  idCases: Scored[];
+  chatCases: (Scored & { messages: unknown; response: string })[];
+}
+
 async function score(model: string, input: unknown, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-score-')), 'in.json');
   fs.writeFileSync(file, typeof input === 'string' ? input : JSON.stringify(input));
@@ -40,7 +47,7 @@ const maxDiff = (a: number[], b: number[]): number => Math.max(...a.map((v, i) =
 
 describe('npx srpo model score', () => {
   it.each(['llama', 'qwen2', 'mistral'])("%s: text, chat and id cases give transformers' ids and log-probs (1e-4)", async (name) => {
-    const ref = JSON.parse(fs.readFileSync(path.join(FIXTURES, name, 'reference.json'), 'utf8'));
+    const ref = JSON.parse(fs.readFileSync(path.join(FIXTURES, name, 'reference.json'), 'utf8')) as Reference;
     const dir = path.join(FIXTURES, name);
     const text = await score(dir, [
       ...ref.cases.map((c: { prompt: string; response: string }) => ({ prompt: c.prompt, response: c.response })),
@@ -69,7 +76,7 @@ describe('npx srpo model score', () => {
 
   it('an unsupported config is refused in one line naming the field and value', async () => {
     const dir = copyFixture('mistral');
-    const config = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
+    const config = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8')) as Record<string, unknown>;
     fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ ...config, sliding_window: 64 }));
     const r = await score(dir, [{ prompt: 'a', response: 'b' }]);
     expect(r.code).not.toBe(0);
@@ -87,7 +94,7 @@ describe('npx srpo model score', () => {
   });
 
   it('a token id out of range is named with its case and position', async () => {
-    const vocab = JSON.parse(fs.readFileSync(path.join(FIXTURES, 'qwen2', 'config.json'), 'utf8')).vocab_size as number;
+    const vocab = (JSON.parse(fs.readFileSync(path.join(FIXTURES, 'qwen2', 'config.json'), 'utf8')) as { vocab_size: number }).vocab_size;
     const r = await score(path.join(FIXTURES, 'qwen2'), [
       { promptTokenIds: [1, 2], responseTokenIds: [3] },
       { promptTokenIds: [1], responseTokenIds: [4, vocab] },

@@ -3,6 +3,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { promisify } from 'util';
+import type { ObjectiveReport } from '@srpo/srpo';
 
 const run = promisify(execFile);
 const bin = path.resolve(__dirname, '..', '..', '..', 'bin', 'srpo.js');
@@ -44,10 +45,10 @@ describe('npx srpo objective', () => {
   it('prints the loss, per-set advantage and ratio, and diagnostics', async () => {
     const { code, stdout } = await srpo(input);
     expect(code).toBe(0);
-    const out = JSON.parse(stdout);
+    const out = JSON.parse(stdout) as ObjectiveReport;
     const a = 0.5 / (Math.SQRT1_2 + 1e-6);
     expect(out.loss).toBeCloseTo(-(1 * a + Math.exp(0.5 / Math.SQRT2) * -a) / 2, 5);
-    expect(out.sets.map((s: { setId: string }) => s.setId)).toEqual(['a', 'b']);
+    expect(out.sets.map((s) => s.setId)).toEqual(['a', 'b']);
     expect(out.sets[0].advantage).toBeCloseTo(a, 5);
     expect(out.sets[1].ratio).toBeCloseTo(Math.exp(0.5 / Math.SQRT2), 5);
     expect(out.sets[1].clipped).toBe(false);
@@ -58,7 +59,7 @@ describe('npx srpo objective', () => {
   it('prints gradients nested [set][member][token] with --grad', async () => {
     const { code, stdout } = await srpo(input, '--grad');
     expect(code).toBe(0);
-    const g = JSON.parse(stdout).gradLogpNew as number[][][];
+    const g = (JSON.parse(stdout) as ObjectiveReport).gradLogpNew as number[][][];
     expect(g.map((s) => s.map((m) => m.length))).toEqual([[2], [1, 2]]);
     // d loss / d logpNew_u of set a = -(1/2) * A * ratio * c(1) = -0.353553 per unmasked token.
     const a = 0.5 / (Math.SQRT1_2 + 1e-6);
@@ -70,13 +71,13 @@ describe('npx srpo objective', () => {
 
   it('returns a finite loss when a negative-advantage set has a floor behaviour log-prob (−9999), and counts the set', async () => {
     // Set b (A = −0.707106): o2's logpOld −1 → −9999, so L_b = (9998.5 + 0)/√2 and ρ_b is not representable.
-    const floored = JSON.parse(JSON.stringify(input));
+    const floored = JSON.parse(JSON.stringify(input)) as typeof input;
     floored.sets[1].members[0].logpOld = [-9999];
     const a = 0.5 / (Math.SQRT1_2 + 1e-6);
     const { code, stdout } = await srpo(floored, '--grad');
     expect(code).toBe(0);
     expect(stdout).not.toContain('null');
-    const out = JSON.parse(stdout);
+    const out = JSON.parse(stdout) as ObjectiveReport;
     // Dual clip (default c = 3): b costs 3·A_b; loss = −(1·a + 3·(−a))/2 = a.
     expect(out.loss).toBeCloseTo(a, 5);
     expect(out.sets[1]).toMatchObject({ setId: 'b', clipped: true, outOfRange: true });
@@ -86,11 +87,11 @@ describe('npx srpo objective', () => {
     // Without the dual clip the term saturates at 2^64·A_b: large, but a number.
     const off = await srpo({ ...floored, config: { dualClip: false } });
     expect(off.code).toBe(0);
-    expect(JSON.parse(off.stdout).loss / ((2 ** 64 * a) / 2)).toBeCloseTo(1, 4);
+    expect((JSON.parse(off.stdout) as ObjectiveReport).loss / ((2 ** 64 * a) / 2)).toBeCloseTo(1, 4);
   });
 
   it('exits non-zero with one line naming the set, member and field on bad input', async () => {
-    const bad = JSON.parse(JSON.stringify(input));
+    const bad = JSON.parse(JSON.stringify(input)) as typeof input;
     bad.sets[1].members[1].mask = [1];
     const { code, stdout, stderr } = await srpo(bad);
     expect(code).not.toBe(0);

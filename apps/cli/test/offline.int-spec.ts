@@ -6,7 +6,7 @@ import { promisify } from 'util';
 import { initTfBackend } from '@srpo/core';
 import { AgentEventsProducer, createKafka, endOffsets, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog } from '@srpo/events';
 import { CheckpointStore, loadCheckpoint, Policy, SeededRng, weightsHash } from '@srpo/policy';
-import { CreditWeightedSftTrainer } from '@srpo/offline';
+import { CreditWeightedSftTrainer, type OfflineReport } from '@srpo/offline';
 import { AuditStore } from '@srpo/store';
 import { ensureKafka, uniquePrefix } from '@srpo/testing';
 import { eventsOf, FixedWorkflow, ScriptedSampler, Tok } from '@srpo/workflows';
@@ -136,7 +136,7 @@ describe('srpo offline over a real topic range (real broker)', () => {
       ],
       { env },
     );
-    const report = JSON.parse(stdout);
+    const report = JSON.parse(stdout) as OfflineReport;
     expect(stderr).toMatch(/offline \[#+\] 4\/5 train 4\/4/);
     // Only the 8 episodes inside [from, to): 4 used, 2 + 2 left out, none cut by the edges.
     expect(report.trajectories).toBe(8);

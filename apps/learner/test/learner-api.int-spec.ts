@@ -88,7 +88,7 @@ describe('learner HTTP API (real HTTP, SQLite store, real Kafka probe)', () => {
       policy: { policyId: 'solver', version: 1 },
       consumption: { paused: false },
     });
-    expect(res.body.kafka.detail).toMatch(/^\d+ broker\(s\)/);
+    expect((res.body as { kafka: { detail: string } }).kafka.detail).toMatch(/^\d+ broker\(s\)/);
   });
 
   it('GET /health answers 503 when Kafka is unreachable', async () => {
@@ -117,7 +117,7 @@ describe('learner HTTP API (real HTTP, SQLite store, real Kafka probe)', () => {
     const policies = await request(main.url).get('/policies').expect(200);
     expect(policies.body).toEqual([{ policyId: 'solver', roles: ['solver'], currentVersion: 1, createdAtMs: NOW }]);
     const versions = await request(main.url).get('/policies/solver/versions').expect(200);
-    expect(versions.body.map((v: { version: number; updateId: string | null }) => [v.version, v.updateId])).toEqual([
+    expect((versions.body as { version: number; updateId: string | null }[]).map((v) => [v.version, v.updateId])).toEqual([
       [0, null],
       [1, updateId],
     ]);
@@ -135,7 +135,7 @@ describe('learner HTTP API (real HTTP, SQLite store, real Kafka probe)', () => {
     expect(await ids('?from=2026-03-01T11:59:59Z&to=2026-03-01T12:00:01Z')).toEqual([updateId]);
     expect(await ids('?to=2026-03-01T12:00:00.000Z')).toEqual([]);
     const bad = await request(main.url).get('/updates?from=yesterday').expect(400);
-    expect(bad.body.message).toBe('from: expected epoch milliseconds or an ISO 8601 time, got "yesterday"');
+    expect((bad.body as { message: string }).message).toBe('from: expected epoch milliseconds or an ISO 8601 time, got "yesterday"');
     await request(main.url).get('/updates?limit=0').expect(400);
   });
 
@@ -145,9 +145,10 @@ describe('learner HTTP API (real HTTP, SQLite store, real Kafka probe)', () => {
       .expect(200);
     const stored = await main.app.get<typeof AUDIT_STORE, AuditStore>(AUDIT_STORE).getUpdate(updateId);
     expect(res.body).toEqual(JSON.parse(JSON.stringify(stored)));
-    expect(res.body.groups[0].groupId).toBe('g1');
-    expect(res.body.groups[0].source).toEqual({ topic: 'srpo.advantage-groups', partition: 0, offset: expect.any(Number) });
-    expect(res.body.groups[0].sources[0].members[0].source.topic).toBe('srpo.agent-outputs');
+    const body = res.body as typeof stored;
+    expect(body.groups[0].groupId).toBe('g1');
+    expect(body.groups[0].source).toEqual({ topic: 'srpo.advantage-groups', partition: 0, offset: expect.any(Number) });
+    expect(body.groups[0].sources[0].members[0].source.topic).toBe('srpo.agent-outputs');
     await request(main.url).get('/updates/nope').expect(404);
   });
 
@@ -158,16 +159,16 @@ describe('learner HTTP API (real HTTP, SQLite store, real Kafka probe)', () => {
     await request(main.url).post('/consumption/pause').set('Authorization', `Basic ${WRITE_TOKEN}`).expect(401);
     const paused = await request(main.url).post('/consumption/pause').set('Authorization', `Bearer ${WRITE_TOKEN}`).expect(200);
     expect(paused.body).toEqual({ paused: true, changedAtMs: expect.any(Number) });
-    expect((await request(main.url).get('/health').expect(200)).body.consumption.paused).toBe(true);
+    expect(((await request(main.url).get('/health').expect(200)).body as { consumption: { paused: boolean } }).consumption.paused).toBe(true);
     const resumed = await request(main.url).post('/consumption/resume').set('Authorization', `Bearer ${WRITE_TOKEN}`).expect(200);
-    expect(resumed.body.paused).toBe(false);
+    expect((resumed.body as { paused: boolean }).paused).toBe(false);
   });
 
   it('disables state-changing endpoints without SRPO_API_TOKEN and guards reads with SRPO_API_READ_TOKEN', async () => {
     const locked = await startApp({ KAFKA_BROKERS: brokers.join(','), SRPO_API_READ_TOKEN: READ_TOKEN });
     try {
       const res = await request(locked.url).post('/consumption/pause').set('Authorization', `Bearer ${READ_TOKEN}`).expect(403);
-      expect(res.body.message).toBe('state-changing endpoints are disabled: SRPO_API_TOKEN is not set');
+      expect((res.body as { message: string }).message).toBe('state-changing endpoints are disabled: SRPO_API_TOKEN is not set');
       await request(locked.url).get('/policies').expect(401);
       await request(locked.url).get('/metrics').expect(401);
       await request(locked.url).get('/updates').set('Authorization', 'Bearer nope-nope-nope-nope').expect(401);
@@ -192,7 +193,7 @@ describe('learner HTTP API (real HTTP, SQLite store, real Kafka probe)', () => {
     try {
       const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
       const res = await request(url).get('/health').expect(200);
-      expect(res.body.policy).toEqual({ policyId: 'boot', version: 0 });
+      expect((res.body as { policy: unknown }).policy).toEqual({ policyId: 'boot', version: 0 });
       expect(fs.existsSync(`${dir}/checkpoints/boot/v0/model.json`)).toBe(true);
       await request(url).post('/consumption/pause').set('Authorization', `Bearer ${WRITE_TOKEN}`).expect(403);
     } finally {

@@ -196,7 +196,7 @@ describe('materializer state of the previous layout', () => {
       expect(last(changelogTopic(sets, 'outputs'), 'u1/o0')?.value).toBeNull();
       expect(last(changelogTopic(sets, 'transitions'), 'u1/t0')?.value).toBeNull();
       expect(last(changelogTopic(groups, 'sets'), 'x1/t0')?.value).toBeNull();
-      const episode = JSON.parse((last(changelogTopic(sets, 'episodes'), 'u1')?.value as Buffer).toString('utf8'));
+      const episode = JSON.parse((last(changelogTopic(sets, 'episodes'), 'u1')?.value as Buffer).toString('utf8')) as Record<string, unknown>;
       expect(episode.claims).toEqual({ 'u1/o0': 'u1/t0', 'u1/o1': 'u1/t0' });
       expect(episode.claimedOutputIds).toBeUndefined();
       expect(episode.closed).toBe(true);

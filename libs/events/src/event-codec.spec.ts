@@ -11,7 +11,7 @@ import { sampleEvents } from './sample-events';
 import { confluentFrame, confluentSchemaId, SchemaRegistryClient } from './schema-registry';
 
 function readSchema(name: string): avro.Schema {
-  return JSON.parse(fs.readFileSync(path.join(defaultSchemasDir(), `${name}.avsc`), 'utf8'));
+  return JSON.parse(fs.readFileSync(path.join(defaultSchemasDir(), `${name}.avsc`), 'utf8')) as avro.Schema;
 }
 
 function expectReason(fn: () => unknown, reason: ReasonCode): void {

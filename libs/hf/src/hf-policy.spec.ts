@@ -97,7 +97,8 @@ describe('LoRA policies in checkpoints', () => {
       expect(manifest.lora).toMatchObject({ r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'down_proj'] });
       expect(manifest.base?.hash).toBe(hfDirectoryHash(dir));
       // 2 layers x 3 targets x (A, B): the base's weights are not in the checkpoint.
-      const saved = JSON.parse(fs.readFileSync(path.join(ckpt, 'model.json'), 'utf8')).weightsManifest[0].weights as { name: string }[];
+      const saved = (JSON.parse(fs.readFileSync(path.join(ckpt, 'model.json'), 'utf8')) as { weightsManifest: { weights: { name: string }[] }[] })
+        .weightsManifest[0].weights;
       expect(saved.map((w) => w.name).every((n) => /\.lora_[AB]\.weight$/.test(n))).toBe(true);
       expect(saved).toHaveLength(12);
       const loaded = await loadCheckpoint(ckpt);

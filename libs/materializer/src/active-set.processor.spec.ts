@@ -238,7 +238,7 @@ describe('ActiveSetProcessor', () => {
     const waiting = sourced[0];
     const s = setup();
     const stores = s.h.stores as unknown as Record<string, TransactionalStore<unknown>>;
-    const json = (v: unknown) => Buffer.from(JSON.stringify(v, (k, x) => (k === 'raw' ? undefined : x)));
+    const json = (v: unknown) => Buffer.from(JSON.stringify(v, (k, x: unknown) => (k === 'raw' ? undefined : x)));
     stores.episodes.restore('e12', json({ ...legacyEpisode, claimedOutputIds: Object.keys(claims as object) }));
     stores.transitions.restore('e12/t0', json(transitions['e12/t0']));
     stores.outputs.restore('e12/o0', json(waiting));

@@ -46,7 +46,7 @@ describe('groupAdvantages', () => {
   it('divides by n with advantageStd "population"', () => {
     // [1, 0, 0, 1]: σ = 0.5 → ±0.5/(0.5 + 1e-6) = ±0.999998
     const out = groupAdvantages(sets('g', [1, 0, 0, 1]), cfg({ advantageStd: 'population' }));
-    expect(out.map((a) => a.advantage)).toEqual([0.999998000004, -0.999998000004, -0.999998000004, 0.999998000004].map((x) => expect.closeTo(x, 10)));
+    expect(out.map((a) => a.advantage)).toEqual([0.999998000004, -0.999998000004, -0.999998000004, 0.999998000004].map((x): unknown => expect.closeTo(x, 10)));
   });
 
   it('honours advantageEps', () => {

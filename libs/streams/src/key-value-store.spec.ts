@@ -74,7 +74,7 @@ describe('sourceBackedSerde', () => {
     const bytes = serde.serialize(value);
     expect(bytes.toString('utf8')).toBe('{"source":{"topic":"t","partition":1,"offset":42},"digest":"ab"}');
     // The same bytes as the former replacer-only serialization.
-    expect(bytes.toString('utf8')).toBe(JSON.stringify(value, (k, v) => (k === 'raw' || k === 'decoded' ? undefined : v)));
+    expect(bytes.toString('utf8')).toBe(JSON.stringify(value, (k, v: unknown) => (k === 'raw' || k === 'decoded' ? undefined : v)));
     expect(serde.deserialize(bytes)).toEqual({ source: { topic: 't', partition: 1, offset: 42 }, digest: 'ab' });
     // The value in the store keeps its bytes.
     expect(value.raw.length).toBe(3);

@@ -13,7 +13,18 @@ import { buildPaddedSetBatch, disposePaddedSetBatch, objectiveLoss, resolveObjec
 import { disposePacked, packedLogProbs, packedToTensors, packPairs } from '@srpo/policy';
 import { loadHfModel } from '../hf-model-dir';
 import { readSafetensorsHeader, readSafetensorsTensor } from '../safetensors';
-import { scoreCases } from '../score';
+import { scoreCases, type ScoredCase } from '../score';
+
+/** What the probe reads of a fixture's grad-case.json (written by the Python reference). */
+interface GradCase {
+  sets: {
+    setId: string;
+    advantage: number;
+    members: { outputId: string; contextTokens: number[]; responseTokens: number[]; logpOld: number[] }[];
+  }[];
+  objective: unknown;
+  loss: number;
+}
 
 export interface HfProbeResult {
   backend: string;
@@ -31,21 +42,21 @@ async function main(): Promise<void> {
   const out: HfProbeResult = { backend: info.name, logprobDiff: {}, lossDiff: {}, gradRelDiff: {} };
   for (const name of fs.readdirSync(fixtures).sort()) {
     const dir = path.join(fixtures, name);
-    const ref = JSON.parse(fs.readFileSync(path.join(dir, 'reference.json'), 'utf8'));
+    const ref = JSON.parse(fs.readFileSync(path.join(dir, 'reference.json'), 'utf8')) as Record<'cases' | 'chatCases' | 'idCases', ScoredCase[]>;
     const hf = loadHfModel(dir);
-    const want = [...ref.cases, ...ref.chatCases, ...ref.idCases] as { promptTokenIds: number[]; responseTokenIds: number[]; logprobs: number[] }[];
+    const want = [...ref.cases, ...ref.chatCases, ...ref.idCases];
     const got = await scoreCases(hf.model, want);
     out.logprobDiff[name] = Math.max(...got.flatMap((g, i) => g.logprobs.map((v, j) => Math.abs(v - want[i].logprobs[j]))));
     const gradCase = path.join(dir, 'grad-case.json');
     if (fs.existsSync(gradCase)) {
-      const c = JSON.parse(fs.readFileSync(gradCase, 'utf8'));
-      const members = c.sets.flatMap((s: { members: unknown[] }) => s.members) as { contextTokens: number[]; responseTokens: number[] }[];
+      const c = JSON.parse(fs.readFileSync(gradCase, 'utf8')) as GradCase;
+      const members = c.sets.flatMap((s) => s.members);
       const packed = packPairs(
         members.map((m) => ({ contextTokens: m.contextTokens, responseTokens: m.responseTokens })),
         hf.model,
       );
       const batch = buildPaddedSetBatch(
-        c.sets.map((s: { setId: string; advantage: number; members: { outputId: string; logpOld: number[]; responseTokens: number[] }[] }) => ({
+        c.sets.map((s) => ({
           setId: s.setId,
           advantage: s.advantage,
           members: s.members.map((m) => ({ outputId: m.outputId, logpOld: m.logpOld, mask: m.responseTokens.map(() => 1) })),
@@ -80,7 +91,7 @@ async function main(): Promise<void> {
     hf.model.dispose();
   }
   process.stdout.write(JSON.stringify(out) + '\n');
-  await releaseTfBackend();
+  releaseTfBackend();
 }
 
 main().catch((e) => {

@@ -29,6 +29,7 @@ export function describeNative(kernels: readonly string[], title: string, fn: ()
 
 /** Why `kernels` cannot run here, or undefined when the addon is loaded with all of them. */
 function missingKernels(kernels: readonly string[]): string | undefined {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only where native kernels are tested: it registers the tensorflow backend
   require('@tensorflow/tfjs-node');
   const status = loadSrpoKernels();
   if (!status.loaded) return `the srpo-kernels addon is not loaded: ${status.reason ?? 'no reason given'}`;
