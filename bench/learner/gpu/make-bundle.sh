@@ -13,7 +13,7 @@
 #                        libGLX_nvidia.so.0, needs libGLdispatch), unpacked on arrival
 #   OUT/device-run.sh    the script to run there
 #
-#   bench/learner/gpu/make-bundle.sh [OUT]     (default: .gpu-bundle, which .git/info/exclude must list)
+#   bench/learner/gpu/make-bundle.sh [OUT]     (default: .gpu-bundle, which .gitignore lists)
 #
 # Needs, here: node_modules with `webgpu` and `@tensorflow/tfjs-backend-webgpu`
 # (SRC=<tree> to take them from another checkout), esbuild (ESBUILD=<binary>, else
