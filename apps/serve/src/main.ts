@@ -2,8 +2,6 @@ import 'reflect-metadata';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { NestFactory } from '@nestjs/core';
 import { errorMessage, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
-// Served Hugging Face policies' checkpoints load through the hf-llama family @srpo/hf registers.
-import '@srpo/hf';
 import { applyServeConfig, loadServeConfig } from './serve-config';
 import { ServeModule } from './serve.module';
 import { ServeService } from './serve.service';
