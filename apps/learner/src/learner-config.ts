@@ -15,7 +15,15 @@ import {
 import { KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
 import { resolveTransformerConfig, type TransformerConfig } from '@srpo/policy';
 import { readHfConfig, resolveLoraConfig, type LoraConfig } from '@srpo/hf';
-import { EVENT_REDUCTIONS, OBJECTIVES, resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
+import {
+  BEHAVIOUR_CORRECTIONS,
+  EVENT_REDUCTIONS,
+  OBJECTIVES,
+  resolveCorrectionConfig,
+  resolveObjectiveConfig,
+  type CorrectionConfig,
+  type ObjectiveConfig,
+} from '@srpo/srpo';
 import { readStore, type StoreConfig } from '@srpo/store';
 import { DEFAULT_MODEL, type CheckpointRetention, type UpdateBoundary } from '@srpo/trainer';
 
@@ -41,6 +49,8 @@ export interface LearnerConfig {
   microBatchTokens: number;
   seed: number;
   objective: ObjectiveConfig;
+  /** Engine/learner mismatch correction and KL penalty (docs/objective.md, section 7). */
+  correction: CorrectionConfig;
   /** Shape of version 0 (a restored checkpoint carries its own); unused when `modelDir` is set. */
   model: TransformerConfig;
   /** A Hugging Face model directory (Llama/Qwen2/Mistral) as version 0, instead of a seeded transformer. */
@@ -100,6 +110,10 @@ const MIN_TOKEN_LENGTH = 16;
  * | `SRPO_EVENT_REDUCTION` | `sqrt` | c(K) of the set ratio: `sqrt`, `sum` or `mean` |
  * | `SRPO_CLIP_LOW` | 0.2 | ε_low, in [0, 1] |
  * | `SRPO_CLIP_HIGH` | 0.2 | ε_high, >= 0 |
+ * | `SRPO_CORRECTION` | `none` | engine/learner mismatch correction: `none` (the set ratio uses the engine's recorded log-probs), `tis` (recompute the proximal log-probs at the update's starting weights, use them in the ratio, weight each set by min(exp(m_S), cap)) or `mis` (the same, sets with \|m_S\| > bound dropped); docs/objective.md section 7 |
+ * | `SRPO_CORRECTION_CAP` | 2 | C of `tis`: the largest set weight, >= 1 |
+ * | `SRPO_CORRECTION_BOUND` | 0.693147 (ln 2) | B of `mis`: the largest \|mean token log-ratio\| of a kept set, > 0 |
+ * | `SRPO_KL_COEF` | 0 | β of the KL penalty β·mean k3(π_ref ‖ π_θ) added to the loss, >= 0; > 0 needs `SRPO_LORA` (the reference is the base model without the adapter) |
  * | `SRPO_MODEL_CONFIG` | `{"vocabSize":256,"dModel":64,"nLayers":2,"nHeads":4,"maxSeqLen":128}` | JSON transformer shape of version 0; must match the agents' tokenizer |
  * | `SRPO_MICRO_BATCH_TOKENS` | 0 | largest padded forward pass in positions (sequences × longest); an update above it runs in micro-batches with gradient accumulation and activation recomputation: one optimizer step, the same loss and diagnostics; 0 = one pass. Recorded with each update so verify and replay recompute it the same way |
  * | `SRPO_LORA` | unset | with `SRPO_MODEL_DIR`: JSON LoRA settings, e.g. `{"r":8,"alpha":16,"dropout":0,"targetModules":["q_proj","v_proj"]}` (missing fields take these defaults); the policy then trains an adapter on the frozen base, checkpoints hold the adapter only |
@@ -144,6 +158,7 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
     microBatchTokens: r.int('SRPO_MICRO_BATCH_TOKENS', 0, { min: 0, max: 1_000_000_000 }),
     seed: r.int('SRPO_SEED', 0, { min: 0, max: Number.MAX_SAFE_INTEGER }),
     objective: readObjective(r),
+    correction: readCorrection(r),
     model: readModel(r),
     modelDir: readModelDir(r, cwd),
     lora: readLora(r, cwd),
@@ -186,6 +201,27 @@ function readObjective(r: EnvReader): ObjectiveConfig {
     return resolveObjectiveConfig(partial, 'objective');
   } catch (e) {
     throw new ConfigError('SRPO_OBJECTIVE', errorMessage(e));
+  }
+}
+
+function readCorrection(r: EnvReader): CorrectionConfig {
+  // Each variable is range-checked here so the error names it.
+  const correction = r.oneOf('SRPO_CORRECTION', BEHAVIOUR_CORRECTIONS, 'none');
+  const cap = r.num('SRPO_CORRECTION_CAP', 2);
+  if (!(cap >= 1)) throw new ConfigError('SRPO_CORRECTION_CAP', `must be >= 1 (the largest set weight), got ${cap}`);
+  const bound = r.num('SRPO_CORRECTION_BOUND', Math.LN2);
+  if (!(bound > 0)) throw new ConfigError('SRPO_CORRECTION_BOUND', `must be > 0 (the largest |mean log-ratio| of a kept set), got ${bound}`);
+  const klCoef = r.num('SRPO_KL_COEF', 0, { min: 0 });
+  if (klCoef > 0 && !r.has('SRPO_LORA')) {
+    throw new ConfigError(
+      'SRPO_KL_COEF',
+      `${klCoef} needs SRPO_LORA: the KL reference is the base model without the adapter; full-weight policies have none (a second copy of the weights)`,
+    );
+  }
+  try {
+    return resolveCorrectionConfig({ correction, cap, bound, klCoef }, 'correction');
+  } catch (e) {
+    throw new ConfigError('SRPO_CORRECTION', errorMessage(e));
   }
 }
 

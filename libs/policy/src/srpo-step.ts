@@ -4,18 +4,26 @@ import {
   buildPaddedSetBatch,
   disposeObjectiveOutput,
   disposePaddedSetBatch,
+  klPenalty,
+  mismatchDiagnostics,
+  needsProximal,
   objectiveOutputTensors,
   readDiagnostics,
+  resolveCorrectionConfig,
   resolveObjectiveConfig,
+  setMismatches,
+  weightedAdvantages,
+  type CorrectionConfig,
   type ObjectiveConfig,
   type ObjectiveOutput,
+  type PaddedSetBatch,
   type SetInput,
 } from '@srpo/srpo';
 import { AdamOptimizer, type AdamConfig } from './adam-optimizer';
 import { learnerObjectiveLoss } from '@srpo/kernels';
-import { checkTemperature, disposePacked, packPairs, packedLogProbs, packedToTensors, type SequencePair } from './log-probs';
+import { checkTemperature, disposePacked, packPairs, packedLogProbs, packedToTensors, type PackedTensors, type SequencePair } from './log-probs';
 import { learningRateAt, validateLrSchedule, type LrSchedule } from './lr-schedule';
-import { accumulatedGradients } from './micro-batch';
+import { accumulatedGradients, microBatchRows } from './micro-batch';
 import type { Policy } from './policy';
 
 /** One agent output of an active set, with what the model needs to re-score it. */
@@ -58,7 +66,24 @@ export interface SrpoTrainerConfig {
    * Default 0: one pass, whatever the size.
    */
   microBatchTokens?: number;
+  /**
+   * Engine/learner mismatch correction and KL penalty (`@srpo/srpo`'s CorrectionConfig; missing
+   * fields take its defaults: no correction, no penalty). With a correction, every output is
+   * re-scored at the weights the call starts from (the proximal policy, no gradient) and the
+   * set ratio uses those log-probs; each set's advantage carries its behaviour weight
+   * (docs/objective.md, section 7).
+   */
+  correction?: Partial<CorrectionConfig>;
+  /**
+   * Runs `score` with the KL penalty's reference weights in place of the policy's and returns
+   * its result (for a LoRA policy: the base model without its adapter). Required when
+   * `correction.klCoef` > 0.
+   */
+  withReference?: ReferenceScope;
 }
+
+/** See {@link SrpoTrainerConfig.withReference}. */
+export type ReferenceScope = <T>(score: () => T) => T;
 
 export interface SrpoEpochResult {
   /** Objective loss at the weights BEFORE this epoch's update. */
@@ -112,6 +137,8 @@ export class SrpoTrainer {
   readonly schedule: LrSchedule;
   readonly epochs: number;
   readonly microBatchTokens: number;
+  readonly correction: CorrectionConfig;
+  private readonly withReference?: ReferenceScope;
   private busy = false;
 
   constructor(
@@ -128,6 +155,11 @@ export class SrpoTrainer {
     this.microBatchTokens = config.microBatchTokens ?? 0;
     if (!Number.isInteger(this.microBatchTokens) || this.microBatchTokens < 0) {
       throw new ValidationError('config.microBatchTokens', `must be a non-negative integer (0: one pass), got ${this.microBatchTokens}`);
+    }
+    this.correction = resolveCorrectionConfig(config.correction, 'config.correction');
+    this.withReference = config.withReference;
+    if (this.correction.klCoef > 0 && !this.withReference) {
+      throw new ValidationError('config.correction.klCoef', 'a KL penalty needs a reference policy (withReference), and this trainer was given none');
     }
     this.optimizer = new AdamOptimizer(policy.model, config.adam);
   }
@@ -156,36 +188,41 @@ export class SrpoTrainer {
     const { setInputs, pairs, fields } = flatten(sets);
     // Validate everything (token ids, lengths, log-probs) before touching the device.
     const packed = packPairs(pairs, model, (i) => fields[i]);
-    const batch = buildPaddedSetBatch(setInputs);
     const tensors = packedToTensors(packed);
     const vars = model.trainableVariables();
     const names = model.weightNames();
     const results: SrpoEpochResult[] = [];
     const micro = this.microBatchTokens > 0 && packed.m * packed.inputLength > this.microBatchTokens;
+    let prepared: PreparedBatch | undefined;
     try {
+      prepared = await this.prepare(setInputs, pairs, tensors);
+      const { batch, reference } = prepared;
       for (let e = 0; e < this.epochs; e++) {
         const lr = learningRateAt(this.schedule, this.optimizer.step);
         let out: ObjectiveOutput | undefined;
+        let kl: tf.Scalar | undefined;
         let byName: Map<string, tf.Tensor>;
         let peakBytes = 0;
         let microBatches = 1;
+        const penalty = reference ? this.klTerm(reference, batch, (k) => (kl = k)) : undefined;
         if (micro) {
-          const acc = accumulatedGradients(model, pairs, batch, this.objective, this.temperature, this.microBatchTokens);
+          const acc = accumulatedGradients(model, pairs, batch, this.objective, this.temperature, this.microBatchTokens, penalty);
           byName = acc.grads;
           out = acc.out;
           peakBytes = acc.peakBytes;
           microBatches = acc.microBatches;
         } else {
-          const { grads } = tf.variableGrads(() => {
+          const { value, grads } = tf.variableGrads(() => {
             const logpNew = packedLogProbs(model, tensors, this.temperature);
             const o = learnerObjectiveLoss(logpNew, batch, this.objective);
             // Activations of the whole pass are alive here: the step's peak, give or take its gradients.
             peakBytes = tf.memory().numBytes;
             // The diagnostics tensors must outlive the gradient scope; the loss is kept by variableGrads.
             for (const t of objectiveOutputTensors(o)) tf.keep(t);
-            out = o;
-            return o.loss;
+            out = { ...o, loss: tf.keep(o.loss.clone()) };
+            return penalty ? tf.add<tf.Scalar>(o.loss, penalty(logpNew)) : o.loss;
           }, vars);
+          value.dispose();
           byName = new Map<string, tf.Tensor>(names.map((n, i) => [n, grads[vars[i].name]]));
         }
         let normT: tf.Scalar;
@@ -199,12 +236,13 @@ export class SrpoTrainer {
         let diagnostics: Record<string, number>;
         let gradNorm: number;
         try {
-          const [d, n] = await Promise.all([readDiagnostics(o, batch, this.objective), normT.data()]);
-          diagnostics = d;
+          const [d, n, k] = await Promise.all([readDiagnostics(o, batch, this.objective), normT.data(), kl ? kl.data() : undefined]);
+          diagnostics = { ...d, ...prepared.mismatch, ...this.lossParts(d['losses/loss'], k?.[0]) };
           gradNorm = n[0];
         } finally {
           disposeObjectiveOutput(o);
           normT.dispose();
+          kl?.dispose();
         }
         diagnostics['grad/norm'] = gradNorm;
         diagnostics['optim/lr'] = lr;
@@ -214,7 +252,7 @@ export class SrpoTrainer {
       }
     } finally {
       disposePacked(tensors);
-      disposePaddedSetBatch(batch);
+      if (prepared) disposePrepared(prepared);
     }
     const first = results[0];
     return {
@@ -231,11 +269,120 @@ export class SrpoTrainer {
   }
 
   /**
+   * The batch the epochs train on. Without a correction: the recorded behaviour log-probs and
+   * advantages. With one: `logpOld` replaced by the proximal log-probs (this trainer's model at
+   * the weights the call starts from, scored as the step scores, no gradient) and each set's
+   * advantage by `weightedAdvantages` (its behaviour weight folded in), plus the per-set
+   * mismatch diagnostics. With a KL penalty: the reference log-probs too. Both stay fixed over
+   * the epochs, as π_old does.
+   */
+  private async prepare(setInputs: SetInput[], pairs: readonly SequencePair[], tensors: PackedTensors): Promise<PreparedBatch> {
+    const batch = buildPaddedSetBatch(setInputs);
+    const prepared: PreparedBatch = { batch, mismatch: {} };
+    try {
+      if (needsProximal(this.correction)) {
+        const prox = this.score(pairs, tensors);
+        const width = prox.shape[1];
+        if (width !== batch.logpOld.shape[1]) {
+          prox.dispose();
+          throw new ValidationError('sets', `proximal log-probs are ${width} wide, the batch ${batch.logpOld.shape[1]}`);
+        }
+        tf.dispose(batch.logpOld);
+        batch.logpOld = prox;
+        const values = await prox.data();
+        let row = 0;
+        const perSet = setInputs.map((s) =>
+          s.members.map((m) => {
+            const at = row++ * width;
+            return { logpProx: values.subarray(at, at + m.mask.length), logpBehaviour: m.logpOld, mask: m.mask };
+          }),
+        );
+        const mismatches = setMismatches(perSet, this.correction);
+        const advantages = weightedAdvantages(
+          setInputs.map((s) => s.advantage),
+          mismatches.map((m) => m.weight),
+        );
+        batch.advantage.dispose();
+        batch.advantage = tf.tensor1d(Float32Array.from(advantages), 'float32');
+        prepared.mismatch = mismatchDiagnostics(mismatches);
+      }
+      if (this.correction.klCoef > 0) {
+        const scope = this.withReference as ReferenceScope;
+        prepared.reference = scope(() => this.score(pairs, tensors));
+      }
+      return prepared;
+    } catch (e) {
+      disposePrepared(prepared);
+      throw e;
+    }
+  }
+
+  /**
+   * Log-probs `[M, T]` of every row at the current weights, without a tape: as the step's own
+   * forward computes them (one pass, or the same micro-batches), so at the weights a call starts
+   * from they are the step's first log-probs, bit for bit.
+   */
+  private score(pairs: readonly SequencePair[], tensors: PackedTensors): tf.Tensor2D {
+    const model = this.policy.model;
+    const packed = tensors.packed;
+    if (!(this.microBatchTokens > 0 && packed.m * packed.inputLength > this.microBatchTokens)) {
+      return tf.tidy(() => packedLogProbs(model, tensors, this.temperature));
+    }
+    const lengths = pairs.map((p, i) => packed.contextKept[i] + p.responseTokens.length - 1);
+    const width = packed.responseLength;
+    return tf.tidy(() =>
+      tf.concat(
+        microBatchRows(lengths, this.microBatchTokens).map((rows) => {
+          const t = packedToTensors(
+            packPairs(
+              rows.map((i) => pairs[i]),
+              model,
+            ),
+          );
+          try {
+            const lp = packedLogProbs(model, t, this.temperature);
+            return lp.shape[1] === width
+              ? lp
+              : lp.pad([
+                  [0, 0],
+                  [0, width - lp.shape[1]],
+                ]);
+          } finally {
+            disposePacked(t);
+          }
+        }),
+        0,
+      ),
+    ) as tf.Tensor2D;
+  }
+
+  /**
+   * `β · KL(logπ_θ, logπ_ref)` as a function of the step's log-probs (`klPenalty` of @srpo/srpo),
+   * handing the unscaled KL to `keep` (kept out of the gradient scope) for the diagnostics.
+   */
+  private klTerm(reference: tf.Tensor2D, batch: PaddedSetBatch, keep: (kl: tf.Scalar) => void): (logpNew: tf.Tensor2D) => tf.Scalar {
+    return (logpNew) => {
+      const kl = klPenalty(logpNew, reference, batch.mask);
+      keep(tf.keep(kl.clone()));
+      return tf.mul<tf.Scalar>(kl, this.correction.klCoef);
+    };
+  }
+
+  /**
+   * With a KL penalty, `losses/loss` is what the step minimised (surrogate + β·KL), next to
+   * `losses/surrogate` and `losses/kl` (the unscaled token-mean k3); without one, nothing changes.
+   */
+  private lossParts(surrogate: number, kl: number | undefined): Record<string, number> {
+    if (kl === undefined) return {};
+    return { 'losses/loss': surrogate + this.correction.klCoef * kl, 'losses/surrogate': surrogate, 'losses/kl': kl };
+  }
+
+  /**
    * The objective's loss and pre-clip global gradient norm on one mini-batch at the
    * current weights, without an optimizer step: weights, Adam state and version stay as
    * they are. It is what the first epoch of {@link update} would see (same forward pass,
-   * same norm, in float32), so a caller can find which set makes a step non-finite by
-   * evaluating the sets one by one.
+   * same correction and KL penalty, same norm, in float32), so a caller can find which set
+   * makes a step non-finite by evaluating the sets one by one.
    *
    * @throws ValidationError like {@link update} for malformed input
    */
@@ -246,26 +393,30 @@ export class SrpoTrainer {
       const model = this.policy.model;
       const { setInputs, pairs, fields } = flatten(sets);
       const packed = packPairs(pairs, model, (i) => fields[i]);
-      const batch = buildPaddedSetBatch(setInputs);
       const tensors = packedToTensors(packed);
+      let prepared: PreparedBatch | undefined;
       try {
+        prepared = await this.prepare(setInputs, pairs, tensors);
+        const { batch, reference } = prepared;
         // The objective as update computes it (the fused op where update takes it).
         let out: ObjectiveOutput | undefined;
+        let kl: tf.Scalar | undefined;
+        const penalty = reference ? this.klTerm(reference, batch, (k) => (kl = k)) : undefined;
         const { value, grads } = tf.variableGrads(() => {
           const logpNew = packedLogProbs(model, tensors, this.temperature);
           out = learnerObjectiveLoss(logpNew, batch, this.objective);
-          return out.loss;
+          return penalty ? tf.add<tf.Scalar>(out.loss, penalty(logpNew)) : out.loss;
         }, model.trainableVariables());
         const normT = tf.tidy(() => tf.sqrt(tf.addN(Object.values(grads).map((g) => tf.sum(tf.square(g))))) as tf.Scalar);
         try {
           const [loss, norm] = await Promise.all([value.data(), normT.data()]);
           return { loss: loss[0], gradNorm: norm[0] };
         } finally {
-          tf.dispose([value, normT, ...Object.values(grads), ...(out ? objectiveOutputTensors(out) : [])]);
+          tf.dispose([value, normT, ...Object.values(grads), ...(out ? objectiveOutputTensors(out) : []), ...(kl ? [kl] : [])]);
         }
       } finally {
         disposePacked(tensors);
-        disposePaddedSetBatch(batch);
+        if (prepared) disposePrepared(prepared);
       }
     } finally {
       this.busy = false;
@@ -282,6 +433,20 @@ export interface SrpoEvaluation {
   loss: number;
   /** Global L2 norm of the gradient before clipping, computed as the optimizer would (float32). */
   gradNorm: number;
+}
+
+/** {@link SrpoTrainer}'s batch for one call: the objective's inputs, the KL reference, the mismatch diagnostics. */
+interface PreparedBatch {
+  batch: PaddedSetBatch;
+  /** [M, T] reference log-probs, with a KL penalty. */
+  reference?: tf.Tensor2D;
+  /** `mismatchDiagnostics` of @srpo/srpo; empty without a correction. */
+  mismatch: Record<string, number>;
+}
+
+function disposePrepared(p: PreparedBatch): void {
+  disposePaddedSetBatch(p.batch);
+  p.reference?.dispose();
 }
 
 /**

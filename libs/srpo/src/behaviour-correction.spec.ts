@@ -42,7 +42,9 @@ const SETS = [
   {
     setId: 's3',
     advantage: 0.4,
-    members: [{ outputId: 'o4', logpProx: [-0.7, -9, -0.2], logpBehaviour: [-0.9, -1, -0.1], mask: [1, 0, 1], logpNew: [-0.75, -5, -0.15], logpRef: [-0.6, -2, -0.3] }],
+    members: [
+      { outputId: 'o4', logpProx: [-0.7, -9, -0.2], logpBehaviour: [-0.9, -1, -0.1], mask: [1, 0, 1], logpNew: [-0.75, -5, -0.15], logpRef: [-0.6, -2, -0.3] },
+    ],
   },
   { setId: 's4', advantage: -1, members: [{ outputId: 'o5', logpProx: [-3.0], logpBehaviour: [-9999], mask: [1], logpNew: [-2.9], logpRef: [-3.5] }] },
 ];
@@ -141,9 +143,7 @@ describe('set behaviour log-ratio, weights and k3 (by hand)', () => {
   });
 
   it('edge cases: no trained token, rows of different length, NaN and ±∞ log-probs', () => {
-    expect(() => setBehaviourLogRatio([{ logpProx: [-1], logpBehaviour: [-1], mask: [0] }], 'sets[7]')).toThrow(
-      /sets\[7\].*no trained token/,
-    );
+    expect(() => setBehaviourLogRatio([{ logpProx: [-1], logpBehaviour: [-1], mask: [0] }], 'sets[7]')).toThrow(/sets\[7\].*no trained token/);
     expect(() => setBehaviourLogRatio([], 'sets[0]')).toThrow(ValidationError);
     expect(() => setBehaviourK3([{ logpProx: [-1], logpBehaviour: [-1], mask: [0] }])).toThrow(ValidationError);
     expect(() => setBehaviourLogRatio([{ logpProx: [-1, -2], logpBehaviour: [-1], mask: [1, 1] }], 's')).toThrow(/s\.members\[0\]/);
@@ -186,9 +186,7 @@ describe('weightedAdvantages', () => {
     const w = [1.7, 0.3, 2, 0.6];
     const lossAt = (a: number[]) => {
       // One single-token set per case, logpOld 0 so L = logpNew.
-      const batch = buildPaddedSetBatch(
-        a.map((x, i) => ({ setId: `s${i}`, advantage: x, members: [{ outputId: `o${i}`, logpOld: [-1], mask: [1] }] })),
-      );
+      const batch = buildPaddedSetBatch(a.map((x, i) => ({ setId: `s${i}`, advantage: x, members: [{ outputId: `o${i}`, logpOld: [-1], mask: [1] }] })));
       const out = objectiveLoss(
         tf.tensor2d(
           logRatios.map((l) => l - 1),
@@ -217,7 +215,9 @@ describe('tokenK3 and klPenalty (by hand)', () => {
     const mask = tf.tensor2d([[1, 1]]);
     // d = −0.5, 0: k3 = e^−0.5 + 0.5 − 1 = 0.1065307, 0; mean 0.0532653.
     expect(klPenalty(logpNew, ref, mask).dataSync()[0]).toBeCloseTo(0.0532653, 6);
-    const g = tf.grad((x: tf.Tensor) => klPenalty(x as tf.Tensor2D, ref, mask))(logpNew).dataSync();
+    const g = tf
+      .grad((x: tf.Tensor) => klPenalty(x as tf.Tensor2D, ref, mask))(logpNew)
+      .dataSync();
     expect(g[0]).toBeCloseTo((1 - Math.exp(-0.5)) / 2, 6); // 0.1967347
     expect(g[1]).toBeCloseTo(0, 7);
     tf.dispose([logpNew, ref, mask]);
@@ -228,7 +228,9 @@ describe('tokenK3 and klPenalty (by hand)', () => {
     const ref = tf.tensor2d([[-1, -3]]);
     const mask = tf.tensor2d([[1, 0]]);
     expect(Array.from(tokenK3(logpNew, ref, mask).dataSync())).toEqual([0, 0]);
-    const g = tf.grad((x: tf.Tensor) => klPenalty(x as tf.Tensor2D, ref, mask))(logpNew).dataSync();
+    const g = tf
+      .grad((x: tf.Tensor) => klPenalty(x as tf.Tensor2D, ref, mask))(logpNew)
+      .dataSync();
     expect(Array.from(g)).toEqual([0, 0]);
     expect(klPenalty(tf.tensor2d([[Number.NaN, -1]]), ref, tf.tensor2d([[1, 1]])).dataSync()[0]).toBeNaN();
     tf.dispose([logpNew, ref, mask]);
@@ -239,7 +241,11 @@ describe('tokenK3 and klPenalty (by hand)', () => {
     const ref = tf.tensor2d([[-1]]);
     const mask = tf.tensor2d([[1]]);
     expect(Number.isFinite(klPenalty(logpNew, ref, mask).dataSync()[0])).toBe(true);
-    expect(tf.grad((x: tf.Tensor) => klPenalty(x as tf.Tensor2D, ref, mask))(logpNew).dataSync()[0]).toBe(0);
+    expect(
+      tf
+        .grad((x: tf.Tensor) => klPenalty(x as tf.Tensor2D, ref, mask))(logpNew)
+        .dataSync()[0],
+    ).toBe(0);
     tf.dispose([logpNew, ref, mask]);
   });
 });
@@ -276,11 +282,21 @@ describe('against the PyTorch reference (float64) on the same batch', () => {
       mine.map((m) => m.weight),
     );
     const batch = buildPaddedSetBatch(
-      SETS.map((s, i) => ({ setId: s.setId, advantage: advantages[i], members: s.members.map((m) => ({ outputId: m.outputId, logpOld: m.logpProx, mask: m.mask })) })),
+      SETS.map((s, i) => ({
+        setId: s.setId,
+        advantage: advantages[i],
+        members: s.members.map((m) => ({ outputId: m.outputId, logpOld: m.logpProx, mask: m.mask })),
+      })),
     );
     const rows = SETS.flatMap((s) => s.members.map((m) => m.logpNew));
     const logpNew = tf.tensor2d(padRows(rows, 3), [5, 3]);
-    const ref = tf.tensor2d(padRows(SETS.flatMap((s) => s.members.map((m) => m.logpRef)), 3), [5, 3]);
+    const ref = tf.tensor2d(
+      padRows(
+        SETS.flatMap((s) => s.members.map((m) => m.logpRef)),
+        3,
+      ),
+      [5, 3],
+    );
     const lossFn = (x: tf.Tensor) => {
       const out = objectiveLoss(x as tf.Tensor2D, batch, objective);
       return tf.add(out.loss, tf.mul(klPenalty(x as tf.Tensor2D, ref, batch.mask), correction.klCoef)) as tf.Scalar;
