@@ -186,6 +186,29 @@ describe('loadLearnerConfig', () => {
     expect(load({ SRPO_POLICY_ID: 'p', SRPO_DUAL_CLIP: 'false', SRPO_CLIP_RATIO_C: '5' }).objective).toMatchObject({ dualClip: false, clipRatioC: 5 });
   });
 
+  it('reads the mismatch correction and KL penalty (default: none, cap 2, bound ln 2, β 0)', () => {
+    expect(load({ SRPO_POLICY_ID: 'p' }).correction).toEqual({ correction: 'none', cap: 2, bound: Math.LN2, klCoef: 0 });
+    expect(load({ SRPO_POLICY_ID: 'p', SRPO_CORRECTION: 'mis', SRPO_CORRECTION_BOUND: '0.1', SRPO_CORRECTION_CAP: '3' }).correction).toEqual({
+      correction: 'mis',
+      cap: 3,
+      bound: 0.1,
+      klCoef: 0,
+    });
+    expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{}', SRPO_KL_COEF: '0.05' }).correction.klCoef).toBe(0.05);
+  });
+
+  it.each([
+    [{ SRPO_CORRECTION: 'is' }, 'SRPO_CORRECTION'],
+    [{ SRPO_CORRECTION_CAP: '0.5' }, 'SRPO_CORRECTION_CAP'],
+    [{ SRPO_CORRECTION_BOUND: '0' }, 'SRPO_CORRECTION_BOUND'],
+    [{ SRPO_KL_COEF: '-1' }, 'SRPO_KL_COEF'],
+    // Full weights have no reference policy.
+    [{ SRPO_KL_COEF: '0.1' }, 'SRPO_KL_COEF'],
+  ])('refuses %j naming %s', (env, variable) => {
+    const e = failure({ SRPO_POLICY_ID: 'p', ...env });
+    expect(e.message).toContain(variable);
+  });
+
   it('keeps every checkpoint with SRPO_CHECKPOINT_KEEP_LAST=0 and allows no anchors with SRPO_CHECKPOINT_KEEP_EVERY=0', () => {
     expect(load({ SRPO_POLICY_ID: 'p', SRPO_CHECKPOINT_KEEP_LAST: '0' }).checkpointRetention).toEqual({ keepLast: 0, keepEvery: 100 });
     expect(load({ SRPO_POLICY_ID: 'p', SRPO_CHECKPOINT_KEEP_EVERY: '0' }).checkpointRetention).toEqual({ keepLast: 20, keepEvery: 0 });
