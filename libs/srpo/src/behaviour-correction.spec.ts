@@ -299,7 +299,7 @@ describe('against the PyTorch reference (float64) on the same batch', () => {
     );
     const lossFn = (x: tf.Tensor) => {
       const out = objectiveLoss(x as tf.Tensor2D, batch, objective);
-      return tf.add(out.loss, tf.mul(klPenalty(x as tf.Tensor2D, ref, batch.mask), correction.klCoef)) as tf.Scalar;
+      return tf.add<tf.Scalar>(out.loss, tf.mul(klPenalty(x as tf.Tensor2D, ref, batch.mask), correction.klCoef));
     };
     const { value, grad } = tf.valueAndGrad(lossFn)(logpNew);
     expect(value.dataSync()[0]).toBeCloseTo(py.loss as number, 5);
