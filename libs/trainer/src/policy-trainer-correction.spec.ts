@@ -1,6 +1,6 @@
 import * as path from 'path';
 import { initTfBackend, repoRoot, ValidationError } from '@srpo/core';
-import { loadHfModel } from '@srpo/hf';
+import { loadHfModel, resolveLoraConfig } from '@srpo/hf';
 import { Policy } from '@srpo/policy';
 import { makeSets } from '@srpo/policy/testing';
 import { resolveCorrectionConfig, resolveObjectiveConfig } from '@srpo/srpo';
@@ -32,7 +32,15 @@ async function llamaSets(): Promise<TrainingSet[]> {
 }
 
 function loraTrainer(): TfPolicyTrainer {
-  return new TfPolicyTrainer({ policyId: 'p', model: TINY_MODEL, modelDir: LLAMA, lora: { r: 4, alpha: 8 }, lr: 0.01, epochs: 1, maxGradNorm: 0 });
+  return new TfPolicyTrainer({
+    policyId: 'p',
+    model: TINY_MODEL,
+    modelDir: LLAMA,
+    lora: resolveLoraConfig({ r: 4, alpha: 8 }),
+    lr: 0.01,
+    epochs: 1,
+    maxGradNorm: 0,
+  });
 }
 
 /** `losses/kl` after each of `steps` updates on the same sets. */
