@@ -1,3 +1,5 @@
+import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 import { initTfBackend, repoRoot, ValidationError } from '@srpo/core';
 import { loadHfModel, resolveLoraConfig } from '@srpo/hf';
@@ -102,6 +104,28 @@ describe('TfPolicyTrainer: KL penalty to the LoRA base', () => {
       }
     };
     expect(await run()).toBe(await run());
+  });
+
+  it('recomputes from a checkpoint as verify does: the reloaded LoRA policy has the same reference, the step the same weights', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-kl-'));
+    const correction = resolveCorrectionConfig({ correction: 'tis', klCoef: 0.5 }, 'correction');
+    const live = loraTrainer();
+    const again = loraTrainer();
+    try {
+      await live.init(3);
+      await live.step(sets, objective, correction);
+      await live.save(dir);
+      const second = await live.step(sets, objective, correction);
+      expect(second.diagnostics['losses/kl']).toBeGreaterThan(0);
+      await again.load(dir);
+      const recomputed = await again.step(sets, objective, correction);
+      expect(recomputed.diagnostics['losses/kl']).toBe(second.diagnostics['losses/kl']);
+      expect(await again.weightsHash()).toBe(await live.weightsHash());
+    } finally {
+      live.dispose();
+      again.dispose();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses a penalty on a full-weight policy, naming the field', async () => {
