@@ -1,29 +1,30 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
 import {
-  buildPaddedSetBatch,
   disposeObjectiveOutput,
-  disposePaddedSetBatch,
-  klPenalty,
-  mismatchDiagnostics,
-  needsProximal,
   objectiveOutputTensors,
   readDiagnostics,
   resolveCorrectionConfig,
   resolveObjectiveConfig,
-  setMismatches,
-  weightedAdvantages,
   type CorrectionConfig,
   type ObjectiveConfig,
   type ObjectiveOutput,
-  type PaddedSetBatch,
   type SetInput,
 } from '@srpo/srpo';
 import { AdamOptimizer, type AdamConfig } from './adam-optimizer';
 import { learnerObjectiveLoss } from '@srpo/kernels';
-import { checkTemperature, disposePacked, packPairs, packedLogProbs, packedToTensors, type PackedTensors, type SequencePair } from './log-probs';
+import { checkTemperature, disposePacked, packPairs, packedLogProbs, packedToTensors, type SequencePair } from './log-probs';
 import { learningRateAt, validateLrSchedule, type LrSchedule } from './lr-schedule';
-import { accumulatedGradients, microBatchRows } from './micro-batch';
+import { accumulatedGradients } from './micro-batch';
+import {
+  disposeCorrectedBatch,
+  klTerm,
+  lossParts,
+  prepareCorrectedBatch,
+  type CorrectedBatch,
+  type CorrectionContext,
+  type ReferenceScope,
+} from './corrected-batch';
 import type { Policy } from './policy';
 
 /** One agent output of an active set, with what the model needs to re-score it. */
@@ -81,9 +82,6 @@ export interface SrpoTrainerConfig {
    */
   withReference?: ReferenceScope;
 }
-
-/** See {@link SrpoTrainerConfig.withReference}. */
-export type ReferenceScope = <T>(score: () => T) => T;
 
 export interface SrpoEpochResult {
   /** Objective loss at the weights BEFORE this epoch's update. */
@@ -193,9 +191,9 @@ export class SrpoTrainer {
     const names = model.weightNames();
     const results: SrpoEpochResult[] = [];
     const micro = this.microBatchTokens > 0 && packed.m * packed.inputLength > this.microBatchTokens;
-    let prepared: PreparedBatch | undefined;
+    let prepared: CorrectedBatch | undefined;
     try {
-      prepared = await this.prepare(setInputs, pairs, tensors);
+      prepared = await prepareCorrectedBatch(this.context(), setInputs, pairs, tensors);
       const { batch, reference } = prepared;
       for (let e = 0; e < this.epochs; e++) {
         const lr = learningRateAt(this.schedule, this.optimizer.step);
@@ -204,7 +202,7 @@ export class SrpoTrainer {
         let byName: Map<string, tf.Tensor>;
         let peakBytes = 0;
         let microBatches = 1;
-        const penalty = reference ? this.klTerm(reference, batch, (k) => (kl = k)) : undefined;
+        const penalty = reference ? klTerm(reference, batch.mask, this.correction.klCoef, (k) => (kl = k)) : undefined;
         if (micro) {
           const acc = accumulatedGradients(model, pairs, batch, this.objective, this.temperature, this.microBatchTokens, penalty);
           byName = acc.grads;
@@ -237,7 +235,7 @@ export class SrpoTrainer {
         let gradNorm: number;
         try {
           const [d, n, k] = await Promise.all([readDiagnostics(o, batch, this.objective), normT.data(), kl ? kl.data() : undefined]);
-          diagnostics = { ...d, ...prepared.mismatch, ...this.lossParts(d['losses/loss'], k?.[0]) };
+          diagnostics = { ...d, ...prepared.mismatch, ...lossParts(d['losses/loss'], k?.[0], this.correction.klCoef) };
           gradNorm = n[0];
         } finally {
           disposeObjectiveOutput(o);
@@ -252,7 +250,7 @@ export class SrpoTrainer {
       }
     } finally {
       disposePacked(tensors);
-      if (prepared) disposePrepared(prepared);
+      if (prepared) disposeCorrectedBatch(prepared);
     }
     const first = results[0];
     return {
@@ -268,113 +266,14 @@ export class SrpoTrainer {
     };
   }
 
-  /**
-   * The batch the epochs train on. Without a correction: the recorded behaviour log-probs and
-   * advantages. With one: `logpOld` replaced by the proximal log-probs (this trainer's model at
-   * the weights the call starts from, scored as the step scores, no gradient) and each set's
-   * advantage by `weightedAdvantages` (its behaviour weight folded in), plus the per-set
-   * mismatch diagnostics. With a KL penalty: the reference log-probs too. Both stay fixed over
-   * the epochs, as π_old does.
-   */
-  private async prepare(setInputs: SetInput[], pairs: readonly SequencePair[], tensors: PackedTensors): Promise<PreparedBatch> {
-    const batch = buildPaddedSetBatch(setInputs);
-    const prepared: PreparedBatch = { batch, mismatch: {} };
-    try {
-      if (needsProximal(this.correction)) {
-        const prox = this.score(pairs, tensors);
-        const width = prox.shape[1];
-        if (width !== batch.logpOld.shape[1]) {
-          prox.dispose();
-          throw new ValidationError('sets', `proximal log-probs are ${width} wide, the batch ${batch.logpOld.shape[1]}`);
-        }
-        tf.dispose(batch.logpOld);
-        batch.logpOld = prox;
-        const values = await prox.data();
-        let row = 0;
-        const perSet = setInputs.map((s) =>
-          s.members.map((m) => {
-            const at = row++ * width;
-            return { logpProx: values.subarray(at, at + m.mask.length), logpBehaviour: m.logpOld, mask: m.mask };
-          }),
-        );
-        const mismatches = setMismatches(perSet, this.correction);
-        const advantages = weightedAdvantages(
-          setInputs.map((s) => s.advantage),
-          mismatches.map((m) => m.weight),
-        );
-        batch.advantage.dispose();
-        batch.advantage = tf.tensor1d(Float32Array.from(advantages), 'float32');
-        prepared.mismatch = mismatchDiagnostics(mismatches);
-      }
-      if (this.correction.klCoef > 0) {
-        const scope = this.withReference as ReferenceScope;
-        prepared.reference = scope(() => this.score(pairs, tensors));
-      }
-      return prepared;
-    } catch (e) {
-      disposePrepared(prepared);
-      throw e;
-    }
-  }
-
-  /**
-   * Log-probs `[M, T]` of every row at the current weights, without a tape: as the step's own
-   * forward computes them (one pass, or the same micro-batches), so at the weights a call starts
-   * from they are the step's first log-probs, bit for bit.
-   */
-  private score(pairs: readonly SequencePair[], tensors: PackedTensors): tf.Tensor2D {
-    const model = this.policy.model;
-    const packed = tensors.packed;
-    if (!(this.microBatchTokens > 0 && packed.m * packed.inputLength > this.microBatchTokens)) {
-      return tf.tidy(() => packedLogProbs(model, tensors, this.temperature));
-    }
-    const lengths = pairs.map((p, i) => packed.contextKept[i] + p.responseTokens.length - 1);
-    const width = packed.responseLength;
-    return tf.tidy(() =>
-      tf.concat(
-        microBatchRows(lengths, this.microBatchTokens).map((rows) => {
-          const t = packedToTensors(
-            packPairs(
-              rows.map((i) => pairs[i]),
-              model,
-            ),
-          );
-          try {
-            const lp = packedLogProbs(model, t, this.temperature);
-            return lp.shape[1] === width
-              ? lp
-              : lp.pad([
-                  [0, 0],
-                  [0, width - lp.shape[1]],
-                ]);
-          } finally {
-            disposePacked(t);
-          }
-        }),
-        0,
-      ),
-    ) as tf.Tensor2D;
-  }
-
-  /**
-   * `β · KL(logπ_θ, logπ_ref)` as a function of the step's log-probs (`klPenalty` of @srpo/srpo),
-   * handing the unscaled KL to `keep` (kept out of the gradient scope) for the diagnostics.
-   */
-  private klTerm(reference: tf.Tensor2D, batch: PaddedSetBatch, keep: (kl: tf.Scalar) => void): (logpNew: tf.Tensor2D) => tf.Scalar {
-    return (logpNew) => {
-      const kl = klPenalty(logpNew, reference, batch.mask);
-      keep(tf.keep(kl.clone()));
-      return tf.mul<tf.Scalar>(kl, this.correction.klCoef);
+  private context(): CorrectionContext {
+    return {
+      model: this.policy.model,
+      temperature: this.temperature,
+      microBatchTokens: this.microBatchTokens,
+      correction: this.correction,
+      withReference: this.withReference,
     };
-  }
-
-  /**
-   * With a KL penalty, `losses/loss` is what the step minimised (surrogate + β·KL), next to
-   * `losses/surrogate` and `losses/kl` (the unscaled token-mean k3); without one, nothing changes.
-   */
-  private lossParts(surrogate: number, kl: number | undefined): Record<string, number> {
-    if (kl === undefined) return {};
-    return { 'losses/loss': surrogate + this.correction.klCoef * kl, 'losses/surrogate': surrogate, 'losses/kl': kl };
   }
 
   /**
@@ -394,14 +293,14 @@ export class SrpoTrainer {
       const { setInputs, pairs, fields } = flatten(sets);
       const packed = packPairs(pairs, model, (i) => fields[i]);
       const tensors = packedToTensors(packed);
-      let prepared: PreparedBatch | undefined;
+      let prepared: CorrectedBatch | undefined;
       try {
-        prepared = await this.prepare(setInputs, pairs, tensors);
+        prepared = await prepareCorrectedBatch(this.context(), setInputs, pairs, tensors);
         const { batch, reference } = prepared;
         // The objective as update computes it (the fused op where update takes it).
         let out: ObjectiveOutput | undefined;
         let kl: tf.Scalar | undefined;
-        const penalty = reference ? this.klTerm(reference, batch, (k) => (kl = k)) : undefined;
+        const penalty = reference ? klTerm(reference, batch.mask, this.correction.klCoef, (k) => (kl = k)) : undefined;
         const { value, grads } = tf.variableGrads(() => {
           const logpNew = packedLogProbs(model, tensors, this.temperature);
           out = learnerObjectiveLoss(logpNew, batch, this.objective);
@@ -416,7 +315,7 @@ export class SrpoTrainer {
         }
       } finally {
         disposePacked(tensors);
-        if (prepared) disposePrepared(prepared);
+        if (prepared) disposeCorrectedBatch(prepared);
       }
     } finally {
       this.busy = false;
@@ -433,20 +332,6 @@ export interface SrpoEvaluation {
   loss: number;
   /** Global L2 norm of the gradient before clipping, computed as the optimizer would (float32). */
   gradNorm: number;
-}
-
-/** {@link SrpoTrainer}'s batch for one call: the objective's inputs, the KL reference, the mismatch diagnostics. */
-interface PreparedBatch {
-  batch: PaddedSetBatch;
-  /** [M, T] reference log-probs, with a KL penalty. */
-  reference?: tf.Tensor2D;
-  /** `mismatchDiagnostics` of @srpo/srpo; empty without a correction. */
-  mismatch: Record<string, number>;
-}
-
-function disposePrepared(p: PreparedBatch): void {
-  disposePaddedSetBatch(p.batch);
-  p.reference?.dispose();
 }
 
 /**
