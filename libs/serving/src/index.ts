@@ -2,6 +2,7 @@ export * from './text-codec';
 export * from './incremental-text';
 export * from './policy-pool';
 export * from './served-models';
+export * from './lora-adapters';
 export * from './generation-engine';
 export * from './openai-protocol';
 export * from './completion.service';
