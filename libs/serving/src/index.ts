@@ -14,3 +14,8 @@ export * from './gateway/retokenizer';
 export * from './gateway/event-spool';
 export * from './http/http-types';
 export * from './http/openai-error.filter';
+export * from './publisher/lora-server-client';
+export * from './publisher/adapter-export';
+export * from './publisher/publisher';
+export * from './publisher/version-follower';
+export * from './publisher/publisher-config';
