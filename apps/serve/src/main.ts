@@ -33,11 +33,11 @@ if (require.main === module) {
   Promise.resolve()
     .then(() => bootstrap({ ...process.env, ...serveFlagsToEnv(process.argv.slice(2)) }))
     .catch((e: unknown) => {
-    new Logger('serve').error('srpo serve failed to start', {
-      error: errorMessage(e),
-      code: e instanceof SrpoError ? e.code : undefined,
-      field: e instanceof SrpoError ? e.field : undefined,
+      new Logger('serve').error('srpo serve failed to start', {
+        error: errorMessage(e),
+        code: e instanceof SrpoError ? e.code : undefined,
+        field: e instanceof SrpoError ? e.field : undefined,
+      });
+      process.exit(1);
     });
-    process.exit(1);
-  });
 }

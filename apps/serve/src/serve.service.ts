@@ -100,7 +100,10 @@ export class ServeService implements OnApplicationShutdown {
 
   private loraAdapters(): LoraAdapters {
     if (!this.adapters)
-      throw new SrpoError(ErrorCode.CONFIG_INVALID, 'this server has no base model for LoRA adapters: start srpo serve with --model DIR (SRPO_SERVE_MODEL_DIR)');
+      throw new SrpoError(
+        ErrorCode.CONFIG_INVALID,
+        'this server has no base model for LoRA adapters: start srpo serve with --model DIR (SRPO_SERVE_MODEL_DIR)',
+      );
     return this.adapters;
   }
 

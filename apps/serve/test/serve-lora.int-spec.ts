@@ -80,13 +80,27 @@ describe('srpo serve --model with vLLM LoRA endpoints', () => {
     expect([r.status, r.text]).toEqual([200, "Success: LoRA adapter 'actor@v1' added successfully."]);
     const models = (await (await fetch(`${base}/v1/models`)).json()) as { data: { id: string }[] };
     expect(models.data.map((m) => m.id)).toEqual(['tiny-qwen', 'actor@v1']);
-    const c = await post('/v1/completions', { model: 'actor@v1', prompt: 'hello', max_tokens: 6, temperature: 1, seed: 3, logprobs: 0, return_token_ids: true });
+    const c = await post('/v1/completions', {
+      model: 'actor@v1',
+      prompt: 'hello',
+      max_tokens: 6,
+      temperature: 1,
+      seed: 3,
+      logprobs: 0,
+      return_token_ids: true,
+    });
     expect(c.status).toBe(200);
     expect(c.headers.get('x-srpo-policy-version')).toBe('actor@1');
-    const body = c.json() as { system_fingerprint: string; prompt_token_ids: number[]; choices: { token_ids: number[]; logprobs: { token_logprobs: number[] } }[] };
+    const body = c.json() as {
+      system_fingerprint: string;
+      prompt_token_ids: number[];
+      choices: { token_ids: number[]; logprobs: { token_logprobs: number[] } }[];
+    };
     expect(body.system_fingerprint).toBe('srpo-actor-v1');
     // Independent of the server: the adapter attached the ordinary way to a copy of the base.
-    const { logProbs, mask } = tokenLogProbs(reference, [{ contextTokens: body.prompt_token_ids, responseTokens: body.choices[0].token_ids }], { temperature: 1 });
+    const { logProbs, mask } = tokenLogProbs(reference, [{ contextTokens: body.prompt_token_ids, responseTokens: body.choices[0].token_ids }], {
+      temperature: 1,
+    });
     const expected = Array.from(await logProbs.data()).slice(0, body.choices[0].token_ids.length);
     logProbs.dispose();
     mask.dispose();
@@ -97,7 +111,12 @@ describe('srpo serve --model with vLLM LoRA endpoints', () => {
     const missing = await post('/v1/load_lora_adapter', { lora_name: 'x' });
     expect(missing.status).toBe(400);
     expect(missing.json()).toEqual({
-      error: { message: expect.stringMatching(/Both 'lora_name' and 'lora_path' must be provided/) as string, type: 'InvalidUserInput', param: null, code: 400 },
+      error: {
+        message: expect.stringMatching(/Both 'lora_name' and 'lora_path' must be provided/) as string,
+        type: 'InvalidUserInput',
+        param: null,
+        code: 400,
+      },
     });
     const again = await post('/v1/load_lora_adapter', { lora_name: 'actor@v1', lora_path: adapterDir });
     expect([again.status, (again.json().error as { type: string }).type]).toEqual([400, 'InvalidUserInput']);
@@ -120,5 +139,4 @@ describe('srpo serve --model with vLLM LoRA endpoints', () => {
     // The base is still served after its adapters come and go.
     expect((await post('/v1/completions', { model: 'tiny-qwen', prompt: 'hello', max_tokens: 2 })).status).toBe(200);
   });
-
 });

@@ -136,7 +136,10 @@ describe('LoRA adapters over one shared base (native TensorFlow, qwen2 fixture)'
   it('an adapter that does not fit the base is refused by name and nothing is served', () => {
     const bad = path.join(tmp, 'bad');
     fs.mkdirSync(bad);
-    fs.writeFileSync(path.join(bad, 'adapter_config.json'), JSON.stringify({ peft_type: 'LORA', task_type: 'CAUSAL_LM', r: 4, lora_alpha: 8, target_modules: ['q_proj'], use_dora: true }));
+    fs.writeFileSync(
+      path.join(bad, 'adapter_config.json'),
+      JSON.stringify({ peft_type: 'LORA', task_type: 'CAUSAL_LM', r: 4, lora_alpha: 8, target_modules: ['q_proj'], use_dora: true }),
+    );
     fs.copyFileSync(path.join(dirs[0], 'adapter_model.safetensors'), path.join(bad, 'adapter_model.safetensors'));
     let error: unknown;
     try {

@@ -76,7 +76,8 @@ export class LoraAdapters {
       loadLoraAdapter(view, dir);
     } catch (e) {
       view.dispose();
-      if (e instanceof SrpoError && e.code === ErrorCode.NOT_FOUND) throw new SrpoError(ErrorCode.NOT_FOUND, `No adapter found for ${loraPath}: ${e.message}`, { cause: e });
+      if (e instanceof SrpoError && e.code === ErrorCode.NOT_FOUND)
+        throw new SrpoError(ErrorCode.NOT_FOUND, `No adapter found for ${loraPath}: ${e.message}`, { cause: e });
       throw e;
     }
     const { policyId, version } = servedNameIdentity(loraName);

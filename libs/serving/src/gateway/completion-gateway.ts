@@ -127,7 +127,8 @@ export class CompletionGateway {
     if (typeof body !== 'object' || body === null || Array.isArray(body))
       throw new OpenAiError(400, 'the body must be a JSON object {policy_id, model, version}', null, 'invalid_value');
     const b = body as Json;
-    if (typeof b.policy_id !== 'string' || b.policy_id === '') throw new OpenAiError(400, 'policy_id: must be a non-empty string', 'policy_id', 'invalid_value');
+    if (typeof b.policy_id !== 'string' || b.policy_id === '')
+      throw new OpenAiError(400, 'policy_id: must be a non-empty string', 'policy_id', 'invalid_value');
     if (typeof b.model !== 'string' || b.model === '') throw new OpenAiError(400, 'model: must be a non-empty string', 'model', 'invalid_value');
     if (typeof b.version !== 'number' || !Number.isSafeInteger(b.version) || b.version < 0)
       throw new OpenAiError(400, 'version: must be a non-negative integer', 'version', 'invalid_value');

@@ -14,6 +14,7 @@ export interface PublisherConfig {
   gatewayApiKey?: string;
   retryMaxMs: number;
   requestTimeoutMs: number;
+  reconcileMs: number;
   metricsPort?: number;
 }
 
@@ -32,6 +33,7 @@ export interface PublisherConfig {
  * | `SRPO_PUBLISH_GATEWAY_API_KEY` | unset | an admin key of the gateways |
  * | `SRPO_PUBLISH_RETRY_MAX_MS` | 30000 | longest wait between retries of a server that is down |
  * | `SRPO_PUBLISH_TIMEOUT_MS` | 60000 | longest wait for one call |
+ * | `SRPO_PUBLISH_RECONCILE_MS` | 30000 | how often servers and gateways are checked for what a restart lost (0: never) |
  * | `SRPO_PUBLISH_METRICS_PORT` | unset | serve `/metrics` (Prometheus) on this port |
  * | `KAFKA_*`, `SRPO_TOPIC_PREFIX` | local broker, `srpo.` | where policy-versions is followed |
  */
@@ -64,6 +66,7 @@ export function readPublisherConfig(r: EnvReader, cwd: string): PublisherConfig 
     gatewayApiKey: r.optionalStr('SRPO_PUBLISH_GATEWAY_API_KEY'),
     retryMaxMs: r.int('SRPO_PUBLISH_RETRY_MAX_MS', 30_000, { min: 10 }),
     requestTimeoutMs: r.int('SRPO_PUBLISH_TIMEOUT_MS', 60_000, { min: 100 }),
+    reconcileMs: r.int('SRPO_PUBLISH_RECONCILE_MS', 30_000, { min: 0 }),
     ...(metricsPort !== undefined ? { metricsPort } : {}),
   };
 }

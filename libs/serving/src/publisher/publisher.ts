@@ -18,6 +18,12 @@ export interface PublisherOptions {
   /** An admin key (`["*"]`) of the gateways. */
   gatewayApiKey?: string;
   requestTimeoutMs?: number;
+  /**
+   * Every this many ms, check that each server still lists the current adapters and each
+   * gateway the current version, and redo what is missing (a restarted server or gateway has
+   * lost them). 0: never. Default 30000.
+   */
+  reconcileMs?: number;
   /** Backoff against a server or gateway that is down (the project's retrier; unbounded attempts until a newer version supersedes). */
   retry?: Pick<RetryOptions, 'initialDelayMs' | 'maxDelayMs' | 'sleep'>;
   metrics?: MetricsSink;
@@ -74,12 +80,20 @@ export class Publisher {
   private readonly told = new Map<string, number>();
   private readonly running = new Map<string, Promise<void>>();
   private stopped = false;
+  /** Waits in progress, ended early by {@link stop}. */
+  private readonly wakers = new Set<() => void>();
+  private readonly reconcileTimer?: NodeJS.Timeout;
 
   constructor(private readonly o: PublisherOptions) {
     this.log = o.logger ?? new Logger('publisher');
     this.client = new LoraServerClient(o.requestTimeoutMs, o.serverApiKey);
     this.metrics = o.metrics ?? new MetricsSink();
     for (const s of o.servers) this.loaded.set(serverBase(s), new Map());
+    const every = o.reconcileMs ?? 30_000;
+    if (every > 0) {
+      this.reconcileTimer = setInterval(() => this.spawn('reconcile', () => this.reconcile()), every);
+      this.reconcileTimer.unref();
+    }
   }
 
   /** Takes an announced version; true when it is newer than any offered for its policy (it will be published). */
@@ -115,7 +129,52 @@ export class Publisher {
   /** Stops retrying and waits for the calls in flight. */
   async stop(): Promise<void> {
     this.stopped = true;
+    clearInterval(this.reconcileTimer);
+    for (const wake of [...this.wakers]) wake();
     await this.idle();
+  }
+
+  /**
+   * Redoes what a restart lost: a server that no longer lists a policy's current adapter is
+   * loaded again, a gateway that reports another version (or none) is told again. A server or
+   * gateway that cannot be asked is left to the next round.
+   */
+  async reconcile(): Promise<void> {
+    for (const [server, byPolicy] of this.loaded) {
+      if (this.stopped) return;
+      const names = await this.listModels(server);
+      if (!names) continue;
+      for (const [policyId, target] of this.ready) {
+        if ((byPolicy.get(policyId) ?? -1) < target.version || names.includes(target.name)) continue;
+        this.log.warn('a server lost the current adapter (restarted?); loading it again', { server, name: target.name });
+        this.metrics.count('publish/reloads', { server });
+        byPolicy.delete(policyId);
+        this.spawn(`load\n${server}\n${policyId}`, () => this.serverLoop(server, policyId));
+      }
+    }
+    for (const g of this.o.gateways.map(serverBase)) {
+      if (this.stopped) return;
+      let current: Map<string, number>;
+      try {
+        const res = await fetch(`${g}/v1/srpo/served-models`, {
+          headers: this.o.gatewayApiKey ? { authorization: `Bearer ${this.o.gatewayApiKey}` } : {},
+          signal: AbortSignal.timeout(this.o.requestTimeoutMs ?? 60_000),
+        });
+        const body = (await res.json()) as { data?: { policy_id?: unknown; version?: unknown }[] };
+        current = new Map((body.data ?? []).map((d) => [String(d.policy_id), Number(d.version)] as const));
+      } catch (e) {
+        this.failed(g, e, { gateway: true, listing: true });
+        continue;
+      }
+      for (const [policyId] of this.ready) {
+        const key = `${g}\n${policyId}`;
+        const told = this.told.get(key);
+        if (told === undefined || current.get(policyId) === told) continue;
+        this.log.warn('a gateway lost the current version (restarted?); telling it again', { gateway: g, policyId, version: told });
+        this.told.delete(key);
+        this.maybeTellGateways(policyId);
+      }
+    }
   }
 
   /** One task per key at a time; a task started while one runs is picked up by the running one (newest wins). */
@@ -164,7 +223,7 @@ export class Publisher {
       const superseded = () => this.stopped || this.ready.get(policyId) !== target;
       try {
         const outcome = await retry(() => this.client.load(server, target.name, target.path), {
-          ...this.o.retry,
+          ...this.retryOptions(),
           retryIf: (e) => isRetriable(e),
           stopped: superseded,
           onRetry: (e, attempt, delayMs) => this.failed(server, e, { policyId, version: target.version, attempt, retryInMs: delayMs }),
@@ -186,18 +245,8 @@ export class Publisher {
 
   /** Unloads `<policy>@v<N>` adapters older than the newest `keep` (best effort: a failure is reported, never retried forever). */
   private async unloadOld(server: string, policyId: string, newest: number): Promise<void> {
-    let names: string[];
-    try {
-      const res = await fetch(`${server}/v1/models`, {
-        headers: this.o.serverApiKey ? { authorization: `Bearer ${this.o.serverApiKey}` } : {},
-        signal: AbortSignal.timeout(this.o.requestTimeoutMs ?? 60_000),
-      });
-      const body = (await res.json()) as { data?: { id?: unknown }[] };
-      names = (body.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string');
-    } catch (e) {
-      this.failed(server, e, { policyId, listing: true });
-      return;
-    }
+    const names = await this.listModels(server);
+    if (!names) return;
     const prefix = `${policyId}@v`;
     const versions = names
       .filter((n) => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length)))
@@ -212,6 +261,22 @@ export class Publisher {
       } catch (e) {
         this.failed(server, e, { policyId, version: old, unloading: true });
       }
+    }
+  }
+
+  /** The model ids a server lists (`GET /v1/models`), or undefined (reported) when it cannot be asked. */
+  private async listModels(server: string): Promise<string[] | undefined> {
+    try {
+      const res = await fetch(`${server}/v1/models`, {
+        headers: this.o.serverApiKey ? { authorization: `Bearer ${this.o.serverApiKey}` } : {},
+        signal: AbortSignal.timeout(this.o.requestTimeoutMs ?? 60_000),
+      });
+      if (!res.ok) throw new SrpoError(ErrorCode.UNAVAILABLE, `${server}/v1/models answered ${res.status}`, { retriable: true });
+      const body = (await res.json()) as { data?: { id?: unknown }[] };
+      return (body.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string');
+    } catch (e) {
+      this.failed(server, e, { listing: true });
+      return undefined;
     }
   }
 
@@ -232,7 +297,7 @@ export class Publisher {
       const superseded = () => this.stopped || this.ready.get(policyId) !== target;
       try {
         await retry(() => this.tell(gateway, policyId, target), {
-          ...this.o.retry,
+          ...this.retryOptions(),
           stopped: superseded,
           onRetry: (e, attempt, delayMs) => this.failed(gateway, e, { policyId, version: target.version, attempt, retryInMs: delayMs, gateway: true }),
         });
@@ -262,9 +327,30 @@ export class Publisher {
     if (res.ok) return;
     const text = await res.text().catch(() => '');
     const retriable = res.status >= 500 || res.status === 429;
-    throw new SrpoError(retriable ? ErrorCode.UNAVAILABLE : ErrorCode.VALIDATION_FAILED, `${gateway} served-models answered ${res.status}: ${text.slice(0, 300)}`, {
-      retriable,
-    });
+    throw new SrpoError(
+      retriable ? ErrorCode.UNAVAILABLE : ErrorCode.VALIDATION_FAILED,
+      `${gateway} served-models answered ${res.status}: ${text.slice(0, 300)}`,
+      {
+        retriable,
+      },
+    );
+  }
+
+  /** The configured backoff, with waits that {@link stop} cuts short (a stopping publisher does not sit out a 30 s delay). */
+  private retryOptions(): RetryOptions {
+    const sleep = this.o.retry?.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+    return {
+      ...this.o.retry,
+      sleep: (ms) =>
+        new Promise<void>((resolve) => {
+          const wake = () => {
+            this.wakers.delete(wake);
+            resolve();
+          };
+          this.wakers.add(wake);
+          void sleep(ms).then(wake);
+        }),
+    };
   }
 
   private failed(target: string, e: unknown, context: Record<string, unknown>): void {

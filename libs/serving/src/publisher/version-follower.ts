@@ -48,6 +48,10 @@ export async function followPolicyVersions(o: VersionFollowerOptions): Promise<{
       return Promise.resolve();
     },
   });
-  log.info('following policy versions', { topic, policies: o.policies.length > 0 ? o.policies : 'all', newest: Object.fromEntries([...newest].map(([k, v]) => [k, v.version])) });
+  log.info('following policy versions', {
+    topic,
+    policies: o.policies.length > 0 ? o.policies : 'all',
+    newest: Object.fromEntries([...newest].map(([k, v]) => [k, v.version])),
+  });
   return { stop: () => consumer.disconnect().catch((e: unknown) => log.warn('version consumer disconnect failed', { error: errorMessage(e) })) };
 }
