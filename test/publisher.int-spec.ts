@@ -6,7 +6,7 @@ import { pathToFileURL } from 'url';
 import * as tf from '@tensorflow/tfjs';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { initTfBackend, MetricsSink, repoRoot } from '@srpo/core';
-import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, type AgentOutput } from '@srpo/events';
+import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, type AgentOutput, type PolicyVersion } from '@srpo/events';
 import { CheckpointStore, Policy, SeededRng } from '@srpo/policy';
 import { attachLora, loadHfModel, readSafetensorsHeader, readSafetensorsTensor, type LoraAdapter } from '@srpo/hf';
 import { followPolicyVersions, Publisher } from '@srpo/serving';
@@ -41,7 +41,11 @@ class VllmStandIn {
   }
 
   close(): Promise<void> {
-    return new Promise((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+    return new Promise((resolve) => {
+      if (!this.server) return resolve();
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
   }
 
   private answer(method: string, url: string, raw: string, res: http.ServerResponse): void {
@@ -158,6 +162,7 @@ describe('publisher: versions reach srpo serve, vLLM and the gateway by themselv
   let adapter: LoraAdapter;
   /** The factor values of each version, as the learner would have trained them. */
   const factors = new Map<number, Map<string, Float32Array>>();
+  const announced = new Map<number, PolicyVersion>();
 
   /** Saves version v of the LoRA policy `actor` with seeded factors and announces it. */
   async function announce(v: number): Promise<void> {
@@ -170,25 +175,18 @@ describe('publisher: versions reach srpo serve, vLLM and the gateway by themselv
     }
     factors.set(v, values);
     const manifest = await store.save(new Policy('actor', model, v));
+    const event: PolicyVersion = {
+      policyId: 'actor',
+      version: v,
+      weightsHash: manifest.weightsHash,
+      checkpointUri: pathToFileURL(store.dirFor('actor', v)).href,
+      updateId: null,
+      eventTimeMs: Date.now(),
+    };
+    announced.set(v, event);
     const producer = kafka.producer();
     await producer.connect();
-    await producer.send({
-      topic: catalog.policyVersions.name,
-      acks: -1,
-      messages: [
-        {
-          key: 'actor',
-          value: codec.encode('PolicyVersion', {
-            policyId: 'actor',
-            version: v,
-            weightsHash: manifest.weightsHash,
-            checkpointUri: pathToFileURL(store.dirFor('actor', v)).href,
-            updateId: null,
-            eventTimeMs: Date.now(),
-          }),
-        },
-      ],
-    });
+    await producer.send({ topic: catalog.policyVersions.name, acks: -1, messages: [{ key: 'actor', value: codec.encode('PolicyVersion', event) }] });
     await producer.disconnect();
   }
 
@@ -319,5 +317,43 @@ describe('publisher: versions reach srpo serve, vLLM and the gateway by themselv
     const records = await readTopicsToEnd(kafka, [catalog.agentOutputs.name]);
     const outputs = records.map((r) => codec.decodeAs('AgentOutput', r.value)).filter((o: AgentOutput) => o.episodeId === 'ep-pub');
     expect(outputs.map((o) => [o.outputId, o.policyId, o.policyVersion])).toEqual([[body.srpo.output_ids[0], 'actor', 3]]);
+  }, 60_000);
+
+  it('never unloads the version a gateway still sends requests to, whatever --keep says; it goes once the gateway moved on', async () => {
+    const a = new VllmStandIn();
+    const b = new VllmStandIn();
+    const aUrl = `http://127.0.0.1:${await a.listen()}`;
+    const bPort = await b.listen();
+    const bUrl = `http://127.0.0.1:${bPort}`;
+    const strict = new Publisher({
+      servers: [aUrl, bUrl],
+      gateways: [gatewayUrl],
+      exportDir: path.join(tmp, 'published'),
+      keep: 1,
+      gatewayApiKey: ADMIN,
+      retry: { initialDelayMs: 50, maxDelayMs: 200 },
+      reconcileMs: 0,
+      metrics: new MetricsSink(),
+    });
+    try {
+      strict.offer(announced.get(1) as PolicyVersion);
+      await until('the gateway told v1', () => strict.toldVersion(gatewayUrl, 'actor') === 1);
+      await b.close();
+      strict.offer(announced.get(2) as PolicyVersion);
+      await until('v2 on the server that is up', () => a.loras.has('actor@v2'));
+      await until('the down server retried', () => (strict.status().find((s) => s.server === bUrl)?.failures ?? 0) >= 2);
+      // keep 1 would drop v1, but the gateway still sends actor there: it stays.
+      expect([...a.loras.keys()].sort()).toEqual(['actor@v1', 'actor@v2']);
+      expect(strict.toldVersion(gatewayUrl, 'actor')).toBe(1);
+      await b.listen(bPort);
+      await until('the gateway told v2', () => strict.toldVersion(gatewayUrl, 'actor') === 2);
+      await strict.idle();
+      expect([...a.loras.keys()]).toEqual(['actor@v2']);
+      expect([...b.loras.keys()]).toEqual(['actor@v2']);
+    } finally {
+      await strict.stop();
+      await a.close();
+      await b.close();
+    }
   }, 60_000);
 });

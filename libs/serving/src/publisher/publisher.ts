@@ -243,17 +243,23 @@ export class Publisher {
     }
   }
 
-  /** Unloads `<policy>@v<N>` adapters older than the newest `keep` (best effort: a failure is reported, never retried forever). */
+  /**
+   * Unloads `<policy>@v<N>` adapters older than the newest `keep` (best effort: a failure is
+   * reported, never retried forever). The version a gateway still sends requests to is never
+   * unloaded, whatever `keep` says: it goes once every gateway has moved past it.
+   */
   private async unloadOld(server: string, policyId: string, newest: number): Promise<void> {
     const names = await this.listModels(server);
     if (!names) return;
     const prefix = `${policyId}@v`;
+    const routed = this.o.gateways.map((g) => this.told.get(`${serverBase(g)}\n${policyId}`)).filter((v): v is number => v !== undefined);
+    const oldestRouted = routed.length > 0 ? Math.min(...routed) : Infinity;
     const versions = names
       .filter((n) => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length)))
       .map((n) => Number(n.slice(prefix.length)))
       .filter((n) => n !== newest)
       .sort((a, b) => b - a);
-    for (const old of versions.slice(Math.max(0, this.o.keep - 1))) {
+    for (const old of versions.slice(Math.max(0, this.o.keep - 1)).filter((v) => v < oldestRouted)) {
       try {
         await this.client.unload(server, versionedName(policyId, old));
         this.metrics.count('publish/unloads', { server });
@@ -304,6 +310,10 @@ export class Publisher {
         this.told.set(key, target.version);
         this.metrics.set('publish/gateway_version', target.version, { gateway, policy: policyId });
         this.log.info('gateway told the current version', { gateway, policyId, model: target.name, version: target.version });
+        // Versions kept only because this gateway still routed to them may go now.
+        for (const [server, byPolicy] of this.loaded)
+          if ((byPolicy.get(policyId) ?? -1) >= target.version)
+            this.spawn(`unload\n${server}\n${policyId}`, () => this.unloadOld(server, policyId, target.version));
       } catch (e) {
         if (e instanceof RetryStoppedError || superseded()) continue;
         this.failed(gateway, e, { policyId, version: target.version, givenUp: true, gateway: true });
