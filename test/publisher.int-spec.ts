@@ -356,4 +356,23 @@ describe('publisher: versions reach srpo serve, vLLM and the gateway by themselv
       await b.close();
     }
   }, 60_000);
+
+  it('a full-weight version is skipped and reported: nothing is loaded for it', async () => {
+    const judge = new Policy('judge', loadHfModel(QWEN2).model, 1);
+    const manifest = await store.save(judge);
+    judge.dispose();
+    const offered = publisher.offer({
+      policyId: 'judge',
+      version: 1,
+      weightsHash: manifest.weightsHash,
+      checkpointUri: pathToFileURL(store.dirFor('judge', 1)).href,
+      updateId: null,
+      eventTimeMs: Date.now(),
+    });
+    expect(offered).toBe(true);
+    await until('the skip counted', async () => (await metrics.value('publish/skipped_full_weight', { policy: 'judge' })) === 1);
+    await publisher.idle();
+    expect([...vllm.loras.keys()].some((n) => n.startsWith('judge'))).toBe(false);
+    expect(fs.existsSync(path.join(tmp, 'published', 'judge'))).toBe(false);
+  }, 60_000);
 });
