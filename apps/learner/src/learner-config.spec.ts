@@ -209,7 +209,9 @@ describe('loadLearnerConfig', () => {
       const full = load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LR: '5e-4' });
       expect(full.lr).toBe(5e-4);
       expect(full.warnings).toHaveLength(1);
-      expect(full.warnings[0]).toMatch(/^SRPO_LR=0\.0005 is far above the guidance for a pretrained model's full weights \(default 0\.000001, warning above 0\.00001\)/);
+      expect(full.warnings[0]).toMatch(
+        /^SRPO_LR=0\.0005 is far above the guidance for a pretrained model's full weights \(default 0\.000001, warning above 0\.00001\)/,
+      );
       expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LR: '1e-5' }).warnings).toEqual([]);
       expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{}', SRPO_LR: '2e-4' }).warnings).toEqual([]);
       expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{}', SRPO_LR: '5e-3' }).warnings[0]).toMatch(/for a LoRA adapter/);

@@ -6,7 +6,10 @@ import { repoRoot } from '@srpo/core';
 import { addFlags, flagsToEnv, GATEWAY_FLAGS, LEARNER_FLAGS, MATERIALIZER_FLAGS, SERVE_FLAGS, type FlagSpec } from './app-flags';
 
 /** The child's environment: the CLI's, with the flags' variables on top (a flag wins; an unset flag leaves the variable alone). */
-export function childEnvironment(env: Readonly<Record<string, string | undefined>>, overrides: Readonly<Record<string, string | undefined>>): Record<string, string> {
+export function childEnvironment(
+  env: Readonly<Record<string, string | undefined>>,
+  overrides: Readonly<Record<string, string | undefined>>,
+): Record<string, string> {
   const childEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) if (v !== undefined) childEnv[k] = v;
   for (const [k, v] of Object.entries(overrides)) if (v !== undefined) childEnv[k] = v;
@@ -71,7 +74,13 @@ function appCommand(name: string, description: string, entry: string, specs: rea
  * checkpoints, audit store and HTTP API. Flags override its variables.
  */
 export function learnerCommand(env: Readonly<Record<string, string | undefined>> = process.env): Command {
-  return appCommand('learner', "train one policy on its ready groups (SRPO updates, checkpoints, audit store, HTTP API)", 'learner/src/main.js', LEARNER_FLAGS, env);
+  return appCommand(
+    'learner',
+    'train one policy on its ready groups (SRPO updates, checkpoints, audit store, HTTP API)',
+    'learner/src/main.js',
+    LEARNER_FLAGS,
+    env,
+  );
 }
 
 /** `srpo materializer`: runs the materializer app (apps/materializer): raw events into sets and groups. */

@@ -2,7 +2,8 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { errorMessage, repoRoot, ValidationError } from '@srpo/core';
-import { createKafka, ensureTopics, topicCatalog } from '@srpo/events';
+import { Kafka, logLevel } from 'kafkajs';
+import { ensureTopics, kafkaConfig, topicCatalog } from '@srpo/events';
 import { CliConfig } from '../cli-config';
 import { cleanExit, describeExit, Supervisor, type ChildExit } from '../up/supervisor';
 import { DIED_EXIT_CODE, NOT_READY_EXIT_CODE, planUp, plannedPolicy, STOP_ORDER, type ChildPlan, type UpOptions } from '../up/up-plan';
@@ -43,7 +44,9 @@ interface UpFlags {
  */
 export function upCommand(config: () => CliConfig, env: Readonly<Record<string, string | undefined>> = process.env): Command {
   return new Command('up')
-    .description('start materializer, learner (training the model in --model), srpo serve and srpo gateway on the broker, with one log view; Ctrl-C stops them in order')
+    .description(
+      'start materializer, learner (training the model in --model), srpo serve and srpo gateway on the broker, with one log view; Ctrl-C stops them in order',
+    )
     .requiredOption('--model <dir>', 'a Hugging Face model directory (config.json, safetensors, tokenizer.json): version 0 of the policy')
     .addOption(new Option('--lora [json]', 'train a LoRA adapter on the frozen base (JSON settings such as {"r":8,"alpha":16}; alone: the defaults)'))
     .option('--policy <id>', "the policy id, which agents name as the OpenAI model (default: the model directory's name, + -lora with --lora)", nonEmpty)
@@ -59,7 +62,14 @@ export function upCommand(config: () => CliConfig, env: Readonly<Record<string, 
       return v;
     })
     .option('--sets-per-update <n>', 'active sets per update [SRPO_SETS_PER_UPDATE, default 16]', int(1, 100_000))
-    .addOption(new Option('--backend <name>', 'TensorFlow.js backend of learner and serve [SRPO_BACKEND, default auto]').choices(['auto', 'tensorflow-gpu', 'tensorflow', 'cpu']))
+    .addOption(
+      new Option('--backend <name>', 'TensorFlow.js backend of learner and serve [SRPO_BACKEND, default auto]').choices([
+        'auto',
+        'tensorflow-gpu',
+        'tensorflow',
+        'cpu',
+      ]),
+    )
     .option('--ready-timeout <s>', 'longest wait for every health check to answer', int(1, 86_400), 600)
     .option('--stop-timeout <s>', 'on stop, longest wait for each process before it is killed', int(1, 3_600), 60)
     .action((flags: UpFlags) => up(flags, config(), env));
@@ -108,7 +118,9 @@ async function up(flags: UpFlags, config: CliConfig, env: Readonly<Record<string
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   try {
-    out(`srpo up: policy ${plannedPolicy(plan)} (${options.lora === undefined ? 'full weights' : 'LoRA'}) from ${model}; brokers ${config.kafka.brokers.join(',')}\n`);
+    out(
+      `srpo up: policy ${plannedPolicy(plan)} (${options.lora === undefined ? 'full weights' : 'LoRA'}) from ${model}; brokers ${config.kafka.brokers.join(',')}\n`,
+    );
     for (const child of plan) supervisor.start(child, files.get(child.role)!, env);
     const readiness = await Promise.race([waitReady(plan, flags.readyTimeout * 1000, stopRequested), stopRequested]);
     if (readiness === 'ready') printReady(plan, out);
@@ -124,7 +136,8 @@ type StopReason = { kind: 'signal'; signal: NodeJS.Signals } | { kind: 'died'; e
 
 /** Fails with how to start the broker when none answers; then creates the topics, as the apps do. */
 async function prepareBroker(config: CliConfig): Promise<void> {
-  const admin = createKafka({ ...config.kafka, retries: 1, connectionTimeoutMs: 3000 }).admin();
+  // kafkajs's own connection errors stay quiet: the one line below says what is wrong and what to do.
+  const admin = new Kafka({ ...kafkaConfig({ ...config.kafka, retries: 1, connectionTimeoutMs: 3000 }), logLevel: logLevel.NOTHING }).admin();
   try {
     await admin.connect();
   } catch (e) {

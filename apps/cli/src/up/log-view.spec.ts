@@ -1,7 +1,16 @@
 import { formatLine, LineSplitter } from './log-view';
 
 describe('srpo up: the log view', () => {
-  const json = JSON.stringify({ ts: '2026-12-05T19:20:01.123Z', level: 'warn', component: 'update-cycle', msg: 'update applied', version: 3, note: 'two words', ok: true, k: { a: 1 } });
+  const json = JSON.stringify({
+    ts: '2026-12-05T19:20:01.123Z',
+    level: 'warn',
+    component: 'update-cycle',
+    msg: 'update applied',
+    version: 3,
+    note: 'two words',
+    ok: true,
+    k: { a: 1 },
+  });
 
   it('shows a structured line as time, level, component, message and every field, prefixed by the role', () => {
     expect(formatLine('learner', json, false)).toBe('learner      19:20:01 warn  update-cycle update applied version=3 note="two words" ok=true k={"a":1}');

@@ -61,8 +61,10 @@ export class Supervisor {
         for (const line of lines.flush()) this.write(formatLine(plan.role, line, this.colour) + '\n');
       });
     };
-    pipe(child.stdout!);
-    pipe(child.stderr!);
+    // The PID, so a user (or a test) can tell which process is which.
+    if (child.pid !== undefined) this.write(formatLine(plan.role, `started (pid ${child.pid})`, this.colour) + '\n');
+    pipe(child.stdout);
+    pipe(child.stderr);
     const entry: Running = { plan, child, stopping: false, killed: false, exited: Promise.resolve(undefined as unknown as ChildExit) };
     entry.exited = new Promise<ChildExit>((resolve) => {
       const done = (code: number | null, signal: NodeJS.Signals | null) => {

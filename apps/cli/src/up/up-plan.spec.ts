@@ -11,7 +11,7 @@ const OPTIONS: UpOptions = {
 };
 
 describe('srpo up: the plan', () => {
-  it("names the policy after the model directory (-lora for LoRA), characters outside [A-Za-z0-9._-] replaced", () => {
+  it('names the policy after the model directory (-lora for LoRA), characters outside [A-Za-z0-9._-] replaced', () => {
     expect(defaultPolicyId('/models/smollm2-135m-instruct', false)).toBe('smollm2-135m-instruct');
     expect(defaultPolicyId('/models/smollm2-135m-instruct/', true)).toBe('smollm2-135m-instruct-lora');
     expect(defaultPolicyId('/models/SmolLM2 135M', false)).toBe('SmolLM2-135M');
@@ -58,7 +58,8 @@ describe('srpo up: the plan', () => {
   it('leaves what was not asked for to the environment (full weights: no SRPO_LORA, no SRPO_LR, no checkpoint dir)', () => {
     const [, learner, serve] = planUp({ ...OPTIONS, policy: 'actor' }, ['127.0.0.1:9092']);
     expect(learner.env.SRPO_POLICY_ID).toBe('actor');
-    for (const v of ['SRPO_LORA', 'SRPO_LR', 'SRPO_CHECKPOINT_DIR', 'SRPO_SQLITE_PATH', 'SRPO_BACKEND', 'SRPO_SETS_PER_UPDATE']) expect(learner.env).not.toHaveProperty(v);
+    for (const v of ['SRPO_LORA', 'SRPO_LR', 'SRPO_CHECKPOINT_DIR', 'SRPO_SQLITE_PATH', 'SRPO_BACKEND', 'SRPO_SETS_PER_UPDATE'])
+      expect(learner.env).not.toHaveProperty(v);
     expect(serve.env).not.toHaveProperty('SRPO_CHECKPOINT_DIR');
   });
 

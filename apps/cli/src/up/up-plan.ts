@@ -53,7 +53,11 @@ export const NOT_READY_EXIT_CODE = 10;
  * one model never restore each other's checkpoints.
  */
 export function defaultPolicyId(modelDir: string, lora: boolean): string {
-  const base = path.basename(path.resolve(modelDir)).replace(/[^A-Za-z0-9._-]/g, '-').replace(/^\.+/, '') || 'model';
+  const base =
+    path
+      .basename(path.resolve(modelDir))
+      .replace(/[^A-Za-z0-9._-]/g, '-')
+      .replace(/^\.+/, '') || 'model';
   return lora ? `${base}-lora` : base;
 }
 
