@@ -2,7 +2,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { Command } from 'commander';
 import { repoRoot } from '@srpo/core';
-import { addFlags, attributeName, flagsToEnv, GATEWAY_FLAGS, LEARNER_FLAGS, MATERIALIZER_FLAGS, SERVE_FLAGS, type FlagSpec } from './app-flags';
+import { addFlags, attributeName, flagHelpSuffix, flagsToEnv, GATEWAY_FLAGS, LEARNER_FLAGS, MATERIALIZER_FLAGS, SERVE_FLAGS, type FlagSpec } from './app-flags';
 import { childEnvironment } from './apps.command';
 
 /** Parses `args` with the flags only (no action: nothing is launched); throws commander's error. */
@@ -72,9 +72,11 @@ describe('app flags → variables', () => {
   });
 
   it('--help lists every flag with its variable and default', () => {
+    expect(flagHelpSuffix(LEARNER_FLAGS[0])).toBe('SRPO_POLICY_ID, required');
+    expect(flagHelpSuffix(LEARNER_FLAGS.find((s) => s.flag === '--sets-per-update')!)).toBe('SRPO_SETS_PER_UPDATE, default 16');
     const cmd = addFlags(new Command('learner'), LEARNER_FLAGS);
     const help = cmd.helpInformation({ error: false });
-    for (const spec of LEARNER_FLAGS) expect(help.replace(/\s+/g, ' ')).toContain(`[${spec.variable}, default ${spec.default}]`);
+    for (const spec of LEARNER_FLAGS) expect(help.replace(/\s+/g, ' ')).toContain(`[${flagHelpSuffix(spec)}]`);
   });
 
   it('flag attribute names are distinct within each app', () => {

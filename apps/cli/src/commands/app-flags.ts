@@ -77,13 +77,15 @@ export function parseFlagValue(spec: FlagSpec, raw: string): string {
   }
 }
 
+/** `SRPO_LR, default by model kind`, or `SRPO_POLICY_ID, required`. */
+export const flagHelpSuffix = (spec: FlagSpec): string =>
+  spec.default === 'required' ? `${spec.variable}, required` : `${spec.variable}, default ${spec.default}`;
+
 /** Adds each flag to `command`, its help ending with the variable it sets and the default. */
 export function addFlags(command: Command, specs: readonly FlagSpec[]): Command {
   for (const spec of specs) {
     const value = spec.bare === undefined ? spec.value : spec.value.replace(/^<(.*)>$/, '[$1]');
-    const option = new Option(`${spec.flag} ${value}`, `${spec.help} [${spec.variable}, default ${spec.default}]`).argParser((raw: string) =>
-      parseFlagValue(spec, raw),
-    );
+    const option = new Option(`${spec.flag} ${value}`, `${spec.help} [${flagHelpSuffix(spec)}]`).argParser((raw: string) => parseFlagValue(spec, raw));
     command.addOption(option);
   }
   return command;

@@ -54,7 +54,7 @@ export function upCommand(config: () => CliConfig, env: Readonly<Record<string, 
     .option('--host <addr>', 'address the gateway listens on', nonEmpty, '127.0.0.1')
     .option('--serve-port <n>', "srpo serve's port (127.0.0.1)", int(1, 65535), 8000)
     .option('--learner-port <n>', "the learner's HTTP API and dashboard port", int(1, 65535), 3000)
-    .option('--materializer-port <n>', "the materializer's /metrics and /health port", int(1, 65535), 9100)
+    .option('--materializer-port <n>', "the materializer's /metrics and /health port", int(1, 65535), 3001)
     .option('--checkpoints <dir>', 'checkpoint root shared by learner and serve [SRPO_CHECKPOINT_DIR, default .srpo/checkpoints]')
     .option('--sqlite <file>', "the learner's SQLite audit store [SRPO_SQLITE_PATH, default .srpo/learner.sqlite]")
     .option('--lr <rate>', "the learner's learning rate [SRPO_LR, default by model kind: docs/learner.md]", (v: string) => {
