@@ -75,7 +75,10 @@ export function publishCommand(config: () => CliConfig, env: Env = process.env):
     )
     .option('--policies <ids>', 'policies to publish (default SRPO_PUBLISH_POLICIES or all)')
     .option('--keep <n>', 'versions per policy left loaded on each server (default SRPO_PUBLISH_KEEP or 3)', positive)
-    .option('--gate <file>', 'held-out JSONL ({messages, answer} per line): publish a version only if it is not worse than the serving one (default SRPO_PUBLISH_GATE_FILE)')
+    .option(
+      '--gate <file>',
+      'held-out JSONL ({messages, answer} per line): publish a version only if it is not worse than the serving one (default SRPO_PUBLISH_GATE_FILE)',
+    )
     .option('--gate-margin <p>', 'largest drop in held-out success rate published, in [0, 1] (default SRPO_PUBLISH_GATE_MARGIN or 0.02)')
     .action(async (flags: PublishFlags) => {
       const c = configOf(env, flags);
@@ -127,10 +130,14 @@ export function publishCommand(config: () => CliConfig, env: Env = process.env):
       });
     });
   cmd.addCommand(
-    targets(new Command('rollback'))
-      .description('serve a named version now: load it on every server (exported from its checkpoint if needed), switch the gateways, and pin it')
+    new Command('rollback')
+      .description(
+        "serve a named version now: load it on every server (exported from its checkpoint if needed), switch the gateways, and pin it (publish's --servers, --gateways, --dir apply)",
+      )
       .requiredOption('--to <policy@vN>', 'the version, e.g. actor@v12')
-      .action(async (flags: PublishFlags & { to: string }) => {
+      .action(async (_: unknown, self: Command) => {
+        // publish's own flags (--servers, …) are parsed by publish wherever they stand: read them with the subcommand's.
+        const flags = self.optsWithGlobals<PublishFlags & { to: string }>();
         const c = configOf(env, flags);
         const { policyId, version } = parseVersionedName(flags.to, '--to');
         const kafka = () => createKafka(c.kafka);
@@ -155,10 +162,10 @@ export function publishCommand(config: () => CliConfig, env: Env = process.env):
   );
   cmd.addCommand(
     new Command('unpin')
-      .description("remove a rollback's pin: the publisher judges the next version against the pinned one")
+      .description("remove a rollback's pin: the publisher judges the next version against the pinned one (publish's --dir applies)")
       .requiredOption('--policy <id>', 'the policy, e.g. actor')
-      .option('--dir <dir>', 'the publish directory (default SRPO_PUBLISH_DIR or .srpo/published)')
-      .action((flags: { policy: string; dir?: string }) => {
+      .action((_: unknown, self: Command) => {
+        const flags = self.optsWithGlobals<{ policy: string; dir?: string }>();
         const dir = readPublishDir(new EnvReader({ ...env, ...(flags.dir !== undefined ? { SRPO_PUBLISH_DIR: flags.dir } : {}) }), process.cwd());
         const pin = unpinPolicy(dir, flags.policy);
         new Logger('publish').info(pin ? 'unpinned' : 'nothing was pinned', { policyId: flags.policy, ...(pin ? { version: pin.version } : {}) });

@@ -414,7 +414,12 @@ export class Publisher {
           );
         } catch (e) {
           if (e instanceof RetryStoppedError || superseded()) continue;
-          d = { ...base, decision: 'refused', reason: `the held-out evaluation failed: ${errorMessage(e)}`, serving: { version: serving.version, model: serving.name } };
+          d = {
+            ...base,
+            decision: 'refused',
+            reason: `the held-out evaluation failed: ${errorMessage(e)}`,
+            serving: { version: serving.version, model: serving.name },
+          };
         }
         if (this.ready.get(policyId) !== target) continue; // a newer version arrived meanwhile: it is judged instead
       }
@@ -423,7 +428,8 @@ export class Publisher {
       this.metrics.count(d.decision === 'accepted' ? 'publish/gate_accepted' : 'publish/gate_refused', { policy: policyId });
       if (d.decision === 'accepted') {
         this.accepted.set(policyId, target);
-        if (pinned && removePin(this.o.exportDir, policyId)) this.log.info('a newer version passed the gate: the pin is removed', { policyId, version: target.version });
+        if (pinned && removePin(this.o.exportDir, policyId))
+          this.log.info('a newer version passed the gate: the pin is removed', { policyId, version: target.version });
         this.log.info('version accepted', { policyId, version: target.version, reason: d.reason });
       } else {
         this.refusedOf(policyId).add(target.version);

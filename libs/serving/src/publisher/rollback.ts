@@ -82,7 +82,9 @@ export async function rollbackTo(o: RollbackOptions, policyId: string, version: 
     reason: failed.length === 0 ? 'srpo publish rollback' : `srpo publish rollback; gateways not switched: ${failed.join(', ')}`,
   });
   if (failed.length > 0)
-    throw new SrpoError(ErrorCode.UNAVAILABLE, `${model} is pinned and loaded, but these gateways were not switched: ${failed.join(', ')}`, { retriable: true });
+    throw new SrpoError(ErrorCode.UNAVAILABLE, `${model} is pinned and loaded, but these gateways were not switched: ${failed.join(', ')}`, {
+      retriable: true,
+    });
   return pin;
 }
 
@@ -91,6 +93,13 @@ export function unpinPolicy(exportDir: string, policyId: string): Pin | undefine
   const pin = readPin(exportDir, policyId);
   if (!pin) return undefined;
   removePin(exportDir, policyId);
-  appendDecision(exportDir, { at: new Date().toISOString(), policyId, version: pin.version, model: pin.model, decision: 'unpin', reason: 'srpo publish unpin' });
+  appendDecision(exportDir, {
+    at: new Date().toISOString(),
+    policyId,
+    version: pin.version,
+    model: pin.model,
+    decision: 'unpin',
+    reason: 'srpo publish unpin',
+  });
   return pin;
 }

@@ -57,7 +57,13 @@ export async function followPolicyVersions(o: VersionFollowerOptions): Promise<{
 }
 
 /** The announcement of `policyId` version `version` on policy-versions (the topic is read to its end), or undefined. */
-export async function findPolicyVersion(kafka: Kafka, catalog: TopicCatalog, policyId: string, version: number, codec = new EventCodec()): Promise<PolicyVersion | undefined> {
+export async function findPolicyVersion(
+  kafka: Kafka,
+  catalog: TopicCatalog,
+  policyId: string,
+  version: number,
+  codec = new EventCodec(),
+): Promise<PolicyVersion | undefined> {
   const topic = catalog.policyVersions.name;
   let history;
   try {
