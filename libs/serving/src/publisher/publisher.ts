@@ -181,7 +181,8 @@ export class Publisher {
    * to the next round. Then each policy's newest version is judged if it was not (after an unpin).
    */
   async reconcile(): Promise<void> {
-    const policies = () => new Set([...this.ready.keys(), ...this.accepted.keys()]);
+    // The policies this publisher was offered (decisions.jsonl may name others, published by another publisher).
+    const policies = () => [...this.offered.keys()];
     for (const [server, byPolicy] of this.loaded) {
       if (this.stopped) return;
       const names = await this.listModels(server);
