@@ -291,4 +291,29 @@ describe('publisher gate: a worse version is refused and recorded, a rollback is
     await publisher.idle();
     expect((await servedOnServe()).includes('actor@v4')).toBe(false);
   }, 180_000);
+
+  it('a restarted publisher reads decisions.jsonl back: a version refused before is not loaded again, and the serving one is known', async () => {
+    await publisher.idle();
+    const again = new Publisher({
+      servers: [serveUrl],
+      gateways: [gatewayUrl],
+      exportDir,
+      keep: 3,
+      gatewayApiKey: ADMIN,
+      retry: { initialDelayMs: 50, maxDelayMs: 200 },
+      reconcileMs: 0,
+      metrics: new MetricsSink(), // no gate: a version not refused before would simply be accepted
+    });
+    try {
+      expect(again.servingVersion('actor')).toBe(5);
+      const before = decisions().length;
+      again.offer(events.get(4) as PolicyVersion);
+      await again.idle();
+      expect((await servedOnServe()).includes('actor@v4')).toBe(false);
+      expect(await gatewayServes()).toEqual({ model: 'actor@v5', version: 5 });
+      expect(decisions().length).toBe(before);
+    } finally {
+      await again.stop();
+    }
+  }, 60_000);
 });
