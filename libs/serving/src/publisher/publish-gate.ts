@@ -32,11 +32,12 @@ export async function judgeCandidate(
   candidate: GateSide,
   serving: GateSide,
   cache: Map<string, HeldOutResult>,
+  signal?: AbortSignal,
 ): Promise<PublishDecision> {
   const key = `${server}\n${serving.name}\n${gate.evaluator.description}`;
-  const servingResult = cache.get(key) ?? (await gate.evaluator.evaluate(server, serving.name));
+  const servingResult = cache.get(key) ?? (await gate.evaluator.evaluate(server, serving.name, { signal }));
   cache.set(key, servingResult);
-  const candidateResult = await gate.evaluator.evaluate(server, candidate.name);
+  const candidateResult = await gate.evaluator.evaluate(server, candidate.name, { signal });
   const v = gateVerdict(candidateResult, servingResult, gate.margin, gate.rule);
   const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
   return {

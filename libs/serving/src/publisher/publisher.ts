@@ -106,6 +106,8 @@ export class Publisher {
   /** Held-out scores of serving versions (key `server\nmodel\nevaluator`). */
   private readonly servingScores = new Map<string, HeldOutResult>();
   private readonly gateways: GatewayClient;
+  /** Aborted by {@link stop}: a held-out evaluation in flight ends at once. */
+  private readonly stopping = new AbortController();
   private readonly running = new Map<string, Promise<void>>();
   private stopped = false;
   /** Waits in progress, ended early by {@link stop}. */
@@ -169,6 +171,7 @@ export class Publisher {
   /** Stops retrying and waits for the calls in flight. */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopping.abort();
     clearInterval(this.reconcileTimer);
     for (const wake of [...this.wakers]) wake();
     await this.idle();
@@ -405,7 +408,7 @@ export class Publisher {
           d = await retry(
             async () => {
               await this.client.load(server, serving.name, serving.path); // a restarted server may have lost it
-              return judgeCandidate(gate, server, policyId, target, serving, this.servingScores);
+              return judgeCandidate(gate, server, policyId, target, serving, this.servingScores, this.stopping.signal);
             },
             {
               ...this.retryOptions(),
@@ -414,7 +417,7 @@ export class Publisher {
             },
           );
         } catch (e) {
-          if (e instanceof RetryStoppedError || superseded()) continue;
+          if (e instanceof RetryStoppedError || superseded()) continue; // stopping, or a newer version to judge
           d = {
             ...base,
             decision: 'refused',
