@@ -328,7 +328,8 @@ describe('publisher: versions reach srpo serve, vLLM and the gateway by themselv
     const strict = new Publisher({
       servers: [aUrl, bUrl],
       gateways: [gatewayUrl],
-      exportDir: path.join(tmp, 'published'),
+      // Its own directory: the first publisher's decisions.jsonl (v3 accepted) would make v3 this one's serving version.
+      exportDir: path.join(tmp, 'published-strict'),
       keep: 1,
       gatewayApiKey: ADMIN,
       retry: { initialDelayMs: 50, maxDelayMs: 200 },

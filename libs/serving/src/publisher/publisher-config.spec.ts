@@ -12,6 +12,12 @@ describe('publisher configuration', () => {
     expect([c.gateways, c.policies, c.keep, c.retryMaxMs, c.reconcileMs]).toEqual([[], [], 3, 30_000, 30_000]);
     expect(c.exportDir).toBe(path.resolve('/work', '.srpo/published'));
     expect(c.metricsPort).toBeUndefined();
+    expect(c.gate).toBeUndefined();
+  });
+
+  it('a held-out file turns the gate on, with bounded defaults', () => {
+    const c = read({ SRPO_PUBLISH_SERVERS: 'http://a:8000', SRPO_PUBLISH_GATE_FILE: 'held-out.jsonl' });
+    expect(c.gate).toEqual({ file: '/work/held-out.jsonl', margin: 0.02, rule: 'point', maxItems: 200, maxTokens: 256, seed: 0, concurrency: 4 });
   });
 
   it.each([
@@ -20,6 +26,11 @@ describe('publisher configuration', () => {
     [{ SRPO_PUBLISH_SERVERS: 'http://a,http://a' }, 'SRPO_PUBLISH_SERVERS', /twice/],
     [{ SRPO_PUBLISH_SERVERS: 'http://a', SRPO_PUBLISH_GATEWAYS: 'ftp://g' }, 'SRPO_PUBLISH_GATEWAYS', /not an http/],
     [{ SRPO_PUBLISH_SERVERS: 'http://a', SRPO_PUBLISH_KEEP: '0' }, 'SRPO_PUBLISH_KEEP', />= 1/],
+    [{ SRPO_PUBLISH_SERVERS: 'http://a', SRPO_PUBLISH_GATE_FILE: 'h.jsonl', SRPO_PUBLISH_GATE_MARGIN: '1.5' }, 'SRPO_PUBLISH_GATE_MARGIN', /<= 1/],
+    [{ SRPO_PUBLISH_SERVERS: 'http://a', SRPO_PUBLISH_GATE_FILE: 'h.jsonl', SRPO_PUBLISH_GATE_RULE: 'mean' }, 'SRPO_PUBLISH_GATE_RULE', /point/],
+    [{ SRPO_PUBLISH_SERVERS: 'http://a', SRPO_PUBLISH_GATE_FILE: 'h.jsonl', SRPO_PUBLISH_GATE_ITEMS: '20000' }, 'SRPO_PUBLISH_GATE_ITEMS', /<= 10000/],
+    [{ SRPO_PUBLISH_SERVERS: 'http://a', SRPO_PUBLISH_GATE_FILE: 'h.jsonl', SRPO_PUBLISH_GATE_MAX_TOKENS: '0' }, 'SRPO_PUBLISH_GATE_MAX_TOKENS', />= 1/],
+    [{ SRPO_PUBLISH_SERVERS: 'http://a', SRPO_PUBLISH_GATE_FILE: 'h.jsonl', SRPO_PUBLISH_GATE_SERVER: 'http://b' }, 'SRPO_PUBLISH_GATE_SERVER', /not one of/],
   ])('fails naming the variable: %j', (env, variable, message) => {
     let error: unknown;
     try {

@@ -1,6 +1,20 @@
 import * as path from 'path';
 import { ConfigError, type EnvReader } from '@srpo/core';
 import { readKafkaConnection, type KafkaConnectionOptions, type TopicCatalogOptions } from '@srpo/events';
+import { GATE_RULES, type GateRule } from './gate-rule';
+import { HELD_OUT_LIMITS } from './held-out-evaluator';
+
+/** The gate's settings (`SRPO_PUBLISH_GATE_*`); absent when no held-out file is set. */
+export interface PublishGateConfig {
+  file: string;
+  margin: number;
+  rule: GateRule;
+  maxItems: number;
+  maxTokens: number;
+  seed: number;
+  concurrency: number;
+  server?: string;
+}
 
 export interface PublisherConfig {
   kafka: KafkaConnectionOptions;
@@ -16,6 +30,7 @@ export interface PublisherConfig {
   requestTimeoutMs: number;
   reconcileMs: number;
   metricsPort?: number;
+  gate?: PublishGateConfig;
 }
 
 /**
@@ -35,6 +50,14 @@ export interface PublisherConfig {
  * | `SRPO_PUBLISH_TIMEOUT_MS` | 60000 | longest wait for one call |
  * | `SRPO_PUBLISH_RECONCILE_MS` | 30000 | how often servers and gateways are checked for what a restart lost (0: never) |
  * | `SRPO_PUBLISH_METRICS_PORT` | unset | serve `/metrics` (Prometheus) on this port |
+ * | `SRPO_PUBLISH_GATE_FILE` | unset | held-out JSONL (`{messages, answer}` per line): turns the gate on |
+ * | `SRPO_PUBLISH_GATE_MARGIN` | 0.02 | largest drop in held-out success rate published, in [0, 1] |
+ * | `SRPO_PUBLISH_GATE_RULE` | point | `point` (difference ≥ −margin) or `lower` (its 95 % lower bound ≥ −margin) |
+ * | `SRPO_PUBLISH_GATE_ITEMS` | 200 | items used (the file's first), at most 10000 |
+ * | `SRPO_PUBLISH_GATE_MAX_TOKENS` | 256 | `max_tokens` per item, at most 4096 |
+ * | `SRPO_PUBLISH_GATE_SEED` | 0 | `seed` of each request (decoding is greedy) |
+ * | `SRPO_PUBLISH_GATE_CONCURRENCY` | 4 | requests in flight, at most 64 |
+ * | `SRPO_PUBLISH_GATE_SERVER` | first server | the server the held-out items are sent to |
  * | `KAFKA_*`, `SRPO_TOPIC_PREFIX` | local broker, `srpo.` | where policy-versions is followed |
  */
 export function readPublisherConfig(r: EnvReader, cwd: string): PublisherConfig {
@@ -54,13 +77,15 @@ export function readPublisherConfig(r: EnvReader, cwd: string): PublisherConfig 
     return list;
   };
   const metricsPort = r.optionalStr('SRPO_PUBLISH_METRICS_PORT') === undefined ? undefined : r.int('SRPO_PUBLISH_METRICS_PORT', 0, { min: 0, max: 65535 });
+  const servers = urls('SRPO_PUBLISH_SERVERS', true);
+  const gate = readGate(r, cwd, servers);
   return {
     kafka: readKafkaConnection(r, r.str('SRPO_CLIENT_ID', 'srpo-publish')),
     topics: { prefix: r.str('SRPO_TOPIC_PREFIX', 'srpo.') },
-    servers: urls('SRPO_PUBLISH_SERVERS', true),
+    servers,
     gateways: urls('SRPO_PUBLISH_GATEWAYS', false),
     policies: r.list('SRPO_PUBLISH_POLICIES', []),
-    exportDir: path.resolve(cwd, r.str('SRPO_PUBLISH_DIR', '.srpo/published')),
+    exportDir: readPublishDir(r, cwd),
     keep: r.int('SRPO_PUBLISH_KEEP', 3, { min: 1, max: 1000 }),
     serverApiKey: r.optionalStr('SRPO_PUBLISH_SERVER_API_KEY'),
     gatewayApiKey: r.optionalStr('SRPO_PUBLISH_GATEWAY_API_KEY'),
@@ -68,5 +93,28 @@ export function readPublisherConfig(r: EnvReader, cwd: string): PublisherConfig 
     requestTimeoutMs: r.int('SRPO_PUBLISH_TIMEOUT_MS', 60_000, { min: 100 }),
     reconcileMs: r.int('SRPO_PUBLISH_RECONCILE_MS', 30_000, { min: 0 }),
     ...(metricsPort !== undefined ? { metricsPort } : {}),
+    ...(gate ? { gate } : {}),
+  };
+}
+
+/** `SRPO_PUBLISH_DIR` (default `.srpo/published`), resolved against `cwd`. */
+export function readPublishDir(r: EnvReader, cwd: string): string {
+  return path.resolve(cwd, r.str('SRPO_PUBLISH_DIR', '.srpo/published'));
+}
+
+function readGate(r: EnvReader, cwd: string, servers: string[]): PublishGateConfig | undefined {
+  const file = r.optionalStr('SRPO_PUBLISH_GATE_FILE');
+  if (file === undefined || file === '') return undefined;
+  const server = r.optionalStr('SRPO_PUBLISH_GATE_SERVER');
+  if (server !== undefined && !servers.includes(server)) throw new ConfigError('SRPO_PUBLISH_GATE_SERVER', `"${server}" is not one of SRPO_PUBLISH_SERVERS`);
+  return {
+    file: path.resolve(cwd, file),
+    margin: r.num('SRPO_PUBLISH_GATE_MARGIN', 0.02, { min: 0, max: 1 }),
+    rule: r.oneOf('SRPO_PUBLISH_GATE_RULE', GATE_RULES, 'point'),
+    maxItems: r.int('SRPO_PUBLISH_GATE_ITEMS', 200, { min: 1, max: HELD_OUT_LIMITS.maxItems }),
+    maxTokens: r.int('SRPO_PUBLISH_GATE_MAX_TOKENS', 256, { min: 1, max: HELD_OUT_LIMITS.maxTokens }),
+    seed: r.int('SRPO_PUBLISH_GATE_SEED', 0, { min: 0, max: 2 ** 31 - 1 }),
+    concurrency: r.int('SRPO_PUBLISH_GATE_CONCURRENCY', 4, { min: 1, max: HELD_OUT_LIMITS.maxConcurrency }),
+    ...(server !== undefined ? { server } : {}),
   };
 }

@@ -1,8 +1,13 @@
+import * as path from 'path';
 import { ErrorCode, errorMessage, isRetriable, Logger, MetricsSink, retry, RetryStoppedError, SrpoError, type RetryOptions } from '@srpo/core';
 import type { PolicyVersion } from '@srpo/events';
 import { versionedName } from '../lora-adapters';
 import { exportLoraVersion, isLoraCheckpoint } from './adapter-export';
+import { GatewayClient } from './gateway-client';
+import type { HeldOutResult } from './held-out-evaluator';
 import { LoraServerClient, serverBase } from './lora-server-client';
+import { judgeCandidate, type PublishGateOptions } from './publish-gate';
+import { appendDecision, readDecisions, readPin, removePin, type PublishDecision } from './publish-records';
 
 export interface PublisherOptions {
   /** Inference servers that answer vLLM's LoRA endpoints (vLLM, `srpo serve --model`), e.g. `http://a:8000`. */
@@ -26,6 +31,8 @@ export interface PublisherOptions {
   reconcileMs?: number;
   /** Backoff against a server or gateway that is down (the project's retrier; unbounded attempts until a newer version supersedes). */
   retry?: Pick<RetryOptions, 'initialDelayMs' | 'maxDelayMs' | 'sleep'>;
+  /** The gate between "loaded on every server" and "gateways switched"; unset: every version is switched to. */
+  gate?: PublishGateOptions;
   metrics?: MetricsSink;
   logger?: Logger;
 }
@@ -58,12 +65,24 @@ export interface ServerStatus {
  *    and counted (`publish/load_failures{server}`) while the others go on;
  * 3. unloads that policy's adapters older than the newest `keep` from the server
  *    (`/v1/models` says which `<policy>@v<N>` it holds, so a restarted publisher cleans up too);
- * 4. once every server holds it, tells each gateway that `<policy>@v<N>` is the policy's
- *    current version, so the gateway sends requests there and records N as their behaviour
- *    version. Until then the gateway keeps the previous name, which every server still holds.
+ * 4. once every server holds it, passes it through the gate when one is configured
+ *    ({@link PublishGateOptions}: the candidate and the serving version scored on the same
+ *    held-out items through a server's OpenAI API). A refused version is recorded with its
+ *    figures (`decisions.jsonl` under the export directory, a log line,
+ *    `publish/gate_refused{policy}`) and unloaded from every server; the gateways keep the
+ *    serving version;
+ * 5. tells each gateway that `<policy>@v<N>` is the policy's current version, so the gateway
+ *    sends requests there and records N as their behaviour version. Until then the gateway
+ *    keeps the previous name, which every server still holds.
  *
- * Newest wins: a version announced while an older one is still being exported or retried
- * replaces it, per policy and per server.
+ * A pin (`srpo publish rollback`, {@link rollbackTo}) overrides: the gateways serve the pinned
+ * version; with a gate, a newer version that passes it against the pinned one removes the pin,
+ * and with no gate nothing does but `srpo publish unpin`. Accepted, refused and rolled-back
+ * versions are read back from `decisions.jsonl` at start, so a restarted publisher neither
+ * publishes a version refused before nor forgets what is served.
+ *
+ * Newest wins: a version announced while an older one is still being exported, retried or
+ * judged replaces it, per policy and per server.
  */
 export class Publisher {
   private readonly log: Logger;
@@ -76,8 +95,19 @@ export class Publisher {
   /** server → policy → newest version loaded there. */
   private readonly loaded = new Map<string, Map<string, number>>();
   private readonly failures = new Map<string, { count: number; lastError?: string }>();
-  /** Newest version each gateway was told of, per policy (key `gateway\npolicy`). */
+  /** The version each gateway was last told of, per policy (key `gateway\npolicy`). */
   private readonly told = new Map<string, number>();
+  /** The version the gateways should serve when no pin says otherwise, per policy. */
+  private readonly accepted = new Map<string, Ready>();
+  /** Newest version the gate has decided on (accepted or refused), per policy. */
+  private readonly decided = new Map<string, number>();
+  /** Versions refused by the gate, per policy: never loaded again. */
+  private readonly refused = new Map<string, Set<number>>();
+  /** Held-out scores of serving versions (key `server\nmodel\nevaluator`). */
+  private readonly servingScores = new Map<string, HeldOutResult>();
+  private readonly gateways: GatewayClient;
+  /** Aborted by {@link stop}: a held-out evaluation in flight ends at once. */
+  private readonly stopping = new AbortController();
   private readonly running = new Map<string, Promise<void>>();
   private stopped = false;
   /** Waits in progress, ended early by {@link stop}. */
@@ -88,7 +118,14 @@ export class Publisher {
     this.log = o.logger ?? new Logger('publisher');
     this.client = new LoraServerClient(o.requestTimeoutMs, o.serverApiKey);
     this.metrics = o.metrics ?? new MetricsSink();
+    this.gateways = new GatewayClient(o.requestTimeoutMs, o.gatewayApiKey);
     for (const s of o.servers) this.loaded.set(serverBase(s), new Map());
+    for (const d of readDecisions(o.exportDir)) {
+      if (d.decision === 'unpin') continue;
+      this.decided.set(d.policyId, Math.max(this.decided.get(d.policyId) ?? -1, d.version));
+      if (d.decision === 'refused') this.refusedOf(d.policyId).add(d.version);
+      else this.accepted.set(d.policyId, { version: d.version, name: d.model, path: path.resolve(o.exportDir, d.policyId, `v${d.version}`) });
+    }
     const every = o.reconcileMs ?? 30_000;
     if (every > 0) {
       this.reconcileTimer = setInterval(() => this.spawn('reconcile', () => this.reconcile()), every);
@@ -121,6 +158,11 @@ export class Publisher {
     return this.told.get(`${serverBase(gateway)}\n${policyId}`);
   }
 
+  /** The version the gateways should serve: the pinned one, else the newest accepted (undefined: none yet). */
+  servingVersion(policyId: string): number | undefined {
+    return this.servingTarget(policyId)?.version;
+  }
+
   /** Resolves once nothing is being exported, loaded or told (every server and gateway up to date, or given up on). */
   async idle(): Promise<void> {
     while (this.running.size > 0) await Promise.allSettled([...this.running.values()]);
@@ -129,52 +171,70 @@ export class Publisher {
   /** Stops retrying and waits for the calls in flight. */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopping.abort();
     clearInterval(this.reconcileTimer);
     for (const wake of [...this.wakers]) wake();
     await this.idle();
   }
 
   /**
-   * Redoes what a restart lost: a server that no longer lists a policy's current adapter is
-   * loaded again, a gateway that reports another version (or none) is told again. A server or
-   * gateway that cannot be asked is left to the next round.
+   * Redoes what a restart lost: a server that no longer lists a policy's newest adapter (unless
+   * refused) or its serving one is loaded again, a gateway that reports another version than the
+   * serving one (a pin's included) is told again. A server or gateway that cannot be asked is left
+   * to the next round. Then each policy's newest version is judged if it was not (after an unpin).
    */
   async reconcile(): Promise<void> {
+    // The policies this publisher was offered (decisions.jsonl may name others, published by another publisher).
+    const policies = () => [...this.offered.keys()];
     for (const [server, byPolicy] of this.loaded) {
       if (this.stopped) return;
       const names = await this.listModels(server);
       if (!names) continue;
       for (const [policyId, target] of this.ready) {
+        if (this.refused.get(policyId)?.has(target.version)) continue;
         if ((byPolicy.get(policyId) ?? -1) < target.version || names.includes(target.name)) continue;
         this.log.warn('a server lost the current adapter (restarted?); loading it again', { server, name: target.name });
         this.metrics.count('publish/reloads', { server });
         byPolicy.delete(policyId);
         this.spawn(`load\n${server}\n${policyId}`, () => this.serverLoop(server, policyId));
       }
+      for (const policyId of policies()) {
+        const serving = this.servingTarget(policyId);
+        if (!serving || serving.version === this.ready.get(policyId)?.version || names.includes(serving.name)) continue;
+        this.log.warn('a server lost the serving adapter (restarted?); loading it again', { server, name: serving.name });
+        this.metrics.count('publish/reloads', { server });
+        await this.client.load(server, serving.name, serving.path).catch((e: unknown) => this.failed(server, e, { policyId, version: serving.version }));
+      }
     }
     for (const g of this.o.gateways.map(serverBase)) {
       if (this.stopped) return;
-      let current: Map<string, number>;
+      let current: Map<string, { version: number }>;
       try {
-        const res = await fetch(`${g}/v1/srpo/served-models`, {
-          headers: this.o.gatewayApiKey ? { authorization: `Bearer ${this.o.gatewayApiKey}` } : {},
-          signal: AbortSignal.timeout(this.o.requestTimeoutMs ?? 60_000),
-        });
-        const body = (await res.json()) as { data?: { policy_id?: unknown; version?: unknown }[] };
-        current = new Map((body.data ?? []).map((d) => [String(d.policy_id), Number(d.version)] as const));
+        current = await this.gateways.served(g);
       } catch (e) {
         this.failed(g, e, { gateway: true, listing: true });
         continue;
       }
-      for (const [policyId] of this.ready) {
+      for (const policyId of policies()) {
         const key = `${g}\n${policyId}`;
-        const told = this.told.get(key);
-        if (told === undefined || current.get(policyId) === told) continue;
-        this.log.warn('a gateway lost the current version (restarted?); telling it again', { gateway: g, policyId, version: told });
+        const serving = this.servingTarget(policyId);
+        if (!serving) continue;
+        if (current.get(policyId)?.version === serving.version) {
+          this.told.set(key, serving.version); // a rollback may have set it behind this publisher's back
+          continue;
+        }
+        if (this.told.get(key) === undefined && !this.everywhere(policyId, serving.version)) continue; // not published yet
+        this.log.warn('a gateway serves another version than the current one (restarted?); telling it again', {
+          gateway: g,
+          policyId,
+          version: serving.version,
+          reported: current.get(policyId)?.version,
+        });
         this.told.delete(key);
-        this.maybeTellGateways(policyId);
+        this.tellGateways(policyId);
       }
     }
+    for (const policyId of this.ready.keys()) this.maybeGate(policyId);
   }
 
   /** One task per key at a time; a task started while one runs is picked up by the running one (newest wins). */
@@ -200,6 +260,11 @@ export class Publisher {
           if (this.offered.get(policyId) === v) return;
           continue;
         }
+        if (this.refused.get(policyId)?.has(v.version)) {
+          this.log.warn('a version the gate refused before is not loaded again', { policyId, version: v.version });
+          if (this.offered.get(policyId) === v) return this.tellGateways(policyId);
+          continue;
+        }
         const dir = await exportLoraVersion(v, this.o.exportDir);
         this.ready.set(policyId, { version: v.version, name: versionedName(policyId, v.version), path: dir });
         this.log.info('version exported', { policyId, version: v.version, dir });
@@ -210,7 +275,7 @@ export class Publisher {
         continue;
       }
       for (const server of this.loaded.keys()) this.spawn(`load\n${server}\n${policyId}`, () => this.serverLoop(server, policyId));
-      if (this.loaded.size === 0) this.maybeTellGateways(policyId);
+      if (this.loaded.size === 0) this.maybeGate(policyId);
     }
   }
 
@@ -239,21 +304,23 @@ export class Publisher {
         return;
       }
       await this.unloadOld(server, policyId, target.version);
-      this.maybeTellGateways(policyId);
+      this.maybeGate(policyId);
     }
   }
 
   /**
    * Unloads `<policy>@v<N>` adapters older than the newest `keep` (best effort: a failure is
-   * reported, never retried forever). The version a gateway still sends requests to is never
-   * unloaded, whatever `keep` says: it goes once every gateway has moved past it.
+   * reported, never retried forever). The version a gateway still sends requests to, the serving
+   * one and a pinned one are never unloaded, whatever `keep` says: they go once every gateway has
+   * moved past them.
    */
   private async unloadOld(server: string, policyId: string, newest: number): Promise<void> {
     const names = await this.listModels(server);
     if (!names) return;
     const prefix = `${policyId}@v`;
-    const routed = this.o.gateways.map((g) => this.told.get(`${serverBase(g)}\n${policyId}`)).filter((v): v is number => v !== undefined);
-    const oldestRouted = routed.length > 0 ? Math.min(...routed) : Infinity;
+    const routed = this.o.gateways.map((g) => this.told.get(`${serverBase(g)}\n${policyId}`));
+    routed.push(this.accepted.get(policyId)?.version, readPin(this.o.exportDir, policyId)?.version);
+    const oldestRouted = Math.min(Infinity, ...routed.filter((v): v is number => v !== undefined));
     const versions = names
       .filter((n) => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length)))
       .map((n) => Number(n.slice(prefix.length)))
@@ -286,64 +353,147 @@ export class Publisher {
     }
   }
 
-  /** Tells every gateway of the newest version that every server holds. */
-  private maybeTellGateways(policyId: string): void {
+  /** Whether every server holds `version` (or newer) of the policy. */
+  private everywhere(policyId: string, version: number): boolean {
+    return [...this.loaded.values()].every((m) => (m.get(policyId) ?? -1) >= version);
+  }
+
+  private refusedOf(policyId: string): Set<number> {
+    const s = this.refused.get(policyId) ?? new Set<number>();
+    this.refused.set(policyId, s);
+    return s;
+  }
+
+  /** The version the gateways should serve: the pin (adopted as the accepted version, so an unpin keeps it), else the accepted one. */
+  private servingTarget(policyId: string): Ready | undefined {
+    const pin = readPin(this.o.exportDir, policyId);
+    if (!pin) return this.accepted.get(policyId);
+    const current = this.accepted.get(policyId);
+    if (current?.version === pin.version) return current;
+    const r = { version: pin.version, name: pin.model, path: pin.path };
+    this.accepted.set(policyId, r);
+    return r;
+  }
+
+  /** Judges the newest version once every server holds it. */
+  private maybeGate(policyId: string): void {
     const ready = this.ready.get(policyId);
-    if (!ready) return;
-    const everywhere = [...this.loaded.values()].every((m) => (m.get(policyId) ?? -1) >= ready.version);
-    if (!everywhere) return;
+    if (ready && this.everywhere(policyId, ready.version)) this.spawn(`gate\n${policyId}`, () => this.gateLoop(policyId));
+  }
+
+  /**
+   * Decides on the newest version every server holds: accepted with no gate, with nothing served
+   * yet to compare with, or when the gate passes it; refused (recorded, unloaded) otherwise. While
+   * a pin holds and no gate is set nothing is decided (the pin waits for `srpo publish unpin`).
+   * Then the gateways are told the serving version.
+   */
+  private async gateLoop(policyId: string): Promise<void> {
+    for (;;) {
+      const target = this.ready.get(policyId) as Ready;
+      if (this.stopped) return;
+      const pinned = readPin(this.o.exportDir, policyId) !== undefined;
+      const serving = this.servingTarget(policyId);
+      if ((this.decided.get(policyId) ?? -1) >= target.version || !this.everywhere(policyId, target.version) || (pinned && !this.o.gate))
+        return this.tellGateways(policyId);
+      let d: PublishDecision;
+      const base = { at: new Date().toISOString(), policyId, version: target.version, model: target.name };
+      if (serving?.version === target.version) d = { ...base, decision: 'accepted', reason: 'already the serving version' };
+      else if (!this.o.gate) d = { ...base, decision: 'accepted', reason: 'no gate configured' };
+      else if (!serving) d = { ...base, decision: 'accepted', reason: 'nothing served yet to compare with' };
+      else {
+        const gate = this.o.gate;
+        const server = serverBase(gate.server ?? this.o.servers[0]);
+        const superseded = () => this.stopped || this.ready.get(policyId) !== target;
+        try {
+          d = await retry(
+            async () => {
+              await this.client.load(server, serving.name, serving.path); // a restarted server may have lost it
+              return judgeCandidate(gate, server, policyId, target, serving, this.servingScores, this.stopping.signal);
+            },
+            {
+              ...this.retryOptions(),
+              stopped: superseded,
+              onRetry: (e, attempt, delayMs) => this.failed(server, e, { policyId, version: target.version, attempt, retryInMs: delayMs, gate: true }),
+            },
+          );
+        } catch (e) {
+          if (e instanceof RetryStoppedError || superseded()) continue; // stopping, or a newer version to judge
+          d = {
+            ...base,
+            decision: 'refused',
+            reason: `the held-out evaluation failed: ${errorMessage(e)}`,
+            serving: { version: serving.version, model: serving.name },
+          };
+        }
+        if (this.ready.get(policyId) !== target) continue; // a newer version arrived meanwhile: it is judged instead
+      }
+      this.decided.set(policyId, target.version);
+      appendDecision(this.o.exportDir, d);
+      this.metrics.count(d.decision === 'accepted' ? 'publish/gate_accepted' : 'publish/gate_refused', { policy: policyId });
+      if (d.decision === 'accepted') {
+        this.accepted.set(policyId, target);
+        if (pinned && removePin(this.o.exportDir, policyId))
+          this.log.info('a newer version passed the gate: the pin is removed', { policyId, version: target.version });
+        this.log.info('version accepted', { policyId, version: target.version, reason: d.reason });
+      } else {
+        this.refusedOf(policyId).add(target.version);
+        this.log.warn('version refused by the gate; the gateways keep the serving version', {
+          policyId,
+          version: target.version,
+          serving: serving?.version,
+          candidate: d.candidateResult,
+          servingResult: d.servingResult,
+          difference: d.difference,
+          interval: d.interval,
+          margin: d.margin,
+          rule: d.rule,
+          reason: d.reason,
+        });
+        for (const server of this.loaded.keys()) {
+          await this.client.unload(server, target.name).catch((e: unknown) => this.failed(server, e, { policyId, version: target.version, unloading: true }));
+        }
+      }
+    }
+  }
+
+  /** Tells every gateway the serving version (each gateway on its own, with retries). */
+  private tellGateways(policyId: string): void {
     for (const g of this.o.gateways) this.spawn(`tell\n${serverBase(g)}\n${policyId}`, () => this.gatewayLoop(serverBase(g), policyId));
   }
 
   private async gatewayLoop(gateway: string, policyId: string): Promise<void> {
     const key = `${gateway}\n${policyId}`;
     for (;;) {
-      const target = this.ready.get(policyId) as Ready;
-      if (this.stopped || (this.told.get(key) ?? -1) >= target.version) return;
-      const superseded = () => this.stopped || this.ready.get(policyId) !== target;
+      const target = this.servingTarget(policyId);
+      if (this.stopped || !target || this.told.get(key) === target.version) return;
+      const superseded = () => this.stopped || this.servingTarget(policyId)?.version !== target.version;
       try {
-        await retry(() => this.tell(gateway, policyId, target), {
-          ...this.retryOptions(),
-          stopped: superseded,
-          onRetry: (e, attempt, delayMs) => this.failed(gateway, e, { policyId, version: target.version, attempt, retryInMs: delayMs, gateway: true }),
-        });
+        await retry(
+          async () => {
+            // Not the newest loaded (a refusal kept an older one, or a pin): make sure every server holds it.
+            if (target.version !== this.ready.get(policyId)?.version) for (const s of this.loaded.keys()) await this.client.load(s, target.name, target.path);
+            await this.gateways.setServed(gateway, policyId, target.name, target.version);
+          },
+          {
+            ...this.retryOptions(),
+            stopped: superseded,
+            onRetry: (e, attempt, delayMs) => this.failed(gateway, e, { policyId, version: target.version, attempt, retryInMs: delayMs, gateway: true }),
+          },
+        );
         this.told.set(key, target.version);
         this.metrics.set('publish/gateway_version', target.version, { gateway, policy: policyId });
         this.log.info('gateway told the current version', { gateway, policyId, model: target.name, version: target.version });
         // Versions kept only because this gateway still routed to them may go now.
-        for (const [server, byPolicy] of this.loaded)
-          if ((byPolicy.get(policyId) ?? -1) >= target.version)
-            this.spawn(`unload\n${server}\n${policyId}`, () => this.unloadOld(server, policyId, target.version));
+        for (const [server, byPolicy] of this.loaded) {
+          const newest = byPolicy.get(policyId);
+          if (newest !== undefined) this.spawn(`unload\n${server}\n${policyId}`, () => this.unloadOld(server, policyId, newest));
+        }
       } catch (e) {
         if (e instanceof RetryStoppedError || superseded()) continue;
         this.failed(gateway, e, { policyId, version: target.version, givenUp: true, gateway: true });
         return;
       }
     }
-  }
-
-  private async tell(gateway: string, policyId: string, target: Ready): Promise<void> {
-    let res: Response;
-    try {
-      res = await fetch(`${gateway}/v1/srpo/served-models`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...(this.o.gatewayApiKey ? { authorization: `Bearer ${this.o.gatewayApiKey}` } : {}) },
-        body: JSON.stringify({ policy_id: policyId, model: target.name, version: target.version }),
-        signal: AbortSignal.timeout(this.o.requestTimeoutMs ?? 60_000),
-      });
-    } catch (e) {
-      throw new SrpoError(ErrorCode.UNAVAILABLE, `${gateway}: unreachable (${errorMessage(e)})`, { retriable: true, cause: e });
-    }
-    if (res.ok) return;
-    const text = await res.text().catch(() => '');
-    const retriable = res.status >= 500 || res.status === 429;
-    throw new SrpoError(
-      retriable ? ErrorCode.UNAVAILABLE : ErrorCode.VALIDATION_FAILED,
-      `${gateway} served-models answered ${res.status}: ${text.slice(0, 300)}`,
-      {
-        retriable,
-      },
-    );
   }
 
   /** The configured backoff, with waits that {@link stop} cuts short (a stopping publisher does not sit out a 30 s delay). */

@@ -55,3 +55,21 @@ export async function followPolicyVersions(o: VersionFollowerOptions): Promise<{
   });
   return { stop: () => consumer.disconnect().catch((e: unknown) => log.warn('version consumer disconnect failed', { error: errorMessage(e) })) };
 }
+
+/** The announcement of `policyId` version `version` on policy-versions (the topic is read to its end), or undefined. */
+export async function findPolicyVersion(
+  kafka: Kafka,
+  catalog: TopicCatalog,
+  policyId: string,
+  version: number,
+  codec = new EventCodec(),
+): Promise<PolicyVersion | undefined> {
+  const topic = catalog.policyVersions.name;
+  let history;
+  try {
+    history = await readTopicsToEnd(kafka, [topic]);
+  } catch (e) {
+    throw new SrpoError(ErrorCode.UNAVAILABLE, `cannot read ${topic} (${errorMessage(e)}); is the broker up?`, { cause: e, retriable: true });
+  }
+  return history.map((r) => codec.decodeAs('PolicyVersion', r.value)).find((v) => v.policyId === policyId && v.version === version);
+}
