@@ -36,7 +36,8 @@ const TEXT = [
   },
   {
     prompt: 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n',
-    response: '    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n\nprint([fibonacci(i) for i in range(10)])  # [0, 1, 1, 2, 3, 5, 8, 13, 21, 34]\n',
+    response:
+      '    a, b = 0, 1\n    for _ in range(n):\n        a, b = b, a + b\n    return a\n\nprint([fibonacci(i) for i in range(10)])  # [0, 1, 1, 2, 3, 5, 8, 13, 21, 34]\n',
   },
 ];
 

@@ -1,3 +1,5 @@
+// describeSmollm2 declares jest suites, and benches (compiled with types: node only) import this file too.
+/// <reference types="jest" />
 import { SMOLLM2_MAKE_COMMAND, smollm2DirProblem, smollm2ModelDir } from '@srpo/hf';
 
 /** The real model's directory, or why a test or bench cannot have it. */

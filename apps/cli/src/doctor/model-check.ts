@@ -20,7 +20,10 @@ export function checkSmollm2(host: DoctorHost): DoctorResult[] {
   // make-smollm2.py records what it was made from beside the directory.
   let source = '';
   try {
-    const s = JSON.parse(host.readText(path.join(path.dirname(dir), `${path.basename(dir)}.source.json`)) ?? '{}') as { package?: string; transformers?: string };
+    const s = JSON.parse(host.readText(path.join(path.dirname(dir), `${path.basename(dir)}.source.json`)) ?? '{}') as {
+      package?: string;
+      transformers?: string;
+    };
     if (s.package) source = ` (from ${s.package}${s.transformers ? `, transformers ${s.transformers}` : ''})`;
   } catch {
     // Only the detail line loses the source; the directory itself is complete.
