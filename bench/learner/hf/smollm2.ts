@@ -285,6 +285,15 @@ async function main(): Promise<void> {
   const script = findBenchScript(__dirname, 'torch_hf_learner.py', 1);
   if (!script) throw new Error('bench/learner/torch_hf_learner.py not found');
   const w = await workloadOf(args, modelDir);
+  // The LoRA settings checked here, before any process starts, as the learner checks SRPO_LORA.
+  const { readHfConfig, resolveLoraConfig } = await import('@srpo/hf');
+  let loraJson: unknown;
+  try {
+    loraJson = JSON.parse(args.lora);
+  } catch (e) {
+    throw new Error(`--lora: not valid JSON (${(e as Error).message})`);
+  }
+  const lora = resolveLoraConfig(loraJson, readHfConfig(modelDir).architecture, '--lora');
   const jobDir = mkdtempSync(path.join(os.tmpdir(), 'srpo-smollm2-bench-'));
   try {
     const seed = path.join(jobDir, 'paths.json');
@@ -338,7 +347,7 @@ async function main(): Promise<void> {
     const header =
       `SmolLM2 learner benchmark: ${modelDir}; ${w.numLayers} layers, hidden ${w.hiddenSize}, vocab ${w.vocabSize}; ` +
       `T ${w.seqLen} (${w.contextTokens} context + ${w.seqLen + 1 - w.contextTokens} response), ${w.sequences} sequences/step in sets of 1-${w.maxSetSize}; ` +
-      `LoRA ${args.lora} lr ${args.lrLora}, full lr ${args.lrFull}; Adam, clip 1.0, @srpo/srpo defaults`;
+      `LoRA r ${lora.r}, alpha ${lora.alpha}, ${lora.targetModules.join('/')}, lr ${args.lrLora}; full weights lr ${args.lrFull}; Adam, clip 1.0, @srpo/srpo defaults`;
     const machine = `CPU: ${cpu.model}; ${cpu.vector} [${cpu.flags.join(' ')}]; ${os.availableParallelism()} logical CPUs; threads per side ${args.threads}; load average ${os
       .loadavg()
       .map((x) => x.toFixed(2))
@@ -349,6 +358,7 @@ async function main(): Promise<void> {
       cpu,
       modelDir,
       workload: w,
+      lora,
       args: { ...args, worker: undefined, job: undefined },
       date: new Date().toISOString(),
       rows: rows.map((r) => ({ mode: r.mode, side: r.side, median: median(r.results), best: best(r.results), rounds: r.results })),
