@@ -26,8 +26,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { best, findBenchScript, lastJsonLine, median, threadEnv } from '../bench-common';
 import { cpuDescription } from '../../cpu';
+import { compareSides, formatReport, TFJS_SIDE, type Mode, type Row, type SideResult } from './smollm2-report';
 
-type Mode = 'lora' | 'full';
 type Attn = 'eager' | 'sdpa';
 
 interface Args {
@@ -49,26 +49,6 @@ interface Args {
   json: boolean;
   worker?: 'prepare' | 'tfjs';
   job?: string;
-}
-
-/** One side's result in a round, as bench/learner/hf/run.ts and torch_hf_learner.py print it. */
-interface SideResult {
-  side: string;
-  steps: number;
-  msPerStep: number;
-  firstStepMs: number;
-  tokensPerStep: number;
-  tokensPerSecond: number;
-  firstLoss: number;
-  firstGradNorm: number;
-  lastLoss: number;
-  lastGradNorm: number;
-  rssAfterLoadBytes: number;
-  peakRssBytes: number;
-  parameters: number;
-  device?: string;
-  kernels?: string;
-  [key: string]: unknown;
 }
 
 interface Job {
@@ -217,7 +197,7 @@ async function tfjsWorker(args: Args): Promise<void> {
   for (let i = 0; i < job.steps; i++) last = await trainer.update(job.sets);
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
   const result: SideResult = {
-    side: 'tfjs-tensorflow',
+    side: TFJS_SIDE,
     steps: job.steps,
     msPerStep: (1000 * seconds) / job.steps,
     firstStepMs,
@@ -275,7 +255,36 @@ async function modelDirOf(args: Args): Promise<string> {
   return found.dir;
 }
 
-const mb = (b: number): string => (b / 2 ** 20).toFixed(0);
+/** --lora checked before any process starts, as the learner checks SRPO_LORA. */
+async function loraSettings(args: Args, modelDir: string) {
+  const { readHfConfig, resolveLoraConfig } = await import('@srpo/hf');
+  let raw: unknown;
+  try {
+    raw = JSON.parse(args.lora);
+  } catch (e) {
+    throw new Error(`--lora: not valid JSON (${(e as Error).message})`);
+  }
+  return resolveLoraConfig(raw, readHfConfig(modelDir).architecture, '--lora');
+}
+
+/** Every round, each mode, each side in its own process; rounds outermost and sides alternating, so that load from other processes hits every side alike. */
+function runRounds(args: Args, script: string, jobDir: string): Row[] {
+  const rows: Row[] = [];
+  for (const mode of args.modes) {
+    rows.push({ mode, side: TFJS_SIDE, results: [] });
+    for (const attn of args.torchAttn) rows.push({ mode, side: `pytorch-${attn}${mode === 'lora' ? '+peft' : ''}`, results: [] });
+  }
+  for (let round = 0; round < args.rounds; round++) {
+    for (const mode of args.modes) {
+      const job = path.join(jobDir, `${mode}.json`);
+      for (const row of rows.filter((r) => r.mode === mode)) {
+        const attn = row.side.startsWith('pytorch-') ? (row.side.slice('pytorch-'.length).replace('+peft', '') as Attn) : undefined;
+        row.results.push(attn ? runTorch(args, script, job, attn) : (runWorker(args, 'tfjs', job) as SideResult));
+      }
+    }
+  }
+  return rows;
+}
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
@@ -285,64 +294,14 @@ async function main(): Promise<void> {
   const script = findBenchScript(__dirname, 'torch_hf_learner.py', 1);
   if (!script) throw new Error('bench/learner/torch_hf_learner.py not found');
   const w = await workloadOf(args, modelDir);
-  // The LoRA settings checked here, before any process starts, as the learner checks SRPO_LORA.
-  const { readHfConfig, resolveLoraConfig } = await import('@srpo/hf');
-  let loraJson: unknown;
-  try {
-    loraJson = JSON.parse(args.lora);
-  } catch (e) {
-    throw new Error(`--lora: not valid JSON (${(e as Error).message})`);
-  }
-  const lora = resolveLoraConfig(loraJson, readHfConfig(modelDir).architecture, '--lora');
+  const lora = await loraSettings(args, modelDir);
   const jobDir = mkdtempSync(path.join(os.tmpdir(), 'srpo-smollm2-bench-'));
   try {
     const seed = path.join(jobDir, 'paths.json');
     writeFileSync(seed, JSON.stringify({ jobDir, modelDir }));
     runWorker(args, 'prepare', seed);
-    const rows: { mode: Mode; side: string; results: SideResult[] }[] = [];
-    for (const mode of args.modes) {
-      rows.push({ mode, side: 'tfjs-tensorflow', results: [] });
-      for (const attn of args.torchAttn) rows.push({ mode, side: `pytorch-${attn}${mode === 'lora' ? '+peft' : ''}`, results: [] });
-    }
-    // Rounds outermost and sides alternating, so that load from other processes hits every side alike.
-    for (let round = 0; round < args.rounds; round++) {
-      for (const mode of args.modes) {
-        const job = path.join(jobDir, `${mode}.json`);
-        for (const row of rows.filter((r) => r.mode === mode)) {
-          const attn = row.side.startsWith('pytorch-') ? (row.side.slice('pytorch-'.length).replace('+peft', '') as Attn) : undefined;
-          row.results.push(attn ? runTorch(args, script, job, attn) : (runWorker(args, 'tfjs', job) as SideResult));
-        }
-      }
-    }
-    const ratios: Record<
-      string,
-      {
-        medianTokensPerSecond: number;
-        bestTokensPerSecond: number;
-        peakRss: number;
-        firstLossDiff: number;
-        lastLossDiff: number;
-        firstGradNormRelDiff: number;
-        lastGradNormRelDiff: number;
-      }
-    > = {};
-    const rel = (a: number, b: number): number => Math.abs(a - b) / Math.max(Math.abs(b), 1e-30);
-    for (const mode of args.modes) {
-      const mine = rows.find((r) => r.mode === mode && r.side === 'tfjs-tensorflow') as (typeof rows)[number];
-      const m = median(mine.results);
-      for (const other of rows.filter((r) => r.mode === mode && r !== mine)) {
-        const o = median(other.results);
-        ratios[`${mode}: tfjs / ${other.side}`] = {
-          medianTokensPerSecond: m.tokensPerSecond / o.tokensPerSecond,
-          bestTokensPerSecond: best(mine.results).tokensPerSecond / best(other.results).tokensPerSecond,
-          peakRss: m.peakRssBytes / o.peakRssBytes,
-          firstLossDiff: Math.abs(m.firstLoss - o.firstLoss),
-          lastLossDiff: Math.abs(m.lastLoss - o.lastLoss),
-          firstGradNormRelDiff: rel(m.firstGradNorm, o.firstGradNorm),
-          lastGradNormRelDiff: rel(m.lastGradNorm, o.lastGradNorm),
-        };
-      }
-    }
+    const rows = runRounds(args, script, jobDir);
+    const ratios = compareSides(rows, args.modes);
     const cpu = cpuDescription();
     const header =
       `SmolLM2 learner benchmark: ${modelDir}; ${w.numLayers} layers, hidden ${w.hiddenSize}, vocab ${w.vocabSize}; ` +
@@ -369,31 +328,7 @@ async function main(): Promise<void> {
       process.stdout.write(JSON.stringify(summary, null, 2) + '\n');
       return;
     }
-    const lines = [header, machine, `rounds: ${args.rounds} x ${args.steps} timed steps after ${args.warmup} warm-up (the first included), sides alternating`];
-    lines.push(
-      `${'mode'.padEnd(6)}${'side'.padEnd(22)}${'trained'.padStart(12)}${'ms/step'.padStart(10)}${'tokens/s'.padStart(10)}${'1st step ms'.padStart(12)}${'first loss'.padStart(15)}${'last loss'.padStart(15)}${'last |g|'.padStart(11)}${'RSS load MB'.padStart(12)}${'peak RSS MB'.padStart(12)}`,
-    );
-    for (const r of rows) {
-      const x = median(r.results);
-      lines.push(
-        `${r.mode.padEnd(6)}${r.side.padEnd(22)}${String(x.parameters).padStart(12)}${x.msPerStep.toFixed(1).padStart(10)}${Math.round(x.tokensPerSecond).toString().padStart(10)}${x.firstStepMs.toFixed(0).padStart(12)}` +
-          `${x.firstLoss.toFixed(9).padStart(15)}${x.lastLoss.toFixed(9).padStart(15)}${x.lastGradNorm.toPrecision(3).padStart(11)}${mb(x.rssAfterLoadBytes).padStart(12)}${mb(x.peakRssBytes).padStart(12)}`,
-      );
-    }
-    for (const [label, q] of Object.entries(ratios)) {
-      lines.push(
-        `${label} tokens/s: median ${q.medianTokensPerSecond.toFixed(2)}x, best ${q.bestTokensPerSecond.toFixed(2)}x (goal >= 0.9x); peak RSS ${q.peakRss.toFixed(2)}x; ` +
-          `|Δ| first-step loss ${q.firstLossDiff.toExponential(2)}, gradient norm ${q.firstGradNormRelDiff.toExponential(2)} rel; last step loss ${q.lastLossDiff.toExponential(2)}, gradient norm ${q.lastGradNormRelDiff.toExponential(2)} rel`,
-      );
-    }
-    for (const r of rows) lines.push(`${r.mode} ${r.side}: ${r.results[0].device ?? ''}; ${r.results[0].kernels ?? ''}`);
-    // Warm-up and timed steps repeat one batch: at too high an lr every set ends clipped (flat loss, zero
-    // gradient), and the last-step agreement then compares nothing. The work per step is the same.
-    for (const mode of args.modes) {
-      const x = median((rows.find((r) => r.mode === mode && r.side === 'tfjs-tensorflow') as (typeof rows)[number]).results);
-      if (x.lastGradNorm === 0)
-        lines.push(`note: ${mode}: every set is clipped at the last step (gradient norm 0); a lower --lr-${mode} keeps the last-step comparison meaningful`);
-    }
+    const lines = formatReport(header, machine, args, rows, ratios);
     process.stdout.write(lines.join('\n') + '\n');
   } finally {
     rmSync(jobDir, { recursive: true, force: true });
