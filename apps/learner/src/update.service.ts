@@ -1,6 +1,14 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { AuditStore } from '@srpo/store';
-import { LearnerMetrics, UpdateCycle, type LearnerEventsPublisher, type PolicyTrainer, type ReadyGroup, type UpdateOutcome } from '@srpo/trainer';
+import {
+  LearnerMetrics,
+  UpdateCycle,
+  type LearnerEventsPublisher,
+  type PolicyTrainer,
+  type ReadyGroup,
+  type TrainerCallOptions,
+  type UpdateOutcome,
+} from '@srpo/trainer';
 import { FaultInjector } from './fault-injection';
 import type { LearnerConfig } from './learner-config';
 import { LearnerStateService } from './learner-state.service';
@@ -48,9 +56,9 @@ export class UpdateService {
     );
   }
 
-  /** Applies one mini-batch (serialised: concurrent calls run one after another). */
-  applyBatch(batch: readonly ReadyGroup[]): Promise<UpdateOutcome> {
-    return this.cycle.applyBatch(batch);
+  /** Applies one mini-batch (serialised: concurrent calls run one after another); `options.yieldPoint`: see {@link UpdateCycle.applyBatch}. */
+  applyBatch(batch: readonly ReadyGroup[], options?: TrainerCallOptions): Promise<UpdateOutcome> {
+    return this.cycle.applyBatch(batch, options);
   }
 
   /** Events not yet acknowledged by the publisher, oldest first. */
