@@ -24,6 +24,7 @@ import { backendLabel } from '@srpo/kernels';
 @Injectable()
 export class UpdateService {
   private readonly cycle: UpdateCycle;
+  private readonly faults: FaultInjector;
 
   constructor(
     @Inject(LEARNER_CONFIG) config: LearnerConfig,
@@ -36,6 +37,7 @@ export class UpdateService {
     state: LearnerStateService,
     metrics: LearnerMetrics,
   ) {
+    this.faults = faults;
     this.cycle = new UpdateCycle(
       {
         policyId: config.policyId,
@@ -57,8 +59,16 @@ export class UpdateService {
   }
 
   /** Applies one mini-batch (serialised: concurrent calls run one after another); `options.yieldPoint`: see {@link UpdateCycle.applyBatch}. */
-  applyBatch(batch: readonly ReadyGroup[], options?: TrainerCallOptions): Promise<UpdateOutcome> {
-    return this.cycle.applyBatch(batch, options);
+  applyBatch(batch: readonly ReadyGroup[], options: TrainerCallOptions = {}): Promise<UpdateOutcome> {
+    const { yieldPoint } = options;
+    if (this.faults.slowMicroBatchMs === 0) return this.cycle.applyBatch(batch, options);
+    return this.cycle.applyBatch(batch, {
+      ...options,
+      yieldPoint: async () => {
+        this.faults.slowPiece();
+        await yieldPoint?.();
+      },
+    });
   }
 
   /** Events not yet acknowledged by the publisher, oldest first. */
