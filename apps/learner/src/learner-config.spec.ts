@@ -248,7 +248,9 @@ describe('loadLearnerConfig', () => {
       expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{}' }).sessionTimeoutMs).toBe(30_000);
       const short = load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_SESSION_TIMEOUT_MS: '10000' });
       expect(short.sessionTimeoutMs).toBe(10_000);
-      expect(short.warnings).toEqual([expect.stringMatching(/^SRPO_SESSION_TIMEOUT_MS=10000 with a full-weight Hugging Face model in one pass.*SRPO_MICRO_BATCH_TOKENS/)]);
+      expect(short.warnings).toEqual([
+        expect.stringMatching(/^SRPO_SESSION_TIMEOUT_MS=10000 with a full-weight Hugging Face model in one pass.*SRPO_MICRO_BATCH_TOKENS/),
+      ]);
       expect(load({ SRPO_POLICY_ID: 'p', SRPO_SESSION_TIMEOUT_MS: '10000' }).warnings).toEqual([]);
       // Micro-batches: heartbeats leave between them, so a micro-batch, not the update, is what the timeout must cover.
       const micro = load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_MICRO_BATCH_TOKENS: '2048' });

@@ -32,8 +32,8 @@ function inputLengths(sets: ActiveSet[]): number[] {
 describe('SrpoTrainer.update with a yield point', () => {
   beforeAll(nativeBackend);
 
-  it.each([
-    ['micro-batches, a proximal pass and two epochs', { microBatchTokens: 20, epochs: 2, correction: { correction: 'tis' as const } }],
+  it.each<[string, SrpoTrainerConfig & { epochs: number }]>([
+    ['micro-batches, a proximal pass and two epochs', { microBatchTokens: 20, epochs: 2, correction: { correction: 'tis' } }],
     ['one pass, two epochs', { epochs: 2 }],
   ])('%s: the same update bit for bit, and timers run at each yield', async (_name, config) => {
     const plain = await train(config);

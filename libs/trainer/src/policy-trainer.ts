@@ -1,5 +1,15 @@
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
-import { loadCheckpoint, packPairs, Policy, saveCheckpoint, SrpoTrainer, weightsHash, type AdamConfig, type TransformerConfig, type YieldPoint } from '@srpo/policy';
+import {
+  loadCheckpoint,
+  packPairs,
+  Policy,
+  saveCheckpoint,
+  SrpoTrainer,
+  weightsHash,
+  type AdamConfig,
+  type TransformerConfig,
+  type YieldPoint,
+} from '@srpo/policy';
 import { attachLora, LlamaModel, loadHfModel, type LoraConfig } from '@srpo/hf';
 import { buildPaddedSetBatch, disposePaddedSetBatch, resolveCorrectionConfig, type CorrectionConfig, type ObjectiveConfig } from '@srpo/srpo';
 
