@@ -256,9 +256,11 @@ export class SinkMode implements LoopMode {
 
   /**
    * {@link SinkWriteContext.keepAlive}: the client's heartbeat (kafkajs sends one when its
-   * interval has passed; a no-op for @platformatic/kafka), then one turn of the event loop
-   * through its timers phase (a zero-delay timer: an immediate alone could resume before the
-   * timers run), so timer-driven heartbeats and I/O callbacks get their turn.
+   * interval has passed; a no-op for @platformatic/kafka), then one full turn of the event loop,
+   * so timers that are due (@platformatic/kafka's heartbeat) and I/O callbacks run. Two
+   * immediates: one alone, set from the poll phase, resumes in the same turn's check phase,
+   * before any timer; the second, set from the check phase, waits for the next turn's timers
+   * and poll. (A zero-delay timer would also do, at 1 ms or more each time; this costs microseconds.)
    */
   private async keepAlive(batch: InputBatch): Promise<void> {
     try {
@@ -266,7 +268,8 @@ export class SinkMode implements LoopMode {
     } catch (e) {
       this.loop.log.debug('heartbeat during a sink write failed; the commit after it decides', { error: errorMessage(e) });
     }
-    await sleep(0);
+    await nextImmediate();
+    await nextImmediate();
   }
 
   /** Sink mode's dead letter: written (acks=all) before the record's offset can be committed. */
@@ -275,6 +278,10 @@ export class SinkMode implements LoopMode {
     if (!this.dlqProducer || !record) return;
     await this.dlqProducer.send({ topic: record.topic, acks: -1, messages: [{ key: record.key, value: record.value }] });
   }
+}
+
+function nextImmediate(): Promise<void> {
+  return new Promise((r) => setImmediate(r));
 }
 
 function sleep(ms: number): Promise<void> {
