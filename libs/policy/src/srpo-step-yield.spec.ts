@@ -47,7 +47,7 @@ describe('SrpoTrainer.update with a yield point', () => {
     try {
       yielded = await train(config, async () => {
         ticksAtYield.push(ticks);
-        // What the sink's keepAlive does: a turn of the event loop through its timers.
+        // A turn of the event loop through its timers, as the sink's keepAlive takes one.
         await new Promise((r) => setTimeout(r, 0));
       });
     } finally {
