@@ -18,4 +18,18 @@ describe('FaultInjector (SRPO_CRASH_AT)', () => {
     for (const p of CRASH_POINTS) faults.reached(p);
     expect(killed).toBe(0);
   });
+
+  it('slowPiece blocks the event loop for SRPO_SLOW_MICRO_BATCH_MS (0 when unset)', async () => {
+    let fired = false;
+    const timer = setTimeout(() => (fired = true), 0);
+    const started = Date.now();
+    new FaultInjector(undefined, () => undefined, 50).slowPiece();
+    expect(Date.now() - started).toBeGreaterThanOrEqual(50);
+    // The zero-delay timer was due all along, yet could not run: the loop was held.
+    expect(fired).toBe(false);
+    await new Promise((r) => setTimeout(r, 0));
+    expect(fired).toBe(true);
+    clearTimeout(timer);
+    expect(new FaultInjector(undefined).slowMicroBatchMs).toBe(0);
+  });
 });

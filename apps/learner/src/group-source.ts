@@ -3,12 +3,21 @@ import type { ReadyGroup } from '@srpo/trainer';
 
 export type { ReadyGroup } from '@srpo/trainer';
 
+/** What the source lends a batch handler while it runs. */
+export interface BatchContext {
+  /**
+   * Keeps the consumer's group membership alive (heartbeats, a turn of the event loop); the
+   * update awaits it between micro-batches, passes and epochs. Never throws.
+   */
+  keepAlive(): Promise<void>;
+}
+
 /**
  * Handles one mini-batch. Resolves once the batch is durably handled (applied,
  * skipped or recognised as a redelivery); only then may the source commit the
  * batch's offsets. A rejection means nothing may be committed.
  */
-export type BatchHandler = (batch: readonly ReadyGroup[]) => Promise<void>;
+export type BatchHandler = (batch: readonly ReadyGroup[], context: BatchContext) => Promise<void>;
 
 /**
  * Delivers ready advantage groups in mini-batches (about SRPO_SETS_PER_UPDATE

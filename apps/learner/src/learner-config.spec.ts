@@ -42,6 +42,7 @@ describe('loadLearnerConfig', () => {
       topics: { prefix: 'srpo.' },
       consumerGroupId: 'srpo-learner.solver',
       crashAt: undefined,
+      slowMicroBatchMs: 0,
       logLevel: 'info',
       sessionTimeoutMs: 30_000,
       warnings: [],
@@ -242,13 +243,20 @@ describe('loadLearnerConfig', () => {
       expect(load({ SRPO_POLICY_ID: 'p', SRPO_LR: '0.01' }).warnings).toEqual([]);
     });
 
-    it('gives full-weight runs a 120 s session timeout (an update blocks heartbeats), 30 s otherwise, and warns below 120 s', () => {
+    it('gives full-weight runs in one pass a 120 s session timeout (the pass blocks heartbeats), 30 s otherwise, and warns below 120 s', () => {
       expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2 }).sessionTimeoutMs).toBe(120_000);
       expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{}' }).sessionTimeoutMs).toBe(30_000);
       const short = load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_SESSION_TIMEOUT_MS: '10000' });
       expect(short.sessionTimeoutMs).toBe(10_000);
-      expect(short.warnings).toEqual([expect.stringMatching(/^SRPO_SESSION_TIMEOUT_MS=10000 with a full-weight Hugging Face model/)]);
+      expect(short.warnings).toEqual([
+        expect.stringMatching(/^SRPO_SESSION_TIMEOUT_MS=10000 with a full-weight Hugging Face model in one pass.*SRPO_MICRO_BATCH_TOKENS/),
+      ]);
       expect(load({ SRPO_POLICY_ID: 'p', SRPO_SESSION_TIMEOUT_MS: '10000' }).warnings).toEqual([]);
+      // Micro-batches: heartbeats leave between them, so a micro-batch, not the update, is what the timeout must cover.
+      const micro = load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_MICRO_BATCH_TOKENS: '2048' });
+      expect(micro.sessionTimeoutMs).toBe(30_000);
+      expect(micro.warnings).toEqual([]);
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_MICRO_BATCH_TOKENS: '2048', SRPO_SESSION_TIMEOUT_MS: '10000' }).warnings).toEqual([]);
     });
 
     it('still refuses a negative SRPO_LR or an out-of-range SRPO_SESSION_TIMEOUT_MS, naming it', () => {

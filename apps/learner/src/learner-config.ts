@@ -79,6 +79,8 @@ export interface LearnerConfig {
   codeVersion: string;
   /** Test-only fault injection; never set in production. */
   crashAt?: CrashPoint;
+  /** Test-only: each piece of an update (micro-batch, pass, epoch) blocks the event loop this much longer. */
+  slowMicroBatchMs: number;
   logLevel: LogLevel;
   /** Settings that are allowed but likely wrong (a learning rate far above guidance); logged at boot by {@link applyLearnerConfig}. */
   warnings: string[];
@@ -102,12 +104,14 @@ export const LR_GUIDANCE = {
 
 /**
  * Default consumer session timeouts. The update runs inside the consumer's batch handler and
- * native TensorFlow blocks the event loop while it computes, so no heartbeat leaves during an
- * update (with kafkajs or @platformatic/kafka alike): the session timeout must exceed the
- * slowest update, or the broker evicts the learner mid-update and its commit fails. Rule: at
- * least twice the slowest update. Full-weight updates of SmolLM2-135M took 15–24 s on a
- * 2-vCPU machine (the demo's 10 s timeout crashed the consumer), hence 120 s for full weights;
- * LoRA updates took 1–3 s and the project transformer's well under 1 s: 30 s.
+ * native TensorFlow blocks the event loop while it computes; the update yields between its
+ * pieces (each micro-batch of SRPO_MICRO_BATCH_TOKENS, each pass, each epoch), and heartbeats
+ * leave there (kafkajs and @platformatic/kafka alike), so the session timeout must exceed the
+ * slowest piece, not the whole update. Rule: at least twice the slowest piece. Without
+ * micro-batches (SRPO_MICRO_BATCH_TOKENS=0, the default) one piece is the whole forward and
+ * backward pass: full-weight updates of SmolLM2-135M took 15–24 s on a 2-vCPU machine (the
+ * demo's 10 s timeout crashed the consumer), hence 120 s for full weights in one pass; with
+ * micro-batches, or for LoRA (1–3 s per update) and the project transformer (well under 1 s): 30 s.
  */
 export const SESSION_TIMEOUT_DEFAULTS = { full: 120_000, other: 30_000 } as const;
 
@@ -144,7 +148,7 @@ const MIN_TOKEN_LENGTH = 16;
  * | `SRPO_CORRECTION_BOUND` | 0.693147 (ln 2) | B of `mis`: the largest \|mean token log-ratio\| of a kept set, > 0 |
  * | `SRPO_KL_COEF` | 0 | β of the KL penalty β·mean k3(π_ref ‖ π_θ) added to the loss, >= 0; > 0 needs `SRPO_LORA` (the reference is the base model without the adapter) |
  * | `SRPO_MODEL_CONFIG` | `{"vocabSize":256,"dModel":64,"nLayers":2,"nHeads":4,"maxSeqLen":128}` | JSON transformer shape of version 0; must match the agents' tokenizer |
- * | `SRPO_MICRO_BATCH_TOKENS` | 0 | largest padded forward pass in positions (sequences × longest); an update above it runs in micro-batches with gradient accumulation and activation recomputation: one optimizer step, the same loss and diagnostics; 0 = one pass. Recorded with each update so verify and replay recompute it the same way |
+ * | `SRPO_MICRO_BATCH_TOKENS` | 0 | largest padded forward pass in positions (sequences × longest); an update above it runs in micro-batches with gradient accumulation and activation recomputation: one optimizer step, the same loss and diagnostics; 0 = one pass. Recorded with each update so verify and replay recompute it the same way. The consumer heartbeats between micro-batches, so with a budget the session timeout covers one micro-batch, not the update |
  * | `SRPO_LORA` | unset | with `SRPO_MODEL_DIR`: JSON LoRA settings, e.g. `{"r":8,"alpha":16,"dropout":0,"targetModules":["q_proj","v_proj"]}` (missing fields take these defaults); the policy then trains an adapter on the frozen base, checkpoints hold the adapter only |
  * | `SRPO_MODEL_DIR` | unset | a Hugging Face model directory (config.json, safetensors, tokenizer.json) as version 0 instead; its config is checked at boot; exclusive with `SRPO_MODEL_CONFIG` |
  * | `SRPO_BACKEND` | `auto` | `auto`, `tensorflow-gpu`, `tensorflow` or `cpu`; a forced backend that fails is an error |
@@ -156,11 +160,12 @@ const MIN_TOKEN_LENGTH = 16;
  * | `SRPO_API_READ_TOKEN` | unset | when set (>= 16 chars), read endpoints (`/metrics`, `/policies`, `/updates`) require it or the write token; `/health` stays open |
  * | `SRPO_TOPIC_PREFIX` | `srpo.` | topic name prefix |
  * | `SRPO_CONSUMER_GROUP` | `srpo-learner.<policy id>` | Kafka consumer group of the learner |
- * | `SRPO_SESSION_TIMEOUT_MS` | by model kind | consumer session timeout: how long a crashed learner holds its partitions, and the longest an update may block heartbeats; 120000 for a Hugging Face model's full weights, 30000 otherwise ({@link SESSION_TIMEOUT_DEFAULTS}); keep it above twice the slowest update |
+ * | `SRPO_SESSION_TIMEOUT_MS` | by model kind | consumer session timeout: how long a crashed learner holds its partitions, and the longest one piece of an update (a micro-batch, a pass, an epoch's end) may block heartbeats; 120000 for a Hugging Face model's full weights without micro-batches, 30000 otherwise ({@link SESSION_TIMEOUT_DEFAULTS}); keep it above twice the slowest piece |
  * | `SRPO_CLIENT_ID` | `srpo-learner` | Kafka client id |
  * | `SRPO_CODE_VERSION` | `srpo-kafka@<package version>` | code version recorded with every update (CI sets the git commit) |
  * | `SRPO_LOG_LEVEL` | `info` | `debug`, `info`, `warn`, `error` |
  * | `SRPO_CRASH_AT` | unset | **test-only fault injection**: `after-step`, `after-checkpoint`, `after-db` or `after-publish` makes the process SIGKILL itself at that boundary of the next update |
+ * | `SRPO_SLOW_MICRO_BATCH_MS` | 0 | **test-only fault injection**: each micro-batch, pass and epoch of an update blocks the event loop this much longer (a busy wait), as a slow micro-batch of a large model does |
  * | `KAFKA_*` | see `readKafkaConnection` | brokers, TLS, SASL |
  * | `SRPO_SCHEMA_REGISTRY_URL` (+ `_USER`, `_PASSWORD`) | unset | read Confluent-framed events (schemas by id from this registry); the learner's own events stay single-object |
  */
@@ -203,6 +208,7 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
     sessionTimeoutMs: 0,
     codeVersion: r.str('SRPO_CODE_VERSION', defaultCodeVersion()),
     crashAt: r.has('SRPO_CRASH_AT') ? r.oneOf('SRPO_CRASH_AT', CRASH_POINTS) : undefined,
+    slowMicroBatchMs: r.int('SRPO_SLOW_MICRO_BATCH_MS', 0, { min: 0, max: 600_000 }),
     logLevel: r.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
     warnings: [],
   };
@@ -214,14 +220,17 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
       `SRPO_LR=${config.lr} is far above the guidance for ${kind === 'lora' ? 'a LoRA adapter' : "a pretrained model's full weights"} ` +
         `(default ${guidance.default}, warning above ${guidance.warnAbove}); a pretrained model may be destroyed within a few updates`,
     );
-  config.sessionTimeoutMs = r.int('SRPO_SESSION_TIMEOUT_MS', kind === 'full' ? SESSION_TIMEOUT_DEFAULTS.full : SESSION_TIMEOUT_DEFAULTS.other, {
+  // Without micro-batches a full-weight step is one piece that blocks heartbeats for its whole length.
+  const onePassFull = kind === 'full' && config.microBatchTokens === 0;
+  config.sessionTimeoutMs = r.int('SRPO_SESSION_TIMEOUT_MS', onePassFull ? SESSION_TIMEOUT_DEFAULTS.full : SESSION_TIMEOUT_DEFAULTS.other, {
     min: 6_000,
     max: 300_000,
   });
-  if (kind === 'full' && config.sessionTimeoutMs < SESSION_TIMEOUT_DEFAULTS.full)
+  if (onePassFull && config.sessionTimeoutMs < SESSION_TIMEOUT_DEFAULTS.full)
     config.warnings.push(
-      `SRPO_SESSION_TIMEOUT_MS=${config.sessionTimeoutMs} with a full-weight Hugging Face model: an update blocks heartbeats while it runs ` +
-        '(15-24 s for a 135M model on 2 vCPUs); below twice the slowest update the broker evicts the learner mid-update',
+      `SRPO_SESSION_TIMEOUT_MS=${config.sessionTimeoutMs} with a full-weight Hugging Face model in one pass: the forward and backward pass blocks heartbeats ` +
+        'while it runs (15-24 s for a 135M model on 2 vCPUs); below twice that the broker evicts the learner mid-update. ' +
+        'Set SRPO_MICRO_BATCH_TOKENS to heartbeat between micro-batches, or a longer timeout',
     );
   return config;
 }

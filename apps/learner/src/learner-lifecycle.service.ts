@@ -32,8 +32,9 @@ export class LearnerLifecycle implements OnApplicationBootstrap, OnApplicationSh
     // A backlog from a run without retention (or a crash mid-prune) is cleared before consuming, not spread over the next updates.
     await this.state.pruneCheckpoints();
     await this.updates.republishLatest();
-    await this.source.start(async (batch) => {
-      await this.updates.applyBatch(batch);
+    // The update yields to the consumer between micro-batches: heartbeats leave while it computes.
+    await this.source.start(async (batch, context) => {
+      await this.updates.applyBatch(batch, { yieldPoint: () => context.keepAlive() });
     });
     this.log.info('learner started', { ...this.state.current() });
   }

@@ -50,7 +50,7 @@ export class LearnerModule {
       providers: [
         { provide: LEARNER_CONFIG, useValue: config },
         { provide: CLOCK, useValue: () => Date.now() },
-        { provide: FAULT_INJECTOR, useFactory: () => new FaultInjector(config.crashAt) },
+        { provide: FAULT_INJECTOR, useFactory: () => new FaultInjector(config.crashAt, undefined, config.slowMicroBatchMs) },
         {
           provide: BACKEND_INFO,
           // Before anything touches TensorFlow: the trainer depends on this.

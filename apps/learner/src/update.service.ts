@@ -1,6 +1,14 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { AuditStore } from '@srpo/store';
-import { LearnerMetrics, UpdateCycle, type LearnerEventsPublisher, type PolicyTrainer, type ReadyGroup, type UpdateOutcome } from '@srpo/trainer';
+import {
+  LearnerMetrics,
+  UpdateCycle,
+  type LearnerEventsPublisher,
+  type PolicyTrainer,
+  type ReadyGroup,
+  type TrainerCallOptions,
+  type UpdateOutcome,
+} from '@srpo/trainer';
 import { FaultInjector } from './fault-injection';
 import type { LearnerConfig } from './learner-config';
 import { LearnerStateService } from './learner-state.service';
@@ -16,6 +24,7 @@ import { backendLabel } from '@srpo/kernels';
 @Injectable()
 export class UpdateService {
   private readonly cycle: UpdateCycle;
+  private readonly faults: FaultInjector;
 
   constructor(
     @Inject(LEARNER_CONFIG) config: LearnerConfig,
@@ -28,6 +37,7 @@ export class UpdateService {
     state: LearnerStateService,
     metrics: LearnerMetrics,
   ) {
+    this.faults = faults;
     this.cycle = new UpdateCycle(
       {
         policyId: config.policyId,
@@ -48,9 +58,17 @@ export class UpdateService {
     );
   }
 
-  /** Applies one mini-batch (serialised: concurrent calls run one after another). */
-  applyBatch(batch: readonly ReadyGroup[]): Promise<UpdateOutcome> {
-    return this.cycle.applyBatch(batch);
+  /** Applies one mini-batch (serialised: concurrent calls run one after another); `options.yieldPoint`: see {@link UpdateCycle.applyBatch}. */
+  applyBatch(batch: readonly ReadyGroup[], options: TrainerCallOptions = {}): Promise<UpdateOutcome> {
+    const { yieldPoint } = options;
+    if (this.faults.slowMicroBatchMs === 0) return this.cycle.applyBatch(batch, options);
+    return this.cycle.applyBatch(batch, {
+      ...options,
+      yieldPoint: async () => {
+        this.faults.slowPiece();
+        await yieldPoint?.();
+      },
+    });
   }
 
   /** Events not yet acknowledged by the publisher, oldest first. */

@@ -14,7 +14,7 @@ import {
 } from '@srpo/srpo';
 import type { CausalLm } from './causal-lm';
 import { disposePacked, packedLogProbs, packedToTensors, packPairs, type PackedTensors, type SequencePair } from './log-probs';
-import { microBatchRows } from './micro-batch';
+import { microBatchRows, scoreChunks, type YieldPoint } from './micro-batch';
 
 /*
  * The engine/learner mismatch correction and KL penalty as SrpoTrainer applies them
@@ -33,6 +33,8 @@ export interface CorrectionContext {
   microBatchTokens: number;
   correction: CorrectionConfig;
   withReference?: ReferenceScope;
+  /** Awaited between the proximal pass's micro-batches and after each pass (see {@link YieldPoint}). */
+  yieldPoint?: YieldPoint;
 }
 
 /** The batch one SrpoTrainer call trains on: the objective's inputs, the KL reference, the mismatch diagnostics. */
@@ -66,7 +68,7 @@ export async function prepareCorrectedBatch(
   const prepared: CorrectedBatch = { batch, mismatch: {} };
   try {
     if (needsProximal(ctx.correction)) {
-      const prox = scoreRows(ctx, pairs, tensors);
+      const prox = await scoreChunks(rowScorers(ctx, pairs, tensors), tensors.packed.responseLength, ctx.yieldPoint);
       const width = prox.shape[1];
       if (width !== batch.logpOld.shape[1]) {
         prox.dispose();
@@ -93,7 +95,9 @@ export async function prepareCorrectedBatch(
     }
     if (ctx.correction.klCoef > 0) {
       if (!ctx.withReference) throw new ValidationError('config.correction.klCoef', 'a KL penalty needs a reference policy (withReference)');
+      // One blocking pass: the scope swaps the adapter out for a synchronous call only.
       prepared.reference = ctx.withReference(() => scoreRows(ctx, pairs, tensors));
+      await ctx.yieldPoint?.();
     }
     return prepared;
   } catch (e) {
@@ -108,37 +112,42 @@ export async function prepareCorrectedBatch(
  * at the weights a call starts from they are the step's first log-probs, bit for bit.
  */
 export function scoreRows(ctx: CorrectionContext, pairs: readonly SequencePair[], tensors: PackedTensors): tf.Tensor2D {
-  const { model, temperature, microBatchTokens } = ctx;
-  const packed = tensors.packed;
-  if (!(microBatchTokens > 0 && packed.m * packed.inputLength > microBatchTokens)) {
-    return tf.tidy(() => packedLogProbs(model, tensors, temperature));
-  }
-  const lengths = pairs.map((p, i) => packed.contextKept[i] + p.responseTokens.length - 1);
-  const width = packed.responseLength;
+  const width = tensors.packed.responseLength;
   return tf.tidy(() =>
     tf.concat(
-      microBatchRows(lengths, microBatchTokens).map((rows) => {
-        const t = packedToTensors(
-          packPairs(
-            rows.map((i) => pairs[i]),
-            model,
-          ),
-        );
-        try {
-          const lp = packedLogProbs(model, t, temperature);
-          return lp.shape[1] === width
-            ? lp
-            : lp.pad([
-                [0, 0],
-                [0, width - lp.shape[1]],
-              ]);
-        } finally {
-          disposePacked(t);
-        }
+      rowScorers(ctx, pairs, tensors).map((score) => {
+        const lp = score();
+        return lp.shape[1] === width
+          ? lp
+          : lp.pad([
+              [0, 0],
+              [0, width - lp.shape[1]],
+            ]);
       }),
       0,
     ),
   ) as tf.Tensor2D;
+}
+
+/** {@link scoreRows}' passes, one scorer per micro-batch (a single one without micro-batches), for `scoreChunks`. */
+function rowScorers(ctx: CorrectionContext, pairs: readonly SequencePair[], tensors: PackedTensors): (() => tf.Tensor2D)[] {
+  const { model, temperature, microBatchTokens } = ctx;
+  const packed = tensors.packed;
+  if (!(microBatchTokens > 0 && packed.m * packed.inputLength > microBatchTokens)) return [() => packedLogProbs(model, tensors, temperature)];
+  const lengths = pairs.map((p, i) => packed.contextKept[i] + p.responseTokens.length - 1);
+  return microBatchRows(lengths, microBatchTokens).map((rows) => () => {
+    const t = packedToTensors(
+      packPairs(
+        rows.map((i) => pairs[i]),
+        model,
+      ),
+    );
+    try {
+      return packedLogProbs(model, t, temperature);
+    } finally {
+      disposePacked(t);
+    }
+  });
 }
 
 /**

@@ -12,3 +12,4 @@ export { isTransformerModel, transformerFamily } from './transformer-family';
 export * from './checkpoint-store';
 export * from './srpo-step';
 export type { ReferenceScope } from './corrected-batch';
+export type { YieldPoint } from './micro-batch';

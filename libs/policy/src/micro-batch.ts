@@ -6,6 +6,14 @@ import type { CausalLm } from './causal-lm';
 import { disposePacked, packedLogProbs, packedToTensors, packPairs, type SequencePair } from './log-probs';
 
 /**
+ * Called between the blocking pieces of an update (micro-batches, passes, epochs) and awaited:
+ * the caller's chance to let the event loop run (timers, I/O: a Kafka consumer's heartbeats)
+ * while native TensorFlow, which computes synchronously, is between two pieces. It must not
+ * touch the model or the optimizer; nothing computed depends on it.
+ */
+export type YieldPoint = () => Promise<void>;
+
+/**
  * Splits rows (sequences) into consecutive chunks whose padded input, rows × longest row,
  * stays within `maxTokens` positions; a row longer than the budget gets a chunk of its own.
  * `lengths[i]` is row i's model input length (context kept + response − 1).
@@ -56,8 +64,11 @@ export interface AccumulatedStep {
  *
  * `penalty` (the learner's KL term, a function of the log-probs alone) is added to the loss in
  * step 2, so G carries its gradient too; `out.loss` stays the objective's alone.
+ *
+ * `yieldPoint` is awaited after every micro-batch of steps 1 and 3: one micro-batch is the
+ * longest the event loop waits. The tensors and operations are the same with or without it.
  */
-export function accumulatedGradients(
+export async function accumulatedGradients(
   model: CausalLm,
   pairs: readonly SequencePair[],
   batch: PaddedSetBatch,
@@ -65,7 +76,8 @@ export function accumulatedGradients(
   temperature: number,
   maxTokens: number,
   penalty?: (logpNew: tf.Tensor2D) => tf.Scalar,
-): AccumulatedStep {
+  yieldPoint?: YieldPoint,
+): Promise<AccumulatedStep> {
   const full = packPairs(pairs, model);
   const lengths = pairs.map((p, i) => full.contextKept[i] + p.responseTokens.length - 1);
   const chunks = microBatchRows(lengths, maxTokens);
@@ -83,21 +95,15 @@ export function accumulatedGradients(
   const names = model.weightNames();
   try {
     // 1. Log-probs of every row, padded to the mini-batch's response width.
-    const logpNew = tf.tidy(() =>
-      tf.concat(
-        packs.map((t) => {
-          const lp = packedLogProbs(model, t, temperature);
-          peakBytes = Math.max(peakBytes, tf.memory().numBytes);
-          return lp.shape[1] === width
-            ? lp
-            : lp.pad([
-                [0, 0],
-                [0, width - lp.shape[1]],
-              ]);
-        }),
-        0,
-      ),
-    ) as tf.Tensor2D;
+    const logpNew = await scoreChunks(
+      packs.map((t) => () => {
+        const lp = packedLogProbs(model, t, temperature);
+        peakBytes = Math.max(peakBytes, tf.memory().numBytes);
+        return lp;
+      }),
+      width,
+      yieldPoint,
+    );
     // 2. The objective on the whole mini-batch, and its gradient with respect to the log-probs.
     let out: ObjectiveOutput | undefined;
     const g = tf.grad((lp: tf.Tensor) => {
@@ -111,7 +117,7 @@ export function accumulatedGradients(
     const grads = new Map<string, tf.Tensor>();
     let offset = 0;
     try {
-      packs.forEach((t) => {
+      for (const t of packs) {
         const m = t.packed.m;
         const r = t.packed.responseLength;
         const gChunk = g.slice([offset, 0], [m, r]);
@@ -133,7 +139,8 @@ export function accumulatedGradients(
             grads.set(n, add);
           }
         });
-      });
+        await yieldPoint?.();
+      }
     } catch (e) {
       tf.dispose([...grads.values()]);
       throw e;
@@ -143,5 +150,33 @@ export function accumulatedGradients(
     return { grads, out: out as unknown as ObjectiveOutput, peakBytes, microBatches: chunks.length };
   } finally {
     for (const t of packs) disposePacked(t);
+  }
+}
+
+/**
+ * Log-probs `[M, width]` of consecutive row chunks, each scored by one `score` call (inside its
+ * own `tf.tidy`), right-padded to `width` and concatenated in order; `yieldPoint` is awaited
+ * after each chunk. The same operations as one `tidy` around them all, so the same values.
+ */
+export async function scoreChunks(score: readonly (() => tf.Tensor2D)[], width: number, yieldPoint?: YieldPoint): Promise<tf.Tensor2D> {
+  const parts: tf.Tensor2D[] = [];
+  try {
+    for (const chunk of score) {
+      parts.push(
+        tf.tidy(() => {
+          const lp = chunk();
+          return lp.shape[1] === width
+            ? lp
+            : lp.pad([
+                [0, 0],
+                [0, width - lp.shape[1]],
+              ]);
+        }),
+      );
+      await yieldPoint?.();
+    }
+    return tf.concat(parts, 0);
+  } finally {
+    tf.dispose(parts);
   }
 }

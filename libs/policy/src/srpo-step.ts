@@ -15,7 +15,7 @@ import { AdamOptimizer, type AdamConfig } from './adam-optimizer';
 import { learnerObjectiveLoss } from '@srpo/kernels';
 import { checkTemperature, disposePacked, packPairs, packedLogProbs, packedToTensors, type SequencePair } from './log-probs';
 import { learningRateAt, validateLrSchedule, type LrSchedule } from './lr-schedule';
-import { accumulatedGradients } from './micro-batch';
+import { accumulatedGradients, type YieldPoint } from './micro-batch';
 import {
   disposeCorrectedBatch,
   klTerm,
@@ -81,6 +81,18 @@ export interface SrpoTrainerConfig {
    * `correction.klCoef` > 0.
    */
   withReference?: ReferenceScope;
+}
+
+/** Per-call options of {@link SrpoTrainer.update} and {@link SrpoTrainer.evaluate}. */
+export interface SrpoCallOptions {
+  /**
+   * Awaited between the blocking pieces of the call: after each micro-batch (of the proximal
+   * pass, and of both passes of `accumulatedGradients`), after a single-pass forward/backward,
+   * after the reference pass and after each epoch. Native TensorFlow computes synchronously, so
+   * without it the event loop (a Kafka consumer's heartbeats) waits for the whole call; with it,
+   * for one piece at most. The results are the same with or without it.
+   */
+  yieldPoint?: YieldPoint;
 }
 
 export interface SrpoEpochResult {
@@ -171,17 +183,17 @@ export class SrpoTrainer {
    * @throws ValidationError naming `sets[i].members[j].field` for malformed input
    *   (nothing is updated then).
    */
-  async update(sets: readonly ActiveSet[]): Promise<SrpoUpdateResult> {
+  async update(sets: readonly ActiveSet[], options: SrpoCallOptions = {}): Promise<SrpoUpdateResult> {
     if (this.busy) throw new ValidationError('update', 'an update is already running on this trainer; await it first');
     this.busy = true;
     try {
-      return await this.run(sets);
+      return await this.run(sets, options.yieldPoint);
     } finally {
       this.busy = false;
     }
   }
 
-  private async run(sets: readonly ActiveSet[]): Promise<SrpoUpdateResult> {
+  private async run(sets: readonly ActiveSet[], yieldPoint: YieldPoint | undefined): Promise<SrpoUpdateResult> {
     const model = this.policy.model;
     const { setInputs, pairs, fields } = flatten(sets);
     // Validate everything (token ids, lengths, log-probs) before touching the device.
@@ -193,7 +205,7 @@ export class SrpoTrainer {
     const micro = this.microBatchTokens > 0 && packed.m * packed.inputLength > this.microBatchTokens;
     let prepared: CorrectedBatch | undefined;
     try {
-      prepared = await prepareCorrectedBatch(this.context(), setInputs, pairs, tensors);
+      prepared = await prepareCorrectedBatch(this.context(yieldPoint), setInputs, pairs, tensors);
       const { batch, reference } = prepared;
       for (let e = 0; e < this.epochs; e++) {
         const lr = learningRateAt(this.schedule, this.optimizer.step);
@@ -204,7 +216,7 @@ export class SrpoTrainer {
         let microBatches = 1;
         const penalty = reference ? klTerm(reference, batch.mask, this.correction.klCoef, (k) => (kl = k)) : undefined;
         if (micro) {
-          const acc = accumulatedGradients(model, pairs, batch, this.objective, this.temperature, this.microBatchTokens, penalty);
+          const acc = await accumulatedGradients(model, pairs, batch, this.objective, this.temperature, this.microBatchTokens, penalty, yieldPoint);
           byName = acc.grads;
           out = acc.out;
           peakBytes = acc.peakBytes;
@@ -222,6 +234,7 @@ export class SrpoTrainer {
           }, vars);
           value.dispose();
           byName = new Map<string, tf.Tensor>(names.map((n, i) => [n, grads[vars[i].name]]));
+          await yieldPoint?.();
         }
         let normT: tf.Scalar;
         try {
@@ -247,6 +260,7 @@ export class SrpoTrainer {
         diagnostics['memory/peak_bytes'] = peakBytes;
         diagnostics['memory/micro_batches'] = microBatches;
         results.push({ loss: diagnostics['losses/loss'], gradNorm, learningRate: lr, diagnostics });
+        await yieldPoint?.();
       }
     } finally {
       disposePacked(tensors);
@@ -266,8 +280,9 @@ export class SrpoTrainer {
     };
   }
 
-  private context(): CorrectionContext {
+  private context(yieldPoint?: YieldPoint): CorrectionContext {
     return {
+      yieldPoint,
       model: this.policy.model,
       temperature: this.temperature,
       microBatchTokens: this.microBatchTokens,
@@ -285,7 +300,7 @@ export class SrpoTrainer {
    *
    * @throws ValidationError like {@link update} for malformed input
    */
-  async evaluate(sets: readonly ActiveSet[]): Promise<SrpoEvaluation> {
+  async evaluate(sets: readonly ActiveSet[], options: SrpoCallOptions = {}): Promise<SrpoEvaluation> {
     if (this.busy) throw new ValidationError('evaluate', 'an update is already running on this trainer; await it first');
     this.busy = true;
     try {
@@ -295,7 +310,7 @@ export class SrpoTrainer {
       const tensors = packedToTensors(packed);
       let prepared: CorrectedBatch | undefined;
       try {
-        prepared = await prepareCorrectedBatch(this.context(), setInputs, pairs, tensors);
+        prepared = await prepareCorrectedBatch(this.context(options.yieldPoint), setInputs, pairs, tensors);
         const { batch, reference } = prepared;
         // The objective as update computes it (the fused op where update takes it).
         let out: ObjectiveOutput | undefined;

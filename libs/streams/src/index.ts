@@ -5,7 +5,7 @@ export * from './dead-letter';
 export * from './consumer-runner';
 export * from './in-memory-harness';
 export { SinkPartitions } from './sink-mode';
-export type { SinkModeOptions } from './sink-mode';
+export type { SinkModeOptions, SinkWriteContext } from './sink-mode';
 export * from './stream-task';
 export * from './persistent-store';
 export * from './local-task-state';

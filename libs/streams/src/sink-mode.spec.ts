@@ -25,6 +25,8 @@ class FakeConsumer implements GroupConsumer {
   paused = false;
   stopped = false;
   heartbeats = 0;
+  /** When set, heartbeats fail with it (the broker refusing them: a rebalance began). */
+  heartbeatError?: Error;
 
   async start(handlers: ConsumerHandlers): Promise<void> {
     this.handlers = handlers;
@@ -53,6 +55,7 @@ class FakeConsumer implements GroupConsumer {
       resolve: (offset) => this.resolved.push(offset),
       heartbeat: async () => {
         this.heartbeats++;
+        if (this.heartbeatError) throw this.heartbeatError;
       },
     });
   }
@@ -185,6 +188,36 @@ describe('ConsumerRunner sink mode', () => {
     expect(counts.filter((c) => c === 'sink_retries_total')).toHaveLength(2);
     expect(counts).toContain('sink_batches_total');
     expect(consumer().heartbeats).toBeGreaterThanOrEqual(2);
+    expect(consumer().commits).toEqual([2, 2]);
+    await runner.stop();
+  });
+
+  it('lends the write a keepAlive that heartbeats and lets due timers run, and never throws (the commit after the write decides)', async () => {
+    const seen: { heartbeats: number; timerRan: boolean }[] = [];
+    const { runner, consumer } = setup({
+      write: async (_items, context) => {
+        const before = consumer().heartbeats;
+        for (let i = 0; i < 3; i++) {
+          let timerRan = false;
+          setTimeout(() => (timerRan = true), 0);
+          // Computing past the timer's due time (1 ms), as an update's piece does.
+          const due = Date.now() + 3;
+          while (Date.now() < due);
+          if (i === 1) consumer().heartbeatError = new Error('The group is rebalancing');
+          await context.keepAlive();
+          consumer().heartbeatError = undefined;
+          seen.push({ heartbeats: consumer().heartbeats - before, timerRan });
+        }
+      },
+    });
+    await runner.start();
+    await consumer().deliver([record(0, 'a'), record(1, 'b')]);
+    // One client heartbeat per keepAlive, a timer's turn each time, the refused one swallowed.
+    expect(seen).toEqual([
+      { heartbeats: 1, timerRan: true },
+      { heartbeats: 2, timerRan: true },
+      { heartbeats: 3, timerRan: true },
+    ]);
     expect(consumer().commits).toEqual([2, 2]);
     await runner.stop();
   });

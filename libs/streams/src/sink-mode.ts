@@ -6,6 +6,19 @@ import type { LoopContext, LoopMode } from './loop-mode';
 import type { InputRecord } from './processor';
 import { decodeRecord, DeadLetterOriginal } from './stream-task';
 
+/** What a sink write may use while it runs. */
+export interface SinkWriteContext {
+  /**
+   * Keeps the group membership alive during a long write: heartbeats the group where the
+   * client leaves that to the batch handler (kafkajs) and lets the event loop run (timers and
+   * I/O: @platformatic/kafka's own heartbeat timer). A write that computes synchronously for
+   * long (the learner's update on native TensorFlow) awaits it between pieces of its work, so
+   * the session timeout bounds one piece, not the whole write. Never throws: a heartbeat the
+   * broker refuses (a rebalance began) is left to the commit that follows the write.
+   */
+  keepAlive(): Promise<void>;
+}
+
 /**
  * {@link ConsumerRunner}'s sink mode: records of one topic, decoded and selected, are
  * written in batches to an external, idempotent sink (the learner's database); offsets are
@@ -24,8 +37,8 @@ export interface SinkModeOptions<T> {
   select(record: InputRecord): T | null;
   /** How many of the pending items form the next batch; 0 waits for more. */
   batchSize(pending: readonly T[]): number;
-  /** Writes a batch to the sink. Must be idempotent on item identity: redelivery happens. */
-  write(items: readonly T[]): Promise<void>;
+  /** Writes a batch to the sink. Must be idempotent on item identity: redelivery happens. A long write awaits `context.keepAlive()` now and then. */
+  write(items: readonly T[], context: SinkWriteContext): Promise<void>;
   /** Undecodable records go here with a reason; when unset they are logged and skipped. */
   deadLetterTopic?: string;
   /** The `processor` of dead letters (default the group id). */
@@ -206,7 +219,7 @@ export class SinkMode implements LoopMode {
   private async writeCompleteBatches(batch: InputBatch): Promise<void> {
     const state = this.partitions;
     for (let items = state.nextBatch(batch.partition); items && !this.loop.stopping(); items = state.nextBatch(batch.partition)) {
-      await this.writeWithRetry(items, () => batch.heartbeat());
+      await this.writeWithRetry(items, batch);
       state.written(batch.partition, items.length);
       await this.commit(batch.topic, batch.partition);
     }
@@ -218,9 +231,11 @@ export class SinkMode implements LoopMode {
     if (offset !== undefined) await this.loop.consumer.commit(topic, partition, offset);
   }
 
-  private async writeWithRetry(items: readonly unknown[], heartbeat: () => Promise<void>): Promise<void> {
+  private async writeWithRetry(items: readonly unknown[], batch: InputBatch): Promise<void> {
     const step = this.options.retryDelayMs ?? 1000;
-    await retry(() => this.options.write(items), {
+    const heartbeat = () => batch.heartbeat();
+    const context: SinkWriteContext = { keepAlive: () => this.keepAlive(batch) };
+    await retry(() => this.options.write(items, context), {
       initialDelayMs: step,
       linearStepMs: step,
       maxDelayMs: 30_000,
@@ -239,12 +254,34 @@ export class SinkMode implements LoopMode {
     this.loop.count('sink_batches_total');
   }
 
+  /**
+   * {@link SinkWriteContext.keepAlive}: the client's heartbeat (kafkajs sends one when its
+   * interval has passed; a no-op for @platformatic/kafka), then one full turn of the event loop,
+   * so timers that are due (@platformatic/kafka's heartbeat) and I/O callbacks run. Two
+   * immediates: one alone, set from the poll phase, resumes in the same turn's check phase,
+   * before any timer; the second, set from the check phase, waits for the next turn's timers
+   * and poll. (A zero-delay timer would also do, at 1 ms or more each time; this costs microseconds.)
+   */
+  private async keepAlive(batch: InputBatch): Promise<void> {
+    try {
+      await batch.heartbeat();
+    } catch (e) {
+      this.loop.log.debug('heartbeat during a sink write failed; the commit after it decides', { error: errorMessage(e) });
+    }
+    await nextImmediate();
+    await nextImmediate();
+  }
+
   /** Sink mode's dead letter: written (acks=all) before the record's offset can be committed. */
   private async sendDeadLetter(original: DeadLetterOriginal, reasonCode: string, reason: string): Promise<void> {
     const record = this.loop.deadLetters.record(original, reasonCode, reason, {});
     if (!this.dlqProducer || !record) return;
     await this.dlqProducer.send({ topic: record.topic, acks: -1, messages: [{ key: record.key, value: record.value }] });
   }
+}
+
+function nextImmediate(): Promise<void> {
+  return new Promise((r) => setImmediate(r));
 }
 
 function sleep(ms: number): Promise<void> {

@@ -1,5 +1,15 @@
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
-import { loadCheckpoint, packPairs, Policy, saveCheckpoint, SrpoTrainer, weightsHash, type AdamConfig, type TransformerConfig } from '@srpo/policy';
+import {
+  loadCheckpoint,
+  packPairs,
+  Policy,
+  saveCheckpoint,
+  SrpoTrainer,
+  weightsHash,
+  type AdamConfig,
+  type TransformerConfig,
+  type YieldPoint,
+} from '@srpo/policy';
 import { attachLora, LlamaModel, loadHfModel, type LoraConfig } from '@srpo/hf';
 import { buildPaddedSetBatch, disposePaddedSetBatch, resolveCorrectionConfig, type CorrectionConfig, type ObjectiveConfig } from '@srpo/srpo';
 
@@ -40,6 +50,16 @@ export interface SetProbe {
   gradNorm: number;
 }
 
+/** Per-call options of {@link PolicyTrainer.step} and {@link PolicyTrainer.probe}. */
+export interface TrainerCallOptions {
+  /**
+   * Awaited between micro-batches, passes and epochs (@srpo/policy's `YieldPoint`): the event
+   * loop (a consumer's heartbeats) then waits for one piece of the update, not the whole of it.
+   * Nothing computed depends on it.
+   */
+  yieldPoint?: YieldPoint;
+}
+
 export interface CheckpointInfo {
   version: number;
   weightsHash: string;
@@ -67,14 +87,14 @@ export interface PolicyTrainer {
    * One SRPO update on a mini-batch of whole sets. `correction` (default: none, no KL penalty)
    * is the engine/learner mismatch correction and KL penalty of docs/objective.md, section 7.
    */
-  step(sets: readonly TrainingSet[], objective: ObjectiveConfig, correction?: CorrectionConfig): Promise<StepResult>;
+  step(sets: readonly TrainingSet[], objective: ObjectiveConfig, correction?: CorrectionConfig, options?: TrainerCallOptions): Promise<StepResult>;
   /**
    * Each set alone, in order: its loss and gradient norm at the current weights, as the
    * first epoch of {@link step} would compute them, without a step (weights, optimizer
    * state and version unchanged). The learner calls it after a non-finite step to find
    * the sets that caused it.
    */
-  probe(sets: readonly TrainingSet[], objective: ObjectiveConfig, correction?: CorrectionConfig): Promise<SetProbe[]>;
+  probe(sets: readonly TrainingSet[], objective: ObjectiveConfig, correction?: CorrectionConfig, options?: TrainerCallOptions): Promise<SetProbe[]>;
   dispose(): void;
 }
 
@@ -168,10 +188,10 @@ export class TfPolicyTrainer implements PolicyTrainer {
     batchTemperature(sets);
   }
 
-  async step(sets: readonly TrainingSet[], objective: ObjectiveConfig, correction?: CorrectionConfig): Promise<StepResult> {
+  async step(sets: readonly TrainingSet[], objective: ObjectiveConfig, correction?: CorrectionConfig, options: TrainerCallOptions = {}): Promise<StepResult> {
     this.validate(sets);
     const trainer = await this.trainerFor(objective, batchTemperature(sets), correction);
-    const result = await trainer.update(sets.map(toActiveSet));
+    const result = await trainer.update(sets.map(toActiveSet), { yieldPoint: options.yieldPoint });
     this.currentVersion += 1;
     const last = result.epochs[result.epochs.length - 1];
     return {
@@ -181,11 +201,14 @@ export class TfPolicyTrainer implements PolicyTrainer {
     };
   }
 
-  async probe(sets: readonly TrainingSet[], objective: ObjectiveConfig, correction?: CorrectionConfig): Promise<SetProbe[]> {
+  async probe(sets: readonly TrainingSet[], objective: ObjectiveConfig, correction?: CorrectionConfig, options: TrainerCallOptions = {}): Promise<SetProbe[]> {
     this.validate(sets);
     const trainer = await this.trainerFor(objective, batchTemperature(sets), correction);
     const probes: SetProbe[] = [];
-    for (const s of sets) probes.push({ setId: s.setId, ...(await trainer.evaluate([toActiveSet(s)])) });
+    for (const s of sets) {
+      probes.push({ setId: s.setId, ...(await trainer.evaluate([toActiveSet(s)], { yieldPoint: options.yieldPoint })) });
+      await options.yieldPoint?.();
+    }
     return probes;
   }
 

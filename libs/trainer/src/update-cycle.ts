@@ -3,7 +3,7 @@ import { ErrorCode, errorMessage, Logger, SrpoError } from '@srpo/core';
 import { EventCodec, type PolicyUpdate, type PolicyVersion } from '@srpo/events';
 import { eventsFor, groupStatsFromGroup, ledgerEntryFromGroup, type AuditStore, type SkippedGroupInput, type UpdateDetail } from '@srpo/store';
 import type { LearnerEventsPublisher } from './events-publisher';
-import type { PolicyTrainer, SetProbe, StepResult, TrainingSet } from './policy-trainer';
+import type { PolicyTrainer, SetProbe, StepResult, TrainerCallOptions, TrainingSet } from './policy-trainer';
 import { RunRecorder } from './run-recorder';
 import { prefetchMemberSchemas } from './training-sets';
 import type { LearnerHyperparameters } from './update-hyperparameters';
@@ -95,9 +95,13 @@ export class UpdateCycle {
     this.recorder = new RunRecorder({ store: this.store, backend: config.backend, codeVersion: config.codeVersion });
   }
 
-  /** Applies one mini-batch (serialised: concurrent calls run one after another). */
-  applyBatch(batch: readonly ReadyGroup[]): Promise<UpdateOutcome> {
-    const run = this.tail.then(() => this.apply(batch));
+  /**
+   * Applies one mini-batch (serialised: concurrent calls run one after another). `options.yieldPoint`
+   * is awaited between the step's micro-batches, passes and epochs (and between probed sets): the
+   * consumer's heartbeats while the update computes. It changes nothing the update computes.
+   */
+  applyBatch(batch: readonly ReadyGroup[], options: TrainerCallOptions = {}): Promise<UpdateOutcome> {
+    const run = this.tail.then(() => this.apply(batch, options));
     this.tail = run.catch(() => undefined);
     return run;
   }
@@ -126,7 +130,7 @@ export class UpdateCycle {
     }
   }
 
-  private async apply(batch: readonly ReadyGroup[]): Promise<UpdateOutcome> {
+  private async apply(batch: readonly ReadyGroup[], options: TrainerCallOptions): Promise<UpdateOutcome> {
     if (this.broken) throw this.broken;
     await this.flushPending();
     const { policyId, maxPolicyLag } = this.config;
@@ -171,7 +175,7 @@ export class UpdateCycle {
 
     // 2. Step (a non-finite one: the offending sets' groups are isolated, the rest is stepped again).
     const started = Date.now();
-    const stepped = await this.finiteStep(eligible, before.version, outcome);
+    const stepped = await this.finiteStep(eligible, before.version, outcome, options);
     if (!stepped) return outcome;
     const { result, trained } = stepped;
     eligible = trained;
@@ -264,9 +268,17 @@ export class UpdateCycle {
    *
    * @returns the finite step and the groups it trained on; undefined when nothing was trained
    */
-  private async finiteStep(eligible: Candidate[], version: number, outcome: UpdateOutcome): Promise<{ result: StepResult; trained: Candidate[] } | undefined> {
+  private async finiteStep(
+    eligible: Candidate[],
+    version: number,
+    outcome: UpdateOutcome,
+    options: TrainerCallOptions,
+  ): Promise<{ result: StepResult; trained: Candidate[] } | undefined> {
     const { policyId, objective, correction } = this.config;
-    let result = await this.stepOrRollback(eligible.flatMap((c) => c.sets));
+    let result = await this.stepOrRollback(
+      eligible.flatMap((c) => c.sets),
+      options,
+    );
     if (isFiniteStep(result)) return { result, trained: eligible };
     await this.rollbackAfter('non-finite loss');
     const batchDetail = `loss ${result.loss}, gradient norm ${result.gradNorm}`;
@@ -276,6 +288,7 @@ export class UpdateCycle {
           eligible.flatMap((c) => c.sets),
           objective,
           correction,
+          options,
         )
       ).map((p) => [p.setId, p]),
     );
@@ -312,7 +325,10 @@ export class UpdateCycle {
     });
     await this.recordSkips(bad, version, outcome);
     if (rest.length === 0) return undefined;
-    result = await this.stepOrRollback(rest.flatMap((c) => c.sets));
+    result = await this.stepOrRollback(
+      rest.flatMap((c) => c.sets),
+      options,
+    );
     if (isFiniteStep(result)) return { result, trained: rest };
     await this.rollbackAfter('non-finite loss');
     const detail = `loss ${result.loss}, gradient norm ${result.gradNorm} after skipping ${bad.map((b) => b.info.groupId).join(', ')}`;
@@ -326,9 +342,9 @@ export class UpdateCycle {
   }
 
   /** `trainer.step`, rolling the weights back before rethrowing when it throws. */
-  private async stepOrRollback(sets: TrainingSet[]): Promise<StepResult> {
+  private async stepOrRollback(sets: TrainingSet[], options: TrainerCallOptions): Promise<StepResult> {
     try {
-      return await this.trainer.step(sets, this.config.objective, this.config.correction);
+      return await this.trainer.step(sets, this.config.objective, this.config.correction, options);
     } catch (e) {
       await this.rollbackAfter(e);
       throw e;

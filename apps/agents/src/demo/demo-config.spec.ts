@@ -49,6 +49,19 @@ describe('demo configuration', () => {
     expect(() => loadDemoConfig({ SRPO_DEMO_DIR: '/tmp/x' }, { model: '/nonexistent' }, '/work')).toThrow(/SRPO_MODEL_DIR.*not a directory/);
   });
 
+  it("--model leaves SRPO_LR and SRPO_SESSION_TIMEOUT_MS to the learner's defaults by model kind; the small transformer keeps the demo's", () => {
+    const qwen2 = path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2');
+    const hf = loadDemoConfig({ SRPO_DEMO_DIR: '/tmp/x' }, { model: qwen2 }, '/work');
+    const hfEnv = hf.learnerEnv(hf.learners[0]);
+    expect(hfEnv.SRPO_LR).toBeUndefined();
+    expect(hfEnv.SRPO_SESSION_TIMEOUT_MS).toBeUndefined();
+    // What the user sets still reaches the learners.
+    const set = loadDemoConfig({ SRPO_DEMO_DIR: '/tmp/x', SRPO_LR: '2e-5', SRPO_SESSION_TIMEOUT_MS: '45000' }, { model: qwen2 }, '/work');
+    expect(set.learnerEnv(set.learners[0])).toMatchObject({ SRPO_LR: '2e-5', SRPO_SESSION_TIMEOUT_MS: '45000' });
+    const toy = loadDemoConfig({ SRPO_DEMO_DIR: '/tmp/x' }, {}, '/work');
+    expect(toy.learnerEnv(toy.learners[0])).toMatchObject({ SRPO_LR: '5e-4', SRPO_SESSION_TIMEOUT_MS: '10000' });
+  });
+
   it('--seconds wins over SRPO_DEMO_SECONDS; a short run shortens the end window to half of it', () => {
     const c = loadDemoConfig({ SRPO_DEMO_SECONDS: '600', SRPO_DEMO_DIR: '/tmp/x' }, { seconds: 40 }, '/work');
     expect(c.seconds).toBe(40);

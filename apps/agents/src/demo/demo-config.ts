@@ -106,7 +106,8 @@ export interface DemoFlags {
  * | `SRPO_TOPIC_PREFIX` | `srpo.demo.<run id>.` | fresh topics per run, so runs never mix |
  * | `SRPO_MODEL_CONFIG` | `{"vocabSize":32,"dModel":32,"nLayers":2,"nHeads":2,"maxSeqLen":16}` | shape of every policy |
  * | `SRPO_MODEL_DIR` | unset | a Hugging Face model directory as every policy's version 0 instead (`--model`); learners and agents get it |
- * | `SRPO_LR` / `SRPO_SETS_PER_UPDATE` / `SRPO_MAX_POLICY_LAG` | 5e-4 / 64 / 8 | learner settings |
+ * | `SRPO_LR` / `SRPO_SETS_PER_UPDATE` / `SRPO_MAX_POLICY_LAG` | 5e-4 / 64 / 8 | learner settings; with `--model` (a Hugging Face model), `SRPO_LR` is left to the learner's default by model kind |
+ * | `SRPO_SESSION_TIMEOUT_MS` | 10000 | the learners' consumer session timeout; with `--model`, left to the learner's default by model kind |
  * | `SRPO_AGENTS_GROUP_SIZE` / `SRPO_AGENTS_WORKFLOWS` / `SRPO_AGENTS_POLICIES` | 16 / `fixed,joint,routed` / three policies | agents settings; one learner per policy |
  * | `SRPO_AGENTS_TEMPERATURE` | 1.5 | the agents' sampling temperature (their own default is 1) |
  * | `SRPO_RAW_PARTITIONS` / `SRPO_DERIVED_PARTITIONS` | 2 / 1 | partitions of the run's topics |
@@ -157,12 +158,18 @@ export function loadDemoConfig(
     SRPO_SETS_PER_UPDATE: String(setsPerUpdate),
     SRPO_AGENTS_GROUP_SIZE: r.str('SRPO_AGENTS_GROUP_SIZE', String(DEMO_DEFAULTS.groupSize)),
     SRPO_AGENTS_RUN_ID: r.str('SRPO_AGENTS_RUN_ID', runId.replace(/[^A-Za-z0-9_-]/g, '')),
-    ...(modelDir !== undefined ? { SRPO_MODEL_DIR: modelDir } : { SRPO_MODEL_CONFIG: r.str('SRPO_MODEL_CONFIG', DEMO_DEFAULTS.model) }),
-    SRPO_LR: r.str('SRPO_LR', DEMO_DEFAULTS.lr),
+    // A Hugging Face model keeps the learner's defaults by model kind (learning rate, session timeout; docs/learner.md)
+    // unless set here; the demo's own rate and short timeout are for its small transformer.
+    ...(modelDir !== undefined
+      ? { SRPO_MODEL_DIR: modelDir }
+      : {
+          SRPO_MODEL_CONFIG: r.str('SRPO_MODEL_CONFIG', DEMO_DEFAULTS.model),
+          SRPO_LR: r.str('SRPO_LR', DEMO_DEFAULTS.lr),
+          // A stopped process's partitions move on quickly; the demo restarts nothing, but a crash should not stall it for 30 s.
+          SRPO_SESSION_TIMEOUT_MS: r.str('SRPO_SESSION_TIMEOUT_MS', '10000'),
+        }),
     SRPO_AGENTS_TEMPERATURE: r.str('SRPO_AGENTS_TEMPERATURE', DEMO_DEFAULTS.temperature),
     SRPO_MAX_POLICY_LAG: r.str('SRPO_MAX_POLICY_LAG', String(DEMO_DEFAULTS.maxPolicyLag)),
-    // A stopped process's partitions move on quickly; the demo restarts nothing, but a crash should not stall it for 30 s.
-    SRPO_SESSION_TIMEOUT_MS: r.str('SRPO_SESSION_TIMEOUT_MS', '10000'),
     SRPO_LOG_LEVEL: r.str('SRPO_LOG_LEVEL', 'info'),
     KAFKAJS_NO_PARTITIONER_WARNING: '1',
   });
