@@ -1,6 +1,7 @@
 export * from './hf-config';
 export * from './rope';
 export * from './llama-model';
+export * from './llama-decode';
 export * from './hf-tokenizer';
 export * from './hf-model-dir';
 export * from './score';

@@ -1,0 +1,341 @@
+import * as tf from '@tensorflow/tfjs';
+import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
+import { batchMatMul, gatherRows, ropeFused } from '@srpo/kernels';
+import { linear, rmsNorm, ropeAttention, swiGlu } from './llama-ops';
+import type { LlamaModel } from './llama-model';
+
+/**
+ * Incremental decoding of a {@link LlamaModel} with a key/value cache, for serving (no gradients):
+ * a prompt is run once ({@link prefill}), after which each step runs one position per row and
+ * attends to the rows' cached keys and values. The projections go through the model's own
+ * adapter-aware `linear`, so an attached LoRA adapter's term is part of every step, and the
+ * numbers are the full forward's up to float32 summation order (specs check 1e-5).
+ *
+ * Keys are cached after RoPE, so a cached position never needs its rotation again; only the
+ * new query and key of each step are rotated, each at its row's own position.
+ */
+
+/** Refusal to grow the cache past its token budget ({@link LlamaDecodeBatch}). Retriable: memory frees as rows finish. */
+export class KvCacheBudgetError extends SrpoError {
+  constructor(needed: number, budget: number) {
+    super(ErrorCode.UNAVAILABLE, `the KV cache would hold ${needed} token slots, over its budget of ${budget}; retry later`, {
+      retriable: true,
+      details: { needed, budget },
+    });
+  }
+}
+
+/**
+ * One sequence's cached keys and values, per layer `[1, H_kv, L, d]` (keys after RoPE): what
+ * {@link prefill} returns and {@link LlamaDecodeBatch.add} takes. Owns its tensors.
+ */
+export class LlamaKvCache {
+  private disposed = false;
+
+  constructor(
+    readonly keys: tf.Tensor4D[],
+    readonly values: tf.Tensor4D[],
+  ) {}
+
+  /** Positions cached (the next token goes at this position). */
+  get length(): number {
+    return this.keys[0].shape[2];
+  }
+
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    tf.dispose([...this.keys, ...this.values]);
+  }
+}
+
+/** Result of {@link prefill}: the prompt's cache and the next-token logits `[1, V]` after its last position. */
+export interface Prefill {
+  cache: LlamaKvCache;
+  logits: tf.Tensor2D;
+}
+
+/** A weight as the rank llama-ops takes (the variables are rank-erased). */
+function w1(model: LlamaModel, name: string): tf.Tensor1D {
+  return model.weight(name) as unknown as tf.Tensor1D;
+}
+function w2(model: LlamaModel, name: string): tf.Tensor2D {
+  return model.weight(name) as unknown as tf.Tensor2D;
+}
+
+/** The vocabulary head on the final hidden rows `[N, D]` → logits `[N, V]` (the forward's last lines). */
+function head(model: LlamaModel, h: tf.Tensor2D): tf.Tensor2D {
+  const c = model.config;
+  const wHead = w2(model, c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
+  return linear(rmsNorm(h, w1(model, 'model.norm.weight'), c.rmsNormEps), wHead);
+}
+
+/** A layer's MLP block and residual on `h` `[N, D]`, as the forward computes it. */
+function mlp(model: LlamaModel, h: tf.Tensor2D, p: string): tf.Tensor2D {
+  const c = model.config;
+  const n2 = rmsNorm(h, w1(model, `${p}post_attention_layernorm.weight`), c.rmsNormEps);
+  const gate = model.linear(n2, `${p}mlp.gate_proj`, c.mlpBias);
+  const up = model.linear(n2, `${p}mlp.up_proj`, c.mlpBias);
+  return tf.add<tf.Tensor2D>(h, model.linear(swiGlu(gate, up), `${p}mlp.down_proj`, c.mlpBias));
+}
+
+function checkTokens(model: LlamaModel, tokens: readonly number[], field: string): void {
+  const { vocabSize } = model.config;
+  tokens.forEach((t, i) => {
+    if (!Number.isInteger(t) || t < 0 || t >= vocabSize) throw new ValidationError(`${field}[${i}]`, `token id must be an integer in [0, ${vocabSize}), got ${t}`);
+  });
+}
+
+const causalMasks = new WeakMap<LlamaModel, Map<number, tf.Tensor2D>>();
+
+/** The additive causal mask `[r·T, T]` that llama-ops' ropeAttention takes (0 on and below the diagonal, −1e9 above), cached per model and T. */
+function causalMask(model: LlamaModel, t: number): tf.Tensor2D {
+  let byT = causalMasks.get(model);
+  if (!byT) causalMasks.set(model, (byT = new Map()));
+  let m = byT.get(t);
+  if (!m || m.isDisposed) {
+    const r = model.config.numHeads / model.config.numKvHeads;
+    const data = new Float32Array(r * t * t);
+    for (let g = 0; g < r; g++) for (let i = 0; i < t; i++) for (let j = i + 1; j < t; j++) data[(g * t + i) * t + j] = -1e9;
+    m = tf.keep(tf.tensor2d(data, [r * t, t]));
+    byT.set(t, m);
+  }
+  return m;
+}
+
+/**
+ * Runs a prompt through the model once: its cache (keys after RoPE and values of every layer)
+ * and the logits for the token after it. The attention is the full forward's (llama-ops'
+ * ropeAttention), so the logits are those of `model.logits2d` at the last position.
+ *
+ * @param prompt token ids, `1 ≤ L ≤ maxSeqLen`
+ */
+export function prefill(model: LlamaModel, prompt: readonly number[]): Prefill {
+  const c = model.config;
+  const t = prompt.length;
+  if (t < 1 || t > c.maxSeqLen) throw new ValidationError('prompt', `length must be in [1, ${c.maxSeqLen}], got ${t}`);
+  checkTokens(model, prompt, 'prompt');
+  const { numHeads: heads, numKvHeads: kvHeads, headDim: d, qkvBias } = c;
+  const keys: tf.Tensor4D[] = [];
+  const values: tf.Tensor4D[] = [];
+  const logits = tf.tidy(() => {
+    const rope = model.rope(t);
+    const mask = causalMask(model, t);
+    // [L, H_kv·d] rows → [1, H_kv, L, d], the cache's layout.
+    const toCache = (x: tf.Tensor2D): tf.Tensor4D => tf.transpose(x.reshape([1, t, kvHeads, d]), [0, 2, 1, 3]) as tf.Tensor4D;
+    let h = gatherRows(w2(model, 'model.embed_tokens.weight'), tf.tensor1d(Array.from(prompt), 'int32'));
+    for (let i = 0; i < c.numLayers; i++) {
+      const p = `model.layers.${i}.`;
+      const n1 = rmsNorm(h, w1(model, `${p}input_layernorm.weight`), c.rmsNormEps);
+      const q = model.linear(n1, `${p}self_attn.q_proj`, qkvBias);
+      const k = model.linear(n1, `${p}self_attn.k_proj`, qkvBias);
+      const v = model.linear(n1, `${p}self_attn.v_proj`, qkvBias);
+      const attn = ropeAttention(q, k, v, { b: 1, t, heads, kvHeads, headDim: d }, rope, mask);
+      keys.push(tf.keep(toCache(rotateRows(k, kvHeads, rope.cos, rope.sin, 1))));
+      values.push(tf.keep(toCache(v)));
+      h = tf.add<tf.Tensor2D>(h, model.linear(attn, `${p}self_attn.o_proj`, c.oBias));
+      h = mlp(model, h, p);
+    }
+    return head(model, h.slice([t - 1, 0], [1, -1]));
+  });
+  return { cache: new LlamaKvCache(keys, values), logits };
+}
+
+/**
+ * RoPE on projection rows `[N, heads·d]` where row n is at the position whose tables are row n
+ * of `cos`, `sin` `[N, d]`, times `scale`: the project's `SrpoRope` (one sequence of N positions)
+ * where available, else the composite rotate-half form.
+ */
+export function rotateRows(x: tf.Tensor2D, heads: number, cos: tf.Tensor2D, sin: tf.Tensor2D, scale: number, composite = false): tf.Tensor2D {
+  const fused = ropeFused(x, cos, sin, scale, false, composite);
+  if (fused) return fused;
+  return tf.tidy(() => {
+    const [n, d] = [x.shape[0], cos.shape[1]];
+    const x3 = x.reshape<tf.Tensor3D>([n, heads, d]);
+    const [x1, x2] = tf.split(x3, [d / 2, d / 2], 2);
+    const rotated = tf.concat([tf.neg(x2), x1], 2);
+    const y = tf.add(tf.mul(x3, cos.reshape([n, 1, d])), tf.mul(rotated, sin.reshape([n, 1, d])));
+    return (scale === 1 ? y : tf.mul(y, scale)).reshape<tf.Tensor2D>([n, heads * d]);
+  });
+}
+
+export interface LlamaDecodeOptions {
+  /**
+   * Most token slots the batch's cache may hold: rows × the widest row (rows are padded to one
+   * width). One slot is `2 · layers · H_kv · d` float32 values (46 KB for SmolLM2-135M).
+   */
+  tokenBudget: number;
+}
+
+/**
+ * The cache of a batch of sequences decoding together, one row each, of different lengths:
+ * per layer keys and values `[B, H_kv, W, d]` with row b's `L_b` positions in its last `L_b`
+ * columns (left-padded; the padding is masked out of attention with −1e9, whose exp is 0). Each
+ * {@link step} appends one column to every row (one concat per layer and tensor, the cost of
+ * one read of the cache, which attention reads anyway); rows joining ({@link add}) or leaving
+ * ({@link remove}) re-pad the batch once. Memory is bounded by {@link LlamaDecodeOptions.tokenBudget}
+ * on B·W: a step or join past it throws {@link KvCacheBudgetError} and changes nothing.
+ *
+ * Owns its tensors; {@link dispose} when done. Rows are addressed by index, in order of joining,
+ * and shift down when earlier rows leave.
+ */
+export class LlamaDecodeBatch {
+  private keys: tf.Tensor4D[] = [];
+  private values: tf.Tensor4D[] = [];
+  private lengths: number[] = [];
+  private width = 0;
+
+  constructor(
+    readonly model: LlamaModel,
+    private readonly options: LlamaDecodeOptions,
+  ) {
+    if (!(Number.isInteger(options.tokenBudget) && options.tokenBudget >= 1))
+      throw new ValidationError('tokenBudget', `must be an integer >= 1, got ${options.tokenBudget}`);
+  }
+
+  /** Rows in the batch. */
+  get size(): number {
+    return this.lengths.length;
+  }
+
+  /** Token slots held: rows × width. */
+  get slots(): number {
+    return this.size * this.width;
+  }
+
+  /** Each row's cached length (its next token's position). */
+  get rowLengths(): readonly number[] {
+    return this.lengths;
+  }
+
+  /**
+   * Adds `copies` rows that continue `cache` (the n samples of one prompt share its prefill).
+   * The cache is copied in; the caller still owns (and disposes) it.
+   * @returns the new rows' indices
+   */
+  add(cache: LlamaKvCache, copies = 1): number[] {
+    if (!(Number.isInteger(copies) && copies >= 1)) throw new ValidationError('copies', `must be an integer >= 1, got ${copies}`);
+    const len = cache.length;
+    const width = Math.max(this.width, len);
+    this.checkBudget((this.size + copies) * width);
+    const first = this.size;
+    const grow = (old: tf.Tensor4D | undefined, row: tf.Tensor4D): tf.Tensor4D =>
+      tf.tidy(() => {
+        const tiled = copies === 1 ? row : tf.tile(row, [copies, 1, 1, 1]);
+        const fresh = len < width ? tf.pad(tiled, [[0, 0], [0, 0], [width - len, 0], [0, 0]]) : tiled;
+        if (!old) return copies === 1 && len === width ? tf.clone(fresh) : fresh;
+        const padded = this.width < width ? tf.pad(old, [[0, 0], [0, 0], [width - this.width, 0], [0, 0]]) : old;
+        return tf.concat([padded, fresh], 0);
+      });
+    const nk = cache.keys.map((k, i) => grow(this.keys[i], k));
+    const nv = cache.values.map((v, i) => grow(this.values[i], v));
+    tf.dispose([...this.keys, ...this.values]);
+    [this.keys, this.values, this.width] = [nk, nv, width];
+    for (let i = 0; i < copies; i++) this.lengths.push(len);
+    return Array.from({ length: copies }, (_, i) => first + i);
+  }
+
+  /** Removes rows by index (the later rows shift down), and the columns no remaining row uses. */
+  remove(rows: readonly number[]): void {
+    const drop = new Set(rows);
+    for (const r of drop) if (!(Number.isInteger(r) && r >= 0 && r < this.size)) throw new ValidationError('rows', `no row ${r} in a batch of ${this.size}`);
+    if (drop.size === 0) return;
+    const keep = this.lengths.map((_, i) => i).filter((i) => !drop.has(i));
+    if (keep.length === 0) return this.clear();
+    const lengths = keep.map((i) => this.lengths[i]);
+    const width = Math.max(...lengths);
+    const cut = (x: tf.Tensor4D): tf.Tensor4D =>
+      tf.tidy(() => {
+        const rowsKept = keep.length === this.size ? x : tf.gather(x, tf.tensor1d(keep, 'int32'), 0);
+        const out = width < this.width ? rowsKept.slice([0, 0, this.width - width, 0], [-1, -1, width, -1]) : rowsKept;
+        return out === x ? tf.clone(x) : out;
+      });
+    const nk = this.keys.map(cut);
+    const nv = this.values.map(cut);
+    tf.dispose([...this.keys, ...this.values]);
+    [this.keys, this.values, this.lengths, this.width] = [nk, nv, lengths, width];
+  }
+
+  /**
+   * One token per row: `tokens[b]` goes at position `L_b` of row b, its keys and values join the
+   * cache, and the result is the next-token logits `[B, V]` (row b predicts the token after it).
+   */
+  step(tokens: readonly number[]): tf.Tensor2D {
+    const b = this.size;
+    if (tokens.length !== b) throw new ValidationError('tokens', `one token per row: ${b} rows, got ${tokens.length}`);
+    if (b === 0) throw new ValidationError('tokens', 'the batch has no rows');
+    checkTokens(this.model, tokens, 'tokens');
+    const c = this.model.config;
+    const maxPos = Math.max(...this.lengths);
+    if (maxPos >= c.maxSeqLen) throw new ValidationError('tokens', `a row is at the model's maximum length (${c.maxSeqLen})`);
+    const width = this.width + 1;
+    this.checkBudget(b * width);
+    const newKeys: tf.Tensor4D[] = [];
+    const newValues: tf.Tensor4D[] = [];
+    let logits: tf.Tensor2D;
+    try {
+      logits = this.forward(tokens, width, newKeys, newValues);
+    } catch (e) {
+      tf.dispose([...newKeys, ...newValues]);
+      throw e;
+    }
+    tf.dispose([...this.keys, ...this.values]);
+    [this.keys, this.values, this.width] = [newKeys, newValues, width];
+    this.lengths = this.lengths.map((l) => l + 1);
+    return logits;
+  }
+
+  /** The step's forward: logits `[B, V]`, and each layer's grown keys and values pushed onto the two lists (kept). */
+  private forward(tokens: readonly number[], width: number, newKeys: tf.Tensor4D[], newValues: tf.Tensor4D[]): tf.Tensor2D {
+    const c = this.model.config;
+    const b = this.size;
+    const maxPos = Math.max(...this.lengths);
+    const { numHeads: heads, numKvHeads: kvHeads, headDim: d, qkvBias } = c;
+    const r = heads / kvHeads;
+    const model = this.model;
+    return tf.tidy(() => {
+      // Rope tables for powers of two of positions, so the model caches few of them.
+      const rope = model.rope(Math.min(c.maxSeqLen, 2 ** Math.ceil(Math.log2(maxPos + 1))));
+      const pos = tf.tensor1d(this.lengths, 'int32');
+      const cos = gatherRows(rope.cos, pos);
+      const sin = gatherRows(rope.sin, pos);
+      // Row b's valid columns after the append: the last L_b + 1.
+      const maskData = new Float32Array(b * width);
+      this.lengths.forEach((len, i) => maskData.fill(-1e9, i * width, i * width + width - len - 1));
+      const mask = tf.tensor4d(maskData, [b, 1, 1, width]);
+      let h = gatherRows(w2(model, 'model.embed_tokens.weight'), tf.tensor1d(Array.from(tokens), 'int32'));
+      for (let i = 0; i < c.numLayers; i++) {
+        const p = `model.layers.${i}.`;
+        const n1 = rmsNorm(h, w1(model, `${p}input_layernorm.weight`), c.rmsNormEps);
+        const q = rotateRows(model.linear(n1, `${p}self_attn.q_proj`, qkvBias), heads, cos, sin, 1 / Math.sqrt(d));
+        const k = rotateRows(model.linear(n1, `${p}self_attn.k_proj`, qkvBias), kvHeads, cos, sin, 1);
+        const v = model.linear(n1, `${p}self_attn.v_proj`, qkvBias);
+        const keys = tf.keep(tf.concat([this.keys[i], k.reshape([b, kvHeads, 1, d])], 2) as tf.Tensor4D);
+        const values = tf.keep(tf.concat([this.values[i], v.reshape([b, kvHeads, 1, d])], 2) as tf.Tensor4D);
+        newKeys.push(keys);
+        newValues.push(values);
+        // Query head g·r + j reads key/value head g: [B, H·d] is [B, H_kv, r, d] as it lies.
+        const scores = batchMatMul(q.reshape<tf.Tensor4D>([b, kvHeads, r, d]), keys, false, true);
+        const probs = tf.softmax(tf.add(scores, mask)) as tf.Tensor4D;
+        const attn = batchMatMul(probs, values).reshape<tf.Tensor2D>([b, heads * d]);
+        h = tf.add<tf.Tensor2D>(h, model.linear(attn, `${p}self_attn.o_proj`, c.oBias));
+        h = mlp(model, h, p);
+      }
+      return head(model, h);
+    });
+  }
+
+  /** Drops every row and frees the cache. */
+  clear(): void {
+    tf.dispose([...this.keys, ...this.values]);
+    [this.keys, this.values, this.lengths, this.width] = [[], [], [], 0];
+  }
+
+  dispose(): void {
+    this.clear();
+  }
+
+  private checkBudget(slots: number): void {
+    if (slots > this.options.tokenBudget) throw new KvCacheBudgetError(slots, this.options.tokenBudget);
+  }
+}
