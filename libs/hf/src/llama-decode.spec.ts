@@ -90,7 +90,7 @@ describe.each([
       for (const s of seqs) await join(s);
       // The next token of every row: a different rule per row, so rows diverge.
       const stepAll = async (): Promise<void> => {
-        const tokens = seqs.map((s, i) => (argmax(pending[i]) + i) % vocab);
+        const tokens = seqs.map((_, i) => (argmax(pending[i]) + i) % vocab);
         tokens.forEach((t, i) => seqs[i].push(t));
         const out = await rows(batch.step(tokens));
         for (let i = 0; i < seqs.length; i++) {

@@ -82,7 +82,8 @@ function mlp(model: LlamaModel, h: tf.Tensor2D, p: string): tf.Tensor2D {
 function checkTokens(model: LlamaModel, tokens: readonly number[], field: string): void {
   const { vocabSize } = model.config;
   tokens.forEach((t, i) => {
-    if (!Number.isInteger(t) || t < 0 || t >= vocabSize) throw new ValidationError(`${field}[${i}]`, `token id must be an integer in [0, ${vocabSize}), got ${t}`);
+    if (!Number.isInteger(t) || t < 0 || t >= vocabSize)
+      throw new ValidationError(`${field}[${i}]`, `token id must be an integer in [0, ${vocabSize}), got ${t}`);
   });
 }
 
@@ -91,7 +92,7 @@ const causalMasks = new WeakMap<LlamaModel, Map<number, tf.Tensor2D>>();
 /** The additive causal mask `[r·T, T]` that llama-ops' ropeAttention takes (0 on and below the diagonal, −1e9 above), cached per model and T. */
 function causalMask(model: LlamaModel, t: number): tf.Tensor2D {
   let byT = causalMasks.get(model);
-  if (!byT) causalMasks.set(model, (byT = new Map()));
+  if (!byT) causalMasks.set(model, (byT = new Map<number, tf.Tensor2D>()));
   let m = byT.get(t);
   if (!m || m.isDisposed) {
     const r = model.config.numHeads / model.config.numKvHeads;
@@ -222,9 +223,25 @@ export class LlamaDecodeBatch {
     const grow = (old: tf.Tensor4D | undefined, row: tf.Tensor4D): tf.Tensor4D =>
       tf.tidy(() => {
         const tiled = copies === 1 ? row : tf.tile(row, [copies, 1, 1, 1]);
-        const fresh = len < width ? tf.pad(tiled, [[0, 0], [0, 0], [width - len, 0], [0, 0]]) : tiled;
+        const fresh =
+          len < width
+            ? tf.pad(tiled, [
+                [0, 0],
+                [0, 0],
+                [width - len, 0],
+                [0, 0],
+              ])
+            : tiled;
         if (!old) return copies === 1 && len === width ? tf.clone(fresh) : fresh;
-        const padded = this.width < width ? tf.pad(old, [[0, 0], [0, 0], [width - this.width, 0], [0, 0]]) : old;
+        const padded =
+          this.width < width
+            ? tf.pad(old, [
+                [0, 0],
+                [0, 0],
+                [width - this.width, 0],
+                [0, 0],
+              ])
+            : old;
         return tf.concat([padded, fresh], 0);
       });
     const nk = cache.keys.map((k, i) => grow(this.keys[i], k));
