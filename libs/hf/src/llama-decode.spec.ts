@@ -7,7 +7,7 @@ import { nativeBackend, seededValues } from './test/fixtures';
 import { loadHfModel } from './hf-model-dir';
 import type { LlamaModel } from './llama-model';
 import { attachLora, type LoraAdapter } from './lora';
-import { KvCacheBudgetError, LlamaDecodeBatch, prefill, rotateRows } from './llama-decode';
+import { KvCacheBudgetError, LlamaDecodeBatch, prefill, prefillMany, rotateRows } from './llama-decode';
 
 const FIXTURES = path.join(repoRoot(), 'libs', 'hf', 'fixtures');
 
@@ -105,13 +105,17 @@ describe.each([
       pending.splice(1, 1);
       expect(batch.rowLengths).toEqual(seqs.map((s) => s.length));
       await stepAll();
-      // A long prompt joins as two rows sharing one prefill (the batch widens), then a short one.
-      const [long] = prompts(vocab, [14], 40);
-      await join(long, 2);
-      seqs.push(long, [...long]);
-      const [short] = prompts(vocab, [2], 50);
-      await join(short);
-      seqs.push(short);
+      // A long prompt (two rows sharing its prefill: the batch widens) and a short one join, prefilled in one forward.
+      const [long, short] = prompts(vocab, [14, 2], 40);
+      const many = prefillMany(model, [long, short]);
+      const [l0, l1] = await rows(many.logits);
+      expect(maxDiff(l0, await fullLogits(model, long))).toBeLessThan(1e-5);
+      expect(maxDiff(l1, await fullLogits(model, short))).toBeLessThan(1e-5);
+      expect(many.caches.map((c) => c.length)).toEqual([14, 2]);
+      expect(batch.addMany([{ cache: many.caches[0], copies: 2 }, { cache: many.caches[1] }])).toEqual([2, 3, 4]);
+      for (const c of many.caches) c.dispose();
+      pending.push(l0, l0, l1);
+      seqs.push(long, [...long], short);
       expect(batch.size).toBe(5);
       for (let s = 0; s < 3; s++) await stepAll();
       expect(batch.rowLengths).toEqual(seqs.map((s) => s.length));

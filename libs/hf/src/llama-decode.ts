@@ -112,34 +112,64 @@ function causalMask(model: LlamaModel, t: number): tf.Tensor2D {
  * @param prompt token ids, `1 ≤ L ≤ maxSeqLen`
  */
 export function prefill(model: LlamaModel, prompt: readonly number[]): Prefill {
+  const { caches, logits } = prefillMany(model, [prompt]);
+  return { cache: caches[0], logits };
+}
+
+/**
+ * {@link prefill} for several prompts in one forward (right-padded to the longest; attention is
+ * causal, so the padding never reaches a prompt's own positions): one cache per prompt, and the
+ * logits `[G, V]` after each prompt's last token (row g for prompt g).
+ */
+export function prefillMany(model: LlamaModel, prompts: readonly (readonly number[])[]): { caches: LlamaKvCache[]; logits: tf.Tensor2D } {
   const c = model.config;
-  const t = prompt.length;
-  if (t < 1 || t > c.maxSeqLen) throw new ValidationError('prompt', `length must be in [1, ${c.maxSeqLen}], got ${t}`);
-  checkTokens(model, prompt, 'prompt');
-  const { numHeads: heads, numKvHeads: kvHeads, headDim: d, qkvBias } = c;
-  const keys: tf.Tensor4D[] = [];
-  const values: tf.Tensor4D[] = [];
-  const logits = tf.tidy(() => {
-    const rope = model.rope(t);
-    const mask = causalMask(model, t);
-    // [L, H_kv·d] rows → [1, H_kv, L, d], the cache's layout.
-    const toCache = (x: tf.Tensor2D): tf.Tensor4D => tf.transpose(x.reshape([1, t, kvHeads, d]), [0, 2, 1, 3]) as tf.Tensor4D;
-    let h = gatherRows(w2(model, 'model.embed_tokens.weight'), tf.tensor1d(Array.from(prompt), 'int32'));
-    for (let i = 0; i < c.numLayers; i++) {
-      const p = `model.layers.${i}.`;
-      const n1 = rmsNorm(h, w1(model, `${p}input_layernorm.weight`), c.rmsNormEps);
-      const q = model.linear(n1, `${p}self_attn.q_proj`, qkvBias);
-      const k = model.linear(n1, `${p}self_attn.k_proj`, qkvBias);
-      const v = model.linear(n1, `${p}self_attn.v_proj`, qkvBias);
-      const attn = ropeAttention(q, k, v, { b: 1, t, heads, kvHeads, headDim: d }, rope, mask);
-      keys.push(tf.keep(toCache(rotateRows(k, kvHeads, rope.cos, rope.sin, 1))));
-      values.push(tf.keep(toCache(v)));
-      h = tf.add<tf.Tensor2D>(h, model.linear(attn, `${p}self_attn.o_proj`, c.oBias));
-      h = mlp(model, h, p);
-    }
-    return head(model, h.slice([t - 1, 0], [1, -1]));
+  if (prompts.length < 1) throw new ValidationError('prompts', 'must hold at least one prompt');
+  prompts.forEach((p, g) => {
+    const field = prompts.length === 1 ? 'prompt' : `prompts[${g}]`;
+    if (p.length < 1 || p.length > c.maxSeqLen) throw new ValidationError(field, `length must be in [1, ${c.maxSeqLen}], got ${p.length}`);
+    checkTokens(model, p, field);
   });
-  return { cache: new LlamaKvCache(keys, values), logits };
+  const b = prompts.length;
+  const t = Math.max(...prompts.map((p) => p.length));
+  const { numHeads: heads, numKvHeads: kvHeads, headDim: d, qkvBias } = c;
+  const keys: tf.Tensor4D[][] = prompts.map(() => []);
+  const values: tf.Tensor4D[][] = prompts.map(() => []);
+  const ids = new Int32Array(b * t);
+  prompts.forEach((p, g) => ids.set(p, g * t));
+  try {
+    const logits = tf.tidy(() => {
+      const rope = model.rope(t);
+      const mask = causalMask(model, t);
+      // [G·T, H_kv·d] rows → prompt g's [1, H_kv, L_g, d], the cache's layout (kept: the caller owns it).
+      const toCache = (x: tf.Tensor2D, into: tf.Tensor4D[][]): void => {
+        const all = tf.transpose(x.reshape([b, t, kvHeads, d]), [0, 2, 1, 3]) as tf.Tensor4D;
+        prompts.forEach((p, g) => into[g].push(tf.keep(b === 1 && p.length === t ? all : all.slice([g, 0, 0, 0], [1, -1, p.length, -1]))));
+      };
+      let h = gatherRows(w2(model, 'model.embed_tokens.weight'), tf.tensor1d(ids, 'int32'));
+      for (let i = 0; i < c.numLayers; i++) {
+        const p = `model.layers.${i}.`;
+        const n1 = rmsNorm(h, w1(model, `${p}input_layernorm.weight`), c.rmsNormEps);
+        const q = model.linear(n1, `${p}self_attn.q_proj`, qkvBias);
+        const k = model.linear(n1, `${p}self_attn.k_proj`, qkvBias);
+        const v = model.linear(n1, `${p}self_attn.v_proj`, qkvBias);
+        const attn = ropeAttention(q, k, v, { b, t, heads, kvHeads, headDim: d }, rope, mask);
+        const [cos, sin] = b === 1 ? [rope.cos, rope.sin] : [tf.tile(rope.cos, [b, 1]), tf.tile(rope.sin, [b, 1])];
+        toCache(rotateRows(k, kvHeads, cos, sin, 1), keys);
+        toCache(v, values);
+        h = tf.add<tf.Tensor2D>(h, model.linear(attn, `${p}self_attn.o_proj`, c.oBias));
+        h = mlp(model, h, p);
+      }
+      const last = tf.tensor1d(
+        prompts.map((p, g) => g * t + p.length - 1),
+        'int32',
+      );
+      return head(model, gatherRows(h, last));
+    });
+    return { caches: prompts.map((_, g) => new LlamaKvCache(keys[g], values[g])), logits };
+  } catch (e) {
+    tf.dispose([...keys.flat(), ...values.flat()]);
+    throw e;
+  }
 }
 
 /**
@@ -215,41 +245,44 @@ export class LlamaDecodeBatch {
    * @returns the new rows' indices
    */
   add(cache: LlamaKvCache, copies = 1): number[] {
-    if (!(Number.isInteger(copies) && copies >= 1)) throw new ValidationError('copies', `must be an integer >= 1, got ${copies}`);
-    const len = cache.length;
-    const width = Math.max(this.width, len);
-    this.checkBudget((this.size + copies) * width);
+    return this.addMany([{ cache, copies }]);
+  }
+
+  /** {@link add} for several caches at once: one re-pad of the batch for all of them. */
+  addMany(entries: readonly { cache: LlamaKvCache; copies?: number }[]): number[] {
+    for (const { copies = 1 } of entries)
+      if (!(Number.isInteger(copies) && copies >= 1)) throw new ValidationError('copies', `must be an integer >= 1, got ${copies}`);
+    if (entries.length === 0) return [];
+    const added = entries.reduce((n, e) => n + (e.copies ?? 1), 0);
+    const width = Math.max(this.width, ...entries.map((e) => e.cache.length));
+    this.checkBudget((this.size + added) * width);
     const first = this.size;
-    const grow = (old: tf.Tensor4D | undefined, row: tf.Tensor4D): tf.Tensor4D =>
+    // Every row left-padded to the new width, then one concat along the rows.
+    const padTo = (x: tf.Tensor4D, len: number): tf.Tensor4D =>
+      len < width
+        ? tf.pad(x, [
+            [0, 0],
+            [0, 0],
+            [width - len, 0],
+            [0, 0],
+          ])
+        : x;
+    const grow = (old: tf.Tensor4D | undefined, pick: (c: LlamaKvCache) => tf.Tensor4D): tf.Tensor4D =>
       tf.tidy(() => {
-        const tiled = copies === 1 ? row : tf.tile(row, [copies, 1, 1, 1]);
-        const fresh =
-          len < width
-            ? tf.pad(tiled, [
-                [0, 0],
-                [0, 0],
-                [width - len, 0],
-                [0, 0],
-              ])
-            : tiled;
-        if (!old) return copies === 1 && len === width ? tf.clone(fresh) : fresh;
-        const padded =
-          this.width < width
-            ? tf.pad(old, [
-                [0, 0],
-                [0, 0],
-                [width - this.width, 0],
-                [0, 0],
-              ])
-            : old;
-        return tf.concat([padded, fresh], 0);
+        const parts = old ? [padTo(old, this.width)] : [];
+        for (const { cache, copies = 1 } of entries) {
+          const row = pick(cache);
+          parts.push(padTo(copies === 1 ? row : tf.tile(row, [copies, 1, 1, 1]), cache.length));
+        }
+        return parts.length === 1 ? tf.clone(parts[0]) : tf.concat(parts, 0);
       });
-    const nk = cache.keys.map((k, i) => grow(this.keys[i], k));
-    const nv = cache.values.map((v, i) => grow(this.values[i], v));
+    const layers = entries[0].cache.keys.length;
+    const nk = Array.from({ length: layers }, (_, i) => grow(this.keys[i], (c) => c.keys[i]));
+    const nv = Array.from({ length: layers }, (_, i) => grow(this.values[i], (c) => c.values[i]));
     tf.dispose([...this.keys, ...this.values]);
     [this.keys, this.values, this.width] = [nk, nv, width];
-    for (let i = 0; i < copies; i++) this.lengths.push(len);
-    return Array.from({ length: copies }, (_, i) => first + i);
+    for (const { cache, copies = 1 } of entries) for (let i = 0; i < copies; i++) this.lengths.push(cache.length);
+    return Array.from({ length: added }, (_, i) => first + i);
   }
 
   /** Removes rows by index (the later rows shift down), and the columns no remaining row uses. */

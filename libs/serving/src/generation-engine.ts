@@ -2,7 +2,7 @@ import { randomInt } from 'crypto';
 import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import { SeededRng, type CausalLm } from '@srpo/policy';
-import { isLlamaModel, LlamaDecodeBatch, prefill, type LlamaModel } from '@srpo/hf';
+import { isLlamaModel, LlamaDecodeBatch, prefillMany, type LlamaModel } from '@srpo/hf';
 
 /** How one choice is sampled. */
 export interface GenerationParams {
@@ -232,18 +232,27 @@ export class GenerationEngine {
         parts.push(state.batch.step(state.rows.map((r) => r.seq[r.seq.length - 1])));
         order.push(...state.rows);
       }
-      for (const group of joining.values()) {
-        const { cache, logits } = prefill(model, group[0].seq);
-        this.totals.prefills++;
+      if (joining.size > 0) {
+        // One forward for every new prompt; each joins as one row per choice.
+        const groups = [...joining.values()];
+        const { caches, logits } = prefillMany(
+          model,
+          groups.map((g) => g[0].seq),
+        );
+        this.totals.prefills += groups.length;
         try {
-          state.batch.add(cache, group.length);
+          state.batch.addMany(caches.map((cache, g) => ({ cache, copies: groups[g].length })));
+        } catch (e) {
+          logits.dispose();
+          throw e;
         } finally {
-          cache.dispose();
+          for (const cache of caches) cache.dispose();
         }
-        state.rows.push(...group);
-        parts.push(group.length === 1 ? logits : tf.tidy(() => tf.tile(logits, [group.length, 1])));
-        if (group.length > 1) logits.dispose();
-        order.push(...group);
+        for (const group of groups) state.rows.push(...group);
+        const rowOf = groups.flatMap((g, i) => g.map(() => i));
+        parts.push(rowOf.length === groups.length ? logits : tf.tidy(() => tf.gather(logits, tf.tensor1d(rowOf, 'int32'))));
+        if (rowOf.length !== groups.length) logits.dispose();
+        order.push(...groups.flat());
       }
       const all = parts.length === 1 ? parts[0] : tf.concat(parts, 0);
       await this.sample(model, order, all);
