@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
-import { batchMatMul, gatherRows, ropeFused } from '@srpo/kernels';
+import { batchMatMul, configureSrpoKernels, gatherRows, ropeFused } from '@srpo/kernels';
 import { linear, rmsNorm, ropeAttention, swiGlu } from './llama-ops';
 import type { LlamaModel } from './llama-model';
 
@@ -63,11 +63,40 @@ function w2(model: LlamaModel, name: string): tf.Tensor2D {
   return model.weight(name) as unknown as tf.Tensor2D;
 }
 
+/**
+ * With `products: 'tensorflow'`, decode steps with at most this many rows run their 2-D products on TensorFlow's `MatMul` (see
+ * {@link withTensorflowMatMul}). Measured on SmolLM2-135M's shapes (Xeon, AVX-512, 2 threads):
+ * at 1 row `MatMul` took 0.04–0.23 ms per layer product against `SrpoMatMul`'s 0.13–0.32 (a
+ * matrix–vector product reads the weight once; `SrpoMatMul` packs it first); at 16 rows
+ * `SrpoMatMul` was as fast or faster (0.42 against 0.47–0.61 ms on the MLP's).
+ */
+const TENSORFLOW_MATMUL_ROWS = 4;
+
+/**
+ * Runs `fn` with the 2-D products on TensorFlow's `MatMul` instead of `SrpoMatMul`, and restores
+ * the process-wide choice after. `fn` is synchronous (tfjs-node runs ops eagerly), so no other
+ * code runs while the switch is flipped. Used for products with few rows, and for the
+ * vocabulary head at any row count (SmolLM2's `[49152, 576]` head: 4.9 ms against 16.7 at 1 row,
+ * 12.3 against 19.8 at 16 rows, same machine and run).
+ */
+function withTensorflowMatMul<T>(on: boolean, fn: () => T): T {
+  if (!on) return fn();
+  const previous = configureSrpoKernels({}).matMul;
+  if (previous === 'tensorflow') return fn();
+  configureSrpoKernels({ matMul: 'tensorflow' });
+  try {
+    return fn();
+  } finally {
+    configureSrpoKernels({ matMul: previous });
+  }
+}
+
 /** The vocabulary head on the final hidden rows `[N, D]` → logits `[N, V]` (the forward's last lines). */
-function head(model: LlamaModel, h: tf.Tensor2D): tf.Tensor2D {
+function head(model: LlamaModel, h: tf.Tensor2D, tensorflowMatMul = false): tf.Tensor2D {
   const c = model.config;
   const wHead = w2(model, c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
-  return linear(rmsNorm(h, w1(model, 'model.norm.weight'), c.rmsNormEps), wHead);
+  const n = rmsNorm(h, w1(model, 'model.norm.weight'), c.rmsNormEps);
+  return withTensorflowMatMul(tensorflowMatMul, () => linear(n, wHead));
 }
 
 /** A layer's MLP block and residual on `h` `[N, D]`, as the forward computes it. */
@@ -190,7 +219,19 @@ export function rotateRows(x: tf.Tensor2D, heads: number, cos: tf.Tensor2D, sin:
   });
 }
 
+/**
+ * The 2-D product kernels of decode steps. `learner` (default): the learner's forward's own
+ * (`SrpoMatMul` where the kernels route it), so only attention's summation order separates served
+ * log-probs from the learner's recompute (up to 1.2e-5 on SmolLM2). `tensorflow`: TensorFlow's `MatMul` for the vocabulary
+ * head, and for every product of steps of at most {@link TENSORFLOW_MATMUL_ROWS} rows: faster
+ * there (a matrix–vector product reads each weight once), but the sums run in another order,
+ * which moved SmolLM2's log-probs by up to 1.5e-5.
+ */
+export type DecodeProducts = 'learner' | 'tensorflow';
+
 export interface LlamaDecodeOptions {
+  /** See {@link DecodeProducts}; default `learner`. */
+  products?: DecodeProducts;
   /**
    * Most token slots the batch's cache may hold: rows × the widest row (rows are padded to one
    * width). One slot is `2 · layers · H_kv · d` float32 values (46 KB for SmolLM2-135M).
@@ -222,6 +263,8 @@ export class LlamaDecodeBatch {
   ) {
     if (!(Number.isInteger(options.tokenBudget) && options.tokenBudget >= 1))
       throw new ValidationError('tokenBudget', `must be an integer >= 1, got ${options.tokenBudget}`);
+    if (options.products !== undefined && options.products !== 'learner' && options.products !== 'tensorflow')
+      throw new ValidationError('products', `must be learner or tensorflow, got ${String(options.products)}`);
   }
 
   /** Rows in the batch. */
@@ -324,7 +367,8 @@ export class LlamaDecodeBatch {
     const newValues: tf.Tensor4D[] = [];
     let logits: tf.Tensor2D;
     try {
-      logits = this.forward(tokens, width, newKeys, newValues);
+      const tensorflow = this.options.products === 'tensorflow';
+      logits = withTensorflowMatMul(tensorflow && this.size <= TENSORFLOW_MATMUL_ROWS, () => this.forward(tokens, width, newKeys, newValues, tensorflow));
     } catch (e) {
       tf.dispose([...newKeys, ...newValues]);
       throw e;
@@ -336,7 +380,7 @@ export class LlamaDecodeBatch {
   }
 
   /** The step's forward: logits `[B, V]`, and each layer's grown keys and values pushed onto the two lists (kept). */
-  private forward(tokens: readonly number[], width: number, newKeys: tf.Tensor4D[], newValues: tf.Tensor4D[]): tf.Tensor2D {
+  private forward(tokens: readonly number[], width: number, newKeys: tf.Tensor4D[], newValues: tf.Tensor4D[], tensorflowHead: boolean): tf.Tensor2D {
     const c = this.model.config;
     const b = this.size;
     const maxPos = Math.max(...this.lengths);
@@ -371,7 +415,7 @@ export class LlamaDecodeBatch {
         h = tf.add<tf.Tensor2D>(h, model.linear(attn, `${p}self_attn.o_proj`, c.oBias));
         h = mlp(model, h, p);
       }
-      return head(model, h);
+      return head(model, h, tensorflowHead);
     });
   }
 

@@ -2,7 +2,7 @@ import { randomInt } from 'crypto';
 import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import { SeededRng, type CausalLm } from '@srpo/policy';
-import { isLlamaModel, LlamaDecodeBatch, prefillMany, type LlamaModel } from '@srpo/hf';
+import { isLlamaModel, LlamaDecodeBatch, prefillMany, type DecodeProducts, type LlamaModel } from '@srpo/hf';
 
 /** How one choice is sampled. */
 export interface GenerationParams {
@@ -76,6 +76,8 @@ export interface GenerationEngineOptions {
    * step recomputes every row's whole sequence.
    */
   kvCacheTokens?: number;
+  /** The product kernels of cached decode steps (@srpo/hf's `DecodeProducts`); default `learner`, the learner's own products. */
+  decodeProducts?: DecodeProducts;
 }
 
 /**
@@ -215,7 +217,7 @@ export class GenerationEngine {
   private async stepCached(model: LlamaModel, rows: Row[]): Promise<void> {
     let state = this.cached.get(model);
     if (!state) {
-      state = { batch: new LlamaDecodeBatch(model, { tokenBudget: this.kvCacheTokens }), rows: [] };
+      state = { batch: new LlamaDecodeBatch(model, { tokenBudget: this.kvCacheTokens, products: this.options.decodeProducts ?? 'learner' }), rows: [] };
       this.cached.set(model, state);
     }
     const inBatch = new Set(state.rows);
