@@ -5,10 +5,10 @@
  * chat template) and the same thread count on both sides.
  *
  *   npm run build:bench && node dist-bench/bench/serving/decode.js [--model DIR] [--tokens 128] [--batches 1,16]
- *       [--threads N] [--uncached] [--tf-products] [--no-torch] [--out FILE]
+ *       [--threads N] [--uncached] [--learner-products] [--no-torch] [--out FILE]
  *
  * srpo's side is GenerationEngine.generate (KV cache, continuous batching; `--uncached` adds the
- * engine without its cache, `--tf-products` the engine with decodeProducts 'tensorflow'), B concurrent choices with no stop ids so every row makes exactly N
+ * engine without its cache, `--learner-products` the engine with decodeProducts 'learner'), B concurrent choices with no stop ids so every row makes exactly N
  * tokens, in a child process with TF_NUM_INTRAOP_THREADS = threads; transformers' side is
  * bench/serving/torch_decode.py (torch.set_num_threads(threads), its default sdpa attention). Reported
  * per side and batch: tokens/s over the whole call (prefill included), decode tokens/s after the
@@ -53,7 +53,7 @@ interface Task {
   tokens: number;
   threads: number;
   uncached?: boolean;
-  tensorflowProducts?: boolean;
+  learnerProducts?: boolean;
 }
 
 interface BatchResult {
@@ -117,13 +117,13 @@ async function worker(task: Task): Promise<void> {
       maxBatchRows: b,
       maxQueuedRows: b,
       ...(task.uncached ? { kvCacheTokens: 0 } : {}),
-      ...(task.tensorflowProducts ? { decodeProducts: 'tensorflow' as const } : {}),
+      ...(task.learnerProducts ? { decodeProducts: 'learner' as const } : {}),
     });
     await timedRun(engine, hf, task.prompts, b, 4); // warm-up: rope tables, masks, kernels
     results.push(await timedRun(engine, hf, task.prompts, b, task.tokens));
   }
   hf.model.dispose();
-  const side = task.uncached ? 'srpo serve (no KV cache)' : task.tensorflowProducts ? 'srpo serve (KV cache, TF MatMul)' : 'srpo serve (KV cache)';
+  const side = task.uncached ? 'srpo serve (no KV cache)' : task.learnerProducts ? 'srpo serve (KV cache, learner products)' : 'srpo serve (KV cache)';
   console.log(JSON.stringify({ side, loadSeconds, results }));
 }
 
@@ -159,8 +159,8 @@ async function main(): Promise<void> {
     sides.push(runSide('python3', [path.join(__dirname.replace(/dist-bench[/\\]/, ''), 'torch_decode.py'), file], threads, 'transformers'));
   }
   sides.push(runSide(process.execPath, [__filename, '--worker', JSON.stringify(task)], threads, 'srpo'));
-  if (process.argv.includes('--tf-products'))
-    sides.push(runSide(process.execPath, [__filename, '--worker', JSON.stringify({ ...task, tensorflowProducts: true })], threads, 'srpo tf-products'));
+  if (process.argv.includes('--learner-products'))
+    sides.push(runSide(process.execPath, [__filename, '--worker', JSON.stringify({ ...task, learnerProducts: true })], threads, 'srpo learner-products'));
   if (process.argv.includes('--uncached'))
     sides.push(runSide(process.execPath, [__filename, '--worker', JSON.stringify({ ...task, uncached: true })], threads, 'srpo uncached'));
   const cpu = cpuDescription();

@@ -56,6 +56,7 @@ describe.each([
   ['llama', true, 'learner'],
   ['qwen2', true, 'learner'],
   ['qwen2', true, 'tensorflow'],
+  ['llama', true, 'tensorflow'],
 ] as const)('incremental decoding with a KV cache (%s, LoRA %s, products %s)', (fixture, lora, products) => {
   let model: LlamaModel;
 

@@ -76,7 +76,7 @@ export interface GenerationEngineOptions {
    * step recomputes every row's whole sequence.
    */
   kvCacheTokens?: number;
-  /** The product kernels of cached decode steps (@srpo/hf's `DecodeProducts`); default `learner`, the learner's own products. */
+  /** The product kernels of cached decode steps (@srpo/hf's `DecodeProducts`); default `tensorflow`. */
   decodeProducts?: DecodeProducts;
 }
 
@@ -217,7 +217,7 @@ export class GenerationEngine {
   private async stepCached(model: LlamaModel, rows: Row[]): Promise<void> {
     let state = this.cached.get(model);
     if (!state) {
-      state = { batch: new LlamaDecodeBatch(model, { tokenBudget: this.kvCacheTokens, products: this.options.decodeProducts ?? 'learner' }), rows: [] };
+      state = { batch: new LlamaDecodeBatch(model, { tokenBudget: this.kvCacheTokens, products: this.options.decodeProducts ?? 'tensorflow' }), rows: [] };
       this.cached.set(model, state);
     }
     const inBatch = new Set(state.rows);
