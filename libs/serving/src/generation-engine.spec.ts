@@ -109,6 +109,21 @@ describe('the engine and the event loop, and the KV-cache budget', () => {
     expect(ticksAtEnd).toBeGreaterThan(5);
   });
 
+  it('a choice whose sink throws leaves the batch at once; the others go on as if alone', async () => {
+    const engine = new GenerationEngine({ maxBatchRows: 8, maxQueuedRows: 16 });
+    const alone = await choice(engine, model, [7, 1, 2, 3, 4, 5], GREEDY);
+    let calls = 0;
+    const failing = engine.generate(model, [5, 9, 33], GREEDY, () => {
+      if (++calls === 3) throw new Error('client went away');
+      return false;
+    });
+    const [failed, together] = await Promise.allSettled([failing, choice(engine, model, [7, 1, 2, 3, 4, 5], GREEDY)]);
+    expect(failed).toMatchObject({ status: 'rejected', reason: { message: 'client went away' } });
+    expect(calls).toBe(3);
+    expect(together.status === 'fulfilled' && together.value.draws.map((d) => d.id)).toEqual(alone.draws.map((d) => d.id));
+    expect(engine.inFlight(model)).toBe(0);
+  });
+
   it('refuses a choice that could never fit the budget, and holds back one that does not fit now until rows leave', async () => {
     const engine = new GenerationEngine({ maxBatchRows: 8, maxQueuedRows: 16, kvCacheTokens: 20 });
     expect(() => engine.generate(model, [1, 2, 3, 4, 5], { ...GREEDY, maxTokens: 16 }, () => false)).toThrow(
