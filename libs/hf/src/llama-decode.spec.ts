@@ -200,7 +200,7 @@ describe('LlamaDecodeBatch limits', () => {
       batch.step([1, 2]).dispose();
       batch.dispose();
     };
-    // The first cycle makes the model's rope tables and the prefill's causal mask (kept for the model's life).
+    // The first cycle makes the model's rope tables (kept for the model's life).
     cycle();
     const before = tf.memory().numTensors;
     cycle();

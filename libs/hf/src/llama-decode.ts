@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import { batchMatMul, configureSrpoKernels, gatherRows, ropeFused } from '@srpo/kernels';
-import { linear, rmsNorm, ropeAttention, swiGlu } from './llama-ops';
+import { linear, rmsNorm, ropeAttention, swiGlu, type RopeTables } from './llama-ops';
 import type { LlamaModel } from './llama-model';
 
 /**
@@ -116,21 +116,27 @@ function checkTokens(model: LlamaModel, tokens: readonly number[], field: string
   });
 }
 
-const causalMasks = new WeakMap<LlamaModel, Map<number, tf.Tensor2D>>();
-
-/** The additive causal mask `[r·T, T]` that llama-ops' ropeAttention takes (0 on and below the diagonal, −1e9 above), cached per model and T. */
+/**
+ * The additive causal mask `[r·T, T]` that llama-ops' ropeAttention takes (0 on and below the
+ * diagonal, −1e9 above). Made per prefill, not cached: one per prompt length would grow without
+ * bound in a server (r·T² values each), and it is small beside the prefill's own work.
+ */
 function causalMask(model: LlamaModel, t: number): tf.Tensor2D {
-  let byT = causalMasks.get(model);
-  if (!byT) causalMasks.set(model, (byT = new Map<number, tf.Tensor2D>()));
-  let m = byT.get(t);
-  if (!m || m.isDisposed) {
-    const r = model.config.numHeads / model.config.numKvHeads;
-    const data = new Float32Array(r * t * t);
-    for (let g = 0; g < r; g++) for (let i = 0; i < t; i++) for (let j = i + 1; j < t; j++) data[(g * t + i) * t + j] = -1e9;
-    m = tf.keep(tf.tensor2d(data, [r * t, t]));
-    byT.set(t, m);
-  }
-  return m;
+  const r = model.config.numHeads / model.config.numKvHeads;
+  const data = new Float32Array(r * t * t);
+  for (let g = 0; g < r; g++) for (let i = 0; i < t; i++) for (let j = i + 1; j < t; j++) data[(g * t + i) * t + j] = -1e9;
+  return tf.tensor2d(data, [r * t, t]);
+}
+
+/**
+ * RoPE tables for positions 0..t−1, sliced from the model's tables for the next power of two, so
+ * that a server's many lengths make few cached tables (the model caches one set per length asked).
+ */
+function ropeFor(model: LlamaModel, t: number): RopeTables {
+  const full = model.rope(Math.min(model.config.maxSeqLen, 2 ** Math.ceil(Math.log2(t))));
+  if (full.cos.shape[0] === t) return full;
+  const cut = (x: tf.Tensor2D): tf.Tensor2D => x.slice([0, 0], [t, -1]);
+  return { cos: cut(full.cos), sin: cut(full.sin), negSin: cut(full.negSin) };
 }
 
 /**
@@ -167,7 +173,7 @@ export function prefillMany(model: LlamaModel, prompts: readonly (readonly numbe
   prompts.forEach((p, g) => ids.set(p, g * t));
   try {
     const logits = tf.tidy(() => {
-      const rope = model.rope(t);
+      const rope = ropeFor(model, t);
       const mask = causalMask(model, t);
       // [G·T, H_kv·d] rows → prompt g's [1, H_kv, L_g, d], the cache's layout (kept: the caller owns it).
       const toCache = (x: tf.Tensor2D, into: tf.Tensor4D[][]): void => {
