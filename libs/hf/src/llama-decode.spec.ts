@@ -51,13 +51,15 @@ function prompts(vocab: number, lengths: number[], seed: number): number[][] {
   return lengths.map((n, j) => Array.from(seededValues(n, seed + j, 1), (x) => Math.floor(((x + 1) / 2) * vocab)));
 }
 
+// split: the cache grows in two parts from the first step on, the recent part joining the older every 3 steps.
 describe.each([
-  ['llama', false, 'learner'],
-  ['llama', true, 'learner'],
-  ['qwen2', true, 'learner'],
-  ['qwen2', true, 'tensorflow'],
-  ['llama', true, 'tensorflow'],
-] as const)('incremental decoding with a KV cache (%s, LoRA %s, products %s)', (fixture, lora, products) => {
+  ['llama', false, 'learner', false],
+  ['llama', true, 'learner', false],
+  ['qwen2', true, 'learner', true],
+  ['qwen2', true, 'tensorflow', false],
+  ['llama', true, 'tensorflow', true],
+] as const)('incremental decoding with a KV cache (%s, LoRA %s, products %s, split %s)', (fixture, lora, products, split) => {
+  const options = { tokenBudget: 1000, products, ...(split ? { splitSlots: 1, recentColumns: 3 } : {}) };
   let model: LlamaModel;
 
   beforeAll(async () => {
@@ -70,7 +72,7 @@ describe.each([
   it('prefill gives the full forward last-position logits, and each cached step the full forward of the grown sequence', async () => {
     const [seq] = prompts(model.config.vocabSize, [6], 1);
     const { cache, logits } = prefill(model, seq);
-    const batch = new LlamaDecodeBatch(model, { tokenBudget: 1000, products });
+    const batch = new LlamaDecodeBatch(model, options);
     try {
       let [next] = await rows(logits);
       expect(maxDiff(next, await fullLogits(model, seq))).toBeLessThan(1e-5);
@@ -90,7 +92,7 @@ describe.each([
   it('decodes rows of different lengths together, with rows joining (n copies of one prefill) and leaving mid-way', async () => {
     const vocab = model.config.vocabSize;
     const seqs = prompts(vocab, [3, 9, 5], 20);
-    const batch = new LlamaDecodeBatch(model, { tokenBudget: 1000, products });
+    const batch = new LlamaDecodeBatch(model, options);
     const pending: Float32Array[] = [];
     const join = async (prompt: number[], copies = 1): Promise<void> => {
       const { cache, logits } = prefill(model, prompt);
@@ -190,7 +192,7 @@ describe('LlamaDecodeBatch limits', () => {
 
   it('frees its tensors: a prefill, steps, a removal and dispose leave the tensor count where it was', () => {
     const cycle = (): void => {
-      const batch = new LlamaDecodeBatch(model, { tokenBudget: 100 });
+      const batch = new LlamaDecodeBatch(model, { tokenBudget: 100, splitSlots: 1, recentColumns: 2 });
       const { cache, logits } = prefill(model, [3, 4, 5]);
       logits.dispose();
       batch.add(cache, 3);
@@ -198,6 +200,7 @@ describe('LlamaDecodeBatch limits', () => {
       batch.step([1, 2, 3]).dispose();
       batch.remove([1]);
       batch.step([1, 2]).dispose();
+      batch.step([1, 2]).dispose(); // the recent part (2 columns) joins the older one
       batch.dispose();
     };
     // The first cycle makes the model's rope tables (kept for the model's life).

@@ -236,7 +236,22 @@ export function rotateRows(x: tf.Tensor2D, heads: number, cos: tf.Tensor2D, sin:
  */
 export type DecodeProducts = 'learner' | 'tensorflow';
 
+/**
+ * A large cache grows in two parts: the step appends its column to the last W_r ≤ RECENT_COLUMNS
+ * columns, a small tensor, and the recent part joins the older one every RECENT_COLUMNS steps. A
+ * step then copies B·W_r columns instead of B·W (SmolLM2 at batch 16 and 170 positions: the
+ * per-step concats took 27 of 166 ms), for a few more ops per layer (two score and two value
+ * products, a concat and a split), which is why small caches grow whole.
+ */
+const RECENT_COLUMNS = 32;
+/** Default of {@link LlamaDecodeOptions.splitSlots}. */
+const DEFAULT_SPLIT_SLOTS = 1024;
+
 export interface LlamaDecodeOptions {
+  /** Rows × width from which a step grows the cache in two parts (see {@link RECENT_COLUMNS}); default 1024. */
+  splitSlots?: number;
+  /** Columns the recent part reaches before it joins the older one; default {@link RECENT_COLUMNS} (32). */
+  recentColumns?: number;
   /** See {@link DecodeProducts}; default `tensorflow`. */
   products?: DecodeProducts;
   /**
@@ -250,8 +265,8 @@ export interface LlamaDecodeOptions {
  * The cache of a batch of sequences decoding together, one row each, of different lengths:
  * per layer keys and values `[B, H_kv, W, d]` with row b's `L_b` positions in its last `L_b`
  * columns (left-padded; the padding is masked out of attention with −1e9, whose exp is 0). Each
- * {@link step} appends one column to every row (one concat per layer and tensor, the cost of
- * one read of the cache, which attention reads anyway); rows joining ({@link add}) or leaving
+ * {@link step} appends one column to every row (a concat per layer and tensor; a large cache
+ * keeps its last columns apart so that the concat stays small, see {@link RECENT_COLUMNS}); rows joining ({@link add}) or leaving
  * ({@link remove}) re-pad the batch once. Memory is bounded by {@link LlamaDecodeOptions.tokenBudget}
  * on B·W: a step or join past it throws {@link KvCacheBudgetError} and changes nothing.
  *
@@ -259,8 +274,13 @@ export interface LlamaDecodeOptions {
  * and shift down when earlier rows leave.
  */
 export class LlamaDecodeBatch {
+  /** Per layer, the cache's older columns `[B, H_kv, W − W_r, d]`. */
   private keys: tf.Tensor4D[] = [];
   private values: tf.Tensor4D[] = [];
+  /** Per layer, its last W_r columns (empty while W_r = 0): see {@link RECENT_COLUMNS}. */
+  private recentKeys: tf.Tensor4D[] = [];
+  private recentValues: tf.Tensor4D[] = [];
+  private recentWidth = 0;
   private lengths: number[] = [];
   private width = 0;
 
@@ -306,6 +326,7 @@ export class LlamaDecodeBatch {
     const added = entries.reduce((n, e) => n + (e.copies ?? 1), 0);
     const width = Math.max(this.width, ...entries.map((e) => e.cache.length));
     this.checkBudget((this.size + added) * width);
+    this.mergeRecent();
     const first = this.size;
     // Every row left-padded to the new width, then one concat along the rows.
     const padTo = (x: tf.Tensor4D, len: number): tf.Tensor4D =>
@@ -340,6 +361,7 @@ export class LlamaDecodeBatch {
     const drop = new Set(rows);
     for (const r of drop) if (!(Number.isInteger(r) && r >= 0 && r < this.size)) throw new ValidationError('rows', `no row ${r} in a batch of ${this.size}`);
     if (drop.size === 0) return;
+    this.mergeRecent();
     const keep = this.lengths.map((_, i) => i).filter((i) => !drop.has(i));
     if (keep.length === 0) return this.clear();
     const lengths = keep.map((i) => this.lengths[i]);
@@ -370,24 +392,56 @@ export class LlamaDecodeBatch {
     if (maxPos >= c.maxSeqLen) throw new ValidationError('tokens', `a row is at the model's maximum length (${c.maxSeqLen})`);
     const width = this.width + 1;
     this.checkBudget(b * width);
+    // A large cache takes the new column into its recent part (see RECENT_COLUMNS); a small one grows whole.
+    const split = b * width >= (this.options.splitSlots ?? DEFAULT_SPLIT_SLOTS) && this.width > this.recentWidth;
+    if (!split) this.mergeRecent();
     const newKeys: tf.Tensor4D[] = [];
     const newValues: tf.Tensor4D[] = [];
     let logits: tf.Tensor2D;
     try {
       const tensorflow = this.options.products !== 'learner';
-      logits = withTensorflowMatMul(tensorflow && this.size <= TENSORFLOW_MATMUL_ROWS, () => this.forward(tokens, width, newKeys, newValues, tensorflow));
+      logits = withTensorflowMatMul(tensorflow && this.size <= TENSORFLOW_MATMUL_ROWS, () =>
+        this.forward(tokens, width, split, newKeys, newValues, tensorflow),
+      );
     } catch (e) {
       tf.dispose([...newKeys, ...newValues]);
       throw e;
     }
-    tf.dispose([...this.keys, ...this.values]);
-    [this.keys, this.values, this.width] = [newKeys, newValues, width];
+    if (split) {
+      tf.dispose([...this.recentKeys, ...this.recentValues]);
+      [this.recentKeys, this.recentValues, this.recentWidth] = [newKeys, newValues, this.recentWidth + 1];
+    } else {
+      tf.dispose([...this.keys, ...this.values]);
+      [this.keys, this.values] = [newKeys, newValues];
+    }
+    this.width = width;
     this.lengths = this.lengths.map((l) => l + 1);
+    if (this.recentWidth >= (this.options.recentColumns ?? RECENT_COLUMNS)) this.mergeRecent();
     return logits;
   }
 
-  /** The step's forward: logits `[B, V]`, and each layer's grown keys and values pushed onto the two lists (kept). */
-  private forward(tokens: readonly number[], width: number, newKeys: tf.Tensor4D[], newValues: tf.Tensor4D[], tensorflowHead: boolean): tf.Tensor2D {
+  /** Moves the recent columns into the older part: one copy of the cache (a concat per layer and tensor). */
+  private mergeRecent(): void {
+    if (this.recentWidth === 0) return;
+    const merge = (old: tf.Tensor4D[], recent: tf.Tensor4D[]): tf.Tensor4D[] => old.map((x, i) => tf.concat([x, recent[i]], 2));
+    const [nk, nv] = [merge(this.keys, this.recentKeys), merge(this.values, this.recentValues)];
+    tf.dispose([...this.keys, ...this.values, ...this.recentKeys, ...this.recentValues]);
+    [this.keys, this.values, this.recentKeys, this.recentValues, this.recentWidth] = [nk, nv, [], [], 0];
+  }
+
+  /**
+   * The step's forward: logits `[B, V]`, and each layer's grown keys and values pushed onto the two
+   * lists (kept): the whole cache grown by one column, or with `split` the recent part grown, attention
+   * then reading the older part and the recent part and softmax over both.
+   */
+  private forward(
+    tokens: readonly number[],
+    width: number,
+    split: boolean,
+    newKeys: tf.Tensor4D[],
+    newValues: tf.Tensor4D[],
+    tensorflowHead: boolean,
+  ): tf.Tensor2D {
     const c = this.model.config;
     const b = this.size;
     const maxPos = Math.max(...this.lengths);
@@ -411,14 +465,26 @@ export class LlamaDecodeBatch {
         const q = rotateRows(model.linear(n1, `${p}self_attn.q_proj`, qkvBias), heads, cos, sin, 1 / Math.sqrt(d));
         const k = rotateRows(model.linear(n1, `${p}self_attn.k_proj`, qkvBias), kvHeads, cos, sin, 1);
         const v = model.linear(n1, `${p}self_attn.v_proj`, qkvBias);
-        const keys = tf.keep(tf.concat([this.keys[i], k.reshape([b, kvHeads, 1, d])], 2) as tf.Tensor4D);
-        const values = tf.keep(tf.concat([this.values[i], v.reshape([b, kvHeads, 1, d])], 2) as tf.Tensor4D);
+        const grown = split ? [this.recentKeys[i], this.recentValues[i]] : [this.keys[i], this.values[i]];
+        const append = (x: tf.Tensor4D | undefined, col: tf.Tensor): tf.Tensor4D =>
+          tf.keep((x ? tf.concat([x, col.reshape([b, kvHeads, 1, d])], 2) : tf.clone(col.reshape([b, kvHeads, 1, d]))) as tf.Tensor4D);
+        const keys = append(grown[0], k);
+        const values = append(grown[1], v);
         newKeys.push(keys);
         newValues.push(values);
         // Query head g·r + j reads key/value head g: [B, H·d] is [B, H_kv, r, d] as it lies.
-        const scores = batchMatMul(q.reshape<tf.Tensor4D>([b, kvHeads, r, d]), keys, false, true);
-        const probs = tf.softmax(tf.add(scores, mask)) as tf.Tensor4D;
-        const attn = batchMatMul(probs, values).reshape<tf.Tensor2D>([b, heads * d]);
+        const q4 = q.reshape<tf.Tensor4D>([b, kvHeads, r, d]);
+        let attn: tf.Tensor2D;
+        if (split) {
+          const older = this.width - this.recentWidth;
+          const scores = tf.concat([batchMatMul(q4, this.keys[i], false, true), batchMatMul(q4, keys, false, true)], 3);
+          const probs = tf.softmax(tf.add(scores, mask)) as tf.Tensor4D;
+          const [pOld, pRecent] = tf.split(probs, [older, width - older], 3);
+          attn = tf.add(batchMatMul(pOld, this.values[i]), batchMatMul(pRecent, values)).reshape<tf.Tensor2D>([b, heads * d]);
+        } else {
+          const probs = tf.softmax(tf.add(batchMatMul(q4, keys, false, true), mask)) as tf.Tensor4D;
+          attn = batchMatMul(probs, values).reshape<tf.Tensor2D>([b, heads * d]);
+        }
         h = tf.add<tf.Tensor2D>(h, model.linear(attn, `${p}self_attn.o_proj`, c.oBias));
         h = mlp(model, h, p);
       }
@@ -428,8 +494,8 @@ export class LlamaDecodeBatch {
 
   /** Drops every row and frees the cache. */
   clear(): void {
-    tf.dispose([...this.keys, ...this.values]);
-    [this.keys, this.values, this.lengths, this.width] = [[], [], [], 0];
+    tf.dispose([...this.keys, ...this.values, ...this.recentKeys, ...this.recentValues]);
+    [this.keys, this.values, this.recentKeys, this.recentValues, this.recentWidth, this.lengths, this.width] = [[], [], [], [], 0, [], 0];
   }
 
   dispose(): void {
