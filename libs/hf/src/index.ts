@@ -2,6 +2,7 @@ export * from './hf-config';
 export * from './rope';
 export * from './llama-model';
 export * from './llama-decode';
+export * from './llama-decode-batch';
 export * from './hf-tokenizer';
 export * from './hf-model-dir';
 export * from './score';

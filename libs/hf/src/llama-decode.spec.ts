@@ -7,7 +7,8 @@ import { nativeBackend, seededValues } from './test/fixtures';
 import { loadHfModel } from './hf-model-dir';
 import type { LlamaModel } from './llama-model';
 import { attachLora, type LoraAdapter } from './lora';
-import { KvCacheBudgetError, LlamaDecodeBatch, prefill, prefillMany, rotateRows } from './llama-decode';
+import { KvCacheBudgetError, prefill, prefillMany, rotateRows } from './llama-decode';
+import { LlamaDecodeBatch } from './llama-decode-batch';
 
 const FIXTURES = path.join(repoRoot(), 'libs', 'hf', 'fixtures');
 
