@@ -236,9 +236,12 @@ export class LlamaDecodeBatch {
       const cos = gatherRows(rope.cos, pos);
       const sin = gatherRows(rope.sin, pos);
       // Row b's valid columns after the append: the last L_b + 1.
-      const maskData = new Float32Array(b * width);
-      this.lengths.forEach((len, i) => maskData.fill(-1e9, i * width, i * width + width - len - 1));
-      const mask = tf.tensor4d(maskData, [b, 1, 1, width]);
+      // No mask where no row is padded (one row, or a prompt's n samples): one op fewer per layer.
+      const padded = this.lengths.some((len) => len + 1 < width);
+      const maskData = new Float32Array(padded ? b * width : 0);
+      if (padded) this.lengths.forEach((len, i) => maskData.fill(-1e9, i * width, i * width + width - len - 1));
+      const mask = padded ? tf.tensor4d(maskData, [b, 1, 1, width]) : undefined;
+      const masked = (scores: tf.Tensor4D): tf.Tensor4D => (mask ? tf.add(scores, mask) : scores);
       let h = gatherRows(w2(model, 'model.embed_tokens.weight'), tf.tensor1d(Array.from(tokens), 'int32'));
       for (let i = 0; i < c.numLayers; i++) {
         const p = `model.layers.${i}.`;
@@ -259,11 +262,11 @@ export class LlamaDecodeBatch {
         if (split) {
           const older = this.width - this.recentWidth;
           const scores = tf.concat([batchMatMul(q4, this.keys[i], false, true), batchMatMul(q4, keys, false, true)], 3);
-          const probs = tf.softmax(tf.add(scores, mask)) as tf.Tensor4D;
+          const probs = tf.softmax(masked(scores));
           const [pOld, pRecent] = tf.split(probs, [older, width - older], 3);
           attn = tf.add(batchMatMul(pOld, this.values[i]), batchMatMul(pRecent, values)).reshape<tf.Tensor2D>([b, heads * d]);
         } else {
-          const probs = tf.softmax(tf.add(batchMatMul(q4, keys, false, true), mask)) as tf.Tensor4D;
+          const probs = tf.softmax(masked(batchMatMul(q4, keys, false, true)));
           attn = batchMatMul(probs, values).reshape<tf.Tensor2D>([b, heads * d]);
         }
         h = tf.add<tf.Tensor2D>(h, model.linear(attn, `${p}self_attn.o_proj`, c.oBias));
