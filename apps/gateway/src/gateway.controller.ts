@@ -42,6 +42,16 @@ export class GatewayController {
     await this.answer(res, async () => res.status(200).json(await this.gateway.record('EpisodeOutcome', req.headers, body)));
   }
 
+  @Post('v1/srpo/served-models')
+  async setServed(@Req() req: HttpRequest, @Body() body: unknown, @Res() res: HttpResponse): Promise<void> {
+    await this.answer(res, () => Promise.resolve(void res.status(200).json(this.gateway.setServed(req.headers, body))));
+  }
+
+  @Get('v1/srpo/served-models')
+  async served(@Req() req: HttpRequest, @Res() res: HttpResponse): Promise<void> {
+    await this.answer(res, () => Promise.resolve(void res.status(200).json(this.gateway.servedModels(req.headers))));
+  }
+
   private async answer(res: HttpResponse, run: () => Promise<void>): Promise<void> {
     try {
       await run();

@@ -43,6 +43,8 @@ describe('loadLearnerConfig', () => {
       consumerGroupId: 'srpo-learner.solver',
       crashAt: undefined,
       logLevel: 'info',
+      sessionTimeoutMs: 30_000,
+      warnings: [],
     });
     expect(c.objective).toEqual({ ...DEFAULT_OBJECTIVE_CONFIG, progress: { ...DEFAULT_OBJECTIVE_CONFIG.progress } });
     expect(c.model).toEqual(DEFAULT_MODEL);
@@ -186,6 +188,29 @@ describe('loadLearnerConfig', () => {
     expect(load({ SRPO_POLICY_ID: 'p', SRPO_DUAL_CLIP: 'false', SRPO_CLIP_RATIO_C: '5' }).objective).toMatchObject({ dualClip: false, clipRatioC: 5 });
   });
 
+  it('reads the mismatch correction and KL penalty (default: none, cap 2, bound ln 2, β 0)', () => {
+    expect(load({ SRPO_POLICY_ID: 'p' }).correction).toEqual({ correction: 'none', cap: 2, bound: Math.LN2, klCoef: 0 });
+    expect(load({ SRPO_POLICY_ID: 'p', SRPO_CORRECTION: 'mis', SRPO_CORRECTION_BOUND: '0.1', SRPO_CORRECTION_CAP: '3' }).correction).toEqual({
+      correction: 'mis',
+      cap: 3,
+      bound: 0.1,
+      klCoef: 0,
+    });
+    expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{}', SRPO_KL_COEF: '0.05' }).correction.klCoef).toBe(0.05);
+  });
+
+  it.each([
+    [{ SRPO_CORRECTION: 'is' }, 'SRPO_CORRECTION'],
+    [{ SRPO_CORRECTION_CAP: '0.5' }, 'SRPO_CORRECTION_CAP'],
+    [{ SRPO_CORRECTION_BOUND: '0' }, 'SRPO_CORRECTION_BOUND'],
+    [{ SRPO_KL_COEF: '-1' }, 'SRPO_KL_COEF'],
+    // Full weights have no reference policy.
+    [{ SRPO_KL_COEF: '0.1' }, 'SRPO_KL_COEF'],
+  ])('refuses %j naming %s', (env, variable) => {
+    const e = failure({ SRPO_POLICY_ID: 'p', ...env });
+    expect(e.message).toContain(variable);
+  });
+
   it('keeps every checkpoint with SRPO_CHECKPOINT_KEEP_LAST=0 and allows no anchors with SRPO_CHECKPOINT_KEEP_EVERY=0', () => {
     expect(load({ SRPO_POLICY_ID: 'p', SRPO_CHECKPOINT_KEEP_LAST: '0' }).checkpointRetention).toEqual({ keepLast: 0, keepEvery: 100 });
     expect(load({ SRPO_POLICY_ID: 'p', SRPO_CHECKPOINT_KEEP_EVERY: '0' }).checkpointRetention).toEqual({ keepLast: 20, keepEvery: 0 });
@@ -194,5 +219,41 @@ describe('loadLearnerConfig', () => {
   it('never echoes a database URL (it may hold a password)', () => {
     const e = failure({ SRPO_POLICY_ID: 'p', SRPO_DATABASE_URL: 'mysql://u:hunter2@db/x' });
     expect(e.message).not.toContain('hunter2');
+  });
+  describe('defaults that fit a pretrained model', () => {
+    it('takes the learning rate by model kind when SRPO_LR is unset: 3e-4 from scratch, 1e-4 LoRA, 1e-6 full weights', () => {
+      expect(load({ SRPO_POLICY_ID: 'p' }).lr).toBe(3e-4);
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{}' }).lr).toBe(1e-4);
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2 }).lr).toBe(1e-6);
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LR: '2e-6' }).lr).toBe(2e-6);
+    });
+
+    it('warns (and still starts) when a full-weight run takes a rate above 1e-5, or LoRA above 1e-3', () => {
+      const full = load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LR: '5e-4' });
+      expect(full.lr).toBe(5e-4);
+      expect(full.warnings).toHaveLength(1);
+      expect(full.warnings[0]).toMatch(
+        /^SRPO_LR=0\.0005 is far above the guidance for a pretrained model's full weights \(default 0\.000001, warning above 0\.00001\)/,
+      );
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LR: '1e-5' }).warnings).toEqual([]);
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{}', SRPO_LR: '2e-4' }).warnings).toEqual([]);
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{}', SRPO_LR: '5e-3' }).warnings[0]).toMatch(/for a LoRA adapter/);
+      // The project transformer from scratch has no ceiling.
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_LR: '0.01' }).warnings).toEqual([]);
+    });
+
+    it('gives full-weight runs a 120 s session timeout (an update blocks heartbeats), 30 s otherwise, and warns below 120 s', () => {
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2 }).sessionTimeoutMs).toBe(120_000);
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{}' }).sessionTimeoutMs).toBe(30_000);
+      const short = load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_SESSION_TIMEOUT_MS: '10000' });
+      expect(short.sessionTimeoutMs).toBe(10_000);
+      expect(short.warnings).toEqual([expect.stringMatching(/^SRPO_SESSION_TIMEOUT_MS=10000 with a full-weight Hugging Face model/)]);
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_SESSION_TIMEOUT_MS: '10000' }).warnings).toEqual([]);
+    });
+
+    it('still refuses a negative SRPO_LR or an out-of-range SRPO_SESSION_TIMEOUT_MS, naming it', () => {
+      expect(failure({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LR: '-1' }).field).toBe('SRPO_LR');
+      expect(failure({ SRPO_POLICY_ID: 'p', SRPO_SESSION_TIMEOUT_MS: '1000' }).field).toBe('SRPO_SESSION_TIMEOUT_MS');
+    });
   });
 });

@@ -15,7 +15,15 @@ import {
 import { KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
 import { resolveTransformerConfig, type TransformerConfig } from '@srpo/policy';
 import { readHfConfig, resolveLoraConfig, type LoraConfig } from '@srpo/hf';
-import { EVENT_REDUCTIONS, OBJECTIVES, resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
+import {
+  BEHAVIOUR_CORRECTIONS,
+  EVENT_REDUCTIONS,
+  OBJECTIVES,
+  resolveCorrectionConfig,
+  resolveObjectiveConfig,
+  type CorrectionConfig,
+  type ObjectiveConfig,
+} from '@srpo/srpo';
 import { readStore, type StoreConfig } from '@srpo/store';
 import { DEFAULT_MODEL, type CheckpointRetention, type UpdateBoundary } from '@srpo/trainer';
 
@@ -41,6 +49,8 @@ export interface LearnerConfig {
   microBatchTokens: number;
   seed: number;
   objective: ObjectiveConfig;
+  /** Engine/learner mismatch correction and KL penalty (docs/objective.md, section 7). */
+  correction: CorrectionConfig;
   /** Shape of version 0 (a restored checkpoint carries its own); unused when `modelDir` is set. */
   model: TransformerConfig;
   /** A Hugging Face model directory (Llama/Qwen2/Mistral) as version 0, instead of a seeded transformer. */
@@ -70,7 +80,36 @@ export interface LearnerConfig {
   /** Test-only fault injection; never set in production. */
   crashAt?: CrashPoint;
   logLevel: LogLevel;
+  /** Settings that are allowed but likely wrong (a learning rate far above guidance); logged at boot by {@link applyLearnerConfig}. */
+  warnings: string[];
 }
+
+/**
+ * Learning-rate guidance by what the learner trains (Adam, constant rate). The defaults are used
+ * when `SRPO_LR` is unset; above `warnAbove` the learner starts but logs a warning.
+ *
+ * - the project transformer, trained from scratch: 3e-4;
+ * - a LoRA adapter on a Hugging Face base: 1e-4 (RL fine-tuning with LoRA commonly uses
+ *   5e-5..2e-4; SmolLM2-135M-Instruct trained stably at these rates, 1–3 s per update);
+ * - the full weights of a Hugging Face model: 1e-6 (RL on pretrained weights: 1e-7..1e-5;
+ *   5e-4 destroyed SmolLM2-135M-Instruct in four updates, its k3 KL going from 0 to 2.2e6).
+ */
+export const LR_GUIDANCE = {
+  scratch: { default: 3e-4, warnAbove: Infinity },
+  lora: { default: 1e-4, warnAbove: 1e-3 },
+  full: { default: 1e-6, warnAbove: 1e-5 },
+} as const;
+
+/**
+ * Default consumer session timeouts. The update runs inside the consumer's batch handler and
+ * native TensorFlow blocks the event loop while it computes, so no heartbeat leaves during an
+ * update (with kafkajs or @platformatic/kafka alike): the session timeout must exceed the
+ * slowest update, or the broker evicts the learner mid-update and its commit fails. Rule: at
+ * least twice the slowest update. Full-weight updates of SmolLM2-135M took 15–24 s on a
+ * 2-vCPU machine (the demo's 10 s timeout crashed the consumer), hence 120 s for full weights;
+ * LoRA updates took 1–3 s and the project transformer's well under 1 s: 30 s.
+ */
+export const SESSION_TIMEOUT_DEFAULTS = { full: 120_000, other: 30_000 } as const;
 
 const POLICY_ID = /^[A-Za-z0-9._-]+$/;
 const MIN_TOKEN_LENGTH = 16;
@@ -93,13 +132,17 @@ const MIN_TOKEN_LENGTH = 16;
  * | `SRPO_SETS_PER_UPDATE` | 16 | active sets the consumer gathers for one update |
  * | `SRPO_MAX_POLICY_LAG` | 4 | a group with a member older than current version − lag is skipped as stale |
  * | `SRPO_EPOCHS` | 1 | optimizer epochs per update over the same mini-batch |
- * | `SRPO_LR` | 3e-4 | Adam learning rate (constant) |
+ * | `SRPO_LR` | by model kind | Adam learning rate (constant): 3e-4 for the project transformer, 1e-4 for LoRA, 1e-6 for a Hugging Face model's full weights ({@link LR_GUIDANCE}); above 1e-3 (LoRA) or 1e-5 (full weights) the learner warns at boot |
  * | `SRPO_MAX_GRAD_NORM` | 1.0 | global gradient-norm clip; 0 disables |
  * | `SRPO_SEED` | 0 | seed of the initial (version 0) weights |
  * | `SRPO_OBJECTIVE` | `srpo` | `srpo`, `gspo`, `grpo-token` or `srpo-length-norm` (the project's own variant; docs/objective.md) |
  * | `SRPO_EVENT_REDUCTION` | `sqrt` | c(K) of the set ratio: `sqrt`, `sum` or `mean` |
  * | `SRPO_CLIP_LOW` | 0.2 | ε_low, in [0, 1] |
  * | `SRPO_CLIP_HIGH` | 0.2 | ε_high, >= 0 |
+ * | `SRPO_CORRECTION` | `none` | engine/learner mismatch correction: `none` (the set ratio uses the engine's recorded log-probs), `tis` (recompute the proximal log-probs at the update's starting weights, use them in the ratio, weight each set by min(exp(m_S), cap)) or `mis` (the same, sets with \|m_S\| > bound dropped); docs/objective.md section 7 |
+ * | `SRPO_CORRECTION_CAP` | 2 | C of `tis`: the largest set weight, >= 1 |
+ * | `SRPO_CORRECTION_BOUND` | 0.693147 (ln 2) | B of `mis`: the largest \|mean token log-ratio\| of a kept set, > 0 |
+ * | `SRPO_KL_COEF` | 0 | β of the KL penalty β·mean k3(π_ref ‖ π_θ) added to the loss, >= 0; > 0 needs `SRPO_LORA` (the reference is the base model without the adapter) |
  * | `SRPO_MODEL_CONFIG` | `{"vocabSize":256,"dModel":64,"nLayers":2,"nHeads":4,"maxSeqLen":128}` | JSON transformer shape of version 0; must match the agents' tokenizer |
  * | `SRPO_MICRO_BATCH_TOKENS` | 0 | largest padded forward pass in positions (sequences × longest); an update above it runs in micro-batches with gradient accumulation and activation recomputation: one optimizer step, the same loss and diagnostics; 0 = one pass. Recorded with each update so verify and replay recompute it the same way |
  * | `SRPO_LORA` | unset | with `SRPO_MODEL_DIR`: JSON LoRA settings, e.g. `{"r":8,"alpha":16,"dropout":0,"targetModules":["q_proj","v_proj"]}` (missing fields take these defaults); the policy then trains an adapter on the frozen base, checkpoints hold the adapter only |
@@ -113,7 +156,7 @@ const MIN_TOKEN_LENGTH = 16;
  * | `SRPO_API_READ_TOKEN` | unset | when set (>= 16 chars), read endpoints (`/metrics`, `/policies`, `/updates`) require it or the write token; `/health` stays open |
  * | `SRPO_TOPIC_PREFIX` | `srpo.` | topic name prefix |
  * | `SRPO_CONSUMER_GROUP` | `srpo-learner.<policy id>` | Kafka consumer group of the learner |
- * | `SRPO_SESSION_TIMEOUT_MS` | 30000 | consumer session timeout: how long a crashed learner holds its partitions |
+ * | `SRPO_SESSION_TIMEOUT_MS` | by model kind | consumer session timeout: how long a crashed learner holds its partitions, and the longest an update may block heartbeats; 120000 for a Hugging Face model's full weights, 30000 otherwise ({@link SESSION_TIMEOUT_DEFAULTS}); keep it above twice the slowest update |
  * | `SRPO_CLIENT_ID` | `srpo-learner` | Kafka client id |
  * | `SRPO_CODE_VERSION` | `srpo-kafka@<package version>` | code version recorded with every update (CI sets the git commit) |
  * | `SRPO_LOG_LEVEL` | `info` | `debug`, `info`, `warn`, `error` |
@@ -139,11 +182,12 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
     setsPerUpdate: r.int('SRPO_SETS_PER_UPDATE', 16, { min: 1, max: 100_000 }),
     maxPolicyLag: r.int('SRPO_MAX_POLICY_LAG', 4, { min: 0 }),
     epochs: r.int('SRPO_EPOCHS', 1, { min: 1, max: 1000 }),
-    lr: r.num('SRPO_LR', 3e-4, { min: 0 }),
+    lr: 0,
     maxGradNorm: r.num('SRPO_MAX_GRAD_NORM', 1.0, { min: 0 }),
     microBatchTokens: r.int('SRPO_MICRO_BATCH_TOKENS', 0, { min: 0, max: 1_000_000_000 }),
     seed: r.int('SRPO_SEED', 0, { min: 0, max: Number.MAX_SAFE_INTEGER }),
     objective: readObjective(r),
+    correction: readCorrection(r),
     model: readModel(r),
     modelDir: readModelDir(r, cwd),
     lora: readLora(r, cwd),
@@ -156,17 +200,37 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
     schemaRegistry: readSchemaRegistry(r),
     topics: { prefix: r.str('SRPO_TOPIC_PREFIX', 'srpo.') },
     consumerGroupId: r.str('SRPO_CONSUMER_GROUP', `srpo-learner.${policyId}`),
-    sessionTimeoutMs: r.int('SRPO_SESSION_TIMEOUT_MS', 30_000, { min: 6_000, max: 300_000 }),
+    sessionTimeoutMs: 0,
     codeVersion: r.str('SRPO_CODE_VERSION', defaultCodeVersion()),
     crashAt: r.has('SRPO_CRASH_AT') ? r.oneOf('SRPO_CRASH_AT', CRASH_POINTS) : undefined,
     logLevel: r.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
+    warnings: [],
   };
+  const kind = config.modelDir === undefined ? 'scratch' : config.lora ? 'lora' : 'full';
+  const guidance = LR_GUIDANCE[kind];
+  config.lr = r.num('SRPO_LR', guidance.default, { min: 0 });
+  if (config.lr > guidance.warnAbove)
+    config.warnings.push(
+      `SRPO_LR=${config.lr} is far above the guidance for ${kind === 'lora' ? 'a LoRA adapter' : "a pretrained model's full weights"} ` +
+        `(default ${guidance.default}, warning above ${guidance.warnAbove}); a pretrained model may be destroyed within a few updates`,
+    );
+  config.sessionTimeoutMs = r.int('SRPO_SESSION_TIMEOUT_MS', kind === 'full' ? SESSION_TIMEOUT_DEFAULTS.full : SESSION_TIMEOUT_DEFAULTS.other, {
+    min: 6_000,
+    max: 300_000,
+  });
+  if (kind === 'full' && config.sessionTimeoutMs < SESSION_TIMEOUT_DEFAULTS.full)
+    config.warnings.push(
+      `SRPO_SESSION_TIMEOUT_MS=${config.sessionTimeoutMs} with a full-weight Hugging Face model: an update blocks heartbeats while it runs ` +
+        '(15-24 s for a 135M model on 2 vCPUs); below twice the slowest update the broker evicts the learner mid-update',
+    );
   return config;
 }
 
-/** Applies the process-wide settings of a loaded config (log level). */
+/** Applies the process-wide settings of a loaded config (log level) and logs its warnings. */
 export function applyLearnerConfig(config: LearnerConfig): void {
   Logger.configure({ level: config.logLevel });
+  const log = new Logger('learner-config');
+  for (const warning of config.warnings) log.warn(warning);
 }
 
 /** SRPO_DATABASE_URL / SRPO_DATABASE_SCHEMA / SRPO_SQLITE_PATH; shared with the CLI so both find the same store. */
@@ -186,6 +250,27 @@ function readObjective(r: EnvReader): ObjectiveConfig {
     return resolveObjectiveConfig(partial, 'objective');
   } catch (e) {
     throw new ConfigError('SRPO_OBJECTIVE', errorMessage(e));
+  }
+}
+
+function readCorrection(r: EnvReader): CorrectionConfig {
+  // Each variable is range-checked here so the error names it.
+  const correction = r.oneOf('SRPO_CORRECTION', BEHAVIOUR_CORRECTIONS, 'none');
+  const cap = r.num('SRPO_CORRECTION_CAP', 2);
+  if (!(cap >= 1)) throw new ConfigError('SRPO_CORRECTION_CAP', `must be >= 1 (the largest set weight), got ${cap}`);
+  const bound = r.num('SRPO_CORRECTION_BOUND', Math.LN2);
+  if (!(bound > 0)) throw new ConfigError('SRPO_CORRECTION_BOUND', `must be > 0 (the largest |mean log-ratio| of a kept set), got ${bound}`);
+  const klCoef = r.num('SRPO_KL_COEF', 0, { min: 0 });
+  if (klCoef > 0 && !r.has('SRPO_LORA')) {
+    throw new ConfigError(
+      'SRPO_KL_COEF',
+      `${klCoef} needs SRPO_LORA: the KL reference is the base model without the adapter; full-weight policies have none (a second copy of the weights)`,
+    );
+  }
+  try {
+    return resolveCorrectionConfig({ correction, cap, bound, klCoef }, 'correction');
+  } catch (e) {
+    throw new ConfigError('SRPO_CORRECTION', errorMessage(e));
   }
 }
 

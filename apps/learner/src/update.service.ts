@@ -33,6 +33,7 @@ export class UpdateService {
         policyId: config.policyId,
         maxPolicyLag: config.maxPolicyLag,
         objective: config.objective,
+        correction: config.correction,
         lr: config.lr,
         epochs: config.epochs,
         maxGradNorm: config.maxGradNorm,

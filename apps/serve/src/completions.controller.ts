@@ -39,6 +39,49 @@ export class CompletionsController {
     await this.handle('completions', body, res);
   }
 
+  /**
+   * vLLM's `POST /v1/load_lora_adapter` `{lora_name, lora_path}`: 200 with a text body
+   * `Success: LoRA adapter '<name>' added successfully.`; refusals in vLLM's error shape
+   * (400 `InvalidUserInput` for a missing field or a name already loaded, 404 `NotFoundError`
+   * for a path with no adapter, 400 `BadRequestError` for an adapter that does not fit).
+   */
+  @Post('v1/load_lora_adapter')
+  loadLora(@Body() body: unknown, @Res() res: Response): void {
+    this.lora(res, () => {
+      const b = loraBody(body);
+      const { evicted } = this.serve.loadLora(b.lora_name, b.lora_path);
+      if (evicted.length > 0) this.log.info('adapters unloaded to stay within --max-loras', { evicted });
+      return `Success: LoRA adapter '${String(b.lora_name)}' added successfully.`;
+    });
+  }
+
+  /** vLLM's `POST /v1/unload_lora_adapter` `{lora_name}`: 200 `Success: LoRA adapter '<name>' removed successfully.`, 404 `NotFoundError` when not loaded. */
+  @Post('v1/unload_lora_adapter')
+  unloadLora(@Body() body: unknown, @Res() res: Response): void {
+    this.lora(res, () => {
+      const b = loraBody(body);
+      this.serve.unloadLora(b.lora_name);
+      return `Success: LoRA adapter '${String(b.lora_name)}' removed successfully.`;
+    });
+  }
+
+  private lora(res: Response, run: () => string): void {
+    if (!this.serve.runtimeLora) {
+      res.status(404).json({ detail: 'Not Found' });
+      return;
+    }
+    try {
+      const text = run();
+      res.status(200).setHeader('content-type', 'text/plain; charset=utf-8');
+      res.write(text);
+      res.end();
+    } catch (e) {
+      const { status, type } = vllmLoraError(e);
+      if (status >= 500) this.log.error('LoRA adapter request failed', { error: errorMessage(e) });
+      res.status(status).json({ error: { message: errorMessage(e), type, param: null, code: status } });
+    }
+  }
+
   private async handle(endpoint: ParsedRequest['endpoint'], body: unknown, res: Response): Promise<void> {
     let streaming = false;
     try {
@@ -87,4 +130,18 @@ export function toOpenAiError(e: unknown): OpenAiError {
     if (e.code === ErrorCode.NOT_FOUND) return new OpenAiError(404, e.message, e.field ?? null, 'not_found');
   }
   return new OpenAiError(500, 'The server had an error while processing your request.', null, 'internal_error');
+}
+
+function loraBody(body: unknown): Record<string, unknown> {
+  return typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : {};
+}
+
+/** vLLM's status and error type for a LoRA request's failure (serving_models.py). */
+export function vllmLoraError(e: unknown): { status: number; type: string } {
+  if (e instanceof SrpoError) {
+    if (e.code === ErrorCode.NOT_FOUND) return { status: 404, type: 'NotFoundError' };
+    if (e.code === ErrorCode.CONFLICT || (e.code === ErrorCode.VALIDATION_FAILED && e.field === 'lora_name')) return { status: 400, type: 'InvalidUserInput' };
+    if (e.code === ErrorCode.VALIDATION_FAILED || e.code === ErrorCode.CONFIG_INVALID) return { status: 400, type: 'BadRequestError' };
+  }
+  return { status: 500, type: 'InternalServerError' };
 }

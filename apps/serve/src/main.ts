@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { NestFactory } from '@nestjs/core';
 import { errorMessage, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
-import { applyServeConfig, loadServeConfig } from './serve-config';
+import { applyServeConfig, loadServeConfig, serveFlagsToEnv } from './serve-config';
 import { ServeModule } from './serve.module';
 import { ServeService } from './serve.service';
 
@@ -20,17 +20,24 @@ export async function bootstrap(env: Readonly<Record<string, string | undefined>
   await app.get(ServeService).start();
   await app.listen(config.port, config.host);
   const address = app.getHttpServer().address() as { port: number } | null;
-  new Logger('serve').info('OpenAI-compatible API listening', { host: config.host, port: address?.port ?? config.port, policies: config.policies });
+  new Logger('serve').info('OpenAI-compatible API listening', {
+    host: config.host,
+    port: address?.port ?? config.port,
+    policies: config.policies,
+    ...(config.modelName ? { model: config.modelName } : {}),
+  });
   return app;
 }
 
 if (require.main === module) {
-  bootstrap().catch((e: unknown) => {
-    new Logger('serve').error('srpo serve failed to start', {
-      error: errorMessage(e),
-      code: e instanceof SrpoError ? e.code : undefined,
-      field: e instanceof SrpoError ? e.field : undefined,
+  Promise.resolve()
+    .then(() => bootstrap({ ...process.env, ...serveFlagsToEnv(process.argv.slice(2)) }))
+    .catch((e: unknown) => {
+      new Logger('serve').error('srpo serve failed to start', {
+        error: errorMessage(e),
+        code: e instanceof SrpoError ? e.code : undefined,
+        field: e instanceof SrpoError ? e.field : undefined,
+      });
+      process.exit(1);
     });
-    process.exit(1);
-  });
 }

@@ -1,6 +1,8 @@
 import * as path from 'path';
 import { ConfigError } from '@srpo/core';
-import { loadServeConfig } from './serve-config';
+import { loadServeConfig, serveFlagsToEnv } from './serve-config';
+
+const QWEN2 = path.join(__dirname, '..', '..', '..', 'libs', 'hf', 'fixtures', 'qwen2');
 
 describe('serve configuration', () => {
   it('has working defaults: serves actor on 127.0.0.1:8000 from .srpo/checkpoints', () => {
@@ -9,6 +11,26 @@ describe('serve configuration', () => {
     expect([c.host, c.port, c.maxBatchRows, c.maxQueuedRows]).toEqual(['127.0.0.1', 8000, 64, 1024]);
     expect(c.checkpointDir).toBe(path.resolve('/work', '.srpo/checkpoints'));
     expect(c.topics.prefix).toBe('srpo.');
+    expect([c.modelDir, c.modelName, c.maxLoras, c.runtimeLora]).toEqual([undefined, undefined, 8, true]);
+  });
+
+  it('--model serves a directory under its name with no policy (no broker); --served-model-name renames it; policies may be added', () => {
+    const c = loadServeConfig({ SRPO_SERVE_MODEL_DIR: QWEN2 }, '/work');
+    expect([c.modelDir, c.modelName, c.policies]).toEqual([QWEN2, 'qwen2', []]);
+    expect(loadServeConfig({ SRPO_SERVE_MODEL_DIR: QWEN2, SRPO_SERVE_MODEL_NAME: 'smol' }).modelName).toBe('smol');
+    expect(loadServeConfig({ SRPO_SERVE_MODEL_DIR: QWEN2, SRPO_SERVE_POLICIES: 'actor' }).policies).toEqual(['actor']);
+  });
+
+  it('flags stand for their variables, as vllm serve takes them', () => {
+    expect(serveFlagsToEnv(['--model', '/m', '--served-model-name=smol', '--max-loras', '4', '--port', '9000'])).toEqual({
+      SRPO_SERVE_MODEL_DIR: '/m',
+      SRPO_SERVE_MODEL_NAME: 'smol',
+      SRPO_SERVE_MAX_LORAS: '4',
+      SRPO_SERVE_PORT: '9000',
+    });
+    expect(() => serveFlagsToEnv(['--modle', 'x'])).toThrow(/--modle: is not a flag of srpo serve/);
+    expect(() => serveFlagsToEnv(['--model'])).toThrow(/--model: needs a value/);
+    expect(() => serveFlagsToEnv(['--model', '--port', '1'])).toThrow(/--model: needs a value/);
   });
 
   it.each([
@@ -17,6 +39,11 @@ describe('serve configuration', () => {
     [{ SRPO_SERVE_PORT: '70000' }, 'SRPO_SERVE_PORT', /<= 65535/],
     [{ SRPO_SERVE_MAX_BATCH: '0' }, 'SRPO_SERVE_MAX_BATCH', />= 1/],
     [{ SRPO_BACKEND: 'tpu' }, 'SRPO_BACKEND', /one of/],
+    [{ SRPO_SERVE_MODEL_DIR: '/nowhere' }, 'SRPO_SERVE_MODEL_DIR', /not a Hugging Face model directory/],
+    [{ SRPO_SERVE_MODEL_DIR: QWEN2, SRPO_SERVE_MODEL_NAME: 'a b' }, 'SRPO_SERVE_MODEL_NAME', /without spaces/],
+    [{ SRPO_SERVE_MODEL_DIR: QWEN2, SRPO_SERVE_POLICIES: 'qwen2' }, 'SRPO_SERVE_MODEL_NAME', /also a served policy/],
+    [{ SRPO_SERVE_POLICIES: ',' }, 'SRPO_SERVE_POLICIES', /lists no policy/],
+    [{ SRPO_SERVE_MAX_LORAS: '0' }, 'SRPO_SERVE_MAX_LORAS', />= 1/],
   ])('fails fast naming the variable: %j', (env, variable, message) => {
     let error: unknown;
     try {

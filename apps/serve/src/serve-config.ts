@@ -1,3 +1,4 @@
+import * as fs from 'fs';
 import * as path from 'path';
 import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, Logger, LogLevel, tfBackendSettings, type TfBackendSettings } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
@@ -5,8 +6,16 @@ import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from
 export interface ServeConfig {
   kafka: KafkaConnectionOptions;
   topics: TopicCatalogOptions;
-  /** Policy ids served as OpenAI models (`model` in a request). */
+  /** Policy ids served as OpenAI models (`model` in a request), following their versions on Kafka; empty: no broker is used. */
   policies: string[];
+  /** A Hugging Face directory served on its own (`--model`), absolute; the base of runtime LoRA adapters. */
+  modelDir?: string;
+  /** The model id `modelDir` is served under (`--served-model-name`; default the directory's name). */
+  modelName?: string;
+  /** LoRA adapters held at once over the `--model` base; loading one more unloads the oldest. */
+  maxLoras: number;
+  /** Whether `/v1/load_lora_adapter` and `/v1/unload_lora_adapter` answer (vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING). */
+  runtimeLora: boolean;
   /** Absolute; version 0 of each policy is read from it until a version is announced. */
   checkpointDir: string;
   host: string;
@@ -35,7 +44,11 @@ const POLICY_ID = /^[A-Za-z0-9._-]+$/;
  * | `KAFKA_*` | local broker | see readKafkaConnection |
  * | `SRPO_TOPIC_PREFIX` | `srpo.` | topic names (the policy-versions topic is followed) |
  * | `SRPO_CLIENT_ID` | `srpo-serve` | Kafka client id |
- * | `SRPO_SERVE_POLICIES` | `actor` | comma-separated policy ids to serve; each is a `model` |
+ * | `SRPO_SERVE_POLICIES` (`--policies`) | `actor`, none with `--model` | comma-separated policy ids to serve; each is a `model` |
+ * | `SRPO_SERVE_MODEL_DIR` (`--model`) | unset | a Hugging Face directory served on its own, with no broker or learner |
+ * | `SRPO_SERVE_MODEL_NAME` (`--served-model-name`) | the directory's name | its model id |
+ * | `SRPO_SERVE_MAX_LORAS` (`--max-loras`) | 8 | LoRA adapters held at once over the `--model` base |
+ * | `SRPO_SERVE_RUNTIME_LORA` | true | `/v1/load_lora_adapter` and `/v1/unload_lora_adapter` answer |
  * | `SRPO_CHECKPOINT_DIR` | `.srpo/checkpoints` | the learners' checkpoint root |
  * | `SRPO_SERVE_HOST` / `SRPO_SERVE_PORT` | `127.0.0.1` / 8000 | where the API listens |
  * | `SRPO_SERVE_MAX_BATCH` | 64 | choices generated together per step |
@@ -50,8 +63,18 @@ const POLICY_ID = /^[A-Za-z0-9._-]+$/;
  */
 export function loadServeConfig(env: Readonly<Record<string, string | undefined>> = process.env, cwd: string = process.cwd()): ServeConfig {
   const r = new EnvReader(env);
-  const policies = r.list('SRPO_SERVE_POLICIES', ['actor']);
-  if (policies.length === 0) throw new ConfigError('SRPO_SERVE_POLICIES', 'lists no policy');
+  const modelDirRaw = r.optionalStr('SRPO_SERVE_MODEL_DIR');
+  const modelDir = modelDirRaw === undefined ? undefined : path.resolve(cwd, modelDirRaw);
+  if (modelDir !== undefined && !fs.existsSync(path.join(modelDir, 'config.json')))
+    throw new ConfigError('SRPO_SERVE_MODEL_DIR', `${modelDir} is not a Hugging Face model directory (no config.json)`);
+  const modelName = modelDir === undefined ? undefined : r.str('SRPO_SERVE_MODEL_NAME', path.basename(modelDir));
+  if (modelName !== undefined && (modelName.trim() === '' || /[\s]/.test(modelName)))
+    throw new ConfigError('SRPO_SERVE_MODEL_NAME', `"${modelName}" must be a non-empty name without spaces`);
+  // With a model directory and no policies named, nothing is followed: no broker is needed.
+  const policies = r.list('SRPO_SERVE_POLICIES', modelDir === undefined ? ['actor'] : []);
+  if (policies.length === 0 && modelDir === undefined) throw new ConfigError('SRPO_SERVE_POLICIES', 'lists no policy (and no SRPO_SERVE_MODEL_DIR is set)');
+  if (modelName !== undefined && policies.includes(modelName))
+    throw new ConfigError('SRPO_SERVE_MODEL_NAME', `"${modelName}" is also a served policy id; give the model another name`);
   for (const p of policies) {
     if (!POLICY_ID.test(p) || p === '.' || p === '..') throw new ConfigError('SRPO_SERVE_POLICIES', `policy id "${p}" must match [A-Za-z0-9._-]+`);
   }
@@ -60,6 +83,9 @@ export function loadServeConfig(env: Readonly<Record<string, string | undefined>
     kafka: readKafkaConnection(r, r.str('SRPO_CLIENT_ID', 'srpo-serve')),
     topics: { prefix: r.str('SRPO_TOPIC_PREFIX', 'srpo.') },
     policies,
+    ...(modelDir !== undefined ? { modelDir, modelName } : {}),
+    maxLoras: r.int('SRPO_SERVE_MAX_LORAS', 8, { min: 1, max: 1024 }),
+    runtimeLora: r.bool('SRPO_SERVE_RUNTIME_LORA', true),
     checkpointDir: path.resolve(cwd, r.str('SRPO_CHECKPOINT_DIR', '.srpo/checkpoints')),
     host: r.str('SRPO_SERVE_HOST', '127.0.0.1'),
     port: r.int('SRPO_SERVE_PORT', 8000, { min: 0, max: 65535 }),
@@ -75,4 +101,35 @@ export function loadServeConfig(env: Readonly<Record<string, string | undefined>
 
 export function applyServeConfig(config: ServeConfig): void {
   Logger.configure({ level: config.logLevel });
+}
+
+/** `srpo serve`'s flags and the variables they set (a flag wins over the variable). */
+const SERVE_FLAGS: Readonly<Record<string, string>> = {
+  '--model': 'SRPO_SERVE_MODEL_DIR',
+  '--served-model-name': 'SRPO_SERVE_MODEL_NAME',
+  '--max-loras': 'SRPO_SERVE_MAX_LORAS',
+  '--policies': 'SRPO_SERVE_POLICIES',
+  '--checkpoints': 'SRPO_CHECKPOINT_DIR',
+  '--host': 'SRPO_SERVE_HOST',
+  '--port': 'SRPO_SERVE_PORT',
+};
+
+/**
+ * The process's flags (`--model DIR`, `--model=DIR`, ...) as the variables they stand for, so
+ * that `node dist/apps/serve/src/main.js --model DIR` works as `vllm serve DIR` does. An
+ * unknown flag or one without a value is refused, naming it.
+ */
+export function serveFlagsToEnv(argv: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const eq = arg.indexOf('=');
+    const flag = eq > 0 ? arg.slice(0, eq) : arg;
+    const variable = SERVE_FLAGS[flag];
+    if (!variable) throw new ConfigError(flag, `is not a flag of srpo serve (${Object.keys(SERVE_FLAGS).join(', ')})`);
+    const value = eq > 0 ? arg.slice(eq + 1) : argv[++i];
+    if (value === undefined || value === '' || (eq < 0 && value.startsWith('--'))) throw new ConfigError(flag, 'needs a value');
+    out[variable] = value;
+  }
+  return out;
 }

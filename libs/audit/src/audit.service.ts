@@ -8,7 +8,7 @@ import { EventCodec, readRanges, type AdvantageGroup, type KafkaCoordinates } fr
 import { checkpointVersionDir, CheckpointStore } from '@srpo/policy';
 // A recorded Hugging Face policy's checkpoint loads through the hf-llama family @srpo/hf registers.
 import '@srpo/hf';
-import type { ObjectiveConfig } from '@srpo/srpo';
+import type { CorrectionConfig, ObjectiveConfig } from '@srpo/srpo';
 import { ledgerEntryFromGroup, type AuditStore, type GroupLedgerRecord, type UpdateDetail } from '@srpo/store';
 import {
   DEFAULT_MODEL,
@@ -221,7 +221,7 @@ export class AuditService {
           : `recorded on ${detail.backend}, recomputed on ${this.options.backend}: hashes may differ`,
       });
 
-      const result = await recomputeStep(trainer, this.codec, groups, hyper.objective);
+      const result = await recomputeStep(trainer, this.codec, groups, hyper.objective, hyper.correction);
       report.recomputedLoss = result.loss;
       report.recomputedWeightsHashAfter = result.weightsHash;
       if (result.weightsHash !== detail.weightsHashAfter) {
@@ -321,7 +321,7 @@ export class AuditService {
           const hyper = readUpdateHyperparameters(update);
           const groups = await this.fetchGroups(update.groups);
           work = await this.withOptions(work, hyper, scratch);
-          result = await recomputeStep(work, this.codec, groups, hyper.objective);
+          result = await recomputeStep(work, this.codec, groups, hyper.objective, hyper.correction);
         } catch (e) {
           throw failed(`${at}: ${errorMessage(e)}`);
         }
@@ -456,10 +456,11 @@ export async function recomputeStep(
   codec: EventCodec,
   groups: readonly AdvantageGroup[],
   objective: ObjectiveConfig,
+  correction?: CorrectionConfig,
 ): Promise<StepResult & { weightsHash: string }> {
   await prefetchMemberSchemas(codec, groups);
   const sets = groups.flatMap((g) => trainingSetsFromGroup(codec, g));
-  const result = await trainer.step(sets, objective);
+  const result = await trainer.step(sets, objective, correction);
   return { ...result, weightsHash: await trainer.weightsHash() };
 }
 

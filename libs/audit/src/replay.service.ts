@@ -269,7 +269,7 @@ export class ReplayService {
         events += groups.length;
         const wallStart = Date.now();
         // The trainer is rebuilt only if lr/epochs/grad-norm change mid-run; otherwise it carries its state like the live learner.
-        const result = await recomputeStep(trainer, this.codec, groups, hyper.objective);
+        const result = await recomputeStep(trainer, this.codec, groups, hyper.objective, hyper.correction);
         row.replayHash = result.weightsHash;
         row.replayLoss = result.loss;
         row.match = result.weightsHash === original.weightsHashAfter;

@@ -11,5 +11,6 @@ export * from './hf-weights';
 export * from './hf-export';
 export * from './lora';
 export * from './peft-adapter';
+export * from './smollm2-dir';
 // Registers the hf-llama family with @srpo/policy's checkpoint store when @srpo/hf loads.
 export * from './llama-family';

@@ -99,10 +99,28 @@ export class LlamaModel {
   private readonly ropeCache = new Map<number, RopeTables>();
   private readonly maskCache = new Map<number, tf.Tensor2D>();
   private disposed = false;
+  /** False for a view ({@link adapterView}): the base variables belong to another model. */
+  private readonly ownsBase: boolean;
 
-  private constructor(config: HfModelConfig, weights: Map<string, tf.Variable>) {
+  private constructor(config: HfModelConfig, weights: ReadonlyMap<string, tf.Variable>, ownsBase = true) {
     this.config = config;
     this.base = weights;
+    this.ownsBase = ownsBase;
+  }
+
+  /**
+   * A model over this one's base variables (the same objects, nothing copied) with its own
+   * adapter, or none: a server keeps one base in memory and serves several LoRA versions as
+   * views, each forwarding its own rows. A view never changes the base's `trainable` flags
+   * (serving must not touch training state), and disposing it disposes its adapter and
+   * caches, never the base; the base must outlive its views.
+   */
+  adapterView(adapter?: LinearAdapter): LlamaModel {
+    if (this.disposed) throw new ValidationError('model', 'has been disposed');
+    const view = new LlamaModel(this.config, this.base, false);
+    view.source = this.source;
+    if (adapter) view.setAdapter(adapter);
+    return view;
   }
 
   /** The trainable weights by canonical name: the base weights, or an attached adapter's alone (the base is then frozen). */
@@ -132,7 +150,7 @@ export class LlamaModel {
       if (this.base.has(name)) throw new ValidationError(`adapter.weights.${name}`, 'collides with a base weight name');
     }
     this.linearAdapter = adapter;
-    for (const v of this.base.values()) v.trainable = adapter === undefined;
+    if (this.ownsBase) for (const v of this.base.values()) v.trainable = adapter === undefined;
   }
 
   /**
@@ -252,7 +270,7 @@ export class LlamaModel {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    for (const v of this.base.values()) v.dispose();
+    if (this.ownsBase) for (const v of this.base.values()) v.dispose();
     this.linearAdapter?.dispose();
     this.linearAdapter = undefined;
     for (const r of this.ropeCache.values()) tf.dispose([r.cos, r.sin, r.negSin]);

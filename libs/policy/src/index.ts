@@ -11,3 +11,4 @@ export * from './model-family';
 export { isTransformerModel, transformerFamily } from './transformer-family';
 export * from './checkpoint-store';
 export * from './srpo-step';
+export type { ReferenceScope } from './corrected-batch';

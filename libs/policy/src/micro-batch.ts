@@ -53,6 +53,9 @@ export interface AccumulatedStep {
  * micro-batch boundary): about one extra forward pass for a memory bound of one
  * micro-batch. Rows, not sets, are split: G already carries each set's coupling. Equal to
  * the single-pass gradient up to float32 summation order.
+ *
+ * `penalty` (the learner's KL term, a function of the log-probs alone) is added to the loss in
+ * step 2, so G carries its gradient too; `out.loss` stays the objective's alone.
  */
 export function accumulatedGradients(
   model: CausalLm,
@@ -61,6 +64,7 @@ export function accumulatedGradients(
   objective: ObjectiveConfig,
   temperature: number,
   maxTokens: number,
+  penalty?: (logpNew: tf.Tensor2D) => tf.Scalar,
 ): AccumulatedStep {
   const full = packPairs(pairs, model);
   const lengths = pairs.map((p, i) => full.contextKept[i] + p.responseTokens.length - 1);
@@ -100,7 +104,7 @@ export function accumulatedGradients(
       const o = learnerObjectiveLoss(lp as tf.Tensor2D, batch, objective);
       for (const t of objectiveOutputTensors(o)) tf.keep(t);
       out = { ...o, loss: tf.keep(o.loss.clone()) };
-      return o.loss;
+      return penalty ? tf.add<tf.Scalar>(o.loss, penalty(lp as tf.Tensor2D)) : o.loss;
     })(logpNew);
     logpNew.dispose();
     // 3. One backward pass per micro-batch, accumulated.

@@ -1,12 +1,12 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
 import {
-  buildPaddedSetBatch,
   disposeObjectiveOutput,
-  disposePaddedSetBatch,
   objectiveOutputTensors,
   readDiagnostics,
+  resolveCorrectionConfig,
   resolveObjectiveConfig,
+  type CorrectionConfig,
   type ObjectiveConfig,
   type ObjectiveOutput,
   type SetInput,
@@ -16,6 +16,15 @@ import { learnerObjectiveLoss } from '@srpo/kernels';
 import { checkTemperature, disposePacked, packPairs, packedLogProbs, packedToTensors, type SequencePair } from './log-probs';
 import { learningRateAt, validateLrSchedule, type LrSchedule } from './lr-schedule';
 import { accumulatedGradients } from './micro-batch';
+import {
+  disposeCorrectedBatch,
+  klTerm,
+  lossParts,
+  prepareCorrectedBatch,
+  type CorrectedBatch,
+  type CorrectionContext,
+  type ReferenceScope,
+} from './corrected-batch';
 import type { Policy } from './policy';
 
 /** One agent output of an active set, with what the model needs to re-score it. */
@@ -58,6 +67,20 @@ export interface SrpoTrainerConfig {
    * Default 0: one pass, whatever the size.
    */
   microBatchTokens?: number;
+  /**
+   * Engine/learner mismatch correction and KL penalty (`@srpo/srpo`'s CorrectionConfig; missing
+   * fields take its defaults: no correction, no penalty). With a correction, every output is
+   * re-scored at the weights the call starts from (the proximal policy, no gradient) and the
+   * set ratio uses those log-probs; each set's advantage carries its behaviour weight
+   * (docs/objective.md, section 7).
+   */
+  correction?: Partial<CorrectionConfig>;
+  /**
+   * Runs `score` with the KL penalty's reference weights in place of the policy's and returns
+   * its result (for a LoRA policy: the base model without its adapter). Required when
+   * `correction.klCoef` > 0.
+   */
+  withReference?: ReferenceScope;
 }
 
 export interface SrpoEpochResult {
@@ -112,6 +135,8 @@ export class SrpoTrainer {
   readonly schedule: LrSchedule;
   readonly epochs: number;
   readonly microBatchTokens: number;
+  readonly correction: CorrectionConfig;
+  private readonly withReference?: ReferenceScope;
   private busy = false;
 
   constructor(
@@ -128,6 +153,11 @@ export class SrpoTrainer {
     this.microBatchTokens = config.microBatchTokens ?? 0;
     if (!Number.isInteger(this.microBatchTokens) || this.microBatchTokens < 0) {
       throw new ValidationError('config.microBatchTokens', `must be a non-negative integer (0: one pass), got ${this.microBatchTokens}`);
+    }
+    this.correction = resolveCorrectionConfig(config.correction, 'config.correction');
+    this.withReference = config.withReference;
+    if (this.correction.klCoef > 0 && !this.withReference) {
+      throw new ValidationError('config.correction.klCoef', 'a KL penalty needs a reference policy (withReference), and this trainer was given none');
     }
     this.optimizer = new AdamOptimizer(policy.model, config.adam);
   }
@@ -156,36 +186,41 @@ export class SrpoTrainer {
     const { setInputs, pairs, fields } = flatten(sets);
     // Validate everything (token ids, lengths, log-probs) before touching the device.
     const packed = packPairs(pairs, model, (i) => fields[i]);
-    const batch = buildPaddedSetBatch(setInputs);
     const tensors = packedToTensors(packed);
     const vars = model.trainableVariables();
     const names = model.weightNames();
     const results: SrpoEpochResult[] = [];
     const micro = this.microBatchTokens > 0 && packed.m * packed.inputLength > this.microBatchTokens;
+    let prepared: CorrectedBatch | undefined;
     try {
+      prepared = await prepareCorrectedBatch(this.context(), setInputs, pairs, tensors);
+      const { batch, reference } = prepared;
       for (let e = 0; e < this.epochs; e++) {
         const lr = learningRateAt(this.schedule, this.optimizer.step);
         let out: ObjectiveOutput | undefined;
+        let kl: tf.Scalar | undefined;
         let byName: Map<string, tf.Tensor>;
         let peakBytes = 0;
         let microBatches = 1;
+        const penalty = reference ? klTerm(reference, batch.mask, this.correction.klCoef, (k) => (kl = k)) : undefined;
         if (micro) {
-          const acc = accumulatedGradients(model, pairs, batch, this.objective, this.temperature, this.microBatchTokens);
+          const acc = accumulatedGradients(model, pairs, batch, this.objective, this.temperature, this.microBatchTokens, penalty);
           byName = acc.grads;
           out = acc.out;
           peakBytes = acc.peakBytes;
           microBatches = acc.microBatches;
         } else {
-          const { grads } = tf.variableGrads(() => {
+          const { value, grads } = tf.variableGrads(() => {
             const logpNew = packedLogProbs(model, tensors, this.temperature);
             const o = learnerObjectiveLoss(logpNew, batch, this.objective);
             // Activations of the whole pass are alive here: the step's peak, give or take its gradients.
             peakBytes = tf.memory().numBytes;
             // The diagnostics tensors must outlive the gradient scope; the loss is kept by variableGrads.
             for (const t of objectiveOutputTensors(o)) tf.keep(t);
-            out = o;
-            return o.loss;
+            out = { ...o, loss: tf.keep(o.loss.clone()) };
+            return penalty ? tf.add<tf.Scalar>(o.loss, penalty(logpNew)) : o.loss;
           }, vars);
+          value.dispose();
           byName = new Map<string, tf.Tensor>(names.map((n, i) => [n, grads[vars[i].name]]));
         }
         let normT: tf.Scalar;
@@ -199,12 +234,13 @@ export class SrpoTrainer {
         let diagnostics: Record<string, number>;
         let gradNorm: number;
         try {
-          const [d, n] = await Promise.all([readDiagnostics(o, batch, this.objective), normT.data()]);
-          diagnostics = d;
+          const [d, n, k] = await Promise.all([readDiagnostics(o, batch, this.objective), normT.data(), kl ? kl.data() : undefined]);
+          diagnostics = { ...d, ...prepared.mismatch, ...lossParts(d['losses/loss'], k?.[0], this.correction.klCoef) };
           gradNorm = n[0];
         } finally {
           disposeObjectiveOutput(o);
           normT.dispose();
+          kl?.dispose();
         }
         diagnostics['grad/norm'] = gradNorm;
         diagnostics['optim/lr'] = lr;
@@ -214,7 +250,7 @@ export class SrpoTrainer {
       }
     } finally {
       disposePacked(tensors);
-      disposePaddedSetBatch(batch);
+      if (prepared) disposeCorrectedBatch(prepared);
     }
     const first = results[0];
     return {
@@ -230,12 +266,22 @@ export class SrpoTrainer {
     };
   }
 
+  private context(): CorrectionContext {
+    return {
+      model: this.policy.model,
+      temperature: this.temperature,
+      microBatchTokens: this.microBatchTokens,
+      correction: this.correction,
+      withReference: this.withReference,
+    };
+  }
+
   /**
    * The objective's loss and pre-clip global gradient norm on one mini-batch at the
    * current weights, without an optimizer step: weights, Adam state and version stay as
    * they are. It is what the first epoch of {@link update} would see (same forward pass,
-   * same norm, in float32), so a caller can find which set makes a step non-finite by
-   * evaluating the sets one by one.
+   * same correction and KL penalty, same norm, in float32), so a caller can find which set
+   * makes a step non-finite by evaluating the sets one by one.
    *
    * @throws ValidationError like {@link update} for malformed input
    */
@@ -246,26 +292,30 @@ export class SrpoTrainer {
       const model = this.policy.model;
       const { setInputs, pairs, fields } = flatten(sets);
       const packed = packPairs(pairs, model, (i) => fields[i]);
-      const batch = buildPaddedSetBatch(setInputs);
       const tensors = packedToTensors(packed);
+      let prepared: CorrectedBatch | undefined;
       try {
+        prepared = await prepareCorrectedBatch(this.context(), setInputs, pairs, tensors);
+        const { batch, reference } = prepared;
         // The objective as update computes it (the fused op where update takes it).
         let out: ObjectiveOutput | undefined;
+        let kl: tf.Scalar | undefined;
+        const penalty = reference ? klTerm(reference, batch.mask, this.correction.klCoef, (k) => (kl = k)) : undefined;
         const { value, grads } = tf.variableGrads(() => {
           const logpNew = packedLogProbs(model, tensors, this.temperature);
           out = learnerObjectiveLoss(logpNew, batch, this.objective);
-          return out.loss;
+          return penalty ? tf.add<tf.Scalar>(out.loss, penalty(logpNew)) : out.loss;
         }, model.trainableVariables());
         const normT = tf.tidy(() => tf.sqrt(tf.addN(Object.values(grads).map((g) => tf.sum(tf.square(g))))) as tf.Scalar);
         try {
           const [loss, norm] = await Promise.all([value.data(), normT.data()]);
           return { loss: loss[0], gradNorm: norm[0] };
         } finally {
-          tf.dispose([value, normT, ...Object.values(grads), ...(out ? objectiveOutputTensors(out) : [])]);
+          tf.dispose([value, normT, ...Object.values(grads), ...(out ? objectiveOutputTensors(out) : []), ...(kl ? [kl] : [])]);
         }
       } finally {
         disposePacked(tensors);
-        disposePaddedSetBatch(batch);
+        if (prepared) disposeCorrectedBatch(prepared);
       }
     } finally {
       this.busy = false;

@@ -7,7 +7,7 @@ import { ErrorCode, errorMessage, Logger, SrpoError } from '@srpo/core';
 import { EventCodec, readTopicsToEnd, type PolicyVersion, type TopicCatalog } from '@srpo/events';
 import { CheckpointStore, loadCheckpoint, Policy, PolicyRegistry } from '@srpo/policy';
 // A Hugging Face policy's checkpoint loads through the hf-llama family @srpo/hf registers.
-import '@srpo/hf';
+import { isLlamaModel, type LlamaModel } from '@srpo/hf';
 
 export interface PolicyPoolOptions {
   kafka: Kafka;
@@ -25,6 +25,13 @@ export interface PolicyPoolOptions {
    */
   retire?: (old: Policy) => void;
   startupTimeoutMs: number;
+  /**
+   * Keep one copy of each LoRA policy's base: every loaded LoRA version becomes a view of the
+   * base already held ({@link LlamaModel.adapterView}, same variables) with its own adapter,
+   * instead of a model with a base of its own. Memory is then one base plus an adapter per
+   * version alive. Default false.
+   */
+  shareLoraBases?: boolean;
   logger?: Logger;
 }
 
@@ -51,6 +58,8 @@ export class PolicyPool {
   private stopped = false;
   /** Versions loaded and swapped in, per policy, since start. */
   readonly swaps = new Map<string, number>();
+  /** Shared LoRA bases by the hash of their directory ({@link PolicyPoolOptions.shareLoraBases}). */
+  private readonly bases = new Map<string, LlamaModel>();
 
   constructor(private readonly options: PolicyPoolOptions) {
     this.log = options.logger ?? new Logger('policy-pool');
@@ -146,6 +155,8 @@ export class PolicyPool {
     for (const p of this.pending.values()) p.dispose();
     this.pending.clear();
     this.registry.dispose();
+    for (const b of this.bases.values()) b.dispose();
+    this.bases.clear();
     for (const w of [...this.waiters]) w();
   }
 
@@ -210,7 +221,32 @@ export class PolicyPool {
       );
     }
     this.checkShape(loaded.policy, dir);
-    return loaded.policy;
+    return this.shareBase(loaded.policy);
+  }
+
+  /** Held LoRA bases (one per base directory), for tests and /health. */
+  get sharedBases(): number {
+    return this.bases.size;
+  }
+
+  /**
+   * A LoRA policy as a view of the shared base of its directory: its adapter is moved to a view
+   * of the base held for that directory hash (the first such policy's base becomes it), and the
+   * base it was loaded with is disposed. The checkpoint load has already checked that the
+   * directory's hash is the one the adapter was trained on.
+   */
+  private shareBase(policy: Policy): Policy {
+    const model = policy.model;
+    if (!this.options.shareLoraBases || !isLlamaModel(model) || !model.adapter || !model.source) return policy;
+    const adapter = model.adapter;
+    model.setAdapter(undefined);
+    let base = this.bases.get(model.source.hash);
+    if (base) model.dispose();
+    else {
+      base = model;
+      this.bases.set(model.source.hash, base);
+    }
+    return new Policy(policy.id, base.adapterView(adapter), policy.version);
   }
 
   private async loadInitial(policyId: string): Promise<Policy> {
@@ -235,7 +271,7 @@ export class PolicyPool {
     }
     const loaded = await store.load(policyId, 0);
     this.checkShape(loaded.policy, dir);
-    return loaded.policy;
+    return this.shareBase(loaded.policy);
   }
 
   /** A policy the sampler cannot use is refused before it is ever sampled with. */

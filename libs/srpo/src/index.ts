@@ -12,3 +12,4 @@ export * from './surrogate';
 export * from './objective';
 export * from './diagnostics';
 export * from './objective-request';
+export * from './behaviour-correction';

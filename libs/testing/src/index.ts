@@ -6,3 +6,4 @@ export * from './learner-fixtures';
 export * from './event-fixtures';
 export * from './record-fixtures';
 export * from './ready-groups';
+export * from './smollm2';

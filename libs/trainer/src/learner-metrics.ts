@@ -40,6 +40,13 @@ export class LearnerMetrics {
     help: 'Largest version lag (current version minus a member version) among the groups of the last update',
     registers: [this.registry],
   });
+  /** `mismatch/*` and `losses/kl` of the last update that computed them (docs/objective.md, section 7), by diagnostic name. */
+  readonly mismatch = new Gauge({
+    name: 'learner_mismatch',
+    help: 'Engine/learner mismatch diagnostics (mismatch/log_ratio_mean, mismatch/k3, mismatch/truncated_frac, mismatch/masked_frac, ...) and losses/kl of the last update',
+    labelNames: ['stat'] as const,
+    registers: [this.registry],
+  });
   readonly checkpointsPruned = new Counter({
     name: 'learner_checkpoints_pruned_total',
     help: 'Checkpoint directories deleted by retention (SRPO_CHECKPOINT_KEEP_LAST / SRPO_CHECKPOINT_KEEP_EVERY)',

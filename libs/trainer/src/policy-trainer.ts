@@ -1,7 +1,7 @@
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import { loadCheckpoint, packPairs, Policy, saveCheckpoint, SrpoTrainer, weightsHash, type AdamConfig, type TransformerConfig } from '@srpo/policy';
-import { attachLora, loadHfModel, type LoraConfig } from '@srpo/hf';
-import { buildPaddedSetBatch, disposePaddedSetBatch, type ObjectiveConfig } from '@srpo/srpo';
+import { attachLora, LlamaModel, loadHfModel, type LoraConfig } from '@srpo/hf';
+import { buildPaddedSetBatch, disposePaddedSetBatch, resolveCorrectionConfig, type CorrectionConfig, type ObjectiveConfig } from '@srpo/srpo';
 
 /** One agent output of a set, as the trainer re-scores it. */
 export interface TrainingMember {
@@ -63,15 +63,18 @@ export interface PolicyTrainer {
   weightsHash(): Promise<string>;
   /** Throws ValidationError naming the field if `step` would refuse these sets; touches nothing. */
   validate(sets: readonly TrainingSet[]): void;
-  /** One SRPO update on a mini-batch of whole sets. */
-  step(sets: readonly TrainingSet[], objective: ObjectiveConfig): Promise<StepResult>;
+  /**
+   * One SRPO update on a mini-batch of whole sets. `correction` (default: none, no KL penalty)
+   * is the engine/learner mismatch correction and KL penalty of docs/objective.md, section 7.
+   */
+  step(sets: readonly TrainingSet[], objective: ObjectiveConfig, correction?: CorrectionConfig): Promise<StepResult>;
   /**
    * Each set alone, in order: its loss and gradient norm at the current weights, as the
    * first epoch of {@link step} would compute them, without a step (weights, optimizer
    * state and version unchanged). The learner calls it after a non-finite step to find
    * the sets that caused it.
    */
-  probe(sets: readonly TrainingSet[], objective: ObjectiveConfig): Promise<SetProbe[]>;
+  probe(sets: readonly TrainingSet[], objective: ObjectiveConfig, correction?: CorrectionConfig): Promise<SetProbe[]>;
   dispose(): void;
 }
 
@@ -165,9 +168,9 @@ export class TfPolicyTrainer implements PolicyTrainer {
     batchTemperature(sets);
   }
 
-  async step(sets: readonly TrainingSet[], objective: ObjectiveConfig): Promise<StepResult> {
+  async step(sets: readonly TrainingSet[], objective: ObjectiveConfig, correction?: CorrectionConfig): Promise<StepResult> {
     this.validate(sets);
-    const trainer = await this.trainerFor(objective, batchTemperature(sets));
+    const trainer = await this.trainerFor(objective, batchTemperature(sets), correction);
     const result = await trainer.update(sets.map(toActiveSet));
     this.currentVersion += 1;
     const last = result.epochs[result.epochs.length - 1];
@@ -178,9 +181,9 @@ export class TfPolicyTrainer implements PolicyTrainer {
     };
   }
 
-  async probe(sets: readonly TrainingSet[], objective: ObjectiveConfig): Promise<SetProbe[]> {
+  async probe(sets: readonly TrainingSet[], objective: ObjectiveConfig, correction?: CorrectionConfig): Promise<SetProbe[]> {
     this.validate(sets);
-    const trainer = await this.trainerFor(objective, batchTemperature(sets));
+    const trainer = await this.trainerFor(objective, batchTemperature(sets), correction);
     const probes: SetProbe[] = [];
     for (const s of sets) probes.push({ setId: s.setId, ...(await trainer.evaluate([toActiveSet(s)])) });
     return probes;
@@ -200,10 +203,12 @@ export class TfPolicyTrainer implements PolicyTrainer {
     this.trainerKey = '';
   }
 
-  private makeTrainer(policy: Policy, extra: { objective?: ObjectiveConfig; temperature: number }): SrpoTrainer {
+  private makeTrainer(policy: Policy, extra: { objective?: ObjectiveConfig; temperature: number; correction?: CorrectionConfig }): SrpoTrainer {
     return new SrpoTrainer(policy, {
       objective: extra.objective,
       temperature: extra.temperature,
+      correction: extra.correction,
+      withReference: (score) => this.withReference(score),
       adam: this.options.adam,
       maxGradNorm: this.options.maxGradNorm,
       microBatchTokens: this.options.microBatchTokens ?? 0,
@@ -212,17 +217,51 @@ export class TfPolicyTrainer implements PolicyTrainer {
     });
   }
 
-  /** The trainer for this objective and temperature, carrying the Adam state over when it has to be rebuilt. */
-  private async trainerFor(objective: ObjectiveConfig, temperature: number): Promise<SrpoTrainer> {
-    const key = JSON.stringify({ objective, temperature });
+  /** The trainer for this objective, temperature and correction, carrying the Adam state over when it has to be rebuilt. */
+  private async trainerFor(objective: ObjectiveConfig, temperature: number, correction?: CorrectionConfig): Promise<SrpoTrainer> {
+    const resolved = resolveCorrectionConfig(correction, 'correction');
+    if (resolved.klCoef > 0) this.referenceModel();
+    const key = JSON.stringify({ objective, temperature, correction: resolved });
     const current = this.requireTrainer();
     if (key === this.trainerKey) return current;
-    const next = this.makeTrainer(this.requirePolicy(), { objective, temperature });
+    const next = this.makeTrainer(this.requirePolicy(), { objective, temperature, correction: resolved });
     next.optimizer.setState(await current.optimizer.getState());
     current.dispose();
     this.trainer = next;
     this.trainerKey = key;
     return next;
+  }
+
+  /**
+   * Runs `score` with the KL penalty's reference in place: the LoRA policy's base model, its
+   * adapter detached for the call and attached again after (the same variables, nothing copied;
+   * the adapter starts at B = 0, so this is exactly version 0's function).
+   */
+  private withReference<T>(score: () => T): T {
+    const model = this.referenceModel();
+    const adapter = model.adapter;
+    model.setAdapter(undefined);
+    try {
+      return score();
+    } finally {
+      model.setAdapter(adapter);
+    }
+  }
+
+  /**
+   * The model whose base is the KL reference. Only LoRA policies have one for free: for full
+   * weights the reference would be version 0's weights, a second copy of the model kept in
+   * memory (and loaded from the version 0 checkpoint after every restart), which is not built.
+   */
+  private referenceModel(): LlamaModel {
+    const model = this.requirePolicy().model;
+    if (!(model instanceof LlamaModel) || model.adapter === undefined) {
+      throw new ValidationError(
+        'correction.klCoef',
+        'a KL penalty needs a LoRA policy (its reference is the base model without the adapter); full-weight policies have no reference policy',
+      );
+    }
+    return model;
   }
 
   private requirePolicy(): Policy {

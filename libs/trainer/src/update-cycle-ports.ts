@@ -1,5 +1,5 @@
 import type { SchemaRegistryClient, AdvantageGroup, KafkaCoordinates } from '@srpo/events';
-import type { ObjectiveConfig } from '@srpo/srpo';
+import type { CorrectionConfig, ObjectiveConfig } from '@srpo/srpo';
 import type { PolicyState } from './committed-policy-state';
 import type { LearnerMetrics } from './learner-metrics';
 
@@ -24,6 +24,8 @@ export interface UpdateCycleOptions {
   /** A group with a member older than current version − lag is skipped as stale. */
   maxPolicyLag: number;
   objective: ObjectiveConfig;
+  /** Engine/learner mismatch correction and KL penalty (docs/objective.md, section 7); absent: none. Recorded with each update that uses one. */
+  correction?: CorrectionConfig;
   lr: number;
   epochs: number;
   maxGradNorm: number;
@@ -57,7 +59,7 @@ export interface UpdateCycleState {
 /** The metrics the cycle moves. */
 export type UpdateCycleMetrics = Pick<
   LearnerMetrics,
-  'updates' | 'groupsConsumed' | 'groupsSkipped' | 'groupsRedelivered' | 'loss' | 'gradNorm' | 'clipFrac' | 'policyLag'
+  'updates' | 'groupsConsumed' | 'groupsSkipped' | 'groupsRedelivered' | 'loss' | 'gradNorm' | 'clipFrac' | 'policyLag' | 'mismatch'
 >;
 
 /** Called at every step boundary of an update (test-only fault injection; a no-op in production). */

@@ -5,7 +5,7 @@ import { EnvReader, ErrorCode, initTfBackend, Logger, SrpoError } from '@srpo/co
 import { backendLabel, loadSrpoKernels, SRPO_KERNELS_VERSION, srpoMatMulRouted } from '@srpo/kernels';
 import { loadCheckpoint, Policy, weightsHash } from '@srpo/policy';
 import { EventCodec, readSchemaRegistry, SchemaRegistryClient } from '@srpo/events';
-import { resolveObjectiveConfig } from '@srpo/srpo';
+import { resolveCorrectionConfig, resolveObjectiveConfig, type CorrectionConfig } from '@srpo/srpo';
 import { AuditStore } from '@srpo/store';
 import { activeSet, advantageGroup, member, ready, SEED, simpleGroup, startFakeSchemaRegistry, tempDir, TINY_MODEL, versionZeroLogProbs } from '@srpo/testing';
 import { eventsFor } from '@srpo/store';
@@ -13,7 +13,9 @@ import { CommittedPolicyState, type CommittedPolicyStateOptions } from './commit
 import { InMemoryEventsPublisher } from './events-publisher';
 import { LearnerMetrics } from './learner-metrics';
 import { TfPolicyTrainer } from './policy-trainer';
+import { trainingSetsFromGroup } from './training-sets';
 import { UpdateCycle } from './update-cycle';
+import { readUpdateHyperparameters } from './update-hyperparameters';
 import type { ReadyGroup, UpdateBoundary, UpdateCycleOptions } from './update-cycle-ports';
 
 Logger.configure({ level: 'error' });
@@ -40,7 +42,7 @@ interface Learner {
  * SRPO_SEED, SRPO_LR=0.01, SRPO_CODE_VERSION=test-code and the defaults), with the few variables the
  * tests vary read from `env` as the config reads them.
  */
-function learnerOptions(dir: string, options: { maxPolicyLag?: number; env?: Record<string, string> }): LearnerOptions {
+function learnerOptions(dir: string, options: { maxPolicyLag?: number; env?: Record<string, string>; correction?: CorrectionConfig }): LearnerOptions {
   const r = new EnvReader(options.env ?? {});
   return {
     policyId: 'solver',
@@ -61,11 +63,15 @@ function learnerOptions(dir: string, options: { maxPolicyLag?: number; env?: Rec
     codeVersion: 'test-code',
     backend: backendLabel({ name: 'tensorflow' }),
     schemaRegistry: readSchemaRegistry(r),
+    correction: options.correction,
   };
 }
 
 /** One learner process: fresh objects over the given directory (a "restart" is a second call). */
-async function startLearner(dir: string, options: { crashAt?: UpdateBoundary; maxPolicyLag?: number; env?: Record<string, string> } = {}): Promise<Learner> {
+async function startLearner(
+  dir: string,
+  options: { crashAt?: UpdateBoundary; maxPolicyLag?: number; env?: Record<string, string>; correction?: CorrectionConfig } = {},
+): Promise<Learner> {
   const config = learnerOptions(dir, options);
   const store = await AuditStore.open({ kind: 'sqlite', path: path.resolve(dir, 'learner.sqlite') });
   const trainer = new TfPolicyTrainer({ policyId: config.policyId, model: TINY_MODEL, lr: config.lr, epochs: config.epochs, maxGradNorm: config.maxGradNorm });
@@ -256,6 +262,48 @@ describe('UpdateCycle on SQLite with a real tiny policy', () => {
     expect(await metricValue(learner.metrics, 'learner_groups_consumed_total')).toBe(2);
     expect(await metricValue(learner.metrics, 'learner_policy_version')).toBe(1);
     expect(await metricValue(learner.metrics, 'learner_loss')).toBeCloseTo(update.loss, 10);
+  });
+
+  it('with a TIS correction: the ratio against the learner’s own log-probs, the engine gap weighted and recorded; the recorded options recompute the update bit for bit', async () => {
+    const correction = resolveCorrectionConfig({ correction: 'tis', cap: 2 });
+    learner = await startLearner(dir, { correction });
+    const { batch } = await shiftedBatch();
+    const update = (await learner.updates.applyBatch(batch)).update;
+    if (!update) throw new Error('expected an update');
+    // By hand: the proximal log-probs are version 0's own, so every set ratio is 1 and
+    // m_S = mean(prox − engine) = δ: +0.01 (A), −0.02 (B), 0 (C; its masked wild token unread);
+    // w_S = e^δ (the cap 2 does not bind); loss = −(1/3)(e^0.01·1 + e^−0.02·(−1) + 1·0.5).
+    expect(update.diagnostics['ratio/min']).toBeCloseTo(1, 5);
+    expect(update.diagnostics['ratio/max']).toBeCloseTo(1, 5);
+    expect(update.diagnostics['mismatch/log_ratio_mean']).toBeCloseTo((0.01 - 0.02) / 3, 5);
+    expect(update.diagnostics['mismatch/log_ratio_min']).toBeCloseTo(-0.02, 5);
+    expect(update.diagnostics['mismatch/log_ratio_max']).toBeCloseTo(0.01, 5);
+    expect(update.diagnostics['mismatch/weight_mean']).toBeCloseTo((Math.exp(0.01) + Math.exp(-0.02) + 1) / 3, 5);
+    // k3 per set: e^δ − 1 − δ.
+    const k3 = (d: number) => Math.exp(d) - 1 - d;
+    expect(update.diagnostics['mismatch/k3']).toBeCloseTo((k3(0.01) + k3(-0.02)) / 3, 7);
+    expect(update.diagnostics['mismatch/truncated_frac']).toBe(0);
+    expect(update.diagnostics['mismatch/masked_frac']).toBe(0);
+    expect(update.loss).toBeCloseTo(-(Math.exp(0.01) - Math.exp(-0.02) + 0.5) / 3, 5);
+    expect(update.hyperparameters.correction).toEqual(correction);
+    expect(await metricValue(learner.metrics, 'learner_mismatch', { stat: 'mismatch/log_ratio_mean' })).toBeCloseTo(-0.01 / 3, 5);
+
+    // As `srpo audit verify` recomputes it: a fresh trainer from checkpoint v0 and the recorded hyperparameters.
+    const hyper = readUpdateHyperparameters(update);
+    const codec = new EventCodec();
+    const sets = batch.flatMap((r) => trainingSetsFromGroup(codec, r.group));
+    const recompute = async (withCorrection: boolean): Promise<string> => {
+      const fresh = new TfPolicyTrainer({ policyId: 'solver', model: TINY_MODEL, lr: hyper.lr, epochs: hyper.epochs, maxGradNorm: hyper.maxGradNorm });
+      try {
+        await fresh.load(path.join(dir, 'checkpoints', 'solver', 'v0'));
+        await fresh.step(sets, hyper.objective, withCorrection ? hyper.correction : undefined);
+        return await fresh.weightsHash();
+      } finally {
+        fresh.dispose();
+      }
+    };
+    expect(await recompute(true)).toBe(update.weightsHashAfter);
+    expect(await recompute(false)).not.toBe(update.weightsHashAfter);
   });
 
   it('scores members at their sampling temperature', async () => {

@@ -203,6 +203,7 @@ export class UpdateCycle {
       maxPolicyLag: this.config.maxPolicyLag,
       setsPerUpdate: this.config.setsPerUpdate,
       temperature,
+      correction: this.config.correction,
     };
     let detail: UpdateDetail;
     try {
@@ -264,7 +265,7 @@ export class UpdateCycle {
    * @returns the finite step and the groups it trained on; undefined when nothing was trained
    */
   private async finiteStep(eligible: Candidate[], version: number, outcome: UpdateOutcome): Promise<{ result: StepResult; trained: Candidate[] } | undefined> {
-    const { policyId, objective } = this.config;
+    const { policyId, objective, correction } = this.config;
     let result = await this.stepOrRollback(eligible.flatMap((c) => c.sets));
     if (isFiniteStep(result)) return { result, trained: eligible };
     await this.rollbackAfter('non-finite loss');
@@ -274,6 +275,7 @@ export class UpdateCycle {
         await this.trainer.probe(
           eligible.flatMap((c) => c.sets),
           objective,
+          correction,
         )
       ).map((p) => [p.setId, p]),
     );
@@ -326,7 +328,7 @@ export class UpdateCycle {
   /** `trainer.step`, rolling the weights back before rethrowing when it throws. */
   private async stepOrRollback(sets: TrainingSet[]): Promise<StepResult> {
     try {
-      return await this.trainer.step(sets, this.config.objective);
+      return await this.trainer.step(sets, this.config.objective, this.config.correction);
     } catch (e) {
       await this.rollbackAfter(e);
       throw e;
@@ -378,6 +380,10 @@ export class UpdateCycle {
     this.metrics.clipFrac.set({ side: 'low' }, detail.diagnostics['losses/clip_frac_low'] ?? Number.NaN);
     this.metrics.clipFrac.set({ side: 'high' }, detail.diagnostics['losses/clip_frac_high'] ?? Number.NaN);
     this.metrics.policyLag.set(Math.max(...eligible.map((c) => c.lag)));
+    // Engine/learner mismatch and KL of the last update, where it computed them (docs/objective.md, section 7).
+    for (const [name, value] of Object.entries(detail.diagnostics)) {
+      if (name.startsWith('mismatch/') || name === 'losses/kl') this.metrics.mismatch.set({ stat: name }, value);
+    }
   }
 
   private async flushPending(): Promise<void> {

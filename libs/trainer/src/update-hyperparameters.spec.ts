@@ -1,5 +1,5 @@
 import { ErrorCode, SrpoError } from '@srpo/core';
-import { resolveObjectiveConfig } from '@srpo/srpo';
+import { resolveCorrectionConfig, resolveObjectiveConfig } from '@srpo/srpo';
 import { decodeJson, encodeJson, type JsonValue } from '@srpo/store';
 import {
   hyperparametersJson,
@@ -82,6 +82,19 @@ describe('update hyperparameters', () => {
     expect(recent.objective).toMatchObject({ dualClip: true, clipRatioC: 4 });
   });
 
+  it('records a correction only where it changes the step, and reads it back; absent reads as none', () => {
+    const base = readUpdateHyperparameters(row(LEARNER_ROW)) as LearnerHyperparameters;
+    expect(base.correction).toBeUndefined();
+    // `none` without a penalty is the step without a correction: the row is what it always was.
+    expect(encodeJson(hyperparametersJson({ ...base, correction: resolveCorrectionConfig({}) }))).toBe(LEARNER_ROW);
+    const tis = resolveCorrectionConfig({ correction: 'tis', cap: 3 });
+    const text = encodeJson(hyperparametersJson({ ...base, correction: tis }));
+    expect(text).toBe(LEARNER_ROW.slice(0, -1) + ',"correction":{"correction":"tis","cap":3,"bound":0.6931471805599453,"klCoef":0}}');
+    expect(readUpdateHyperparameters(row(text)).correction).toEqual(tis);
+    const kl = resolveCorrectionConfig({ klCoef: 0.1 });
+    expect(readUpdateHyperparameters(row(encodeJson(hyperparametersJson({ ...base, correction: kl })))).correction).toEqual(kl);
+  });
+
   it.each([
     [{ lr: 'fast' }, 'hyperparameters.lr must be a finite number >= 0, recorded "fast"'],
     [{ lr: undefined }, 'hyperparameters.lr is missing'],
@@ -91,6 +104,7 @@ describe('update hyperparameters', () => {
     [{ temperature: 'hot' }, 'hyperparameters.temperature must be a finite number >= 0, recorded "hot"'],
     [{ objective: undefined }, 'hyperparameters.objective is missing'],
     [{ objective: { objective: 'ppo' } }, /^hyperparameters\.objective\.objective: expected one of/],
+    [{ correction: { correction: 'tis', cap: 0 } }, /^hyperparameters\.correction\.cap: must be >= 1, got 0/],
     [{ method: 'sft' }, 'hyperparameters.method is "sft": the update was not an SRPO step and cannot be recomputed as one'],
   ])('refuses a wrong or missing recorded value, naming the field: %j', (change, message) => {
     const base = decodeJson<Record<string, JsonValue>>(LEARNER_ROW);

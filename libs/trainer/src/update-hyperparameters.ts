@@ -1,6 +1,6 @@
 import { ErrorCode, errorMessage, SrpoError } from '@srpo/core';
 import type { OffsetRange } from '@srpo/events';
-import { resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
+import { resolveCorrectionConfig, resolveObjectiveConfig, type CorrectionConfig, type ObjectiveConfig } from '@srpo/srpo';
 import type { JsonValue } from '@srpo/store';
 
 /**
@@ -14,6 +14,12 @@ export interface StepHyperparameters {
   maxGradNorm: number;
   /** Micro-batch budget the update ran with (0: one pass; records before it existed read as 0). */
   microBatchTokens: number;
+  /**
+   * Engine/learner mismatch correction and KL penalty the update ran with (docs/objective.md,
+   * section 7). Absent: none and no penalty, which is how every record before it existed was
+   * computed, and how an update without them is written (so such rows stay as they were).
+   */
+  correction?: CorrectionConfig;
 }
 
 /**
@@ -30,8 +36,13 @@ export interface UpdateHyperparameters extends StepHyperparameters {
   temperature?: number;
 }
 
-/** What the learner records: every field of {@link UpdateHyperparameters}, none optional. */
-export type LearnerHyperparameters = Required<UpdateHyperparameters>;
+/** What the learner records: every field of {@link UpdateHyperparameters}, none optional but `correction` (absent: none). */
+export type LearnerHyperparameters = Required<Omit<UpdateHyperparameters, 'correction'>> & Pick<UpdateHyperparameters, 'correction'>;
+
+/** Whether a correction changes the step: anything but `none` without a KL penalty. Only then is it recorded. */
+export function correctionApplies(c: CorrectionConfig | undefined): c is CorrectionConfig {
+  return c !== undefined && (c.correction !== 'none' || c.klCoef > 0);
+}
 
 /** What an AgentBrew offline run records (libs/offline); told apart from SRPO updates by `method`. */
 export interface OfflineHyperparameters {
@@ -103,6 +114,7 @@ export function hyperparametersJson(h: RecordedHyperparameters): Record<string, 
   if (h.maxPolicyLag !== undefined) out.maxPolicyLag = h.maxPolicyLag;
   if (h.setsPerUpdate !== undefined) out.setsPerUpdate = h.setsPerUpdate;
   if (h.temperature !== undefined) out.temperature = h.temperature;
+  if (correctionApplies(h.correction)) out.correction = toJson(h.correction, 'correction');
   return out;
 }
 
@@ -145,7 +157,8 @@ export function readHyperparameters(record: HyperparametersSource): RecordedHype
 
 /**
  * An SRPO update's recorded hyperparameters, validated: what verify and replay recompute it
- * with. `microBatchTokens` recorded before it existed reads as 0; an objective recorded
+ * with. `microBatchTokens` recorded before it existed reads as 0; `correction` absent stays
+ * absent (no correction, no KL penalty: how those updates were computed); an objective recorded
  * without `dualClip` was computed before the dual clip existed, i.e. without it, and reads as
  * `dualClip: false`, so such updates are recomputed as they were made (docs/objective.md).
  *
@@ -178,6 +191,13 @@ export function readUpdateHyperparameters(record: HyperparametersSource): Update
   if (h.maxPolicyLag !== undefined) out.maxPolicyLag = f.num('maxPolicyLag', { min: 0, integer: true });
   if (h.setsPerUpdate !== undefined) out.setsPerUpdate = f.num('setsPerUpdate', { min: 1, integer: true });
   if (h.temperature !== undefined) out.temperature = f.num('temperature', { min: 0 });
+  if (h.correction !== undefined) {
+    try {
+      out.correction = resolveCorrectionConfig(h.correction, 'hyperparameters.correction');
+    } catch (e) {
+      throw new SrpoError(ErrorCode.INTEGRITY_FAILED, errorMessage(e), { field: 'hyperparameters.correction', cause: e });
+    }
+  }
   return out;
 }
 

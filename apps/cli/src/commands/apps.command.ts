@@ -1,13 +1,19 @@
 import { spawn } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
 import { repoRoot } from '@srpo/core';
+import { addFlags, flagsToEnv, GATEWAY_FLAGS, LEARNER_FLAGS, MATERIALIZER_FLAGS, SERVE_FLAGS, type FlagSpec } from './app-flags';
 
-function port(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('must be a port number in [0, 65535]');
-  return n;
+/** The child's environment: the CLI's, with the flags' variables on top (a flag wins; an unset flag leaves the variable alone). */
+export function childEnvironment(
+  env: Readonly<Record<string, string | undefined>>,
+  overrides: Readonly<Record<string, string | undefined>>,
+): Record<string, string> {
+  const childEnv: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) childEnv[k] = v;
+  for (const [k, v] of Object.entries(overrides)) if (v !== undefined) childEnv[k] = v;
+  return childEnv;
 }
 
 /**
@@ -26,10 +32,7 @@ export async function runApp(
 ): Promise<void> {
   const file = path.join(repoRoot(), 'dist', 'apps', entry);
   if (!fs.existsSync(file)) throw new Error(`${file} is missing: run npm run build first`);
-  const childEnv: Record<string, string> = {};
-  for (const [k, v] of Object.entries(env)) if (v !== undefined) childEnv[k] = v;
-  // An unset flag leaves the environment's value alone.
-  for (const [k, v] of Object.entries(overrides)) if (v !== undefined) childEnv[k] = v;
+  const childEnv = childEnvironment(env, overrides);
   const child = spawn(process.execPath, [file, ...args], { env: childEnv, stdio: 'inherit', detached: true });
   const onInt = () => child.kill('SIGINT');
   const onTerm = () => child.kill('SIGTERM');
@@ -59,44 +62,53 @@ export function demoCommand(env: Readonly<Record<string, string | undefined>> = 
     .action((args: string[]) => runApp('agents/src/demo/demo.main.js', env, {}, args));
 }
 
-/**
- * `srpo serve`: runs the serve app (apps/serve) in the foreground: the policies behind an
- * OpenAI-compatible API, following their newest versions. Flags override the app's
- * variables; everything else (Kafka, topics, checkpoints) comes from the environment, as
- * for every app. Ctrl-C stops it cleanly.
- */
-export function serveCommand(env: Readonly<Record<string, string | undefined>> = process.env): Command {
-  return new Command('serve')
-    .description('serve policies over an OpenAI-compatible API (/v1/models, /v1/chat/completions, /v1/completions), following their newest versions')
-    .option('--policies <ids>', 'comma-separated policy ids to serve (default SRPO_SERVE_POLICIES or actor)')
-    .option('--port <n>', 'port (default SRPO_SERVE_PORT or 8000)', port)
-    .option('--host <addr>', 'address to listen on (default SRPO_SERVE_HOST or 127.0.0.1)')
-    .option('--checkpoints <dir>', "the learners' checkpoint root (default SRPO_CHECKPOINT_DIR or .srpo/checkpoints)")
-    .action((opts: { policies?: string; port?: number; host?: string; checkpoints?: string }) =>
-      runApp('serve/src/main.js', env, {
-        SRPO_SERVE_POLICIES: opts.policies,
-        SRPO_SERVE_PORT: opts.port === undefined ? undefined : String(opts.port),
-        SRPO_SERVE_HOST: opts.host,
-        SRPO_CHECKPOINT_DIR: opts.checkpoints === undefined ? undefined : path.resolve(opts.checkpoints),
-      }),
-    );
+/** A command that runs `entry` with its flags (`specs`) put in the child's environment. */
+function appCommand(name: string, description: string, entry: string, specs: readonly FlagSpec[], env: Readonly<Record<string, string | undefined>>): Command {
+  const cmd = new Command(name).description(`${description}; every flag sets the variable named in its help, over the environment`);
+  addFlags(cmd, specs);
+  return cmd.action((opts: Record<string, unknown>) => runApp(entry, env, flagsToEnv(specs, opts)));
 }
 
 /**
- * `srpo gateway`: runs the gateway app (apps/gateway) in the foreground: an OpenAI-compatible
- * proxy that records every completion as an AgentOutput. Flags override its variables.
+ * `srpo learner`: runs the learner app (apps/learner) in the foreground: one policy's updates,
+ * checkpoints, audit store and HTTP API. Flags override its variables.
  */
+export function learnerCommand(env: Readonly<Record<string, string | undefined>> = process.env): Command {
+  return appCommand(
+    'learner',
+    'train one policy on its ready groups (SRPO updates, checkpoints, audit store, HTTP API)',
+    'learner/src/main.js',
+    LEARNER_FLAGS,
+    env,
+  );
+}
+
+/** `srpo materializer`: runs the materializer app (apps/materializer): raw events into sets and groups. */
+export function materializerCommand(env: Readonly<Record<string, string | undefined>> = process.env): Command {
+  return appCommand('materializer', 'build sets and advantage groups from the raw events (exactly once)', 'materializer/src/main.js', MATERIALIZER_FLAGS, env);
+}
+
+/**
+ * `srpo serve`: runs the serve app (apps/serve) in the foreground: the policies behind an
+ * OpenAI-compatible API, following their newest versions. Ctrl-C stops it cleanly.
+ */
+export function serveCommand(env: Readonly<Record<string, string | undefined>> = process.env): Command {
+  return appCommand(
+    'serve',
+    'serve policies over an OpenAI-compatible API (/v1/models, /v1/chat/completions, /v1/completions), following their newest versions',
+    'serve/src/main.js',
+    SERVE_FLAGS,
+    env,
+  );
+}
+
+/** `srpo gateway`: runs the gateway app (apps/gateway): an OpenAI-compatible proxy that records every completion as an AgentOutput. */
 export function gatewayCommand(env: Readonly<Record<string, string | undefined>> = process.env): Command {
-  return new Command('gateway')
-    .description('an OpenAI-compatible proxy in front of srpo serve, vLLM or SGLang that records every completion choice as an AgentOutput event')
-    .option('--upstream <url>', "the upstream's OpenAI base URL (default SRPO_GATEWAY_UPSTREAM or http://127.0.0.1:8000/v1)")
-    .option('--port <n>', 'port (default SRPO_GATEWAY_PORT or 8100)', port)
-    .option('--host <addr>', 'address to listen on (default SRPO_GATEWAY_HOST or 127.0.0.1)')
-    .action((opts: { upstream?: string; port?: number; host?: string }) =>
-      runApp('gateway/src/main.js', env, {
-        SRPO_GATEWAY_UPSTREAM: opts.upstream,
-        SRPO_GATEWAY_PORT: opts.port === undefined ? undefined : String(opts.port),
-        SRPO_GATEWAY_HOST: opts.host,
-      }),
-    );
+  return appCommand(
+    'gateway',
+    'an OpenAI-compatible proxy in front of srpo serve, vLLM or SGLang that records every completion choice as an AgentOutput event',
+    'gateway/src/main.js',
+    GATEWAY_FLAGS,
+    env,
+  );
 }

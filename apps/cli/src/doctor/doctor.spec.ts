@@ -86,6 +86,8 @@ describe('doctor: decisions on a fake host', () => {
     JSON.stringify({ step: 'backend', name: 'tensorflow', package: '@tensorflow/tfjs-node', gpu: false }),
   ].join('\n');
 
+  const MODEL = '/home/u/.cache/srpo/models/smollm2-135m-instruct';
+
   /** A healthy machine; `over` replaces individual commands' outcomes by command name. */
   function host(over: Record<string, CommandOutcome> = {}, extra: Partial<DoctorHost> = {}): DoctorHost {
     const answers: Record<string, CommandOutcome> = {
@@ -105,7 +107,7 @@ describe('doctor: decisions on a fake host', () => {
       '/repo/node_modules/.srpo-setup-stamp': setupStampHash('{}', JSON.stringify({ engines: { node: ENGINES } })),
     };
     return {
-      env: { PATH: '/usr/bin' },
+      env: { PATH: '/usr/bin', HOME: '/home/u' },
       root: '/repo',
       nodeVersion: '20.20.2',
       nodePath: 'node',
@@ -119,7 +121,7 @@ describe('doctor: decisions on a fake host', () => {
         return answers[command] ?? absent;
       },
       which: (c) => (c === 'python3' ? '/usr/bin/python3' : undefined),
-      exists: (f) => f.endsWith('/.complete'),
+      exists: (f) => f.endsWith('/.complete') || f === MODEL || f.startsWith(`${MODEL}/`),
       isExecutable: (f) => f === '/usr/bin/chromium' || f === '/usr/lib/postgresql/15/bin/pg_ctl',
       readText: (f) => files[f],
       listDir: (d) => (d === '/usr/lib/postgresql' ? ['15'] : []),
@@ -151,6 +153,25 @@ describe('doctor: decisions on a fake host', () => {
       level: 'optional',
       detail: expect.stringContaining("No module named 'peft'"),
       fix: 'python3 -m pip install -r scripts/reference/requirements.txt',
+    });
+    expect(doctorExitCode(rs)).toBe(0);
+  });
+
+  it('reports the SmolLM2 directory where setup makes it, and the command that makes it when absent (optional)', async () => {
+    const files = (present: string) => (f: string) => f === present || f.startsWith(`${present}/`);
+    expect(byName(await runDoctor(host()), 'smollm2')).toMatchObject({ ok: true, level: 'optional', detail: MODEL });
+    // SRPO_CACHE_DIR moves it (CI's fresh cache), SRPO_SMOLLM2_DIR names it outright.
+    const cached = await runDoctor(host({}, { env: { PATH: '/usr/bin', HOME: '/home/u', SRPO_CACHE_DIR: '/ci/cache' }, exists: files('/ci/cache/models') }));
+    expect(byName(cached, 'smollm2')).toMatchObject({ ok: true, detail: '/ci/cache/models/smollm2-135m-instruct' });
+    const named = await runDoctor(host({}, { env: { PATH: '/usr/bin', HOME: '/home/u', SRPO_SMOLLM2_DIR: '/m/smol' }, exists: files('/m/smol') }));
+    expect(byName(named, 'smollm2')).toMatchObject({ ok: true, detail: '/m/smol' });
+    const rs = await runDoctor(host({}, { exists: (f) => f.endsWith('/.complete') || (f.startsWith(MODEL) && !f.endsWith('model.safetensors')) }));
+    expect(byName(rs, 'smollm2')).toMatchObject({
+      ok: false,
+      level: 'optional',
+      found: false,
+      detail: expect.stringContaining(`${MODEL} lacks model.safetensors`),
+      fix: 'python3 scripts/models/make-smollm2.py',
     });
     expect(doctorExitCode(rs)).toBe(0);
   });

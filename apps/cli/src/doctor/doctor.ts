@@ -1,6 +1,7 @@
 import { bad, type Check } from './check-support';
 import type { DoctorHost, DoctorResult } from './doctor-host';
 import { checkChromium, checkKafka, checkPostgres, checkWebGpu } from './infra-checks';
+import { checkSmollm2 } from './model-check';
 import { checkTensorflow } from './tensorflow-check';
 import { checkCompiler, checkJava, checkMaven, checkNode, checkNodeModules, checkNpm, checkPython, checkPythonReference } from './toolchain-checks';
 
@@ -23,6 +24,7 @@ const CHECKS: readonly (readonly [string, Check])[] = [
   ['mvn', checkMaven],
   ['python3', checkPython],
   ['python-reference', checkPythonReference],
+  ['smollm2', checkSmollm2],
   ['g++', checkCompiler('g++')],
   ['make', checkCompiler('make')],
   ['node_modules', checkNodeModules],

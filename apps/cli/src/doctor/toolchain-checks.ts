@@ -49,12 +49,13 @@ export function checkJava(host: DoctorHost): DoctorResult[] {
 
 /**
  * The Python reference the Hugging Face checks load exports into (torch, transformers, peft,
- * safetensors), and the `openai` client the serve and gateway tests drive. Optional for the
+ * safetensors), the `openai` client the serve and gateway tests drive, and `gguf`, which
+ * scripts/models/make-smollm2.py needs to convert the real model. Optional for the
  * demo; the tests that need it fail naming the same command.
  */
 export function checkPythonReference(host: DoctorHost): DoctorResult[] {
   const probe =
-    'import torch, transformers, peft, safetensors, openai; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)';
+    'import torch, transformers, peft, safetensors, openai, gguf; print("torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__)';
   // Importing torch takes seconds on a cold disk.
   const out = host.run('python3', ['-c', probe], { timeoutMs: 120_000 });
   const m = /^torch (\S+) transformers (\S+) peft (\S+)/m.exec(out.stdout);

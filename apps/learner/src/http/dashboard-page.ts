@@ -168,6 +168,18 @@ export const DASHBOARD_HTML = `<!doctype html>
         { label: 'lag max', scale: 'lag', values: values(lagByVersion, function (a) { return a.lagMax; }) },
         { label: 'lag mean', scale: 'lag', values: values(lagByVersion, function (a) { return a.members > 0 ? a.lagSum / a.members : null; }) },
       ] });
+    // Engine/learner mismatch (docs/objective.md section 7): only updates run with SRPO_CORRECTION or SRPO_KL_COEF have these.
+    chart({ id: 'mismatch', title: 'engine/learner mismatch: set log-ratio learner − engine, k3, KL to reference (left); share of sets truncated / masked (right)', xs: versions, right: 'share',
+      note: updates.some(function (u) { return u.diagnostics['mismatch/log_ratio_mean'] !== undefined; }) ? undefined : 'no correction in these updates (SRPO_CORRECTION=none)',
+      series: [
+        { label: 'log-ratio min', values: byVersion(updates, diag('mismatch/log_ratio_min')) },
+        { label: 'log-ratio mean', values: byVersion(updates, diag('mismatch/log_ratio_mean')) },
+        { label: 'log-ratio max', values: byVersion(updates, diag('mismatch/log_ratio_max')) },
+        { label: 'k3', values: byVersion(updates, diag('mismatch/k3')) },
+        { label: 'KL to reference', values: byVersion(updates, diag('losses/kl')) },
+        { label: 'truncated', scale: 'share', values: byVersion(updates, diag('mismatch/truncated_frac')) },
+        { label: 'masked', scale: 'share', values: byVersion(updates, diag('mismatch/masked_frac')) },
+      ] });
     chart({ id: 'latency', title: 'group-fill latency, ms (group event time minus its earliest set or output)', time: true, xs: times,
       series: [{ label: 'mean', values: values(all, function (a) { return a.latSum / a.n; }) }, { label: 'max', values: values(all, function (a) { return a.latMax; }) }] });
     chart({ id: 'grad', title: 'gradient norm (before clipping)', xs: versions, series: [{ label: 'grad norm', values: byVersion(updates, function (u) { return u.gradNorm; }) }] });

@@ -35,6 +35,14 @@ export class ApiKeys {
     return this.keys !== undefined;
   }
 
+  /** Refuses all but an admin key (`["*"]`) when keys are configured (401, or 403 for another key). */
+  authorizeAdmin(authorization: string | undefined): void {
+    if (!this.keys) return;
+    this.authorize(authorization, undefined);
+    const m = /^Bearer\s+(\S+)$/i.exec(authorization ?? '') as RegExpExecArray;
+    if (!this.keys.get(m[1])?.has('*')) throw new OpenAiError(403, 'This API key is not an admin key (["*"]).', null, 'admin_required');
+  }
+
   /** Refuses (401: no or unknown key; 403: the key may not use `policyId`). */
   authorize(authorization: string | undefined, policyId: string | undefined): void {
     if (!this.keys) return;

@@ -7,6 +7,12 @@ import { policyVersionOf, recordedOutputs, StreamAccumulator, upstreamCompletion
 import { EPISODE_METADATA, episodeFieldsOf, type EpisodeFields } from './episode-fields';
 
 type Json = Record<string, unknown>;
+
+/** The upstream model serving a policy's current version, and that version. */
+export interface ServedVersion {
+  model: string;
+  version: number;
+}
 export type Headers = Readonly<Record<string, string | string[] | undefined>>;
 
 /** How the HTTP layer answers; `write` resolves once the client has taken the data (backpressure). */
@@ -58,6 +64,8 @@ export interface CompletionGatewayOptions {
 export class CompletionGateway {
   private readonly log = new Logger('gateway');
   private inFlight = 0;
+  /** policy id → the upstream model that serves its current version, and that version (set by the publisher). */
+  private readonly served = new Map<string, ServedVersion>();
   readonly totals = { requests: 0, recorded: 0, refused: 0 };
 
   /** Counters for /health, the spool's included. */
@@ -90,7 +98,10 @@ export class CompletionGateway {
   /** `GET /v1/models`: the configured policies, or the upstream's own list when every name passes through. */
   async models(headers: Headers): Promise<Json> {
     this.o.keys.authorize(header(headers, 'authorization'), undefined);
-    if (this.o.models) return { object: 'list', data: Object.keys(this.o.models).map((id) => ({ id, object: 'model', created: 0, owned_by: 'srpo' })) };
+    if (this.o.models) {
+      const ids = [...new Set([...Object.keys(this.o.models), ...this.served.keys()])];
+      return { object: 'list', data: ids.map((id) => ({ id, object: 'model', created: 0, owned_by: 'srpo' })) };
+    }
     let res: Response;
     try {
       res = await fetch(`${this.o.upstreamUrl.replace(/\/$/, '')}/models`, {
@@ -102,6 +113,35 @@ export class CompletionGateway {
     }
     if (!res.ok) throw new OpenAiError(502, `the upstream's /models answered ${res.status}`, null, 'upstream_error', 'upstream_error');
     return (await res.json()) as Json;
+  }
+
+  /**
+   * `POST /v1/srpo/served-models` `{policy_id, model, version}`: from now on a request for
+   * `policy_id` goes upstream as `model` (e.g. `actor@v12`, the adapter the publisher loaded),
+   * and its outputs are recorded with `version` unless the upstream reports one itself. An
+   * admin key (`["*"]`) is required when keys are configured. A request already sent upstream
+   * keeps the model and version it was sent with.
+   */
+  setServed(headers: Headers, body: unknown): Json {
+    this.o.keys.authorizeAdmin(header(headers, 'authorization'));
+    if (typeof body !== 'object' || body === null || Array.isArray(body))
+      throw new OpenAiError(400, 'the body must be a JSON object {policy_id, model, version}', null, 'invalid_value');
+    const b = body as Json;
+    if (typeof b.policy_id !== 'string' || b.policy_id === '')
+      throw new OpenAiError(400, 'policy_id: must be a non-empty string', 'policy_id', 'invalid_value');
+    if (typeof b.model !== 'string' || b.model === '') throw new OpenAiError(400, 'model: must be a non-empty string', 'model', 'invalid_value');
+    if (typeof b.version !== 'number' || !Number.isSafeInteger(b.version) || b.version < 0)
+      throw new OpenAiError(400, 'version: must be a non-negative integer', 'version', 'invalid_value');
+    const prev = this.served.get(b.policy_id);
+    this.served.set(b.policy_id, { model: b.model, version: b.version });
+    this.log.info('served version set', { policyId: b.policy_id, model: b.model, version: b.version, previous: prev?.version });
+    return this.servedModels(headers);
+  }
+
+  /** `GET /v1/srpo/served-models`: what {@link setServed} set, per policy. */
+  servedModels(headers: Headers): Json {
+    this.o.keys.authorize(header(headers, 'authorization'), undefined);
+    return { data: [...this.served].map(([policy_id, v]) => ({ policy_id, model: v.model, version: v.version })) };
   }
 
   /** `POST /v1/srpo/transitions` and `/v1/srpo/outcomes`: validated exactly as the SDK does. */
@@ -122,7 +162,8 @@ export class CompletionGateway {
     const policyId = body.model;
     if (typeof policyId !== 'string' || policyId === '') throw new OpenAiError(400, 'model: you must provide a model parameter', 'model', 'invalid_value');
     this.o.keys.authorize(header(headers, 'authorization'), policyId);
-    const upstreamModel = this.o.models ? this.o.models[policyId] : policyId;
+    const routed = this.served.get(policyId);
+    const upstreamModel = routed?.model ?? (this.o.models ? this.o.models[policyId] : policyId);
     if (upstreamModel === undefined)
       throw new OpenAiError(
         404,
@@ -150,12 +191,12 @@ export class CompletionGateway {
         throw new OpenAiError(502, 'the upstream answered with a body that is not JSON', null, 'upstream_invalid', 'upstream_error');
       })) as Json;
       if (!fields) return out.json(200, json, passHeaders(versionHeader));
-      const recorded = await this.recordCompletion(upstreamCompletionOf(json), policyId, versionHeader, fields, body, temperature, startedAtMs);
+      const recorded = await this.recordCompletion(upstreamCompletionOf(json), policyId, versionHeader, fields, body, temperature, startedAtMs, routed);
       const reply = clientView(endpoint, body, json);
       reply.srpo = { output_ids: recorded.outputIds, policy_id: policyId, policy_version: recorded.version, ...(recorded.spooled ? { spooled: true } : {}) };
       return out.json(200, reply, { ...passHeaders(versionHeader), 'x-srpo-output-ids': recorded.outputIds.join(',') });
     }
-    await this.relayStream(endpoint, body, res, out, versionHeader, fields && { fields, policyId, temperature, startedAtMs });
+    await this.relayStream(endpoint, body, res, out, versionHeader, fields && { fields, policyId, temperature, startedAtMs, routed });
   }
 
   /** What the upstream is asked: the agent's request plus log-probs and token ids when recording. */
@@ -215,8 +256,11 @@ export class CompletionGateway {
     body: Json,
     temperature: number,
     startedAtMs: number,
+    routed: ServedVersion | undefined,
   ): Promise<{ outputIds: string[]; version: number; spooled: boolean }> {
-    const version = policyVersionOf(policyId, versionHeader, up.systemFingerprint, this.o.versionFallback);
+    // The upstream's own report wins; else the version of the model the request was sent as; else the fixed one.
+    const fallback = routed ? () => routed.version : this.o.versionFallback;
+    const version = policyVersionOf(policyId, versionHeader, up.systemFingerprint, fallback);
     const maxTokens = [body.max_completion_tokens, body.max_tokens].find((v) => Number.isInteger(v)) as number | undefined;
     const outputs = recordedOutputs(up, {
       fields,
@@ -281,7 +325,7 @@ export class CompletionGateway {
     res: Response,
     out: Responder,
     versionHeader: string | undefined,
-    rec: { fields: EpisodeFields; policyId: string; temperature: number; startedAtMs: number } | undefined,
+    rec: { fields: EpisodeFields; policyId: string; temperature: number; startedAtMs: number; routed: ServedVersion | undefined } | undefined,
   ): Promise<void> {
     const acc = new StreamAccumulator();
     out.startStream(passHeaders(versionHeader));
@@ -298,7 +342,7 @@ export class CompletionGateway {
         if (view) await out.write(`data: ${JSON.stringify(view)}\n\n`);
       }
       if (rec) {
-        const recorded = await this.recordCompletion(acc.result(), rec.policyId, versionHeader, rec.fields, body, rec.temperature, rec.startedAtMs);
+        const recorded = await this.recordCompletion(acc.result(), rec.policyId, versionHeader, rec.fields, body, rec.temperature, rec.startedAtMs, rec.routed);
         const srpo = {
           output_ids: recorded.outputIds,
           policy_id: rec.policyId,

@@ -61,6 +61,12 @@ describe('API keys', () => {
     expect(() => keys.authorize('Bearer sk-admin-aaaaaaaaaa', 'judge')).not.toThrow();
     expect(() => ApiKeys.open().authorize(undefined, 'x')).not.toThrow();
   });
+  it('admin routes (the served-models a publisher sets) take only a ["*"] key', () => {
+    expect(() => keys.authorizeAdmin('Bearer sk-aaaaaaaaaaaaaaaa')).toThrow(expect.objectContaining({ status: 403, code: 'admin_required' }));
+    expect(() => keys.authorizeAdmin(undefined)).toThrow(expect.objectContaining({ status: 401 }));
+    expect(() => keys.authorizeAdmin('Bearer sk-admin-aaaaaaaaaa')).not.toThrow();
+    expect(() => ApiKeys.open().authorizeAdmin(undefined)).not.toThrow();
+  });
   it('refuses malformed key files naming the variable', () => {
     expect(() => ApiKeys.parse('{', 'V')).toThrow(/^V: is not valid JSON/);
     expect(() => ApiKeys.parse('{"short": ["a"]}', 'V')).toThrow(/shorter than 16/);
