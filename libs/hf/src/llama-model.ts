@@ -281,8 +281,11 @@ export class LlamaModel {
     return this.disposed;
   }
 
-  /** `x · Wᵀ (+ b)` for a `[out, in]` weight, plus the attached adapter's term (added last, as peft's LoRA `Linear.forward` does). */
-  private linear(x: tf.Tensor2D, name: string, bias: boolean): tf.Tensor2D {
+  /**
+   * `x · Wᵀ (+ b)` for a `[out, in]` weight, plus the attached adapter's term (added last, as peft's LoRA `Linear.forward` does).
+   * Public for incremental decoding (llama-decode.ts), which must project exactly as the forward does.
+   */
+  linear(x: tf.Tensor2D, name: string, bias: boolean): tf.Tensor2D {
     const w = this.weight(`${name}.weight`) as unknown as tf.Tensor2D;
     const b = bias ? (this.weight(`${name}.bias`) as unknown as tf.Tensor1D) : undefined;
     const out = linear(x, w, b);
@@ -299,7 +302,8 @@ export class LlamaModel {
     return ropeAttention(q, k, v, { b, t, heads, kvHeads, headDim }, rope, mask);
   }
 
-  private rope(t: number): RopeTables {
+  /** RoPE tables for positions 0..t−1, cached per t (public for llama-decode.ts, which gathers rows of them by position). */
+  rope(t: number): RopeTables {
     let r = this.ropeCache.get(t);
     if (!r) {
       const { cos, sin } = ropeTables(this.config, t);

@@ -2,6 +2,7 @@ import { randomInt } from 'crypto';
 import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import { SeededRng, type CausalLm } from '@srpo/policy';
+import { isLlamaModel, LlamaDecodeBatch, prefillMany, type DecodeProducts, type LlamaModel } from '@srpo/hf';
 
 /** How one choice is sampled. */
 export interface GenerationParams {
@@ -49,13 +50,34 @@ interface Row {
   resolve: (reason: FinishReason) => void;
   reject: (e: unknown) => void;
   done: boolean;
+  /** KV-cache slots the row may grow to (prompt + max tokens, within the context); 0 where the model decodes without a cache. */
+  reserve: number;
 }
+
+/** A model's rows decoding with a KV cache: the batch's cache and its rows, in the batch's row order. */
+interface CachedBatch {
+  batch: LlamaDecodeBatch;
+  rows: Row[];
+}
+
+/** Default of {@link GenerationEngineOptions.kvCacheTokens}: 32,768 slots (1.5 GB for SmolLM2-135M at 46 KB per slot). */
+export const DEFAULT_KV_CACHE_TOKENS = 32_768;
 
 export interface GenerationEngineOptions {
   /** Rows (choices) forwarded together in one step, across requests. */
   maxBatchRows: number;
   /** Rows waiting beyond the batch before {@link GenerationEngine.generate} refuses with OVERLOADED. */
   maxQueuedRows: number;
+  /**
+   * Token slots the KV caches of all rows may hold together (default {@link DEFAULT_KV_CACHE_TOKENS}):
+   * a model's rows are padded to its longest, so a model's rows hold rows × (longest prompt +
+   * max tokens) slots at most, and rows wait in the queue until theirs fit. A choice that could
+   * never fit (its prompt + max tokens over the budget) is refused. 0 turns the cache off: every
+   * step recomputes every row's whole sequence.
+   */
+  kvCacheTokens?: number;
+  /** The product kernels of cached decode steps (@srpo/hf's `DecodeProducts`); default `tensorflow`. */
+  decodeProducts?: DecodeProducts;
 }
 
 /**
@@ -66,18 +88,29 @@ export interface GenerationEngineOptions {
  * policy version serves the requests that arrive after it, and no request is cut over
  * from one version to another mid-way.
  *
- * There is no KV cache: each step recomputes every row's whole sequence (cost grows with
- * the square of the length). That fits the small models trained here; a team's large model
- * is served by its inference server behind `srpo gateway`.
+ * Hugging Face Llama-family models decode with a KV cache (@srpo/hf's llama-decode): a
+ * choice's prompt is run once when it joins (the n choices of one request, which arrive
+ * together, share that prefill), then each step runs one position per row against the cached
+ * keys and values. The project's own transformer has no cache: each step recomputes every
+ * row's whole sequence (cost grows with the square of the length), which fits its small size.
+ *
+ * The engine yields to the event loop between steps, so requests that arrive mid-generation
+ * join at the next step, and timers, heartbeats and health checks run while it generates.
  */
 export class GenerationEngine {
   private readonly queue: Row[] = [];
   private active: Row[] = [];
   private loop?: Promise<void>;
-  /** Rows (choices) generated since start, and forward steps taken. */
-  readonly totals = { rows: 0, steps: 0, tokens: 0 };
+  private readonly cached = new Map<CausalLm, CachedBatch>();
+  private readonly kvCacheTokens: number;
+  /** Rows (choices) generated since start, forward steps taken, tokens generated, and prompts prefilled into a KV cache. */
+  readonly totals = { rows: 0, steps: 0, tokens: 0, prefills: 0 };
 
-  constructor(private readonly options: GenerationEngineOptions) {}
+  constructor(private readonly options: GenerationEngineOptions) {
+    this.kvCacheTokens = options.kvCacheTokens ?? DEFAULT_KV_CACHE_TOKENS;
+    if (!(Number.isInteger(this.kvCacheTokens) && this.kvCacheTokens >= 0))
+      throw new ValidationError('kvCacheTokens', `must be an integer >= 0, got ${options.kvCacheTokens}`);
+  }
 
   /** Rows generating or waiting, per model (a retired model is disposed once it has none). */
   inFlight(model: CausalLm): number {
@@ -87,6 +120,13 @@ export class GenerationEngine {
   /** Generates one choice; resolves with its finish reason once done. */
   generate(model: CausalLm, prompt: readonly number[], params: GenerationParams, sink: TokenSink): Promise<FinishReason> {
     checkParams(model, prompt, params);
+    const reserve = this.usesCache(model) ? Math.min(prompt.length + params.maxTokens, model.config.maxSeqLen) : 0;
+    if (reserve > this.kvCacheTokens) {
+      throw new ValidationError(
+        'max_tokens',
+        `the choice needs ${reserve} KV-cache slots (${prompt.length} in the prompt, ${params.maxTokens} to generate), over the server's budget of ${this.kvCacheTokens}`,
+      );
+    }
     if (this.queue.length >= this.options.maxQueuedRows) {
       return Promise.reject(
         new SrpoError(ErrorCode.UNAVAILABLE, `the server is at capacity (${this.options.maxQueuedRows} choices waiting); retry later`, { retriable: true }),
@@ -104,6 +144,7 @@ export class GenerationEngine {
         resolve,
         reject,
         done: false,
+        reserve,
       });
       this.totals.rows++;
       this.loop ??= this.run().finally(() => (this.loop = undefined));
@@ -117,40 +158,144 @@ export class GenerationEngine {
 
   private async run(): Promise<void> {
     // Start on the next turn of the event loop, so that requests that arrived together step together.
-    await new Promise((resolve) => setImmediate(resolve));
+    await yieldToEventLoop();
     while (this.active.length > 0 || this.queue.length > 0) {
-      while (this.active.length < this.options.maxBatchRows && this.queue.length > 0) this.active.push(this.queue.shift() as Row);
+      this.admit();
       const byModel = new Map<CausalLm, Row[]>();
       for (const r of this.active) byModel.set(r.model, [...(byModel.get(r.model) ?? []), r]);
       for (const [model, rows] of byModel) {
         try {
-          await this.step(model, rows);
+          if (isLlamaModel(model) && this.usesCache(model)) await this.stepCached(model, rows);
+          else await this.step(model, rows);
         } catch (e) {
           for (const r of rows) finish(r, undefined, e);
+          this.dropCache(model);
         }
       }
       this.active = this.active.filter((r) => !r.done);
+      // tfjs-node's data() resolves as a microtask: without this turn no I/O would run until the queue empties.
+      await yieldToEventLoop();
     }
   }
 
-  /** One forward pass over `rows` and one token for each. */
+  private usesCache(model: CausalLm): boolean {
+    return this.kvCacheTokens > 0 && isLlamaModel(model);
+  }
+
+  /**
+   * Moves waiting rows into the batch, first come first served, while the batch has room and
+   * their KV-cache reservation fits: per model rows × the largest reservation, summed over
+   * models. A row that does not fit waits (with the rows behind it) until rows finish; one
+   * that fits nothing was refused by {@link generate}.
+   */
+  private admit(): void {
+    while (this.active.length < this.options.maxBatchRows && this.queue.length > 0) {
+      const next = this.queue[0];
+      if (next.reserve > 0 && this.active.length > 0 && this.slotsWith(next) > this.kvCacheTokens) break;
+      this.active.push(this.queue.shift() as Row);
+    }
+  }
+
+  /** KV-cache slots the active rows may reach, with `extra` added. */
+  private slotsWith(extra: Row): number {
+    const byModel = new Map<CausalLm, { rows: number; widest: number }>();
+    for (const r of [...this.active, extra]) {
+      if (r.reserve === 0) continue;
+      const m = byModel.get(r.model) ?? { rows: 0, widest: 0 };
+      byModel.set(r.model, { rows: m.rows + 1, widest: Math.max(m.widest, r.reserve) });
+    }
+    let slots = 0;
+    for (const m of byModel.values()) slots += m.rows * m.widest;
+    return slots;
+  }
+
+  /**
+   * One cached step for a Llama-family model's rows: one position for each row already in its
+   * batch, and a prefill for each new prompt (rows with the same prompt, a request's n choices,
+   * share one and join as copies); then one token for each row, and finished rows leave.
+   */
+  private async stepCached(model: LlamaModel, rows: Row[]): Promise<void> {
+    let state = this.cached.get(model);
+    if (!state) {
+      state = { batch: new LlamaDecodeBatch(model, { tokenBudget: this.kvCacheTokens, products: this.options.decodeProducts ?? 'tensorflow' }), rows: [] };
+      this.cached.set(model, state);
+    }
+    const inBatch = new Set(state.rows);
+    const joining = new Map<string, Row[]>();
+    for (const r of rows) {
+      if (inBatch.has(r) || r.done) continue;
+      const key = r.seq.join(',');
+      joining.set(key, [...(joining.get(key) ?? []), r]);
+    }
+    const order: Row[] = [];
+    const parts: tf.Tensor2D[] = [];
+    try {
+      if (state.rows.length > 0) {
+        parts.push(state.batch.step(state.rows.map((r) => r.seq[r.seq.length - 1])));
+        order.push(...state.rows);
+      }
+      if (joining.size > 0) {
+        // One forward for every new prompt; each joins as one row per choice.
+        const groups = [...joining.values()];
+        const { caches, logits } = prefillMany(
+          model,
+          groups.map((g) => g[0].seq),
+        );
+        this.totals.prefills += groups.length;
+        try {
+          state.batch.addMany(caches.map((cache, g) => ({ cache, copies: groups[g].length })));
+        } catch (e) {
+          logits.dispose();
+          throw e;
+        } finally {
+          for (const cache of caches) cache.dispose();
+        }
+        for (const group of groups) state.rows.push(...group);
+        const rowOf = groups.flatMap((g, i) => g.map(() => i));
+        parts.push(rowOf.length === groups.length ? logits : tf.tidy(() => tf.gather(logits, tf.tensor1d(rowOf, 'int32'))));
+        if (rowOf.length !== groups.length) logits.dispose();
+        order.push(...groups.flat());
+      }
+      const all = parts.length === 1 ? parts[0] : tf.concat(parts, 0);
+      await this.sample(model, order, all);
+    } finally {
+      tf.dispose(parts);
+    }
+    const leaving = state.rows.flatMap((r, i) => (r.done ? [i] : []));
+    state.batch.remove(leaving);
+    state.rows = state.rows.filter((r) => !r.done);
+    if (state.rows.length === 0) this.dropCache(model);
+  }
+
+  private dropCache(model: CausalLm): void {
+    this.cached.get(model)?.batch.dispose();
+    this.cached.delete(model);
+  }
+
+  /** One forward pass over `rows`' whole sequences (no cache) and one token for each. */
   private async step(model: CausalLm, rows: Row[]): Promise<void> {
-    const { vocabSize } = model.config;
     const width = Math.max(...rows.map((r) => r.seq.length));
     const ids = new Int32Array(rows.length * width);
     const last = new Int32Array(rows.length);
-    const taus = new Float32Array(rows.length);
     rows.forEach((r, i) => {
       ids.set(r.seq, i * width);
       last[i] = i * width + r.seq.length - 1;
-      taus[i] = r.params.temperature > 0 ? r.params.temperature : 1;
     });
     // Right-padding is harmless: attention is causal, and only each row's last real position is read
     // (and projected to the vocabulary).
-    const lp = tf.tidy(() => {
-      const logits = model.logits2d(tf.tensor2d(ids, [rows.length, width], 'int32'), 1, tf.tensor1d(last, 'int32'));
-      return tf.logSoftmax(tf.div(logits, tf.tensor2d(taus, [rows.length, 1]))) as tf.Tensor2D;
-    });
+    const logits = tf.tidy(() => model.logits2d(tf.tensor2d(ids, [rows.length, width], 'int32'), 1, tf.tensor1d(last, 'int32')));
+    try {
+      await this.sample(model, rows, logits);
+    } finally {
+      logits.dispose();
+    }
+  }
+
+  /** One token for each row from its next-token logits (row i of `logits` `[R, V]`, not disposed here). */
+  private async sample(model: CausalLm, rows: Row[], logits: tf.Tensor2D): Promise<void> {
+    const { vocabSize } = model.config;
+    const taus = Float32Array.from(rows, (r) => (r.params.temperature > 0 ? r.params.temperature : 1));
+    const lp = tf.tidy(() => tf.logSoftmax(tf.div(logits, tf.tensor2d(taus, [rows.length, 1]))) as tf.Tensor2D);
     let values: Float32Array;
     try {
       values = (await lp.data()) as Float32Array;
@@ -176,6 +321,11 @@ export class GenerationEngine {
       else if (r.generated >= r.params.maxTokens || r.seq.length >= model.config.maxSeqLen) finish(r, 'length');
     });
   }
+}
+
+/** One turn of the event loop: I/O callbacks and timers run before the engine's next step. */
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 function finish(r: Row, reason: FinishReason | undefined, error?: unknown): void {
