@@ -77,7 +77,9 @@ inline void gemm(int64_t m, int64_t n, int64_t kk, const float* __restrict a, in
   for (; j < n; j++) {
     for (int64_t i = 0; i < m; i++) {
       float sum = 0.f;
-      for (int64_t k = 0; k < kk; k++) sum += at(i, k) * b[k * ldb + j];
+      // fmaf, so that each sum is the vector lanes' chain of fused multiply-adds over k in order
+      // (with -ffast-math, `sum += a * b` was vectorised over k and summed in another order).
+      for (int64_t k = 0; k < kk; k++) sum = __builtin_fmaf(at(i, k), b[k * ldb + j], sum);
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + sum : sum;
     }
   }
@@ -203,6 +205,76 @@ inline void attention_backward_items(const float* dout, const float* q, const fl
       for (int64_t e = 0; e < d; e++) {
         dkr[e] = dk[j * d + e];
         dvr[e] = dv[j * d + e];
+      }
+    }
+  }
+}
+
+// Decode attention (SrpoDecodeAttention; op body in transformer-ops.h): one new position per
+// batch row against that row's cached keys and values, for serving's KV cache
+// (libs/hf/src/llama-decode-batch.ts). Row b's cache is the concatenation of two parts, each
+// [B, H_kv, W_part, d] (the older columns and the recent block, W_recent possibly 0), left-padded:
+// its valid columns are start_b .. W_1 + W_2 − 1 of the concatenation.
+//
+// Why its own kernel: the composite (two batched products, a mask and TensorFlow's Softmax) sums
+// in another order than SrpoAttention, so a cached step's log-probs differed from the full
+// forward's by up to 1.2e-5 on SmolLM2. This kernel takes SrpoAttention's order for the same
+// query position (its last row, i = n − 1 over n valid positions): each score is gemm_nn's
+// in-order sum over d (same tiles: one call over the n columns, keys transposed to [d, n]); the
+// softmax is softmax_in_place over the n scores; each output column is the in-order sum
+// Σ_j p_j v_j over the valid positions, older part first (gemm_nn's per-lane accumulation,
+// continued across the two parts). Masked columns are left out instead of weighted by exp(−1e9)
+// = 0, which adds nothing. Work items are (b, g): the r query heads of key/value head g share
+// the transposed keys.
+struct DecodeShape {
+  int64_t batch, heads, kv_heads, d, w1, w2;
+};
+
+// Items [lo, hi) of B·H_kv. `scratch` holds d·W + r·W floats (W = w1 + w2).
+inline void decode_attention_items(const float* q, const float* k1, const float* v1, const float* k2, const float* v2, const int32_t* start, float* o,
+                                   const DecodeShape& s, int64_t lo, int64_t hi, float* scratch) {
+  const int64_t d = s.d, r = s.heads / s.kv_heads, w = s.w1 + s.w2, q_stride = s.heads * d;
+  for (int64_t item = lo; item < hi; item++) {
+    const int64_t b = item / s.kv_heads, g = item % s.kv_heads;
+    const int64_t from = start[b], n = w - from;
+    // The valid rows of each part, in order: part 1 from column `from`, part 2 from its column max(from − w1, 0).
+    const int64_t first1 = from < s.w1 ? from : s.w1, n1 = s.w1 - first1;
+    const int64_t first2 = from > s.w1 ? from - s.w1 : 0, n2 = s.w2 - first2;
+    const float* kp[2] = {k1 + ((b * s.kv_heads + g) * s.w1 + first1) * d, k2 + ((b * s.kv_heads + g) * s.w2 + first2) * d};
+    const float* vp[2] = {v1 + ((b * s.kv_heads + g) * s.w1 + first1) * d, v2 + ((b * s.kv_heads + g) * s.w2 + first2) * d};
+    const int64_t np[2] = {n1, n2};
+    float* kt = scratch;      // [d, n]
+    float* sc = kt + d * n;   // [r, n]
+    for (int part = 0, j0 = 0; part < 2; j0 += np[part], part++)
+      for (int64_t j = 0; j < np[part]; j++)
+        for (int64_t e = 0; e < d; e++) kt[e * n + j0 + j] = kp[part][j * d + e];
+    gemm_nn(r, n, d, q + b * q_stride + g * r * d, d, kt, n, sc, n, false);  // scores of the r heads
+    for (int64_t hr = 0; hr < r; hr++) {
+      float* p = sc + hr * n;
+      softmax_in_place(p, n);
+      float* out = o + b * q_stride + (g * r + hr) * d;
+      int64_t e = 0;
+      for (; e + 16 <= d; e += 16) {
+        v8f c0 = {}, c1 = {};
+        for (int part = 0, j0 = 0; part < 2; j0 += np[part], part++)
+          for (int64_t j = 0; j < np[part]; j++) {
+            const float* vr = vp[part] + j * d + e;
+            c0 += p[j0 + j] * load8(vr), c1 += p[j0 + j] * load8(vr + 8);
+          }
+        store8(out + e, c0);
+        store8(out + e + 8, c1);
+      }
+      for (; e + 8 <= d; e += 8) {
+        v8f c0 = {};
+        for (int part = 0, j0 = 0; part < 2; j0 += np[part], part++)
+          for (int64_t j = 0; j < np[part]; j++) c0 += p[j0 + j] * load8(vp[part] + j * d + e);
+        store8(out + e, c0);
+      }
+      for (; e < d; e++) {
+        float sum = 0.f;
+        for (int part = 0, j0 = 0; part < 2; j0 += np[part], part++)
+          for (int64_t j = 0; j < np[part]; j++) sum += p[j0 + j] * vp[part][j * d + e];
+        out[e] = sum;
       }
     }
   }

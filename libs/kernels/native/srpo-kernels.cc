@@ -93,6 +93,8 @@ const OpSpec kOps[] = {
      attention_grad_compute<false>, attention_delete},
     {"SrpoAttentionGradPacked", {"dout: float", "q: float", "k: float", "v: float", "p: float"}, {"dqkv: float"}, {kAttentionAttrs}, attention_create,
      attention_grad_compute<true>, attention_delete},
+    {"SrpoDecodeAttention", {"q: float", "k: float", "v: float", "k_recent: float", "v_recent: float", "start: int32"}, {"o: float"}, {}, no_state,
+     decode_attention_compute, no_delete},
     {"SrpoNormFold", {"w: float", "gain: float", "shift: float", "bias: float", "scale: float"}, {"wc: float", "c: float", "wct: float"}, {"has_bias: bool", "has_scale: bool"},
      norm_fold_create, norm_fold_compute, norm_fold_delete},
     {"SrpoNormFoldGrad", {"dwc: float", "dc: float", "w: float", "gain: float", "shift: float", "scale: float"}, {"dgain: float", "dshift: float", "dw: float", "dbias: float"},

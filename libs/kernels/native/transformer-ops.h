@@ -149,6 +149,35 @@ void attention_compute(void* state, TF_OpKernelContext* ctx) {
   });
 }
 
+// SrpoDecodeAttention(q [B, H*d], k [B, H_kv, W1, d], v like k, k_recent [B, H_kv, W2, d],
+//   v_recent like k_recent, start [B] int32) -> o [B, H*d]. Row b attends over columns
+//   start_b .. W1 + W2 - 1 of the two parts joined (W2 may be 0); q pre-scaled. See attention-kernels.h.
+void decode_attention_compute(void*, TF_OpKernelContext* ctx) {
+  Call c(ctx, "SrpoDecodeAttention", 6, 5, "start");
+  if (!c.ok()) return;
+  if (c.rank(0) != 2 || c.rank(1) != 4 || c.rank(2) != 4 || c.rank(3) != 4 || c.rank(4) != 4 || c.rank(5) != 1)
+    return c.fail("q must be [B, H*d], k, v, k_recent and v_recent [B, H_kv, W, d] and start [B]");
+  const int64_t batch = c.dim(0, 0), kv_heads = c.dim(1, 1), w1 = c.dim(1, 2), d = c.dim(1, 3), w2 = c.dim(3, 2);
+  for (int i = 1; i <= 4; i++)
+    if (c.dim(i, 0) != batch || c.dim(i, 1) != kv_heads || c.dim(i, 2) != (i <= 2 ? w1 : w2) || c.dim(i, 3) != d)
+      return c.fail("k and v must be [B, H_kv, W1, d] and k_recent and v_recent [B, H_kv, W2, d], B the rows of q");
+  if (c.dim(5, 0) != batch) return c.fail("start must hold one column per row of q");
+  if (kv_heads < 1 || d < 1 || c.dim(0, 1) % (kv_heads * d) != 0 || c.dim(0, 1) == 0) return c.fail("q's columns must be heads * d with kv_heads dividing heads");
+  if (w1 + w2 < 1) return c.fail("the cache must hold at least one column");
+  const int32_t* start = c.ints(5);
+  for (int64_t b = 0; b < batch; b++)
+    if (start[b] < 0 || start[b] >= w1 + w2) return c.fail("start[" + std::to_string(b) + "] must be in [0, W1 + W2)");
+  const DecodeShape s{batch, c.dim(0, 1) / d, kv_heads, d, w1, w2};
+  float* o = c.out_like(0, 0);
+  if (!c.ok() || batch == 0) return;
+  const float *q = c.data(0), *k1 = c.data(1), *v1 = c.data(2), *k2 = c.data(3), *v2 = c.data(4);
+  const int64_t r = s.heads / kv_heads, w = w1 + w2;
+  pool().run(batch * kv_heads, 1, kInlineBelow / (w * d * r) + 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> scratch(static_cast<size_t>((d + r) * w));
+    decode_attention_items(q, k1, v1, k2, v2, start, o, s, lo, hi, scratch.data());
+  });
+}
+
 // SrpoAttentionGrad(dO [B*T, H*d], q, k, v, p [B, H, T, T]; attributes as SrpoAttention)
 //   -> (dq, dk, dv) shaped like q, k and v; columns outside the heads' are 0.
 // SrpoAttentionGradPacked: the same where q, k and v are one tensor (the fused projection's

@@ -115,6 +115,26 @@ export function attentionFused(
   return out && { o: out[0] as tf.Tensor2D, p: out[1] as tf.Tensor4D };
 }
 
+/**
+ * One decode step's attention (`SrpoDecodeAttention`, attention-kernels.h): row b's query heads
+ * `q` `[B, H·d]` (pre-scaled by 1/√d, after RoPE) against its cached keys and values, the
+ * concatenation along the columns of `keys`/`values` `[B, H_kv, W₁, d]` and `recentKeys`/`recentValues`
+ * `[B, H_kv, W₂, d]` (W₂ may be 0), of which row b's valid columns are `start[b]` onwards (left
+ * padding); query head h reads key/value head ⌊h / (H / H_kv)⌋. Returns `[B, H·d]`, summed in
+ * {@link attentionFused}'s order for the same query position, or undefined where not available.
+ */
+export function decodeAttentionFused(
+  q: tf.Tensor2D,
+  keys: tf.Tensor4D,
+  values: tf.Tensor4D,
+  recentKeys: tf.Tensor4D,
+  recentValues: tf.Tensor4D,
+  start: tf.Tensor1D,
+  composite = false,
+): tf.Tensor2D | undefined {
+  return fused('SrpoDecodeAttention', [q, keys, values, recentKeys, recentValues, start], 1, undefined, composite)?.[0] as tf.Tensor2D | undefined;
+}
+
 /** The backward of {@link attentionFused} (`SrpoAttentionGrad`): dq, dk and dv shaped like q, k and v. */
 export function attentionGrad(
   dO: tf.Tensor2D,

@@ -39,6 +39,7 @@ export {
   attentionFused,
   attentionGrad,
   attentionGradPacked,
+  decodeAttentionFused,
   geluFused,
   geluGrad,
   layerNormGrad,
