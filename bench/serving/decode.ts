@@ -5,10 +5,11 @@
  * chat template) and the same thread count on both sides.
  *
  *   npm run build:bench && node dist-bench/bench/serving/decode.js [--model DIR] [--tokens 128] [--batches 1,16]
- *       [--threads N] [--uncached] [--learner-products] [--no-torch] [--out FILE]
+ *       [--threads N] [--uncached] [--learner-products] [--composite-attention] [--no-torch] [--out FILE]
  *
  * srpo's side is GenerationEngine.generate (KV cache, continuous batching; `--uncached` adds the
- * engine without its cache, `--learner-products` the engine with decodeProducts 'learner'), B concurrent choices with no stop ids so every row makes exactly N
+ * engine without its cache, `--learner-products` the engine with decodeProducts 'learner',
+ * `--composite-attention` the engine with the decode-attention kernel off: tfjs' products and Softmax), B concurrent choices with no stop ids so every row makes exactly N
  * tokens, in a child process with TF_NUM_INTRAOP_THREADS = threads; transformers' side is
  * bench/serving/torch_decode.py (torch.set_num_threads(threads), its default sdpa attention). Reported
  * per side and batch: tokens/s over the whole call (prefill included), decode tokens/s after the
@@ -23,6 +24,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { initTfBackend } from '@srpo/core';
 import { HfTokenizer, loadHfModel } from '@srpo/hf';
+import { configureSrpoKernels } from '@srpo/kernels';
 import { GenerationEngine } from '@srpo/serving';
 import { lastJsonLine, threadEnv } from '../learner/bench-common';
 import { cpuDescription } from '../cpu';
@@ -52,6 +54,7 @@ interface Task {
   batches: number[];
   tokens: number;
   threads: number;
+  compositeAttention?: boolean;
   uncached?: boolean;
   learnerProducts?: boolean;
 }
@@ -108,6 +111,7 @@ async function timedRun(engine: GenerationEngine, hf: ReturnType<typeof loadHfMo
 
 async function worker(task: Task): Promise<void> {
   await initTfBackend('tensorflow');
+  if (task.compositeAttention) configureSrpoKernels({ except: ['SrpoDecodeAttention'] });
   const t0 = performance.now();
   const hf = loadHfModel(task.model);
   const loadSeconds = (performance.now() - t0) / 1000;
@@ -123,7 +127,13 @@ async function worker(task: Task): Promise<void> {
     results.push(await timedRun(engine, hf, task.prompts, b, task.tokens));
   }
   hf.model.dispose();
-  const side = task.uncached ? 'srpo serve (no KV cache)' : task.learnerProducts ? 'srpo serve (KV cache, learner products)' : 'srpo serve (KV cache)';
+  const side = task.uncached
+    ? 'srpo serve (no KV cache)'
+    : task.learnerProducts
+      ? 'srpo serve (KV cache, learner products)'
+      : task.compositeAttention
+        ? 'srpo serve (KV cache, composite attention)'
+        : 'srpo serve (KV cache)';
   console.log(JSON.stringify({ side, loadSeconds, results }));
 }
 
@@ -161,6 +171,8 @@ async function main(): Promise<void> {
   sides.push(runSide(process.execPath, [__filename, '--worker', JSON.stringify(task)], threads, 'srpo'));
   if (process.argv.includes('--learner-products'))
     sides.push(runSide(process.execPath, [__filename, '--worker', JSON.stringify({ ...task, learnerProducts: true })], threads, 'srpo learner-products'));
+  if (process.argv.includes('--composite-attention'))
+    sides.push(runSide(process.execPath, [__filename, '--worker', JSON.stringify({ ...task, compositeAttention: true })], threads, 'srpo composite-attention'));
   if (process.argv.includes('--uncached'))
     sides.push(runSide(process.execPath, [__filename, '--worker', JSON.stringify({ ...task, uncached: true })], threads, 'srpo uncached'));
   const cpu = cpuDescription();

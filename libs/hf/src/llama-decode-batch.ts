@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
-import { batchMatMul, gatherRows } from '@srpo/kernels';
+import { batchMatMul, decodeAttentionFused, gatherRows } from '@srpo/kernels';
 import { rmsNorm } from './llama-ops';
 import type { LlamaModel } from './llama-model';
 import { KvCacheBudgetError, type LlamaKvCache } from './llama-decode';
@@ -11,9 +11,10 @@ import { checkTokens, head, mlp, rotateRows, TENSORFLOW_MATMUL_ROWS, w1, w2, wit
  * vocabulary head, and for every product of steps of at most {@link TENSORFLOW_MATMUL_ROWS} rows,
  * where a matrix–vector product reads each weight once (SmolLM2-135M at batch 1, one thread: 14.9
  * tokens/s against 5.3 with `learner`). `learner`: the learner's forward's own (`SrpoMatMul` where
- * the kernels route it), which packs each weight first. Either way the sums run in another order
- * than the full forward's: served log-probs differed from the learner's recompute by up to 1.5e-5
- * (`tensorflow`) and 1.2e-5 (`learner`, attention's order alone) on SmolLM2.
+ * the kernels route it), which packs each weight first. With `learner` on `SrpoMatMul` (each element
+ * one FMA chain over k, whatever the rows) and the decode-attention kernel (`SrpoDecodeAttention`,
+ * SrpoAttention's order), a step sums exactly as the full forward: identical log-probs on SmolLM2.
+ * With `tensorflow` the products sum in oneDNN's order: up to 1.9e-5 from the learner's recompute.
  */
 export type DecodeProducts = 'learner' | 'tensorflow';
 
@@ -40,6 +41,19 @@ export interface LlamaDecodeOptions {
    * width). One slot is `2 · layers · H_kv · d` float32 values (46 KB for SmolLM2-135M).
    */
   tokenBudget: number;
+}
+
+/** What a step's layers share for attention (see `LlamaDecodeBatch.attend`). */
+interface StepAttention {
+  split: boolean;
+  /** Columns after the append. */
+  width: number;
+  /** Row b's first valid column, `[B]` int32 (the kernel's form of the padding). */
+  start: tf.Tensor1D;
+  /** An empty recent part `[B, H_kv, 0, d]` for the kernel when the cache grows whole. */
+  noRecent: tf.Tensor4D | undefined;
+  /** Adds the −1e9 padding mask to scores (the composite's form). */
+  masked: (scores: tf.Tensor4D) => tf.Tensor4D;
 }
 
 /**
@@ -227,7 +241,6 @@ export class LlamaDecodeBatch {
     const b = this.size;
     const maxPos = Math.max(...this.lengths);
     const { numHeads: heads, numKvHeads: kvHeads, headDim: d, qkvBias } = c;
-    const r = heads / kvHeads;
     const model = this.model;
     return tf.tidy(() => {
       // Rope tables for powers of two of positions, so the model caches few of them.
@@ -242,6 +255,12 @@ export class LlamaDecodeBatch {
       if (padded) this.lengths.forEach((len, i) => maskData.fill(-1e9, i * width, i * width + width - len - 1));
       const mask = padded ? tf.tensor4d(maskData, [b, 1, 1, width]) : undefined;
       const masked = (scores: tf.Tensor4D): tf.Tensor4D => (mask ? tf.add(scores, mask) : scores);
+      // For the native kernel (SrpoDecodeAttention): row b's first valid column, and an empty recent part when the cache grows whole.
+      const start = tf.tensor1d(
+        this.lengths.map((len) => width - len - 1),
+        'int32',
+      );
+      const noRecent = split ? undefined : tf.zeros<tf.Rank.R4>([b, kvHeads, 0, d]);
       let h = gatherRows(w2(model, 'model.embed_tokens.weight'), tf.tensor1d(Array.from(tokens), 'int32'));
       for (let i = 0; i < c.numLayers; i++) {
         const p = `model.layers.${i}.`;
@@ -256,24 +275,39 @@ export class LlamaDecodeBatch {
         const values = append(grown[1], v);
         newKeys.push(keys);
         newValues.push(values);
-        // Query head g·r + j reads key/value head g: [B, H·d] is [B, H_kv, r, d] as it lies.
-        const q4 = q.reshape<tf.Tensor4D>([b, kvHeads, r, d]);
-        let attn: tf.Tensor2D;
-        if (split) {
-          const older = this.width - this.recentWidth;
-          const scores = tf.concat([batchMatMul(q4, this.keys[i], false, true), batchMatMul(q4, keys, false, true)], 3);
-          const probs = tf.softmax(masked(scores));
-          const [pOld, pRecent] = tf.split(probs, [older, width - older], 3);
-          attn = tf.add(batchMatMul(pOld, this.values[i]), batchMatMul(pRecent, values)).reshape<tf.Tensor2D>([b, heads * d]);
-        } else {
-          const probs = tf.softmax(masked(batchMatMul(q4, keys, false, true)));
-          attn = batchMatMul(probs, values).reshape<tf.Tensor2D>([b, heads * d]);
-        }
+        const attn = this.attend(q, i, keys, values, { split, width, start, noRecent, masked });
         h = tf.add<tf.Tensor2D>(h, model.linear(attn, `${p}self_attn.o_proj`, c.oBias));
         h = mlp(model, h, p);
       }
       return head(model, h, tensorflowHead);
     });
+  }
+
+  /**
+   * A step's attention in layer i, `[B, H·d]`: the new queries `q` against the cache, `keys`/`values`
+   * being the grown whole cache, or with `split` the grown recent part after the older one. The
+   * native kernel (`SrpoDecodeAttention`) sums in the full forward's order (SrpoAttention's), so
+   * a cached step's numbers are the full forward's; elsewhere (WebGPU, no addon) the composite:
+   * batched products, the −1e9 mask on the padding, TensorFlow's Softmax.
+   */
+  private attend(q: tf.Tensor2D, i: number, keys: tf.Tensor4D, values: tf.Tensor4D, at: StepAttention): tf.Tensor2D {
+    const { numHeads: heads, numKvHeads: kvHeads, headDim: d } = this.model.config;
+    const b = this.size;
+    const fused = at.split
+      ? decodeAttentionFused(q, this.keys[i], this.values[i], keys, values, at.start)
+      : decodeAttentionFused(q, keys, values, at.noRecent as tf.Tensor4D, at.noRecent as tf.Tensor4D, at.start);
+    if (fused) return fused;
+    // Query head g·r + j reads key/value head g: [B, H·d] is [B, H_kv, r, d] as it lies.
+    const q4 = q.reshape<tf.Tensor4D>([b, kvHeads, heads / kvHeads, d]);
+    if (at.split) {
+      const older = this.width - this.recentWidth;
+      const scores = tf.concat([batchMatMul(q4, this.keys[i], false, true), batchMatMul(q4, keys, false, true)], 3);
+      const probs = tf.softmax(at.masked(scores));
+      const [pOld, pRecent] = tf.split(probs, [older, at.width - older], 3);
+      return tf.add(batchMatMul(pOld, this.values[i]), batchMatMul(pRecent, values)).reshape<tf.Tensor2D>([b, heads * d]);
+    }
+    const probs = tf.softmax(at.masked(batchMatMul(q4, keys, false, true)));
+    return batchMatMul(probs, values).reshape<tf.Tensor2D>([b, heads * d]);
   }
 
   /** Drops every row and frees the cache. */

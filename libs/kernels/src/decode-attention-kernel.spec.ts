@@ -17,8 +17,7 @@ function cacheOf(rows: Float32Array[], kvHeads: number, d: number, w: number, pa
   rows.forEach((x, b) => {
     const len = x.length / (kvHeads * d);
     for (let j = 0; j < len; j++)
-      for (let g = 0; g < kvHeads; g++)
-        for (let e = 0; e < d; e++) out[((b * kvHeads + g) * w + (w - len + j)) * d + e] = x[(j * kvHeads + g) * d + e];
+      for (let g = 0; g < kvHeads; g++) for (let e = 0; e < d; e++) out[((b * kvHeads + g) * w + (w - len + j)) * d + e] = x[(j * kvHeads + g) * d + e];
   });
   return out;
 }
@@ -87,7 +86,14 @@ describeNative(['SrpoDecodeAttention', 'SrpoAttention'], 'SrpoDecodeAttention (o
     );
     const q = tf.tensor2d(qv, [b, heads * d]);
     for (const cut of [w, 0, 1, w - 3, 20]) {
-      const o = decodeAttentionFused(q, columns(kc, b, kvHeads, w, d, 0, cut), columns(vc, b, kvHeads, w, d, 0, cut), columns(kc, b, kvHeads, w, d, cut, w), columns(vc, b, kvHeads, w, d, cut, w), start);
+      const o = decodeAttentionFused(
+        q,
+        columns(kc, b, kvHeads, w, d, 0, cut),
+        columns(vc, b, kvHeads, w, d, 0, cut),
+        columns(kc, b, kvHeads, w, d, cut, w),
+        columns(vc, b, kvHeads, w, d, cut, w),
+        start,
+      );
       expect(o).toBeDefined();
       expect(o?.shape).toEqual([b, heads * d]);
       expect(worstDiff(await (o as tf.Tensor2D).data<'float32'>(), want)).toBeLessThan(2e-6);
