@@ -45,7 +45,7 @@
 #include <vector>
 #include "tf-kernel-api.h"
 
-#define SRPO_KERNELS_VERSION 11
+#define SRPO_KERNELS_VERSION 12
 
 namespace {
 

@@ -64,7 +64,7 @@ export type KernelIsa = 'avx2' | 'avx512';
 export type KernelIsaPart = 'gemm' | 'elementwise';
 
 /** The kernel set this code expects (`SRPO_KERNELS_VERSION` in srpo-kernels.cc); a build of another version is stale. */
-export const SRPO_KERNELS_VERSION = 11;
+export const SRPO_KERNELS_VERSION = 12;
 
 const log = new Logger('srpo-kernels');
 let status: SrpoKernelsStatus | undefined;
