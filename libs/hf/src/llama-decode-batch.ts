@@ -9,9 +9,10 @@ import { checkTokens, head, mlp, rotateRows, TENSORFLOW_MATMUL_ROWS, w1, w2, wit
 /**
  * The 2-D product kernels of decode steps. `tensorflow` (default): TensorFlow's `MatMul` for the
  * vocabulary head, and for every product of steps of at most {@link TENSORFLOW_MATMUL_ROWS} rows,
- * where a matrix–vector product reads each weight once (SmolLM2-135M at batch 1, one thread: 14.9
- * tokens/s against 5.3 with `learner`). `learner`: the learner's forward's own (`SrpoMatMul` where
- * the kernels route it), which packs each weight first. With `learner` on `SrpoMatMul` (each element
+ * where a matrix–vector product reads each weight once. `learner`: the learner's forward's own
+ * (`SrpoMatMul` where the kernels route it; its products of ≤ 4 rows of x·Wᵀ run unpacked, so
+ * SmolLM2-135M at batch 1 ran 0.93–0.94x the tokens/s of `tensorflow`, 2 threads, loaded machine,
+ * where packing each weight had made it 0.5x). With `learner` on `SrpoMatMul` (each element
  * one FMA chain over k, whatever the rows) and the decode-attention kernel (`SrpoDecodeAttention`,
  * SrpoAttention's order), a step sums exactly as the full forward: identical log-probs on SmolLM2.
  * With `tensorflow` the products sum in oneDNN's order: up to 1.9e-5 from the learner's recompute.

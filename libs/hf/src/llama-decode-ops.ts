@@ -19,8 +19,9 @@ export function w2(model: LlamaModel, name: string): tf.Tensor2D {
  * With `products: 'tensorflow'` (the default), decode steps with at most this many rows run their 2-D products on TensorFlow's `MatMul` (see
  * {@link withTensorflowMatMul}). Measured on SmolLM2-135M's shapes (Xeon, AVX-512, 2 threads):
  * at 1 row `MatMul` took 0.04–0.23 ms per layer product against `SrpoMatMul`'s 0.13–0.32 (a
- * matrix–vector product reads the weight once; `SrpoMatMul` packs it first); at 16 rows
- * `SrpoMatMul` was as fast or faster (0.42 against 0.47–0.61 ms on the MLP's).
+ * matrix–vector product reads the weight once; `SrpoMatMul` then packed it first: its few-row
+ * path, unpacked, came later and brought `learner` to 0.93–0.94x `tensorflow` at batch 1); at 16
+ * rows `SrpoMatMul` was as fast or faster (0.42 against 0.47–0.61 ms on the MLP's).
  */
 export const TENSORFLOW_MATMUL_ROWS = 4;
 

@@ -413,3 +413,56 @@ void gemm_block(const GemmArgs& g, int64_t i_lo, int64_t i_hi, int64_t j_lo, int
     }
   }
 }
+
+// Few rows of C = A·Bᵀ (A [m, k] as stored, B stored [n, k]: a linear layer's x·Wᵀ) without
+// packing: a decode step's products (one to four rows). Why: packing reads and writes the whole
+// weight for each call, which at one row costs as much as the product (SmolLM2-135M at batch 1:
+// TensorFlow's MatMul, which packs nothing, ran 2–3x faster), and TensorFlow's MatMul sums in
+// another order than SrpoMatMul, so served log-probs drifted from the learner's (docs/serving.md).
+// Each element here is the packed path's chain of fused multiply-adds over k = 0..K−1 in order,
+// starting from 0, so the bits are SrpoMatMul's at any row count: eight columns at a time, their
+// eight weight rows loaded 8 k at a time and transposed in registers (transpose8), each k then one
+// FMA per row. Columns past the last multiple of 8 take a scalar chain (fmaf). The bias and the
+// residual follow as add_bias_tile adds them.
+constexpr int64_t kGemvMaxRows = 4;
+template <int kRows>
+void gemv_tb_columns(const GemmArgs& g, int64_t j_lo, int64_t j_hi) {
+  const int64_t k = g.k, ldb = g.ldb, lda = g.lda;
+  int64_t j = j_lo;
+  for (; j + 8 <= j_hi; j += 8) {
+    __m256 acc[kRows];
+    for (int r = 0; r < kRows; r++) acc[r] = _mm256_setzero_ps();
+    const float* w = g.b + j * ldb;
+    int64_t p = 0;
+    for (; p + 8 <= k; p += 8) {
+      __m256 v[8];
+      for (int t = 0; t < 8; t++) v[t] = _mm256_loadu_ps(w + t * ldb + p);
+      transpose8(v);  // v[t] lane l: B[j + l][p + t]
+      for (int t = 0; t < 8; t++)
+        for (int r = 0; r < kRows; r++) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(g.a[r * lda + p + t]), v[t], acc[r]);
+    }
+    for (; p < k; p++) {
+      const __m256 col = _mm256_set_ps(w[7 * ldb + p], w[6 * ldb + p], w[5 * ldb + p], w[4 * ldb + p], w[3 * ldb + p], w[2 * ldb + p], w[ldb + p], w[p]);
+      for (int r = 0; r < kRows; r++) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(g.a[r * lda + p]), col, acc[r]);
+    }
+    for (int r = 0; r < kRows; r++) _mm256_storeu_ps(g.c + r * g.ldc + j, acc[r]);
+  }
+  for (; j < j_hi; j++)
+    for (int r = 0; r < kRows; r++) {
+      const float* w = g.b + j * ldb;
+      float sum = 0.f;
+      for (int64_t p = 0; p < k; p++) sum = __builtin_fmaf(g.a[r * lda + p], w[p], sum);
+      g.c[r * g.ldc + j] = sum;
+    }
+  if (g.bias)
+    for (int r = 0; r < kRows; r++) add_bias_tile(g.c + r * g.ldc + j_lo, 0, 1, j_hi - j_lo, g.bias + j_lo, g.residual ? g.residual + r * g.ldc + j_lo : nullptr);
+}
+inline void gemv_tb(const GemmArgs& g, int64_t j_lo, int64_t j_hi) {
+  switch (g.m) {
+    case 1: return gemv_tb_columns<1>(g, j_lo, j_hi);
+    case 2: return gemv_tb_columns<2>(g, j_lo, j_hi);
+    case 3: return gemv_tb_columns<3>(g, j_lo, j_hi);
+    default: return gemv_tb_columns<4>(g, j_lo, j_hi);
+  }
+}
+

@@ -123,6 +123,12 @@ inline GemmArgs gemm_segment(const GemmArgs& g, int64_t s, float* c) {
 template <class K>
 void matmul_run(const GemmArgs& g) {
   const int64_t m = g.m, n = g.n, k = g.k;
+  // A few rows of x·Wᵀ: unpacked, the same bits (gemv_tb, gemm-kernels.h); pieces of 64 columns.
+  if (m <= kGemvMaxRows && !g.trans_a && g.trans_b && k > 0 && !g.col_sums && k_segments(m, n, k) == 1) {
+    const int64_t pieces = (n + 63) / 64;
+    pool().run(pieces, 1, m * n * k < kGemmInlineFma ? pieces + 1 : 0, [&](int64_t lo, int64_t hi) { gemv_tb(g, lo * 64, std::min(n, hi * 64)); });
+    return;
+  }
   // C's rows are split when m >= n, else its columns, unless the columns balance the threads
   // clearly better: few rows go in single tiles, and 11 tiles of [128, 2048]ᵀ·[2048, 128] went
   // 6:5 between two threads, where its columns make two pieces of 64 (0.86x the product's time,

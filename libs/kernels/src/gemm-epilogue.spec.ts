@@ -15,8 +15,11 @@ describeNative(
     beforeAll(nativeBackend);
 
     // Mid-tile edges, three K blocks, rows split (m >= n) and columns split (m < n) between threads.
+    // [1, 37, 300] and [3, 77, 301] with b transposed: the few-row path (gemv_tb) and its column and k tails.
     it.each([
       [7, 5, 3],
+      [1, 37, 300],
+      [3, 77, 301],
       [13, 37, 300],
       [70, 45, 600],
       [45, 70, 520],
@@ -47,6 +50,7 @@ describeNative(
     });
 
     it.each([
+      [2, 37, 300],
       [13, 37, 300],
       [70, 45, 600],
       [45, 70, 520],
@@ -60,6 +64,14 @@ describeNative(
       for (let i = 0; i < m * n; i++) expected[i] = Math.fround(h[i] + Math.fround(chains[i] + bias[i % n]));
       const [out] = srpoMatMulOp('SrpoMatMulBiasResidual', [tf.tensor2d(a, [m, k]), tf.tensor2d(b, [k, n]), tf.tensor1d(bias), tf.tensor2d(h, [m, n])]);
       expect(firstMismatch(await bits(out), asBits(expected))).toBe(-1);
+      // b stored transposed (x·Wᵀ, the few-row path below 5 rows): the same bits.
+      const [outT] = srpoMatMulOp(
+        'SrpoMatMulBiasResidual',
+        [tf.tensor2d(a, [m, k]), tf.tensor2d(transposed(b, k, n), [n, k]), tf.tensor1d(bias), tf.tensor2d(h, [m, n])],
+        false,
+        true,
+      );
+      expect(firstMismatch(await bits(outT), asBits(expected))).toBe(-1);
       // A reference that sums the three in another order differs somewhere (the test can fail).
       const other = new Float32Array(m * n);
       for (let i = 0; i < m * n; i++) other[i] = Math.fround(Math.fround(h[i] + bias[i % n]) + chains[i]);

@@ -86,6 +86,18 @@ describeNative(['SrpoMatMul'], 'SrpoMatMul (the learner products)', () => {
     expect(firstMismatch(await bits(c), asBits(fmaChains(a, b, m, n, k)))).toBe(-1);
   });
 
+  it.each([1, 2, 3, 4])('gives %i row(s) of a·bᵀ (the unpacked few-row path) the FMA chains’ bits, those of the same rows in a larger product', async (m) => {
+    // 77 columns (a tail of 5 past the 8-column groups, two 64-column pieces), k = 301 (a tail of 5 past the 8-k groups).
+    const [n, k] = [77, 301];
+    const a = seededValues(40 * k, 31, 2);
+    const b = seededValues(n * k, 32, 2); // stored [n, k]
+    const bt = tf.tensor2d(b, [n, k]);
+    const few = srpoMatMul(tf.tensor2d(a.slice(0, m * k), [m, k]), bt, false, true);
+    expect(firstMismatch(await bits(few), asBits(fmaChains(a.slice(0, m * k), transposed(b, n, k), m, n, k)))).toBe(-1);
+    const many = await bits(srpoMatMul(tf.tensor2d(a, [40, k]), bt, false, true));
+    expect(firstMismatch(await bits(few), many.slice(0, m * n))).toBe(-1);
+  });
+
   it('gives each row and column the same bits whatever the rest of the product (threads and blocks)', async () => {
     const [m, n, k] = [301, 150, 520];
     const a = tf.tensor2d(seededValues(m * k, 5), [m, k]);
