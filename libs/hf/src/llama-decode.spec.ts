@@ -2,7 +2,7 @@ import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, repoRoot } from '@srpo/core';
 import { SeededRng } from '@srpo/policy';
-import { srpoKernelAvailable, srpoMatMulRouted } from '@srpo/kernels';
+import { configureSrpoKernels, srpoKernelAvailable, srpoMatMulRouted } from '@srpo/kernels';
 import { nativeBackend, seededValues } from './test/fixtures';
 import { loadHfModel } from './hf-model-dir';
 import type { LlamaModel } from './llama-model';
@@ -56,24 +56,31 @@ function prompts(vocab: number, lengths: number[], seed: number): number[][] {
 }
 
 // split: the cache grows in two parts from the first step on, the recent part joining the older every 3 steps.
+// kernel false: the decode-attention kernel switched off, so steps take the composite attention (as on WebGPU).
 describe.each([
-  ['llama', false, 'learner', false],
-  ['llama', true, 'learner', false],
-  ['qwen2', true, 'learner', true],
-  ['qwen2', true, 'tensorflow', false],
-  ['llama', true, 'tensorflow', true],
-] as const)('incremental decoding with a KV cache (%s, LoRA %s, products %s, split %s)', (fixture, lora, products, split) => {
+  ['llama', false, 'learner', false, true],
+  ['llama', true, 'learner', false, true],
+  ['qwen2', true, 'learner', true, true],
+  ['qwen2', true, 'tensorflow', false, true],
+  ['llama', true, 'tensorflow', true, true],
+  ['llama', true, 'learner', true, false],
+  ['qwen2', false, 'learner', false, false],
+] as const)('incremental decoding with a KV cache (%s, LoRA %s, products %s, split %s, attention kernel %s)', (fixture, lora, products, split, kernel) => {
   const options = { tokenBudget: 1000, products, ...(split ? { splitSlots: 1, recentColumns: 3 } : {}) };
   // Evaluated in the tests: the addon loads with the backend (beforeAll).
-  const bound = (): number => (products === 'learner' && srpoKernelAvailable('SrpoDecodeAttention') && srpoMatMulRouted() ? 0 : 1e-5);
+  const bound = (): number => (kernel && products === 'learner' && srpoKernelAvailable('SrpoDecodeAttention') && srpoMatMulRouted() ? 0 : 1e-5);
   let model: LlamaModel;
 
   beforeAll(async () => {
     await nativeBackend();
+    configureSrpoKernels({ except: kernel ? [] : ['SrpoDecodeAttention'] });
     model = loadHfModel(path.join(FIXTURES, fixture)).model;
     if (lora) randomize(attachLora(model, { r: 4, targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] }), 11);
   });
-  afterAll(() => model.dispose());
+  afterAll(() => {
+    configureSrpoKernels({ except: [] });
+    model.dispose();
+  });
 
   it('prefill gives the full forward last-position logits, and each cached step the full forward of the grown sequence', async () => {
     const [seq] = prompts(model.config.vocabSize, [6], 1);
