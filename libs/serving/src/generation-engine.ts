@@ -130,6 +130,14 @@ export class GenerationEngine {
     return this.active.filter((r) => r.model === model).length + this.queue.filter((r) => r.model === model).length;
   }
 
+  /**
+   * The longest sequence (prompt + tokens generated) one choice of `model` may reach: its context,
+   * or the KV-cache budget where that is smaller (a longer choice is refused by {@link generate}).
+   */
+  longestSequence(model: CausalLm): number {
+    return this.usesCache(model) ? Math.min(model.config.maxSeqLen, this.kvCacheTokens) : model.config.maxSeqLen;
+  }
+
   /** Generates one choice; resolves with its finish reason once done. */
   generate(model: CausalLm, prompt: readonly number[], params: GenerationParams, sink: TokenSink): Promise<FinishReason> {
     checkParams(model, prompt, params);
