@@ -241,14 +241,14 @@ export class GenerationEngine {
     if (slots <= this.kvCacheTokens) return;
     const latestFirst = this.active.filter((r) => r.cached).sort((a, b) => b.arrival - a.arrival);
     const out: Row[] = [];
+    const leaving = new Set<Row>();
     // One row alone always fits (generate refused any other), so at least one stays.
     for (const r of latestFirst) {
       if (slots <= this.kvCacheTokens || out.length === latestFirst.length - 1) break;
       out.push(r);
-      const leaving = new Set(out);
+      leaving.add(r);
       slots = nextStepSlots(this.active.filter((a) => !leaving.has(a)));
     }
-    const leaving = new Set(out);
     this.active = this.active.filter((r) => !leaving.has(r));
     for (const [model, state] of this.cached) {
       const idx = state.rows.flatMap((r, i) => (leaving.has(r) ? [i] : []));
