@@ -13,7 +13,8 @@ import { GenerationEngine, type GenerationParams, type TokenDraw } from '@srpo/s
  * token ids, and with decodeProducts 'learner' the same log-probs (within 1e-5, the issue's bound;
  * measured identical), with the default products within 3e-5 (see the tests), for chat prompts of
  * different lengths decoding together (one request with n = 2). And they are transformers' greedy ids with its own cache
- * (scripts/reference/generate_hf.py), log-probs within 1e-4.
+ * (scripts/reference/generate_hf.py), log-probs within 1e-4. Under a budget too small for all rows
+ * at once, preempted rows (prefilled again with their tokens) give the same output.
  *
  * The directory is SRPO_SMOLLM2_DIR, default ~/.cache/srpo/models/smollm2-135m-instruct (which
  * scripts/setup.sh makes). Skipped, and reported so, where it is missing; SRPO_REQUIRE_SMOLLM2=1
@@ -95,6 +96,30 @@ if (!present) console.warn(`kv-cache-smollm2: skipped, ${DIR} is missing (script
     // three (float32 rounding alone; attention's order is the full forward's, see above).
     cached.forEach((c, i) => c.logprobs.forEach((lp, j) => expect(Math.abs(lp - plain[i].logprobs[j])).toBeLessThan(3e-5)));
   });
+
+  it('under a KV-cache budget that forces preemption, the same ids and log-probs within 2e-5; the budget held at every step', async () => {
+    // Room for one and a half of the longest rows at full length, not four: rows are preempted as they grow.
+    const budget = Math.ceil(1.5 * (Math.max(...prompts.map((p) => p.length)) + MAX_TOKENS));
+    const engine = new GenerationEngine({ maxBatchRows: 8, maxQueuedRows: 8, kvCacheTokens: budget });
+    let most = 0;
+    const params: GenerationParams = { maxTokens: MAX_TOKENS, temperature: 0, topP: 1, stopIds: [END], topLogprobs: 0 };
+    const tight = await Promise.all(
+      [...prompts, prompts[1]].map(async (p) => {
+        const draws: TokenDraw[] = [];
+        await engine.generate(hf.model, p, params, (d) => {
+          draws.push(d);
+          most = Math.max(most, engine.kvSlots);
+          return false;
+        });
+        return { ids: draws.map((d) => d.id), logprobs: draws.map((d) => d.logprob) };
+      }),
+    );
+    expect(engine.totals.preemptions).toBeGreaterThanOrEqual(2);
+    expect(engine.totals.recomputedTokens).toBeGreaterThan(0);
+    expect(most).toBeLessThanOrEqual(budget);
+    expect(tight.map((c) => c.ids)).toEqual(cached.map((c) => c.ids));
+    tight.forEach((c, i) => c.logprobs.forEach((lp, j) => expect(Math.abs(lp - cached[i].logprobs[j])).toBeLessThan(2e-5)));
+  }, 600_000);
 
   it("equals transformers' greedy generation with its cache: ids identical, log-probs within 1e-4", () => {
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-kv-')), 'prompts.json');

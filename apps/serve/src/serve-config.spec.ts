@@ -12,6 +12,11 @@ describe('serve configuration', () => {
     expect(c.checkpointDir).toBe(path.resolve('/work', '.srpo/checkpoints'));
     expect(c.topics.prefix).toBe('srpo.');
     expect([c.modelDir, c.modelName, c.maxLoras, c.runtimeLora]).toEqual([undefined, undefined, 8, true]);
+    expect([c.kvCacheTokens, c.decodeProducts]).toEqual([32_768, 'tensorflow']);
+    expect(loadServeConfig({ SRPO_SERVE_KV_CACHE_TOKENS: '0', SRPO_SERVE_DECODE_PRODUCTS: 'learner' })).toMatchObject({
+      kvCacheTokens: 0,
+      decodeProducts: 'learner',
+    });
   });
 
   it('--model serves a directory under its name with no policy (no broker); --served-model-name renames it; policies may be added', () => {
@@ -22,11 +27,26 @@ describe('serve configuration', () => {
   });
 
   it('flags stand for their variables, as vllm serve takes them', () => {
-    expect(serveFlagsToEnv(['--model', '/m', '--served-model-name=smol', '--max-loras', '4', '--port', '9000'])).toEqual({
+    expect(
+      serveFlagsToEnv([
+        '--model',
+        '/m',
+        '--served-model-name=smol',
+        '--max-loras',
+        '4',
+        '--port',
+        '9000',
+        '--kv-cache-tokens=8192',
+        '--decode-products',
+        'learner',
+      ]),
+    ).toEqual({
       SRPO_SERVE_MODEL_DIR: '/m',
       SRPO_SERVE_MODEL_NAME: 'smol',
       SRPO_SERVE_MAX_LORAS: '4',
       SRPO_SERVE_PORT: '9000',
+      SRPO_SERVE_KV_CACHE_TOKENS: '8192',
+      SRPO_SERVE_DECODE_PRODUCTS: 'learner',
     });
     expect(() => serveFlagsToEnv(['--modle', 'x'])).toThrow(/--modle: is not a flag of srpo serve/);
     expect(() => serveFlagsToEnv(['--model'])).toThrow(/--model: needs a value/);
@@ -44,6 +64,9 @@ describe('serve configuration', () => {
     [{ SRPO_SERVE_MODEL_DIR: QWEN2, SRPO_SERVE_POLICIES: 'qwen2' }, 'SRPO_SERVE_MODEL_NAME', /also a served policy/],
     [{ SRPO_SERVE_POLICIES: ',' }, 'SRPO_SERVE_POLICIES', /lists no policy/],
     [{ SRPO_SERVE_MAX_LORAS: '0' }, 'SRPO_SERVE_MAX_LORAS', />= 1/],
+    [{ SRPO_SERVE_KV_CACHE_TOKENS: '-1' }, 'SRPO_SERVE_KV_CACHE_TOKENS', />= 0/],
+    [{ SRPO_SERVE_KV_CACHE_TOKENS: '99999999' }, 'SRPO_SERVE_KV_CACHE_TOKENS', /<= 16777216/],
+    [{ SRPO_SERVE_DECODE_PRODUCTS: 'blas' }, 'SRPO_SERVE_DECODE_PRODUCTS', /one of/],
   ])('fails fast naming the variable: %j', (env, variable, message) => {
     let error: unknown;
     try {

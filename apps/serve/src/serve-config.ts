@@ -2,6 +2,8 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, Logger, LogLevel, tfBackendSettings, type TfBackendSettings } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
+import type { DecodeProducts } from '@srpo/hf';
+import { DEFAULT_KV_CACHE_TOKENS } from '@srpo/serving';
 
 export interface ServeConfig {
   kafka: KafkaConnectionOptions;
@@ -24,6 +26,10 @@ export interface ServeConfig {
   maxBatchRows: number;
   /** Choices waiting beyond the batch before requests are refused with 503. */
   maxQueuedRows: number;
+  /** KV-cache token slots of all rows together (GenerationEngineOptions.kvCacheTokens); 0: no cache. */
+  kvCacheTokens: number;
+  /** The product kernels of cached decode steps (GenerationEngineOptions.decodeProducts). */
+  decodeProducts: DecodeProducts;
   /** Largest request body. */
   maxBodyBytes: number;
   startupTimeoutMs: number;
@@ -34,6 +40,7 @@ export interface ServeConfig {
 }
 
 const POLICY_ID = /^[A-Za-z0-9._-]+$/;
+const DECODE_PRODUCTS: readonly DecodeProducts[] = ['tensorflow', 'learner'];
 
 /**
  * `srpo serve`'s configuration; the only module of the app that reads the environment.
@@ -53,6 +60,8 @@ const POLICY_ID = /^[A-Za-z0-9._-]+$/;
  * | `SRPO_SERVE_HOST` / `SRPO_SERVE_PORT` | `127.0.0.1` / 8000 | where the API listens |
  * | `SRPO_SERVE_MAX_BATCH` | 64 | choices generated together per step |
  * | `SRPO_SERVE_MAX_QUEUE` | 1024 | choices waiting before requests get 503 |
+ * | `SRPO_SERVE_KV_CACHE_TOKENS` (`--kv-cache-tokens`) | 32768 | KV-cache token slots of all rows together (rows past it wait or are preempted; a choice whose prompt + max_tokens exceeds it gets 400); 0 turns the cache off |
+ * | `SRPO_SERVE_DECODE_PRODUCTS` (`--decode-products`) | tensorflow | product kernels of cached decode steps: `tensorflow` or `learner` |
  * | `SRPO_SERVE_MAX_BODY_BYTES` | 4194304 | largest request body |
  * | `SRPO_SERVE_STARTUP_TIMEOUT_MS` | 120000 | longest wait for version 0 of every policy |
  * | `SRPO_BACKEND` | `auto` | TensorFlow.js backend |
@@ -91,6 +100,9 @@ export function loadServeConfig(env: Readonly<Record<string, string | undefined>
     port: r.int('SRPO_SERVE_PORT', 8000, { min: 0, max: 65535 }),
     maxBatchRows: r.int('SRPO_SERVE_MAX_BATCH', 64, { min: 1, max: 4096 }),
     maxQueuedRows: r.int('SRPO_SERVE_MAX_QUEUE', 1024, { min: 1, max: 1_000_000 }),
+    // Bounded so a typo cannot promise more memory than any machine has (2^24 slots: 770 GB on SmolLM2-135M).
+    kvCacheTokens: r.int('SRPO_SERVE_KV_CACHE_TOKENS', DEFAULT_KV_CACHE_TOKENS, { min: 0, max: 2 ** 24 }),
+    decodeProducts: r.oneOf('SRPO_SERVE_DECODE_PRODUCTS', DECODE_PRODUCTS, 'tensorflow'),
     maxBodyBytes: r.int('SRPO_SERVE_MAX_BODY_BYTES', 4 * 1024 * 1024, { min: 1024 }),
     startupTimeoutMs: r.int('SRPO_SERVE_STARTUP_TIMEOUT_MS', 120_000, { min: 0 }),
     backend: r.oneOf('SRPO_BACKEND', BACKEND_REQUESTS, 'auto'),
@@ -112,6 +124,8 @@ const SERVE_FLAGS: Readonly<Record<string, string>> = {
   '--checkpoints': 'SRPO_CHECKPOINT_DIR',
   '--host': 'SRPO_SERVE_HOST',
   '--port': 'SRPO_SERVE_PORT',
+  '--kv-cache-tokens': 'SRPO_SERVE_KV_CACHE_TOKENS',
+  '--decode-products': 'SRPO_SERVE_DECODE_PRODUCTS',
 };
 
 /**

@@ -23,7 +23,12 @@ export class ServeService implements OnApplicationShutdown {
   private readonly engine: GenerationEngine;
 
   constructor(private readonly config: ServeConfig) {
-    this.engine = new GenerationEngine({ maxBatchRows: config.maxBatchRows, maxQueuedRows: config.maxQueuedRows });
+    this.engine = new GenerationEngine({
+      maxBatchRows: config.maxBatchRows,
+      maxQueuedRows: config.maxQueuedRows,
+      kvCacheTokens: config.kvCacheTokens,
+      decodeProducts: config.decodeProducts,
+    });
   }
 
   async start(): Promise<void> {
@@ -89,7 +94,7 @@ export class ServeService implements OnApplicationShutdown {
   }
 
   stats(): Record<string, number> {
-    return { ...this.engine.totals, loras: this.adapters?.names().length ?? 0 };
+    return { ...this.engine.totals, kvSlots: this.engine.kvSlots, loras: this.adapters?.names().length ?? 0 };
   }
 
   async onApplicationShutdown(): Promise<void> {

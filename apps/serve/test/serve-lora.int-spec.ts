@@ -75,6 +75,30 @@ describe('srpo serve --model with vLLM LoRA endpoints', () => {
     expect(r.headers.get('x-srpo-policy-version')).toBe('tiny-qwen@0');
   });
 
+  it('answers /health while a long generation runs: the engine yields to the event loop between steps', async () => {
+    type Health = { status: string; tokens: number; steps: number; kvSlots: number };
+    const health = async (): Promise<Health> => (await (await fetch(`${base}/health`)).json()) as Health;
+    const before = await health();
+    let settled = false;
+    const long = post('/v1/completions', { model: 'tiny-qwen', prompt: 'hello', max_tokens: 200, temperature: 0 }).finally(() => (settled = true));
+    // Server and client share this process's event loop: a /health answer that reports some but
+    // not all of the long completion's tokens was answered between two of its steps.
+    let during: Health | undefined;
+    while (!settled && during === undefined) {
+      const h = await health();
+      if (h.tokens > before.tokens && !settled) during = h;
+    }
+    const r = await long;
+    expect(r.status).toBe(200);
+    const generated = (r.json().usage as { completion_tokens: number }).completion_tokens;
+    expect(generated).toBeGreaterThanOrEqual(50);
+    expect(during).toMatchObject({ status: 'ok' });
+    expect(during!.tokens - before.tokens).toBeLessThan(generated);
+    // The long choice's cache was in use then: the slots of its prompt and tokens so far.
+    expect(during!.kvSlots).toBeGreaterThan(0);
+    expect((await health()).kvSlots).toBe(0);
+  });
+
   it('load_lora_adapter: 200 and a text body; the adapter is a model whose responses name its version and carry its log-probs', async () => {
     const r = await post('/v1/load_lora_adapter', { lora_name: 'actor@v1', lora_path: adapterDir });
     expect([r.status, r.text]).toEqual([200, "Success: LoRA adapter 'actor@v1' added successfully."]);

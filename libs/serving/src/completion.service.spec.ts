@@ -1,5 +1,5 @@
 import * as path from 'path';
-import { initTfBackend, repoRoot } from '@srpo/core';
+import { ErrorCode, initTfBackend, repoRoot } from '@srpo/core';
 import { Policy, PolicyRegistry, SeededRng, tokenLogProbs, type CausalLm } from '@srpo/policy';
 import { loadHfModel } from '@srpo/hf';
 import { CompletionService } from './completion.service';
@@ -163,6 +163,20 @@ describe('completion service on native TensorFlow', () => {
     const hf = registry.get('qwen2').model;
     const again = await recomputed(hf, result.promptTokenIds, result.choices[0].tokenIds, 1);
     result.choices[0].draws.forEach((d, j) => expect(Math.abs(d.logprob - again[j])).toBeLessThan(1e-4));
+  });
+
+  it('a chat without max_tokens runs to the KV-cache budget where that is shorter than the context; a prompt past it is refused naming max_tokens', async () => {
+    // qwen2's context is 256 tokens; the budget, 80 (the templated prompt is 50).
+    const small = new CompletionService(models, new GenerationEngine({ maxBatchRows: 8, maxQueuedRows: 8, kvCacheTokens: 80 }));
+    const { result } = await small.run(parseRequest('chat', { model: 'qwen2', messages: [{ role: 'user', content: 'hello 12' }], seed: 2 }));
+    const [c] = result.choices;
+    expect(c.finishReason).toBe('length');
+    expect(result.promptTokenIds.length + c.tokenIds.length).toBe(80);
+    await expect(small.run(parseRequest('chat', { model: 'qwen2', messages: [{ role: 'user', content: 'hello '.repeat(40) }] }))).rejects.toMatchObject({
+      code: ErrorCode.VALIDATION_FAILED,
+      field: 'max_tokens',
+      message: expect.stringMatching(/over the server's budget of 80/),
+    });
   });
 
   it('a replaced version keeps serving the request that holds it and is disposed when it ends', () => {

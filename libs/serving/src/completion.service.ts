@@ -63,7 +63,9 @@ export class CompletionService {
     try {
       const promptIds = this.promptIds(req, lease);
       const maxSeqLen = lease.policy.model.config.maxSeqLen;
-      const maxTokens = req.maxTokens ?? maxSeqLen - promptIds.length;
+      // Without max_tokens a choice may run to the end of its context, or of the KV-cache budget
+      // where that is smaller (as vLLM's max_model_len fits its cache); past it the engine refuses, naming max_tokens.
+      const maxTokens = req.maxTokens ?? Math.max(1, this.engine.longestSequence(lease.policy.model) - promptIds.length);
       if (promptIds.length + maxTokens > maxSeqLen || maxTokens < 1) {
         throw new OpenAiError(
           400,

@@ -3,7 +3,7 @@ import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, initTfBackend, repoRoot } from '@srpo/core';
 import { SeededRng } from '@srpo/policy';
 import { attachLora, loadHfModel, type LlamaModel } from '@srpo/hf';
-import { GenerationEngine, type GenerationParams, type TokenDraw } from './generation-engine';
+import { GenerationEngine, nextStepSlots, type GenerationParams, type TokenDraw } from './generation-engine';
 
 const FIXTURES = path.join(repoRoot(), 'libs', 'hf', 'fixtures');
 const GREEDY: GenerationParams = { maxTokens: 12, temperature: 0, topP: 1, stopIds: [], topLogprobs: 2 };
@@ -124,12 +124,14 @@ describe('the engine and the event loop, and the KV-cache budget', () => {
     expect(engine.inFlight(model)).toBe(0);
   });
 
-  it('refuses a choice that could never fit the budget, and holds back one that does not fit now until rows leave', async () => {
+  it('refuses a choice that could never fit the budget; two that outgrow it together go on one at a time, the later preempted', async () => {
     const engine = new GenerationEngine({ maxBatchRows: 8, maxQueuedRows: 16, kvCacheTokens: 20 });
     expect(() => engine.generate(model, [1, 2, 3, 4, 5], { ...GREEDY, maxTokens: 16 }, () => false)).toThrow(
       expect.objectContaining({ code: ErrorCode.VALIDATION_FAILED, field: 'max_tokens' }),
     );
-    // 12 slots each: two together would need 24 > 20, so the second starts once the first has finished.
+    // Prompts of 4, 8 tokens each: step k holds 2 × (3 + k) slots, so both run until step 8 would
+    // need 22 > 20. Then b, the later, leaves with 7 tokens, a finishes alone, and b is prefilled
+    // again (11 positions) for its last token.
     const events: string[] = [];
     const run = (name: string): Promise<unknown> =>
       engine
@@ -139,7 +141,79 @@ describe('the engine and the event loop, and the KV-cache budget', () => {
         })
         .then(() => events.push(`${name} done`));
     await Promise.all([run('a'), run('b')]);
-    expect(events).toEqual(['a first token', 'a done', 'b first token', 'b done']);
+    expect(events).toEqual(['a first token', 'b first token', 'a done', 'b done']);
+    expect([engine.totals.preemptions, engine.totals.recomputedTokens, engine.totals.prefills]).toEqual([1, 7, 2]);
+    expect(engine.kvSlots).toBe(0);
     expect(() => new GenerationEngine({ maxBatchRows: 1, maxQueuedRows: 1, kvCacheTokens: -1 })).toThrow(/kvCacheTokens/);
+  });
+});
+
+describe('nextStepSlots', () => {
+  it('counts per model rows × the longest sequence, summed over models; rows without a cache count nothing', () => {
+    const [a, b] = [{}, {}];
+    const row = (model: object, length: number, cached = true) => ({ model, cached, seq: new Array<number>(length).fill(0) });
+    // a: 3 rows, longest 7 → 21; b: 2 rows, longest 4 → 8; the uncached row of length 50 → 0.
+    expect(nextStepSlots([row(a, 3), row(b, 4), row(a, 7), row(b, 1), row(a, 5), row(a, 50, false)])).toBe(29);
+    expect(nextStepSlots([])).toBe(0);
+  });
+});
+
+describe('preemption under a small KV-cache budget (two models sharing it)', () => {
+  let models: LlamaModel[];
+  beforeAll(async () => {
+    await initTfBackend('tensorflow');
+    models = [loadHfModel(path.join(FIXTURES, 'qwen2')).model, loadHfModel(path.join(FIXTURES, 'llama')).model];
+  });
+  afterAll(() => models.forEach((m) => m.dispose()));
+
+  /** Greedy and seeded sampled choices (top-p among them, and one request's n = 3 over one prompt) of both models. */
+  const specs: { m: number; prompt: number[]; params: Partial<GenerationParams> }[] = [
+    { m: 0, prompt: [5, 9, 33], params: { maxTokens: 20 } },
+    { m: 0, prompt: [7, 1, 2, 3, 4, 5, 6, 8, 40], params: { maxTokens: 14, temperature: 1, seed: 1 } },
+    { m: 1, prompt: [11, 12], params: { maxTokens: 24 } },
+    { m: 0, prompt: [20, 21, 22, 23], params: { maxTokens: 18, temperature: 0.8, topP: 0.9, seed: 5 } },
+    ...[7, 8, 9].map((seed) => ({ m: 1, prompt: [3, 4, 5, 6, 7], params: { maxTokens: 16, temperature: 1, seed } })),
+    { m: 0, prompt: [30], params: { maxTokens: 22 } },
+    { m: 1, prompt: [40, 41, 42, 43, 44, 45], params: { maxTokens: 12, temperature: 1.2, seed: 11 } },
+  ];
+
+  async function run(engine: GenerationEngine, onToken: () => void = () => undefined): Promise<Choice[]> {
+    return Promise.all(
+      specs.map(async ({ m, prompt, params }) => {
+        const draws: TokenDraw[] = [];
+        const finish = await engine.generate(models[m], prompt, { ...GREEDY, ...params }, (d) => {
+          draws.push(d);
+          onToken();
+          return false;
+        });
+        return { draws, finish };
+      }),
+    );
+  }
+
+  it('rows preempted mid-generation finish with the ids and log-probs of an unconstrained run; none lost or duplicated; the budget holds at every step', async () => {
+    const reference = await run(new GenerationEngine({ maxBatchRows: 16, maxQueuedRows: 16 }));
+    const budget = 60;
+    const engine = new GenerationEngine({ maxBatchRows: 16, maxQueuedRows: 16, kvCacheTokens: budget });
+    // Every sink call comes after its step grew the caches and before finished rows leave: the most slots the step held.
+    const seen: number[] = [];
+    const out = await run(engine, () => seen.push(engine.kvSlots));
+    expect(Math.max(...seen)).toBeLessThanOrEqual(budget);
+    // The budget was in use (unconstrained, the rows would need well over 100 slots together).
+    expect(Math.max(...seen)).toBeGreaterThan(budget * 0.75);
+    expect(engine.totals.preemptions).toBeGreaterThanOrEqual(2);
+    expect(engine.totals.recomputedTokens).toBeGreaterThan(0);
+    out.forEach((c, i) => {
+      expect(c.finish).toBe('length');
+      expect(c.draws.map((d) => d.id)).toEqual(reference[i].draws.map((d) => d.id));
+      expect(c.draws).toHaveLength(specs[i].params.maxTokens as number);
+      c.draws.forEach((d, j) => expect(Math.abs(d.logprob - reference[i].draws[j].logprob)).toBeLessThan(1e-5));
+    });
+    // The n = 3 choices drew apart: the comparison covers different sequences sharing one prompt.
+    expect(new Set(out.slice(4, 7).map((c) => c.draws.map((d) => d.id).join(','))).size).toBe(3);
+    expect(engine.totals.tokens).toBe(out.reduce((n, c) => n + c.draws.length, 0));
+    expect(engine.totals.rows).toBe(specs.length);
+    expect(models.map((m) => engine.inFlight(m))).toEqual([0, 0]);
+    expect(engine.kvSlots).toBe(0);
   });
 });

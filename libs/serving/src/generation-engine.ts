@@ -50,8 +50,10 @@ interface Row {
   resolve: (reason: FinishReason) => void;
   reject: (e: unknown) => void;
   done: boolean;
-  /** KV-cache slots the row may grow to (prompt + max tokens, within the context); 0 where the model decodes without a cache. */
-  reserve: number;
+  /** Whether the row decodes with a KV cache (a Llama-family model, with a non-zero budget). */
+  cached: boolean;
+  /** Order of arrival: preemption takes the latest first, and puts them back in this order. */
+  arrival: number;
 }
 
 /** A model's rows decoding with a KV cache: the batch's cache and its rows, in the batch's row order. */
@@ -69,11 +71,14 @@ export interface GenerationEngineOptions {
   /** Rows waiting beyond the batch before {@link GenerationEngine.generate} refuses with OVERLOADED. */
   maxQueuedRows: number;
   /**
-   * Token slots the KV caches of all rows may hold together (default {@link DEFAULT_KV_CACHE_TOKENS}):
-   * a model's rows are padded to its longest, so a model's rows hold rows × (longest prompt +
-   * max tokens) slots at most, and rows wait in the queue until theirs fit. A choice that could
-   * never fit (its prompt + max tokens over the budget) is refused. 0 turns the cache off: every
-   * step recomputes every row's whole sequence.
+   * Token slots the KV caches of all rows may hold together (default {@link DEFAULT_KV_CACHE_TOKENS}).
+   * A model's rows are padded to its longest, so they hold rows × the longest row's length (prompt
+   * + tokens generated so far). A waiting row joins when the next step fits with it; when the next
+   * step of the rows in the batch would not fit, the latest arrived rows are preempted: they leave
+   * the cache and wait at the front of the queue, keeping their tokens and sampler state, and are
+   * prefilled again (prompt + tokens generated) when room returns, so their output is the same.
+   * A choice that could never fit (its prompt + max tokens over the budget) is refused. 0 turns the
+   * cache off: every step recomputes every row's whole sequence.
    */
   kvCacheTokens?: number;
   /** The product kernels of cached decode steps (@srpo/hf's `DecodeProducts`); default `tensorflow`. */
@@ -91,7 +96,10 @@ export interface GenerationEngineOptions {
  * Hugging Face Llama-family models decode with a KV cache (@srpo/hf's llama-decode): a
  * choice's prompt is run once when it joins (the n choices of one request, which arrive
  * together, share that prefill), then each step runs one position per row against the cached
- * keys and values. The project's own transformer has no cache: each step recomputes every
+ * keys and values. The caches of all models together stay within a token budget: rows join
+ * when the next step fits, and when the rows' growth would pass it the latest arrived rows are
+ * preempted and later prefilled again with what they had generated (see {@link preempt}).
+ * The project's own transformer has no cache: each step recomputes every
  * row's whole sequence (cost grows with the square of the length), which fits its small size.
  *
  * The engine yields to the event loop between steps, so requests that arrive mid-generation
@@ -103,8 +111,13 @@ export class GenerationEngine {
   private loop?: Promise<void>;
   private readonly cached = new Map<CausalLm, CachedBatch>();
   private readonly kvCacheTokens: number;
-  /** Rows (choices) generated since start, forward steps taken, tokens generated, and prompts prefilled into a KV cache. */
-  readonly totals = { rows: 0, steps: 0, tokens: 0, prefills: 0 };
+  private arrivals = 0;
+  /**
+   * Rows (choices) generated since start, forward steps taken, tokens generated, prompts
+   * prefilled into a KV cache, rows preempted to stay within the KV-cache budget, and the
+   * generated tokens their prefills ran again.
+   */
+  readonly totals = { rows: 0, steps: 0, tokens: 0, prefills: 0, preemptions: 0, recomputedTokens: 0 };
 
   constructor(private readonly options: GenerationEngineOptions) {
     this.kvCacheTokens = options.kvCacheTokens ?? DEFAULT_KV_CACHE_TOKENS;
@@ -117,14 +130,24 @@ export class GenerationEngine {
     return this.active.filter((r) => r.model === model).length + this.queue.filter((r) => r.model === model).length;
   }
 
+  /**
+   * The longest sequence (prompt + tokens generated) one choice of `model` may reach: its context,
+   * or the KV-cache budget where that is smaller (a longer choice is refused by {@link generate}).
+   */
+  longestSequence(model: CausalLm): number {
+    return this.usesCache(model) ? Math.min(model.config.maxSeqLen, this.kvCacheTokens) : model.config.maxSeqLen;
+  }
+
   /** Generates one choice; resolves with its finish reason once done. */
   generate(model: CausalLm, prompt: readonly number[], params: GenerationParams, sink: TokenSink): Promise<FinishReason> {
     checkParams(model, prompt, params);
-    const reserve = this.usesCache(model) ? Math.min(prompt.length + params.maxTokens, model.config.maxSeqLen) : 0;
-    if (reserve > this.kvCacheTokens) {
+    const cached = this.usesCache(model);
+    // Alone in the batch a row holds at most its prompt + max tokens slots: one that could not fit even then never will.
+    const most = Math.min(prompt.length + params.maxTokens, model.config.maxSeqLen);
+    if (cached && most > this.kvCacheTokens) {
       throw new ValidationError(
         'max_tokens',
-        `the choice needs ${reserve} KV-cache slots (${prompt.length} in the prompt, ${params.maxTokens} to generate), over the server's budget of ${this.kvCacheTokens}`,
+        `the choice needs ${most} KV-cache slots (${prompt.length} in the prompt, ${params.maxTokens} to generate), over the server's budget of ${this.kvCacheTokens}`,
       );
     }
     if (this.queue.length >= this.options.maxQueuedRows) {
@@ -144,7 +167,8 @@ export class GenerationEngine {
         resolve,
         reject,
         done: false,
-        reserve,
+        cached,
+        arrival: this.arrivals++,
       });
       this.totals.rows++;
       this.loop ??= this.run().finally(() => (this.loop = undefined));
@@ -160,6 +184,7 @@ export class GenerationEngine {
     // Start on the next turn of the event loop, so that requests that arrived together step together.
     await yieldToEventLoop();
     while (this.active.length > 0 || this.queue.length > 0) {
+      this.preempt();
       this.admit();
       const byModel = new Map<CausalLm, Row[]>();
       for (const r of this.active) byModel.set(r.model, [...(byModel.get(r.model) ?? []), r]);
@@ -182,31 +207,59 @@ export class GenerationEngine {
     return this.kvCacheTokens > 0 && isLlamaModel(model);
   }
 
+  /** Token slots the KV caches hold now (every model's batch: rows × its widest row). */
+  get kvSlots(): number {
+    let slots = 0;
+    for (const { batch } of this.cached.values()) slots += batch.slots;
+    return slots;
+  }
+
   /**
-   * Moves waiting rows into the batch, first come first served, while the batch has room and
-   * their KV-cache reservation fits: per model rows × the largest reservation, summed over
-   * models. A row that does not fit waits (with the rows behind it) until rows finish; one
-   * that fits nothing was refused by {@link generate}.
+   * Moves waiting rows into the batch, first come first served, while the batch has room and the
+   * next step fits the KV-cache budget with them (see {@link nextStepSlots}). A row that does not
+   * fit waits, with the rows behind it, until rows finish; one that fits nothing was refused by
+   * {@link generate}; one alone always fits.
    */
   private admit(): void {
     while (this.active.length < this.options.maxBatchRows && this.queue.length > 0) {
       const next = this.queue[0];
-      if (next.reserve > 0 && this.active.length > 0 && this.slotsWith(next) > this.kvCacheTokens) break;
+      if (next.cached && this.active.length > 0 && nextStepSlots([...this.active, next]) > this.kvCacheTokens) break;
       this.active.push(this.queue.shift() as Row);
     }
   }
 
-  /** KV-cache slots the active rows may reach, with `extra` added. */
-  private slotsWith(extra: Row): number {
-    const byModel = new Map<CausalLm, { rows: number; widest: number }>();
-    for (const r of [...this.active, extra]) {
-      if (r.reserve === 0) continue;
-      const m = byModel.get(r.model) ?? { rows: 0, widest: 0 };
-      byModel.set(r.model, { rows: m.rows + 1, widest: Math.max(m.widest, r.reserve) });
+  /**
+   * Recompute preemption (vLLM's): while the next step of the active rows would exceed the
+   * KV-cache budget, the latest arrived cached row leaves its batch and goes back to the front of
+   * the queue, in order of arrival. It keeps its sequence (prompt + tokens generated), sampler
+   * state and sink, so once {@link admit} takes it again its prefill of the whole sequence gives
+   * the logits its next step would have (up to float32 summation order) and it goes on where it
+   * stopped. The earliest rows go on generating, so every row finishes.
+   */
+  private preempt(): void {
+    let slots = nextStepSlots(this.active);
+    if (slots <= this.kvCacheTokens) return;
+    const latestFirst = this.active.filter((r) => r.cached).sort((a, b) => b.arrival - a.arrival);
+    const out: Row[] = [];
+    const leaving = new Set<Row>();
+    // One row alone always fits (generate refused any other), so at least one stays.
+    for (const r of latestFirst) {
+      if (slots <= this.kvCacheTokens || out.length === latestFirst.length - 1) break;
+      out.push(r);
+      leaving.add(r);
+      slots = nextStepSlots(this.active.filter((a) => !leaving.has(a)));
     }
-    let slots = 0;
-    for (const m of byModel.values()) slots += m.rows * m.widest;
-    return slots;
+    this.active = this.active.filter((r) => !leaving.has(r));
+    for (const [model, state] of this.cached) {
+      const idx = state.rows.flatMap((r, i) => (leaving.has(r) ? [i] : []));
+      if (idx.length === 0) continue;
+      state.batch.remove(idx);
+      state.rows = state.rows.filter((r) => !leaving.has(r));
+      if (state.rows.length === 0) this.dropCache(model);
+    }
+    this.queue.unshift(...out.sort((a, b) => a.arrival - b.arrival));
+    this.totals.preemptions += out.length;
+    this.totals.recomputedTokens += out.reduce((n, r) => n + r.generated, 0);
   }
 
   /**
@@ -321,6 +374,24 @@ export class GenerationEngine {
       else if (r.generated >= r.params.maxTokens || r.seq.length >= model.config.maxSeqLen) finish(r, 'length');
     });
   }
+}
+
+/**
+ * KV-cache slots the next step needs for `rows`: per model with a cache, the rows × the longest
+ * row after the step, summed over models (each model's rows are padded to its longest). After
+ * the step a row's cache holds its whole sequence (prompt + tokens generated so far): the step
+ * appends the last sampled token, or a joining row's prefill runs the sequence.
+ */
+export function nextStepSlots(rows: Iterable<{ model: unknown; cached: boolean; seq: readonly unknown[] }>): number {
+  const byModel = new Map<unknown, { rows: number; widest: number }>();
+  for (const r of rows) {
+    if (!r.cached) continue;
+    const m = byModel.get(r.model) ?? { rows: 0, widest: 0 };
+    byModel.set(r.model, { rows: m.rows + 1, widest: Math.max(m.widest, r.seq.length) });
+  }
+  let slots = 0;
+  for (const m of byModel.values()) slots += m.rows * m.widest;
+  return slots;
 }
 
 /** One turn of the event loop: I/O callbacks and timers run before the engine's next step. */

@@ -44,10 +44,19 @@ describe('app flags → variables', () => {
       SRPO_GATEWAY_PORT: '8101',
       SRPO_GATEWAY_UPSTREAM: 'http://h:1/v1',
     });
-    expect(flagsToEnv(SERVE_FLAGS, parse(SERVE_FLAGS, ['--policies', 'a,b', '--checkpoints', 'ck']), '/srv')).toEqual({
+    expect(
+      flagsToEnv(
+        SERVE_FLAGS,
+        parse(SERVE_FLAGS, ['--policies', 'a,b', '--checkpoints', 'ck', '--kv-cache-tokens', '4096', '--decode-products', 'learner']),
+        '/srv',
+      ),
+    ).toEqual({
       SRPO_SERVE_POLICIES: 'a,b',
       SRPO_CHECKPOINT_DIR: '/srv/ck',
+      SRPO_SERVE_KV_CACHE_TOKENS: '4096',
+      SRPO_SERVE_DECODE_PRODUCTS: 'learner',
     });
+    expect(() => parse(SERVE_FLAGS, ['--kv-cache-tokens', '-1'])).toThrow(/--kv-cache-tokens.*must be in \[0, 16777216\] \(sets SRPO_SERVE_KV_CACHE_TOKENS\)/);
     expect(flagsToEnv(MATERIALIZER_FLAGS, parse(MATERIALIZER_FLAGS, ['--roles', 'sets', '--metrics-port', '9100', '--brokers', 'k:9092']), '/')).toEqual({
       SRPO_MATERIALIZER_ROLES: 'sets',
       SRPO_METRICS_PORT: '9100',
