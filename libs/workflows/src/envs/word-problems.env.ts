@@ -48,7 +48,8 @@ export function checkWordProblemSettings(s: WordProblemSettings): WordProblemSet
   if (s.ops.length === 0 || s.ops.some((op) => !WORD_OPS.includes(op))) throw new ValidationError('ops', `must be a non-empty list of ${WORD_OPS.join(', ')}`);
   if (!Number.isInteger(s.maxOperand) || s.maxOperand < 2 || s.maxOperand > WORD_PROBLEM_MAX_OPERAND)
     throw new ValidationError('maxOperand', `must be an integer in [2, ${WORD_PROBLEM_MAX_OPERAND}], got ${s.maxOperand}`);
-  if (!Number.isInteger(s.steps) || s.steps < 1 || s.steps > WORD_PROBLEM_MAX_STEPS) throw new ValidationError('steps', `must be an integer in [1, ${WORD_PROBLEM_MAX_STEPS}], got ${s.steps}`);
+  if (!Number.isInteger(s.steps) || s.steps < 1 || s.steps > WORD_PROBLEM_MAX_STEPS)
+    throw new ValidationError('steps', `must be an integer in [1, ${WORD_PROBLEM_MAX_STEPS}], got ${s.steps}`);
   return s;
 }
 

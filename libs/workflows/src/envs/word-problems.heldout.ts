@@ -18,8 +18,10 @@ export const WORD_PROBLEM_MAX_HELDOUT_SIZE = 10_000;
  * order. The same arguments always give the same set.
  */
 export function heldOutWordProblems(settings: WordProblemSettings, size = WORD_PROBLEM_HELDOUT_SIZE, offset = 0): WordProblem[] {
-  if (!Number.isInteger(size) || size < 1 || size > WORD_PROBLEM_MAX_HELDOUT_SIZE) throw new ValidationError('size', `must be an integer in [1, ${WORD_PROBLEM_MAX_HELDOUT_SIZE}], got ${size}`);
-  if (!Number.isInteger(offset) || offset < 0 || offset > 0x7fffffff - 100 * size) throw new ValidationError('offset', `must be an integer in [0, 2^31 - 100·size)`);
+  if (!Number.isInteger(size) || size < 1 || size > WORD_PROBLEM_MAX_HELDOUT_SIZE)
+    throw new ValidationError('size', `must be an integer in [1, ${WORD_PROBLEM_MAX_HELDOUT_SIZE}], got ${size}`);
+  if (!Number.isInteger(offset) || offset < 0 || offset > 0x7fffffff - 100 * size)
+    throw new ValidationError('offset', `must be an integer in [0, 2^31 - 100·size)`);
   const out: WordProblem[] = [];
   const seen = new Set<string>();
   // 100 seeds per wanted problem is far more than any difficulty needs; a space too small to
@@ -47,7 +49,8 @@ export class TrainingWordProblems {
     private readonly heldOutTexts: ReadonlySet<string>,
     private readonly start = 0,
   ) {
-    if (!Number.isInteger(start) || start < 0 || start >= WORD_PROBLEM_HELDOUT_SEED_BASE) throw new ValidationError('start', `must be an integer in [0, 2^31), got ${start}`);
+    if (!Number.isInteger(start) || start < 0 || start >= WORD_PROBLEM_HELDOUT_SEED_BASE)
+      throw new ValidationError('start', `must be an integer in [0, 2^31), got ${start}`);
   }
 
   /** The problem at `index` (0-based); the same index always gives the same problem. */

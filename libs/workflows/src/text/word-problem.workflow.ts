@@ -153,7 +153,13 @@ export function wordProblemRecords(
 }
 
 /** Plays one episode: the solver answers, the verifier judges that answer, the events are posted. */
-export async function playWordProblemEpisode(client: TextAgentClient, p: WordProblem, play: WordProblemPlay, rollout: number, now = Date.now): Promise<WordProblemEpisode> {
+export async function playWordProblemEpisode(
+  client: TextAgentClient,
+  p: WordProblem,
+  play: WordProblemPlay,
+  rollout: number,
+  now = Date.now,
+): Promise<WordProblemEpisode> {
   const episodeId = `${wordProblemTaskId(play.runId, p)}.r${rollout}`;
   const solved = await client.chat({
     episodeId,
@@ -222,8 +228,9 @@ export async function evaluateWordProblems(
   answer: (messages: ChatMessage[], p: WordProblem) => Promise<string>,
   concurrency = 8,
 ): Promise<HeldOutResult> {
-  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 256) throw new ValidationError('concurrency', `must be an integer in [1, 256], got ${concurrency}`);
-  const answers: HeldOutResult['answers'] = new Array(problems.length);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 256)
+    throw new ValidationError('concurrency', `must be an integer in [1, 256], got ${concurrency}`);
+  const answers: HeldOutResult['answers'] = new Array<HeldOutResult['answers'][number]>(problems.length);
   let next = 0;
   const worker = async () => {
     while (next < problems.length) {
