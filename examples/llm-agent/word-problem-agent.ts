@@ -113,7 +113,7 @@ export async function runWordProblemAgent(
   const evals: EvalReport[] = [];
   const evaluate = async (afterTasks: number) => {
     if (!o.evalUrl) return;
-    const r = { ...(await evaluateWordProblems(heldOut, greedyAnswerer(o.evalUrl, o.apiKey, o.model, play.solverMaxTokens))), afterTasks };
+    const r = { ...(await evaluateWordProblems(heldOut, greedyAnswerer(o.evalUrl, o.apiKey, o.model, play.solverMaxTokens), 8, play.promptStyle)), afterTasks };
     evals.push(r);
     onEval?.(r);
   };
@@ -173,6 +173,7 @@ if (require.main === module) {
       solverMaxTokens: Number(arg('solver-max-tokens', String(DEFAULT_WORD_PROBLEM_PLAY.solverMaxTokens))),
       verifierMaxTokens: Number(arg('verifier-max-tokens', String(DEFAULT_WORD_PROBLEM_PLAY.verifierMaxTokens))),
       verifier: arg('verifier', 'true') !== 'false',
+      promptStyle: arg('prompt-style', DEFAULT_WORD_PROBLEM_PLAY.promptStyle) === 'tagged' ? 'tagged' : 'shots',
     },
   };
   const fmt = (r: EvalReport) =>

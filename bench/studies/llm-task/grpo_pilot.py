@@ -20,14 +20,14 @@ import word_problems as wp  # noqa: E402
 from probe import load, prompt_ids, wilson  # noqa: E402
 
 
-def evaluate(tok, model, problems, max_new, batch=16):
+def evaluate(tok, model, problems, max_new, style, batch=16):
     import torch
 
     ok = 0
     model.eval()
     for i in range(0, len(problems), batch):
         chunk = problems[i:i + batch]
-        enc = prompt_ids(tok, chunk)
+        enc = prompt_ids(tok, chunk, style)
         with torch.no_grad():
             out = model.generate(**enc, max_new_tokens=max_new, do_sample=False, pad_token_id=tok.pad_token_id, eos_token_id=2)
         texts = tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
@@ -38,12 +38,13 @@ def evaluate(tok, model, problems, max_new, batch=16):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.expanduser("~/.cache/srpo/models/smollm2-135m-instruct"))
-    ap.add_argument("--variant", default="addsub-20")
+    ap.add_argument("--variant", default="add-10")
     ap.add_argument("--minutes", type=float, default=12)
     ap.add_argument("--problems", type=int, default=4, help="problems per update")
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--max-new", type=int, default=48)
+    ap.add_argument("--max-new", type=int, default=32)
+    ap.add_argument("--style", default="shots", choices=["tagged", "shots", "shots-long"])
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--targets", default="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj")
@@ -75,7 +76,7 @@ def main():
             log.flush()
 
     t0 = time.time()
-    k, n = evaluate(tok, model, held, a.max_new)
+    k, n = evaluate(tok, model, held, a.max_new, a.style)
     emit({"update": 0, "heldout": k / n, "ci": wilson(k, n), "seconds": time.time() - t0})
     update = 0
     while time.time() - t0 < a.minutes * 60:
@@ -84,9 +85,10 @@ def main():
             p = wp.generate(train_r, s)
             if p.text not in held_texts:
                 problems.append(p)
-        enc = prompt_ids(tok, problems)
+        enc = prompt_ids(tok, problems, a.style)
         plen = enc["input_ids"].shape[1]
         model.eval()
+        tg = time.time()
         with torch.no_grad():
             seqs = model.generate(**enc, max_new_tokens=a.max_new, do_sample=True, temperature=a.temperature, top_p=1.0, top_k=0,
                                   num_return_sequences=a.group, pad_token_id=tok.pad_token_id, eos_token_id=2)
@@ -100,6 +102,8 @@ def main():
         is_end = (comp == 2)
         after_end = (is_end.cumsum(1) - is_end.long()) > 0
         mask = (~after_end).float()
+        tg = time.time() - tg
+        tt = time.time()
         loss_val = 0.0
         if nondeg > 0:
             model.train()
@@ -113,12 +117,12 @@ def main():
             opt.step()
             loss_val = float(loss)
         update += 1
-        emit({"update": update, "reward": float(rewards.mean()), "nondegenerate": nondeg, "loss": loss_val,
-              "mean_tokens": float(mask.sum(1).mean()), "seconds": round(time.time() - t0, 1)})
+        emit({"update": update, "prompt_tokens": plen, "reward": float(rewards.mean()), "nondegenerate": nondeg, "loss": loss_val,
+              "mean_tokens": float(mask.sum(1).mean()), "gen_s": round(tg, 1), "train_s": round(time.time() - tt, 1), "seconds": round(time.time() - t0, 1)})
         if a.eval_every and update % a.eval_every == 0:
-            k, n = evaluate(tok, model, held, a.max_new)
+            k, n = evaluate(tok, model, held, a.max_new, a.style)
             emit({"update": update, "heldout": k / n, "ci": wilson(k, n), "seconds": round(time.time() - t0, 1)})
-    k, n = evaluate(tok, model, held, a.max_new)
+    k, n = evaluate(tok, model, held, a.max_new, a.style)
     emit({"update": update, "heldout": k / n, "ci": wilson(k, n), "seconds": round(time.time() - t0, 1), "final": True})
 
 

@@ -43,16 +43,21 @@ def load(model_dir: str):
     return tok, model
 
 
-def prompt_ids(tok, problems):
-    texts = [tok.apply_chat_template(wp.messages(p), tokenize=False, add_generation_prompt=True) for p in problems]
+def prompt_ids(tok, problems, style="shots"):
+    texts = [tok.apply_chat_template(wp.messages(p, style), tokenize=False, add_generation_prompt=True) for p in problems]
     return tok(texts, return_tensors="pt", padding=True)
 
 
-def generate(tok, model, problems, n: int, temperature: float | None, max_new: int):
-    """n completions per problem (greedy when temperature is None); returns lists of texts."""
+def generate(tok, model, problems, n: int, temperature: float | None, max_new: int, style: str = "shots", proposed=None):
+    """n completions per problem (greedy when temperature is None); returns lists of texts.
+    With `proposed` (one per problem), the verifier's prompt instead of the solver's."""
     import torch
 
-    enc = prompt_ids(tok, problems)
+    if proposed is None:
+        enc = prompt_ids(tok, problems, style)
+    else:
+        texts = [tok.apply_chat_template(wp.verifier_messages(p, x), tokenize=False, add_generation_prompt=True) for p, x in zip(problems, proposed)]
+        enc = tok(texts, return_tensors="pt", padding=True)
     kw = dict(max_new_tokens=max_new, pad_token_id=tok.pad_token_id, eos_token_id=2)
     if temperature is None:
         kw.update(do_sample=False)
@@ -76,6 +81,8 @@ def main():
     ap.add_argument("--batch", type=int, default=4, help="problems per generate call")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--style", default="shots", choices=["tagged", "shots", "shots-long"])
+    ap.add_argument("--role", default="solver", choices=["solver", "verifier"], help="verifier: half the proposed answers right, half off by 1..3")
     ap.add_argument("--out", default=None, help="JSON lines of every answer")
     ap.add_argument("--show", type=int, default=2, help="sample texts printed per variant")
     a = ap.parse_args()
@@ -96,11 +103,19 @@ def main():
         lengths = []
         for i in range(0, len(problems), a.batch):
             chunk = problems[i:i + a.batch]
-            g = generate(tok, model, chunk, 1, None, a.max_new)
-            smp = generate(tok, model, chunk, a.group, a.temperature, a.max_new)
-            for p, gt, st in zip(chunk, g, smp):
-                gr = wp.parse_answer(gt[0]) == p.answer
-                rw = [wp.parse_answer(x) == p.answer for x in st]
+            prop = None
+            if a.role == "verifier":
+                prop = [p.answer if r.random() < 0.5 else max(0, p.answer + r.choice([-3, -2, -1, 1, 2, 3])) for p in chunk]
+            g = generate(tok, model, chunk, 1, None, a.max_new, a.style, prop)
+            smp = generate(tok, model, chunk, a.group, a.temperature, a.max_new, a.style, prop)
+            for j, (p, gt, st) in enumerate(zip(chunk, g, smp)):
+                if prop is None:
+                    gr = wp.parse_answer(gt[0]) == p.answer
+                    rw = [wp.parse_answer(x) == p.answer for x in st]
+                else:
+                    truth = prop[j] == p.answer
+                    gr = wp.parse_verdict(gt[0]) == truth
+                    rw = [wp.parse_verdict(x) == truth for x in st]
                 greedy_ok += gr
                 sampled_ok += sum(rw)
                 nondegenerate += 0 < sum(rw) < len(rw)
@@ -109,10 +124,13 @@ def main():
                     out.write(json.dumps({"variant": name, "problem": p.text, "answer": p.answer, "greedy": gt[0], "samples": st, "rewards": rw}) + "\n")
                     out.flush()
         if a.show:
-            print(f"--- {name}: {problems[0].text} (answer {problems[0].answer})\n greedy: {g[0][0]!r}\n sample: {smp[0][0]!r}", flush=True)
+            print(f"--- {name}: {chunk[0].text} (answer {chunk[0].answer})\n greedy: {g[0][0]!r}\n sample: {smp[0][0]!r}", flush=True)
         n = len(problems)
         row = {
             "variant": name,
+            "style": a.style,
+            "role": a.role,
+            "temperature": a.temperature,
             "problems": n,
             "greedy": greedy_ok / n,
             "greedy_ci": wilson(greedy_ok, n),
@@ -124,7 +142,7 @@ def main():
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
-    print(f"\n| variant | greedy | sampled (T={a.temperature}) | non-degenerate groups of {a.group} | mean tokens |")
+    print(f"\n{a.role}, style {a.style}\n| variant | greedy | sampled (T={a.temperature}) | non-degenerate groups of {a.group} | mean tokens |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for w in rows:
         print(

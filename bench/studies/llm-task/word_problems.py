@@ -87,8 +87,65 @@ def generate(r: random.Random, s: Settings) -> Problem:
     return Problem(f"{text} {question}", value)
 
 
-def messages(p: Problem) -> list[dict]:
-    return [{"role": "user", "content": f"{p.text}\n{ANSWER_INSTRUCTION}"}]
+# Worked examples shown before the problem in the "shots" style: a short computation, then the
+# tagged answer. Their names and items are outside the generator's lists, so no problem equals one.
+SHOTS = [
+    ("Ann has 7 pens. Ann gets 5 more pens. How many pens does Ann have now?", "7 + 5 = 12\nAnswer: 12"),
+    ("There are 9 cups in a box. Jo takes out 4. How many cups are in the box now?", "9 - 4 = 5\nAnswer: 5"),
+]
+
+
+SYSTEM = "Solve each problem. End with 'Answer: <number>'."
+
+
+def messages(p: Problem, style: str = "shots") -> list[dict]:
+    """tagged: the problem and the answer format (77 prompt tokens with the template's default system
+    prompt); shots: the format as the system prompt, two worked examples, then the problem (146);
+    shots-long: the tagged question after the two examples, each with the instruction (214)."""
+    if style == "tagged":
+        return [{"role": "user", "content": f"{p.text}\n{ANSWER_INSTRUCTION}"}]
+    if style == "shots":
+        m = [{"role": "system", "content": SYSTEM}]
+        for q, a in SHOTS:
+            m += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+        return m + [{"role": "user", "content": p.text}]
+    if style == "shots-long":
+        m = []
+        for q, a in SHOTS:
+            m += [{"role": "user", "content": f"{q}\n{ANSWER_INSTRUCTION}"}, {"role": "assistant", "content": a}]
+        return m + [{"role": "user", "content": f"{p.text}\n{ANSWER_INSTRUCTION}"}]
+    raise ValueError(style)
+
+
+VERIFIER_SYSTEM = "Check the proposed answer to each problem. End with 'Verdict: correct' or 'Verdict: incorrect'."
+VERIFIER_SHOTS = [
+    ("Ann has 7 pens. Ann gets 5 more pens. How many pens does Ann have now?", 12, "7 + 5 = 12, and 12 is proposed.\nVerdict: correct"),
+    ("There are 9 cups in a box. Jo takes out 4. How many cups are in the box now?", 6, "9 - 4 = 5, but 6 is proposed.\nVerdict: incorrect"),
+]
+
+
+def verifier_messages(p: Problem, proposed) -> list[dict]:
+    shown = "(no number given)" if proposed is None else str(proposed)
+    m = [{"role": "system", "content": VERIFIER_SYSTEM}]
+    for q, a, reply in VERIFIER_SHOTS:
+        m += [{"role": "user", "content": f"Problem: {q}\nProposed answer: {a}"}, {"role": "assistant", "content": reply}]
+    return m + [{"role": "user", "content": f"Problem: {p.text}\nProposed answer: {shown}"}]
+
+
+_VERDICT_TAG = re.compile(r"verdict\s*[:=]?\s*\**\s*(incorrect|correct|wrong|right)\b", re.IGNORECASE)
+_VERDICT_WORD = re.compile(r"\b(incorrect|not correct|correct|wrong|right|yes|no)\b", re.IGNORECASE)
+
+
+def parse_verdict(text: str):
+    tags = _VERDICT_TAG.findall(text)
+    if tags:
+        w = tags[-1]
+    else:
+        m = _VERDICT_WORD.search(text)
+        if not m:
+            return None
+        w = m.group(1)
+    return w.lower() in ("correct", "right", "yes")
 
 
 _ANSWER = re.compile(r"answer\s*(?:is)?\s*[:=]?\s*\**\s*(-?\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)

@@ -62,13 +62,25 @@ describe('generateWordProblem', () => {
 
   it('puts the problem and the answer format in one user message', () => {
     const p = { seed: 0, text: 'Sam has 3 apples. Sam gets 2 more apples. How many apples does Sam have now?', answer: 5 };
-    const m = solverMessages(p);
+    const m = solverMessages(p, 'tagged');
     expect(m).toHaveLength(1);
     expect(m[0].role).toBe('user');
     expect(m[0].content).toContain(p.text);
     expect(m[0].content).toContain("'Answer: <number>'");
-    expect(verifierMessages(p, 7)[0].content).toContain('Proposed answer: 7');
-    expect(verifierMessages(p, undefined)[0].content).toContain('Proposed answer: (no number given)');
+    // shots: the format as the system prompt, two worked examples whose answers are right, then the bare problem.
+    const shots = solverMessages(p);
+    expect(shots.map((x) => x.role)).toEqual(['system', 'user', 'assistant', 'user', 'assistant', 'user']);
+    expect(shots[0].content).toContain("'Answer: <number>'");
+    expect(shots[5]).toEqual({ role: 'user', content: p.text });
+    expect(shots[2].content).toBe('7 + 5 = 12\nAnswer: 12');
+    expect(parseNumericAnswer(shots[4].content)).toBe(9 - 4);
+    const v = verifierMessages(p, 7);
+    expect(v.map((x) => x.role)).toEqual(['system', 'user', 'assistant', 'user', 'assistant', 'user']);
+    expect(v[5].content).toBe(`Problem: ${p.text}\nProposed answer: 7`);
+    expect(verifierMessages(p, undefined)[5].content).toContain('Proposed answer: (no number given)');
+    // The worked verdicts are right: 7 + 5 = 12 is proposed as 12, 9 − 4 = 5 as 6.
+    expect(parseVerdict(v[2].content)).toBe(true);
+    expect(parseVerdict(v[4].content)).toBe(false);
   });
 });
 

@@ -139,11 +139,39 @@ export interface ChatMessage {
   content: string;
 }
 
-/** What the solver is told about the format; the parser also takes a bare last number. */
+/** What the solver is told about the format (`tagged` prompt); the parser also takes a bare last number. */
 export const SOLVER_INSTRUCTION = "Solve the problem. End your reply with a line of the form 'Answer: <number>'.";
+/** The same, once, as the system prompt of the `shots` prompt. */
+export const SOLVER_SYSTEM_PROMPT = "Solve each problem. End with 'Answer: <number>'.";
 
-export function solverMessages(p: WordProblem): ChatMessage[] {
-  return [{ role: 'user', content: `${p.text}\n${SOLVER_INSTRUCTION}` }];
+/**
+ * Worked examples the `shots` prompt shows before the problem: a one-line computation, then the
+ * tagged answer. A 135M model copies this format (short replies, an `Answer:` line) far more
+ * often than it follows the instruction alone (bench/studies/llm-task/README.md). Their names
+ * and items are outside the generator's lists, so no problem equals one.
+ */
+export const WORD_PROBLEM_SHOTS: readonly { problem: string; reply: string }[] = [
+  { problem: 'Ann has 7 pens. Ann gets 5 more pens. How many pens does Ann have now?', reply: '7 + 5 = 12\nAnswer: 12' },
+  { problem: 'There are 9 cups in a box. Jo takes out 4. How many cups are in the box now?', reply: '9 - 4 = 5\nAnswer: 5' },
+];
+
+/**
+ * `shots` (the default): the format as the system prompt, the worked examples as earlier turns,
+ * then the problem (146 tokens in SmolLM2's template). `tagged`: the problem and the instruction
+ * in one user turn, after the template's default system prompt (77 tokens).
+ */
+export type SolverPromptStyle = 'tagged' | 'shots';
+
+export function solverMessages(p: WordProblem, style: SolverPromptStyle = 'shots'): ChatMessage[] {
+  if (style === 'tagged') return [{ role: 'user', content: `${p.text}\n${SOLVER_INSTRUCTION}` }];
+  return [
+    { role: 'system', content: SOLVER_SYSTEM_PROMPT },
+    ...WORD_PROBLEM_SHOTS.flatMap((s): ChatMessage[] => [
+      { role: 'user', content: s.problem },
+      { role: 'assistant', content: s.reply },
+    ]),
+    { role: 'user', content: p.text },
+  ];
 }
 
 const ANSWER_RE = /answer\s*(?:is)?\s*[:=]?\s*\**\s*(-?\d[\d,]*(?:\.\d+)?)/gi;
@@ -188,12 +216,27 @@ export function gradeSolver(p: WordProblem, reply: string, formatBonus = 0): Sol
   return { reward: correct ? 1 : tagged ? formatBonus : 0, correct, answer };
 }
 
-export const VERIFIER_INSTRUCTION = "Is the proposed answer correct? Check it, then end your reply with 'Verdict: correct' or 'Verdict: incorrect'.";
+/** The verifier's system prompt: what to do and the verdict format. */
+export const VERIFIER_SYSTEM_PROMPT = "Check the proposed answer to each problem. End with 'Verdict: correct' or 'Verdict: incorrect'.";
 
-/** The verifier sees the problem and a proposed answer (the solver's, or none it could parse). */
+/** Worked examples for the verifier, one right and one wrong proposal, in the solver's style. */
+export const VERIFIER_SHOTS: readonly { problem: string; proposed: number; reply: string }[] = [
+  { problem: WORD_PROBLEM_SHOTS[0].problem, proposed: 12, reply: '7 + 5 = 12, and 12 is proposed.\nVerdict: correct' },
+  { problem: WORD_PROBLEM_SHOTS[1].problem, proposed: 6, reply: '9 - 4 = 5, but 6 is proposed.\nVerdict: incorrect' },
+];
+
+const verifierTurn = (problem: string, proposed: number | undefined): ChatMessage => ({
+  role: 'user',
+  content: `Problem: ${problem}\nProposed answer: ${proposed === undefined ? '(no number given)' : String(proposed)}`,
+});
+
+/** The verifier sees the problem and a proposed answer (the solver's, or none it could parse), after the worked examples. */
 export function verifierMessages(p: WordProblem, proposed: number | undefined): ChatMessage[] {
-  const shown = proposed === undefined ? '(no number given)' : String(proposed);
-  return [{ role: 'user', content: `Problem: ${p.text}\nProposed answer: ${shown}\n${VERIFIER_INSTRUCTION}` }];
+  return [
+    { role: 'system', content: VERIFIER_SYSTEM_PROMPT },
+    ...VERIFIER_SHOTS.flatMap((s): ChatMessage[] => [verifierTurn(s.problem, s.proposed), { role: 'assistant', content: s.reply }]),
+    verifierTurn(p.text, proposed),
+  ];
 }
 
 const VERDICT_TAG_RE = /verdict\s*[:=]?\s*\**\s*(incorrect|correct|wrong|right)\b/gi;

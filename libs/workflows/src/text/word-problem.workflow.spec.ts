@@ -53,7 +53,7 @@ describe('playWordProblemGroup', () => {
       [false, undefined, 0, false, 1],
     ]);
     // The verifier saw each episode's own proposed answer.
-    const verifierPrompts = c.requests.filter((r) => r.role === 'verifier').map((r) => r.messages[0].content);
+    const verifierPrompts = c.requests.filter((r) => r.role === 'verifier').map((r) => r.messages[r.messages.length - 1].content);
     expect(verifierPrompts.some((t) => t.includes('Proposed answer: 6'))).toBe(true);
     expect(verifierPrompts.some((t) => t.includes('Proposed answer: (no number given)'))).toBe(true);
 
@@ -69,6 +69,11 @@ describe('playWordProblemGroup', () => {
       ['run1-wp17.r2', false, 0, 2],
     ]);
     expect(c.requests.every((r) => r.temperature === play.temperature)).toBe(true);
+    // The solver gets the worked examples by default, and the instruction alone with `tagged`.
+    expect(c.requests.filter((r) => r.role === 'solver').every((r) => r.messages.length === 6)).toBe(true);
+    const tagged = new ScriptedClient({});
+    await playWordProblemGroup(tagged, problem, { ...play, groupSize: 1, promptStyle: 'tagged' });
+    expect(tagged.requests[0].messages).toHaveLength(1);
   });
 
   it('without the verifier: one transition per episode, done at once, turns 1', async () => {

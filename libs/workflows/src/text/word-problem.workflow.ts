@@ -1,7 +1,15 @@
 import { ValidationError } from '@srpo/core';
 import type { EpisodeOutcomeInit, TransitionInit } from '@srpo/events';
 import { successOf, type SuccessInterval } from '../evaluation/success-interval';
-import { gradeSolver, gradeVerifier, solverMessages, verifierMessages, type ChatMessage, type WordProblem } from '../envs/word-problems.env';
+import {
+  gradeSolver,
+  gradeVerifier,
+  solverMessages,
+  verifierMessages,
+  type ChatMessage,
+  type SolverPromptStyle,
+  type WordProblem,
+} from '../envs/word-problems.env';
 
 /**
  * The word-problem workflow for real LLMs behind an OpenAI-compatible endpoint (the gateway): a
@@ -47,6 +55,8 @@ export interface WordProblemPlay {
   formatBonus: number;
   /** Play the verifier step (false: solver only, one transition per episode). */
   verifier: boolean;
+  /** The solver's prompt: with worked examples (`shots`, the default) or the instruction alone. */
+  promptStyle: SolverPromptStyle;
 }
 
 export const DEFAULT_WORD_PROBLEM_PLAY: Omit<WordProblemPlay, 'runId'> = {
@@ -56,6 +66,7 @@ export const DEFAULT_WORD_PROBLEM_PLAY: Omit<WordProblemPlay, 'runId'> = {
   verifierMaxTokens: 48,
   formatBonus: 0,
   verifier: true,
+  promptStyle: 'shots',
 };
 
 export const WORD_PROBLEM_MAX_GROUP_SIZE = 64;
@@ -69,6 +80,8 @@ export function checkWordProblemPlay(p: WordProblemPlay): WordProblemPlay {
   for (const k of ['solverMaxTokens', 'verifierMaxTokens'] as const)
     if (!Number.isInteger(p[k]) || p[k] < 1 || p[k] > 4096) throw new ValidationError(k, `must be an integer in [1, 4096], got ${p[k]}`);
   if (!(p.formatBonus >= 0 && p.formatBonus < 1)) throw new ValidationError('formatBonus', `must be in [0, 1), got ${p.formatBonus}`);
+  if (p.promptStyle !== 'shots' && p.promptStyle !== 'tagged')
+    throw new ValidationError('promptStyle', `must be shots or tagged, got ${String(p.promptStyle)}`);
   return p;
 }
 
@@ -166,7 +179,7 @@ export async function playWordProblemEpisode(
     step: 0,
     role: 'solver',
     agentId: 'solver-0',
-    messages: solverMessages(p),
+    messages: solverMessages(p, play.promptStyle),
     temperature: play.temperature,
     maxTokens: play.solverMaxTokens,
   });
@@ -227,6 +240,7 @@ export async function evaluateWordProblems(
   problems: readonly WordProblem[],
   answer: (messages: ChatMessage[], p: WordProblem) => Promise<string>,
   concurrency = 8,
+  style: SolverPromptStyle = 'shots',
 ): Promise<HeldOutResult> {
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 256)
     throw new ValidationError('concurrency', `must be an integer in [1, 256], got ${concurrency}`);
@@ -236,7 +250,7 @@ export async function evaluateWordProblems(
     while (next < problems.length) {
       const i = next++;
       const p = problems[i];
-      const g = gradeSolver(p, await answer(solverMessages(p), p));
+      const g = gradeSolver(p, await answer(solverMessages(p, style), p));
       answers[i] = { seed: p.seed, answer: g.answer, correct: g.correct };
     }
   };
