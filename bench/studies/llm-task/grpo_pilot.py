@@ -35,6 +35,31 @@ def evaluate(tok, model, problems, max_new, style, batch=16):
     return ok, len(problems)
 
 
+def completion_logps(model, prompt, comp, temperature):
+    """Log-probs (at `temperature`) of G completions of one unpadded prompt (1, P), the prompt run
+    once: its cache is repeated G times, so the prompt's tokens cost one pass instead of G. The
+    gradient still flows through the prompt's keys and values (LoRA changes them too)."""
+    import torch
+
+    g = comp.shape[0]
+    out = model(input_ids=prompt, use_cache=True)
+    cache = out.past_key_values
+    cache.batch_repeat_interleave(g)
+    rest = model(input_ids=comp[:, :-1], past_key_values=cache, use_cache=False).logits
+    logits = torch.cat([out.logits[:, -1:, :].expand(g, 1, -1), rest], dim=1) / temperature
+    return torch.log_softmax(logits.float(), -1).gather(-1, comp.unsqueeze(-1)).squeeze(-1)
+
+
+def full_logps(model, prompt, comp, temperature):
+    """The same by one pass over prompt + completion per sample: the reference for the check."""
+    import torch
+
+    g = comp.shape[0]
+    seqs = torch.cat([prompt.expand(g, -1), comp], dim=1)
+    logits = model(input_ids=seqs).logits[:, prompt.shape[1] - 1:-1, :] / temperature
+    return torch.log_softmax(logits.float(), -1).gather(-1, comp.unsqueeze(-1)).squeeze(-1)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.expanduser("~/.cache/srpo/models/smollm2-135m-instruct"))
@@ -53,6 +78,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--log", default=None)
+    ap.add_argument("--check", type=int, default=1, help="check the shared-prompt log-probs against full passes first")
     a = ap.parse_args()
 
     import torch
@@ -75,50 +101,67 @@ def main():
             log.write(json.dumps(d) + "\n")
             log.flush()
 
+    if a.check:
+        # The shared-prompt pass must give the full pass's log-probs (LoRA on, random completions).
+        with torch.no_grad():
+            pr = prompt_ids(tok, [held[0]], a.style)["input_ids"]
+            cp = torch.randint(100, 1000, (3, 7))
+            d = (completion_logps(model, pr, cp, 0.9) - full_logps(model, pr, cp, 0.9)).abs().max().item()
+        emit({"check_max_abs_diff": d})
+        assert d < 1e-3, d
     t0 = time.time()
     k, n = evaluate(tok, model, held, a.max_new, a.style)
     emit({"update": 0, "heldout": k / n, "ci": wilson(k, n), "seconds": time.time() - t0})
     update = 0
-    while time.time() - t0 < a.minutes * 60:
+    t_train = time.time()  # --minutes counts the updates (and any evaluations between them), not the first evaluation
+    while time.time() - t_train < a.minutes * 60:
         problems = []
         while len(problems) < a.problems:
             p = wp.generate(train_r, s)
             if p.text not in held_texts:
                 problems.append(p)
-        enc = prompt_ids(tok, problems, a.style)
-        plen = enc["input_ids"].shape[1]
         model.eval()
         tg = time.time()
+        # One generate call for all problems (left-padded), then each problem's G samples are paired
+        # with its unpadded prompt for the shared-prompt training pass.
+        enc = prompt_ids(tok, problems, a.style)
         with torch.no_grad():
             seqs = model.generate(**enc, max_new_tokens=a.max_new, do_sample=True, temperature=a.temperature, top_p=1.0, top_k=0,
                                   num_return_sequences=a.group, pad_token_id=tok.pad_token_id, eos_token_id=2)
-        comp = seqs[:, plen:]
-        texts = tok.batch_decode(comp, skip_special_tokens=True)
+        allcomp = seqs[:, enc["input_ids"].shape[1]:]
+        texts = tok.batch_decode(allcomp, skip_special_tokens=True)
+        comps = [(prompt_ids(tok, [p], a.style)["input_ids"], allcomp[i * a.group:(i + 1) * a.group]) for i, p in enumerate(problems)]
+        plen = comps[0][0].shape[1]
         rewards = torch.tensor([float(wp.parse_answer(t) == problems[i // a.group].answer) for i, t in enumerate(texts)])
         g = rewards.view(len(problems), a.group)
-        adv = (g - g.mean(dim=1, keepdim=True)).view(-1)
+        adv = (g - g.mean(dim=1, keepdim=True))
         nondeg = int(((g.sum(1) > 0) & (g.sum(1) < a.group)).sum())
-        # Completion mask: tokens up to and including the first end token.
-        is_end = (comp == 2)
-        after_end = (is_end.cumsum(1) - is_end.long()) > 0
-        mask = (~after_end).float()
         tg = time.time() - tg
         tt = time.time()
         loss_val = 0.0
+        ntok = 0.0
         if nondeg > 0:
             model.train()
-            attn = torch.cat([enc["attention_mask"].repeat_interleave(a.group, 0), mask.long()], dim=1)
-            logits = model(input_ids=seqs, attention_mask=attn).logits[:, plen - 1:-1, :] / a.temperature
-            logp = torch.log_softmax(logits.float(), -1).gather(-1, comp.unsqueeze(-1)).squeeze(-1)
-            loss = -(adv.unsqueeze(1) * logp * mask).sum() / mask.sum()
             opt.zero_grad()
-            loss.backward()
+            masks = []
+            for prompt, comp in comps:
+                # Tokens up to and including the first end token; generate pads after it.
+                is_end = comp == 2
+                masks.append((~((is_end.cumsum(1) - is_end.long()) > 0)).float())
+            total = sum(float(m.sum()) for m in masks)
+            for i, ((prompt, comp), mask) in enumerate(zip(comps, masks)):
+                if float(g[i].sum()) in (0.0, float(a.group)):
+                    continue  # degenerate: zero advantage, no gradient
+                logp = completion_logps(model, prompt, comp, a.temperature)
+                loss = -(adv[i].unsqueeze(1) * logp * mask).sum() / total
+                loss.backward()
+                loss_val += float(loss.detach())
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
-            loss_val = float(loss)
+        ntok = float(sum(float(m.sum()) for m in masks) / len(texts)) if nondeg > 0 else 0.0
         update += 1
         emit({"update": update, "prompt_tokens": plen, "reward": float(rewards.mean()), "nondegenerate": nondeg, "loss": loss_val,
-              "mean_tokens": float(mask.sum(1).mean()), "gen_s": round(tg, 1), "train_s": round(time.time() - tt, 1), "seconds": round(time.time() - t0, 1)})
+              "mean_tokens": ntok, "gen_s": round(tg, 1), "train_s": round(time.time() - tt, 1), "seconds": round(time.time() - t0, 1)})
         if a.eval_every and update % a.eval_every == 0:
             k, n = evaluate(tok, model, held, a.max_new, a.style)
             emit({"update": update, "heldout": k / n, "ci": wilson(k, n), "seconds": round(time.time() - t0, 1)})
