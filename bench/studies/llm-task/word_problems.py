@@ -172,6 +172,7 @@ def parse_answer(text: str):
 
 VARIANTS = {
     "add-10": Settings(("add",), 10, 1),
+    "addsub-10": Settings(("add", "sub"), 10, 1),
     "addsub-20": Settings(("add", "sub"), 20, 1),
     "addsub-100": Settings(("add", "sub"), 100, 1),
     "mixed-12": Settings(("add", "sub", "mul", "div"), 12, 1),

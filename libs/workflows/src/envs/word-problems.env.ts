@@ -34,6 +34,7 @@ const MAX_FACTOR = 12;
 /** Difficulties measured in `bench/studies/llm-task/README.md`, by name. */
 export const WORD_PROBLEM_VARIANTS = {
   'add-10': { ops: ['add'], maxOperand: 10, steps: 1 },
+  'addsub-10': { ops: ['add', 'sub'], maxOperand: 10, steps: 1 },
   'addsub-20': { ops: ['add', 'sub'], maxOperand: 20, steps: 1 },
   'addsub-100': { ops: ['add', 'sub'], maxOperand: 100, steps: 1 },
   'mixed-12': { ops: ['add', 'sub', 'mul', 'div'], maxOperand: 12, steps: 1 },
