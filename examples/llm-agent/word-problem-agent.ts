@@ -8,7 +8,7 @@
  *
  *   npm run build:bench
  *   node dist-bench/examples/llm-agent/word-problem-agent.js --gateway http://127.0.0.1:8100/v1 \
- *     --eval-url http://127.0.0.1:8000/v1 --model actor --variant addsub-20 --tasks 200
+ *     --eval-url http://127.0.0.1:8000/v1 --model actor --variant add-10 --tasks 200
  *
  * The episode logic (prompts, rewards, events) is `@srpo/workflows`' word-problem workflow; this
  * file only binds it to HTTP.
@@ -149,7 +149,7 @@ function arg(name: string, fallback: string): string {
 }
 
 if (require.main === module) {
-  const variant = arg('variant', 'addsub-20');
+  const variant = arg('variant', 'add-10');
   if (!(variant in WORD_PROBLEM_VARIANTS)) {
     console.error(`--variant must be one of ${Object.keys(WORD_PROBLEM_VARIANTS).join(', ')}`);
     process.exit(2);
