@@ -14,3 +14,8 @@ export * from './policy-shape';
 export * from './offline/demo-env.inferrer';
 // A deterministic RoleSampler for tests (no test-framework dependency, so it can ship in the build).
 export * from './testing/scripted-sampler';
+// Arithmetic word problems for real LLMs (solver and verifier), their held-out set and evaluation.
+export * from './envs/word-problems.env';
+export * from './envs/word-problems.heldout';
+export * from './evaluation/success-interval';
+export * from './text/word-problem.workflow';
