@@ -1,10 +1,9 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
-import { batchMatMul, decodeAttentionFused, gatherRows } from '@srpo/kernels';
-import { rmsNorm } from './llama-ops';
+import { batchMatMul, decodeAttentionFused, decodeQkvFused, gatherRows, kvAppendFused, srpoMatMulRouted } from '@srpo/kernels';
 import type { LlamaModel } from './llama-model';
 import { KvCacheBudgetError, type LlamaKvCache } from './llama-decode';
-import { checkTokens, head, mlp, rotateRows, TENSORFLOW_MATMUL_ROWS, w1, w2, withTensorflowMatMul } from './llama-decode-ops';
+import { checkTokens, head, mlp, norm, project, projectResidual, rotateRows, TENSORFLOW_MATMUL_ROWS, w1, w2, withTensorflowMatMul } from './llama-decode-ops';
 
 /**
  * The 2-D product kernels of decode steps. `tensorflow` (default): TensorFlow's `MatMul` for the
@@ -241,7 +240,7 @@ export class LlamaDecodeBatch {
     const c = this.model.config;
     const b = this.size;
     const maxPos = Math.max(...this.lengths);
-    const { numHeads: heads, numKvHeads: kvHeads, headDim: d, qkvBias } = c;
+    const { numKvHeads: kvHeads, headDim: d } = c;
     const model = this.model;
     return tf.tidy(() => {
       // Rope tables for powers of two of positions, so the model caches few of them.
@@ -261,27 +260,58 @@ export class LlamaDecodeBatch {
         this.lengths.map((len) => width - len - 1),
         'int32',
       );
-      const noRecent = split ? undefined : tf.zeros<tf.Rank.R4>([b, kvHeads, 0, d]);
+      const empty = tf.zeros<tf.Rank.R4>([b, kvHeads, 0, d]);
+      const zeros = tf.zeros<tf.Rank.R1>([c.hiddenSize]); // the output projections' bias where they have none (projectResidual)
+      const noRecent = split ? undefined : empty;
       let h = gatherRows(w2(model, 'model.embed_tokens.weight'), tf.tensor1d(Array.from(tokens), 'int32'));
       for (let i = 0; i < c.numLayers; i++) {
         const p = `model.layers.${i}.`;
-        const n1 = rmsNorm(h, w1(model, `${p}input_layernorm.weight`), c.rmsNormEps);
-        const q = rotateRows(model.linear(n1, `${p}self_attn.q_proj`, qkvBias), heads, cos, sin, 1 / Math.sqrt(d));
-        const k = rotateRows(model.linear(n1, `${p}self_attn.k_proj`, qkvBias), kvHeads, cos, sin, 1);
-        const v = model.linear(n1, `${p}self_attn.v_proj`, qkvBias);
+        const n1 = norm(h, w1(model, `${p}input_layernorm.weight`), c.rmsNormEps);
         const grown = split ? [this.recentKeys[i], this.recentValues[i]] : [this.keys[i], this.values[i]];
-        const append = (x: tf.Tensor4D | undefined, col: tf.Tensor): tf.Tensor4D =>
-          tf.keep((x ? tf.concat([x, col.reshape([b, kvHeads, 1, d])], 2) : tf.clone(col.reshape([b, kvHeads, 1, d]))) as tf.Tensor4D);
-        const keys = append(grown[0], k);
-        const values = append(grown[1], v);
-        newKeys.push(keys);
-        newValues.push(values);
+        const [q, keys, values] = this.attentionInputs(n1, p, cos, sin, grown[0], grown[1], empty);
+        newKeys.push(tf.keep(keys));
+        newValues.push(tf.keep(values));
         const attn = this.attend(q, i, keys, values, { split, width, start, noRecent, masked });
-        h = tf.add<tf.Tensor2D>(h, model.linear(attn, `${p}self_attn.o_proj`, c.oBias));
-        h = mlp(model, h, p);
+        h = projectResidual(model, h, attn, `${p}self_attn.o_proj`, c.oBias, zeros);
+        h = mlp(model, h, p, zeros);
       }
       return head(model, h, tensorflowHead);
     });
+  }
+
+  /**
+   * Layer `p`'s query `[B, H·d]` (RoPE, scaled by 1/√d) and its cache grown by the step's keys (RoPE)
+   * and values, from the normed rows `n1`: one `SrpoDecodeQkv` where the products run `SrpoMatMul`
+   * and no adapter term or bias comes after them, else the products (with the adapter's terms),
+   * `SrpoRope` and one `SrpoKvAppend` (or a reshape and a concat per tensor). The same bits either way.
+   */
+  private attentionInputs(
+    n1: tf.Tensor2D,
+    p: string,
+    cos: tf.Tensor2D,
+    sin: tf.Tensor2D,
+    oldKeys: tf.Tensor4D | undefined,
+    oldValues: tf.Tensor4D | undefined,
+    empty: tf.Tensor4D,
+  ): [tf.Tensor2D, tf.Tensor4D, tf.Tensor4D] {
+    const model = this.model;
+    const { numHeads: heads, numKvHeads: kvHeads, headDim: d, qkvBias } = model.config;
+    const b = this.size;
+    const names = ['q_proj', 'k_proj', 'v_proj'].map((n) => `${p}self_attn.${n}`);
+    const [dq, dk, dv] = names.map((n) => model.adapter?.delta(n1, n));
+    if (!qkvBias && !dq && !dk && !dv && srpoMatMulRouted()) {
+      const [wq, wk, wv] = names.map((n) => w2(model, `${n}.weight`));
+      const fused = decodeQkvFused(n1, wq, wk, wv, cos, sin, oldKeys ?? empty, oldValues ?? empty, 1 / Math.sqrt(d));
+      if (fused) return fused;
+    }
+    const q = rotateRows(project(model, n1, names[0], qkvBias, dq), heads, cos, sin, 1 / Math.sqrt(d));
+    const k = rotateRows(project(model, n1, names[1], qkvBias, dk), kvHeads, cos, sin, 1);
+    const v = project(model, n1, names[2], qkvBias, dv);
+    const appended = kvAppendFused(oldKeys ?? empty, oldValues ?? empty, k, v);
+    if (appended) return [q, ...appended];
+    const append = (x: tf.Tensor4D | undefined, col: tf.Tensor): tf.Tensor4D =>
+      (x ? tf.concat([x, col.reshape([b, kvHeads, 1, d])], 2) : tf.clone(col.reshape([b, kvHeads, 1, d]))) as tf.Tensor4D;
+    return [q, append(oldKeys, k), append(oldValues, v)];
   }
 
   /**

@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
-import { configureSrpoKernels, ropeFused } from '@srpo/kernels';
-import { linear, rmsNorm, swiGlu, type RopeTables } from './llama-ops';
+import { configureSrpoKernels, gateUpFused, matMul2d, matMul2dBiasResidual, rmsNormFused, ropeFused, srpoMatMulRouted, swiGluFused } from '@srpo/kernels';
+import { rmsNorm, swiGlu, type RopeTables } from './llama-ops';
 import type { LlamaModel } from './llama-model';
 
 // The pieces of incremental decoding that prefill (llama-decode.ts) and the decode batch
@@ -44,21 +44,65 @@ export function withTensorflowMatMul<T>(on: boolean, fn: () => T): T {
   }
 }
 
+// Decoding records no gradients, so its linears, norms and gates call the kernels that llama-ops'
+// pieces run in their forward directly, without their tape entry (tf.customGrad): the same kernels
+// on the same operands, so the same bits, for a fraction of the JavaScript per call (a step makes
+// ten such calls per layer).
+
+/**
+ * `x · Wᵀ (+ b)` plus the attached adapter's term: {@link LlamaModel.linear}'s forward, op for op
+ * (llama-ops' linear is `matMul2d(x, W, false, true)` and then `tf.add` of the bias).
+ */
+export function project(model: LlamaModel, x: tf.Tensor2D, name: string, bias: boolean, delta = model.adapter?.delta(x, name)): tf.Tensor2D {
+  const y = matMul2d(x, w2(model, `${name}.weight`), false, true);
+  const out = bias ? tf.add<tf.Tensor2D>(y, w1(model, `${name}.bias`)) : y;
+  return delta ? tf.add<tf.Tensor2D>(out, delta) : out;
+}
+
+/**
+ * `h + project(x)`, a residual block's output projection: one `SrpoMatMulBiasResidual` where
+ * `SrpoMatMul` runs the products and no adapter term comes between the product and the residual
+ * (it adds the bias, then h, to each finished element: `tf.add`'s roundings in the same order).
+ * A layer without a bias passes `zeros` `[out]` for it: x·Wᵀ + 0 is x·Wᵀ except that −0 becomes
+ * +0, which h + (·) cannot tell apart unless h is a zero too (then only the zero's sign can differ).
+ */
+export function projectResidual(model: LlamaModel, h: tf.Tensor2D, x: tf.Tensor2D, name: string, bias: boolean, zeros: tf.Tensor1D): tf.Tensor2D {
+  const delta = model.adapter?.delta(x, name);
+  if (!delta) {
+    const fused = matMul2dBiasResidual(x, w2(model, `${name}.weight`), bias ? w1(model, `${name}.bias`) : zeros, h, true);
+    if (fused) return fused;
+  }
+  return tf.add<tf.Tensor2D>(h, project(model, x, name, bias, delta));
+}
+
+/** llama-ops' rmsNorm forward: the fused kernel where loaded, else the composite through llama-ops. */
+export function norm(x: tf.Tensor2D, w: tf.Tensor1D, eps: number): tf.Tensor2D {
+  return rmsNormFused(x, w, eps)?.y ?? rmsNorm(x, w, eps);
+}
+
 /** The vocabulary head on the final hidden rows `[N, D]` → logits `[N, V]` (the forward's last lines). */
 export function head(model: LlamaModel, h: tf.Tensor2D, tensorflowMatMul = false): tf.Tensor2D {
   const c = model.config;
   const wHead = w2(model, c.tieWordEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
-  const n = rmsNorm(h, w1(model, 'model.norm.weight'), c.rmsNormEps);
-  return withTensorflowMatMul(tensorflowMatMul, () => linear(n, wHead));
+  const n = norm(h, w1(model, 'model.norm.weight'), c.rmsNormEps);
+  return withTensorflowMatMul(tensorflowMatMul, () => matMul2d(n, wHead, false, true));
 }
 
-/** A layer's MLP block and residual on `h` `[N, D]`, as the forward computes it. */
-export function mlp(model: LlamaModel, h: tf.Tensor2D, p: string): tf.Tensor2D {
+/** A layer's MLP block and residual on `h` `[N, D]`, as the forward computes it (with `zeros` `[D]`, its last product and the residual in one op: {@link projectResidual}). */
+export function mlp(model: LlamaModel, h: tf.Tensor2D, p: string, zeros?: tf.Tensor1D): tf.Tensor2D {
   const c = model.config;
-  const n2 = rmsNorm(h, w1(model, `${p}post_attention_layernorm.weight`), c.rmsNormEps);
-  const gate = model.linear(n2, `${p}mlp.gate_proj`, c.mlpBias);
-  const up = model.linear(n2, `${p}mlp.up_proj`, c.mlpBias);
-  return tf.add<tf.Tensor2D>(h, model.linear(swiGlu(gate, up), `${p}mlp.down_proj`, c.mlpBias));
+  const n2 = norm(h, w1(model, `${p}post_attention_layernorm.weight`), c.rmsNormEps);
+  const [gateName, upName] = [`${p}mlp.gate_proj`, `${p}mlp.up_proj`];
+  const [dg, du] = [model.adapter?.delta(n2, gateName), model.adapter?.delta(n2, upName)];
+  // One SrpoGateUp where the products run SrpoMatMul and nothing comes between them and the gate.
+  const fused = !c.mlpBias && !dg && !du && srpoMatMulRouted() ? gateUpFused(n2, w2(model, `${gateName}.weight`), w2(model, `${upName}.weight`)) : undefined;
+  const act = fused ?? gateUp(project(model, n2, gateName, c.mlpBias, dg), project(model, n2, upName, c.mlpBias, du));
+  if (zeros) return projectResidual(model, h, act, `${p}mlp.down_proj`, c.mlpBias, zeros);
+  return tf.add<tf.Tensor2D>(h, project(model, act, `${p}mlp.down_proj`, c.mlpBias));
+}
+
+function gateUp(gate: tf.Tensor2D, up: tf.Tensor2D): tf.Tensor2D {
+  return swiGluFused(gate, up) ?? swiGlu(gate, up);
 }
 
 export function checkTokens(model: LlamaModel, tokens: readonly number[], field: string): void {

@@ -57,8 +57,11 @@ function prompts(vocab: number, lengths: number[], seed: number): number[][] {
 
 // split: the cache grows in two parts from the first step on, the recent part joining the older every 3 steps.
 // kernel false: the decode-attention kernel switched off, so steps take the composite attention (as on WebGPU).
+// LoRA false with products learner: the step's projections, rotations and appends as one SrpoDecodeQkv per layer (the
+// adapter's terms, and qwen2's biases, keep them apart).
 describe.each([
   ['llama', false, 'learner', false, true],
+  ['llama', false, 'learner', true, true],
   ['llama', true, 'learner', false, true],
   ['qwen2', true, 'learner', true, true],
   ['qwen2', true, 'tensorflow', false, true],

@@ -1,18 +1,19 @@
 import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import { gatherRows } from '@srpo/kernels';
-import { rmsNorm, ropeAttention } from './llama-ops';
+import { ropeAttention } from './llama-ops';
 import type { LlamaModel } from './llama-model';
-import { causalMask, checkTokens, head, mlp, ropeFor, rotateRows, w1, w2 } from './llama-decode-ops';
+import { causalMask, checkTokens, head, mlp, norm, project, projectResidual, ropeFor, rotateRows, w1, w2 } from './llama-decode-ops';
 
 export { rotateRows } from './llama-decode-ops';
 
 /**
  * Incremental decoding of a {@link LlamaModel} with a key/value cache, for serving (no gradients):
  * a prompt is run once ({@link prefill}), after which each step runs one position per row and
- * attends to the rows' cached keys and values. The projections go through the model's own
- * adapter-aware `linear`, so an attached LoRA adapter's term is part of every step, and the
- * numbers are the full forward's up to float32 summation order (specs check 1e-5 of the logits' scale).
+ * attends to the rows' cached keys and values. The projections are the model's adapter-aware
+ * `linear`'s forward without its tape entry (llama-decode-ops' `project`), so an attached LoRA
+ * adapter's term is part of every step, and the numbers are the full forward's up to float32
+ * summation order (specs check 1e-5 of the logits' scale; bit for bit with `products: 'learner'`).
  * The batch of rows decoding together is `LlamaDecodeBatch` (llama-decode-batch.ts).
  *
  * Keys are cached after RoPE, so a cached position never needs its rotation again; only the
@@ -95,6 +96,7 @@ export function prefillMany(model: LlamaModel, prompts: readonly (readonly numbe
     const logits = tf.tidy(() => {
       const rope = ropeFor(model, t);
       const mask = causalMask(model, t);
+      const zeros = tf.zeros<tf.Rank.R1>([c.hiddenSize]); // the output projections' bias where they have none (projectResidual)
       // [G·T, H_kv·d] rows → prompt g's [1, H_kv, L_g, d], the cache's layout (kept: the caller owns it).
       const toCache = (x: tf.Tensor2D, into: tf.Tensor4D[][]): void => {
         const all = tf.transpose(x.reshape([b, t, kvHeads, d]), [0, 2, 1, 3]) as tf.Tensor4D;
@@ -103,16 +105,16 @@ export function prefillMany(model: LlamaModel, prompts: readonly (readonly numbe
       let h = gatherRows(w2(model, 'model.embed_tokens.weight'), tf.tensor1d(ids, 'int32'));
       for (let i = 0; i < c.numLayers; i++) {
         const p = `model.layers.${i}.`;
-        const n1 = rmsNorm(h, w1(model, `${p}input_layernorm.weight`), c.rmsNormEps);
-        const q = model.linear(n1, `${p}self_attn.q_proj`, qkvBias);
-        const k = model.linear(n1, `${p}self_attn.k_proj`, qkvBias);
-        const v = model.linear(n1, `${p}self_attn.v_proj`, qkvBias);
+        const n1 = norm(h, w1(model, `${p}input_layernorm.weight`), c.rmsNormEps);
+        const q = project(model, n1, `${p}self_attn.q_proj`, qkvBias);
+        const k = project(model, n1, `${p}self_attn.k_proj`, qkvBias);
+        const v = project(model, n1, `${p}self_attn.v_proj`, qkvBias);
         const attn = ropeAttention(q, k, v, { b, t, heads, kvHeads, headDim: d }, rope, mask);
         const [cos, sin] = b === 1 ? [rope.cos, rope.sin] : [tf.tile(rope.cos, [b, 1]), tf.tile(rope.sin, [b, 1])];
         toCache(rotateRows(k, kvHeads, cos, sin, 1), keys);
         toCache(v, values);
-        h = tf.add<tf.Tensor2D>(h, model.linear(attn, `${p}self_attn.o_proj`, c.oBias));
-        h = mlp(model, h, p);
+        h = projectResidual(model, h, attn, `${p}self_attn.o_proj`, c.oBias, zeros);
+        h = mlp(model, h, p, zeros);
       }
       const last = tf.tensor1d(
         prompts.map((p, g) => g * t + p.length - 1),

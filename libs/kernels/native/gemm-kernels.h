@@ -420,32 +420,115 @@ void gemm_block(const GemmArgs& g, int64_t i_lo, int64_t i_hi, int64_t j_lo, int
 // TensorFlow's MatMul, which packs nothing, ran 2–3x faster), and TensorFlow's MatMul sums in
 // another order than SrpoMatMul, so served log-probs drifted from the learner's (docs/serving.md).
 // Each element here is the packed path's chain of fused multiply-adds over k = 0..K−1 in order,
-// starting from 0, so the bits are SrpoMatMul's at any row count: eight columns at a time, their
-// eight weight rows loaded 8 k at a time and transposed in registers (transpose8), each k then one
-// FMA per row. Columns past the last multiple of 8 take a scalar chain (fmaf). The bias and the
-// residual follow as add_bias_tile adds them.
+// starting from 0, so the bits are SrpoMatMul's at any row count. Eight columns make a group: each
+// weight row's next four k are one 16-byte load, two rows to a register (rows i and i + 4 of the
+// group in its two halves, the second half loaded by vinsertf128 from memory, which needs no
+// shuffle port), and four in-lane unpacks turn them into one register per k holding that k of the
+// group's eight columns; each k is then one FMA per row of C. kGroups groups run together so that
+// their chains interleave: with one row of C, one group's chain of dependent FMAs (4 cycles each)
+// was the bound (an 8 × 8 transpose per 8 k, transpose8, took 24 shuffles, all on one port).
+// Columns past the last multiple of 8 take a scalar chain (fmaf). The bias and the residual follow
+// as add_bias_tile adds them.
 constexpr int64_t kGemvMaxRows = 4;
+template <int kRows, int kGroups>
+inline void gemv_tb_groups(const GemmArgs& g, int64_t j) {
+  const int64_t k = g.k, ldb = g.ldb, lda = g.lda;
+  __m256 acc[kGroups][kRows];
+  for (int q = 0; q < kGroups; q++)
+    for (int r = 0; r < kRows; r++) acc[q][r] = _mm256_setzero_ps();
+  int64_t p = 0;
+  for (; p + 4 <= k; p += 4) {
+    for (int q = 0; q < kGroups; q++) {
+      const float* w = g.b + (j + 8 * q) * ldb + p;
+      if ((p & 15) == 0)
+        for (int i = 0; i < 8; i++) __builtin_prefetch(w + i * ldb + 32);  // two lines ahead of each weight row
+      __m256 v[4];
+      for (int i = 0; i < 4; i++) v[i] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(w + i * ldb)), _mm_loadu_ps(w + (i + 4) * ldb), 1);
+      // Lane l of t[s]: B[j + 8q + l][p + s].
+      const __m256 u0 = _mm256_unpacklo_ps(v[0], v[1]), u1 = _mm256_unpackhi_ps(v[0], v[1]);
+      const __m256 u2 = _mm256_unpacklo_ps(v[2], v[3]), u3 = _mm256_unpackhi_ps(v[2], v[3]);
+      const __m256 t[4] = {
+          _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(u0), _mm256_castps_pd(u2))),
+          _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(u0), _mm256_castps_pd(u2))),
+          _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(u1), _mm256_castps_pd(u3))),
+          _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(u1), _mm256_castps_pd(u3))),
+      };
+      for (int s = 0; s < 4; s++)
+        for (int r = 0; r < kRows; r++) acc[q][r] = _mm256_fmadd_ps(_mm256_set1_ps(g.a[r * lda + p + s]), t[s], acc[q][r]);
+    }
+  }
+  for (; p < k; p++)
+    for (int q = 0; q < kGroups; q++) {
+      const float* w = g.b + (j + 8 * q) * ldb;
+      const __m256 col = _mm256_set_ps(w[7 * ldb + p], w[6 * ldb + p], w[5 * ldb + p], w[4 * ldb + p], w[3 * ldb + p], w[2 * ldb + p], w[ldb + p], w[p]);
+      for (int r = 0; r < kRows; r++) acc[q][r] = _mm256_fmadd_ps(_mm256_set1_ps(g.a[r * lda + p]), col, acc[q][r]);
+    }
+  for (int q = 0; q < kGroups; q++)
+    for (int r = 0; r < kRows; r++) _mm256_storeu_ps(g.c + r * g.ldc + j + 8 * q, acc[q][r]);
+}
+// Groups run together per row count: enough independent chains to cover the FMA's latency
+// (kRows · kGroups ≥ 4) without running out of the 16 YMM registers.
 template <int kRows>
 void gemv_tb_columns(const GemmArgs& g, int64_t j_lo, int64_t j_hi) {
+  constexpr int kGroups = kRows == 1 ? 4 : 2;
   const int64_t k = g.k, ldb = g.ldb, lda = g.lda;
   int64_t j = j_lo;
-  for (; j + 8 <= j_hi; j += 8) {
-    __m256 acc[kRows];
-    for (int r = 0; r < kRows; r++) acc[r] = _mm256_setzero_ps();
+  for (; j + 8 * kGroups <= j_hi; j += 8 * kGroups) gemv_tb_groups<kRows, kGroups>(g, j);
+  for (; j + 8 <= j_hi; j += 8) gemv_tb_groups<kRows, 1>(g, j);
+  for (; j < j_hi; j++)
+    for (int r = 0; r < kRows; r++) {
+      const float* w = g.b + j * ldb;
+      float sum = 0.f;
+      for (int64_t p = 0; p < k; p++) sum = __builtin_fmaf(g.a[r * lda + p], w[p], sum);
+      g.c[r * g.ldc + j] = sum;
+    }
+  if (g.bias)
+    for (int r = 0; r < kRows; r++) add_bias_tile(g.c + r * g.ldc + j_lo, 0, 1, j_hi - j_lo, g.bias + j_lo, g.residual ? g.residual + r * g.ldc + j_lo : nullptr);
+}
+// Up to 16 rows of x·Wᵀ unpacked with AVX-512 (gemm_avx512 only): sixteen columns make a group,
+// four 16-byte pieces of weight rows per register (vinsertf32x4 from memory) and the same in-lane
+// unpacks as gemv_tb_groups, so each k of the group is one 16-float register and one FMA per row of
+// C, whose 16 accumulators cover the FMA's latency. Why: at a decode batch of 16, the packed path
+// computes 24 rows in two 12-row tiles (the second a third full) and packs each weight for the call.
+// The same chains, hence the same bits, as every other path.
+template <int kRows>
+__attribute__((target("avx512f"))) void gemv16_tb_columns(const GemmArgs& g, int64_t j_lo, int64_t j_hi) {
+  const int64_t k = g.k, ldb = g.ldb, lda = g.lda;
+  int64_t j = j_lo;
+  for (; j + 16 <= j_hi; j += 16) {
+    __m512 acc[kRows];
+    for (int r = 0; r < kRows; r++) acc[r] = _mm512_setzero_ps();
     const float* w = g.b + j * ldb;
     int64_t p = 0;
-    for (; p + 8 <= k; p += 8) {
-      __m256 v[8];
-      for (int t = 0; t < 8; t++) v[t] = _mm256_loadu_ps(w + t * ldb + p);
-      transpose8(v);  // v[t] lane l: B[j + l][p + t]
-      for (int t = 0; t < 8; t++)
-        for (int r = 0; r < kRows; r++) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(g.a[r * lda + p + t]), v[t], acc[r]);
+    for (; p + 4 <= k; p += 4) {
+      if ((p & 15) == 0)
+        for (int i = 0; i < 16; i++) __builtin_prefetch(w + i * ldb + p + 32);
+      __m512 v[4];
+      for (int i = 0; i < 4; i++) {
+        v[i] = _mm512_castps128_ps512(_mm_loadu_ps(w + i * ldb + p));
+        v[i] = _mm512_insertf32x4(v[i], _mm_loadu_ps(w + (i + 4) * ldb + p), 1);
+        v[i] = _mm512_insertf32x4(v[i], _mm_loadu_ps(w + (i + 8) * ldb + p), 2);
+        v[i] = _mm512_insertf32x4(v[i], _mm_loadu_ps(w + (i + 12) * ldb + p), 3);
+      }
+      // Lane l of t[s]: B[j + l][p + s] (quarter q of v[i] is row 4q + i).
+      const __m512 u0 = _mm512_unpacklo_ps(v[0], v[1]), u1 = _mm512_unpackhi_ps(v[0], v[1]);
+      const __m512 u2 = _mm512_unpacklo_ps(v[2], v[3]), u3 = _mm512_unpackhi_ps(v[2], v[3]);
+      const __m512 t[4] = {
+          _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(u0), _mm512_castps_pd(u2))),
+          _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(u0), _mm512_castps_pd(u2))),
+          _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(u1), _mm512_castps_pd(u3))),
+          _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(u1), _mm512_castps_pd(u3))),
+      };
+      for (int s = 0; s < 4; s++)
+        for (int r = 0; r < kRows; r++) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(g.a[r * lda + p + s]), t[s], acc[r]);
     }
     for (; p < k; p++) {
-      const __m256 col = _mm256_set_ps(w[7 * ldb + p], w[6 * ldb + p], w[5 * ldb + p], w[4 * ldb + p], w[3 * ldb + p], w[2 * ldb + p], w[ldb + p], w[p]);
-      for (int r = 0; r < kRows; r++) acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(g.a[r * lda + p]), col, acc[r]);
+      alignas(64) float col[16];
+      for (int i = 0; i < 16; i++) col[i] = w[i * ldb + p];
+      const __m512 c = _mm512_load_ps(col);
+      for (int r = 0; r < kRows; r++) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(g.a[r * lda + p]), c, acc[r]);
     }
-    for (int r = 0; r < kRows; r++) _mm256_storeu_ps(g.c + r * g.ldc + j, acc[r]);
+    for (int r = 0; r < kRows; r++) _mm512_storeu_ps(g.c + r * g.ldc + j, acc[r]);
   }
   for (; j < j_hi; j++)
     for (int r = 0; r < kRows; r++) {
@@ -456,6 +539,27 @@ void gemv_tb_columns(const GemmArgs& g, int64_t j_lo, int64_t j_hi) {
     }
   if (g.bias)
     for (int r = 0; r < kRows; r++) add_bias_tile(g.c + r * g.ldc + j_lo, 0, 1, j_hi - j_lo, g.bias + j_lo, g.residual ? g.residual + r * g.ldc + j_lo : nullptr);
+}
+constexpr int64_t kGemv16MaxRows = 16;
+inline void gemv16_tb(const GemmArgs& g, int64_t j_lo, int64_t j_hi) {
+  switch (g.m) {
+    case 1: return gemv16_tb_columns<1>(g, j_lo, j_hi);
+    case 2: return gemv16_tb_columns<2>(g, j_lo, j_hi);
+    case 3: return gemv16_tb_columns<3>(g, j_lo, j_hi);
+    case 4: return gemv16_tb_columns<4>(g, j_lo, j_hi);
+    case 5: return gemv16_tb_columns<5>(g, j_lo, j_hi);
+    case 6: return gemv16_tb_columns<6>(g, j_lo, j_hi);
+    case 7: return gemv16_tb_columns<7>(g, j_lo, j_hi);
+    case 8: return gemv16_tb_columns<8>(g, j_lo, j_hi);
+    case 9: return gemv16_tb_columns<9>(g, j_lo, j_hi);
+    case 10: return gemv16_tb_columns<10>(g, j_lo, j_hi);
+    case 11: return gemv16_tb_columns<11>(g, j_lo, j_hi);
+    case 12: return gemv16_tb_columns<12>(g, j_lo, j_hi);
+    case 13: return gemv16_tb_columns<13>(g, j_lo, j_hi);
+    case 14: return gemv16_tb_columns<14>(g, j_lo, j_hi);
+    case 15: return gemv16_tb_columns<15>(g, j_lo, j_hi);
+    default: return gemv16_tb_columns<16>(g, j_lo, j_hi);
+  }
 }
 inline void gemv_tb(const GemmArgs& g, int64_t j_lo, int64_t j_hi) {
   switch (g.m) {

@@ -33,6 +33,8 @@ void matmul_delete(void* p) { delete static_cast<MatMulAttrs*>(p); }
 
 // About 10 µs of arithmetic on one core: below it, waking a worker costs more than it saves.
 constexpr int64_t kGemmInlineFma = int64_t{1} << 19;
+// The few-row path's (gemv_tb): about 10 µs there too, at a few multiply-adds per cycle.
+constexpr int64_t kGemvInlineFma = int64_t{1} << 16;
 
 // Each thread's packing space, allocated on its first product and kept (2.2 MB).
 float* gemm_pack_space() {
@@ -124,9 +126,17 @@ template <class K>
 void matmul_run(const GemmArgs& g) {
   const int64_t m = g.m, n = g.n, k = g.k;
   // A few rows of x·Wᵀ: unpacked, the same bits (gemv_tb, gemm-kernels.h); pieces of 64 columns.
+  // Its threshold for the pool is lower than the packed products': it reads every weight once,
+  // a few multiply-adds per element, so SmolLM2's [1, 576]·[576, 576]ᵀ is ~50 µs on one core.
   if (m <= kGemvMaxRows && !g.trans_a && g.trans_b && k > 0 && !g.col_sums && k_segments(m, n, k) == 1) {
     const int64_t pieces = (n + 63) / 64;
-    pool().run(pieces, 1, m * n * k < kGemmInlineFma ? pieces + 1 : 0, [&](int64_t lo, int64_t hi) { gemv_tb(g, lo * 64, std::min(n, hi * 64)); });
+    pool().run(pieces, 1, m * n * k < kGemvInlineFma ? pieces + 1 : 0, [&](int64_t lo, int64_t hi) { gemv_tb(g, lo * 64, std::min(n, hi * 64)); });
+    return;
+  }
+  // Up to 16 rows on AVX-512: unpacked as well (gemv16_tb), the same bits.
+  if (std::is_same<K, GemmAvx512>::value && m <= kGemv16MaxRows && !g.trans_a && g.trans_b && k > 0 && !g.col_sums && k_segments(m, n, k) == 1) {
+    const int64_t pieces = (n + 63) / 64;
+    pool().run(pieces, 1, m * n * k < kGemvInlineFma ? pieces + 1 : 0, [&](int64_t lo, int64_t hi) { gemv16_tb(g, lo * 64, std::min(n, hi * 64)); });
     return;
   }
   // C's rows are split when m >= n, else its columns, unless the columns balance the threads

@@ -65,7 +65,8 @@ inline float silu_sigma(float g, float* e_out, float* gc_out) {
   return g <= -80.f ? 0.f : 1.0f / (1.0f + e);
 }
 
-inline void swiglu_forward(const float* __restrict g, const float* __restrict u, float* __restrict y, int64_t lo, int64_t hi) {
+// Not inlined nor specialised (noipa): SrpoSwiGlu and SrpoGateUp (decode-ops.h) run the same instructions.
+__attribute__((noipa)) void swiglu_forward(const float* __restrict g, const float* __restrict u, float* __restrict y, int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi; i++) {
     const float gi = g[i];
     float e, gc;
@@ -93,7 +94,10 @@ inline void swiglu_backward(const float* __restrict g, const float* __restrict u
 // per head, with cos/sin [T, d] laid out as transformers' cat((freqs, freqs), −1). The scale
 // folds attention's 1/√d into q (1 for k). The backward is the same rotation with −sin
 // (rotate_half is antisymmetric and the tables repeat across the two halves): `inverse`.
-inline void rope_rows(const float* x, const float* cs, const float* sn, float* y, int64_t lo, int64_t hi, int64_t t, int64_t c, int64_t d,
+// Not inlined nor specialised (noipa): SrpoRope and SrpoDecodeQkv (decode-ops.h) must run the same instructions, whose
+// bits would otherwise depend on what the compiler folds at each call (a constant sign, say,
+// changes which product a fused multiply-add absorbs).
+__attribute__((noipa)) void rope_rows(const float* x, const float* cs, const float* sn, float* y, int64_t lo, int64_t hi, int64_t t, int64_t c, int64_t d,
                       float scale, float sign) {
   const int64_t h = d / 2;
   for (int64_t r = lo; r < hi; r++) {

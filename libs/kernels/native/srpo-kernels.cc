@@ -42,6 +42,7 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 #include "tf-kernel-api.h"
 
@@ -68,11 +69,12 @@ namespace {
 #include "elementwise-ops.h"
 #include "optimizer-ops.h"
 #include "gemm-ops.h"
+#include "decode-ops.h"
 #include "objective-ops.h"
 
 struct OpSpec {
   const char* name;
-  const char* inputs[7];
+  const char* inputs[8];
   const char* outputs[10];
   const char* attrs[8];
   void* (*create)(TF_OpKernelConstruction*);
@@ -95,6 +97,10 @@ const OpSpec kOps[] = {
      attention_grad_compute<true>, attention_delete},
     {"SrpoDecodeAttention", {"q: float", "k: float", "v: float", "k_recent: float", "v_recent: float", "start: int32"}, {"o: float"}, {}, no_state,
      decode_attention_compute, no_delete},
+    {"SrpoKvAppend", {"k: float", "v: float", "k_new: float", "v_new: float"}, {"k_out: float", "v_out: float"}, {}, no_state, kv_append_compute, no_delete},
+    {"SrpoDecodeQkv", {"x: float", "wq: float", "wk: float", "wv: float", "cos: float", "sin: float", "k: float", "v: float"}, {"q: float", "k_out: float", "v_out: float"},
+     {"q_scale: float"}, decode_qkv_create, decode_qkv_compute, decode_qkv_delete},
+    {"SrpoGateUp", {"x: float", "wg: float", "wu: float"}, {"y: float"}, {}, no_state, gate_up_compute, no_delete},
     {"SrpoNormFold", {"w: float", "gain: float", "shift: float", "bias: float", "scale: float"}, {"wc: float", "c: float", "wct: float"}, {"has_bias: bool", "has_scale: bool"},
      norm_fold_create, norm_fold_compute, norm_fold_delete},
     {"SrpoNormFoldGrad", {"dwc: float", "dc: float", "w: float", "gain: float", "shift: float", "scale: float"}, {"dgain: float", "dshift: float", "dw: float", "dbias: float"},

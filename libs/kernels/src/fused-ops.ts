@@ -135,6 +135,55 @@ export function decodeAttentionFused(
   return fused('SrpoDecodeAttention', [q, keys, values, recentKeys, recentValues, start], 1, undefined, composite)?.[0] as tf.Tensor2D | undefined;
 }
 
+/**
+ * A decode step's cache append (`SrpoKvAppend`, transformer-ops.h): `keys`/`values` `[B, H_kv, W, d]`
+ * (W may be 0) with the new column `newKeys`/`newValues` `[B, H_kv·d]` after each row's last:
+ * `[B, H_kv, W + 1, d]` each, the inputs' values copied. Undefined where not available (then a
+ * reshape and a concat per tensor do the same).
+ */
+export function kvAppendFused(
+  keys: tf.Tensor4D,
+  values: tf.Tensor4D,
+  newKeys: tf.Tensor2D,
+  newValues: tf.Tensor2D,
+  composite = false,
+): [tf.Tensor4D, tf.Tensor4D] | undefined {
+  return fused('SrpoKvAppend', [keys, values, newKeys, newValues], 2, undefined, composite) as [tf.Tensor4D, tf.Tensor4D] | undefined;
+}
+
+/**
+ * A decode step's attention inputs in one op (`SrpoDecodeQkv`, decode-ops.h), row b of x `[B, D]`
+ * at the position of row b of `cos`/`sin` `[B, d]`: `q = RoPE(x·Wqᵀ)·qScale` `[B, H·d]`, and the
+ * cache `keys`/`values` `[B, H_kv, W, d]` with `RoPE(x·Wkᵀ)` and `x·Wvᵀ` appended `[B, H_kv, W + 1, d]`.
+ * Bit for bit {@link matMul2d} (`SrpoMatMul`, transposed weights), {@link ropeFused} and
+ * {@link kvAppendFused}. Undefined where not available; the caller checks that the products run
+ * `SrpoMatMul` (`srpoMatMulRouted`), as this op's do.
+ */
+export function decodeQkvFused(
+  x: tf.Tensor2D,
+  wq: tf.Tensor2D,
+  wk: tf.Tensor2D,
+  wv: tf.Tensor2D,
+  cos: tf.Tensor2D,
+  sin: tf.Tensor2D,
+  keys: tf.Tensor4D,
+  values: tf.Tensor4D,
+  qScale: number,
+): [tf.Tensor2D, tf.Tensor4D, tf.Tensor4D] | undefined {
+  const attrs = (b: NativeBinding): TfeAttr[] => [{ name: 'q_scale', type: b.TF_ATTR_FLOAT, value: qScale }];
+  return fused('SrpoDecodeQkv', [x, wq, wk, wv, cos, sin, keys, values], 3, attrs) as [tf.Tensor2D, tf.Tensor4D, tf.Tensor4D] | undefined;
+}
+
+/**
+ * A Llama MLP's gate in one op (`SrpoGateUp`, decode-ops.h): `SiLU(x·Wgᵀ) ⊙ (x·Wuᵀ)` `[N, F]` from
+ * x `[N, D]` and the weights `[F, D]`, bit for bit two {@link matMul2d} (`SrpoMatMul`, transposed
+ * weights) and {@link swiGluFused}. Undefined where not available; the caller checks that the
+ * products run `SrpoMatMul` (`srpoMatMulRouted`). Not recorded on the gradient tape.
+ */
+export function gateUpFused(x: tf.Tensor2D, wg: tf.Tensor2D, wu: tf.Tensor2D): tf.Tensor2D | undefined {
+  return fused('SrpoGateUp', [x, wg, wu], 1)?.[0] as tf.Tensor2D | undefined;
+}
+
 /** The backward of {@link attentionFused} (`SrpoAttentionGrad`): dq, dk and dv shaped like q, k and v. */
 export function attentionGrad(
   dO: tf.Tensor2D,

@@ -86,6 +86,21 @@ describeNative(['SrpoMatMul'], 'SrpoMatMul (the learner products)', () => {
     expect(firstMismatch(await bits(c), asBits(fmaChains(a, b, m, n, k)))).toBe(-1);
   });
 
+  // Large enough to run on the pool (m·n·k ≥ 2^16), with columns past the groups of 32, 16 and 8, and k past the groups of 4:
+  // the unpacked paths of ≤ 4 rows (gemv_tb) and, with AVX-512, of ≤ 16 (gemv16_tb).
+  it.each([
+    [1, 203, 333],
+    [2, 130, 517],
+    [4, 91, 250],
+    [7, 45, 301],
+    [16, 203, 130],
+  ])('gives %i row(s) of [·, %i]ᵀ over k = %i (the few-row paths, in pieces on the pool) the FMA chains’ bits', async (m, n, k) => {
+    const a = seededValues(m * k, 41 + m, 2);
+    const b = seededValues(n * k, 42 + n, 2); // stored [n, k]
+    const few = srpoMatMul(tf.tensor2d(a, [m, k]), tf.tensor2d(b, [n, k]), false, true);
+    expect(firstMismatch(await bits(few), asBits(fmaChains(a, transposed(b, n, k), m, n, k)))).toBe(-1);
+  });
+
   it.each([1, 2, 3, 4])('gives %i row(s) of a·bᵀ (the unpacked few-row path) the FMA chains’ bits, those of the same rows in a larger product', async (m) => {
     // 77 columns (a tail of 5 past the 8-column groups, two 64-column pieces), k = 301 (a tail of 5 past the 8-k groups).
     const [n, k] = [77, 301];

@@ -258,13 +258,13 @@ export function matMul2dBias(a: tf.Tensor2D, b: tf.Tensor2D, bias: tf.Tensor, tr
  * `h + (x · W + b)`: a residual block's output projection, the bias (`[N]` or `[1, N]`) added to
  * every row and then the residual `h` `[M, N]`. Native with `SrpoMatMul` routed: one
  * `SrpoMatMulBiasResidual`, which adds both to each finished tile, one rounding after the other,
- * bit for bit `SrpoAddResidualBias(h, matMul2d(x, W), b)`. Elsewhere `undefined`: the caller
+ * bit for bit `SrpoAddResidualBias(h, matMul2d(x, W), b)` (`x · Wᵀ` with `transposeW`, W stored `[N, K]`). Elsewhere `undefined`: the caller
  * takes its own path (libs/policy's transformer-ops.ts, residualLinear). Not recorded on the gradient tape.
  */
-export function matMul2dBiasResidual(x: tf.Tensor2D, w: tf.Tensor2D, bias: tf.Tensor, residual: tf.Tensor2D): tf.Tensor2D | undefined {
+export function matMul2dBiasResidual(x: tf.Tensor2D, w: tf.Tensor2D, bias: tf.Tensor, residual: tf.Tensor2D, transposeW = false): tf.Tensor2D | undefined {
   const be = native();
   if (!be || !srpoMatMulRouted() || !srpoKernelAvailable('SrpoMatMulBiasResidual')) return undefined;
-  return be.executeSingleOutput('SrpoMatMulBiasResidual', transposeAttrs(be.binding, false, false), [x, w, bias, residual]) as tf.Tensor2D;
+  return be.executeSingleOutput('SrpoMatMulBiasResidual', transposeAttrs(be.binding, false, transposeW), [x, w, bias, residual]) as tf.Tensor2D;
 }
 
 /**

@@ -1,7 +1,7 @@
 import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, initTfBackend, repoRoot } from '@srpo/core';
-import { SeededRng } from '@srpo/policy';
+import { SeededRng, type CausalLm } from '@srpo/policy';
 import { attachLora, loadHfModel, type LlamaModel } from '@srpo/hf';
 import { GenerationEngine, nextStepSlots, type GenerationParams, type TokenDraw } from './generation-engine';
 
@@ -215,5 +215,48 @@ describe('preemption under a small KV-cache budget (two models sharing it)', () 
     expect(engine.totals.rows).toBe(specs.length);
     expect(models.map((m) => engine.inFlight(m))).toEqual([0, 0]);
     expect(engine.kvSlots).toBe(0);
+  });
+});
+
+describe('greedy sampling without alternatives (only the argmax and its log-prob leave TensorFlow)', () => {
+  let model: LlamaModel;
+  beforeAll(async () => {
+    await initTfBackend('tensorflow');
+    model = loadHfModel(path.join(FIXTURES, 'llama')).model;
+  });
+  afterAll(() => model.dispose());
+
+  it('gives the ids and log-probs, bit for bit, of the path that reads the whole distribution', async () => {
+    const engine = new GenerationEngine({ maxBatchRows: 8, maxQueuedRows: 16 });
+    const prompts = [
+      [5, 9, 33],
+      [7, 1, 2, 3, 4, 5, 6, 8, 40],
+      [11, 12],
+    ];
+    // topLogprobs 2 reads the whole log-softmax in JavaScript (argmax there); 0 takes ArgMax and Max.
+    const run = (topLogprobs: number): Promise<Choice[]> => Promise.all(prompts.map((p) => choice(engine, model, p, { ...GREEDY, topLogprobs })));
+    const [full, fast] = [await run(2), await run(0)];
+    expect(fast.map((c) => c.draws.map((d) => d.id))).toEqual(full.map((c) => c.draws.map((d) => d.id)));
+    expect(fast.map((c) => c.draws.map((d) => d.logprob))).toEqual(full.map((c) => c.draws.map((d) => d.logprob)));
+    fast.forEach((c) => c.draws.forEach((d) => expect(d.top).toEqual([])));
+  });
+
+  it('breaks ties towards the lower id, as the JavaScript argmax does', async () => {
+    // A stand-in model whose every next-token distribution has its maximum at ids 2, 4 and 5.
+    const scores = [0, 1, 3, 2, 3, 3];
+    const fake = {
+      kind: 'fixed-logits',
+      config: { vocabSize: scores.length, maxSeqLen: 64 },
+      logits2d: (tokens: tf.Tensor2D, _t?: number, rows?: tf.Tensor1D) => tf.tile(tf.tensor2d([scores]), [rows?.shape[0] ?? tokens.shape[0] * tokens.shape[1], 1]),
+    } as unknown as CausalLm;
+    const engine = new GenerationEngine({ maxBatchRows: 4, maxQueuedRows: 4 });
+    // One after the other: a batch with a row that reports alternatives reads every row's whole distribution.
+    const fast = await choice(engine, fake as unknown as LlamaModel, [1, 2], { ...GREEDY, maxTokens: 3, topLogprobs: 0 });
+    const full = await choice(engine, fake as unknown as LlamaModel, [1, 2], { ...GREEDY, maxTokens: 3, topLogprobs: 1 });
+    expect(fast.draws.map((d) => d.id)).toEqual([2, 2, 2]);
+    expect(full.draws.map((d) => d.id)).toEqual([2, 2, 2]);
+    // log softmax at the max: 3 − log(1 + e + 3e³ + e²) (float32 rounding aside).
+    const expected = 3 - Math.log(Math.exp(0) + Math.exp(1) + 3 * Math.exp(3) + Math.exp(2));
+    expect(Math.abs(fast.draws[0].logprob - expected)).toBeLessThan(1e-6);
   });
 });

@@ -344,35 +344,55 @@ export class GenerationEngine {
     }
   }
 
-  /** One token for each row from its next-token logits (row i of `logits` `[R, V]`, not disposed here). */
+  /**
+   * One token for each row from its next-token logits (row i of `logits` `[R, V]`, not disposed here).
+   * When every row is greedy with no alternatives to report, only each row's argmax and its
+   * log-prob leave TensorFlow (ArgMax, ties to the lower id as {@link argmax}, and Max of the same
+   * log-softmax, whose value at the argmax is the max): two numbers per row instead of the
+   * vocabulary (SmolLM2: 49,152 floats copied and scanned in JavaScript per row and step).
+   */
   private async sample(model: CausalLm, rows: Row[], logits: tf.Tensor2D): Promise<void> {
     const { vocabSize } = model.config;
     const taus = Float32Array.from(rows, (r) => (r.params.temperature > 0 ? r.params.temperature : 1));
-    const lp = tf.tidy(() => tf.logSoftmax(tf.div(logits, tf.tensor2d(taus, [rows.length, 1]))) as tf.Tensor2D);
+    const greedyOnly = rows.every((r) => r.params.temperature === 0 && r.params.topLogprobs === 0);
+    const out = tf.tidy(() => {
+      // x / 1 is x: no division where every row samples at temperature 1 (greedy rows included).
+      const scaled = taus.every((t) => t === 1) ? logits : tf.div(logits, tf.tensor2d(taus, [rows.length, 1]));
+      const lp = tf.logSoftmax(scaled) as tf.Tensor2D;
+      return greedyOnly ? [tf.argMax(lp, 1), tf.max(lp, 1)] : [lp];
+    });
     let values: Float32Array;
+    let best: Int32Array | undefined;
     try {
-      values = (await lp.data()) as Float32Array;
+      if (greedyOnly) [best, values] = (await Promise.all([out[0].data(), out[1].data()])) as [Int32Array, Float32Array];
+      else values = (await out[0].data()) as Float32Array;
     } finally {
-      lp.dispose();
+      tf.dispose(out);
     }
     this.totals.steps++;
     rows.forEach((r, i) => {
       if (r.done) return;
+      if (best) return this.take(model, r, best[i], values[i], []);
       const row = values.subarray(i * vocabSize, (i + 1) * vocabSize);
       const id = r.params.temperature > 0 ? drawTopP(row, r.params.topP, r.rng) : argmax(row);
-      r.seq.push(id);
-      r.generated++;
-      this.totals.tokens++;
-      let endedBySink: boolean;
-      try {
-        endedBySink = r.sink({ id, logprob: row[id], top: topK(row, r.params.topLogprobs) });
-      } catch (e) {
-        finish(r, undefined, e);
-        return;
-      }
-      if (endedBySink || r.stops.has(id)) finish(r, 'stop');
-      else if (r.generated >= r.params.maxTokens || r.seq.length >= model.config.maxSeqLen) finish(r, 'length');
+      this.take(model, r, id, row[id], topK(row, r.params.topLogprobs));
     });
+  }
+
+  /** Appends the sampled token to row r, hands it to the sink, and finishes the row where it ends. */
+  private take(model: CausalLm, r: Row, id: number, logprob: number, top: { id: number; logprob: number }[]): void {
+    r.seq.push(id);
+    r.generated++;
+    this.totals.tokens++;
+    let endedBySink: boolean;
+    try {
+      endedBySink = r.sink({ id, logprob, top });
+    } catch (e) {
+      finish(r, undefined, e);
+      return;
+    }
+    if (endedBySink || r.stops.has(id)) finish(r, 'stop');
+    else if (r.generated >= r.params.maxTokens || r.seq.length >= model.config.maxSeqLen) finish(r, 'length');
   }
 }
 
