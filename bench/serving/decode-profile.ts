@@ -73,6 +73,19 @@ async function main(): Promise<void> {
   console.log(`kernels per step: ${prof.kernels.length}`);
   for (const [name, e] of [...byName].sort((x, y) => y[1].ms - x[1].ms)) console.log(`  ${name.padEnd(28)} ${String(e.n).padStart(4)}  ${e.ms.toFixed(2)} ms`);
   const c = m.config;
+  // The step's products alone, on the model's own weights layer after layer (so they stream as in a step).
+  const names = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'];
+  const xs = new Map<number, tf.Tensor2D>();
+  const xOf = (k: number): tf.Tensor2D => xs.get(k) ?? (xs.set(k, tf.randomNormal<tf.Rank.R2>([b, k])), xs.get(k) as tf.Tensor2D);
+  const productsMs = timeIt(steps, () => {
+    for (let i = 0; i < c.numLayers; i++)
+      for (const n of names) {
+        const w = m.weight(`model.layers.${i}.${n}.weight`) as unknown as tf.Tensor2D;
+        matMul2d(xOf(w.shape[1]), w, false, true).dispose();
+      }
+    matMul2d(xOf(c.hiddenSize), m.weight('model.embed_tokens.weight') as unknown as tf.Tensor2D, false, true).dispose();
+  });
+  console.log(`  the step's ${c.numLayers * names.length + 1} products alone, on the model's weights: ${productsMs.toFixed(2)} ms`);
   const shapes: [string, number, number][] = [
     ['q/o', c.numHeads * c.headDim, c.hiddenSize],
     ['k/v', c.numKvHeads * c.headDim, c.hiddenSize],

@@ -85,19 +85,13 @@ void decode_qkv_compute(void* state, TF_OpKernelContext* ctx) {
   float* kr = qr + batch * qn;
   float* vr = kr + batch * kvn;
   const float* x = c.data(0);
-  const float* weights[3] = {c.data(1), c.data(2), c.data(3)};
-  float* outs[3] = {qr, kr, vr};
-  const int64_t cols[3] = {qn, kvn, kvn};
-  for (int i = 0; i < 3; i++) {
-    if (hidden == 0) {
-      std::fill(outs[i], outs[i] + batch * cols[i], 0.f);
-      continue;
-    }
-    const GemmArgs g{batch, cols[i], hidden, x, hidden, false, weights[i], hidden, true, outs[i], cols[i]};
-    if (gemm_avx512)
-      matmul_run<GemmAvx512>(g);
-    else
-      matmul_run<GemmAvx2>(g);
+  if (hidden == 0) {
+    std::fill(raw.begin(), raw.end(), 0.f);  // SrpoMatMul's k = 0
+  } else {
+    const GemmArgs gs[3] = {{batch, qn, hidden, x, hidden, false, c.data(1), hidden, true, qr, qn},
+                            {batch, kvn, hidden, x, hidden, false, c.data(2), hidden, true, kr, kvn},
+                            {batch, kvn, hidden, x, hidden, false, c.data(3), hidden, true, vr, kvn}};
+    matmul_many(gs, kvn > 0 ? 3 : 1);
   }
   const float *cs = c.data(4), *sn = c.data(5);
   const DecodeQkvAttrs& a = *static_cast<const DecodeQkvAttrs*>(state);
@@ -119,16 +113,12 @@ void gate_up_compute(void*, TF_OpKernelContext* ctx) {
   const int64_t dims[2] = {rows, f};
   float* y = c.out(0, dims, 2);
   if (!c.ok() || rows * f == 0) return;
-  std::vector<float> gu(static_cast<size_t>(2 * rows * f), 0.f);
-  float* outs[2] = {gu.data(), gu.data() + rows * f};
-  const float* weights[2] = {c.data(1), c.data(2)};
-  for (int i = 0; i < 2 && hidden > 0; i++) {
-    const GemmArgs g{rows, f, hidden, c.data(0), hidden, false, weights[i], hidden, true, outs[i], f};
-    if (gemm_avx512)
-      matmul_run<GemmAvx512>(g);
-    else
-      matmul_run<GemmAvx2>(g);
+  std::vector<float> gu(static_cast<size_t>(2 * rows * f), 0.f);  // zeros: SrpoMatMul's k = 0
+  const float *gp = gu.data(), *up = gu.data() + rows * f;
+  if (hidden > 0) {
+    const GemmArgs gs[2] = {{rows, f, hidden, c.data(0), hidden, false, c.data(1), hidden, true, gu.data(), f},
+                            {rows, f, hidden, c.data(0), hidden, false, c.data(2), hidden, true, gu.data() + rows * f, f}};
+    matmul_many(gs, 2);
   }
-  const float *gp = outs[0], *up = outs[1];
   pool().run(rows * f, kLine, kInlineBelow, [&](int64_t lo, int64_t hi) { swiglu_forward(gp, up, y, lo, hi); });
 }

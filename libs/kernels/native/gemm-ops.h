@@ -121,24 +121,49 @@ inline GemmArgs gemm_segment(const GemmArgs& g, int64_t s, float* c) {
   return gs;
 }
 
+// Whether matmul_run<K> computes g unpacked: a few rows of x·Wᵀ (gemv_tb; up to 16 with AVX-512,
+// gemv16_tb), with no K segments. Its threshold for the pool is lower than the packed products':
+// it reads every weight once, a few multiply-adds per element (SmolLM2's [1, 576]·[576, 576]ᵀ is
+// ~50 µs on one core).
+template <class K>
+bool gemv_path(const GemmArgs& g) {
+  if (g.trans_a || !g.trans_b || g.k <= 0 || g.col_sums || k_segments(g.m, g.n, g.k) != 1) return false;
+  return g.m <= kGemvMaxRows || (std::is_same<K, GemmAvx512>::value && g.m <= kGemv16MaxRows);
+}
+
+// Products that gemv_path takes, `count` of them in one pool run: pieces of 32 columns of each in
+// turn (one block of gemv_tb's at one row: 64 made SmolLM2's [192, 576] three pieces for two
+// threads), so that a decode step's q, k and v (or gate and up) wait for the pool once.
+constexpr int64_t kGemvPiece = 32;
+template <class K>
+void gemv_run(const GemmArgs* gs, int count) {
+  std::vector<int64_t> starts(static_cast<size_t>(count) + 1, 0);
+  int64_t fma = 0;
+  for (int i = 0; i < count; i++) {
+    starts[i + 1] = starts[i] + (gs[i].n + kGemvPiece - 1) / kGemvPiece;
+    fma += gs[i].m * gs[i].n * gs[i].k;
+  }
+  const int64_t total = starts[count];
+  pool().run(total, 1, fma < kGemvInlineFma ? total + 1 : 0, [&](int64_t lo, int64_t hi) {
+    for (int i = 0; i < count; i++) {
+      const int64_t a = std::max(lo, starts[i]) - starts[i], b = std::min(hi, starts[i + 1]) - starts[i];
+      if (b <= a) continue;
+      const GemmArgs& g = gs[i];
+      const int64_t j_lo = a * kGemvPiece, j_hi = std::min(g.n, b * kGemvPiece);
+      if (g.m <= kGemvMaxRows)
+        gemv_tb(g, j_lo, j_hi);
+      else
+        gemv16_tb(g, j_lo, j_hi);
+    }
+  });
+}
+
 // One product on the pool, with micro-kernel K (see matmul_compute).
 template <class K>
 void matmul_run(const GemmArgs& g) {
   const int64_t m = g.m, n = g.n, k = g.k;
-  // A few rows of x·Wᵀ: unpacked, the same bits (gemv_tb, gemm-kernels.h); pieces of 64 columns.
-  // Its threshold for the pool is lower than the packed products': it reads every weight once,
-  // a few multiply-adds per element, so SmolLM2's [1, 576]·[576, 576]ᵀ is ~50 µs on one core.
-  if (m <= kGemvMaxRows && !g.trans_a && g.trans_b && k > 0 && !g.col_sums && k_segments(m, n, k) == 1) {
-    const int64_t pieces = (n + 63) / 64;
-    pool().run(pieces, 1, m * n * k < kGemvInlineFma ? pieces + 1 : 0, [&](int64_t lo, int64_t hi) { gemv_tb(g, lo * 64, std::min(n, hi * 64)); });
-    return;
-  }
-  // Up to 16 rows on AVX-512: unpacked as well (gemv16_tb), the same bits.
-  if (std::is_same<K, GemmAvx512>::value && m <= kGemv16MaxRows && !g.trans_a && g.trans_b && k > 0 && !g.col_sums && k_segments(m, n, k) == 1) {
-    const int64_t pieces = (n + 63) / 64;
-    pool().run(pieces, 1, m * n * k < kGemvInlineFma ? pieces + 1 : 0, [&](int64_t lo, int64_t hi) { gemv16_tb(g, lo * 64, std::min(n, hi * 64)); });
-    return;
-  }
+  // A few rows of x·Wᵀ: unpacked, the same bits (gemv_tb, gemv16_tb).
+  if (gemv_path<K>(g)) return gemv_run<K>(&g, 1);
   // C's rows are split when m >= n, else its columns, unless the columns balance the threads
   // clearly better: few rows go in single tiles, and 11 tiles of [128, 2048]ᵀ·[2048, 128] went
   // 6:5 between two threads, where its columns make two pieces of 64 (0.86x the product's time,
@@ -297,4 +322,19 @@ void matmul_compute(void* state, TF_OpKernelContext* ctx) {
     matmul_run<GemmAvx512>(g);
   else
     matmul_run<GemmAvx2>(g);
+}
+// Several products, each as SrpoMatMul computes it (the same bits): those the unpacked path takes
+// together in one pool run (gemv_run), else one after the other.
+template <class K>
+void matmul_many_with(const GemmArgs* gs, int count) {
+  bool unpacked = true;
+  for (int i = 0; i < count; i++) unpacked = unpacked && gemv_path<K>(gs[i]);
+  if (unpacked) return gemv_run<K>(gs, count);
+  for (int i = 0; i < count; i++) matmul_run<K>(gs[i]);
+}
+inline void matmul_many(const GemmArgs* gs, int count) {
+  if (gemm_avx512)
+    matmul_many_with<GemmAvx512>(gs, count);
+  else
+    matmul_many_with<GemmAvx2>(gs, count);
 }
