@@ -457,7 +457,7 @@ export const SERVE_FLAGS: readonly FlagSpec[] = [
     flag: '--decode-products',
     value: '<kernels>',
     variable: 'SRPO_SERVE_DECODE_PRODUCTS',
-    default: 'tensorflow',
+    default: 'learner',
     help: "product kernels of cached decode steps: tensorflow (TensorFlow's MatMul at few rows) or learner (the learner's own)",
     kind: 'choice',
     choices: ['tensorflow', 'learner'],
