@@ -212,7 +212,7 @@ export const LEARNER_FLAGS: readonly FlagSpec[] = [
     flag: '--micro-batch-tokens',
     value: '<n>',
     variable: 'SRPO_MICRO_BATCH_TOKENS',
-    default: '0',
+    default: '0; 1024 for a Hugging Face model',
     help: 'largest padded forward pass; above it an update accumulates over micro-batches (and heartbeats between them)',
     kind: 'int',
     min: 0,
