@@ -244,9 +244,12 @@ describe('loadLearnerConfig', () => {
     });
 
     it('gives full-weight runs in one pass a 120 s session timeout (the pass blocks heartbeats), 30 s otherwise, and warns below 120 s', () => {
-      expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2 }).sessionTimeoutMs).toBe(120_000);
+      const onePass = { SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_MICRO_BATCH_TOKENS: '0' };
+      expect(load(onePass).sessionTimeoutMs).toBe(120_000);
       expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{}' }).sessionTimeoutMs).toBe(30_000);
-      const short = load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_SESSION_TIMEOUT_MS: '10000' });
+      // By default a Hugging Face model trains in micro-batches, so its full weights get 30 s too.
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2 }).sessionTimeoutMs).toBe(30_000);
+      const short = load({ ...onePass, SRPO_SESSION_TIMEOUT_MS: '10000' });
       expect(short.sessionTimeoutMs).toBe(10_000);
       expect(short.warnings).toEqual([
         expect.stringMatching(/^SRPO_SESSION_TIMEOUT_MS=10000 with a full-weight Hugging Face model in one pass.*SRPO_MICRO_BATCH_TOKENS/),
@@ -257,6 +260,14 @@ describe('loadLearnerConfig', () => {
       expect(micro.sessionTimeoutMs).toBe(30_000);
       expect(micro.warnings).toEqual([]);
       expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_MICRO_BATCH_TOKENS: '2048', SRPO_SESSION_TIMEOUT_MS: '10000' }).warnings).toEqual([]);
+    });
+
+    it('trains a Hugging Face model in micro-batches of 1,024 positions by default (memory), the project transformer in one pass', () => {
+      expect(load({ SRPO_POLICY_ID: 'p' }).microBatchTokens).toBe(0);
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2 }).microBatchTokens).toBe(1024);
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_LORA: '{}' }).microBatchTokens).toBe(1024);
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_MODEL_DIR: HF_QWEN2, SRPO_MICRO_BATCH_TOKENS: '0' }).microBatchTokens).toBe(0);
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_MICRO_BATCH_TOKENS: '512' }).microBatchTokens).toBe(512);
     });
 
     it('still refuses a negative SRPO_LR or an out-of-range SRPO_SESSION_TIMEOUT_MS, naming it', () => {

@@ -103,6 +103,18 @@ export const LR_GUIDANCE = {
 } as const;
 
 /**
+ * Default SRPO_MICRO_BATCH_TOKENS for a Hugging Face model (LoRA or full weights). A one-pass
+ * update holds every activation and several `[positions, vocabulary]` tensors at once: on
+ * SmolLM2-135M (vocabulary 49,152) one LoRA pass of 8 × 256 positions peaked at 9.2 GB RSS
+ * (bench/learner/hf/smollm2.ts), and a LoRA learner behind `srpo up`, given 16 sets of about 180
+ * positions, was killed by the kernel at 19.5 GB on a 24 GB machine (2026-12-05). Micro-batches of
+ * 1,024 positions bound that, and let heartbeats leave between them; they cost the recomputed
+ * activations (about 35 % more time for full weights, docs/learner.md). The project's own
+ * transformer keeps one pass (0).
+ */
+export const HF_MICRO_BATCH_TOKENS = 1024;
+
+/**
  * Default consumer session timeouts. The update runs inside the consumer's batch handler and
  * native TensorFlow blocks the event loop while it computes; the update yields between its
  * pieces (each micro-batch of SRPO_MICRO_BATCH_TOKENS, each pass, each epoch), and heartbeats
@@ -148,7 +160,7 @@ const MIN_TOKEN_LENGTH = 16;
  * | `SRPO_CORRECTION_BOUND` | 0.693147 (ln 2) | B of `mis`: the largest \|mean token log-ratio\| of a kept set, > 0 |
  * | `SRPO_KL_COEF` | 0 | β of the KL penalty β·mean k3(π_ref ‖ π_θ) added to the loss, >= 0; > 0 needs `SRPO_LORA` (the reference is the base model without the adapter) |
  * | `SRPO_MODEL_CONFIG` | `{"vocabSize":256,"dModel":64,"nLayers":2,"nHeads":4,"maxSeqLen":128}` | JSON transformer shape of version 0; must match the agents' tokenizer |
- * | `SRPO_MICRO_BATCH_TOKENS` | 0 | largest padded forward pass in positions (sequences × longest); an update above it runs in micro-batches with gradient accumulation and activation recomputation: one optimizer step, the same loss and diagnostics; 0 = one pass. Recorded with each update so verify and replay recompute it the same way. The consumer heartbeats between micro-batches, so with a budget the session timeout covers one micro-batch, not the update |
+ * | `SRPO_MICRO_BATCH_TOKENS` | 0; 1024 for a Hugging Face model | largest padded forward pass in positions (sequences × longest); an update above it runs in micro-batches with gradient accumulation and activation recomputation: one optimizer step, the same loss and diagnostics; 0 = one pass. Recorded with each update so verify and replay recompute it the same way. The consumer heartbeats between micro-batches, so with a budget the session timeout covers one micro-batch, not the update |
  * | `SRPO_LORA` | unset | with `SRPO_MODEL_DIR`: JSON LoRA settings, e.g. `{"r":8,"alpha":16,"dropout":0,"targetModules":["q_proj","v_proj"]}` (missing fields take these defaults); the policy then trains an adapter on the frozen base, checkpoints hold the adapter only |
  * | `SRPO_MODEL_DIR` | unset | a Hugging Face model directory (config.json, safetensors, tokenizer.json) as version 0 instead; its config is checked at boot; exclusive with `SRPO_MODEL_CONFIG` |
  * | `SRPO_BACKEND` | `auto` | `auto`, `tensorflow-gpu`, `tensorflow` or `cpu`; a forced backend that fails is an error |
@@ -189,7 +201,7 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
     epochs: r.int('SRPO_EPOCHS', 1, { min: 1, max: 1000 }),
     lr: 0,
     maxGradNorm: r.num('SRPO_MAX_GRAD_NORM', 1.0, { min: 0 }),
-    microBatchTokens: r.int('SRPO_MICRO_BATCH_TOKENS', 0, { min: 0, max: 1_000_000_000 }),
+    microBatchTokens: 0,
     seed: r.int('SRPO_SEED', 0, { min: 0, max: Number.MAX_SAFE_INTEGER }),
     objective: readObjective(r),
     correction: readCorrection(r),
@@ -213,6 +225,7 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
     warnings: [],
   };
   const kind = config.modelDir === undefined ? 'scratch' : config.lora ? 'lora' : 'full';
+  config.microBatchTokens = r.int('SRPO_MICRO_BATCH_TOKENS', kind === 'scratch' ? 0 : HF_MICRO_BATCH_TOKENS, { min: 0, max: 1_000_000_000 });
   const guidance = LR_GUIDANCE[kind];
   config.lr = r.num('SRPO_LR', guidance.default, { min: 0 });
   if (config.lr > guidance.warnAbove)

@@ -12,10 +12,10 @@ describe('serve configuration', () => {
     expect(c.checkpointDir).toBe(path.resolve('/work', '.srpo/checkpoints'));
     expect(c.topics.prefix).toBe('srpo.');
     expect([c.modelDir, c.modelName, c.maxLoras, c.runtimeLora]).toEqual([undefined, undefined, 8, true]);
-    expect([c.kvCacheTokens, c.decodeProducts]).toEqual([32_768, 'tensorflow']);
-    expect(loadServeConfig({ SRPO_SERVE_KV_CACHE_TOKENS: '0', SRPO_SERVE_DECODE_PRODUCTS: 'learner' })).toMatchObject({
+    expect([c.kvCacheTokens, c.decodeProducts]).toEqual([32_768, 'learner']);
+    expect(loadServeConfig({ SRPO_SERVE_KV_CACHE_TOKENS: '0', SRPO_SERVE_DECODE_PRODUCTS: 'tensorflow' })).toMatchObject({
       kvCacheTokens: 0,
-      decodeProducts: 'learner',
+      decodeProducts: 'tensorflow',
     });
   });
 

@@ -61,7 +61,7 @@ const DECODE_PRODUCTS: readonly DecodeProducts[] = ['tensorflow', 'learner'];
  * | `SRPO_SERVE_MAX_BATCH` | 64 | choices generated together per step |
  * | `SRPO_SERVE_MAX_QUEUE` | 1024 | choices waiting before requests get 503 |
  * | `SRPO_SERVE_KV_CACHE_TOKENS` (`--kv-cache-tokens`) | 32768 | KV-cache token slots of all rows together (rows past it wait or are preempted; a choice whose prompt + max_tokens exceeds it gets 400); 0 turns the cache off |
- * | `SRPO_SERVE_DECODE_PRODUCTS` (`--decode-products`) | tensorflow | product kernels of cached decode steps: `tensorflow` or `learner` |
+ * | `SRPO_SERVE_DECODE_PRODUCTS` (`--decode-products`) | learner | product kernels of cached decode steps: `tensorflow` or `learner` |
  * | `SRPO_SERVE_MAX_BODY_BYTES` | 4194304 | largest request body |
  * | `SRPO_SERVE_STARTUP_TIMEOUT_MS` | 120000 | longest wait for version 0 of every policy |
  * | `SRPO_BACKEND` | `auto` | TensorFlow.js backend |
@@ -102,7 +102,7 @@ export function loadServeConfig(env: Readonly<Record<string, string | undefined>
     maxQueuedRows: r.int('SRPO_SERVE_MAX_QUEUE', 1024, { min: 1, max: 1_000_000 }),
     // Bounded so a typo cannot promise more memory than any machine has (2^24 slots: 770 GB on SmolLM2-135M).
     kvCacheTokens: r.int('SRPO_SERVE_KV_CACHE_TOKENS', DEFAULT_KV_CACHE_TOKENS, { min: 0, max: 2 ** 24 }),
-    decodeProducts: r.oneOf('SRPO_SERVE_DECODE_PRODUCTS', DECODE_PRODUCTS, 'tensorflow'),
+    decodeProducts: r.oneOf('SRPO_SERVE_DECODE_PRODUCTS', DECODE_PRODUCTS, 'learner'),
     maxBodyBytes: r.int('SRPO_SERVE_MAX_BODY_BYTES', 4 * 1024 * 1024, { min: 1024 }),
     startupTimeoutMs: r.int('SRPO_SERVE_STARTUP_TIMEOUT_MS', 120_000, { min: 0 }),
     backend: r.oneOf('SRPO_BACKEND', BACKEND_REQUESTS, 'auto'),

@@ -81,7 +81,7 @@ export interface GenerationEngineOptions {
    * cache off: every step recomputes every row's whole sequence.
    */
   kvCacheTokens?: number;
-  /** The product kernels of cached decode steps (@srpo/hf's `DecodeProducts`); default `tensorflow`. */
+  /** The product kernels of cached decode steps (@srpo/hf's `DecodeProducts`); default `learner`: served log-probs are the learner's recompute's bit for bit, at the same speed (bench/serving). */
   decodeProducts?: DecodeProducts;
 }
 
@@ -270,7 +270,7 @@ export class GenerationEngine {
   private async stepCached(model: LlamaModel, rows: Row[]): Promise<void> {
     let state = this.cached.get(model);
     if (!state) {
-      state = { batch: new LlamaDecodeBatch(model, { tokenBudget: this.kvCacheTokens, products: this.options.decodeProducts ?? 'tensorflow' }), rows: [] };
+      state = { batch: new LlamaDecodeBatch(model, { tokenBudget: this.kvCacheTokens, products: this.options.decodeProducts ?? 'learner' }), rows: [] };
       this.cached.set(model, state);
     }
     const inBatch = new Set(state.rows);
