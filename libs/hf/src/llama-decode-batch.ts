@@ -9,9 +9,10 @@ import { checkTokens, head, mlp, norm, project, projectResidual, rotateRows, TEN
  * The 2-D product kernels of decode steps. `tensorflow` (default): TensorFlow's `MatMul` for the
  * vocabulary head, and for every product of steps of at most {@link TENSORFLOW_MATMUL_ROWS} rows,
  * where a matrix–vector product reads each weight once. `learner`: the learner's forward's own
- * (`SrpoMatMul` where the kernels route it; its products of ≤ 4 rows of x·Wᵀ run unpacked, so
- * SmolLM2-135M at batch 1 ran 0.93–0.94x the tokens/s of `tensorflow`, 2 threads, loaded machine,
- * where packing each weight had made it 0.5x). With `learner` on `SrpoMatMul` (each element
+ * (`SrpoMatMul` where the kernels route it; its products of ≤ 4 rows of x·Wᵀ, ≤ 16 with AVX-512,
+ * run unpacked, and each layer's q/k/v products with RoPE and the cache append are one
+ * `SrpoDecodeQkv`, its gate and up one `SrpoGateUp`: SmolLM2-135M at batch 1 ran 1.5x the tokens/s
+ * of `tensorflow`, at batch 16 1.02–1.04x; 2 threads, Intel Xeon). With `learner` on `SrpoMatMul` (each element
  * one FMA chain over k, whatever the rows) and the decode-attention kernel (`SrpoDecodeAttention`,
  * SrpoAttention's order), a step sums exactly as the full forward: identical log-probs on SmolLM2.
  * With `tensorflow` the products sum in oneDNN's order: up to 1.9e-5 from the learner's recompute.

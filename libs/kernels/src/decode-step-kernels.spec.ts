@@ -43,7 +43,12 @@ describeNative(['SrpoKvAppend', 'SrpoDecodeQkv', 'SrpoGateUp', 'SrpoSwiGlu', 'Sr
     const v = seededValues(b * kvHeads * w * d, 2, 1);
     const kn = seededValues(b * kvHeads * d, 3, 1);
     const vn = seededValues(b * kvHeads * d, 4, 1);
-    const out = kvAppendFused(tf.tensor4d(k, [b, kvHeads, w, d]), tf.tensor4d(v, [b, kvHeads, w, d]), tf.tensor2d(kn, [b, kvHeads * d]), tf.tensor2d(vn, [b, kvHeads * d]));
+    const out = kvAppendFused(
+      tf.tensor4d(k, [b, kvHeads, w, d]),
+      tf.tensor4d(v, [b, kvHeads, w, d]),
+      tf.tensor2d(kn, [b, kvHeads * d]),
+      tf.tensor2d(vn, [b, kvHeads * d]),
+    );
     expect(out).toBeDefined();
     const [ko, vo] = out as [tf.Tensor4D, tf.Tensor4D];
     expect(ko.shape).toEqual([b, kvHeads, w + 1, d]);
@@ -77,11 +82,7 @@ describeNative(['SrpoKvAppend', 'SrpoDecodeQkv', 'SrpoGateUp', 'SrpoSwiGlu', 'Sr
     );
     const k = tf.tensor4d(seededValues(b * kvHeads * w * d, 30, 1), [b, kvHeads, w, d]);
     const v = tf.tensor4d(seededValues(b * kvHeads * w * d, 31, 1), [b, kvHeads, w, d]);
-    const [wqT, wkT, wvT] = [
-      tf.tensor2d(wq, [heads * d, hidden]),
-      tf.tensor2d(wk, [kvHeads * d, hidden]),
-      tf.tensor2d(wv, [kvHeads * d, hidden]),
-    ];
+    const [wqT, wkT, wvT] = [tf.tensor2d(wq, [heads * d, hidden]), tf.tensor2d(wk, [kvHeads * d, hidden]), tf.tensor2d(wv, [kvHeads * d, hidden])];
     const scale = 1 / Math.sqrt(d);
     const out = decodeQkvFused(tf.tensor2d(x, [b, hidden]), wqT, wkT, wvT, cos, sin, k, v, scale);
     expect(out).toBeDefined();

@@ -247,7 +247,8 @@ describe('greedy sampling without alternatives (only the argmax and its log-prob
     const fake = {
       kind: 'fixed-logits',
       config: { vocabSize: scores.length, maxSeqLen: 64 },
-      logits2d: (tokens: tf.Tensor2D, _t?: number, rows?: tf.Tensor1D) => tf.tile(tf.tensor2d([scores]), [rows?.shape[0] ?? tokens.shape[0] * tokens.shape[1], 1]),
+      logits2d: (tokens: tf.Tensor2D, _t?: number, rows?: tf.Tensor1D) =>
+        tf.tile(tf.tensor2d([scores]), [rows?.shape[0] ?? tokens.shape[0] * tokens.shape[1], 1]),
     } as unknown as CausalLm;
     const engine = new GenerationEngine({ maxBatchRows: 4, maxQueuedRows: 4 });
     // One after the other: a batch with a row that reports alternatives reads every row's whole distribution.
