@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { NestFactory } from '@nestjs/core';
 import { errorMessage, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
-import { applyServeConfig, loadServeConfig, serveFlagsToEnv } from './serve-config';
+import { applyServeConfig, loadServeConfig } from './serve-config';
 import { ServeModule } from './serve.module';
 import { ServeService } from './serve.service';
 
@@ -31,7 +31,7 @@ export async function bootstrap(env: Readonly<Record<string, string | undefined>
 
 if (require.main === module) {
   Promise.resolve()
-    .then(() => bootstrap({ ...process.env, ...serveFlagsToEnv(process.argv.slice(2)) }))
+    .then(() => bootstrap(process.env))
     .catch((e: unknown) => {
       new Logger('serve').error('srpo serve failed to start', {
         error: errorMessage(e),

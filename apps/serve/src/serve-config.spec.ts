@@ -1,6 +1,6 @@
 import * as path from 'path';
 import { ConfigError } from '@srpo/core';
-import { loadServeConfig, serveFlagsToEnv } from './serve-config';
+import { loadServeConfig } from './serve-config';
 
 const QWEN2 = path.join(__dirname, '..', '..', '..', 'libs', 'hf', 'fixtures', 'qwen2');
 
@@ -24,33 +24,6 @@ describe('serve configuration', () => {
     expect([c.modelDir, c.modelName, c.policies]).toEqual([QWEN2, 'qwen2', []]);
     expect(loadServeConfig({ SRPO_SERVE_MODEL_DIR: QWEN2, SRPO_SERVE_MODEL_NAME: 'smol' }).modelName).toBe('smol');
     expect(loadServeConfig({ SRPO_SERVE_MODEL_DIR: QWEN2, SRPO_SERVE_POLICIES: 'actor' }).policies).toEqual(['actor']);
-  });
-
-  it('flags stand for their variables, as vllm serve takes them', () => {
-    expect(
-      serveFlagsToEnv([
-        '--model',
-        '/m',
-        '--served-model-name=smol',
-        '--max-loras',
-        '4',
-        '--port',
-        '9000',
-        '--kv-cache-tokens=8192',
-        '--decode-products',
-        'learner',
-      ]),
-    ).toEqual({
-      SRPO_SERVE_MODEL_DIR: '/m',
-      SRPO_SERVE_MODEL_NAME: 'smol',
-      SRPO_SERVE_MAX_LORAS: '4',
-      SRPO_SERVE_PORT: '9000',
-      SRPO_SERVE_KV_CACHE_TOKENS: '8192',
-      SRPO_SERVE_DECODE_PRODUCTS: 'learner',
-    });
-    expect(() => serveFlagsToEnv(['--modle', 'x'])).toThrow(/--modle: is not a flag of srpo serve/);
-    expect(() => serveFlagsToEnv(['--model'])).toThrow(/--model: needs a value/);
-    expect(() => serveFlagsToEnv(['--model', '--port', '1'])).toThrow(/--model: needs a value/);
   });
 
   it.each([

@@ -114,36 +114,3 @@ export function loadServeConfig(env: Readonly<Record<string, string | undefined>
 export function applyServeConfig(config: ServeConfig): void {
   Logger.configure({ level: config.logLevel });
 }
-
-/** `srpo serve`'s flags and the variables they set (a flag wins over the variable). */
-const SERVE_FLAGS: Readonly<Record<string, string>> = {
-  '--model': 'SRPO_SERVE_MODEL_DIR',
-  '--served-model-name': 'SRPO_SERVE_MODEL_NAME',
-  '--max-loras': 'SRPO_SERVE_MAX_LORAS',
-  '--policies': 'SRPO_SERVE_POLICIES',
-  '--checkpoints': 'SRPO_CHECKPOINT_DIR',
-  '--host': 'SRPO_SERVE_HOST',
-  '--port': 'SRPO_SERVE_PORT',
-  '--kv-cache-tokens': 'SRPO_SERVE_KV_CACHE_TOKENS',
-  '--decode-products': 'SRPO_SERVE_DECODE_PRODUCTS',
-};
-
-/**
- * The process's flags (`--model DIR`, `--model=DIR`, ...) as the variables they stand for, so
- * that `node dist/apps/serve/src/main.js --model DIR` works as `vllm serve DIR` does. An
- * unknown flag or one without a value is refused, naming it.
- */
-export function serveFlagsToEnv(argv: readonly string[]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    const eq = arg.indexOf('=');
-    const flag = eq > 0 ? arg.slice(0, eq) : arg;
-    const variable = SERVE_FLAGS[flag];
-    if (!variable) throw new ConfigError(flag, `is not a flag of srpo serve (${Object.keys(SERVE_FLAGS).join(', ')})`);
-    const value = eq > 0 ? arg.slice(eq + 1) : argv[++i];
-    if (value === undefined || value === '' || (eq < 0 && value.startsWith('--'))) throw new ConfigError(flag, 'needs a value');
-    out[variable] = value;
-  }
-  return out;
-}
