@@ -1,4 +1,4 @@
-import { ChildProcess, spawn, spawnSync } from 'child_process';
+import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as net from 'net';
 import * as path from 'path';
@@ -7,6 +7,7 @@ import { ErrorCode, errorMessage, Logger, repoRoot, SrpoError } from '@srpo/core
 import { createKafka, ensureTopics, topicCatalog, type TopicCatalog } from '@srpo/events';
 import type { DemoConfig, LearnerPlan } from './demo-config';
 import { DemoMonitor } from './demo-monitor.service';
+import { ensureBroker } from './local-broker';
 import { rateOf, sortedByTime, startVersusEnd, targetHeld, type StartEnd } from './demo-stats';
 import { ansi, clock, fit, pct, renderLive, renderLogLine, renderSummary, type LiveView } from './progress-view';
 
@@ -155,21 +156,7 @@ export class DemoRunner {
 
   private async ensureBroker(): Promise<void> {
     const c = this.config;
-    if (c.externalKafka) {
-      this.say(`using the cluster at ${c.kafka.brokers.join(',')}`);
-      return;
-    }
-    const script = path.join(repoRoot(), 'infra', 'kafka', 'kafka.sh');
-    const env = { ...process.env, SRPO_KAFKA_PORT: String(c.localKafka.port), ...(c.localKafka.dir ? { SRPO_KAFKA_DIR: c.localKafka.dir } : {}) };
-    const status = spawnSync('bash', [script, 'status'], { env, stdio: 'ignore' });
-    if (status.status === 0) {
-      this.say(`local broker already running on 127.0.0.1:${c.localKafka.port}`);
-      return;
-    }
-    this.say('starting the local Kafka broker (infra/kafka/kafka.sh start)');
-    const started = spawnSync('bash', [script, 'start'], { env, stdio: ['ignore', 'inherit', 'inherit'] });
-    if (started.status !== 0)
-      throw new SrpoError(ErrorCode.ENVIRONMENT, `the local broker did not start (infra/kafka/kafka.sh start exited ${started.status})`);
+    ensureBroker({ external: c.externalKafka, brokers: c.kafka.brokers, local: c.localKafka }, process.env, (text) => this.say(text));
   }
 
   private async waitHealthy(l: LearnerPlan): Promise<void> {

@@ -48,18 +48,30 @@ export async function runApp(
   process.exitCode = code;
 }
 
+/** Which demo entry `srpo demo` runs: `--llm` (anywhere among the arguments) picks the LLM demo, and is not passed on. */
+export function demoEntry(args: readonly string[]): { entry: string; args: string[] } {
+  if (!args.includes('--llm')) return { entry: 'agents/src/demo/demo.main.js', args: [...args] };
+  return { entry: 'agents/src/llm-demo/llm-demo.main.js', args: args.filter((a) => a !== '--llm') };
+}
+
 /**
  * `srpo demo`: the agents app's demo (apps/agents/src/demo/demo.main.ts), run as a process; its
- * options (`srpo demo --help`) are parsed there.
+ * options (`srpo demo --help`) are parsed there. `srpo demo --llm`: the LLM demo
+ * (apps/agents/src/llm-demo/llm-demo.main.ts; `srpo demo --llm --help`).
  */
 export function demoCommand(env: Readonly<Record<string, string | undefined>> = process.env): Command {
   return new Command('demo')
-    .description('train fixed, joint and routed multi-agent workflows end to end over Kafka, with live progress (srpo demo --help for its options)')
+    .description(
+      'train fixed, joint and routed multi-agent workflows end to end over Kafka, with live progress; --llm: a real LLM learns word problems through srpo up (srpo demo [--llm] --help for the options)',
+    )
     .helpOption(false)
     .allowUnknownOption()
     .allowExcessArguments()
-    .argument('[options...]', "the demo's options: --seconds, --target, --updates, --serve, --model")
-    .action((args: string[]) => runApp('agents/src/demo/demo.main.js', env, {}, args));
+    .argument('[options...]', "the demo's options: --seconds, --target, --updates, --serve, --model; with --llm, the LLM demo's")
+    .action((args: string[]) => {
+      const run = demoEntry(args);
+      return runApp(run.entry, env, {}, run.args);
+    });
 }
 
 /** A command that runs `entry` with its flags (`specs`) put in the child's environment. */
