@@ -67,6 +67,11 @@ export interface AccumulatedStep {
  *
  * `yieldPoint` is awaited after every micro-batch of steps 1 and 3: one micro-batch is the
  * longest the event loop waits. The tensors and operations are the same with or without it.
+ *
+ * `logpNow`, when given, is step 1's result already computed: the log-probs `[M, T]` of every row
+ * at the current weights, scored in the same micro-batches (the proximal pass of a corrected
+ * first epoch is exactly that, corrected-batch.ts). Step 1 is then skipped, one forward pass of
+ * the mini-batch saved; the tensor is read, not disposed.
  */
 export async function accumulatedGradients(
   model: CausalLm,
@@ -77,6 +82,7 @@ export async function accumulatedGradients(
   maxTokens: number,
   penalty?: (logpNew: tf.Tensor2D) => tf.Scalar,
   yieldPoint?: YieldPoint,
+  logpNow?: tf.Tensor2D,
 ): Promise<AccumulatedStep> {
   const full = packPairs(pairs, model);
   const lengths = pairs.map((p, i) => full.contextKept[i] + p.responseTokens.length - 1);
@@ -95,15 +101,19 @@ export async function accumulatedGradients(
   const names = model.weightNames();
   try {
     // 1. Log-probs of every row, padded to the mini-batch's response width.
-    const logpNew = await scoreChunks(
-      packs.map((t) => () => {
-        const lp = packedLogProbs(model, t, temperature);
-        peakBytes = Math.max(peakBytes, tf.memory().numBytes);
-        return lp;
-      }),
-      width,
-      yieldPoint,
-    );
+    if (logpNow && (logpNow.shape[0] !== pairs.length || logpNow.shape[1] !== width))
+      throw new ValidationError('logpNow', `must be [${pairs.length}, ${width}], got [${logpNow.shape.join(', ')}]`);
+    const logpNew = logpNow
+      ? logpNow.clone()
+      : await scoreChunks(
+          packs.map((t) => () => {
+            const lp = packedLogProbs(model, t, temperature);
+            peakBytes = Math.max(peakBytes, tf.memory().numBytes);
+            return lp;
+          }),
+          width,
+          yieldPoint,
+        );
     // 2. The objective on the whole mini-batch, and its gradient with respect to the log-probs.
     let out: ObjectiveOutput | undefined;
     const g = tf.grad((lp: tf.Tensor) => {

@@ -138,6 +138,31 @@ describe('SrpoTrainer with an engine/learner mismatch correction', () => {
     expect(corrected.result.diagnostics['ratio/max']).toBe(1);
   });
 
+  it('with micro-batches the corrected first epoch reuses the proximal pass as its first forward pass, and steps as the plain micro-batched step does', async () => {
+    // Forward passes counted on the model: proximal + step 3's per micro-batch, not step 1's again.
+    const count = async (sets: ActiveSet[], config: SrpoTrainerConfig) => {
+      const policy = Policy.create('p', TINY, 11);
+      const trainer = new SrpoTrainer(policy, { schedule: { kind: 'constant', lr: 3e-3 }, maxGradNorm: 0, microBatchTokens: 24, ...config });
+      const spy = jest.spyOn(policy.model, 'logits2d');
+      try {
+        const result = await trainer.update(sets);
+        return { calls: spy.mock.calls.length, micro: result.diagnostics['memory/micro_batches'], hash: await weightsHash(policy) };
+      } finally {
+        spy.mockRestore();
+        trainer.dispose();
+        policy.dispose();
+      }
+    };
+    const w = m.map((x) => Math.min(Math.exp(x), 2));
+    const corrected = await count(engine, { correction: { correction: 'tis', cap: 2 } });
+    const plain = await count(plainEquivalent(engine, prox, w, 1), {});
+    expect(corrected.micro).toBeGreaterThan(1);
+    // Plain: step 1 and step 3, one pass per micro-batch each. Corrected: the proximal pass and step 3.
+    expect(plain.calls).toBe(2 * plain.micro);
+    expect(corrected.calls).toBe(2 * corrected.micro);
+    expect(corrected.hash).toBe(plain.hash);
+  });
+
   it('over several epochs the proximal policy stays the one the call started from', async () => {
     const r = (await train(11, engine, { correction: { correction: 'tis' }, epochs: 2 })).result;
     expect(r.epochs[0].diagnostics['ratio/max']).toBe(1);

@@ -2,6 +2,7 @@ import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
 import {
   disposeObjectiveOutput,
+  needsProximal,
   objectiveOutputTensors,
   readDiagnostics,
   resolveCorrectionConfig,
@@ -216,7 +217,10 @@ export class SrpoTrainer {
         let microBatches = 1;
         const penalty = reference ? klTerm(reference, batch.mask, this.correction.klCoef, (k) => (kl = k)) : undefined;
         if (micro) {
-          const acc = await accumulatedGradients(model, pairs, batch, this.objective, this.temperature, this.microBatchTokens, penalty, yieldPoint);
+          // A corrected first epoch starts where the proximal pass scored (same weights, same
+          // micro-batches): its log-probs are step 1's, so that forward pass is not run twice.
+          const scored = e === 0 && needsProximal(this.correction) ? batch.logpOld : undefined;
+          const acc = await accumulatedGradients(model, pairs, batch, this.objective, this.temperature, this.microBatchTokens, penalty, yieldPoint, scored);
           byName = acc.grads;
           out = acc.out;
           peakBytes = acc.peakBytes;
