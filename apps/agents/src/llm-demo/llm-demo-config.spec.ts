@@ -71,6 +71,14 @@ describe('loadLlmDemoConfig', () => {
     const { run } = load({});
     expect(run).toMatchObject({ variant: 'add-10', heldOut: 200, concurrency: 2, evalEveryMs: 240_000, limitMs: 1_800_000, until: 'gain' });
     expect(run.play).toMatchObject({ runId: 'r1', groupSize: 8, temperature: 0.8, verifier: false, promptStyle: 'shots' });
+    // 16 sets per update, 8 solver sets per problem: two problems per update, at most one update ahead.
+    expect(run.pacing).toEqual({ tasksPerUpdate: 2, maxAhead: 1, timeoutMs: 180_000, pollMs: 500 });
+  });
+
+  it("pacing counts the verifier's sets and the sets per update; --max-ahead off turns it off", () => {
+    expect(load({ verifier: true }).run.pacing?.tasksPerUpdate).toBe(1);
+    expect(load({ setsPerUpdate: '32', maxAhead: '2' }).run.pacing).toMatchObject({ tasksPerUpdate: 4, maxAhead: 2 });
+    expect(load({ maxAhead: 'off' }).run.pacing).toBeUndefined();
   });
 
   it('flags override: ports, lr, correction, sets per update, timing, verifier', () => {
@@ -122,6 +130,7 @@ describe('loadLlmDemoConfig', () => {
     [{ port: '70000' }, /^--port: must be an integer in \[1, 65535\]/],
     [{ servePort: '8110' }, /^--port: 8110 is also --serve-port's port/],
     [{ policy: 'a/b' }, /^--policy: must match/],
+    [{ maxAhead: '-1' }, /^--max-ahead: must be an integer in \[0, 1000\]/],
     [{ gateway: 'http://x/v1' }, /^--gateway: only with --attach/],
   ])('%j fails naming the flag', (flags, message) => {
     expect(errorOf({ model, ...flags }).message).toMatch(message);
@@ -144,6 +153,8 @@ describe('loadLlmDemoConfig', () => {
       expect(c.topology).toBeUndefined();
       expect(c.learnerUrl).toBeUndefined();
       expect(loadLlmDemoConfig({ ...attach, learnerUrl: 'http://127.0.0.1:3000' }, ENV, cwd, 'r1').learnerUrl).toBe('http://127.0.0.1:3000');
+      // The attached learner's sets per update still pace the agents.
+      expect(loadLlmDemoConfig({ ...attach, setsPerUpdate: '64' }, ENV, cwd, 'r1').run.pacing?.tasksPerUpdate).toBe(8);
     });
 
     it('needs --gateway, --serve-url and --policy, and refuses the topology flags', () => {

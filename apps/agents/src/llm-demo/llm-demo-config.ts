@@ -39,8 +39,12 @@ export const LLM_DEMO_DEFAULTS = {
   readyTimeoutSeconds: 600,
   /** After SIGINT, how long `srpo up` has for its orderly stop before it is killed. */
   stopTimeoutSeconds: 90,
-  evalConcurrency: 8,
+  /** Held-out requests in flight: serve batches them (the experiments of issue #39 used 32). */
+  evalConcurrency: 32,
   maxConsecutiveFailures: 5,
+  /** Pacing (VersionPacer): problems start at most this many updates ahead of the served version. */
+  maxAhead: 1,
+  paceTimeoutSeconds: 180,
 } as const;
 
 export const CORRECTIONS = ['none', 'tis', 'mis'] as const;
@@ -70,6 +74,7 @@ export interface LlmDemoFlags {
   temperature?: string;
   concurrency?: string;
   readyTimeout?: string;
+  maxAhead?: string;
 }
 
 /** How `srpo up` is started: one child process, its output in `logFile`. */
@@ -133,17 +138,7 @@ function httpUrl(flag: string, raw: string): string {
 }
 
 /** Flags that configure the topology `srpo demo --llm` starts: meaningless with --attach. */
-const TOPOLOGY_FLAGS: readonly (keyof LlmDemoFlags)[] = [
-  'model',
-  'lr',
-  'correction',
-  'setsPerUpdate',
-  'port',
-  'servePort',
-  'learnerPort',
-  'materializerPort',
-  'readyTimeout',
-];
+const TOPOLOGY_FLAGS: readonly (keyof LlmDemoFlags)[] = ['model', 'lr', 'correction', 'port', 'servePort', 'learnerPort', 'materializerPort', 'readyTimeout'];
 const flagName = (key: string) => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 
 /**
@@ -151,7 +146,7 @@ const flagName = (key: string) => `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowe
  * each error names the flag (or variable) at fault. Variables it reads: `KAFKA_BROKERS`,
  * `SRPO_KAFKA_PORT` / `SRPO_KAFKA_DIR` (the local broker), `SRPO_SMOLLM2_DIR` / `SRPO_CACHE_DIR`
  * (the model's default place), `SRPO_CORRECTION` / `SRPO_SETS_PER_UPDATE` (defaults of their
- * flags), `SRPO_TOPIC_PREFIX` (default `srpo.demo-llm.<run id>.`), `SRPO_DEMO_LLM_DIR` (the run
+ * flags; sets per update also paces the agents), `SRPO_TOPIC_PREFIX` (default `srpo.demo-llm.<run id>.`), `SRPO_DEMO_LLM_DIR` (the run
  * directory, default `.srpo/demo-llm/<run id>`), `SRPO_AGENT_KEY`. Every other variable passes to
  * `srpo up` and its children unchanged.
  */
@@ -163,12 +158,14 @@ export function loadLlmDemoConfig(
 ): LlmDemoConfig {
   const r = new EnvReader(env);
   const runDir = path.resolve(cwd, r.str('SRPO_DEMO_LLM_DIR', path.join(repoRoot(), '.srpo', 'demo-llm', runId)));
-  const common = { runId, runDir, apiKey: r.str('SRPO_AGENT_KEY', 'unused'), run: runOptions(flags, runId) };
+  // The learner's sets per update: srpo up's setting, and what pacing counts problems by (also with --attach).
+  const setsPerUpdate = integer('--sets-per-update', flags.setsPerUpdate ?? r.optionalStr('SRPO_SETS_PER_UPDATE'), LLM_DEMO_DEFAULTS.setsPerUpdate, 1, 100_000);
+  const common = { runId, runDir, apiKey: r.str('SRPO_AGENT_KEY', 'unused'), run: runOptions(flags, runId, setsPerUpdate) };
   if (flags.attach === true) return { ...common, ...attachTargets(flags) };
   for (const flag of ['gateway', 'serveUrl', 'learnerUrl'] as const)
     if (flags[flag] !== undefined) throw new ValidationError(flagName(flag), 'only with --attach (without it, the demo starts its own topology)');
   const policy = checkPolicy(flags.policy ?? LLM_DEMO_DEFAULTS.policy);
-  const topology = planTopology(flags, r, env, cwd, { runId, runDir, policy });
+  const topology = planTopology(flags, r, env, cwd, { runId, runDir, policy, setsPerUpdate });
   return {
     ...common,
     mode: 'run',
@@ -181,8 +178,11 @@ export function loadLlmDemoConfig(
 }
 
 /** What the agents play and when they evaluate. */
-function runOptions(flags: LlmDemoFlags, runId: string): LlmDemoRunOptions {
+function runOptions(flags: LlmDemoFlags, runId: string, setsPerUpdate: number): LlmDemoRunOptions {
   const d = LLM_DEMO_DEFAULTS;
+  const groupSize = integer('--group-size', flags.groupSize, d.groupSize, 2, WORD_PROBLEM_MAX_GROUP_SIZE);
+  const verifier = flags.verifier === true;
+  const maxAhead = flags.maxAhead === 'off' ? undefined : integer('--max-ahead', flags.maxAhead, d.maxAhead, 0, 1000);
   const temperature = flags.temperature === undefined ? d.temperature : Number(flags.temperature);
   // The gateway refuses temperature 0: a greedy answer has no sampling distribution to train on.
   if (!(temperature > 0 && temperature <= 2)) throw new ValidationError('--temperature', `must be in (0, 2], got "${flags.temperature}"`);
@@ -193,9 +193,9 @@ function runOptions(flags: LlmDemoFlags, runId: string): LlmDemoRunOptions {
       ...DEFAULT_WORD_PROBLEM_PLAY,
       runId,
       // A group of one has no advantage to learn from.
-      groupSize: integer('--group-size', flags.groupSize, d.groupSize, 2, WORD_PROBLEM_MAX_GROUP_SIZE),
+      groupSize,
       temperature,
-      verifier: flags.verifier === true,
+      verifier,
     },
     concurrency: integer('--concurrency', flags.concurrency, d.concurrency, 1, 64),
     evalEveryMs: integer('--eval-every', flags.evalEvery, d.evalEverySeconds, 5, 86_400) * 1000,
@@ -203,6 +203,10 @@ function runOptions(flags: LlmDemoFlags, runId: string): LlmDemoRunOptions {
     until: oneOf('--until', flags.until, ['gain', 'time'] as const, d.until),
     evalConcurrency: d.evalConcurrency,
     maxConsecutiveFailures: d.maxConsecutiveFailures,
+    // Each episode gives one set per step: the solver's, and the verifier's with --verifier.
+    ...(maxAhead === undefined
+      ? {}
+      : { pacing: { tasksPerUpdate: setsPerUpdate / (groupSize * (verifier ? 2 : 1)), maxAhead, timeoutMs: d.paceTimeoutSeconds * 1000, pollMs: 500 } }),
   };
 }
 
@@ -285,14 +289,14 @@ function planTopology(
   r: EnvReader,
   env: Readonly<Record<string, string | undefined>>,
   cwd: string,
-  run: { runId: string; runDir: string; policy: string },
+  run: { runId: string; runDir: string; policy: string; setsPerUpdate: number },
 ): TopologyPlan {
   const model = modelDir(flags, env, cwd);
   const lr = (flags.lr ?? LLM_DEMO_DEFAULTS.lr).trim();
   if (!/^[0-9.eE+-]+$/.test(lr) || !(Number(lr) > 0 && Number(lr) < 1))
     throw new ValidationError('--lr', `must be a number in (0, 1) such as 5e-4, got "${lr}"`);
   const correction = oneOf('--correction', flags.correction ?? r.optionalStr('SRPO_CORRECTION'), CORRECTIONS, 'tis');
-  const setsPerUpdate = integer('--sets-per-update', flags.setsPerUpdate ?? r.optionalStr('SRPO_SETS_PER_UPDATE'), LLM_DEMO_DEFAULTS.setsPerUpdate, 1, 100_000);
+  const setsPerUpdate = run.setsPerUpdate;
   const ports = topologyPorts(flags);
   const readyTimeout = integer('--ready-timeout', flags.readyTimeout, LLM_DEMO_DEFAULTS.readyTimeoutSeconds, 1, 86_400);
   const topicPrefix = r.str('SRPO_TOPIC_PREFIX', `srpo.demo-llm.${run.runId}.`);

@@ -44,11 +44,17 @@ class FakeTopology implements TextAgentClient {
   failChat = false;
   constructor(
     private readonly clock: FakeClock,
-    private readonly o: { tasksPerVersion: number; learnedAt?: number; rightAtStart: number },
-  ) {}
-  version(): number {
-    return Math.floor(this.problems / this.o.tasksPerVersion);
+    private readonly o: { tasksPerVersion: number; learnedAt?: number; rightAtStart: number; msPerVersion?: number },
+  ) {
+    this.t0 = clock.t;
   }
+  private readonly t0: number;
+  /** From the problems completed; with `msPerVersion`, a learner no faster than that. */
+  version(): number {
+    const byProblems = Math.floor(this.problems / this.o.tasksPerVersion);
+    return this.o.msPerVersion === undefined ? byProblems : Math.min(byProblems, Math.floor((this.clock.t - this.t0) / this.o.msPerVersion));
+  }
+  servedVersion = (): Promise<number> => Promise.resolve(this.version());
   chat(r: ChatRequest): Promise<ChatReply> {
     this.calls.push('chat');
     this.clock.t += 100;
@@ -89,11 +95,11 @@ function options(over: Partial<LlmDemoRunOptions> = {}): LlmDemoRunOptions {
   };
 }
 
-function setup(over: Partial<LlmDemoRunOptions>, topo: { tasksPerVersion: number; learnedAt?: number; rightAtStart: number }) {
+function setup(over: Partial<LlmDemoRunOptions>, topo: { tasksPerVersion: number; learnedAt?: number; rightAtStart: number; msPerVersion?: number }) {
   const clock = new FakeClock();
   const fake = new FakeTopology(clock, topo);
   const events: LlmDemoEvent[] = [];
-  const runner = new LlmDemoRunner(options(over), { client: fake, greedy: fake.greedy, clock, emit: (e) => events.push(e) });
+  const runner = new LlmDemoRunner(options(over), { client: fake, greedy: fake.greedy, clock, emit: (e) => events.push(e), servedVersion: fake.servedVersion });
   return { clock, fake, events, runner };
 }
 
@@ -220,5 +226,37 @@ describe('LlmDemoRunner (fake topology and clock)', () => {
     const outcome = await done;
     expect(outcome).toMatchObject({ endedBy: 'failure', failure: 'srpo up exited unexpectedly' });
     expect(outcome.evaluations.map((e) => e.label)).toEqual(['start']);
+  });
+
+  describe('pacing (VersionPacer)', () => {
+    /** Problems sampled by a version more than one update behind the update that trains on them (2 problems per update). */
+    const stale = (tasks: readonly { task: number; versions: number[] }[]) => tasks.filter((t) => Math.min(...t.versions) < Math.floor(t.task / 2) - 1);
+    const slowLearner = { tasksPerVersion: 2, rightAtStart: 2, msPerVersion: 20_000 };
+
+    it('starts each problem at most maxAhead updates ahead of the served version', async () => {
+      const pacing = { tasksPerUpdate: 2, maxAhead: 1, timeoutMs: 180_000, pollMs: 500 };
+      const { runner, events } = setup({ until: 'time', limitMs: 200_000, pacing }, slowLearner);
+      const outcome = await runner.run();
+      expect(outcome.tasks.length).toBeGreaterThanOrEqual(10);
+      expect(stale(outcome.tasks)).toEqual([]);
+      expect(events.some((e) => e.kind === 'pace-timeout')).toBe(false);
+    });
+
+    it('unpaced, the same slow learner leaves most problems sampled by old versions', async () => {
+      const { runner } = setup({ until: 'time', limitMs: 200_000 }, slowLearner);
+      const outcome = await runner.run();
+      expect(stale(outcome.tasks).length).toBeGreaterThan(outcome.tasks.length / 2);
+    });
+
+    it('a learner that never publishes: the wait times out and the run goes on, said once per problem', async () => {
+      const pacing = { tasksPerUpdate: 2, maxAhead: 0, timeoutMs: 5_000, pollMs: 500 };
+      const { runner, events } = setup({ until: 'time', limitMs: 60_000, concurrency: 1, pacing }, { ...slowLearner, msPerVersion: 1e12 });
+      const outcome = await runner.run();
+      expect(outcome.endedBy).toBe('time');
+      expect(outcome.tasks.length).toBeGreaterThan(3);
+      const timeouts = events.filter((e) => e.kind === 'pace-timeout');
+      expect(timeouts.length).toBeGreaterThanOrEqual(1);
+      expect(timeouts[0]).toMatchObject({ kind: 'pace-timeout', required: 1, served: 0 });
+    });
   });
 });

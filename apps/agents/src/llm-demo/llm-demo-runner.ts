@@ -1,4 +1,4 @@
-import { errorMessage } from '@srpo/core';
+import { errorMessage, ValidationError } from '@srpo/core';
 import {
   checkWordProblemPlay,
   compareIntervals,
@@ -15,6 +15,7 @@ import {
   type WordProblemVariant,
 } from '@srpo/workflows';
 import type { GreedyAnswerer } from './text-agent-client';
+import { VersionPacer, waitForVersion } from './version-pacer';
 
 /**
  * The LLM demo's agents: a held-out evaluation before any training play, then word problems
@@ -44,6 +45,18 @@ export interface LlmDemoRunOptions {
   evalConcurrency: number;
   /** Failed problems in a row before the run fails (a dead gateway, not one hiccup). */
   maxConsecutiveFailures: number;
+  /** Flow control (VersionPacer): unset, problems start as fast as they are played. */
+  pacing?: PacingOptions;
+}
+
+export interface PacingOptions {
+  /** Problems one update trains on: sets per update / sets per problem. */
+  tasksPerUpdate: number;
+  /** Updates a problem may start ahead of the served version. */
+  maxAhead: number;
+  /** The longest wait for a version before the count is re-based on the one served. */
+  timeoutMs: number;
+  pollMs: number;
 }
 
 export interface Clock {
@@ -88,7 +101,8 @@ export type LlmDemoEvent =
   | { kind: 'evaluated'; evaluation: EvaluationRecord; start: EvaluationRecord }
   | { kind: 'training-started' }
   | { kind: 'task'; task: TaskRecord }
-  | { kind: 'play-error'; message: string; consecutive: number };
+  | { kind: 'play-error'; message: string; consecutive: number }
+  | { kind: 'pace-timeout'; task: number; required: number; served: number };
 
 export interface LlmDemoOutcome {
   evaluations: EvaluationRecord[];
@@ -136,6 +150,8 @@ export interface LlmDemoDeps {
   greedy: GreedyAnswerer;
   clock: Clock;
   emit: (event: LlmDemoEvent) => void;
+  /** The version the server serves now (needed with pacing; on an error, the last one known). */
+  servedVersion?: () => Promise<number>;
 }
 
 /** The longest single wait: a stop is noticed at least this often even when nothing wakes the runner. */
@@ -156,6 +172,11 @@ export class LlmDemoRunner {
   private trainingEndMs?: number;
   private nextTask = 0;
   private consecutiveFailures = 0;
+  private readonly pacer?: VersionPacer;
+  /** The served version when training started: pacing counts updates from there. */
+  private baseVersion = 0;
+  /** Problems waiting for a version, by the version each waits for. */
+  private readonly waiting = new Map<number, number>();
   /** Whoever pauses now: a stop wakes them all. */
   private readonly sleepers = new Set<() => void>();
 
@@ -167,6 +188,10 @@ export class LlmDemoRunner {
     const settings = WORD_PROBLEM_VARIANTS[o.variant];
     this.heldOut = heldOutWordProblems(settings, o.heldOut);
     this.training = new TrainingWordProblems(settings, new Set(this.heldOut.map((p) => p.text)));
+    if (o.pacing !== undefined) {
+      if (deps.servedVersion === undefined) throw new ValidationError('servedVersion', 'pacing needs the served version');
+      this.pacer = new VersionPacer(o.pacing.tasksPerUpdate, o.pacing.maxAhead);
+    }
   }
 
   /** Ends early (Ctrl-C): no new problems, requests in flight are left to the caller to abort, no final evaluation. */
@@ -181,8 +206,9 @@ export class LlmDemoRunner {
   }
 
   /** What was played and measured so far (live arrays: read, do not keep). */
-  snapshot(): { tasks: readonly TaskRecord[]; evaluations: readonly EvaluationRecord[] } {
-    return { tasks: this.tasks, evaluations: this.evaluations };
+  snapshot(): { tasks: readonly TaskRecord[]; evaluations: readonly EvaluationRecord[]; waitingFor?: number } {
+    const waits = [...this.waiting.values()];
+    return { tasks: this.tasks, evaluations: this.evaluations, ...(waits.length > 0 ? { waitingFor: this.baseVersion + Math.min(...waits) } : {}) };
   }
 
   /** Training time so far (0 before the first play). */
@@ -196,6 +222,7 @@ export class LlmDemoRunner {
     try {
       const start = await this.evaluate('start');
       if (start !== undefined && !this.stopping) {
+        if (this.pacer) this.baseVersion = await this.deps.servedVersion!();
         this.trainingStartMs = this.deps.clock.now();
         this.deps.emit({ kind: 'training-started' });
         workers = Array.from({ length: Math.max(1, this.o.concurrency) }, () => this.worker());
@@ -319,11 +346,35 @@ export class LlmDemoRunner {
     return record;
   }
 
+  /** Waits until problem `task` may start (VersionPacer), counting versions from the start of training. */
+  private async pace(task: number): Promise<void> {
+    const pacer = this.pacer!;
+    const pacing = this.o.pacing!;
+    const served = async () => (await this.deps.servedVersion!()) - this.baseVersion;
+    this.waiting.set(task, pacer.required(task));
+    try {
+      const required = pacer.required(task);
+      const w = await waitForVersion(pacer, task, served, {
+        pollMs: pacing.pollMs,
+        timeoutMs: pacing.timeoutMs,
+        now: () => this.deps.clock.now(),
+        sleep: (ms) => this.pause(ms),
+        stopped: () => this.stopping,
+      });
+      if (w.timedOut && !this.stopping)
+        this.deps.emit({ kind: 'pace-timeout', task, required: this.baseVersion + required, served: this.baseVersion + w.version });
+    } finally {
+      this.waiting.delete(task);
+    }
+  }
+
   private async worker(): Promise<void> {
     const { client, emit } = this.deps;
     const play = this.o.play;
     while (!this.stopping) {
       const task = this.nextTask++;
+      if (this.pacer) await this.pace(task);
+      if (this.stopping) return;
       const p = this.training.at(task);
       try {
         const episodes = await playWordProblemGroup(client, p, play);

@@ -9,7 +9,7 @@ import { LlmDemoRunner, SYSTEM_CLOCK, type LlmDemoEvent, type LlmDemoOutcome } f
 import { renderLlmEventLine, renderLlmPanel, renderLlmSummary, type LlmLineEvent, type LlmPanelState, type LlmPhase } from './llm-progress-view';
 import { llmDemoResult } from './llm-demo-result';
 import { tail, Topology, type TopologyExit } from './llm-topology';
-import { gatewayClient, greedyAnswerer, learnerVersionCount, RequestScope } from './text-agent-client';
+import { gatewayClient, greedyAnswerer, learnerVersionCount, RequestScope, servedVersionReader } from './text-agent-client';
 
 /** Problems in the panel's training-reward window. */
 const RECENT_PROBLEMS = 20;
@@ -134,11 +134,12 @@ export class LlmDemo {
       greedy: greedyAnswerer(c.serveUrl, c.apiKey, c.policy, c.run.play.solverMaxTokens, this.requests),
       clock: SYSTEM_CLOCK,
       emit: (e) => this.onEvent(e),
+      servedVersion: servedVersionReader(c.serveUrl, c.apiKey, c.policy),
     });
     if (this.stopRequested) this.runner.requestStop();
     this.say(
       `agents: ${c.run.variant} word problems, G ${c.run.play.groupSize} at temperature ${c.run.play.temperature}, ${c.run.play.verifier ? 'solver + verifier' : 'solver only'}, ` +
-        `${c.run.concurrency} problems in flight; held-out ${c.run.heldOut} problems every ${clock(c.run.evalEveryMs)}${this.out.isTTY ? ' (Ctrl-C stops early, cleanly)' : ''}`,
+        `${c.run.concurrency} problems in flight${c.run.pacing ? ` at most ${c.run.pacing.maxAhead} update(s) ahead of the served version` : ''}; held-out ${c.run.heldOut} problems every ${clock(c.run.evalEveryMs)}${this.out.isTTY ? ' (Ctrl-C stops early, cleanly)' : ''}`,
     );
     const panel = this.out.isTTY ? setInterval(() => this.draw(), 500) : undefined;
     const poll = c.learnerUrl === undefined ? undefined : setInterval(() => void this.pollUpdates(), 5000);
@@ -195,6 +196,8 @@ export class LlmDemo {
       updates: this.updates,
       tasks: outcome?.tasks ?? [],
       evaluations: outcome?.evaluations ?? [],
+      ...(outcome?.waitingFor === undefined ? {} : { waitingFor: outcome.waitingFor }),
+      ...(c.run.pacing === undefined ? {} : { maxAhead: c.run.pacing.maxAhead }),
       evaluating: this.evaluating,
       recentProblems: RECENT_PROBLEMS,
     };

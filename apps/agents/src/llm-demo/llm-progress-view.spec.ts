@@ -93,6 +93,15 @@ describe('renderLlmPanel', () => {
     expect(lines.join('\n')).toContain('learner updates —');
     expect(lines.join('\n')).toContain('training reward (last 0 problems) —');
   });
+
+  it('with pacing, says how far ahead problems may start and which version the next one waits for', () => {
+    expect(renderLlmPanel(state({ maxAhead: 1 }), false)[2]).toBe(' served   v8   learner updates 7   paced: 1 update ahead at most');
+    expect(renderLlmPanel(state({ maxAhead: 1, waitingFor: 9 }), false)[2]).toBe(
+      ' served   v8   learner updates 7   paced: 1 update ahead at most; waiting for v9',
+    );
+    // A version already served is no wait.
+    expect(renderLlmPanel(state({ maxAhead: 2, waitingFor: 8 }), false)[2]).toBe(' served   v8   learner updates 7   paced: 2 updates ahead at most');
+  });
 });
 
 describe('renderLlmEventLine (no TTY: a line per event)', () => {
@@ -107,6 +116,7 @@ describe('renderLlmEventLine (no TTY: a line per event)', () => {
     );
     expect(renderLlmEventLine({ kind: 'evaluated', evaluation: start, start }, s)).toMatch(/held-out start at 0:00, v0: 61\.5% .*; the start$/);
     expect(renderLlmEventLine({ kind: 'updates', updates: 1 }, s)).toBe('[llm-demo 8:12/30:00] learner: 1 update published');
+    expect(renderLlmEventLine({ kind: 'pace-timeout', task: 12, required: 6, served: 5 }, s)).toMatch(/problem 12 waited in vain for v6 \(v5 serves/);
   });
 });
 

@@ -29,6 +29,9 @@ export interface LlmPanelState {
   evaluating?: { label: EvaluationLabel; done: number; trials: number };
   /** Problems in the training reward's window. */
   recentProblems: number;
+  /** Pacing: the updates a problem may start ahead, and the version the next problem waits for. */
+  maxAhead?: number;
+  waitingFor?: number;
 }
 
 /** A line event: the runner's, or the learner's update count moving. */
@@ -81,6 +84,12 @@ function evaluationRow(e: EvaluationRecord, start: EvaluationRecord | undefined,
   return `   ${mark.padEnd(5)} ${clock(e.atMs).padStart(6)}  ${versionsLabel(e.versions).padEnd(8)} ${gain ? c.green(cell) : cell}${gain ? c.green(' ▲') : ''}`;
 }
 
+function paceText(s: LlmPanelState, served: number | undefined): string {
+  if (s.maxAhead === undefined) return '';
+  const waiting = s.waitingFor !== undefined && s.waitingFor > (served ?? 0);
+  return `   paced: ${s.maxAhead} update${s.maxAhead === 1 ? '' : 's'} ahead at most${waiting ? `; waiting for v${s.waitingFor}` : ''}`;
+}
+
 /** The live panel. */
 export function renderLlmPanel(s: LlmPanelState, color: boolean): string[] {
   const c = color ? ansi : plain;
@@ -90,7 +99,7 @@ export function renderLlmPanel(s: LlmPanelState, color: boolean): string[] {
   const lines = [
     `${c.bold('SRPO LLM demo')} ${clock(s.trainingMs)} / ${clock(s.limitMs)} ${bar(s.trainingMs / s.limitMs)}  ${s.phase}  run ${s.runId}`,
     ` policy   ${s.policy}${s.lora ? ' (LoRA)' : ''}, ${s.variant} word problems, ${s.verifier ? 'solver + verifier' : 'solver only'}; ${untilText(s.until)}`,
-    ` served   ${served === undefined ? '—' : `v${served}`}   learner updates ${s.updates === undefined ? '—' : num(s.updates)}`,
+    ` served   ${served === undefined ? '—' : `v${served}`}   learner updates ${s.updates === undefined ? '—' : num(s.updates)}${paceText(s, served)}`,
     ` played   ${num(episodes)} episodes, ${num(s.tasks.length)} problems; training reward (last ${Math.min(s.recentProblems, s.tasks.length)} problems) ${
       reward === undefined ? '—' : `${reward.toFixed(2)} ${bar(reward)}`
     }`,
@@ -120,6 +129,8 @@ export function renderLlmEventLine(e: LlmLineEvent, s: LlmPanelState): string | 
       const reward = recentReward(s.tasks, s.recentProblems);
       return `${head} problem ${e.task.task}: ${e.task.solved}/${e.task.groupSize} solved by ${versionsLabel(e.task.versions)}; episodes ${num(s.tasks.reduce((n, t) => n + t.groupSize, 0))}; reward last ${Math.min(s.recentProblems, s.tasks.length)} ${reward === undefined ? '—' : reward.toFixed(2)}`;
     }
+    case 'pace-timeout':
+      return `${head} problem ${e.task} waited in vain for v${e.required} (v${e.served} serves; the learner skipped groups?): counting from v${e.served}`;
     case 'play-error':
       return `${head} a problem failed (${e.consecutive} in a row): ${e.message}`;
     case 'updates':

@@ -130,3 +130,27 @@ export async function learnerVersionCount(learnerUrl: string, policy: string, ti
     return undefined;
   }
 }
+
+/**
+ * The version srpo serve serves `policy` at (`GET /v1/models`, each model's `srpo.version`), for
+ * pacing; on an error or an unknown policy, the last one it read (0 before the first).
+ */
+export function servedVersionReader(serveUrl: string, apiKey: string, policy: string, timeoutMs = 5000): () => Promise<number> {
+  let last = 0;
+  const url = `${serveUrl.replace(/\/$/, '')}/models`;
+  return async () => {
+    try {
+      const res = await fetch(url, { headers: { authorization: `Bearer ${apiKey}` }, signal: AbortSignal.timeout(timeoutMs) });
+      if (!res.ok) {
+        await res.body?.cancel();
+        return last;
+      }
+      const body = (await res.json()) as { data?: { id?: unknown; srpo?: { version?: unknown } }[] };
+      const version = body.data?.find((m) => m.id === policy)?.srpo?.version;
+      if (typeof version === 'number' && Number.isSafeInteger(version)) last = version;
+    } catch {
+      // Serve is busy or going down: the last version read stands.
+    }
+    return last;
+  };
+}
