@@ -5,7 +5,7 @@ import { SeededRng } from '@srpo/policy';
 import { configureSrpoKernels, srpoKernelAvailable, srpoMatMulRouted } from '@srpo/kernels';
 import { nativeBackend, seededValues } from './test/fixtures';
 import { loadHfModel } from './hf-model-dir';
-import type { LlamaModel } from './llama-model';
+import { LlamaModel } from './llama-model';
 import { attachLora, type LoraAdapter } from './lora';
 import { KvCacheBudgetError, prefill, prefillMany, rotateRows } from './llama-decode';
 import { LlamaDecodeBatch } from './llama-decode-batch';
@@ -224,6 +224,55 @@ describe('LlamaDecodeBatch limits', () => {
     const before = tf.memory().numTensors;
     cycle();
     expect(tf.memory().numTensors).toBe(before);
+  });
+});
+
+describe('prefill memory', () => {
+  let base: LlamaModel;
+
+  beforeAll(async () => {
+    await nativeBackend();
+    base = loadHfModel(path.join(FIXTURES, 'llama')).model;
+  });
+  afterAll(() => base.dispose());
+
+  /** The fixture's weights stacked to `layers` layers (layer i is the fixture's layer i mod its count). */
+  function deep(layers: number): LlamaModel {
+    const n = base.config.numLayers;
+    const source = (name: string) => name.replace(/^model\.layers\.(\d+)\./, (_, i: string) => `model.layers.${Number(i) % n}.`);
+    const shapes = new Map<string, readonly number[]>();
+    for (let i = 0; i < layers; i++)
+      for (const name of base.weightNames().filter((w) => w.startsWith('model.layers.0.')))
+        shapes.set(name.replace('layers.0.', `layers.${i}.`), base.weights.get(source(name.replace('layers.0.', `layers.${i}.`)))!.shape);
+    for (const name of base.weightNames().filter((w) => !w.startsWith('model.layers.'))) shapes.set(name, base.weights.get(name)!.shape);
+    return LlamaModel.fromSource({ ...base.config, numLayers: layers }, shapes, (name) => base.weights.get(source(name))!.dataSync() as Float32Array);
+  }
+
+  it("holds one layer's intermediates at a time: beyond the cache it returns, its peak does not grow with the layers", async () => {
+    const batch = prompts(base.config.vocabSize, [60, 60, 60, 60], 7);
+    const extraPeak = async (layers: number): Promise<{ extra: number; cache: number }> => {
+      const model = deep(layers);
+      try {
+        const before = tf.memory().numBytes;
+        let cacheBytes = 0;
+        const info = await tf.profile(() => {
+          const { caches, logits } = prefillMany(model, batch);
+          cacheBytes = caches.reduce((a, c) => a + [...c.keys, ...c.values].reduce((b, t) => b + t.size * 4, 0), 0);
+          for (const cache of caches) cache.dispose();
+          logits.dispose();
+        });
+        return { extra: info.peakBytes - before - cacheBytes, cache: cacheBytes };
+      } finally {
+        model.dispose();
+      }
+    };
+    const shallow = await extraPeak(2);
+    const tall = await extraPeak(12);
+    // The caches do grow with the layers (6×); what else is alive at the peak must not: with every
+    // layer's intermediates kept to the end it would be about 6× too.
+    expect(tall.cache).toBe(6 * shallow.cache);
+    expect(shallow.extra).toBeGreaterThan(0);
+    expect(tall.extra).toBeLessThan(1.5 * shallow.extra);
   });
 });
 
