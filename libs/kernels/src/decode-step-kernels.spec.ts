@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { decodeQkvFused, gateUpFused, kvAppendFused, ropeFused, swiGluFused } from './fused-ops';
-import { srpoKernelAvailable, srpoMatMulRouted } from './srpo-kernels';
+import { configureSrpoKernels, srpoKernelAvailable, srpoMatMulRouted } from './srpo-kernels';
 import { describeNative } from './test/describe-native';
 import { bits, firstMismatch, nativeBackend, seededValues } from './test/fixtures';
 import { fmaChains, transposed } from './test/gemm-reference';
@@ -23,7 +23,16 @@ function appended(cache: Float32Array, col: Float32Array, items: number, w: numb
 }
 
 describeNative(['SrpoKvAppend', 'SrpoDecodeQkv', 'SrpoGateUp', 'SrpoSwiGlu', 'SrpoRope', 'SrpoMatMul'], 'a decode step’s fused pieces', () => {
-  beforeAll(nativeBackend);
+  // The fused pieces are checked as the learner's products run them: SrpoMatMul's FMA chains.
+  // `auto` leaves the products to oneDNN on an AMD CPU with AVX-512 (srpo-kernels.ts), so the
+  // choice is pinned to `srpo` here, so this spec holds on every CPU.
+  let matMulBefore: ReturnType<typeof configureSrpoKernels>['matMul'];
+  beforeAll(async () => {
+    await nativeBackend();
+    matMulBefore = configureSrpoKernels({}).matMul;
+    configureSrpoKernels({ matMul: 'srpo' });
+  });
+  afterAll(() => configureSrpoKernels({ matMul: matMulBefore }));
 
   // SmolLM2-135M's attention shapes, narrower: 9 query heads over 3 key/value heads of 8.
   const [heads, kvHeads, d, hidden] = [9, 3, 8, 37];
