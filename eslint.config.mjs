@@ -12,7 +12,7 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   {
-    ignores: ['dist/**', 'dist-bench/**', 'node_modules/**', 'coverage/**', '**/fixtures/**', '**/*.js', '**/*.cjs', '**/*.mjs'],
+    ignores: ['.srpo/**', 'dist/**', 'dist-bench/**', 'node_modules/**', 'coverage/**', '**/fixtures/**', '**/*.js', '**/*.cjs', '**/*.mjs'],
   },
   {
     files: ['{apps,libs,bench,examples,test}/**/*.ts'],
