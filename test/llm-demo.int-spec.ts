@@ -3,7 +3,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { repoRoot } from '@srpo/core';
-import { describeSmollm2, ensureKafka } from '@srpo/testing';
+import { describeSmollm2, ensureKafka, pidAlive, upChildPids } from '@srpo/testing';
 
 /**
  * `srpo demo --llm` as a newcomer runs it (bin/srpo.js, the compiled apps of `npm run build`) on
@@ -18,16 +18,6 @@ const EVAL_EVERY = 60;
 const HELD_OUT = 16;
 /** Start-up (the model loads in three processes), the evaluations and the orderly stop come on top of the training time. */
 const BOUND_MS = (SECONDS + 900) * 1000;
-const ROLES = ['materializer', 'learner', 'serve', 'gateway'] as const;
-
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 interface ResultFile {
   endedBy: string;
@@ -122,12 +112,8 @@ describeSmollm2('srpo demo --llm (SmolLM2-135M-Instruct, real broker, real proce
   it('stopped srpo up in order: every process gone, no error-level line in its log', () => {
     expect(result.topology).toMatchObject({ exitCode: 0, forced: false });
     expect(log).toMatch(/^srpo up: every process stopped$/m);
-    const pids = ROLES.map((role) => {
-      const m = new RegExp(`^${role}\\s+started \\(pid (\\d+)\\)$`, 'm').exec(log);
-      if (!m) throw new Error(`no pid line for ${role} in ${path.join(dir, 'topology.log')}`);
-      return Number(m[1]);
-    });
-    for (const pid of [result.topology.pid, ...pids]) expect(running(pid)).toBe(false);
+    const pids = Object.values(upChildPids(log, path.join(dir, 'topology.log')));
+    for (const pid of [result.topology.pid, ...pids]) expect(pidAlive(pid)).toBe(false);
     // The log view prints `<role> <time> <level> ...`; a crash prints a stack trace.
     expect(log).not.toMatch(/^\S+ +(\d\d:\d\d:\d\d )?error /m);
     expect(log).not.toMatch(/Crash:|Uncaught|^(materializer|learner|serve|gateway) +at /m);

@@ -5,7 +5,7 @@ import * as path from 'path';
 import OpenAI from 'openai';
 import { repoRoot } from '@srpo/core';
 import { createKafka, EventCodec, readTopicsToEnd, topicCatalog } from '@srpo/events';
-import { ensureKafka, sleep, uniquePrefix } from '@srpo/testing';
+import { ensureKafka, pidAlive, sleep, uniquePrefix, upChildPids } from '@srpo/testing';
 
 /**
  * `srpo up` as a user runs it (bin/srpo.js, the compiled apps from `npm run build`) on a tiny
@@ -16,7 +16,6 @@ import { ensureKafka, sleep, uniquePrefix } from '@srpo/testing';
  */
 const root = repoRoot();
 const MODEL = path.join(root, 'libs', 'hf', 'fixtures', 'llama');
-const ROLES = ['materializer', 'learner', 'serve', 'gateway'] as const;
 
 interface Up {
   child: ChildProcess;
@@ -85,24 +84,7 @@ async function waitFor(up: Up, pattern: RegExp, timeoutMs: number): Promise<void
 }
 
 /** Each role's PID, from the `<role> started (pid N)` lines. */
-function pids(up: Up): Record<(typeof ROLES)[number], number> {
-  const found: Partial<Record<(typeof ROLES)[number], number>> = {};
-  for (const role of ROLES) {
-    const m = new RegExp(`^${role}\\s+started \\(pid (\\d+)\\)$`, 'm').exec(up.output());
-    if (!m) throw new Error(`no pid line for ${role}:\n${up.output().slice(0, 3000)}`);
-    found[role] = Number(m[1]);
-  }
-  return found as Record<(typeof ROLES)[number], number>;
-}
-
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+const pids = (up: Up) => upChildPids(up.output(), `srpo up's output:\n${up.output().slice(0, 3000)}`);
 
 describe('srpo up (real broker, real processes)', () => {
   const started: Up[] = [];
@@ -140,7 +122,7 @@ describe('srpo up (real broker, real processes)', () => {
     const out = up.output();
     expect(out).toMatch(/^srpo up: SIGINT: stopping gateway, serve, learner, materializer$/m);
     expect(out).toMatch(/^srpo up: every process stopped$/m);
-    for (const pid of Object.values(children)) expect(running(pid)).toBe(false);
+    for (const pid of Object.values(children)) expect(pidAlive(pid)).toBe(false);
     // One log view: every child line prefixed by its role; the JSON logs shown as text.
     expect(out).toMatch(/^learner {6}\d\d:\d\d:\d\d info {2}learner HTTP API listening port=\d+ policyId=llama-lora$/m);
     expect(out).toMatch(/^serve {8}\d\d:\d\d:\d\d info {2}serve OpenAI-compatible API listening /m);
@@ -157,7 +139,7 @@ describe('srpo up (real broker, real processes)', () => {
     expect(await up.exited).toBe(13);
     expect(up.output()).toMatch(/^srpo up: the serve exited on its own \(signal SIGKILL\); stopping the others$/m);
     expect(up.output()).toMatch(/^srpo up: exit 13: the serve died \(signal SIGKILL\)$/m);
-    for (const pid of Object.values(children)) expect(running(pid)).toBe(false);
+    for (const pid of Object.values(children)) expect(pidAlive(pid)).toBe(false);
   }, 360_000);
 
   it('refuses to start without a broker, saying how to start one', async () => {

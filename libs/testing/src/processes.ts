@@ -65,3 +65,27 @@ export function runCommand(command: string, args: readonly string[]): Promise<st
     p.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${command} ${args[0] ?? ''} failed (${code}):\n${out}\n${err}`))));
   });
 }
+
+/** True while a process with this PID exists (signal 0 checks without signalling). */
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The roles `srpo up` starts, in its log view's names. */
+export const UP_ROLES = ['materializer', 'learner', 'serve', 'gateway'] as const;
+
+/** Each role's PID from `srpo up`'s `<role> started (pid N)` lines; throws naming the missing role, with `where` (a log path or an excerpt). */
+export function upChildPids(log: string, where: string): Record<(typeof UP_ROLES)[number], number> {
+  const found: Partial<Record<(typeof UP_ROLES)[number], number>> = {};
+  for (const role of UP_ROLES) {
+    const m = new RegExp(`^${role}\\s+started \\(pid (\\d+)\\)$`, 'm').exec(log);
+    if (!m) throw new Error(`no pid line for ${role} in ${where}`);
+    found[role] = Number(m[1]);
+  }
+  return found as Record<(typeof UP_ROLES)[number], number>;
+}
