@@ -8,6 +8,7 @@ import { createKafka, ensureTopics, topicCatalog, type TopicCatalog } from '@srp
 import type { DemoConfig, LearnerPlan } from './demo-config';
 import { DemoMonitor } from './demo-monitor.service';
 import { ensureBroker } from './local-broker';
+import { tail } from '../log-tail';
 import { rateOf, sortedByTime, startVersusEnd, targetHeld, type StartEnd } from './demo-stats';
 import { ansi, clock, fit, pct, renderLive, renderLogLine, renderSummary, type LiveView } from './progress-view';
 
@@ -164,7 +165,7 @@ export class DemoRunner {
     const deadline = Date.now() + 180_000;
     while (Date.now() < deadline) {
       if (child.proc.exitCode !== null || child.proc.signalCode !== null) {
-        throw new SrpoError(ErrorCode.ENVIRONMENT, `learner ${l.policyId} exited during start (log: ${l.logFile})\n${tail(l.logFile)}`);
+        throw new SrpoError(ErrorCode.ENVIRONMENT, `learner ${l.policyId} exited during start (log: ${l.logFile})\n${tail(l.logFile, 8)}`);
       }
       const ok = await fetch(`http://127.0.0.1:${l.httpPort}/health`)
         .then((r) => r.ok)
@@ -224,7 +225,7 @@ export class DemoRunner {
       const dead = this.children.find((ch) => !ch.stopping && (ch.proc.exitCode !== null || ch.proc.signalCode !== null));
       if (dead) {
         this.trainedMs = elapsed;
-        return `${dead.name} exited unexpectedly (log: ${dead.logFile})\n${tail(dead.logFile)}`;
+        return `${dead.name} exited unexpectedly (log: ${dead.logFile})\n${tail(dead.logFile, 8)}`;
       }
       const reached = this.stopRequested ? 'request' : elapsed >= totalMs ? 'time' : this.progressEnd(elapsed);
       if (reached) {
@@ -425,13 +426,6 @@ function sleep(ms: number): Promise<void> {
 }
 
 /** The last lines of a log file, for error messages. */
-function tail(file: string, lines = 8): string {
-  try {
-    return fs.readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-  } catch {
-    return '';
-  }
-}
 
 /** The first port from `start` that nothing listens on (and no other planned learner takes). */
 export async function freePort(start: number, taken: readonly number[] = []): Promise<number> {

@@ -8,7 +8,8 @@ import type { LlmDemoConfig } from './llm-demo-config';
 import { LlmDemoRunner, SYSTEM_CLOCK, type LlmDemoEvent, type LlmDemoOutcome } from './llm-demo-runner';
 import { renderLlmEventLine, renderLlmPanel, renderLlmSummary, type LlmLineEvent, type LlmPanelState, type LlmPhase } from './llm-progress-view';
 import { llmDemoResult } from './llm-demo-result';
-import { tail, Topology, type TopologyExit } from './llm-topology';
+import { tail } from '../log-tail';
+import { Topology, type TopologyExit } from './llm-topology';
 import { gatewayClient, greedyAnswerer, learnerVersionCount, RequestScope, servedVersionReader } from './text-agent-client';
 
 /** Problems in the panel's training-reward window. */
@@ -122,7 +123,7 @@ export class LlmDemo {
     this.say(`ready: gateway ${this.config.gatewayUrl}, serve ${this.config.serveUrl}, learner ${this.config.learnerUrl}`);
     void this.topology.exited.then((exit) => {
       if (this.stoppingTopology) return;
-      this.runner?.fail(`srpo up exited unexpectedly (${exit.signal ?? `code ${exit.code}`}); the end of its log:\n${tail(plan.logFile)}`);
+      this.runner?.fail(`srpo up exited unexpectedly (${exit.signal ?? `code ${exit.code}`}); the end of its log:\n${tail(plan.logFile, 15)}`);
     });
     return true;
   }

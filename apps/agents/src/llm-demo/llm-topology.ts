@@ -1,6 +1,7 @@
 import { ChildProcess, spawn } from 'child_process';
 import * as fs from 'fs';
 import { ErrorCode, SrpoError } from '@srpo/core';
+import { tail } from '../log-tail';
 import type { TopologyPlan } from './llm-demo-config';
 
 /** How `srpo up` ended. */
@@ -9,15 +10,6 @@ export interface TopologyExit {
   signal: NodeJS.Signals | null;
   /** It did not stop within the stop timeout and was told to kill its children. */
   forced: boolean;
-}
-
-/** The last lines of a log file, for error messages. */
-export function tail(file: string, lines = 15): string {
-  try {
-    return fs.readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-  } catch {
-    return '';
-  }
 }
 
 const READY_LINE = /^srpo up: ready$/m;
@@ -86,11 +78,11 @@ export class Topology {
       }
       if (READY_LINE.test(log)) return 'ready';
       if (!this.alive())
-        throw new SrpoError(ErrorCode.ENVIRONMENT, `srpo up exited before it was ready (log: ${this.plan.logFile}):\n${tail(this.plan.logFile)}`);
+        throw new SrpoError(ErrorCode.ENVIRONMENT, `srpo up exited before it was ready (log: ${this.plan.logFile}):\n${tail(this.plan.logFile, 15)}`);
       if (Date.now() > deadline)
         throw new SrpoError(
           ErrorCode.UNAVAILABLE,
-          `srpo up was not ready after ${this.plan.readyTimeoutMs / 1000} s (log: ${this.plan.logFile}):\n${tail(this.plan.logFile)}`,
+          `srpo up was not ready after ${this.plan.readyTimeoutMs / 1000} s (log: ${this.plan.logFile}):\n${tail(this.plan.logFile, 15)}`,
         );
       await new Promise((resolve) => setTimeout(resolve, pollMs));
     }
