@@ -37,7 +37,7 @@ module.exports = {
   globalSetup: '<rootDir>/jest.global-setup.js',
   globalTeardown: '<rootDir>/jest.global-teardown.js',
   // The skip reporter prints how many tests were skipped, and fails the run with SRPO_FAIL_ON_SKIP=1.
-  reporters: ['default', '<rootDir>/scripts/jest/skip-reporter.js'],
+  reporters: ['default', '<rootDir>/scripts/jest/skip-reporter.js', '<rootDir>/scripts/jest/slowest-reporter.js'],
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/{apps,libs,bench}/**/*.spec.ts'] },
     { ...common, displayName: 'integration', testMatch: ['<rootDir>/apps/*/test/**/*.int-spec.ts', '<rootDir>/test/**/*.int-spec.ts'] },
