@@ -73,14 +73,8 @@ export function validStream(): Record<Phase, AgentEvent[]> {
       t('d2', [0], 201, { taskId: 'task-d', reward: 0 }),
     ],
     late: [r('v5', 0.25, 52)],
-    clock: [
-      o('c1', 0, 20_000),
-      t('c1', [0], 20_000, { taskId: 'task-clock', reward: 1 }),
-    ],
-    clock2: [
-      o('c2', 0, 40_000),
-      t('c2', [0], 40_000, { taskId: 'task-clock', reward: 1 }),
-    ],
+    clock: [o('c1', 0, 20_000), t('c1', [0], 20_000, { taskId: 'task-clock', reward: 1 })],
+    clock2: [o('c2', 0, 40_000), t('c2', [0], 40_000, { taskId: 'task-clock', reward: 1 })],
   };
 }
 
