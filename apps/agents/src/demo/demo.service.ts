@@ -7,7 +7,7 @@ import { ErrorCode, errorMessage, Logger, repoRoot, SrpoError } from '@srpo/core
 import { createKafka, ensureTopics, topicCatalog, type TopicCatalog } from '@srpo/events';
 import type { DemoConfig, LearnerPlan } from './demo-config';
 import { DemoMonitor } from './demo-monitor.service';
-import { ensureBroker } from './local-broker';
+import { awaitGroupCoordinator, ensureBroker } from './local-broker';
 import { tail } from '../log-tail';
 import { rateOf, sortedByTime, startVersusEnd, targetHeld, type StartEnd } from './demo-stats';
 import { ansi, clock, fit, pct, renderLive, renderLogLine, renderSummary, type LiveView } from './progress-view';
@@ -105,6 +105,7 @@ export class DemoRunner {
       await admin.connect();
       try {
         await ensureTopics(admin, this.catalog.all());
+        await awaitGroupCoordinator(admin);
       } finally {
         await admin.disconnect();
       }

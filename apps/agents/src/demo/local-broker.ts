@@ -1,6 +1,7 @@
 import { spawnSync } from 'child_process';
 import * as path from 'path';
-import { ErrorCode, repoRoot, SrpoError } from '@srpo/core';
+import type { Admin } from 'kafkajs';
+import { ErrorCode, errorMessage, repoRoot, SrpoError } from '@srpo/core';
 
 export interface BrokerPlan {
   /** True when KAFKA_BROKERS is set: nothing local is started. */
@@ -30,4 +31,28 @@ export function ensureBroker(plan: BrokerPlan, env: Readonly<Record<string, stri
   say('starting the local Kafka broker (infra/kafka/kafka.sh start)');
   const started = spawnSync('bash', [script, 'start'], { env: scriptEnv, stdio: ['ignore', 'inherit', 'inherit'] });
   if (started.status !== 0) throw new SrpoError(ErrorCode.ENVIRONMENT, `the local broker did not start (infra/kafka/kafka.sh start exited ${started.status})`);
+}
+
+/** A group no one joins: describing it makes the cluster find (and, on a new broker, create) its coordinator. */
+const PROBE_GROUP = 'srpo-coordinator-probe';
+
+/**
+ * Waits until the cluster can coordinate consumer groups. A broker that has just started accepts
+ * clients before it can: the offsets topic is created on the first FindCoordinator and then
+ * loaded, and a consumer that joins meanwhile crashes on COORDINATOR_NOT_AVAILABLE and restarts,
+ * a warning line each time (seven on a new user's first demo). Describing a group waits for the
+ * coordinator through kafkajs's own retries, whose lines are debug.
+ */
+export async function awaitGroupCoordinator(admin: Admin, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await admin.describeGroups([PROBE_GROUP]);
+      return;
+    } catch (e) {
+      if (Date.now() >= deadline)
+        throw new SrpoError(ErrorCode.ENVIRONMENT, `the cluster has no group coordinator after ${timeoutMs / 1000} s: ${errorMessage(e)}`);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
 }
