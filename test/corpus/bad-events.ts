@@ -395,7 +395,7 @@ export const BAD_EVENTS: BadEvent[] = [
   },
   {
     name: 'clock-skew-past',
-    description: 'A transition 30 days behind the stream (limit 24 h).',
+    description: 'A transition 30 days behind the stream (limit 10 min).',
     topic: 'transitions',
     phase: 'transitions',
     expected: ReasonCode.CLOCK_SKEW,
