@@ -1,3 +1,4 @@
+import type * as avro from 'avsc';
 import { ErrorCode } from '@srpo/core';
 import {
   AgentEvent,
@@ -89,6 +90,22 @@ function raw(key: string, bytes: (codec: EventCodec) => Buffer): (codec: EventCo
 const validOutputBytes = (codec: EventCodec) => codec.encode('AgentOutput', output('x-raw', 0, at(60)));
 const validTransitionBytes = (codec: EventCodec) => codec.encode('Transition', transition('x-raw', [0], { eventTimeMs: CORPUS_T + 60 }));
 const validOutcomeBytes = (codec: EventCodec) => codec.encode('EpisodeOutcome', outcome('x-raw', 1, { eventTimeMs: CORPUS_T + 60 }));
+/**
+ * `bytes` of an event with the first block count of its top-level array or map `field` replaced by
+ * 2^31 (zigzag varint 80 80 80 80 10): the offset is the encoded length of the fields before it.
+ */
+function withHugeCount<T extends EventType>(codec: EventCodec, type: T, value: EventMap[T], bytes: Buffer, field: string): Buffer {
+  let offset = 10;
+  for (const f of (codec.schemas.reader(type).avroType as avro.types.RecordType).fields) {
+    if (f.name === field) break;
+    offset += f.type.toBuffer((value as unknown as Record<string, unknown>)[f.name]).length;
+  }
+  if (bytes[offset] >= 0x80) throw new Error(`${type}.${field}: expected a one-byte count at ${offset}`);
+  return Buffer.concat([bytes.subarray(0, offset), Buffer.from([0x80, 0x80, 0x80, 0x80, 0x10]), bytes.subarray(offset + 1)]);
+}
+const hugeCountOutput = output('x-raw', 0, at(60));
+const hugeCountOutcome = outcome('x-raw', 1, { eventTimeMs: CORPUS_T + 60 });
+
 const header = (bytes: Buffer) => bytes.subarray(0, 10);
 const body = (bytes: Buffer) => bytes.subarray(10);
 
@@ -175,6 +192,23 @@ export const BAD_EVENTS: BadEvent[] = [
     phase: 'outputs',
     expected: ReasonCode.DECODE_MALFORMED,
     build: raw('x-raw', (c) => Buffer.concat([validOutputBytes(c), Buffer.from([1, 2, 3, 4])])),
+  },
+  {
+    name: 'array-count-2-31',
+    description:
+      'An AgentOutput whose responseTokenIds block count is 2^31: avsc believed it and looped (and allocated) for seconds; the codec bounds every count by the bytes left.',
+    topic: 'agentOutputs',
+    phase: 'outputs',
+    expected: ReasonCode.DECODE_TRUNCATED,
+    build: raw('x-raw', (c) => withHugeCount(c, 'AgentOutput', hugeCountOutput, c.encode('AgentOutput', hugeCountOutput), 'responseTokenIds')),
+  },
+  {
+    name: 'map-count-2-31',
+    description: 'An EpisodeOutcome whose verifierDetails map block count is 2^31 (it pinned a CPU for about 27 s before the bound).',
+    topic: 'episodeOutcomes',
+    phase: 'outputs',
+    expected: ReasonCode.DECODE_TRUNCATED,
+    build: raw('x-raw', (c) => withHugeCount(c, 'EpisodeOutcome', hugeCountOutcome, c.encode('EpisodeOutcome', hugeCountOutcome), 'verifierDetails')),
   },
   {
     name: 'payload-too-large',
@@ -395,7 +429,7 @@ export const BAD_EVENTS: BadEvent[] = [
   },
   {
     name: 'clock-skew-past',
-    description: 'A transition 30 days behind the stream (limit 24 h).',
+    description: 'A transition 30 days behind the stream (limit 10 min).',
     topic: 'transitions',
     phase: 'transitions',
     expected: ReasonCode.CLOCK_SKEW,

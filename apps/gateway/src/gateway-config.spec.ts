@@ -28,11 +28,26 @@ describe('gateway configuration', () => {
       },
       '/work',
     );
-    expect(c.models).toEqual({ actor: 'Qwen/Qwen2-0.5B', judge: 'judge-lora' });
+    expect(c.models).toEqual(
+      new Map([
+        ['actor', 'Qwen/Qwen2-0.5B'],
+        ['judge', 'judge-lora'],
+      ]),
+    );
     expect(c.keys.enabled).toBe(true);
     expect(c.retokenizer).toBeDefined();
     expect(c.fixedVersion).toBe(12);
     expect(c.tls).toEqual({ keyFile: '/work/k.pem', certFile: '/work/c.pem' });
+  });
+
+  it('keeps a policy id such as __proto__ or constructor as an ordinary model, and looks up no inherited one', () => {
+    const c = loadGatewayConfig({ SRPO_GATEWAY_MODELS: '__proto__=up-a, constructor=up-b' }, '/work');
+    expect([...(c.models ?? [])]).toEqual([
+      ['__proto__', 'up-a'],
+      ['constructor', 'up-b'],
+    ]);
+    const plain = loadGatewayConfig({ SRPO_GATEWAY_MODELS: 'actor=m' }, '/work').models;
+    expect(['__proto__', 'constructor', 'toString', 'hasOwnProperty'].map((id) => plain?.get(id))).toEqual([undefined, undefined, undefined, undefined]);
   });
 
   it.each([

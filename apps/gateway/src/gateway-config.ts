@@ -8,8 +8,8 @@ export interface GatewayConfig {
   topics: TopicCatalogOptions;
   upstreamUrl: string;
   upstreamApiKey?: string;
-  /** policy id → upstream model name; unset: names pass through. */
-  models?: Record<string, string>;
+  /** policy id → upstream model name; unset: names pass through. A Map: ids such as `__proto__` are ordinary keys. */
+  models?: ReadonlyMap<string, string>;
   upstreamTokenIds: boolean;
   strict: boolean;
   keys: ApiKeys;
@@ -103,14 +103,15 @@ export function applyGatewayConfig(config: GatewayConfig): void {
   Logger.configure({ level: config.logLevel });
 }
 
-function readModels(r: EnvReader): Record<string, string> | undefined {
+function readModels(r: EnvReader): ReadonlyMap<string, string> | undefined {
   const pairs = r.list('SRPO_GATEWAY_MODELS', []);
   if (pairs.length === 0) return undefined;
-  const out: Record<string, string> = {};
+  // A Map, not an object: on an object `__proto__=x` would vanish, and a lookup of `constructor` would find Object's.
+  const out = new Map<string, string>();
   for (const p of pairs) {
     const [policy, model, ...rest] = p.split('=').map((s) => s.trim());
     if (!policy || !model || rest.length > 0) throw new ConfigError('SRPO_GATEWAY_MODELS', `expected policyId=upstreamModel pairs, got "${p}"`);
-    out[policy] = model;
+    out.set(policy, model);
   }
   return out;
 }

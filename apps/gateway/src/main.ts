@@ -3,16 +3,12 @@ import * as fs from 'fs';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { NestFactory } from '@nestjs/core';
 import { errorMessage, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
-import { applyGatewayConfig, loadGatewayConfig } from './gateway-config';
+import type { AgentEventsProducer } from '@srpo/events';
+import { applyGatewayConfig, loadGatewayConfig, type GatewayConfig } from './gateway-config';
 import { GatewayModule, gatewaySdk } from './gateway.module';
 
-/** Boots `srpo gateway`: config (fails fast), the SDK producer connected, then the API. */
-export async function bootstrap(env: Readonly<Record<string, string | undefined>> = process.env): Promise<NestExpressApplication> {
-  const config = loadGatewayConfig(env);
-  applyGatewayConfig(config);
-  const log = new Logger('gateway');
-  const sdk = gatewaySdk(config);
-  await sdk.connect();
+/** The gateway's HTTP application over `sdk`, not yet listening (bootstrap, and the app's spec with a producer it never connects). */
+export async function createGatewayApp(config: GatewayConfig, sdk: AgentEventsProducer): Promise<NestExpressApplication> {
   const httpsOptions = config.tls ? { key: fs.readFileSync(config.tls.keyFile), cert: fs.readFileSync(config.tls.certFile) } : undefined;
   const app = await NestFactory.create<NestExpressApplication>(GatewayModule.forRoot(config, sdk), {
     logger: new NestLoggerAdapter(),
@@ -21,6 +17,17 @@ export async function bootstrap(env: Readonly<Record<string, string | undefined>
     ...(httpsOptions ? { httpsOptions } : {}),
   });
   app.useBodyParser('json', { limit: config.maxBodyBytes });
+  return app;
+}
+
+/** Boots `srpo gateway`: config (fails fast), the SDK producer connected, then the API. */
+export async function bootstrap(env: Readonly<Record<string, string | undefined>> = process.env): Promise<NestExpressApplication> {
+  const config = loadGatewayConfig(env);
+  applyGatewayConfig(config);
+  const log = new Logger('gateway');
+  const sdk = gatewaySdk(config);
+  await sdk.connect();
+  const app = await createGatewayApp(config, sdk);
   app.enableShutdownHooks();
   await app.listen(config.port, config.host);
   const address = app.getHttpServer().address() as { port: number } | null;

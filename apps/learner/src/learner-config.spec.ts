@@ -4,7 +4,7 @@ import * as path from 'path';
 import { ConfigError, ErrorCode, repoRoot } from '@srpo/core';
 import { DEFAULT_OBJECTIVE_CONFIG } from '@srpo/srpo';
 import { DEFAULT_MODEL } from '@srpo/trainer';
-import { loadLearnerConfig } from './learner-config';
+import { isLoopback, loadLearnerConfig } from './learner-config';
 
 const CWD = '/srv/learner';
 const HF_QWEN2 = path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2');
@@ -36,6 +36,7 @@ describe('loadLearnerConfig', () => {
       maxGradNorm: 1,
       seed: 0,
       backend: 'auto',
+      httpHost: '127.0.0.1',
       httpPort: 3000,
       apiToken: undefined,
       apiReadToken: undefined,
@@ -74,6 +75,7 @@ describe('loadLearnerConfig', () => {
       SRPO_CLIP_HIGH: '0.28',
       SRPO_MODEL_CONFIG: '{"vocabSize":64,"dModel":16,"nLayers":1,"nHeads":2,"maxSeqLen":32}',
       SRPO_BACKEND: 'cpu',
+      SRPO_HTTP_HOST: '0.0.0.0',
       SRPO_HTTP_PORT: '8080',
       SRPO_API_TOKEN: 'w'.repeat(16),
       SRPO_API_READ_TOKEN: 'r'.repeat(20),
@@ -98,6 +100,7 @@ describe('loadLearnerConfig', () => {
       seed: 42,
       objective: { objective: 'gspo', eventReduction: 'mean', clipLow: 0.1, clipHigh: 0.28 },
       backend: 'cpu',
+      httpHost: '0.0.0.0',
       httpPort: 8080,
       apiToken: 'wwwwwwwwwwwwwwww',
       apiReadToken: 'rrrrrrrrrrrrrrrrrrrr',
@@ -109,6 +112,22 @@ describe('loadLearnerConfig', () => {
     });
     expect(c.model).toEqual({ vocabSize: 64, dModel: 16, nLayers: 1, nHeads: 2, maxSeqLen: 32, dMlp: 64, tiedEmbeddings: true, layerNormEps: 1e-5 });
     expect(c.kafka.brokers).toEqual(['k1:9092', 'k2:9092']);
+  });
+
+  it('listens on loopback by default; another host is taken as given, and without a token it warns', () => {
+    for (const host of ['::1', 'localhost', '127.0.0.2'])
+      expect(load({ SRPO_POLICY_ID: 'p', SRPO_HTTP_HOST: host })).toMatchObject({ httpHost: host, warnings: [] });
+    for (const host of ['0.0.0.0', '::', '10.1.2.3', 'learner.internal']) {
+      const c = load({ SRPO_POLICY_ID: 'p', SRPO_HTTP_HOST: host });
+      expect(c.httpHost).toBe(host);
+      expect(c.warnings).toEqual([
+        `SRPO_HTTP_HOST=${host} accepts connections from other machines and neither SRPO_API_TOKEN nor SRPO_API_READ_TOKEN is set: ` +
+          'the audit record, the metrics and verify are open to anyone who can reach the port',
+      ]);
+    }
+    expect(load({ SRPO_POLICY_ID: 'p', SRPO_HTTP_HOST: '0.0.0.0', SRPO_API_TOKEN: 'w'.repeat(16) }).warnings).toEqual([]);
+    expect(load({ SRPO_POLICY_ID: 'p', SRPO_HTTP_HOST: '0.0.0.0', SRPO_API_READ_TOKEN: 'r'.repeat(16) }).warnings).toEqual([]);
+    expect([isLoopback('127.0.0.1'), isLoopback('LOCALHOST'), isLoopback('0.0.0.0'), isLoopback('127.example.com')]).toEqual([true, true, false, false]);
   });
 
   it.each([
@@ -133,6 +152,10 @@ describe('loadLearnerConfig', () => {
     [{ SRPO_POLICY_ID: 'p', SRPO_CLIP_RATIO_C: '0.5' }, 'SRPO_CLIP_RATIO_C', /must be > 1 \(the dual clip's c\), got 0.5/],
     [{ SRPO_POLICY_ID: 'p', SRPO_BACKEND: 'gpu' }, 'SRPO_BACKEND', /expected one of auto, tensorflow-gpu, tensorflow, cpu/],
     [{ SRPO_POLICY_ID: 'p', SRPO_HTTP_PORT: '70000' }, 'SRPO_HTTP_PORT', /must be <= 65535/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_HTTP_HOST: '[::1]' }, 'SRPO_HTTP_HOST', /must be an IP address .* without brackets or port, got "\[::1\]"/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_HTTP_HOST: '0.0.0.0:3000' }, 'SRPO_HTTP_HOST', /must be an IP address/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_HTTP_HOST: 'http://learner' }, 'SRPO_HTTP_HOST', /must be an IP address/],
+    [{ SRPO_POLICY_ID: 'p', SRPO_HTTP_HOST: '  ' }, 'SRPO_HTTP_HOST', /must be an IP address/],
     [{ SRPO_POLICY_ID: 'p', SRPO_API_TOKEN: 'short' }, 'SRPO_API_TOKEN', /at least 16 characters/],
     [{ SRPO_POLICY_ID: 'p', SRPO_API_READ_TOKEN: 'short' }, 'SRPO_API_READ_TOKEN', /at least 16 characters/],
     [{ SRPO_POLICY_ID: 'p', SRPO_DATABASE_URL: 'mysql://db/x' }, 'SRPO_DATABASE_URL', /scheme must be postgres/],

@@ -1,4 +1,5 @@
 import * as fs from 'fs';
+import * as net from 'net';
 import * as path from 'path';
 import {
   BACKEND_REQUESTS,
@@ -60,10 +61,12 @@ export interface LearnerConfig {
   backend: BackendRequest;
   /** How the backend loads: `SRPO_WEBGPU_FLAGS`, `SRPO_DAWN_NODE`, `SRPO_TF_CUDA`, `LD_LIBRARY_PATH` (tfBackendSettings). */
   backendSettings: TfBackendSettings;
+  /** Address the HTTP API listens on: loopback unless chosen otherwise. */
+  httpHost: string;
   httpPort: number;
-  /** Bearer token for state-changing endpoints; unset disables them. */
+  /** Bearer token for state-changing endpoints (unset disables them); when set, reads require it (or the read token) too. */
   apiToken?: string;
-  /** When set, read-only endpoints require it (or the write token) too. */
+  /** When set, read-only endpoints require it (or the write token). */
   apiReadToken?: string;
   kafka: KafkaConnectionOptions;
   /**
@@ -129,6 +132,8 @@ export const SESSION_TIMEOUT_DEFAULTS = { full: 120_000, other: 30_000 } as cons
 
 const POLICY_ID = /^[A-Za-z0-9._-]+$/;
 const MIN_TOKEN_LENGTH = 16;
+/** A DNS name (`localhost`, `learner.internal`); IP literals are checked by `net.isIP`. */
+const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
 
 /**
  * The learner's configuration: the only place in the learner that reads the
@@ -167,9 +172,10 @@ const MIN_TOKEN_LENGTH = 16;
  * | `SRPO_WEBGPU_FLAGS` | | JSON object of tfjs-backend-webgpu flags (tuning runs) |
  * | `SRPO_DAWN_NODE` | | path of dawn.node, for a bundle that carries it |
  * | `SRPO_TF_CUDA` | | `11` or `12`: the CUDA generation tfjs-node-gpu's libtensorflow needs, where its files do not tell |
+ * | `SRPO_HTTP_HOST` | `127.0.0.1` | address the HTTP API and dashboard listen on: an IP address (`0.0.0.0` or `::` for every interface) or a host name; anything but loopback without a token logs a warning at boot |
  * | `SRPO_HTTP_PORT` | 3000 | HTTP API port |
- * | `SRPO_API_TOKEN` | unset | bearer token (>= 16 chars) for `POST /consumption/*`; unset: those endpoints answer 403 |
- * | `SRPO_API_READ_TOKEN` | unset | when set (>= 16 chars), read endpoints (`/metrics`, `/policies`, `/updates`) require it or the write token; `/health` stays open |
+ * | `SRPO_API_TOKEN` | unset | bearer token (>= 16 chars) for `POST /consumption/*`, and, once set, for every read endpoint too; unset: the state-changing endpoints answer 403 |
+ * | `SRPO_API_READ_TOKEN` | unset | when set (>= 16 chars), read endpoints (`/metrics`, `/policies`, `/updates`, `/group-stats`, `/sets`, verify) require it or the write token |
  * | `SRPO_TOPIC_PREFIX` | `srpo.` | topic name prefix |
  * | `SRPO_CONSUMER_GROUP` | `srpo-learner.<policy id>` | Kafka consumer group of the learner |
  * | `SRPO_SESSION_TIMEOUT_MS` | by model kind | consumer session timeout: how long a crashed learner holds its partitions, and the longest one piece of an update (a micro-batch, a pass, an epoch's end) may block heartbeats; 120000 for a Hugging Face model's full weights without micro-batches, 30000 otherwise ({@link SESSION_TIMEOUT_DEFAULTS}); keep it above twice the slowest piece |
@@ -210,6 +216,7 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
     lora: readLora(r, cwd),
     backend: r.oneOf('SRPO_BACKEND', BACKEND_REQUESTS, 'auto'),
     backendSettings: tfBackendSettings(r),
+    httpHost: readHttpHost(r),
     httpPort: r.int('SRPO_HTTP_PORT', 3000, { min: 0, max: 65535 }),
     apiToken: readToken(r, 'SRPO_API_TOKEN'),
     apiReadToken: readToken(r, 'SRPO_API_READ_TOKEN'),
@@ -224,6 +231,11 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
     logLevel: r.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
     warnings: [],
   };
+  if (!isLoopback(config.httpHost) && config.apiToken === undefined && config.apiReadToken === undefined)
+    config.warnings.push(
+      `SRPO_HTTP_HOST=${config.httpHost} accepts connections from other machines and neither SRPO_API_TOKEN nor SRPO_API_READ_TOKEN is set: ` +
+        'the audit record, the metrics and verify are open to anyone who can reach the port',
+    );
   const kind = config.modelDir === undefined ? 'scratch' : config.lora ? 'lora' : 'full';
   config.microBatchTokens = r.int('SRPO_MICRO_BATCH_TOKENS', kind === 'scratch' ? 0 : HF_MICRO_BATCH_TOKENS, { min: 0, max: 1_000_000_000 });
   const guidance = LR_GUIDANCE[kind];
@@ -334,6 +346,20 @@ function readModel(r: EnvReader): TransformerConfig {
   } catch (e) {
     throw new ConfigError('SRPO_MODEL_CONFIG', errorMessage(e));
   }
+}
+
+function readHttpHost(r: EnvReader): string {
+  const host = r.str('SRPO_HTTP_HOST', '127.0.0.1').trim();
+  // Brackets are URL syntax, not an address: `[::1]` would fail in listen() after the whole boot.
+  if (net.isIP(host) === 0 && !HOST_NAME.test(host))
+    throw new ConfigError('SRPO_HTTP_HOST', `must be an IP address (127.0.0.1, ::1, 0.0.0.0) or a host name without brackets or port, got "${host}"`);
+  return host;
+}
+
+/** Only this machine can connect: 127.0.0.0/8, ::1 and `localhost`. */
+export function isLoopback(host: string): boolean {
+  const h = host.toLowerCase();
+  return h === 'localhost' || h === '::1' || (net.isIPv4(h) && h.startsWith('127.')) || h === '::ffff:127.0.0.1';
 }
 
 function readToken(r: EnvReader, name: string): string | undefined {

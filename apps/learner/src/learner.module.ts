@@ -16,6 +16,7 @@ import { UpdatesController } from './http/updates.controller';
 import { SetsController } from './http/sets.controller';
 import { DashboardController } from './http/dashboard.controller';
 import { WriteTokenGuard, ReadTokenGuard } from './http/api-token.guard';
+import { VerifyGate } from './http/verify-gate';
 import { KafkaAdminHealth } from './kafka-health';
 import type { LearnerConfig } from './learner-config';
 import { LearnerLifecycle } from './learner-lifecycle.service';
@@ -112,6 +113,7 @@ export class LearnerModule {
         LearnerLifecycle,
         WriteTokenGuard,
         ReadTokenGuard,
+        { provide: VerifyGate, useFactory: () => new VerifyGate() },
         { provide: APP_FILTER, useClass: SrpoExceptionFilter },
       ],
     };

@@ -11,8 +11,9 @@ export async function bootstrap(env: Readonly<Record<string, string | undefined>
   applyLearnerConfig(config);
   const app = await NestFactory.create(LearnerModule.forRoot(config), { logger: new NestLoggerAdapter(), abortOnError: false });
   app.enableShutdownHooks();
-  await app.listen(config.httpPort);
-  new Logger('learner').info('HTTP API listening', { port: config.httpPort, policyId: config.policyId });
+  // An explicit host: Nest's default is every interface, which would expose the API beyond this machine.
+  await app.listen(config.httpPort, config.httpHost);
+  new Logger('learner').info('HTTP API listening', { host: config.httpHost, port: config.httpPort, policyId: config.policyId });
   return app;
 }
 

@@ -2,6 +2,7 @@ import * as avro from 'avsc';
 import * as fs from 'fs';
 import * as path from 'path';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
+import { AvroScanError, BodyScan, compileBodyScan } from './avro-body-scan';
 import { crc64Avro, fingerprintHex } from './crc64-avro';
 import { EVENT_TYPES, EventMap, EventType } from './event-types';
 import { ReasonCode } from './reason-codes';
@@ -15,14 +16,16 @@ export const SINGLE_OBJECT_HEADER_BYTES = 10;
 const INITIAL_SCRATCH_BYTES = 64 * 1024;
 const MAX_SCRATCH_BYTES = 8 * 1024 * 1024;
 
-/** A decode failure; `reasonCode` is what the dead-letter record carries. */
+/** A decode failure; `reasonCode` is what the dead-letter record carries, `field` the value's path where one is known. */
 export class DecodeError extends SrpoError {
   constructor(
     readonly reasonCode: ReasonCode,
     message: string,
+    field?: string,
   ) {
     super(reasonCode === ReasonCode.UNKNOWN_SCHEMA ? ErrorCode.UNKNOWN_SCHEMA : ErrorCode.DECODE_FAILED, message, {
       details: { reasonCode },
+      field,
     });
   }
 }
@@ -35,6 +38,8 @@ export interface SchemaEntry {
   fingerprintHex: string;
   /** Parsing canonical form. */
   canonical: string;
+  /** Bounds walk of bodies written with this schema (avro-body-scan.ts), run before avsc decodes them. */
+  scan: BodyScan;
 }
 
 /**
@@ -103,7 +108,8 @@ function makeEntry(schema: avro.Schema): SchemaEntry {
   }
   const canonical = JSON.stringify(avroType.schema());
   const fingerprint = crc64Avro(Buffer.from(canonical, 'utf8'));
-  return { eventType: name, avroType, fingerprint, fingerprintHex: fingerprintHex(fingerprint), canonical };
+  const scan = compileBodyScan(avroType, name);
+  return { eventType: name, avroType, fingerprint, fingerprintHex: fingerprintHex(fingerprint), canonical, scan };
 }
 
 /** Walks up from this file to the repository's `schemas/` directory (works from src and dist). */
@@ -312,6 +318,7 @@ export function decodeBody(writer: SchemaEntry, reader: SchemaEntry, buf: Buffer
       cache.set(key, resolver);
     }
   }
+  scanBody(writer, buf, start);
   let decoded: { value: unknown; offset: number };
   try {
     decoded = reader.avroType.decode(buf, start, resolver);
@@ -323,6 +330,30 @@ export function decodeBody(writer: SchemaEntry, reader: SchemaEntry, buf: Buffer
     throw new DecodeError(ReasonCode.DECODE_MALFORMED, `${writer.eventType} payload has ${buf.length - decoded.offset} unexpected trailing bytes`);
   }
   return decoded.value as EventMap[EventType];
+}
+
+/**
+ * The bounds walk (avro-body-scan.ts) over a body written with `writer`: avsc believes array and map
+ * block counts, so a count the bytes cannot hold is refused here, in time linear in the message.
+ */
+function scanBody(writer: SchemaEntry, buf: Buffer, start: number): void {
+  let end: number;
+  try {
+    end = writer.scan(buf, start);
+  } catch (e) {
+    // Anything else (a stack overflow on a deeply nested recursive schema) is undecodable too, as in avsc's decode.
+    if (!(e instanceof AvroScanError))
+      throw new DecodeError(ReasonCode.DECODE_MALFORMED, `${writer.eventType} payload does not decode: ${(e as Error).message}`);
+    const truncated = e.failure === 'truncated';
+    throw new DecodeError(
+      truncated ? ReasonCode.DECODE_TRUNCATED : ReasonCode.DECODE_MALFORMED,
+      `${writer.eventType} payload ${truncated ? 'ends early' : 'does not decode'}: ${e.message}`,
+      e.field,
+    );
+  }
+  if (end !== buf.length) {
+    throw new DecodeError(ReasonCode.DECODE_MALFORMED, `${writer.eventType} payload has ${buf.length - end} unexpected trailing bytes`);
+  }
 }
 
 /** Schema-level validation with the offending field's path in the error. */

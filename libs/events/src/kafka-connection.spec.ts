@@ -1,5 +1,5 @@
 import { logLevel, LogEntry } from 'kafkajs';
-import { EnvReader, Logger } from '@srpo/core';
+import { ConfigError, EnvReader, Logger } from '@srpo/core';
 import { forwardKafkaLog, isKafkaUnreachable, LOCAL_BROKER, readKafkaConnection } from './kafka-connection';
 
 function entry(level: logLevel, message: string, extra: Record<string, unknown> = {}): LogEntry {
@@ -11,6 +11,52 @@ describe('readKafkaConnection', () => {
     expect(readKafkaConnection(new EnvReader({ KAFKA_BROKERS: 'k1:9092, k2:9092' }), 'c').brokers).toEqual(['k1:9092', 'k2:9092']);
     expect(readKafkaConnection(new EnvReader({}), 'c').brokers).toEqual([LOCAL_BROKER]);
     expect(() => readKafkaConnection(new EnvReader({ KAFKA_BROKERS: 'kafka://k1:9092' }), 'c')).toThrow(/^invalid configuration KAFKA_BROKERS: /);
+  });
+
+  const credentials = { KAFKA_SASL_USERNAME: 'srpo', KAFKA_SASL_PASSWORD: 'secret-password' };
+  const failure = (env: Record<string, string>): ConfigError => {
+    try {
+      readKafkaConnection(new EnvReader(env), 'c');
+    } catch (e) {
+      return e as ConfigError;
+    }
+    throw new Error(`accepted ${JSON.stringify(env)}`);
+  };
+
+  it.each(['plain', 'scram-sha-256', 'scram-sha-512'])('refuses SASL %s without TLS, naming KAFKA_SASL_MECHANISM and not the password', (mechanism) => {
+    const e = failure({ ...credentials, KAFKA_SASL_MECHANISM: mechanism });
+    expect(e).toBeInstanceOf(ConfigError);
+    expect(e.field).toBe('KAFKA_SASL_MECHANISM');
+    expect(e.message).toMatch(new RegExp(`^invalid configuration KAFKA_SASL_MECHANISM: ${mechanism} without TLS: `));
+    expect(e.message).toMatch(/KAFKA_ALLOW_SASL_PLAINTEXT=true/);
+    expect(e.message).not.toContain('secret-password');
+    // TLS turned off explicitly is no different.
+    expect(failure({ ...credentials, KAFKA_SASL_MECHANISM: mechanism, KAFKA_SSL: 'false' }).field).toBe('KAFKA_SASL_MECHANISM');
+    expect(failure({ ...credentials, KAFKA_SASL_MECHANISM: mechanism, KAFKA_ALLOW_SASL_PLAINTEXT: 'false' }).field).toBe('KAFKA_SASL_MECHANISM');
+  });
+
+  it('says why for plain: the password in clear', () => {
+    expect(failure({ ...credentials, KAFKA_SASL_MECHANISM: 'plain' }).message).toMatch(/the password would cross the network in clear/);
+  });
+
+  it('takes SASL over TLS, and SASL without TLS only when KAFKA_ALLOW_SASL_PLAINTEXT=true', () => {
+    const sasl = { mechanism: 'scram-sha-512', username: 'srpo', password: 'secret-password' };
+    const overTls = readKafkaConnection(new EnvReader({ ...credentials, KAFKA_SASL_MECHANISM: 'scram-sha-512', KAFKA_SSL: 'true' }), 'c');
+    expect([overTls.sasl, overTls.ssl?.rejectUnauthorized]).toEqual([sasl, true]);
+    // A CA file alone turns TLS on.
+    expect(readKafkaConnection(new EnvReader({ ...credentials, KAFKA_SASL_MECHANISM: 'scram-sha-512', KAFKA_SSL_CA_FILE: '/ca.pem' }), 'c').sasl).toEqual(sasl);
+    const allowed = readKafkaConnection(new EnvReader({ ...credentials, KAFKA_SASL_MECHANISM: 'plain', KAFKA_ALLOW_SASL_PLAINTEXT: 'true' }), 'c');
+    expect([allowed.sasl?.mechanism, allowed.ssl]).toEqual(['plain', undefined]);
+    expect(failure({ ...credentials, KAFKA_SASL_MECHANISM: 'plain', KAFKA_ALLOW_SASL_PLAINTEXT: 'maybe' }).field).toBe('KAFKA_ALLOW_SASL_PLAINTEXT');
+  });
+
+  it('still names a missing credential before the missing TLS', () => {
+    expect(failure({ KAFKA_SASL_MECHANISM: 'plain' }).field).toBe('KAFKA_SASL_USERNAME');
+    expect(failure({ KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'srpo' }).field).toBe('KAFKA_SASL_PASSWORD');
+  });
+
+  it('asks nothing of TLS without SASL', () => {
+    expect(readKafkaConnection(new EnvReader({}), 'c')).toEqual({ brokers: [LOCAL_BROKER], clientId: 'c' });
   });
 });
 

@@ -26,7 +26,12 @@ export const LOCAL_BROKER = '127.0.0.1:9092';
  * Variables: KAFKA_BROKERS (comma-separated host:port, checked; default the local broker),
  * KAFKA_SSL (true/false), KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE,
  * KAFKA_SSL_REJECT_UNAUTHORIZED (default true), KAFKA_SASL_MECHANISM
- * (plain|scram-sha-256|scram-sha-512), KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD.
+ * (plain|scram-sha-256|scram-sha-512), KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD,
+ * KAFKA_ALLOW_SASL_PLAINTEXT (default false).
+ *
+ * SASL without TLS is refused (a ConfigError naming KAFKA_SASL_MECHANISM) unless
+ * KAFKA_ALLOW_SASL_PLAINTEXT=true: with `plain` the password crosses the network in clear, and
+ * with SCRAM the exchange (open to offline guessing) and every record do.
  */
 export function readKafkaConnection(env: EnvReader, clientId: string): KafkaConnectionOptions {
   const brokers = readKafkaBrokers(env, [LOCAL_BROKER]);
@@ -46,6 +51,17 @@ export function readKafkaConnection(env: EnvReader, clientId: string): KafkaConn
       username: env.str('KAFKA_SASL_USERNAME'),
       password: env.str('KAFKA_SASL_PASSWORD'),
     };
+    // Checked after the credentials, so a missing one is still named first.
+    if (!options.ssl && !env.bool('KAFKA_ALLOW_SASL_PLAINTEXT', false)) {
+      const exposed =
+        options.sasl.mechanism === 'plain'
+          ? 'the password would cross the network in clear'
+          : 'the SCRAM exchange and every record would cross the network unencrypted';
+      throw new ConfigError(
+        'KAFKA_SASL_MECHANISM',
+        `${options.sasl.mechanism} without TLS: ${exposed}; set KAFKA_SSL=true (or KAFKA_SSL_CA_FILE), or KAFKA_ALLOW_SASL_PLAINTEXT=true for a network you trust`,
+      );
+    }
   }
   return options;
 }

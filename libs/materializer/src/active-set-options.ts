@@ -7,11 +7,15 @@ export interface ActiveSetProcessorOptions {
   codec: EventCodec;
   /** Event-time budget for a set's members and reward to arrive (default 60 s). */
   setTtlMs: number;
-  /** How long closed episodes' ids are kept to recognise late duplicates (default 10 min). */
+  /**
+   * How long (event time after an episode's last event) its ids are kept to recognise late
+   * duplicates. Left out, `maxLatenessMs`: a shorter window would forget an episode while a
+   * duplicate of it could still be accepted, and process that duplicate as a new event.
+   */
   dedupeRetentionMs: number;
   /** Events this far ahead of stream time are refused as clock skew (default 1 h). */
   maxFutureSkewMs: number;
-  /** Events this far behind stream time are refused as clock skew (default 24 h). */
+  /** Events this far behind stream time are refused as clock skew (default 10 min, {@link DEFAULT_MAX_LATENESS_MS}). */
   maxLatenessMs: number;
   /** Deadline scans run at most once per this much stream time (default 1 s). */
   scanIntervalMs: number;
@@ -26,11 +30,20 @@ export interface ActiveSetProcessorOptions {
   latestPolicyVersion?: (policyId: string) => number | undefined;
 }
 
+/**
+ * The lateness allowance by default (10 min), and so the default dedupe window of both processors.
+ * Not longer: an event that far behind stream time cannot join a set (60 s to complete) or a group
+ * (120 s) any more, so accepting it only costs state, which grows with rate × window (a one-hour
+ * window held about a million episodes, 6.9 GB on disk, in the soak; docs/materializer.md). Later
+ * events are dead-lettered as CLOCK_SKEW, counted and kept.
+ */
+export const DEFAULT_MAX_LATENESS_MS = 600_000;
+
 export const DEFAULT_ACTIVE_SET_OPTIONS: Omit<ActiveSetProcessorOptions, 'topics' | 'codec'> = {
   setTtlMs: 60_000,
-  dedupeRetentionMs: 600_000,
+  dedupeRetentionMs: DEFAULT_MAX_LATENESS_MS,
   maxFutureSkewMs: 3_600_000,
-  maxLatenessMs: 86_400_000,
+  maxLatenessMs: DEFAULT_MAX_LATENESS_MS,
   scanIntervalMs: 1_000,
   limits: DEFAULT_EVENT_LIMITS,
 };

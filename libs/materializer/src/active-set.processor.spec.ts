@@ -1,6 +1,8 @@
 import { ActiveSet, EventCodec, ReasonCode, topicCatalog } from '@srpo/events';
 import { InputRecord, ProcessorHarness, TransactionalStore } from '@srpo/streams';
 import { ActiveSetProcessor, ActiveSetStores } from './active-set.processor';
+import { readMaterializerSettings } from './materializer-settings';
+import { materializerTopology } from './topology';
 import { outcome, output, transition } from '@srpo/testing';
 
 const topics = topicCatalog({ prefix: 't.' });
@@ -8,7 +10,7 @@ const codec = new EventCodec();
 
 function setup(ttl = 10_000, latestPolicyVersion?: (policyId: string) => number | undefined) {
   const h = new ProcessorHarness<ActiveSetStores>(
-    new ActiveSetProcessor({ topics, codec, setTtlMs: ttl, scanIntervalMs: 0, dedupeRetentionMs: 50_000, latestPolicyVersion }),
+    new ActiveSetProcessor({ topics, codec, setTtlMs: ttl, scanIntervalMs: 0, dedupeRetentionMs: 50_000, maxLatenessMs: 50_000, latestPolicyVersion }),
   );
   const o = (v: ReturnType<typeof output>) => h.record(topics.agentOutputs.name, { type: 'AgentOutput', value: v }, v.episodeId, codec);
   const t = (v: ReturnType<typeof transition>) => h.record(topics.transitions.name, { type: 'Transition', value: v }, v.episodeId, codec);
@@ -158,10 +160,10 @@ describe('ActiveSetProcessor', () => {
     s.h.advanceTo(20_000);
     expect(s.h.deadLetters).toHaveLength(0);
     expect(s.h.stores.episodes.size).toBe(1);
-    // Last event at 1000, retention 50 000: idle until 51 000, then abandoned, output and all.
-    s.h.advanceTo(50_999);
-    expect(s.h.stores.episodes.size).toBe(1);
+    // Last event at 1000, retention 50 000: kept through 51 000 (inclusive), then abandoned, output and all.
     s.h.advanceTo(51_000);
+    expect(s.h.stores.episodes.size).toBe(1);
+    s.h.advanceTo(51_001);
     expect(s.h.stores.episodes.size).toBe(0);
     expect(s.h.stores.episodes.lookup('owners', 'e14/o0')).toBeUndefined();
     expect(s.h.counters.get('episodes_abandoned_total')).toBe(1);
@@ -179,9 +181,38 @@ describe('ActiveSetProcessor', () => {
     expect(s.h.stores.episodes.lookup('claims', 'e10/o0')).toBe('e10');
     expect(s.h.stores.episodes.lookup('owners', 'e10/o0')).toBe('e10');
     s.h.advanceTo(1000 + 50_000);
+    expect(s.h.stores.episodes.size).toBe(1);
+    s.h.advanceTo(1000 + 50_001);
     expect(s.h.stores.episodes.size).toBe(0);
     expect(s.h.stores.episodes.lookup('claims', 'e10/o0')).toBeUndefined();
     expect(s.h.stores.episodes.lookup('owners', 'e10/o0')).toBeUndefined();
+  });
+
+  it('drops a duplicate arriving just inside the lateness allowance once, with the live settings (dedupe window ≥ lateness)', () => {
+    // The processor as the materializer builds it from an empty environment: 10 min lateness allowance.
+    const settings = readMaterializerSettings({});
+    const h = new ProcessorHarness<ActiveSetStores>(materializerTopology(topics, codec, settings).sets.processor);
+    const lateness = settings.maxLatenessMs;
+    const o = () => h.record(topics.agentOutputs.name, { type: 'AgentOutput', value: output('late', 0) }, 'late', codec);
+    const t = () => h.record(topics.transitions.name, { type: 'Transition', value: transition('late', [0]) }, 'late', codec);
+    const r = () => h.record(topics.episodeOutcomes.name, { type: 'EpisodeOutcome', value: outcome('late', 1) }, 'late', codec);
+    const emitted = () => h.outputs.filter((x) => x.topic === topics.activeSets.name).map((x) => (x.value as ActiveSet).setId);
+    h.feedAll([o(), t(), r()]);
+    expect(emitted()).toEqual(['late/t0']);
+    // Every event is at 1000; stream time reaches 1000 + allowance: the last instant a copy of them is accepted.
+    h.advanceTo(1000 + lateness);
+    h.feedAll([o(), t(), r()]);
+    expect(h.deadLetters).toHaveLength(0);
+    expect(emitted()).toEqual(['late/t0']);
+    expect(h.counters.get('duplicates_total{"type":"AgentOutput"}')).toBe(1);
+    expect(h.counters.get('duplicates_total{"type":"Transition"}')).toBe(1);
+    expect(h.counters.get('duplicates_total{"type":"EpisodeOutcome"}')).toBe(1);
+    // One scan interval later the episode is forgotten, and a copy is refused as too late, not taken as new.
+    h.advanceTo(1000 + lateness + 1000);
+    expect(h.stores.episodes.size).toBe(0);
+    h.feedAll([o(), t(), r()]);
+    expect(h.deadLetters.map((d) => d.reasonCode)).toEqual([ReasonCode.CLOCK_SKEW, ReasonCode.CLOCK_SKEW, ReasonCode.CLOCK_SKEW]);
+    expect(emitted()).toEqual(['late/t0']);
   });
 
   it('forgets an episode that never finishes once it has been idle for the retention window', () => {
@@ -190,10 +221,10 @@ describe('ActiveSetProcessor', () => {
     s.h.feedAll([s.o(output('e11', 0)), s.t(transition('e11', [0], { reward: 1, done: false }))]);
     expect(s.sets().map((x) => x.setId)).toEqual(['e11/t0']);
     expect(s.h.stores.episodes.get('e11')?.closed).toBe(false);
-    // Last event at 1000; retention 50 000: still kept at 50 999, gone at 51 000.
-    s.h.advanceTo(50_999);
-    expect(s.h.stores.episodes.size).toBe(1);
+    // Last event at 1000; retention 50 000: still kept at 51 000, gone at 51 001.
     s.h.advanceTo(51_000);
+    expect(s.h.stores.episodes.size).toBe(1);
+    s.h.advanceTo(51_001);
     expect(s.h.stores.episodes.size).toBe(0);
     expect(s.h.stores.episodes.lookup('claims', 'e11/o0')).toBeUndefined();
     expect(s.h.stores.episodes.lookup('owners', 'e11/o0')).toBeUndefined();

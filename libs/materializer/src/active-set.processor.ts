@@ -21,7 +21,7 @@ import {
 } from './active-set-state';
 
 // The processor's module is the public one: its options, stores and group key stay importable from here.
-export { DEFAULT_ACTIVE_SET_OPTIONS } from './active-set-options';
+export { DEFAULT_ACTIVE_SET_OPTIONS, DEFAULT_MAX_LATENESS_MS } from './active-set-options';
 export type { ActiveSetProcessorOptions } from './active-set-options';
 export type { ActiveSetStores } from './active-set-state';
 export { groupKeyOf } from './active-set-event';
@@ -37,8 +37,9 @@ export { groupKeyOf } from './active-set-event';
  * - A set still incomplete when stream time passes `transition.eventTimeMs + setTtlMs`
  *   is emitted whole to the invalid-sets topic with the missing ids; never in part.
  * - Duplicates (same id, same content) change nothing; same id with other content
- *   is dead-lettered as CONFLICTING_DUPLICATE. Ids of closed episodes are remembered
- *   for `dedupeRetentionMs` of event time.
+ *   is dead-lettered as CONFLICTING_DUPLICATE. An episode is remembered while stream time
+ *   is within `dedupeRetentionMs` of its last event; with a window no shorter than
+ *   `maxLatenessMs` (the default), every duplicate that passes the lateness check finds it.
  *
  * The event checks are in active-set-checks.ts, the stored state in active-set-state.ts and
  * the emitted event in active-set-event.ts.
@@ -65,7 +66,8 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   readonly stateLayout = 2;
 
   constructor(options: Partial<ActiveSetProcessorOptions> & { topics: TopicCatalog; codec: EventCodec }) {
-    this.options = { ...DEFAULT_ACTIVE_SET_OPTIONS, ...options };
+    const dedupeRetentionMs = options.dedupeRetentionMs ?? options.maxLatenessMs ?? DEFAULT_ACTIVE_SET_OPTIONS.dedupeRetentionMs;
+    this.options = { ...DEFAULT_ACTIVE_SET_OPTIONS, ...options, dedupeRetentionMs };
     this.punctuationIntervalMs = this.options.scanIntervalMs;
   }
 
@@ -290,7 +292,16 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     ep.sourced = ep.sourced.filter((o) => ep.claims[o.outputId] !== undefined);
     ep.closed = true;
     ep.orphanOutcomeRaw = null;
-    ep.expiresAtMs = ep.lastEventMs + this.options.dedupeRetentionMs;
+    ep.expiresAtMs = this.retainedUntil(ep.lastEventMs) + 1;
+  }
+
+  /**
+   * The last stream time at which state of an event at `eventTimeMs` is kept. Inclusive: the
+   * lateness check still accepts an event exactly `maxLatenessMs` behind stream time, so with
+   * the window equal to the allowance its duplicate must still find the episode then.
+   */
+  private retainedUntil(eventTimeMs: number): number {
+    return eventTimeMs + this.options.dedupeRetentionMs;
   }
 
   /**
@@ -300,15 +311,14 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
    * is the boundary of the matching test in `punctuate`.
    */
   private dueOf(ep: StoredEpisode): number | undefined {
-    const retention = this.options.dedupeRetentionMs;
     let due = Infinity;
     for (const id of ep.pending) {
       const st = ep.transitions?.[id];
       if (st) due = Math.min(due, st.deadlineMs);
     }
     if (ep.expiresAtMs !== null) due = Math.min(due, ep.expiresAtMs);
-    if (!ep.closed && ep.pending.length === 0 && ep.orphanOutcomeRaw === null) due = Math.min(due, ep.lastEventMs + retention);
-    for (const o of ep.sourced ?? []) if (ep.claims?.[o.outputId] === undefined) due = Math.min(due, o.eventTimeMs + retention + 1);
+    if (!ep.closed && ep.pending.length === 0 && ep.orphanOutcomeRaw === null) due = Math.min(due, this.retainedUntil(ep.lastEventMs) + 1);
+    for (const o of ep.sourced ?? []) if (ep.claims?.[o.outputId] === undefined) due = Math.min(due, this.retainedUntil(o.eventTimeMs) + 1);
     return Number.isFinite(due) ? due : undefined;
   }
 
@@ -347,13 +357,13 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   private expireEpisode(ep: StoredEpisode, now: number, stores: ActiveSetStores, ctx: ProcessorContext): void {
     const id = ep.episodeId;
     // Unclaimed outputs of episodes that never close are dropped after the retention window.
-    const orphans = ep.sourced.filter((o) => ep.claims[o.outputId] === undefined && o.eventTimeMs + this.options.dedupeRetentionMs < now);
+    const orphans = ep.sourced.filter((o) => ep.claims[o.outputId] === undefined && this.retainedUntil(o.eventTimeMs) < now);
     if (orphans.length > 0) {
       ep.sourced = ep.sourced.filter((o) => !orphans.includes(o));
       stores.episodes.put(id, ep);
       for (let i = 0; i < orphans.length; i++) ctx.count('orphan_outputs_expired_total');
     }
-    if (!ep.closed && ep.pending.length === 0 && ep.orphanOutcomeRaw === null && ep.lastEventMs + this.options.dedupeRetentionMs <= now) {
+    if (!ep.closed && ep.pending.length === 0 && ep.orphanOutcomeRaw === null && this.retainedUntil(ep.lastEventMs) < now) {
       // Never finished (no `done` transition, no outcome) and idle for the whole retention
       // window: nothing of it can still complete, and keeping it would leak its ids forever.
       this.closeEpisode(ep);

@@ -3,8 +3,11 @@ import { DEFAULT_OBJECTIVE_CONFIG } from '@srpo/srpo';
 import { ProcessorHarness, TransactionalStore } from '@srpo/streams';
 import { sourceBackedSerde } from '@srpo/streams';
 import { AdvantageGroupProcessor, AdvantageGroupStores, asDecoded } from './advantage-group.processor';
+import { readMaterializerSettings } from './materializer-settings';
+import { materializerTopology } from './topology';
 
 const topics = topicCatalog({ prefix: 't.' });
+const WINDOW = 600_000;
 const codec = new EventCodec();
 
 function set(id: string, reward: number, patch: Partial<ActiveSet> = {}): ActiveSet {
@@ -113,14 +116,29 @@ describe('AdvantageGroupProcessor', () => {
     s.feed(set('b', 0, { expectedGroupSize: 2 }));
     expect(s.groups().map((g) => g.sets.map((x) => x.set.setId))).toEqual([['a', 'b']]);
     expect(s.h.counters.get('duplicates_total')).toBe(1);
-    // Emitted at stream time 1000: remembered for the 600 000 ms retention, then forgotten.
+    // Emitted at stream time 1000: remembered through 1000 + 10 min (the default window, which is
+    // the set stage's default lateness allowance), then forgotten.
     expect(s.h.stores.closed.size).toBe(1);
-    s.h.advanceTo(600_999);
-    s.feed(set('b', 0, { expectedGroupSize: 2, eventTimeMs: 600_999 }));
+    s.h.advanceTo(1000 + WINDOW);
+    s.feed(set('b', 0, { expectedGroupSize: 2, eventTimeMs: 1000 + WINDOW }));
     expect(s.h.counters.get('duplicates_total')).toBe(2);
-    s.h.advanceTo(601_000);
+    s.h.advanceTo(1000 + WINDOW + 1);
     expect(s.h.stores.closed.size).toBe(0);
     expect(s.h.stores.groups.size).toBe(0);
+  });
+
+  it('drops a set duplicated just inside the lateness allowance once, with the live settings (dedupe window ≥ lateness)', () => {
+    const settings = readMaterializerSettings({});
+    const h = new ProcessorHarness<AdvantageGroupStores>(materializerTopology(topics, codec, settings).groups.processor);
+    const feed = (v: ActiveSet) => h.feed(h.record(topics.activeSets.name, { type: 'ActiveSet', value: v }, v.groupKey, codec));
+    feed(set('a', 1, { expectedGroupSize: 1 }));
+    expect(h.outputs).toHaveLength(1);
+    // A copy of the set (event time 1000) as late as the set stage still accepts its events.
+    h.advanceTo(1000 + settings.maxLatenessMs);
+    feed(set('a', 1, { expectedGroupSize: 1 }));
+    expect(h.outputs).toHaveLength(1);
+    expect(h.counters.get('duplicates_total')).toBe(1);
+    expect(h.deadLetters).toHaveLength(0);
   });
 
   it('restores groups changelogged by the previous layout (sets and emitted ids in stores of their own)', () => {

@@ -3,6 +3,7 @@ import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import { ActiveSet, AdvantageGroup, EventCodec, KafkaCoordinates, ReasonCode, TopicCatalog } from '@srpo/events';
 import { groupAdvantages, groupMean, groupStd, ObjectiveConfig } from '@srpo/srpo';
 import { InputRecord, KeyValueStore, Processor, ProcessorContext } from '@srpo/streams';
+import { DEFAULT_MAX_LATENESS_MS } from './active-set-options';
 
 /**
  * Groups complete active sets (read from the repartition topic, keyed by group
@@ -22,7 +23,12 @@ export interface AdvantageGroupProcessorOptions {
   /** Event-time budget for a group to fill (default 120 s). */
   groupTtlMs: number;
   scanIntervalMs: number;
-  /** Emitted set ids are remembered this long to drop duplicates (default 10 min). */
+  /**
+   * Emitted set ids are remembered this long (stream time after the group's emission) to drop
+   * duplicates. Default: the set stage's default lateness allowance (10 min), as the settings
+   * derive it (readMaterializerSettings); a shorter window would let a late duplicate set into
+   * a second group.
+   */
   dedupeRetentionMs: number;
 }
 
@@ -95,7 +101,7 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
   private readonly options: AdvantageGroupProcessorOptions;
 
   constructor(options: Pick<AdvantageGroupProcessorOptions, 'topics' | 'objective' | 'codec'> & Partial<AdvantageGroupProcessorOptions>) {
-    this.options = { groupTtlMs: 120_000, scanIntervalMs: 1_000, dedupeRetentionMs: 600_000, ...options };
+    this.options = { groupTtlMs: 120_000, scanIntervalMs: 1_000, dedupeRetentionMs: DEFAULT_MAX_LATENESS_MS, ...options };
     this.punctuationIntervalMs = this.options.scanIntervalMs;
   }
 
@@ -198,7 +204,8 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
       eventTimeMs: Math.max(...sets.map(({ set }) => set.eventTimeMs)),
     };
     ctx.emit({ topic: this.options.topics.advantageGroups.name, key: group.policyId, type: 'AdvantageGroup', value });
-    stores.closed.put(value.groupId, { setIds: ids, expiresAtMs: ctx.streamTimeMs + this.options.dedupeRetentionMs });
+    // Kept through stream time `emission + dedupeRetentionMs` inclusive, as the set stage keeps an episode.
+    stores.closed.put(value.groupId, { setIds: ids, expiresAtMs: ctx.streamTimeMs + this.options.dedupeRetentionMs + 1 });
     ctx.count('groups_ready_total', { reason });
     if (value.degenerate) ctx.count('groups_degenerate_total');
     if (fromProgress) ctx.count('groups_progress_fallback_total');

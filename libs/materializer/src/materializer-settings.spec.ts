@@ -8,9 +8,10 @@ describe('readMaterializerSettings', () => {
     expect(s).toMatchObject({
       setTtlMs: 60_000,
       groupTtlMs: 120_000,
+      // The dedupe window follows the lateness allowance unless set.
       dedupeRetentionMs: 600_000,
       maxFutureSkewMs: 3_600_000,
-      maxLatenessMs: 86_400_000,
+      maxLatenessMs: 600_000,
       limits: DEFAULT_EVENT_LIMITS,
     });
     expect(s.objective).toMatchObject({ advantageStd: 'sample', advantageEps: 1e-6, progress: { enabled: false } });
@@ -20,7 +21,7 @@ describe('readMaterializerSettings', () => {
     const s = readMaterializerSettings({
       SRPO_SET_TTL_MS: '5',
       SRPO_GROUP_TTL_MS: '6',
-      SRPO_DEDUPE_RETENTION_MS: '0',
+      SRPO_DEDUPE_RETENTION_MS: '9',
       SRPO_MAX_FUTURE_SKEW_MS: '7',
       SRPO_MAX_LATENESS_MS: '8',
       SRPO_ADVANTAGE_STD: 'population',
@@ -29,8 +30,33 @@ describe('readMaterializerSettings', () => {
       // Not a setting that decides sets and groups: ignored here.
       SRPO_MATERIALIZER_ROLES: 'nonsense',
     });
-    expect(s).toMatchObject({ setTtlMs: 5, groupTtlMs: 6, dedupeRetentionMs: 0, maxFutureSkewMs: 7, maxLatenessMs: 8 });
+    expect(s).toMatchObject({ setTtlMs: 5, groupTtlMs: 6, dedupeRetentionMs: 9, maxFutureSkewMs: 7, maxLatenessMs: 8 });
     expect(s.objective).toMatchObject({ advantageStd: 'population', advantageEps: 0.5, progress: { enabled: true } });
+  });
+
+  it('derives the dedupe window from the lateness allowance, and accepts one as long or longer', () => {
+    expect(readMaterializerSettings({ SRPO_MAX_LATENESS_MS: '3600000' })).toMatchObject({ dedupeRetentionMs: 3_600_000, maxLatenessMs: 3_600_000 });
+    expect(readMaterializerSettings({ SRPO_DEDUPE_RETENTION_MS: '86400000' }).dedupeRetentionMs).toBe(86_400_000);
+    expect(readMaterializerSettings({ SRPO_DEDUPE_RETENTION_MS: '100', SRPO_MAX_LATENESS_MS: '0' }).dedupeRetentionMs).toBe(100);
+  });
+
+  it('refuses a dedupe window shorter than the lateness allowance, naming SRPO_DEDUPE_RETENTION_MS', () => {
+    // The old defaults: a 10 min window under a 24 h allowance, where late duplicates were processed twice.
+    for (const env of [
+      { SRPO_DEDUPE_RETENTION_MS: '600000', SRPO_MAX_LATENESS_MS: '86400000' },
+      { SRPO_DEDUPE_RETENTION_MS: '599999' },
+      { SRPO_DEDUPE_RETENTION_MS: '3599999', SRPO_MAX_LATENESS_MS: '3600000' },
+    ]) {
+      let error: unknown;
+      try {
+        readMaterializerSettings(env);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).field).toBe('SRPO_DEDUPE_RETENTION_MS');
+      expect((error as ConfigError).message).toMatch(/^invalid configuration SRPO_DEDUPE_RETENTION_MS: must be >= SRPO_MAX_LATENESS_MS/);
+    }
   });
 
   it.each([

@@ -1,6 +1,7 @@
-import { EnvReader } from '@srpo/core';
+import { ConfigError, EnvReader } from '@srpo/core';
 import { DEFAULT_EVENT_LIMITS, type EventLimits } from '@srpo/events';
 import { resolveObjectiveConfig } from '@srpo/srpo';
+import { DEFAULT_MAX_LATENESS_MS } from './active-set-options';
 import type { MaterializerSettings } from './topology';
 
 /** {@link MaterializerSettings} as read from variables: the limits always set. */
@@ -16,20 +17,35 @@ export type ReadMaterializerSettings = MaterializerSettings & { limits: EventLim
  * | --- | --- | --- |
  * | SRPO_SET_TTL_MS | 60000 | event time for a set's members and reward to arrive |
  * | SRPO_GROUP_TTL_MS | 120000 | event time for an undeclared group to fill |
- * | SRPO_DEDUPE_RETENTION_MS | 600000 | how long ids of closed episodes are remembered |
- * | SRPO_MAX_FUTURE_SKEW_MS / SRPO_MAX_LATENESS_MS | 3600000 / 86400000 | clock-skew limits |
+ * | SRPO_MAX_FUTURE_SKEW_MS / SRPO_MAX_LATENESS_MS | 3600000 / 600000 | clock-skew limits: events further ahead of or behind stream time are dead-lettered as CLOCK_SKEW |
+ * | SRPO_DEDUPE_RETENTION_MS | SRPO_MAX_LATENESS_MS | how long ids of closed episodes and emitted sets are remembered; never less than SRPO_MAX_LATENESS_MS |
  * | SRPO_ADVANTAGE_STD, SRPO_ADVANTAGE_EPS, SRPO_PROGRESS_FALLBACK | sample, 1e-6, false | advantage settings |
+ *
+ * The dedupe window may not be shorter than the lateness allowance: a duplicate that arrives
+ * after its episode was forgotten but inside the allowance would be taken as a new event and
+ * processed a second time. The state this costs is in docs/materializer.md ("Dedupe window").
  *
  * @throws ConfigError naming the first bad variable
  */
 export function readMaterializerSettings(env: Readonly<Record<string, string | undefined>>): ReadMaterializerSettings {
   const r = new EnvReader(env);
+  const setTtlMs = r.int('SRPO_SET_TTL_MS', 60_000, { min: 1 });
+  const groupTtlMs = r.int('SRPO_GROUP_TTL_MS', 120_000, { min: 1 });
+  const maxFutureSkewMs = r.int('SRPO_MAX_FUTURE_SKEW_MS', 3_600_000, { min: 0 });
+  const maxLatenessMs = r.int('SRPO_MAX_LATENESS_MS', DEFAULT_MAX_LATENESS_MS, { min: 0 });
+  const dedupeRetentionMs = r.int('SRPO_DEDUPE_RETENTION_MS', maxLatenessMs, { min: 0 });
+  if (dedupeRetentionMs < maxLatenessMs) {
+    throw new ConfigError(
+      'SRPO_DEDUPE_RETENTION_MS',
+      `must be >= SRPO_MAX_LATENESS_MS (${maxLatenessMs}), got ${dedupeRetentionMs}: a duplicate arriving after its episode was forgotten but inside the lateness allowance would be processed twice; raise it, or lower SRPO_MAX_LATENESS_MS (later events are then dead-lettered as CLOCK_SKEW)`,
+    );
+  }
   return {
-    setTtlMs: r.int('SRPO_SET_TTL_MS', 60_000, { min: 1 }),
-    groupTtlMs: r.int('SRPO_GROUP_TTL_MS', 120_000, { min: 1 }),
-    dedupeRetentionMs: r.int('SRPO_DEDUPE_RETENTION_MS', 600_000, { min: 0 }),
-    maxFutureSkewMs: r.int('SRPO_MAX_FUTURE_SKEW_MS', 3_600_000, { min: 0 }),
-    maxLatenessMs: r.int('SRPO_MAX_LATENESS_MS', 86_400_000, { min: 0 }),
+    setTtlMs,
+    groupTtlMs,
+    dedupeRetentionMs,
+    maxFutureSkewMs,
+    maxLatenessMs,
     // Each variable is range-checked above, so the resolver cannot fail on what it is given.
     objective: resolveObjectiveConfig({
       advantageStd: r.oneOf('SRPO_ADVANTAGE_STD', ['sample', 'population'] as const, 'sample'),

@@ -126,6 +126,10 @@ describe('completion service on native TensorFlow', () => {
       message: expect.stringMatching(/"!" at 2/),
     });
     await expect(service.run(parseRequest('completions', { model: 'gpt-4', prompt: 'x' }))).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
+    // Names of inherited object properties are unknown models too (the served models are Maps).
+    for (const model of ['__proto__', 'constructor', 'toString']) {
+      await expect(service.run(parseRequest('completions', { model, prompt: 'x' }))).rejects.toMatchObject({ status: 404, code: 'model_not_found' });
+    }
     await expect(service.run(parseRequest('chat', { model: 'tiny', messages: [{ role: 'user', content: 'x' }] }))).rejects.toMatchObject({
       status: 400,
       message: expect.stringMatching(/no chat template/),

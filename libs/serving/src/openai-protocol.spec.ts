@@ -110,6 +110,21 @@ describe('OpenAI request parsing', () => {
     expect(e.message).toMatch(message);
   });
 
+  it('takes parameters named like inherited object properties as unrecognized, never as known ones (nor a crash)', () => {
+    // JSON.parse, as the body parser does: `__proto__` becomes an own key of the body.
+    for (const k of ['__proto__', 'constructor', 'toString', 'hasOwnProperty']) {
+      const body = JSON.parse(`{"model": "m", "prompt": "x", ${JSON.stringify(k)}: 1}`) as unknown;
+      const e = refusal('completions', body);
+      expect([k, e.status, e.body().error.param, e.body().error.code]).toEqual([k, 400, k, 'unrecognized_argument']);
+    }
+    // A metadata key `__proto__` is kept as the string it is, not dropped.
+    const r = parseRequest('completions', JSON.parse('{"model": "m", "prompt": "x", "metadata": {"__proto__": "a", "b": "c"}}'));
+    expect(Object.entries(r.metadata)).toEqual([
+      ['__proto__', 'a'],
+      ['b', 'c'],
+    ]);
+  });
+
   it('accepts the neutral values of parameters it does not implement, and nulls', () => {
     expect(() =>
       parseRequest('completions', { model: 'm', prompt: 'x', echo: false, best_of: 1, logit_bias: {}, suffix: null, presence_penalty: 0 }),

@@ -111,12 +111,14 @@ export function parseRequest(endpoint: ParsedRequest['endpoint'], body: unknown)
   const allowed = endpoint === 'chat' ? CHAT : COMPLETIONS;
   for (const [k, v] of Object.entries(b)) {
     if (allowed.includes(k) || v === null || v === undefined) continue;
-    const neutral = NEUTRAL[k];
+    // Own keys only: a parameter named `constructor` or `__proto__` would find Object's.
+    const neutral = Object.hasOwn(NEUTRAL, k) ? NEUTRAL[k] : undefined;
     if (neutral?.(v)) continue;
-    if (k in NEUTRAL || k in WHY_NOT)
+    const whyNot = Object.hasOwn(WHY_NOT, k) ? WHY_NOT[k] : undefined;
+    if (neutral || whyNot !== undefined)
       throw new OpenAiError(
         400,
-        `Unsupported parameter: '${k}': ${WHY_NOT[k] ?? 'only its default value is supported'} by this server.`,
+        `Unsupported parameter: '${k}': ${whyNot ?? 'only its default value is supported'} by this server.`,
         k,
         'unsupported_parameter',
       );
@@ -208,12 +210,12 @@ function parseStop(v: unknown): string[] {
 function parseMetadata(v: unknown): Record<string, string> {
   if (v == null) return {};
   if (typeof v !== 'object' || Array.isArray(v)) throw bad('metadata', 'must be an object of string values');
-  const out: Record<string, string> = {};
-  for (const [k, x] of Object.entries(v as Json)) {
+  const entries = Object.entries(v as Json);
+  for (const [k, x] of entries) {
     if (typeof x !== 'string') throw bad(`metadata.${k}`, `must be a string, got ${JSON.stringify(x)}`);
-    out[k] = x;
   }
-  return out;
+  // fromEntries defines own keys: an assignment would drop a `__proto__` key silently.
+  return Object.fromEntries(entries) as Record<string, string>;
 }
 
 const ROLES = ['system', 'developer', 'user', 'assistant'];

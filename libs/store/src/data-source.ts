@@ -6,6 +6,11 @@ import { STORE_ENTITIES } from './entities';
 import { STORE_MIGRATIONS } from './migrations';
 import type { StoreConfig } from './store-config';
 
+/** The part of better-sqlite3's Database that {@link createDataSource} uses (TypeORM types it as any). */
+interface SqlitePragmas {
+  pragma(source: string): unknown;
+}
+
 export interface DataSourceOptions {
   /** Log every SQL statement (debugging only). */
   logging?: boolean;
@@ -26,12 +31,20 @@ export function createDataSource(config: StoreConfig, options: DataSourceOptions
     logging: options.logging ?? false,
   } as const;
   if (config.kind === 'sqlite') {
-    if (config.path !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(config.path)), { recursive: true });
+    const file = config.path !== ':memory:';
+    if (file) fs.mkdirSync(path.dirname(path.resolve(config.path)), { recursive: true });
     return new DataSource({
       type: 'better-sqlite3',
       database: config.path,
-      // WAL lets readers (the HTTP API) proceed while the learner writes.
-      enableWAL: config.path !== ':memory:',
+      prepareDatabase: (db: SqlitePragmas) => {
+        // WAL lets readers (the HTTP API) proceed while the learner writes.
+        if (file) db.pragma('journal_mode = WAL');
+        // After WAL, on purpose: better-sqlite3 is built with SQLITE_DEFAULT_WAL_SYNCHRONOUS=1, so entering
+        // WAL would otherwise leave NORMAL, under which a power cut can lose the last committed
+        // transactions (an update's ledger rows among them) although the learner already went on to
+        // publish the version and commit its Kafka offsets. FULL syncs the WAL at every commit.
+        db.pragma('synchronous = FULL');
+      },
       ...common,
     });
   }

@@ -264,6 +264,14 @@ export const LEARNER_FLAGS: readonly FlagSpec[] = [
     help: 'SQLite audit store when no database URL is set',
     kind: 'path',
   },
+  {
+    flag: '--host',
+    value: '<addr>',
+    variable: 'SRPO_HTTP_HOST',
+    default: '127.0.0.1',
+    help: 'address the HTTP API and dashboard listen on (0.0.0.0: every interface; set SRPO_API_TOKEN then)',
+    kind: 'string',
+  },
   { flag: '--port', value: '<n>', variable: 'SRPO_HTTP_PORT', default: '3000', help: 'HTTP API and dashboard port', kind: 'int', min: 0, max: 65535 },
   {
     flag: '--consumer-group',

@@ -40,18 +40,33 @@ export class WriteTokenGuard implements CanActivate {
   }
 }
 
-/** Read-only endpoints: open unless SRPO_API_READ_TOKEN is set; then it (or the write token) is required. */
+/** What a request may read: `open` (no token configured), `granted` (a configured token given), or why not. */
+export type ReadAccess = 'open' | 'granted' | 'missing' | 'invalid';
+
+/**
+ * Reads are open only while no token is configured at all. Once SRPO_API_READ_TOKEN or
+ * SRPO_API_TOKEN is set, either of them is required: a learner someone thought to protect
+ * with a write token must not hand its audit record and metrics to anyone who asks.
+ */
+export function readAccess(config: Pick<LearnerConfig, 'apiToken' | 'apiReadToken'>, req: Request): ReadAccess {
+  const accepted = [config.apiReadToken, config.apiToken].filter((t): t is string => t !== undefined);
+  if (accepted.length === 0) return 'open';
+  const given = bearer(req);
+  if (given === undefined) return 'missing';
+  // Compared with every accepted token, so the time taken does not tell which one matched.
+  const matches = accepted.map((t) => same(given, t));
+  return matches.includes(true) ? 'granted' : 'invalid';
+}
+
+/** Read-only endpoints: see {@link readAccess}. */
 @Injectable()
 export class ReadTokenGuard implements CanActivate {
   constructor(@Inject(LEARNER_CONFIG) private readonly config: LearnerConfig) {}
 
   canActivate(ctx: ExecutionContext): boolean {
-    const expected = this.config.apiReadToken;
-    if (expected === undefined) return true;
-    const given = bearer(ctx.switchToHttp().getRequest<Request>());
-    if (given === undefined) throw unauthorized(ctx, 'missing bearer token');
-    const write = this.config.apiToken;
-    if (!same(given, expected) && !(write !== undefined && same(given, write))) throw unauthorized(ctx, 'invalid bearer token');
+    const access = readAccess(this.config, ctx.switchToHttp().getRequest<Request>());
+    if (access === 'missing') throw unauthorized(ctx, 'missing bearer token');
+    if (access === 'invalid') throw unauthorized(ctx, 'invalid bearer token');
     return true;
   }
 }

@@ -3,8 +3,8 @@
  * by the learner itself (`/assets/`), so the page works offline and
  * air-gapped; it references no other origin. It reads the same JSON API as any
  * client (`/policies`, `/updates`, `/group-stats`); with SRPO_API_READ_TOKEN
- * set, the token typed into the page is sent as a bearer header and kept in
- * sessionStorage only.
+ * or SRPO_API_TOKEN set, the token typed into the page (either) is sent as a
+ * bearer header and kept in sessionStorage only.
  *
  * After each chart draws, its element carries `data-points` and `data-last`:
  * for each series, the number of finite values plotted and the last of them.
@@ -32,7 +32,7 @@ export const DASHBOARD_HTML = `<!doctype html>
 <body>
 <h1>SRPO learner <span id="status"></span></h1>
 <label>policy <select id="policy"></select></label>
-<label>read token <input id="token" type="password" size="24"></label>
+<label>API token <input id="token" type="password" size="24"></label>
 <button id="reload">reload</button>
 <div class="charts" id="charts"></div>
 <section id="record" hidden></section>

@@ -10,8 +10,8 @@ import { parseLimitParam, parseStringParam, parseTimeParam } from './query-param
 /**
  * The dashboard: `GET /` (the page), `GET /assets/:name` (its chart library)
  * and `GET /group-stats` (its per-group data). The page and the assets are left
- * open like /health: they hold no data; everything shown comes from the
- * guarded JSON endpoints.
+ * open, whatever token is configured: they hold no data; everything shown comes
+ * from the guarded JSON endpoints.
  */
 @Controller()
 export class DashboardController {

@@ -3,6 +3,7 @@ import { DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, type AuditStore, type UpdateDetail,
 import type { AuditService, VerifyReport } from '@srpo/audit';
 import { AUDIT_SERVICE, AUDIT_STORE } from '../learner-tokens';
 import { ReadTokenGuard } from './api-token.guard';
+import { VerifyGate } from './verify-gate';
 import { parseLimitParam, parseStringParam, parseTimeParam } from './query-params';
 
 @Controller('updates')
@@ -11,6 +12,7 @@ export class UpdatesController {
   constructor(
     @Inject(AUDIT_STORE) private readonly store: AuditStore,
     @Inject(AUDIT_SERVICE) private readonly audit: AuditService,
+    private readonly verifyGate: VerifyGate,
   ) {}
 
   /**
@@ -40,11 +42,12 @@ export class UpdatesController {
    * `POST /updates/:id/verify`: recomputes the update from its recorded source
    * events and checkpoint. 200 with the report either way (`ok` says whether the
    * weights hash matched); 404 for an unknown update. Read guard: it changes
-   * nothing, it only costs one training step.
+   * nothing, it only costs one training step; so one runs at a time (429 while
+   * another does, {@link VerifyGate}).
    */
   @Post(':id/verify')
   @HttpCode(200)
   verify(@Param('id') id: string): Promise<VerifyReport> {
-    return this.audit.verify(id);
+    return this.verifyGate.run(id, () => this.audit.verify(id));
   }
 }

@@ -27,8 +27,12 @@ export interface CompletionGatewayOptions {
   /** The upstream's OpenAI base URL, e.g. `http://127.0.0.1:8000/v1`. */
   upstreamUrl: string;
   upstreamApiKey?: string;
-  /** policy id (the `model` agents send) → the upstream's model name; unset: every model passes under its own name. */
-  models?: Readonly<Record<string, string>>;
+  /**
+   * policy id (the `model` agents send) → the upstream's model name; unset: every model passes
+   * under its own name. A Map because the ids come from requests: an object would answer
+   * `constructor` or `__proto__` with what its prototype holds.
+   */
+  models?: ReadonlyMap<string, string>;
   /** Ask the upstream for `return_token_ids` (srpo serve, vLLM ≥ 0.10.2); off for upstreams that refuse unknown parameters. */
   upstreamTokenIds: boolean;
   /** Refuse a completion request without episode fields (else proxy it unrecorded). */
@@ -99,7 +103,7 @@ export class CompletionGateway {
   async models(headers: Headers): Promise<Json> {
     this.o.keys.authorize(header(headers, 'authorization'), undefined);
     if (this.o.models) {
-      const ids = [...new Set([...Object.keys(this.o.models), ...this.served.keys()])];
+      const ids = [...new Set([...this.o.models.keys(), ...this.served.keys()])];
       return { object: 'list', data: ids.map((id) => ({ id, object: 'model', created: 0, owned_by: 'srpo' })) };
     }
     let res: Response;
@@ -163,11 +167,11 @@ export class CompletionGateway {
     if (typeof policyId !== 'string' || policyId === '') throw new OpenAiError(400, 'model: you must provide a model parameter', 'model', 'invalid_value');
     this.o.keys.authorize(header(headers, 'authorization'), policyId);
     const routed = this.served.get(policyId);
-    const upstreamModel = routed?.model ?? (this.o.models ? this.o.models[policyId] : policyId);
+    const upstreamModel = routed?.model ?? (this.o.models ? this.o.models.get(policyId) : policyId);
     if (upstreamModel === undefined)
       throw new OpenAiError(
         404,
-        `The model '${policyId}' does not exist; the gateway serves ${Object.keys(this.o.models ?? {}).join(', ')}`,
+        `The model '${policyId}' does not exist; the gateway serves ${[...(this.o.models?.keys() ?? [])].join(', ')}`,
         'model',
         'model_not_found',
       );
