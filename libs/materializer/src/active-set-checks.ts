@@ -39,7 +39,26 @@ export function checkTopic(record: InputRecord, topics: TopicCatalog): void {
   }
 }
 
-/** The record is keyed by its episode, and its event time is within the skew and lateness bounds of stream time. */
+/**
+ * Why an event's time is not to be believed, or undefined: it is more than `maxBrokerSkewMs`
+ * ahead of its record's broker timestamp, or the record has none. Producers choose event time;
+ * the broker's clock bounds it, so no producer moves stream time past what that clock allows,
+ * not even with the first event of a fresh task (which has no stream time to compare with).
+ */
+export function brokerSkewOf(record: InputRecord, eventTimeMs: number, options: ActiveSetProcessorOptions): string | undefined {
+  const brokerMs = record.timestampMs;
+  if (!(brokerMs >= 0)) return `${eventTimeMs} cannot be checked: the record has no broker timestamp (${brokerMs})`;
+  if (eventTimeMs > brokerMs + options.maxBrokerSkewMs) {
+    return `${eventTimeMs} is ${eventTimeMs - brokerMs} ms ahead of its broker timestamp ${brokerMs} (allowed: ${options.maxBrokerSkewMs} ms)`;
+  }
+  return undefined;
+}
+
+/**
+ * The record is keyed by its episode, and its event time is within the skew bound of its broker
+ * timestamp and the skew and lateness bounds of stream time. Each refusal is counted as
+ * `clock_skew_total{type, bound}` (bound: `broker`, `future`, `late`), beside the dead letter.
+ */
 function checkCommon(
   record: InputRecord,
   episodeId: string,
@@ -55,12 +74,18 @@ function checkCommon(
       `Kafka key ${JSON.stringify(record.key)} is not the episode id ${JSON.stringify(episodeId)}; co-partitioning needs episode-id keys`,
     );
   }
+  const skew = (bound: 'broker' | 'future' | 'late', message: string): SrpoError => {
+    ctx.count('clock_skew_total', { type: kind, bound });
+    return relationError(ReasonCode.CLOCK_SKEW, `${kind}.eventTimeMs`, message);
+  };
+  const aheadOfBroker = brokerSkewOf(record, eventTimeMs, options);
+  if (aheadOfBroker !== undefined) throw skew('broker', aheadOfBroker);
   const now = ctx.streamTimeMs;
   if (now > 0 && eventTimeMs > now + options.maxFutureSkewMs) {
-    throw relationError(ReasonCode.CLOCK_SKEW, `${kind}.eventTimeMs`, `${eventTimeMs} is ${eventTimeMs - now} ms ahead of stream time ${now}`);
+    throw skew('future', `${eventTimeMs} is ${eventTimeMs - now} ms ahead of stream time ${now}`);
   }
   if (now > 0 && eventTimeMs < now - options.maxLatenessMs) {
-    throw relationError(ReasonCode.CLOCK_SKEW, `${kind}.eventTimeMs`, `${eventTimeMs} is ${now - eventTimeMs} ms behind stream time ${now}`);
+    throw skew('late', `${eventTimeMs} is ${now - eventTimeMs} ms behind stream time ${now}`);
   }
 }
 

@@ -15,6 +15,12 @@ export interface ActiveSetProcessorOptions {
   dedupeRetentionMs: number;
   /** Events this far ahead of stream time are refused as clock skew (default 1 h). */
   maxFutureSkewMs: number;
+  /**
+   * Events this far ahead of their record's broker timestamp are refused as clock skew
+   * (default 10 s, {@link DEFAULT_MAX_BROKER_SKEW_MS}): stream time then never runs further
+   * ahead of the broker's clock, whatever a producer writes.
+   */
+  maxBrokerSkewMs: number;
   /** Events this far behind stream time are refused as clock skew (default 10 min, {@link DEFAULT_MAX_LATENESS_MS}). */
   maxLatenessMs: number;
   /** Deadline scans run at most once per this much stream time (default 1 s). */
@@ -39,10 +45,18 @@ export interface ActiveSetProcessorOptions {
  */
 export const DEFAULT_MAX_LATENESS_MS = 600_000;
 
+/**
+ * How far an event may be ahead of its record's broker timestamp by default (10 s): room for the
+ * clock differences of NTP-synced hosts, and a sixth of the 60 s a set has to complete, so one
+ * producer can shorten the windows of honest sets by at most that much (docs/materializer.md).
+ */
+export const DEFAULT_MAX_BROKER_SKEW_MS = 10_000;
+
 export const DEFAULT_ACTIVE_SET_OPTIONS: Omit<ActiveSetProcessorOptions, 'topics' | 'codec'> = {
   setTtlMs: 60_000,
   dedupeRetentionMs: DEFAULT_MAX_LATENESS_MS,
   maxFutureSkewMs: 3_600_000,
+  maxBrokerSkewMs: DEFAULT_MAX_BROKER_SKEW_MS,
   maxLatenessMs: DEFAULT_MAX_LATENESS_MS,
   scanIntervalMs: 1_000,
   limits: DEFAULT_EVENT_LIMITS,

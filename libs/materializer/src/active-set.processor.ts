@@ -1,6 +1,6 @@
 import { AgentOutput, EpisodeOutcome, EventCodec, floorLogProbCount, KafkaCoordinates, ReasonCode, TopicCatalog, Transition } from '@srpo/events';
 import { InputRecord, Processor, ProcessorContext } from '@srpo/streams';
-import { checkOutcomeEvent, checkOutputEvent, checkTopic, checkTransitionEvent, relationError } from './active-set-checks';
+import { brokerSkewOf, checkOutcomeEvent, checkOutputEvent, checkTopic, checkTransitionEvent, relationError } from './active-set-checks';
 import { activeSetOf } from './active-set-event';
 import { ActiveSetProcessorOptions, DEFAULT_ACTIVE_SET_OPTIONS } from './active-set-options';
 import {
@@ -21,7 +21,7 @@ import {
 } from './active-set-state';
 
 // The processor's module is the public one: its options, stores and group key stay importable from here.
-export { DEFAULT_ACTIVE_SET_OPTIONS, DEFAULT_MAX_LATENESS_MS } from './active-set-options';
+export { DEFAULT_ACTIVE_SET_OPTIONS, DEFAULT_MAX_BROKER_SKEW_MS, DEFAULT_MAX_LATENESS_MS } from './active-set-options';
 export type { ActiveSetProcessorOptions } from './active-set-options';
 export type { ActiveSetStores } from './active-set-state';
 export { groupKeyOf } from './active-set-event';
@@ -74,6 +74,8 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   eventTime(record: InputRecord, streamTimeMs: number): number {
     const t = (record.event.value as { eventTimeMs?: number }).eventTimeMs;
     if (typeof t !== 'number' || !Number.isFinite(t)) return NaN;
+    // The same bounds as `checkCommon`, which dead-letters the event: it must not move stream time meanwhile.
+    if (brokerSkewOf(record, t, this.options) !== undefined) return NaN;
     if (streamTimeMs > 0 && t > streamTimeMs + this.options.maxFutureSkewMs) return NaN;
     return t;
   }

@@ -169,7 +169,9 @@ export async function rematerialize(options: RematerializeOptions): Promise<Rema
       if (o.topic === target.activeSets.name && o.type === 'ActiveSet') {
         setsComplete++;
         // The live group task reads this record from the active-sets partition its key hashes to.
-        groupTasks[partition].feed({ source: { topic: o.topic, partition, offset }, key: o.key, event: { type: 'ActiveSet', value: o.value }, raw: bytes });
+        // Its Kafka timestamp would be the write's wall clock, as the live producer's; the group stage does not read it.
+        const record = { source: { topic: o.topic, partition, offset }, key: o.key, event: { type: 'ActiveSet' as const, value: o.value }, raw: bytes };
+        groupTasks[partition].feed({ ...record, timestampMs: processedAt });
       } else setsInvalid++;
     },
     deadLetter: deadLetterFor(setProcessor.name),

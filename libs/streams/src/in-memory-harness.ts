@@ -45,10 +45,16 @@ export class ProcessorHarness<S extends Stores> {
     return this.streamTask.streamTimeMs;
   }
 
-  /** Wraps an event as a record on `topic` with increasing offsets. */
-  record(topic: string, event: InputRecord['event'], key: string | null = null, codec?: EventCodec): InputRecord {
+  /**
+   * Wraps an event as a record on `topic` with increasing offsets. Its Kafka timestamp is
+   * `options.timestampMs`, by default the event's own time (a producer whose clock agrees with
+   * the broker's), or -1 (none) for an event without one.
+   */
+  record(topic: string, event: InputRecord['event'], key: string | null = null, codec?: EventCodec, options: { timestampMs?: number } = {}): InputRecord {
     const raw = codec ? codec.encode(event.type, event.value) : Buffer.alloc(0);
-    return { source: { topic, partition: this.task, offset: this.offset++ }, key, event, raw };
+    const eventTimeMs = (event.value as { eventTimeMs?: unknown }).eventTimeMs;
+    const timestampMs = options.timestampMs ?? (typeof eventTimeMs === 'number' ? eventTimeMs : -1);
+    return { source: { topic, partition: this.task, offset: this.offset++ }, key, event, raw, timestampMs };
   }
 
   feed(record: InputRecord): void {

@@ -8,6 +8,13 @@ export interface InputRecord {
   event: AnyEvent;
   /** The original bytes, kept for dead letters and for pass-through outputs. */
   raw: Buffer;
+  /**
+   * The record's Kafka timestamp (ms): the broker's append time on topics with
+   * `message.timestamp.type=LogAppendTime` (the raw topics), else the producer's create time;
+   * -1 when the record has none. Part of the record, so a replay reads the same value:
+   * processors may bound event time by it without reading a clock.
+   */
+  timestampMs: number;
 }
 
 /** An output a processor asks the runner to write in the current transaction. */

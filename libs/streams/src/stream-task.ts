@@ -46,6 +46,7 @@ export function decodeRecord(codec: EventCodec, r: RawRecord): DecodedRecord {
         key: r.key === null ? null : r.key.toString('utf8'),
         event,
         raw: r.value ?? Buffer.alloc(0),
+        timestampMs: r.timestampMs,
       },
     };
   } catch (e) {
