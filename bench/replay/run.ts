@@ -55,6 +55,7 @@ async function main(): Promise<void> {
     groupTtlMs: m.groupTtlMs,
     dedupeRetentionMs: m.dedupeRetentionMs,
     maxFutureSkewMs: m.maxFutureSkewMs,
+    maxBrokerSkewMs: m.maxBrokerSkewMs,
     maxLatenessMs: m.maxLatenessMs,
     objective: m.objective,
     limits: m.limits,

@@ -8,6 +8,7 @@ const SETTINGS: RematerializeSettings = {
   groupTtlMs: 120_000,
   dedupeRetentionMs: 600_000,
   maxFutureSkewMs: 3_600_000,
+  maxBrokerSkewMs: 10_000,
   maxLatenessMs: 86_400_000,
   objective: DEFAULT_OBJECTIVE_CONFIG,
 };

@@ -16,7 +16,7 @@ import { STREAM_CLIENT_NAMES, type StreamClientName } from '@srpo/streams';
  * | SRPO_TOPIC_PREFIX | `srpo.` | topic names |
  * | SRPO_RAW_PARTITIONS / SRPO_DERIVED_PARTITIONS | 6 / 3 | partitions when creating topics |
  * | SRPO_APP_ID | `<prefix>materializer` | consumer groups, transactional ids, changelogs |
- * | SRPO_SET_TTL_MS, SRPO_GROUP_TTL_MS, SRPO_DEDUPE_RETENTION_MS, SRPO_MAX_FUTURE_SKEW_MS, SRPO_MAX_LATENESS_MS, SRPO_ADVANTAGE_STD, SRPO_ADVANTAGE_EPS, SRPO_PROGRESS_FALLBACK | see readMaterializerSettings (libs/materializer) | the settings that decide sets and groups, shared with `srpo replay --rematerialize` |
+ * | SRPO_SET_TTL_MS, SRPO_GROUP_TTL_MS, SRPO_DEDUPE_RETENTION_MS, SRPO_MAX_FUTURE_SKEW_MS, SRPO_MAX_BROKER_SKEW_MS, SRPO_MAX_LATENESS_MS, SRPO_ADVANTAGE_STD, SRPO_ADVANTAGE_EPS, SRPO_PROGRESS_FALLBACK | see readMaterializerSettings (libs/materializer) | the settings that decide sets and groups, shared with `srpo replay --rematerialize` |
  * | SRPO_MAX_PAYLOAD_BYTES | 1048576 | larger messages are dead-lettered |
  * | SRPO_RECORDS_PER_TRANSACTION | 500 | chunk size of one Kafka transaction |
  * | SRPO_STATE_STORE | lmdb | `lmdb`: processor state in a local LMDB copy under the changelog (restart reads the copy and the changelog since its checkpoint); `memory`: on the heap, restored from the whole changelog |
@@ -38,6 +38,7 @@ export interface MaterializerConfig {
   groupTtlMs: number;
   dedupeRetentionMs: number;
   maxFutureSkewMs: number;
+  maxBrokerSkewMs: number;
   maxLatenessMs: number;
   maxPayloadBytes: number;
   objective: ObjectiveConfig;
@@ -73,6 +74,7 @@ export function loadMaterializerConfig(env: Readonly<Record<string, string | und
     groupTtlMs: settings.groupTtlMs,
     dedupeRetentionMs: settings.dedupeRetentionMs,
     maxFutureSkewMs: settings.maxFutureSkewMs,
+    maxBrokerSkewMs: settings.maxBrokerSkewMs,
     maxLatenessMs: settings.maxLatenessMs,
     maxPayloadBytes: r.int('SRPO_MAX_PAYLOAD_BYTES', 1024 * 1024, { min: 1024 }),
     objective: settings.objective,

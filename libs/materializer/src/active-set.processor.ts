@@ -67,7 +67,10 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
 
   constructor(options: Partial<ActiveSetProcessorOptions> & { topics: TopicCatalog; codec: EventCodec }) {
     const dedupeRetentionMs = options.dedupeRetentionMs ?? options.maxLatenessMs ?? DEFAULT_ACTIVE_SET_OPTIONS.dedupeRetentionMs;
-    this.options = { ...DEFAULT_ACTIVE_SET_OPTIONS, ...options, dedupeRetentionMs };
+    // As readMaterializerSettings derives it: never more than a sixth of the set window.
+    const setTtlMs = options.setTtlMs ?? DEFAULT_ACTIVE_SET_OPTIONS.setTtlMs;
+    const maxBrokerSkewMs = options.maxBrokerSkewMs ?? Math.min(DEFAULT_ACTIVE_SET_OPTIONS.maxBrokerSkewMs, Math.floor(setTtlMs / 6));
+    this.options = { ...DEFAULT_ACTIVE_SET_OPTIONS, ...options, dedupeRetentionMs, maxBrokerSkewMs };
     this.punctuationIntervalMs = this.options.scanIntervalMs;
   }
 

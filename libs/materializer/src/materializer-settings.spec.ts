@@ -11,6 +11,7 @@ describe('readMaterializerSettings', () => {
       // The dedupe window follows the lateness allowance unless set.
       dedupeRetentionMs: 600_000,
       maxFutureSkewMs: 3_600_000,
+      maxBrokerSkewMs: 10_000,
       maxLatenessMs: 600_000,
       limits: DEFAULT_EVENT_LIMITS,
     });
@@ -23,6 +24,7 @@ describe('readMaterializerSettings', () => {
       SRPO_GROUP_TTL_MS: '6',
       SRPO_DEDUPE_RETENTION_MS: '9',
       SRPO_MAX_FUTURE_SKEW_MS: '7',
+      SRPO_MAX_BROKER_SKEW_MS: '4',
       SRPO_MAX_LATENESS_MS: '8',
       SRPO_ADVANTAGE_STD: 'population',
       SRPO_ADVANTAGE_EPS: '0.5',
@@ -30,7 +32,7 @@ describe('readMaterializerSettings', () => {
       // Not a setting that decides sets and groups: ignored here.
       SRPO_MATERIALIZER_ROLES: 'nonsense',
     });
-    expect(s).toMatchObject({ setTtlMs: 5, groupTtlMs: 6, dedupeRetentionMs: 9, maxFutureSkewMs: 7, maxLatenessMs: 8 });
+    expect(s).toMatchObject({ setTtlMs: 5, groupTtlMs: 6, dedupeRetentionMs: 9, maxFutureSkewMs: 7, maxBrokerSkewMs: 4, maxLatenessMs: 8 });
     expect(s.objective).toMatchObject({ advantageStd: 'population', advantageEps: 0.5, progress: { enabled: true } });
   });
 
@@ -59,8 +61,25 @@ describe('readMaterializerSettings', () => {
     }
   });
 
+  it('keeps the broker skew below the set and group windows: a sixth of the shorter by default, at most 10 s; a longer one is refused', () => {
+    expect(readMaterializerSettings({ SRPO_SET_TTL_MS: '6000' }).maxBrokerSkewMs).toBe(1_000);
+    expect(readMaterializerSettings({ SRPO_GROUP_TTL_MS: '3000' }).maxBrokerSkewMs).toBe(500);
+    expect(readMaterializerSettings({ SRPO_MAX_BROKER_SKEW_MS: '59999' }).maxBrokerSkewMs).toBe(59_999);
+    for (const env of [{ SRPO_MAX_BROKER_SKEW_MS: '3000000' }, { SRPO_MAX_BROKER_SKEW_MS: '5000', SRPO_GROUP_TTL_MS: '5000' }]) {
+      let error: unknown;
+      try {
+        readMaterializerSettings(env);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).field).toBe('SRPO_MAX_BROKER_SKEW_MS');
+    }
+  });
+
   it.each([
     ['SRPO_SET_TTL_MS', '0'],
+    ['SRPO_MAX_BROKER_SKEW_MS', '-1'],
     ['SRPO_GROUP_TTL_MS', 'soon'],
     ['SRPO_MAX_LATENESS_MS', '-1'],
     ['SRPO_ADVANTAGE_STD', 'median'],

@@ -1,7 +1,7 @@
 import { ConfigError, EnvReader } from '@srpo/core';
 import { DEFAULT_EVENT_LIMITS, type EventLimits } from '@srpo/events';
 import { resolveObjectiveConfig } from '@srpo/srpo';
-import { DEFAULT_MAX_LATENESS_MS } from './active-set-options';
+import { DEFAULT_MAX_BROKER_SKEW_MS, DEFAULT_MAX_LATENESS_MS } from './active-set-options';
 import type { MaterializerSettings } from './topology';
 
 /** {@link MaterializerSettings} as read from variables: the limits always set. */
@@ -18,12 +18,16 @@ export type ReadMaterializerSettings = MaterializerSettings & { limits: EventLim
  * | SRPO_SET_TTL_MS | 60000 | event time for a set's members and reward to arrive |
  * | SRPO_GROUP_TTL_MS | 120000 | event time for an undeclared group to fill |
  * | SRPO_MAX_FUTURE_SKEW_MS / SRPO_MAX_LATENESS_MS | 3600000 / 600000 | clock-skew limits: events further ahead of or behind stream time are dead-lettered as CLOCK_SKEW |
+ * | SRPO_MAX_BROKER_SKEW_MS | 10000 (at most a sixth of the shorter of SRPO_SET_TTL_MS and SRPO_GROUP_TTL_MS) | events further ahead of their record's broker timestamp are dead-lettered as CLOCK_SKEW; must be below both windows |
  * | SRPO_DEDUPE_RETENTION_MS | SRPO_MAX_LATENESS_MS | how long ids of closed episodes and emitted sets are remembered; never less than SRPO_MAX_LATENESS_MS |
  * | SRPO_ADVANTAGE_STD, SRPO_ADVANTAGE_EPS, SRPO_PROGRESS_FALLBACK | sample, 1e-6, false | advantage settings |
  *
  * The dedupe window may not be shorter than the lateness allowance: a duplicate that arrives
  * after its episode was forgotten but inside the allowance would be taken as a new event and
  * processed a second time. The state this costs is in docs/materializer.md ("Dedupe window").
+ * The broker skew must be shorter than both windows: stream time may run that far ahead of the
+ * broker's clock, and each window loses that much for honest events (docs/materializer.md,
+ * "Event time and the broker's clock").
  *
  * @throws ConfigError naming the first bad variable
  */
@@ -32,6 +36,14 @@ export function readMaterializerSettings(env: Readonly<Record<string, string | u
   const setTtlMs = r.int('SRPO_SET_TTL_MS', 60_000, { min: 1 });
   const groupTtlMs = r.int('SRPO_GROUP_TTL_MS', 120_000, { min: 1 });
   const maxFutureSkewMs = r.int('SRPO_MAX_FUTURE_SKEW_MS', 3_600_000, { min: 0 });
+  const windowMs = Math.min(setTtlMs, groupTtlMs);
+  const maxBrokerSkewMs = r.int('SRPO_MAX_BROKER_SKEW_MS', Math.min(DEFAULT_MAX_BROKER_SKEW_MS, Math.floor(windowMs / 6)), { min: 0 });
+  if (maxBrokerSkewMs >= windowMs) {
+    throw new ConfigError(
+      'SRPO_MAX_BROKER_SKEW_MS',
+      `must be < SRPO_SET_TTL_MS and SRPO_GROUP_TTL_MS (${windowMs}), got ${maxBrokerSkewMs}: one producer could move stream time that far ahead of the broker's clock and close every open set or group early`,
+    );
+  }
   const maxLatenessMs = r.int('SRPO_MAX_LATENESS_MS', DEFAULT_MAX_LATENESS_MS, { min: 0 });
   const dedupeRetentionMs = r.int('SRPO_DEDUPE_RETENTION_MS', maxLatenessMs, { min: 0 });
   if (dedupeRetentionMs < maxLatenessMs) {
@@ -45,6 +57,7 @@ export function readMaterializerSettings(env: Readonly<Record<string, string | u
     groupTtlMs,
     dedupeRetentionMs,
     maxFutureSkewMs,
+    maxBrokerSkewMs,
     maxLatenessMs,
     // Each variable is range-checked above, so the resolver cannot fail on what it is given.
     objective: resolveObjectiveConfig({

@@ -9,6 +9,8 @@ export interface MaterializerSettings {
   groupTtlMs: number;
   dedupeRetentionMs: number;
   maxFutureSkewMs: number;
+  /** How far an event may be ahead of its record's broker timestamp (see `ActiveSetProcessorOptions`). */
+  maxBrokerSkewMs: number;
   maxLatenessMs: number;
   objective: ObjectiveConfig;
   limits?: EventLimits;
@@ -44,6 +46,7 @@ export function materializerTopology(
         setTtlMs: settings.setTtlMs,
         dedupeRetentionMs: settings.dedupeRetentionMs,
         maxFutureSkewMs: settings.maxFutureSkewMs,
+        maxBrokerSkewMs: settings.maxBrokerSkewMs,
         maxLatenessMs: settings.maxLatenessMs,
         limits: settings.limits ?? DEFAULT_EVENT_LIMITS,
         ...(options.latestPolicyVersion ? { latestPolicyVersion: options.latestPolicyVersion } : {}),

@@ -44,6 +44,15 @@ function setup(processor: Recorder, inputs?: string[]) {
   return { task, dead, counts, outputs, stores, feed };
 }
 
+describe('decodeRecord', () => {
+  it('hands the processor the record’s Kafka timestamp, as read (the broker’s clock on LogAppendTime topics)', () => {
+    const r = { ...raw('in', 3, 5_000), timestampMs: 1_700_000_000_123 };
+    const d = decodeRecord(codec, r);
+    expect('record' in d && d.record.timestampMs).toBe(1_700_000_000_123);
+    expect('record' in d && d.record.source).toEqual({ topic: 'in', partition: 0, offset: 3 });
+  });
+});
+
 describe('StreamTask', () => {
   it('punctuates on the stream-time schedule: first at a finite watermark, then each time it moved by the interval', () => {
     const p = new Recorder(1_000);
