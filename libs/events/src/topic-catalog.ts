@@ -6,7 +6,8 @@ import type { EventType } from './event-types';
  * The topics of one run. Raw topics (outputs, transitions, outcomes) are keyed by
  * episode id and must have the same partition count, so that one materializer task
  * sees every event of an episode (co-partitioning, as in Kafka Streams joins).
- * History is kept (retention.ms = -1 by default) so any run can be replayed.
+ * History is kept (retention.ms = -1 by default) so any run can be replayed. Raw topics
+ * stamp records with the broker's clock (`message.timestamp.type=LogAppendTime`).
  */
 export interface TopicSpec {
   name: string;
@@ -66,7 +67,9 @@ export function topicCatalog(options: TopicCatalogOptions = {}): TopicCatalog {
     partitions,
     key,
     eventTypes,
-    config: { ...config },
+    // The raw topics (the co-partitioned ones) are written by agents: their records carry the
+    // broker's append time, which the materializer bounds event time by (a producer sets CreateTime).
+    config: coPartitioned ? { ...config, 'message.timestamp.type': 'LogAppendTime' } : { ...config },
     coPartitioned,
   });
   const catalog = {

@@ -1,0 +1,82 @@
+import { createKafka, DeadLetter, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog } from '@srpo/events';
+import { readMaterializerSettings, rematerialize } from '@srpo/materializer';
+import { ensureKafka, output, transition, uniquePrefix } from '@srpo/testing';
+
+const MINUTE = 60_000;
+
+/**
+ * A producer chooses both an event's time and, with CreateTime, its record's timestamp. The raw
+ * topics take the broker's append time instead, and the set stage bounds event time by it: an
+ * event stamped 50 minutes ahead (inside the 1 h stream-time allowance) is dead-lettered instead
+ * of closing every open set, in a re-materialization of the recorded records as live.
+ */
+describe('event time against the broker clock (real broker)', () => {
+  const kafka = createKafka({ brokers: ensureKafka(), clientId: 'event-time-test' });
+  const codec = new EventCodec();
+  const prefix = uniquePrefix('event-time');
+  const catalog = topicCatalog({ prefix, rawPartitions: 1, derivedPartitions: 1 });
+  let before = 0;
+  let after = 0;
+
+  beforeAll(async () => {
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      await ensureTopics(admin, catalog.all());
+    } finally {
+      await admin.disconnect();
+    }
+    const producer = kafka.producer();
+    await producer.connect();
+    try {
+      before = Date.now();
+      const now = before;
+      const ahead = now + 50 * MINUTE;
+      const message = (key: string, type: 'AgentOutput' | 'Transition', value: Parameters<EventCodec['encode']>[1], timestamp?: number) => ({
+        key,
+        value: codec.encode(type, value),
+        ...(timestamp !== undefined ? { timestamp: String(timestamp) } : {}),
+      });
+      // An honest episode whose set waits for its second output (60 s to get it).
+      await producer.send({ topic: catalog.agentOutputs.name, messages: [message('a', 'AgentOutput', output('a', 0, { eventTimeMs: now, startedAtMs: now }))] });
+      await producer.send({
+        topic: catalog.transitions.name,
+        messages: [message('a', 'Transition', transition('a', [0, 1], { eventTimeMs: now, reward: 1 }))],
+      });
+      // A hostile output 50 min ahead, its record's CreateTime forged to match.
+      await producer.send({
+        topic: catalog.agentOutputs.name,
+        messages: [message('x', 'AgentOutput', output('x', 0, { eventTimeMs: ahead, startedAtMs: now }), ahead)],
+      });
+      after = Date.now();
+    } finally {
+      await producer.disconnect();
+    }
+  });
+
+  it('creates the raw topics with the broker’s append time: a forged CreateTime does not reach the reader', async () => {
+    const records = await readTopicsToEnd(kafka, [catalog.agentOutputs.name, catalog.transitions.name]);
+    expect(records).toHaveLength(3);
+    for (const r of records) {
+      expect(r.timestampMs).toBeGreaterThanOrEqual(before - 1000);
+      expect(r.timestampMs).toBeLessThanOrEqual(after + 1000);
+    }
+  });
+
+  it('dead-letters the event ahead of the broker as CLOCK_SKEW and keeps the open set open, the same in every re-materialization', async () => {
+    const settings = readMaterializerSettings({});
+    const runs = [];
+    for (const run of ['r1', 'r2']) {
+      const result = await rematerialize({ kafka, source: catalog, targetPrefix: `${prefix}${run}.`, settings, codec });
+      const letters = (await readTopicsToEnd(kafka, [result.target.deadLetter.name])).map((r) => codec.decode(r.value).value as DeadLetter);
+      runs.push({
+        events: result.events,
+        setsComplete: result.setsComplete,
+        setsInvalid: result.setsInvalid,
+        letters: letters.map((d) => [d.reasonCode, d.details.field, d.originalKey?.toString()]),
+      });
+    }
+    expect(runs[0]).toEqual({ events: 3, setsComplete: 0, setsInvalid: 0, letters: [['CLOCK_SKEW', 'AgentOutput.eventTimeMs', 'x']] });
+    expect(runs[1]).toEqual(runs[0]);
+  });
+});
