@@ -32,21 +32,24 @@ describe('event time against the broker clock (real broker)', () => {
       before = Date.now();
       const now = before;
       const ahead = now + 50 * MINUTE;
-      const message = (key: string, type: 'AgentOutput' | 'Transition', value: Parameters<EventCodec['encode']>[1], timestamp?: number) => ({
+      const message = (key: string, value: Buffer, timestamp?: number) => ({
         key,
-        value: codec.encode(type, value),
+        value,
         ...(timestamp !== undefined ? { timestamp: String(timestamp) } : {}),
       });
       // An honest episode whose set waits for its second output (60 s to get it).
-      await producer.send({ topic: catalog.agentOutputs.name, messages: [message('a', 'AgentOutput', output('a', 0, { eventTimeMs: now, startedAtMs: now }))] });
+      await producer.send({
+        topic: catalog.agentOutputs.name,
+        messages: [message('a', codec.encode('AgentOutput', output('a', 0, { eventTimeMs: now, startedAtMs: now })))],
+      });
       await producer.send({
         topic: catalog.transitions.name,
-        messages: [message('a', 'Transition', transition('a', [0, 1], { eventTimeMs: now, reward: 1 }))],
+        messages: [message('a', codec.encode('Transition', transition('a', [0, 1], { eventTimeMs: now, reward: 1 })))],
       });
       // A hostile output 50 min ahead, its record's CreateTime forged to match.
       await producer.send({
         topic: catalog.agentOutputs.name,
-        messages: [message('x', 'AgentOutput', output('x', 0, { eventTimeMs: ahead, startedAtMs: now }), ahead)],
+        messages: [message('x', codec.encode('AgentOutput', output('x', 0, { eventTimeMs: ahead, startedAtMs: now })), ahead)],
       });
       after = Date.now();
     } finally {

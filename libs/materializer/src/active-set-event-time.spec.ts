@@ -24,7 +24,7 @@ function setup(options: Partial<ActiveSetProcessorOptions> = {}) {
     h.record(topics.episodeOutcomes.name, { type: 'EpisodeOutcome', value: v }, v.episodeId, codec, at(brokerMs));
   const sets = () => h.outputs.filter((x) => x.topic === topics.activeSets.name).map((x) => (x.value as ActiveSet).setId);
   const invalid = () => h.outputs.filter((x) => x.topic === topics.invalidSets.name).map((x) => (x.value as ActiveSet).setId);
-  const skewed = () => h.deadLetters.filter((d) => d.reasonCode === ReasonCode.CLOCK_SKEW).map((d) => d.details.field);
+  const skewed = () => h.deadLetters.filter((d) => d.reasonCode === (ReasonCode.CLOCK_SKEW as string)).map((d) => d.details.field);
   return { h, o, t, r, sets, invalid, skewed };
 }
 

@@ -380,7 +380,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     if (ep.orphanOutcomeRaw !== null && ep.transitionIds.length === 0 && ep.outputIds.length === 0) {
       const raw = Buffer.from(ep.orphanOutcomeRaw, 'base64');
       ctx.deadLetter(
-        { source: ep.outcomeSource as KafkaCoordinates, key: ep.orphanKey, raw, event: { type: 'EpisodeOutcome', value: ep.outcome as EpisodeOutcome } },
+        { source: ep.outcomeSource as KafkaCoordinates, key: ep.orphanKey, raw },
         ReasonCode.UNKNOWN_EPISODE,
         `EpisodeOutcome.episodeId: no output or transition of episode ${id} arrived before its deadline`,
         { field: 'EpisodeOutcome.episodeId' },

@@ -40,8 +40,11 @@ export interface ProcessorContext {
    */
   readonly watermarkMs: number;
   emit(output: OutputRecord): void;
-  /** Sends the record's original bytes to the dead-letter topic with a reason. */
-  deadLetter(record: InputRecord, reasonCode: ReasonCode, reason: string, details?: Record<string, string>): void;
+  /**
+   * Sends the record's original bytes to the dead-letter topic with a reason. Only its key,
+   * bytes and coordinates go: a record kept in a store (without its timestamp) may be sent.
+   */
+  deadLetter(record: Pick<InputRecord, 'key' | 'raw' | 'source'>, reasonCode: ReasonCode, reason: string, details?: Record<string, string>): void;
   /** Increments a named counter (exposed as a metric by the app). */
   count(metric: string, labels?: Record<string, string>): void;
 }
