@@ -1,4 +1,4 @@
-import { createKafka, DeadLetter, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog } from '@srpo/events';
+import { createKafka, DeadLetter, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, topicsWithoutAppendTime } from '@srpo/events';
 import { readMaterializerSettings, rematerialize } from '@srpo/materializer';
 import { ensureKafka, output, transition, uniquePrefix } from '@srpo/testing';
 
@@ -63,6 +63,20 @@ describe('event time against the broker clock (real broker)', () => {
     for (const r of records) {
       expect(r.timestampMs).toBeGreaterThanOrEqual(before - 1000);
       expect(r.timestampMs).toBeLessThanOrEqual(after + 1000);
+    }
+  });
+
+  it('finds raw topics created earlier with CreateTime, which ensureTopics leaves as they are', async () => {
+    const old = topicCatalog({ prefix: `${prefix}old.`, rawPartitions: 1, derivedPartitions: 1 });
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      await admin.createTopics({ topics: [{ topic: old.transitions.name, numPartitions: 1 }], waitForLeaders: true });
+      await ensureTopics(admin, [old.agentOutputs, old.transitions, old.activeSets]);
+      expect(await topicsWithoutAppendTime(admin, [old.agentOutputs, old.transitions, old.activeSets])).toEqual([old.transitions.name]);
+      expect(await topicsWithoutAppendTime(admin, catalog.all())).toEqual([]);
+    } finally {
+      await admin.disconnect();
     }
   });
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'crypto';
 import * as http from 'http';
 import { Admin, Consumer, Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, Logger, MetricsSink, serveMetrics, SrpoError } from '@srpo/core';
-import { createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog } from '@srpo/events';
+import { createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog, topicsWithoutAppendTime } from '@srpo/events';
 import { ConsumerRunner, createStreamClient } from '@srpo/streams';
 import { materializerTopology, type ActiveSetStores, type AdvantageGroupStores } from '@srpo/materializer';
 import { MaterializerConfig } from './materializer-config';
@@ -160,12 +160,32 @@ export class Materializer {
     });
   }
 
+  /**
+   * Raw topics created before the catalog asked for LogAppendTime carry their producers' clocks,
+   * which then bound event time instead of the broker's: worth a warning, not a refusal (an
+   * operator may alter the topics while the materializer runs). A principal that may not read
+   * topic configs only loses the check.
+   */
+  private async checkTimestampType(admin: Admin): Promise<void> {
+    try {
+      const createTime = await topicsWithoutAppendTime(admin, this.catalog.all());
+      if (createTime.length === 0) return;
+      this.log.warn('raw topics keep the producer timestamp (CreateTime): event time is bounded by producer clocks, not the broker clock', {
+        topics: createTime,
+        fix: 'kafka-configs --alter --entity-type topics --entity-name <topic> --add-config message.timestamp.type=LogAppendTime',
+      });
+    } catch (e) {
+      this.log.info('could not read the raw topics timestamp type', { error: errorMessage(e) });
+    }
+  }
+
   async start(): Promise<void> {
     await this.codec.useRegistry();
     const admin = this.kafka.admin();
     await admin.connect();
     try {
       await ensureTopics(admin, this.catalog.all());
+      await this.checkTimestampType(admin);
     } finally {
       await admin.disconnect();
     }

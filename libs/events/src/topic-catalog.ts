@@ -1,4 +1,4 @@
-import type { Admin, ITopicConfig } from 'kafkajs';
+import { ConfigResourceTypes, type Admin, type ITopicConfig } from 'kafkajs';
 import { ErrorCode, isRetriable, SrpoError } from '@srpo/core';
 import type { EventType } from './event-types';
 
@@ -136,6 +136,23 @@ export async function ensureTopics(admin: Admin, specs: TopicSpec[]): Promise<{ 
     }
   }
   return { created: missing.map((s) => s.name) };
+}
+
+/**
+ * Existing topics whose spec asks for the broker's append time (the raw topics) but that keep the
+ * producer's CreateTime: topics created before the catalog asked for it. `ensureTopics` leaves
+ * existing topics' settings alone; the materializer warns about these (docs/materializer.md).
+ */
+export async function topicsWithoutAppendTime(admin: Admin, specs: TopicSpec[]): Promise<string[]> {
+  const wanted = specs.filter((s) => s.config['message.timestamp.type'] === 'LogAppendTime');
+  if (wanted.length === 0) return [];
+  const { resources } = await admin.describeConfigs({
+    includeSynonyms: false,
+    resources: wanted.map((s) => ({ type: ConfigResourceTypes.TOPIC, name: s.name, configNames: ['message.timestamp.type'] })),
+  });
+  return resources
+    .filter((r) => r.configEntries.find((e) => e.configName === 'message.timestamp.type')?.configValue !== 'LogAppendTime')
+    .map((r) => r.resourceName);
 }
 
 /**
