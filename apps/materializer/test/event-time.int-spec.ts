@@ -1,6 +1,18 @@
-import { createKafka, DeadLetter, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, topicsWithoutAppendTime } from '@srpo/events';
+import {
+  ActiveSet,
+  AgentEventsProducer,
+  createKafka,
+  DeadLetter,
+  ensureTopics,
+  EventCodec,
+  readTopicsToEnd,
+  topicCatalog,
+  topicsWithoutAppendTime,
+} from '@srpo/events';
 import { readMaterializerSettings, rematerialize } from '@srpo/materializer';
-import { ensureKafka, output, transition, uniquePrefix } from '@srpo/testing';
+import { ensureKafka, output, sleep, streamClientEnv, transition, uniquePrefix } from '@srpo/testing';
+import { loadMaterializerConfig } from '../src/materializer-config';
+import { Materializer } from '../src/materializer.service';
 
 const MINUTE = 60_000;
 
@@ -8,7 +20,7 @@ const MINUTE = 60_000;
  * A producer chooses both an event's time and, with CreateTime, its record's timestamp. The raw
  * topics take the broker's append time instead, and the set stage bounds event time by it: an
  * event stamped 50 minutes ahead (inside the 1 h stream-time allowance) is dead-lettered instead
- * of closing every open set, in a re-materialization of the recorded records as live.
+ * of closing every open set, live and in a re-materialization of the recorded records.
  */
 describe('event time against the broker clock (real broker)', () => {
   const kafka = createKafka({ brokers: ensureKafka(), clientId: 'event-time-test' });
@@ -95,5 +107,50 @@ describe('event time against the broker clock (real broker)', () => {
     }
     expect(runs[0]).toEqual({ events: 3, setsComplete: 0, setsInvalid: 0, letters: [['CLOCK_SKEW', 'AgentOutput.eventTimeMs', 'x']] });
     expect(runs[1]).toEqual(runs[0]);
+  });
+
+  it('live: the materializer dead-letters the event ahead of the broker and completes the honest set', async () => {
+    const brokers = ensureKafka();
+    const config = loadMaterializerConfig({
+      ...streamClientEnv(),
+      KAFKA_BROKERS: brokers.join(','),
+      SRPO_TOPIC_PREFIX: uniquePrefix('event-time-live'),
+      SRPO_RAW_PARTITIONS: '1',
+      SRPO_DERIVED_PARTITIONS: '1',
+      SRPO_LOG_LEVEL: 'warn',
+    });
+    const materializer = new Materializer(config);
+    await materializer.start();
+    const topics = materializer.catalog;
+    const sdk = new AgentEventsProducer({ kafka, topics });
+    const raw = kafka.producer();
+    await raw.connect();
+    try {
+      const now = Date.now();
+      const ahead = now + 50 * MINUTE;
+      await sdk.emitOutput(output('a', 0, { eventTimeMs: now, startedAtMs: now }));
+      await sdk.emitTransition(transition('a', [0, 1], { eventTimeMs: now, reward: 1 }));
+      await raw.send({
+        topic: topics.agentOutputs.name,
+        messages: [{ key: 'x', value: codec.encode('AgentOutput', output('x', 0, { eventTimeMs: ahead, startedAtMs: now })), timestamp: String(ahead) }],
+      });
+      await sdk.emitOutput(output('a', 1, { eventTimeMs: now + 1000, startedAtMs: now }));
+      const read = async (topic: string) => (await readTopicsToEnd(kafka, [topic])).map((r) => codec.decode(r.value).value);
+      const deadline = Date.now() + 30_000;
+      let sets: ActiveSet[] = [];
+      let letters: DeadLetter[] = [];
+      while (Date.now() < deadline && (sets.length < 1 || letters.length < 1)) {
+        await sleep(300);
+        sets = (await read(topics.activeSets.name)) as ActiveSet[];
+        letters = (await read(topics.deadLetter.name)) as DeadLetter[];
+      }
+      expect(sets.map((x) => x.setId)).toEqual(['a/t0']);
+      expect(letters.map((d) => [d.reasonCode, d.details.field, d.originalKey?.toString()])).toEqual([['CLOCK_SKEW', 'AgentOutput.eventTimeMs', 'x']]);
+      expect(await read(topics.invalidSets.name)).toEqual([]);
+    } finally {
+      await raw.disconnect();
+      await sdk.disconnect();
+      await materializer.stop();
+    }
   });
 });
