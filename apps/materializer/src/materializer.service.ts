@@ -2,7 +2,7 @@ import { randomUUID } from 'crypto';
 import * as http from 'http';
 import { Admin, Consumer, Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, Logger, MetricsSink, serveMetrics, SrpoError } from '@srpo/core';
-import { createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog, topicsWithoutAppendTime } from '@srpo/events';
+import { createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog, topicsWithoutTimestampBound } from '@srpo/events';
 import { ConsumerRunner, createStreamClient } from '@srpo/streams';
 import { materializerTopology, type ActiveSetStores, type AdvantageGroupStores } from '@srpo/materializer';
 import { MaterializerConfig } from './materializer-config';
@@ -161,18 +161,19 @@ export class Materializer {
   }
 
   /**
-   * Raw topics created before the catalog asked for LogAppendTime carry their producers' clocks,
-   * which then bound event time instead of the broker's: worth a warning, not a refusal (an
-   * operator may alter the topics while the materializer runs). A principal that may not read
-   * topic configs only loses the check.
+   * Raw topics created before the catalog bounded record timestamps accept any timestamp a
+   * producer picks, and the set stage bounds event time by it: worth a warning, not a refusal
+   * (an operator may alter the topics while the materializer runs). A principal that may not
+   * read topic configs only loses the check.
    */
   private async checkTimestampType(admin: Admin): Promise<void> {
     try {
-      const createTime = await topicsWithoutAppendTime(admin, this.catalog.all());
-      if (createTime.length === 0) return;
-      this.log.warn('raw topics keep the producer timestamp (CreateTime): event time is bounded by producer clocks, not the broker clock', {
-        topics: createTime,
-        fix: 'kafka-configs --alter --entity-type topics --entity-name <topic> --add-config message.timestamp.type=LogAppendTime',
+      const unbounded = await topicsWithoutTimestampBound(admin, this.catalog.all());
+      if (unbounded.length === 0) return;
+      const spec = this.catalog.agentOutputs.config;
+      this.log.warn('raw topics accept record timestamps far from the broker clock: event time is bounded by what producers stamp', {
+        topics: unbounded,
+        fix: `kafka-configs --alter --entity-type topics --entity-name <topic> --add-config message.timestamp.type=${spec['message.timestamp.type']},message.timestamp.after.max.ms=${spec['message.timestamp.after.max.ms']}`,
       });
     } catch (e) {
       this.log.info('could not read the raw topics timestamp type', { error: errorMessage(e) });

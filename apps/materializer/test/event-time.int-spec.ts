@@ -7,7 +7,7 @@ import {
   EventCodec,
   readTopicsToEnd,
   topicCatalog,
-  topicsWithoutAppendTime,
+  topicsWithoutTimestampBound,
 } from '@srpo/events';
 import { readMaterializerSettings, rematerialize } from '@srpo/materializer';
 import { ensureKafka, output, sleep, streamClientEnv, transition, uniquePrefix } from '@srpo/testing';
@@ -17,10 +17,11 @@ import { Materializer } from '../src/materializer.service';
 const MINUTE = 60_000;
 
 /**
- * A producer chooses both an event's time and, with CreateTime, its record's timestamp. The raw
- * topics take the broker's append time instead, and the set stage bounds event time by it: an
- * event stamped 50 minutes ahead (inside the 1 h stream-time allowance) is dead-lettered instead
- * of closing every open set, live and in a re-materialization of the recorded records.
+ * A producer chooses an event's time, and its record's timestamp too (CreateTime). On the raw
+ * topics the broker refuses a record stamped more than `message.timestamp.after.max.ms` ahead of
+ * its clock, and the set stage bounds event time by the record timestamp: an event 50 minutes
+ * ahead (inside the 1 h stream-time allowance) is dead-lettered instead of closing every open
+ * set, live and in a re-materialization of the recorded records.
  */
 describe('event time against the broker clock (real broker)', () => {
   const kafka = createKafka({ brokers: ensureKafka(), clientId: 'event-time-test' });
@@ -43,25 +44,19 @@ describe('event time against the broker clock (real broker)', () => {
     try {
       before = Date.now();
       const now = before;
-      const ahead = now + 50 * MINUTE;
-      const message = (key: string, value: Buffer, timestamp?: number) => ({
-        key,
-        value,
-        ...(timestamp !== undefined ? { timestamp: String(timestamp) } : {}),
-      });
       // An honest episode whose set waits for its second output (60 s to get it).
       await producer.send({
         topic: catalog.agentOutputs.name,
-        messages: [message('a', codec.encode('AgentOutput', output('a', 0, { eventTimeMs: now, startedAtMs: now })))],
+        messages: [{ key: 'a', value: codec.encode('AgentOutput', output('a', 0, { eventTimeMs: now, startedAtMs: now })) }],
       });
       await producer.send({
         topic: catalog.transitions.name,
-        messages: [message('a', codec.encode('Transition', transition('a', [0, 1], { eventTimeMs: now, reward: 1 })))],
+        messages: [{ key: 'a', value: codec.encode('Transition', transition('a', [0, 1], { eventTimeMs: now, reward: 1 })) }],
       });
-      // A hostile output 50 min ahead, its record's CreateTime forged to match.
+      // A hostile output 50 min ahead, in a record stamped now (as a gateway client's would be).
       await producer.send({
         topic: catalog.agentOutputs.name,
-        messages: [message('x', codec.encode('AgentOutput', output('x', 0, { eventTimeMs: ahead, startedAtMs: now })), ahead)],
+        messages: [{ key: 'x', value: codec.encode('AgentOutput', output('x', 0, { eventTimeMs: now + 50 * MINUTE, startedAtMs: now })) }],
       });
       after = Date.now();
     } finally {
@@ -69,30 +64,39 @@ describe('event time against the broker clock (real broker)', () => {
     }
   });
 
-  it('creates the raw topics with the broker’s append time: a forged CreateTime does not reach the reader', async () => {
+  it('refuses a record stamped ahead of the broker clock on a raw topic; the others keep their producer timestamps', async () => {
+    const producer = kafka.producer({ retry: { retries: 0 } });
+    await producer.connect();
+    try {
+      const ahead = Date.now() + 50 * MINUTE;
+      const forged = { key: 'y', value: codec.encode('AgentOutput', output('y', 0, { eventTimeMs: ahead })), timestamp: String(ahead) };
+      await expect(producer.send({ topic: catalog.agentOutputs.name, messages: [forged] })).rejects.toThrow(/timestamp/i);
+    } finally {
+      await producer.disconnect();
+    }
     const records = await readTopicsToEnd(kafka, [catalog.agentOutputs.name, catalog.transitions.name]);
-    expect(records).toHaveLength(3);
+    expect(records.map((r) => r.key?.toString())).toEqual(['a', 'x', 'a']);
     for (const r of records) {
-      expect(r.timestampMs).toBeGreaterThanOrEqual(before - 1000);
-      expect(r.timestampMs).toBeLessThanOrEqual(after + 1000);
+      expect(r.timestampMs).toBeGreaterThanOrEqual(before);
+      expect(r.timestampMs).toBeLessThanOrEqual(after);
     }
   });
 
-  it('finds raw topics created earlier with CreateTime, which ensureTopics leaves as they are', async () => {
+  it('finds raw topics created earlier without the timestamp bound, which ensureTopics leaves as they are', async () => {
     const old = topicCatalog({ prefix: `${prefix}old.`, rawPartitions: 1, derivedPartitions: 1 });
     const admin = kafka.admin();
     await admin.connect();
     try {
       await admin.createTopics({ topics: [{ topic: old.transitions.name, numPartitions: 1 }], waitForLeaders: true });
       await ensureTopics(admin, [old.agentOutputs, old.transitions, old.activeSets]);
-      expect(await topicsWithoutAppendTime(admin, [old.agentOutputs, old.transitions, old.activeSets])).toEqual([old.transitions.name]);
-      expect(await topicsWithoutAppendTime(admin, catalog.all())).toEqual([]);
+      expect(await topicsWithoutTimestampBound(admin, [old.agentOutputs, old.transitions, old.activeSets])).toEqual([old.transitions.name]);
+      expect(await topicsWithoutTimestampBound(admin, catalog.all())).toEqual([]);
     } finally {
       await admin.disconnect();
     }
   });
 
-  it('dead-letters the event ahead of the broker as CLOCK_SKEW and keeps the open set open, the same in every re-materialization', async () => {
+  it('dead-letters the event ahead of its record timestamp as CLOCK_SKEW and keeps the open set open, the same in every re-materialization', async () => {
     const settings = readMaterializerSettings({});
     const runs = [];
     for (const run of ['r1', 'r2']) {
@@ -109,7 +113,7 @@ describe('event time against the broker clock (real broker)', () => {
     expect(runs[1]).toEqual(runs[0]);
   });
 
-  it('live: the materializer dead-letters the event ahead of the broker and completes the honest set', async () => {
+  it('live: the materializer dead-letters the event ahead of its record timestamp and completes the honest set', async () => {
     const brokers = ensureKafka();
     const config = loadMaterializerConfig({
       ...streamClientEnv(),
@@ -123,17 +127,12 @@ describe('event time against the broker clock (real broker)', () => {
     await materializer.start();
     const topics = materializer.catalog;
     const sdk = new AgentEventsProducer({ kafka, topics });
-    const raw = kafka.producer();
-    await raw.connect();
     try {
       const now = Date.now();
       const ahead = now + 50 * MINUTE;
       await sdk.emitOutput(output('a', 0, { eventTimeMs: now, startedAtMs: now }));
       await sdk.emitTransition(transition('a', [0, 1], { eventTimeMs: now, reward: 1 }));
-      await raw.send({
-        topic: topics.agentOutputs.name,
-        messages: [{ key: 'x', value: codec.encode('AgentOutput', output('x', 0, { eventTimeMs: ahead, startedAtMs: now })), timestamp: String(ahead) }],
-      });
+      await sdk.emitOutput(output('x', 0, { eventTimeMs: ahead, startedAtMs: now }));
       await sdk.emitOutput(output('a', 1, { eventTimeMs: now + 1000, startedAtMs: now }));
       const read = async (topic: string) => (await readTopicsToEnd(kafka, [topic])).map((r) => codec.decode(r.value).value);
       const deadline = Date.now() + 30_000;
@@ -148,7 +147,6 @@ describe('event time against the broker clock (real broker)', () => {
       expect(letters.map((d) => [d.reasonCode, d.details.field, d.originalKey?.toString()])).toEqual([['CLOCK_SKEW', 'AgentOutput.eventTimeMs', 'x']]);
       expect(await read(topics.invalidSets.name)).toEqual([]);
     } finally {
-      await raw.disconnect();
       await sdk.disconnect();
       await materializer.stop();
     }

@@ -6,8 +6,8 @@ import type { EventType } from './event-types';
  * The topics of one run. Raw topics (outputs, transitions, outcomes) are keyed by
  * episode id and must have the same partition count, so that one materializer task
  * sees every event of an episode (co-partitioning, as in Kafka Streams joins).
- * History is kept (retention.ms = -1 by default) so any run can be replayed. Raw topics
- * stamp records with the broker's clock (`message.timestamp.type=LogAppendTime`).
+ * History is kept (retention.ms = -1 by default) so any run can be replayed. On raw topics the
+ * broker refuses records stamped ahead of its clock (`message.timestamp.after.max.ms`).
  */
 export interface TopicSpec {
   name: string;
@@ -52,7 +52,15 @@ export interface TopicCatalogOptions {
   retentionMs?: number;
   /** Largest message the broker accepts on these topics (default 4 MiB). */
   maxMessageBytes?: number;
+  /**
+   * How far ahead of the broker's clock a producer may stamp a record of a raw topic
+   * (`message.timestamp.after.max.ms`, default 10 s); the broker refuses later ones.
+   */
+  maxTimestampAheadMs?: number;
 }
+
+/** The default of `TopicCatalogOptions.maxTimestampAheadMs`: room for NTP-synced clocks. */
+export const DEFAULT_MAX_TIMESTAMP_AHEAD_MS = 10_000;
 
 export function topicCatalog(options: TopicCatalogOptions = {}): TopicCatalog {
   const prefix = options.prefix ?? 'srpo.';
@@ -62,14 +70,21 @@ export function topicCatalog(options: TopicCatalogOptions = {}): TopicCatalog {
     'retention.ms': String(options.retentionMs ?? -1),
     'max.message.bytes': String(options.maxMessageBytes ?? 4 * 1024 * 1024),
   };
+  // The raw topics (the co-partitioned ones) are written by agents. The materializer bounds event
+  // time by the record timestamp, so the broker must bound that: CreateTime, refused beyond
+  // after.max.ms ahead of its clock. Not LogAppendTime: the broker then writes its time into the
+  // batch header only, which kafkajs reads and @platformatic/kafka 1.35 ignores (it would hand
+  // the processor the producer's unchecked CreateTime).
+  const rawTimestamps = {
+    'message.timestamp.type': 'CreateTime',
+    'message.timestamp.after.max.ms': String(options.maxTimestampAheadMs ?? DEFAULT_MAX_TIMESTAMP_AHEAD_MS),
+  };
   const spec = (suffix: string, partitions: number, key: TopicSpec['key'], eventTypes: EventType[], coPartitioned = false): TopicSpec => ({
     name: prefix + suffix,
     partitions,
     key,
     eventTypes,
-    // The raw topics (the co-partitioned ones) are written by agents: their records carry the
-    // broker's append time, which the materializer bounds event time by (a producer sets CreateTime).
-    config: coPartitioned ? { ...config, 'message.timestamp.type': 'LogAppendTime' } : { ...config },
+    config: coPartitioned ? { ...config, ...rawTimestamps } : { ...config },
     coPartitioned,
   });
   const catalog = {
@@ -138,20 +153,31 @@ export async function ensureTopics(admin: Admin, specs: TopicSpec[]): Promise<{ 
   return { created: missing.map((s) => s.name) };
 }
 
+const TIMESTAMP_CONFIGS = ['message.timestamp.type', 'message.timestamp.after.max.ms'];
+
 /**
- * Existing topics whose spec asks for the broker's append time (the raw topics) but that keep the
- * producer's CreateTime: topics created before the catalog asked for it. `ensureTopics` leaves
+ * Existing topics whose spec bounds record timestamps (the raw topics) but whose settings bound
+ * them less: another timestamp type, or a longer `message.timestamp.after.max.ms` (topics created
+ * before the catalog asked for it; the broker's default is far longer). `ensureTopics` leaves
  * existing topics' settings alone; the materializer warns about these (docs/materializer.md).
  */
-export async function topicsWithoutAppendTime(admin: Admin, specs: TopicSpec[]): Promise<string[]> {
-  const wanted = specs.filter((s) => s.config['message.timestamp.type'] === 'LogAppendTime');
+export async function topicsWithoutTimestampBound(admin: Admin, specs: TopicSpec[]): Promise<string[]> {
+  const wanted = specs.filter((s) => s.config['message.timestamp.after.max.ms'] !== undefined);
   if (wanted.length === 0) return [];
   const { resources } = await admin.describeConfigs({
     includeSynonyms: false,
-    resources: wanted.map((s) => ({ type: ConfigResourceTypes.TOPIC, name: s.name, configNames: ['message.timestamp.type'] })),
+    resources: wanted.map((s) => ({ type: ConfigResourceTypes.TOPIC, name: s.name, configNames: TIMESTAMP_CONFIGS })),
   });
   return resources
-    .filter((r) => r.configEntries.find((e) => e.configName === 'message.timestamp.type')?.configValue !== 'LogAppendTime')
+    .filter((r) => {
+      const spec = wanted.find((s) => s.name === r.resourceName);
+      const value = (name: string) => r.configEntries.find((e) => e.configName === name)?.configValue;
+      return (
+        spec === undefined ||
+        value('message.timestamp.type') !== spec.config['message.timestamp.type'] ||
+        !(Number(value('message.timestamp.after.max.ms')) <= Number(spec.config['message.timestamp.after.max.ms']))
+      );
+    })
     .map((r) => r.resourceName);
 }
 

@@ -41,21 +41,22 @@ export function checkTopic(record: InputRecord, topics: TopicCatalog): void {
 
 /**
  * Why an event's time is not to be believed, or undefined: it is more than `maxBrokerSkewMs`
- * ahead of its record's broker timestamp, or the record has none. Producers choose event time;
- * the broker's clock bounds it, so no producer moves stream time past what that clock allows,
- * not even with the first event of a fresh task (which has no stream time to compare with).
+ * ahead of its record's Kafka timestamp, or the record has none. Producers choose event time;
+ * the broker refuses record timestamps ahead of its clock (the raw topics'
+ * `message.timestamp.after.max.ms`), so no producer moves stream time further than both bounds
+ * past that clock, not even with the first event of a fresh task (which has no stream time yet).
  */
 export function brokerSkewOf(record: InputRecord, eventTimeMs: number, options: ActiveSetProcessorOptions): string | undefined {
   const brokerMs = record.timestampMs;
-  if (!(brokerMs >= 0)) return `${eventTimeMs} cannot be checked: the record has no broker timestamp (${brokerMs})`;
+  if (!(brokerMs >= 0)) return `${eventTimeMs} cannot be checked: the record has no timestamp (${brokerMs})`;
   if (eventTimeMs > brokerMs + options.maxBrokerSkewMs) {
-    return `${eventTimeMs} is ${eventTimeMs - brokerMs} ms ahead of its broker timestamp ${brokerMs} (allowed: ${options.maxBrokerSkewMs} ms)`;
+    return `${eventTimeMs} is ${eventTimeMs - brokerMs} ms ahead of its record timestamp ${brokerMs} (allowed: ${options.maxBrokerSkewMs} ms)`;
   }
   return undefined;
 }
 
 /**
- * The record is keyed by its episode, and its event time is within the skew bound of its broker
+ * The record is keyed by its episode, and its event time is within the skew bound of its record
  * timestamp and the skew and lateness bounds of stream time. Each refusal is counted as
  * `clock_skew_total{type, bound}` (bound: `broker`, `future`, `late`), beside the dead letter.
  */

@@ -11,7 +11,8 @@ const MINUTE = 60_000;
 
 /**
  * The live defaults (60 s sets, 1 h stream-time skew, 10 min lateness): event time is checked
- * against each record's broker timestamp, which the harness sets per record as Kafka would.
+ * against each record's Kafka timestamp (never ahead of the record timestamp's clock on the raw topics),
+ * which the harness sets per record.
  */
 function setup(options: Partial<ActiveSetProcessorOptions> = {}) {
   const h = new ProcessorHarness<ActiveSetStores>(new ActiveSetProcessor({ topics, codec, ...options }));
@@ -33,15 +34,15 @@ function openSet(s: ReturnType<typeof setup>, id: string, time: number): void {
   s.h.feedAll([s.o(output(id, 0, { eventTimeMs: time, startedAtMs: time })), s.t(transition(id, [0, 1], { eventTimeMs: time, reward: 1 }))]);
 }
 
-describe('ActiveSetProcessor event time against the broker clock', () => {
-  it('dead-letters an event 50 min ahead of its broker timestamp (inside the stream-time allowance) and closes no open set', () => {
+describe('ActiveSetProcessor event time against the record timestamp (bounded by the broker clock)', () => {
+  it('dead-letters an event 50 min ahead of its record timestamp (inside the stream-time allowance) and closes no open set', () => {
     const s = setup();
     openSet(s, 'a', B);
     openSet(s, 'b', B + 1000);
     // The producer stamps its event 50 min ahead; the broker appended it at B + 2 s.
     s.h.feed(s.o(output('x', 0, { eventTimeMs: B + 50 * MINUTE, startedAtMs: B }), B + 2000));
     expect(s.skewed()).toEqual(['AgentOutput.eventTimeMs']);
-    expect(s.h.deadLetters[0].reason).toContain('ahead of its broker timestamp');
+    expect(s.h.deadLetters[0].reason).toContain('ahead of its record timestamp');
     expect(s.h.streamTimeMs).toBe(B + 1000);
     expect(s.invalid()).toEqual([]);
     expect(s.h.counters.get('clock_skew_total{"type":"AgentOutput","bound":"broker"}')).toBe(1);
@@ -50,7 +51,7 @@ describe('ActiveSetProcessor event time against the broker clock', () => {
     expect(s.sets()).toEqual(['a/t0', 'b/t0']);
   });
 
-  it('does not let repeated events ahead of the broker move stream time, for any event type', () => {
+  it('does not let repeated events ahead of the record timestamp move stream time, for any event type', () => {
     const s = setup();
     openSet(s, 'a', B);
     for (let i = 1; i <= 5; i++) {
@@ -79,7 +80,7 @@ describe('ActiveSetProcessor event time against the broker clock', () => {
     expect(s.h.deadLetters).toHaveLength(1);
   });
 
-  it('accepts an event up to the allowance ahead of its broker timestamp, so stream time runs at most that far ahead of the broker', () => {
+  it('accepts an event up to the allowance ahead of its record timestamp, so stream time runs at most that far ahead of the record timestamp', () => {
     const s = setup({ maxBrokerSkewMs: 5_000 });
     s.h.feed(s.o(output('a', 0, { eventTimeMs: B + 5_000, startedAtMs: B }), B));
     expect(s.h.deadLetters).toEqual([]);
@@ -96,11 +97,11 @@ describe('ActiveSetProcessor event time against the broker clock', () => {
     expect(s.skewed()).toEqual(['AgentOutput.eventTimeMs']);
   });
 
-  it('dead-letters an event whose record carries no broker timestamp (Kafka reports -1)', () => {
+  it('dead-letters an event whose record carries no timestamp (Kafka reports -1)', () => {
     const s = setup();
     s.h.feed(s.o(output('a', 0, { eventTimeMs: B, startedAtMs: B }), -1));
     expect(s.skewed()).toEqual(['AgentOutput.eventTimeMs']);
-    expect(s.h.deadLetters[0].reason).toContain('no broker timestamp');
+    expect(s.h.deadLetters[0].reason).toContain('no timestamp');
     expect(s.h.streamTimeMs).toBe(0);
   });
 });

@@ -16,9 +16,10 @@ export interface ActiveSetProcessorOptions {
   /** Events this far ahead of stream time are refused as clock skew (default 1 h). */
   maxFutureSkewMs: number;
   /**
-   * Events this far ahead of their record's broker timestamp are refused as clock skew
-   * (default 10 s, {@link DEFAULT_MAX_BROKER_SKEW_MS}): stream time then never runs further
-   * ahead of the broker's clock, whatever a producer writes.
+   * Events this far ahead of their record's Kafka timestamp are refused as clock skew
+   * (default 10 s, {@link DEFAULT_MAX_BROKER_SKEW_MS}). The broker refuses record timestamps
+   * ahead of its clock on the raw topics, so stream time never runs further ahead of that
+   * clock than both bounds, whatever a producer writes.
    */
   maxBrokerSkewMs: number;
   /** Events this far behind stream time are refused as clock skew (default 10 min, {@link DEFAULT_MAX_LATENESS_MS}). */
@@ -46,9 +47,9 @@ export interface ActiveSetProcessorOptions {
 export const DEFAULT_MAX_LATENESS_MS = 600_000;
 
 /**
- * How far an event may be ahead of its record's broker timestamp by default (10 s): room for the
- * clock differences of NTP-synced hosts, and a sixth of the 60 s a set has to complete, so one
- * producer can shorten the windows of honest sets by at most that much (docs/materializer.md).
+ * How far an event may be ahead of its record's Kafka timestamp by default (10 s): room for the
+ * clock differences of NTP-synced hosts (a gateway client's and the gateway's), and a sixth of
+ * the 60 s a set has to complete (docs/materializer.md).
  */
 export const DEFAULT_MAX_BROKER_SKEW_MS = 10_000;
 

@@ -18,16 +18,16 @@ export type ReadMaterializerSettings = MaterializerSettings & { limits: EventLim
  * | SRPO_SET_TTL_MS | 60000 | event time for a set's members and reward to arrive |
  * | SRPO_GROUP_TTL_MS | 120000 | event time for an undeclared group to fill |
  * | SRPO_MAX_FUTURE_SKEW_MS / SRPO_MAX_LATENESS_MS | 3600000 / 600000 | clock-skew limits: events further ahead of or behind stream time are dead-lettered as CLOCK_SKEW |
- * | SRPO_MAX_BROKER_SKEW_MS | 10000 (at most a sixth of the shorter of SRPO_SET_TTL_MS and SRPO_GROUP_TTL_MS) | events further ahead of their record's broker timestamp are dead-lettered as CLOCK_SKEW; must be below both windows |
+ * | SRPO_MAX_BROKER_SKEW_MS | 10000 (at most a sixth of the shorter of SRPO_SET_TTL_MS and SRPO_GROUP_TTL_MS) | events further ahead of their record's Kafka timestamp (which the broker keeps within the raw topics' message.timestamp.after.max.ms of its clock) are dead-lettered as CLOCK_SKEW; must be below both windows |
  * | SRPO_DEDUPE_RETENTION_MS | SRPO_MAX_LATENESS_MS | how long ids of closed episodes and emitted sets are remembered; never less than SRPO_MAX_LATENESS_MS |
  * | SRPO_ADVANTAGE_STD, SRPO_ADVANTAGE_EPS, SRPO_PROGRESS_FALLBACK | sample, 1e-6, false | advantage settings |
  *
  * The dedupe window may not be shorter than the lateness allowance: a duplicate that arrives
  * after its episode was forgotten but inside the allowance would be taken as a new event and
  * processed a second time. The state this costs is in docs/materializer.md ("Dedupe window").
- * The broker skew must be shorter than both windows: stream time may run that far ahead of the
- * broker's clock, and each window loses that much for honest events (docs/materializer.md,
- * "Event time and the broker's clock").
+ * The broker skew must be shorter than both windows: stream time may run that far (plus the
+ * record timestamps' own 10 s) ahead of the broker's clock, and each window loses that much for
+ * honest events (docs/materializer.md, "Event time and the broker's clock").
  *
  * @throws ConfigError naming the first bad variable
  */
@@ -41,7 +41,7 @@ export function readMaterializerSettings(env: Readonly<Record<string, string | u
   if (maxBrokerSkewMs >= windowMs) {
     throw new ConfigError(
       'SRPO_MAX_BROKER_SKEW_MS',
-      `must be < SRPO_SET_TTL_MS and SRPO_GROUP_TTL_MS (${windowMs}), got ${maxBrokerSkewMs}: one producer could move stream time that far ahead of the broker's clock and close every open set or group early`,
+      `must be < SRPO_SET_TTL_MS and SRPO_GROUP_TTL_MS (${windowMs}), got ${maxBrokerSkewMs}: one producer could move stream time that far ahead of the record timestamps and close every open set or group early`,
     );
   }
   const maxLatenessMs = r.int('SRPO_MAX_LATENESS_MS', DEFAULT_MAX_LATENESS_MS, { min: 0 });

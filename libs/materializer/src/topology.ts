@@ -9,7 +9,7 @@ export interface MaterializerSettings {
   groupTtlMs: number;
   dedupeRetentionMs: number;
   maxFutureSkewMs: number;
-  /** How far an event may be ahead of its record's broker timestamp (see `ActiveSetProcessorOptions`). */
+  /** How far an event may be ahead of its record's Kafka timestamp (see `ActiveSetProcessorOptions`). */
   maxBrokerSkewMs: number;
   maxLatenessMs: number;
   objective: ObjectiveConfig;

@@ -9,8 +9,8 @@ export interface InputRecord {
   /** The original bytes, kept for dead letters and for pass-through outputs. */
   raw: Buffer;
   /**
-   * The record's Kafka timestamp (ms): the broker's append time on topics with
-   * `message.timestamp.type=LogAppendTime` (the raw topics), else the producer's create time;
+   * The record's Kafka timestamp (ms) as the client read it: the producer's CreateTime, which on
+   * the raw topics the broker refused beyond `message.timestamp.after.max.ms` ahead of its clock;
    * -1 when the record has none. Part of the record, so a replay reads the same value:
    * processors may bound event time by it without reading a clock.
    */

@@ -45,7 +45,7 @@ function setup(processor: Recorder, inputs?: string[]) {
 }
 
 describe('decodeRecord', () => {
-  it('hands the processor the record’s Kafka timestamp, as read (the broker’s clock on LogAppendTime topics)', () => {
+  it('hands the processor the record’s Kafka timestamp, as read', () => {
     const r = { ...raw('in', 3, 5_000), timestampMs: 1_700_000_000_123 };
     const d = decodeRecord(codec, r);
     expect('record' in d && d.record.timestampMs).toBe(1_700_000_000_123);
