@@ -53,6 +53,11 @@ export const DEFAULT_MAX_LATENESS_MS = 600_000;
  */
 export const DEFAULT_MAX_BROKER_SKEW_MS = 10_000;
 
+/** The skew allowance when none is set: the default, but never more than a sixth of the shortest window (set or group). */
+export function defaultMaxBrokerSkewMs(windowMs: number): number {
+  return Math.min(DEFAULT_MAX_BROKER_SKEW_MS, Math.floor(windowMs / 6));
+}
+
 export const DEFAULT_ACTIVE_SET_OPTIONS: Omit<ActiveSetProcessorOptions, 'topics' | 'codec'> = {
   setTtlMs: 60_000,
   dedupeRetentionMs: DEFAULT_MAX_LATENESS_MS,

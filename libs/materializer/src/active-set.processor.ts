@@ -2,7 +2,7 @@ import { AgentOutput, EpisodeOutcome, EventCodec, floorLogProbCount, KafkaCoordi
 import { InputRecord, Processor, ProcessorContext } from '@srpo/streams';
 import { brokerSkewOf, checkOutcomeEvent, checkOutputEvent, checkTopic, checkTransitionEvent, relationError } from './active-set-checks';
 import { activeSetOf } from './active-set-event';
-import { ActiveSetProcessorOptions, DEFAULT_ACTIVE_SET_OPTIONS } from './active-set-options';
+import { ActiveSetProcessorOptions, DEFAULT_ACTIVE_SET_OPTIONS, defaultMaxBrokerSkewMs } from './active-set-options';
 import {
   ActiveSetStores,
   CLAIMS,
@@ -67,9 +67,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
 
   constructor(options: Partial<ActiveSetProcessorOptions> & { topics: TopicCatalog; codec: EventCodec }) {
     const dedupeRetentionMs = options.dedupeRetentionMs ?? options.maxLatenessMs ?? DEFAULT_ACTIVE_SET_OPTIONS.dedupeRetentionMs;
-    // As readMaterializerSettings derives it: never more than a sixth of the set window.
-    const setTtlMs = options.setTtlMs ?? DEFAULT_ACTIVE_SET_OPTIONS.setTtlMs;
-    const maxBrokerSkewMs = options.maxBrokerSkewMs ?? Math.min(DEFAULT_ACTIVE_SET_OPTIONS.maxBrokerSkewMs, Math.floor(setTtlMs / 6));
+    const maxBrokerSkewMs = options.maxBrokerSkewMs ?? defaultMaxBrokerSkewMs(options.setTtlMs ?? DEFAULT_ACTIVE_SET_OPTIONS.setTtlMs);
     this.options = { ...DEFAULT_ACTIVE_SET_OPTIONS, ...options, dedupeRetentionMs, maxBrokerSkewMs };
     this.punctuationIntervalMs = this.options.scanIntervalMs;
   }

@@ -1,7 +1,7 @@
 import { ConfigError, EnvReader } from '@srpo/core';
 import { DEFAULT_EVENT_LIMITS, type EventLimits } from '@srpo/events';
 import { resolveObjectiveConfig } from '@srpo/srpo';
-import { DEFAULT_MAX_BROKER_SKEW_MS, DEFAULT_MAX_LATENESS_MS } from './active-set-options';
+import { DEFAULT_MAX_LATENESS_MS, defaultMaxBrokerSkewMs } from './active-set-options';
 import type { MaterializerSettings } from './topology';
 
 /** {@link MaterializerSettings} as read from variables: the limits always set. */
@@ -37,7 +37,7 @@ export function readMaterializerSettings(env: Readonly<Record<string, string | u
   const groupTtlMs = r.int('SRPO_GROUP_TTL_MS', 120_000, { min: 1 });
   const maxFutureSkewMs = r.int('SRPO_MAX_FUTURE_SKEW_MS', 3_600_000, { min: 0 });
   const windowMs = Math.min(setTtlMs, groupTtlMs);
-  const maxBrokerSkewMs = r.int('SRPO_MAX_BROKER_SKEW_MS', Math.min(DEFAULT_MAX_BROKER_SKEW_MS, Math.floor(windowMs / 6)), { min: 0 });
+  const maxBrokerSkewMs = r.int('SRPO_MAX_BROKER_SKEW_MS', defaultMaxBrokerSkewMs(windowMs), { min: 0 });
   if (maxBrokerSkewMs >= windowMs) {
     throw new ConfigError(
       'SRPO_MAX_BROKER_SKEW_MS',
