@@ -48,6 +48,8 @@ const STATE_LAYOUT_KEY = 'stateLayout';
 export class ProcessorTasks<S extends Stores> {
   private readonly tasks = new Map<number, Task<S>>();
   private assigned: Set<number> | undefined;
+  /** The opening in progress, if any ({@link task}). */
+  private opening: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly options: ConsumerRunnerOptions<S>,
@@ -73,12 +75,21 @@ export class ProcessorTasks<S extends Stores> {
     this.assigned = new Set(partitions);
   }
 
-  /** The task of `partition`, opened (with every other assigned partition not yet open) if needed. */
+  /**
+   * The task of `partition`, opened (with every other assigned partition not yet open) if
+   * needed. One opening at a time: the batch loop and the idle poll both open tasks, and two
+   * producers of one transactional id would fence each other.
+   */
   async task(partition: number): Promise<Task<S>> {
     const existing = this.tasks.get(partition);
     if (existing) return existing;
-    const wanted = new Set([partition, ...(this.assigned ?? [])].filter((p) => !this.tasks.has(p)));
-    await this.initTasks([...wanted]);
+    const open = async () => {
+      const wanted = new Set([partition, ...(this.assigned ?? [])].filter((p) => !this.tasks.has(p)));
+      if (wanted.size > 0) await this.initTasks([...wanted]);
+    };
+    const run = this.opening.then(open, open);
+    this.opening = run.catch(() => undefined);
+    await run;
     return this.tasks.get(partition) as Task<S>;
   }
 
