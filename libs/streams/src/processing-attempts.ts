@@ -36,7 +36,7 @@ export class ProcessingAttempts {
   failed(source: KafkaCoordinates, error: string): number {
     const key = partitionKey(source.topic, source.partition);
     let offsets = this.failures.get(key);
-    if (!offsets) this.failures.set(key, (offsets = new Map()));
+    if (!offsets) this.failures.set(key, (offsets = new Map<number, PoisonRecord>()));
     const attempts = (offsets.get(source.offset)?.attempts ?? 0) + 1;
     offsets.set(source.offset, { attempts, error });
     return attempts;
