@@ -8,6 +8,7 @@ import {
   type OutgoingRecord,
   type Processor,
   type ProcessorContext,
+  STREAM_CLIENT_NAMES,
   type StreamClient,
   type StreamTransaction,
   type TransactionalProducer,
@@ -136,13 +137,13 @@ class FaultyClient implements StreamClient {
  * a chunk or a punctuation emits is inside the transaction that is aborted and retried, and
  * a record the processor throws on every time is dead-lettered after its attempts.
  */
-describe('ConsumerRunner processor mode under faults (real broker)', () => {
+describe.each(STREAM_CLIENT_NAMES)('ConsumerRunner processor mode under faults on %s (real broker)', (clientName) => {
   const brokers = ensureKafka();
-  const connection = { brokers, clientId: 'stream-faults' };
+  const connection = { brokers, clientId: `stream-faults-${clientName}` };
   const kafka = createKafka(connection);
 
   async function setup(label: string, inputs: string[]) {
-    const prefix = uniquePrefix(label);
+    const prefix = uniquePrefix(`${label}-${clientName}`);
     const topics = { inputs: inputs.map((i) => `${prefix}${i}`), out: `${prefix}out`, dead: `${prefix}dead-letter` };
     const appId = `${prefix}app`;
     const admin = kafka.admin();
@@ -152,7 +153,7 @@ describe('ConsumerRunner processor mode under faults (real broker)', () => {
       waitForLeaders: true,
     });
     const processor = new Deadlines(topics.out);
-    const client = new FaultyClient(createStreamClient('kafkajs', connection, kafka));
+    const client = new FaultyClient(createStreamClient(clientName, connection, kafka));
     const counts = new Map<string, number>();
     const runner = new ConsumerRunner<Stores>({
       appId,

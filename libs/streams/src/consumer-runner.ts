@@ -82,7 +82,8 @@ export type { ConsumerRunnerOptions } from './processor-mode';
  * (counting, logging and encoding dead letters), `loop-mode.ts` (what a mode implements
  * and what the loop lends it), `processor-mode.ts` (the processor mode's batches, chunk
  * transactions and idle punctuation), `processor-tasks.ts` (its tasks: fencing, restore,
- * clock, close) and `sink-mode.ts` (the sink mode's batches, writes and commits).
+ * clock, changelog topics, the chunk's transaction, close), `processing-attempts.ts` (a poison
+ * record's attempts) and `sink-mode.ts` (the sink mode's batches, writes and commits).
  */
 export class ConsumerRunner<S extends Stores = Stores> {
   private readonly consumer: LoopConsumer;

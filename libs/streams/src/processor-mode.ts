@@ -6,9 +6,8 @@ import { StoreSerde } from './key-value-store';
 import type { LoopContext, LoopMode } from './loop-mode';
 import { Processor, Stores } from './processor';
 import { ProcessingAttempts } from './processing-attempts';
-import { flushChangelogs, InputPosition, persistClock, ProcessorTasks, refreshUnread, Task, withLock } from './processor-tasks';
+import { commitTransaction, flushChangelogs, InputPosition, persistClock, ProcessorTasks, refreshUnread, Task, withLock } from './processor-tasks';
 import { decodeRecord, TaskClock } from './stream-task';
-import { changelogTopic, META_STORE } from './task-stores';
 
 /** {@link ConsumerRunner}'s processor mode: exactly-once Kafka-to-Kafka processing with local state. */
 export interface ConsumerRunnerOptions<S extends Stores> {
@@ -111,7 +110,7 @@ export class ProcessorMode<S extends Stores> implements LoopMode {
   }
 
   async open(): Promise<void> {
-    await this.ensureChangelogTopics();
+    await this.tasks.ensureChangelogTopics();
   }
 
   /** Starts the idle poll: input end offsets, so that idle inputs stop holding watermarks back. */
@@ -198,7 +197,7 @@ export class ProcessorMode<S extends Stores> implements LoopMode {
         persistClock(task, clockBefore);
         flushChangelogs(this.options.appId, task);
         inTransaction = true;
-        outcome = { committed: await this.commitTransaction(task, { topic, lastOffset }) };
+        outcome = { committed: await commitTransaction(this.options.appId, this.loop.client, task, { topic, lastOffset }) };
       }
     } catch (e) {
       this.rollback(task, clockBefore);
@@ -349,7 +348,7 @@ export class ProcessorMode<S extends Stores> implements LoopMode {
       flushChangelogs(this.options.appId, task);
       if (task.outputs.length === 0) return;
       inTransaction = true;
-      changelogOffsets = await this.commitTransaction(task, null);
+      changelogOffsets = await commitTransaction(this.options.appId, this.loop.client, task, null);
     } catch (e) {
       this.rollback(task, clockBefore);
       this.loop.count('stream_transaction_aborts_total', { reason: errorName(e) });
@@ -382,55 +381,6 @@ export class ProcessorMode<S extends Stores> implements LoopMode {
       });
       await this.tasks.closeTask(task.partition);
       return false;
-    }
-  }
-
-  /**
-   * Phase 5, commit: the task's outputs, changelog records and dead letters and the input
-   * offset in one transaction. Returns, per changelog topic written, an offset up to which
-   * the changelog partition now holds this task's state: the next offset after this
-   * transaction's records when the broker reported them as one batch, else the first of
-   * them (never past them: a local copy checkpointed there re-reads at most this
-   * transaction's records, which are whole values, on restore).
-   */
-  private async commitTransaction(task: Task<S>, input: { topic: string; lastOffset: number } | null): Promise<Record<string, number>> {
-    const outputs = task.outputs;
-    const tx = await task.producer.begin();
-    const changelogOffsets: Record<string, number> = {};
-    try {
-      if (outputs.length > 0) {
-        const sent = await tx.send(outputs);
-        const prefix = `${this.options.appId}.`;
-        const counts = new Map<string, number>();
-        for (const o of outputs) if (o.topic.startsWith(prefix) && o.topic.endsWith('.changelog')) counts.set(o.topic, (counts.get(o.topic) ?? 0) + 1);
-        for (const [t, n] of counts) {
-          const batches = sent.filter((m) => m.topic === t && m.partition === task.partition);
-          if (batches.length === 0) continue;
-          const first = Math.min(...batches.map((m) => m.baseOffset));
-          changelogOffsets[t] = batches.length === 1 ? first + n : first;
-        }
-      }
-      if (input) await tx.sendOffsets(this.options.appId, input.topic, task.partition, input.lastOffset + 1);
-      await tx.commit();
-    } catch (e) {
-      if (!this.loop.client.isFencing(e)) await tx.abort().catch(() => undefined);
-      throw e;
-    }
-    return changelogOffsets;
-  }
-
-  private async ensureChangelogTopics(): Promise<void> {
-    const { appId, processor, partitions } = this.options;
-    const admin = await this.loop.client.admin();
-    try {
-      const existing = new Set(await admin.listTopics());
-      const topics = [...processor.storeNames, META_STORE]
-        .map((n) => changelogTopic(appId, n))
-        .filter((t) => !existing.has(t))
-        .map((topic) => ({ topic, partitions, configs: { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '0' } }));
-      if (topics.length > 0) await admin.createTopics(topics);
-    } finally {
-      await admin.close();
     }
   }
 }
