@@ -224,22 +224,27 @@ export class ProcessorMode<S extends Stores> implements LoopMode {
    * attempts is dead-lettered instead (`PROCESSING_FAILED`). Returns the record the
    * processor threw on, if any: the chunk stops there; and how many poison records it
    * dead-lettered (counted once the transaction commits). A decoder's unexpected failure
-   * (not the record's bytes: those are dead letters) is thrown, as the transaction's are.
+   * (not the record's bytes: those are dead letters) is thrown, as a failed transaction is.
    */
   private feed(task: Task<S>, topic: string, messages: FetchedRecord[]): { failed?: RecordFailure; poisoned: number } {
     const { codec } = this.options;
     let poisoned = 0;
     for (const m of messages) {
       const decoded = decodeRecord(codec, { topic, partition: task.partition, offset: m.offset, key: m.key, value: m.value, timestampMs: m.timestampMs });
-      const source = { topic, partition: task.partition, offset: m.offset };
-      const poison = 'record' in decoded ? this.attempts.exhausted(source) : undefined;
-      if (poison && 'record' in decoded) {
+      // Undecodable bytes are dead-lettered by the task; they never reach the processor.
+      if (!('record' in decoded)) {
+        task.streamTask.feed(decoded);
+        continue;
+      }
+      const source = decoded.record.source;
+      const poison = this.attempts.exhausted(source);
+      if (poison) {
         task.streamTask.deadLetter(decoded.record, ReasonCode.PROCESSING_FAILED, poison.error, { attempts: String(poison.attempts) });
         poisoned++;
         continue;
       }
       try {
-        task.streamTask.feed(decoded);
+        task.streamTask.process(decoded.record);
       } catch (error) {
         return { failed: { source, error }, poisoned };
       }
