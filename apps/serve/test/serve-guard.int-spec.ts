@@ -113,7 +113,9 @@ describe('srpo serve: keys, max_tokens ceiling, disconnects and checkpoint paths
     const stranger = new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'sk-guard-admin-0123456788', maxRetries: 0 });
     await expect(stranger.models.list()).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
     await expect(stranger.completions.create({ model: 'tiny', prompt: '^S', max_tokens: 2 })).rejects.toMatchObject({ status: 401, code: 'invalid_api_key' });
-    const refused = await tinyOnly.chat.completions.create({ model: 'qwen2', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }).catch((e: unknown) => e);
+    const refused = await tinyOnly.chat.completions
+      .create({ model: 'qwen2', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 })
+      .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect(refused).toMatchObject({ status: 403, code: 'model_not_allowed', param: 'model' });
     // The LoRA routes read a directory the caller names: an admin key only.
@@ -211,7 +213,8 @@ describe('srpo serve: keys, max_tokens ceiling, disconnects and checkpoint paths
     expect(r.system_fingerprint).toBe('srpo-tiny-v0');
     const refusals = log.split('\n').filter((l) => l.includes('refused a policy version'));
     expect(refusals).toHaveLength(4);
-    for (const l of refusals) expect(JSON.parse(l)).toMatchObject({ level: 'warn', policyId: 'tiny', reason: expect.stringMatching(/outside the checkpoint store/) });
+    for (const l of refusals)
+      expect(JSON.parse(l)).toMatchObject({ level: 'warn', policyId: 'tiny', reason: expect.stringMatching(/outside the checkpoint store/) });
     // A version inside the store is still followed.
     await producer.send({ topic: catalog.policyVersions.name, acks: -1, messages: [announce(5, pathToFileURL(store.dirFor('tiny', 5)).href, goodHash)] });
     await producer.disconnect();

@@ -65,8 +65,8 @@ interface Row {
   cached: boolean;
   /** Order of arrival: preemption takes the latest first, and puts them back in this order. */
   arrival: number;
-  /** Set when the choice's signal aborted: the row leaves the queue, the batch and its KV cache. */
-  cancelled: boolean;
+  /** Stops listening to the choice's abort signal once the row has finished. */
+  unlisten?: () => void;
 }
 
 /** A model's rows decoding with a KV cache: the batch's cache and its rows, in the batch's row order. */
@@ -175,7 +175,6 @@ export class GenerationEngine {
     }
     return new Promise<FinishReason>((resolve, reject) => {
       const onAbort = (): void => this.cancel(row);
-      const settled = (): void => signal?.removeEventListener('abort', onAbort);
       const row: Row = {
         model,
         seq: [...prompt],
@@ -184,18 +183,12 @@ export class GenerationEngine {
         rng: new SeededRng(params.seed ?? randomInt(0, 2 ** 31 - 1)),
         stops: new Set(params.stopIds),
         sink,
-        resolve: (reason) => {
-          settled();
-          resolve(reason);
-        },
-        reject: (e) => {
-          settled();
-          reject(e);
-        },
+        resolve,
+        reject,
         done: false,
         cached,
         arrival: this.arrivals++,
-        cancelled: false,
+        ...(signal ? { unlisten: () => signal.removeEventListener('abort', onAbort) } : {}),
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       this.queue.push(row);
@@ -211,7 +204,6 @@ export class GenerationEngine {
    */
   private cancel(r: Row): void {
     if (r.done) return;
-    r.cancelled = true;
     this.totals.cancelled++;
     const waiting = this.queue.indexOf(r);
     if (waiting >= 0) this.queue.splice(waiting, 1);
@@ -479,6 +471,7 @@ function yieldToEventLoop(): Promise<void> {
 function finish(r: Row, reason: FinishReason | undefined, error?: unknown): void {
   if (r.done) return;
   r.done = true;
+  r.unlisten?.();
   if (error !== undefined) r.reject(error);
   else r.resolve(reason as FinishReason);
 }
