@@ -230,5 +230,29 @@ describe('srpo serve: keys, max_tokens ceiling, disconnects and checkpoint paths
 
   it('logged no key, no prompt text and no error line', () => {
     expect(log).not.toMatch(/sk-guard|hello|"level":"error"/);
+    expect(log).not.toMatch(/no SRPO_SERVE_API_KEYS/);
   });
+
+  it('without keys it stays open, and warns at boot when it listens beyond loopback', async () => {
+    // A --model server needs no broker: started on every interface, then stopped.
+    const open = spawn(process.execPath, [path.join(repoRoot(), 'dist', 'apps', 'serve', 'src', 'main.js')], {
+      env: { PATH: process.env.PATH ?? '', SRPO_SERVE_MODEL_DIR: QWEN2, SRPO_SERVE_HOST: '0.0.0.0', SRPO_SERVE_PORT: '0', SRPO_BACKEND: 'tensorflow' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    open.stdout?.on('data', (d: Buffer) => (out += d.toString()));
+    open.stderr?.on('data', (d: Buffer) => (out += d.toString()));
+    try {
+      const deadline = Date.now() + 60_000;
+      while (!/OpenAI-compatible API listening/.test(out)) {
+        if (open.exitCode !== null || Date.now() > deadline) throw new Error(`srpo serve did not start:\n${out}`);
+        await sleep(100);
+      }
+    } finally {
+      open.kill('SIGTERM');
+      await new Promise((r) => (open.exitCode !== null ? r(null) : open.once('exit', r)));
+    }
+    const warning = out.split('\n').find((l) => l.includes('no SRPO_SERVE_API_KEYS'));
+    expect(warning && JSON.parse(warning)).toMatchObject({ level: 'warn', host: '0.0.0.0' });
+  }, 90_000);
 });

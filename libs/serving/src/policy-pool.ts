@@ -64,8 +64,7 @@ export class PolicyPool {
   private stopped = false;
   /** Versions loaded and swapped in, per policy, since start. */
   readonly swaps = new Map<string, number>();
-  /** Announcements refused because their checkpoint lies outside the store ({@link PolicyPoolOptions.confineToCheckpointDir}). */
-  refusedCheckpoints = 0;
+  private refused = 0;
   /** Shared LoRA bases by the hash of their directory ({@link PolicyPoolOptions.shareLoraBases}). */
   private readonly bases = new Map<string, LlamaModel>();
 
@@ -129,6 +128,11 @@ export class PolicyPool {
     return changed;
   }
 
+  /** Announcements refused because their checkpoint lies outside the store ({@link PolicyPoolOptions.confineToCheckpointDir}). */
+  get refusedCheckpoints(): number {
+    return this.refused;
+  }
+
   /** Current (swapped-in) version of each policy. */
   versions(): Record<string, number> {
     return Object.fromEntries(this.policyIds.map((id) => [id, this.registry.get(id).version]));
@@ -182,7 +186,7 @@ export class PolicyPool {
         checkpointDirInStore(this.options.checkpointDir, v.checkpointUri);
       } catch (e) {
         // Refused before it is ever noted: an earlier version (or version 0 at start) goes on serving.
-        this.refusedCheckpoints++;
+        this.refused++;
         this.log.warn('refused a policy version: its checkpoint is outside the checkpoint store', {
           policyId: v.policyId,
           version: v.version,
