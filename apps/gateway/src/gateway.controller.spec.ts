@@ -25,7 +25,11 @@ function fakeUpstream(): Promise<{ url: string; seen: unknown[]; close: () => Pr
       res.setHeader('content-type', 'application/json');
       if (typeof body.model !== 'string' || !SERVED.has(body.model)) {
         res.statusCode = 404;
-        res.end(JSON.stringify({ error: { message: `The model '${String(body.model)}' does not exist`, type: 'invalid_request_error', param: 'model', code: 'model_not_found' } }));
+        res.end(
+          JSON.stringify({
+            error: { message: `The model '${String(body.model)}' does not exist`, type: 'invalid_request_error', param: 'model', code: 'model_not_found' },
+          }),
+        );
         return;
       }
       const choice = req.url?.endsWith('/chat/completions')
@@ -43,7 +47,7 @@ function fakeUpstream(): Promise<{ url: string; seen: unknown[]; close: () => Pr
 
 /** The refusal the official client raises for `model` on both endpoints, or 'ok' when the call went through. */
 async function outcome(client: OpenAI, model: string): Promise<unknown[]> {
-  const shape = (e: unknown) => (e instanceof OpenAI.APIError ? [e.status, e.code, e.param, e.message] : ['not an API error', String(e)]);
+  const shape = (e: unknown): unknown[] => (e instanceof OpenAI.APIError ? [e.status, e.code, e.param, e.message] : ['not an API error', String(e)]);
   const chat = await client.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] }).then(() => 'ok', shape);
   const text = await client.completions.create({ model, prompt: 'hi' }).then(() => 'ok', shape);
   return [chat, text];

@@ -273,7 +273,7 @@ describe('learner HTTP API (real HTTP, SQLite store, real Kafka probe)', () => {
   });
 
   /** The learner through main.ts, as `srpo learner` starts it, on an ephemeral port. */
-  async function boot(env: Record<string, string>): Promise<{ app: INestApplication; dir: string; close(): Promise<void> }> {
+  async function boot(env: Record<string, string>): Promise<{ app: INestApplication; dir: string; close: () => Promise<void> }> {
     const dir = tempDir('main');
     const app = await bootstrap({
       SRPO_POLICY_ID: 'boot',

@@ -23,3 +23,15 @@ describe('loadMaterializerConfig: state store', () => {
     expect(() => loadMaterializerConfig({ SRPO_FAULT_KILL_AT_LOCAL_WRITE: '0' })).toThrow(/SRPO_FAULT_KILL_AT_LOCAL_WRITE/);
   });
 });
+
+describe('loadMaterializerConfig: poison records', () => {
+  it('dead-letters a record after 3 processor throws by default; SRPO_MAX_PROCESSING_ATTEMPTS sets it', () => {
+    expect(loadMaterializerConfig({}).maxProcessingAttempts).toBe(3);
+    expect(loadMaterializerConfig({ SRPO_MAX_PROCESSING_ATTEMPTS: '5' }).maxProcessingAttempts).toBe(5);
+  });
+
+  it('refuses fewer than one attempt, naming the variable', () => {
+    expect(() => loadMaterializerConfig({ SRPO_MAX_PROCESSING_ATTEMPTS: '0' })).toThrow(/SRPO_MAX_PROCESSING_ATTEMPTS/);
+    expect(() => loadMaterializerConfig({ SRPO_MAX_PROCESSING_ATTEMPTS: 'many' })).toThrow(/SRPO_MAX_PROCESSING_ATTEMPTS/);
+  });
+});

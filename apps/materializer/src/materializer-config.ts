@@ -4,7 +4,7 @@ import { ConfigError, EnvReader, Logger, LogLevel } from '@srpo/core';
 import { EventLimits, KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
 import { readMaterializerSettings } from '@srpo/materializer';
 import { ObjectiveConfig } from '@srpo/srpo';
-import { STREAM_CLIENT_NAMES, type StreamClientName } from '@srpo/streams';
+import { DEFAULT_MAX_PROCESSING_ATTEMPTS, STREAM_CLIENT_NAMES, type StreamClientName } from '@srpo/streams';
 
 /**
  * The materializer's configuration; the only module of the app that reads the
@@ -19,6 +19,7 @@ import { STREAM_CLIENT_NAMES, type StreamClientName } from '@srpo/streams';
  * | SRPO_SET_TTL_MS, SRPO_GROUP_TTL_MS, SRPO_DEDUPE_RETENTION_MS, SRPO_MAX_FUTURE_SKEW_MS, SRPO_MAX_BROKER_SKEW_MS, SRPO_MAX_LATENESS_MS, SRPO_ADVANTAGE_STD, SRPO_ADVANTAGE_EPS, SRPO_PROGRESS_FALLBACK | see readMaterializerSettings (libs/materializer) | the settings that decide sets and groups, shared with `srpo replay --rematerialize` |
  * | SRPO_MAX_PAYLOAD_BYTES | 1048576 | larger messages are dead-lettered |
  * | SRPO_RECORDS_PER_TRANSACTION | 500 | chunk size of one Kafka transaction |
+ * | SRPO_MAX_PROCESSING_ATTEMPTS | 3 | times a processor may throw on one record before the record is dead-lettered as `PROCESSING_FAILED` and its partition moves on (errors marked retriable and failed transactions do not count) |
  * | SRPO_STATE_STORE | lmdb | `lmdb`: processor state in a local LMDB copy under the changelog (restart reads the copy and the changelog since its checkpoint); `memory`: on the heap, restored from the whole changelog |
  * | SRPO_STATE_DIR | `<os tmpdir>/srpo-state` | where the local copies live (one directory per task); put it on a persistent volume, as Kafka Streams' state.dir |
  * | SRPO_STATE_CACHE_VALUES | 4096 | decoded values each local store keeps in memory |
@@ -43,6 +44,8 @@ export interface MaterializerConfig {
   maxPayloadBytes: number;
   objective: ObjectiveConfig;
   recordsPerTransaction: number;
+  /** Processor throws on one record before it is dead-lettered as a poison record (SRPO_MAX_PROCESSING_ATTEMPTS). */
+  maxProcessingAttempts: number;
   /** Local state copies' directory; undefined: in-memory stores (SRPO_STATE_STORE=memory). */
   stateDir?: string;
   stateCacheValues: number;
@@ -79,6 +82,7 @@ export function loadMaterializerConfig(env: Readonly<Record<string, string | und
     maxPayloadBytes: r.int('SRPO_MAX_PAYLOAD_BYTES', 1024 * 1024, { min: 1024 }),
     objective: settings.objective,
     recordsPerTransaction: r.int('SRPO_RECORDS_PER_TRANSACTION', 500, { min: 1, max: 100_000 }),
+    maxProcessingAttempts: r.int('SRPO_MAX_PROCESSING_ATTEMPTS', DEFAULT_MAX_PROCESSING_ATTEMPTS, { min: 1, max: 100 }),
     ...readStateStore(r),
     sessionTimeoutMs: r.int('SRPO_SESSION_TIMEOUT_MS', 30_000, { min: 6_000, max: 300_000 }),
     kafkaClient: r.oneOf('SRPO_KAFKA_CLIENT', STREAM_CLIENT_NAMES, 'kafkajs'),

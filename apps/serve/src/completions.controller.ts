@@ -1,4 +1,4 @@
-import { Body, Controller, Get, HttpCode, Post, Res } from '@nestjs/common';
+import { Body, Controller, Get, Headers, HttpCode, Post, Res } from '@nestjs/common';
 import { errorMessage, ErrorCode, Logger, SrpoError } from '@srpo/core';
 import { OpenAiError, parseRequest, type HttpResponse as Response, type ParsedRequest } from '@srpo/serving';
 import { ServeService } from './serve.service';
@@ -9,7 +9,9 @@ export const VERSION_HEADER = 'x-srpo-policy-version';
 /**
  * OpenAI's `/v1/models`, `/v1/chat/completions` and `/v1/completions`. Streaming answers are
  * server-sent events ending in `data: [DONE]`. Every failure leaves in OpenAI's error shape;
- * no prompt or completion text is logged.
+ * no prompt or completion text, and no key, is logged. With API keys configured every route but
+ * `/health` needs `Authorization: Bearer <key>` (the LoRA routes an admin key, `["*"]`). A
+ * request whose client disconnects stops generating at once.
  */
 @Controller()
 export class CompletionsController {
@@ -18,7 +20,8 @@ export class CompletionsController {
   constructor(private readonly serve: ServeService) {}
 
   @Get('v1/models')
-  models(): Record<string, unknown> {
+  models(@Headers('authorization') authorization: string | undefined): Record<string, unknown> {
+    this.serve.keys.authorize(authorization, undefined);
     return this.serve.listModels();
   }
 
@@ -29,14 +32,14 @@ export class CompletionsController {
 
   @Post('v1/chat/completions')
   @HttpCode(200)
-  async chat(@Body() body: unknown, @Res() res: Response): Promise<void> {
-    await this.handle('chat', body, res);
+  async chat(@Body() body: unknown, @Headers('authorization') authorization: string | undefined, @Res() res: Response): Promise<void> {
+    await this.handle('chat', body, authorization, res);
   }
 
   @Post('v1/completions')
   @HttpCode(200)
-  async completions(@Body() body: unknown, @Res() res: Response): Promise<void> {
-    await this.handle('completions', body, res);
+  async completions(@Body() body: unknown, @Headers('authorization') authorization: string | undefined, @Res() res: Response): Promise<void> {
+    await this.handle('completions', body, authorization, res);
   }
 
   /**
@@ -46,8 +49,8 @@ export class CompletionsController {
    * for a path with no adapter, 400 `BadRequestError` for an adapter that does not fit).
    */
   @Post('v1/load_lora_adapter')
-  loadLora(@Body() body: unknown, @Res() res: Response): void {
-    this.lora(res, () => {
+  loadLora(@Body() body: unknown, @Headers('authorization') authorization: string | undefined, @Res() res: Response): void {
+    this.lora(res, authorization, () => {
       const b = loraBody(body);
       const { evicted } = this.serve.loadLora(b.lora_name, b.lora_path);
       if (evicted.length > 0) this.log.info('adapters unloaded to stay within --max-loras', { evicted });
@@ -57,19 +60,21 @@ export class CompletionsController {
 
   /** vLLM's `POST /v1/unload_lora_adapter` `{lora_name}`: 200 `Success: LoRA adapter '<name>' removed successfully.`, 404 `NotFoundError` when not loaded. */
   @Post('v1/unload_lora_adapter')
-  unloadLora(@Body() body: unknown, @Res() res: Response): void {
-    this.lora(res, () => {
+  unloadLora(@Body() body: unknown, @Headers('authorization') authorization: string | undefined, @Res() res: Response): void {
+    this.lora(res, authorization, () => {
       const b = loraBody(body);
       this.serve.unloadLora(b.lora_name);
       return `Success: LoRA adapter '${String(b.lora_name)}' removed successfully.`;
     });
   }
 
-  private lora(res: Response, run: () => string): void {
+  private lora(res: Response, authorization: string | undefined, run: () => string): void {
     if (!this.serve.runtimeLora) {
       res.status(404).json({ detail: 'Not Found' });
       return;
     }
+    // Loading reads a directory the caller names: with keys configured, only an admin key may.
+    this.serve.keys.authorizeAdmin(authorization);
     try {
       const text = run();
       res.status(200).setHeader('content-type', 'text/plain; charset=utf-8');
@@ -82,33 +87,49 @@ export class CompletionsController {
     }
   }
 
-  private async handle(endpoint: ParsedRequest['endpoint'], body: unknown, res: Response): Promise<void> {
+  private async handle(endpoint: ParsedRequest['endpoint'], body: unknown, authorization: string | undefined, res: Response): Promise<void> {
     let streaming = false;
+    const gone = new AbortController();
+    // 'close' also follows a response that ended; one that closes before its end is a client that went away.
+    res.once('close', () => {
+      if (!res.writableEnded) gone.abort();
+    });
     try {
+      this.serve.keys.authorize(authorization, undefined);
       const req = parseRequest(endpoint, body);
+      this.serve.keys.authorize(authorization, req.model);
       if (!req.stream) {
-        const { body: out, result } = await this.serve.run(req);
+        const { body: out, result } = await this.serve.run(req, undefined, gone.signal);
         res.setHeader(VERSION_HEADER, `${result.policyId}@${result.policyVersion}`);
         res.status(200).json(out);
         return;
       }
-      const { result } = await this.serve.run(req, (chunk) => {
-        if (!streaming) {
-          streaming = true;
-          // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a field of the upstream JSON, a string when present
-          const fp = String(chunk.system_fingerprint ?? '');
-          res.status(200);
-          res.setHeader('content-type', 'text/event-stream; charset=utf-8');
-          res.setHeader('cache-control', 'no-cache');
-          res.setHeader(VERSION_HEADER, fp.replace(/^srpo-(.*)-v(\d+)$/, '$1@$2'));
-          res.flushHeaders();
-        }
-        res.write(`data: ${JSON.stringify(chunk)}\n\n`);
-      });
+      const { result } = await this.serve.run(
+        req,
+        (chunk) => {
+          if (!streaming) {
+            streaming = true;
+            // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a field of the upstream JSON, a string when present
+            const fp = String(chunk.system_fingerprint ?? '');
+            res.status(200);
+            res.setHeader('content-type', 'text/event-stream; charset=utf-8');
+            res.setHeader('cache-control', 'no-cache');
+            res.setHeader(VERSION_HEADER, fp.replace(/^srpo-(.*)-v(\d+)$/, '$1@$2'));
+            res.flushHeaders();
+          }
+          res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+        },
+        gone.signal,
+      );
       if (!streaming) res.status(200).setHeader(VERSION_HEADER, `${result.policyId}@${result.policyVersion}`);
       res.write('data: [DONE]\n\n');
       res.end();
     } catch (e) {
+      if (gone.signal.aborted) {
+        // Nobody is left to answer: the request's choices have left the batch (GenerationCancelled).
+        this.log.debug('client went away; generation cancelled', { endpoint });
+        return;
+      }
       const err = toOpenAiError(e);
       if (err.status >= 500) this.log.error('completion failed', { endpoint, error: errorMessage(e) });
       if (streaming) {

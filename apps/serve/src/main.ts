@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { NestFactory } from '@nestjs/core';
 import { errorMessage, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
-import { applyServeConfig, loadServeConfig } from './serve-config';
+import { applyServeConfig, isLoopbackHost, loadServeConfig } from './serve-config';
 import { ServeModule } from './serve.module';
 import { ServeService } from './serve.service';
 
@@ -20,7 +20,10 @@ export async function bootstrap(env: Readonly<Record<string, string | undefined>
   await app.get(ServeService).start();
   await app.listen(config.port, config.host);
   const address = app.getHttpServer().address() as { port: number } | null;
-  new Logger('serve').info('OpenAI-compatible API listening', {
+  const log = new Logger('serve');
+  if (!config.keys.enabled && !isLoopbackHost(config.host))
+    log.warn('no SRPO_SERVE_API_KEYS: anyone who reaches this address may generate with every served model', { host: config.host });
+  log.info('OpenAI-compatible API listening', {
     host: config.host,
     port: address?.port ?? config.port,
     policies: config.policies,

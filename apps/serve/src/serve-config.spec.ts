@@ -1,6 +1,6 @@
 import * as path from 'path';
 import { ConfigError } from '@srpo/core';
-import { loadServeConfig } from './serve-config';
+import { isLoopbackHost, loadServeConfig } from './serve-config';
 
 const QWEN2 = path.join(__dirname, '..', '..', '..', 'libs', 'hf', 'fixtures', 'qwen2');
 
@@ -12,11 +12,22 @@ describe('serve configuration', () => {
     expect(c.checkpointDir).toBe(path.resolve('/work', '.srpo/checkpoints'));
     expect(c.topics.prefix).toBe('srpo.');
     expect([c.modelDir, c.modelName, c.maxLoras, c.runtimeLora]).toEqual([undefined, undefined, 8, true]);
-    expect([c.kvCacheTokens, c.decodeProducts]).toEqual([32_768, 'learner']);
+    expect([c.kvCacheTokens, c.decodeProducts, c.maxTokens, c.keys.enabled]).toEqual([32_768, 'learner', 4096, false]);
     expect(loadServeConfig({ SRPO_SERVE_KV_CACHE_TOKENS: '0', SRPO_SERVE_DECODE_PRODUCTS: 'tensorflow' })).toMatchObject({
       kvCacheTokens: 0,
       decodeProducts: 'tensorflow',
     });
+  });
+
+  it('SRPO_SERVE_API_KEYS takes the gateway format; SRPO_SERVE_MAX_TOKENS sets the max_tokens ceiling', () => {
+    const c = loadServeConfig({ SRPO_SERVE_API_KEYS: '{"sk-serve-aaaaaaaaaaaa": ["actor"]}', SRPO_SERVE_MAX_TOKENS: '64' });
+    expect([c.keys.enabled, c.maxTokens]).toEqual([true, 64]);
+    expect(() => c.keys.authorize('Bearer sk-serve-aaaaaaaaaaaa', 'judge')).toThrow(expect.objectContaining({ status: 403 }));
+  });
+
+  it('knows which hosts are loopback (no warning for an open server there)', () => {
+    expect(['127.0.0.1', '127.8.0.1', 'localhost', '::1'].every(isLoopbackHost)).toBe(true);
+    expect(['0.0.0.0', '::', '10.0.0.5', 'example.com', '127.0.0.1.example.com'].some(isLoopbackHost)).toBe(false);
   });
 
   it('--model serves a directory under its name with no policy (no broker); --served-model-name renames it; policies may be added', () => {
@@ -40,6 +51,9 @@ describe('serve configuration', () => {
     [{ SRPO_SERVE_KV_CACHE_TOKENS: '-1' }, 'SRPO_SERVE_KV_CACHE_TOKENS', />= 0/],
     [{ SRPO_SERVE_KV_CACHE_TOKENS: '99999999' }, 'SRPO_SERVE_KV_CACHE_TOKENS', /<= 16777216/],
     [{ SRPO_SERVE_DECODE_PRODUCTS: 'blas' }, 'SRPO_SERVE_DECODE_PRODUCTS', /one of/],
+    [{ SRPO_SERVE_API_KEYS: '{"short": ["actor"]}' }, 'SRPO_SERVE_API_KEYS', /key #1 is shorter than 16/],
+    [{ SRPO_SERVE_API_KEYS: '[]' }, 'SRPO_SERVE_API_KEYS', /non-empty JSON object/],
+    [{ SRPO_SERVE_MAX_TOKENS: '0' }, 'SRPO_SERVE_MAX_TOKENS', />= 1/],
   ])('fails fast naming the variable: %j', (env, variable, message) => {
     let error: unknown;
     try {

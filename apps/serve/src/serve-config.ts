@@ -3,7 +3,7 @@ import * as path from 'path';
 import { BACKEND_REQUESTS, BackendRequest, ConfigError, EnvReader, Logger, LogLevel, tfBackendSettings, type TfBackendSettings } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
 import type { DecodeProducts } from '@srpo/hf';
-import { DEFAULT_KV_CACHE_TOKENS } from '@srpo/serving';
+import { ApiKeys, DEFAULT_KV_CACHE_TOKENS } from '@srpo/serving';
 
 export interface ServeConfig {
   kafka: KafkaConnectionOptions;
@@ -18,8 +18,12 @@ export interface ServeConfig {
   maxLoras: number;
   /** Whether `/v1/load_lora_adapter` and `/v1/unload_lora_adapter` answer (vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING). */
   runtimeLora: boolean;
-  /** Absolute; version 0 of each policy is read from it until a version is announced. */
+  /** Absolute; version 0 of each policy is read from it until a version is announced, and no announced checkpoint is loaded from outside it. */
   checkpointDir: string;
+  /** Bearer keys and the models each may use (`SRPO_SERVE_API_KEYS`); open when unset. */
+  keys: ApiKeys;
+  /** The most tokens one choice may ask for (`max_tokens`); a request above it gets 400. */
+  maxTokens: number;
   host: string;
   port: number;
   /** Choices forwarded together in one generation step. */
@@ -56,7 +60,9 @@ const DECODE_PRODUCTS: readonly DecodeProducts[] = ['tensorflow', 'learner'];
  * | `SRPO_SERVE_MODEL_NAME` (`--served-model-name`) | the directory's name | its model id |
  * | `SRPO_SERVE_MAX_LORAS` (`--max-loras`) | 8 | LoRA adapters held at once over the `--model` base |
  * | `SRPO_SERVE_RUNTIME_LORA` | true | `/v1/load_lora_adapter` and `/v1/unload_lora_adapter` answer |
- * | `SRPO_CHECKPOINT_DIR` | `.srpo/checkpoints` | the learners' checkpoint root |
+ * | `SRPO_CHECKPOINT_DIR` | `.srpo/checkpoints` | the learners' checkpoint root; a PolicyVersion naming a checkpoint outside it (after `..` and symlinks) is refused |
+ * | `SRPO_SERVE_API_KEYS` | unset | JSON `{"<key>": ["policy", ...]}` (`*`: every model, and the LoRA load/unload routes), as the gateway's; unset: no authentication (warned at boot when the host is not loopback) |
+ * | `SRPO_SERVE_MAX_TOKENS` (`--max-tokens`) | 4096 | most tokens one choice may ask for (`max_tokens`); above it: 400 naming `max_tokens` |
  * | `SRPO_SERVE_HOST` / `SRPO_SERVE_PORT` | `127.0.0.1` / 8000 | where the API listens |
  * | `SRPO_SERVE_MAX_BATCH` | 64 | choices generated together per step |
  * | `SRPO_SERVE_MAX_QUEUE` | 1024 | choices waiting before requests get 503 |
@@ -88,6 +94,8 @@ export function loadServeConfig(env: Readonly<Record<string, string | undefined>
     if (!POLICY_ID.test(p) || p === '.' || p === '..') throw new ConfigError('SRPO_SERVE_POLICIES', `policy id "${p}" must match [A-Za-z0-9._-]+`);
   }
   if (new Set(policies).size !== policies.length) throw new ConfigError('SRPO_SERVE_POLICIES', 'lists a policy twice');
+  const keysJson = r.optionalStr('SRPO_SERVE_API_KEYS');
+  const keys = keysJson === undefined ? ApiKeys.open() : ConfigError.guard('SRPO_SERVE_API_KEYS', () => ApiKeys.parse(keysJson, 'SRPO_SERVE_API_KEYS'));
   return {
     kafka: readKafkaConnection(r, r.str('SRPO_CLIENT_ID', 'srpo-serve')),
     topics: { prefix: r.str('SRPO_TOPIC_PREFIX', 'srpo.') },
@@ -96,6 +104,8 @@ export function loadServeConfig(env: Readonly<Record<string, string | undefined>
     maxLoras: r.int('SRPO_SERVE_MAX_LORAS', 8, { min: 1, max: 1024 }),
     runtimeLora: r.bool('SRPO_SERVE_RUNTIME_LORA', true),
     checkpointDir: path.resolve(cwd, r.str('SRPO_CHECKPOINT_DIR', '.srpo/checkpoints')),
+    keys,
+    maxTokens: r.int('SRPO_SERVE_MAX_TOKENS', 4096, { min: 1, max: 1_000_000 }),
     host: r.str('SRPO_SERVE_HOST', '127.0.0.1'),
     port: r.int('SRPO_SERVE_PORT', 8000, { min: 0, max: 65535 }),
     maxBatchRows: r.int('SRPO_SERVE_MAX_BATCH', 64, { min: 1, max: 4096 }),
@@ -113,4 +123,9 @@ export function loadServeConfig(env: Readonly<Record<string, string | undefined>
 
 export function applyServeConfig(config: ServeConfig): void {
   Logger.configure({ level: config.logLevel });
+}
+
+/** Whether `host` only accepts connections from this machine (127.0.0.0/8, ::1, localhost). */
+export function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host);
 }

@@ -3,7 +3,7 @@ import { initTfBackend, Logger } from '@srpo/core';
 import { createKafka, topicCatalog } from '@srpo/events';
 import { loadHfModel } from '@srpo/hf';
 import { Policy } from '@srpo/policy';
-import { CompletionService, GenerationEngine, LoraAdapters, PolicyPool, ServedModels, type ChunkSink, type ParsedRequest } from '@srpo/serving';
+import { CompletionService, GenerationEngine, LoraAdapters, PolicyPool, ServedModels, type ApiKeys, type ChunkSink, type ParsedRequest } from '@srpo/serving';
 import { ErrorCode, SrpoError } from '@srpo/core';
 import type { ServeConfig } from './serve-config';
 
@@ -40,6 +40,7 @@ export class ServeService implements OnApplicationShutdown {
         catalog: topicCatalog(this.config.topics),
         rolePolicies: Object.fromEntries(this.config.policies.map((p) => [p, p])),
         checkpointDir: this.config.checkpointDir,
+        confineToCheckpointDir: true,
         startupTimeoutMs: this.config.startupTimeoutMs,
         shareLoraBases: true,
         retire: (old) => (models ? models.retire(old) : old.dispose()),
@@ -57,7 +58,7 @@ export class ServeService implements OnApplicationShutdown {
       this.adapters = new LoraAdapters({ base, models, maxAdapters: this.config.maxLoras });
       this.log.info('serving a model directory', { model: this.config.modelName, dir: this.config.modelDir });
     }
-    this.completions = new CompletionService(models, this.engine);
+    this.completions = new CompletionService(models, this.engine, { maxTokens: this.config.maxTokens });
     this.log.info('serving', { models: models.ids(), versions: this.versions() });
   }
 
@@ -66,11 +67,11 @@ export class ServeService implements OnApplicationShutdown {
     return this.service().listModels();
   }
 
-  /** Runs one request on the newest loaded versions. */
-  run(req: ParsedRequest, sink?: ChunkSink): ReturnType<CompletionService['run']> {
+  /** Runs one request on the newest loaded versions; `signal` aborts it (its client went away). */
+  run(req: ParsedRequest, sink?: ChunkSink, signal?: AbortSignal): ReturnType<CompletionService['run']> {
     const changed = this.pool?.applyPending() ?? [];
     if (changed.length > 0) this.log.info('new version in use', { policies: changed, versions: this.pool?.versions() });
-    return this.service().run(req, sink);
+    return this.service().run(req, sink, signal);
   }
 
   /** `/v1/load_lora_adapter`: serves the peft adapter at `path` as `name`, over the `--model` base. */
@@ -81,6 +82,11 @@ export class ServeService implements OnApplicationShutdown {
   /** `/v1/unload_lora_adapter`. */
   unloadLora(name: unknown): void {
     this.loraAdapters().unload(name);
+  }
+
+  /** The API keys requests are checked against (open when none are configured). */
+  get keys(): ApiKeys {
+    return this.config.keys;
   }
 
   get runtimeLora(): boolean {
@@ -94,7 +100,12 @@ export class ServeService implements OnApplicationShutdown {
   }
 
   stats(): Record<string, number> {
-    return { ...this.engine.totals, kvSlots: this.engine.kvSlots, loras: this.adapters?.names().length ?? 0 };
+    return {
+      ...this.engine.totals,
+      kvSlots: this.engine.kvSlots,
+      loras: this.adapters?.names().length ?? 0,
+      refusedCheckpoints: this.pool?.refusedCheckpoints ?? 0,
+    };
   }
 
   async onApplicationShutdown(): Promise<void> {

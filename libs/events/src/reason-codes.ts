@@ -36,6 +36,11 @@ export enum ReasonCode {
   UNKNOWN_EPISODE = 'UNKNOWN_EPISODE',
   /** Same id, different content: a producer bug, not a retry. */
   CONFLICTING_DUPLICATE = 'CONFLICTING_DUPLICATE',
+  /**
+   * The processor threw on the record in each of its attempts (a poison record: a bug, not
+   * bad input it refused); the stream runtime dead-letters it so that the partition moves on.
+   */
+  PROCESSING_FAILED = 'PROCESSING_FAILED',
   /** A set's members did not all arrive before its deadline. */
   MEMBER_MISSING_AT_TTL = 'MEMBER_MISSING_AT_TTL',
   /** All members arrived, but neither an immediate reward nor the episode outcome did. */

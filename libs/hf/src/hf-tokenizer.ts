@@ -50,7 +50,14 @@ export class HfTokenizer {
     /** Size of the id space the tokenizer can produce (model vocabulary plus added tokens). */
     readonly idCount: number,
   ) {
-    if (chatTemplate !== undefined) this.template = new Template(chatTemplate);
+    if (chatTemplate !== undefined) {
+      try {
+        this.template = new Template(chatTemplate);
+      } catch (e) {
+        // A model directory is outside input: its template's syntax error is a refusal naming it, not a crash.
+        throw new ValidationError('chat_template', `does not parse: ${(e as Error).message}`);
+      }
+    }
   }
 
   static fromDirectory(dir: string): HfTokenizer {
@@ -73,11 +80,11 @@ export class HfTokenizer {
 
   /** Token ids of `text`; `addSpecialTokens` runs the post-processor (a BOS for Llama-style tokenizers). */
   encode(text: string, options: { addSpecialTokens?: boolean } = {}): number[] {
-    return this.tokenizer.encode(text, { add_special_tokens: options.addSpecialTokens ?? false }).ids;
+    return tokenizerCall('encode', () => this.tokenizer.encode(text, { add_special_tokens: options.addSpecialTokens ?? false }).ids);
   }
 
   decode(ids: readonly number[], options: { skipSpecialTokens?: boolean } = {}): string {
-    return this.tokenizer.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false });
+    return tokenizerCall('decode', () => this.tokenizer.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false }));
   }
 
   tokenToId(token: string): number | undefined {
@@ -114,6 +121,20 @@ export class HfTokenizer {
       if (e instanceof SrpoError) throw e;
       throw new ValidationError('chat_template', `rendering failed: ${(e as Error).message}`);
     }
+  }
+}
+
+/**
+ * Runs the tokenizer library, whose errors are plain ones: a tokenizer.json it built but cannot run
+ * (an added token without an integer id, a split without a pattern; found by the fuzzer,
+ * libs/testing/src/fuzz) fails on every input, so it is refused as the model directory's fault.
+ */
+function tokenizerCall<T>(what: string, call: () => T): T {
+  try {
+    return call();
+  } catch (e) {
+    if (e instanceof SrpoError) throw e;
+    throw new SrpoError(ErrorCode.VALIDATION_FAILED, `tokenizer.json: cannot ${what} (${(e as Error).message})`, { field: 'tokenizer.json' });
   }
 }
 

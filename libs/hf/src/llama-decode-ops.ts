@@ -1,6 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
 import { configureSrpoKernels, gateUpFused, matMul2d, matMul2dBiasResidual, rmsNormFused, ropeFused, srpoMatMulRouted, swiGluFused } from '@srpo/kernels';
+import { causalMask as sharedCausalMask } from '@srpo/policy';
 import { rmsNorm, swiGlu, type RopeTables } from './llama-ops';
 import type { LlamaModel } from './llama-model';
 
@@ -113,27 +114,14 @@ export function checkTokens(model: LlamaModel, tokens: readonly number[], field:
   });
 }
 
-/**
- * The additive causal mask `[r·T, T]` that llama-ops' ropeAttention takes (0 on and below the
- * diagonal, −1e9 above). Made per prefill, not cached: one per prompt length would grow without
- * bound in a server (r·T² values each), and it is small beside the prefill's own work.
- */
+/** The additive causal mask `[r·T, T]` that llama-ops' ropeAttention takes (@srpo/policy's, made per call, not cached). */
 export function causalMask(model: LlamaModel, t: number): tf.Tensor2D {
-  const r = model.config.numHeads / model.config.numKvHeads;
-  const data = new Float32Array(r * t * t);
-  for (let g = 0; g < r; g++) for (let i = 0; i < t; i++) for (let j = i + 1; j < t; j++) data[(g * t + i) * t + j] = -1e9;
-  return tf.tensor2d(data, [r * t, t]);
+  return sharedCausalMask(t, model.config.numHeads / model.config.numKvHeads);
 }
 
-/**
- * RoPE tables for positions 0..t−1, sliced from the model's tables for the next power of two, so
- * that a server's many lengths make few cached tables (the model caches one set per length asked).
- */
+/** RoPE tables for positions 0..t−1 (LlamaModel.rope: cached per power of two, other lengths sliced from them). */
 export function ropeFor(model: LlamaModel, t: number): RopeTables {
-  const full = model.rope(Math.min(model.config.maxSeqLen, 2 ** Math.ceil(Math.log2(t))));
-  if (full.cos.shape[0] === t) return full;
-  const cut = (x: tf.Tensor2D): tf.Tensor2D => x.slice([0, 0], [t, -1]);
-  return { cos: cut(full.cos), sin: cut(full.sin), negSin: cut(full.negSin) };
+  return model.rope(t);
 }
 
 /**

@@ -4,6 +4,7 @@ import type { HfModelConfig } from './hf-config';
 import { linear, ropeAttention, rmsNorm, swiGlu, type RopeTables } from './llama-ops';
 import { ropeTables } from './rope';
 import { gatherRows } from '@srpo/kernels';
+import { CausalMasks } from '@srpo/policy';
 
 /** Where a Hugging Face model came from: its directory and the SHA-256 of its files. */
 export interface HfModelSource {
@@ -97,7 +98,8 @@ export class LlamaModel {
    */
   source?: HfModelSource;
   private readonly ropeCache = new Map<number, RopeTables>();
-  private readonly maskCache = new Map<number, tf.Tensor2D>();
+  /** Causal masks stacked per key/value group, short lengths cached (bounded: @srpo/policy's causal-mask.ts). */
+  private readonly masks: CausalMasks;
   private disposed = false;
   /** False for a view ({@link adapterView}): the base variables belong to another model. */
   private readonly ownsBase: boolean;
@@ -106,6 +108,7 @@ export class LlamaModel {
     this.config = config;
     this.base = weights;
     this.ownsBase = ownsBase;
+    this.masks = new CausalMasks(config.numHeads / config.numKvHeads);
   }
 
   /**
@@ -242,7 +245,7 @@ export class LlamaModel {
       const eps = c.rmsNormEps;
       let h = gatherRows(w2('model.embed_tokens.weight'), tokens.reshape<tf.Tensor1D>([b * t]));
       const rope = this.rope(t);
-      const mask = this.causalMask(t, c.numHeads / c.numKvHeads);
+      const mask = this.masks.get(t);
       for (let i = 0; i < c.numLayers; i++) {
         const p = `model.layers.${i}.`;
         const n1 = rmsNorm(h, w1(`${p}input_layernorm.weight`), eps);
@@ -274,7 +277,7 @@ export class LlamaModel {
     this.linearAdapter?.dispose();
     this.linearAdapter = undefined;
     for (const r of this.ropeCache.values()) tf.dispose([r.cos, r.sin, r.negSin]);
-    for (const m of this.maskCache.values()) m.dispose();
+    this.masks.dispose();
   }
 
   get isDisposed(): boolean {
@@ -302,33 +305,29 @@ export class LlamaModel {
     return ropeAttention(q, k, v, { b, t, heads, kvHeads, headDim }, rope, mask);
   }
 
-  /** RoPE tables for positions 0..t−1, cached per t (public for llama-decode.ts, which gathers rows of them by position). */
+  /**
+   * RoPE tables for positions 0..t−1. Only powers of two (and `maxSeqLen`) are cached, so the cache
+   * holds at most log2(maxSeqLen) + 2 sets whatever lengths come (one per length grew without bound
+   * in a sampler or server); any other t is a slice of the next cached set, a new tensor: call
+   * inside a `tf.tidy`. (llama-decode gathers rows of them by position.)
+   */
   rope(t: number): RopeTables {
-    let r = this.ropeCache.get(t);
+    const size = Math.min(this.config.maxSeqLen, 2 ** Math.ceil(Math.log2(t)));
+    let r = this.ropeCache.get(size);
     if (!r) {
-      const { cos, sin } = ropeTables(this.config, t);
+      const { cos, sin } = ropeTables(this.config, size);
       const d = this.config.headDim;
       const neg = sin.map((x) => -x);
-      r = { cos: tf.keep(tf.tensor2d(cos, [t, d])), sin: tf.keep(tf.tensor2d(sin, [t, d])), negSin: tf.keep(tf.tensor2d(neg, [t, d])) };
-      this.ropeCache.set(t, r);
+      r = { cos: tf.keep(tf.tensor2d(cos, [size, d])), sin: tf.keep(tf.tensor2d(sin, [size, d])), negSin: tf.keep(tf.tensor2d(neg, [size, d])) };
+      this.ropeCache.set(size, r);
     }
-    return r;
+    if (size === t) return r;
+    const cut = (x: tf.Tensor2D): tf.Tensor2D => x.slice([0, 0], [t, -1]);
+    return { cos: cut(r.cos), sin: cut(r.sin), negSin: cut(r.negSin) };
   }
 
-  /**
-   * Additive causal mask `[r·T, T]`: the `[T, T]` mask (0 on and below the diagonal, −1e9
-   * above; exp underflows to 0, as with transformers' finfo.min) stacked r times, one per
-   * query head of a key/value group. Cached per (T, r).
-   */
-  private causalMask(t: number, r: number): tf.Tensor2D {
-    const key = t * 1024 + r;
-    let m = this.maskCache.get(key);
-    if (!m) {
-      const data = new Float32Array(r * t * t);
-      for (let g = 0; g < r; g++) for (let i = 0; i < t; i++) for (let j = i + 1; j < t; j++) data[(g * t + i) * t + j] = -1e9;
-      m = tf.keep(tf.tensor2d(data, [r * t, t]));
-      this.maskCache.set(key, m);
-    }
-    return m;
+  /** Tables cached now (for the spec that drives many lengths). */
+  get cachedRopeLengths(): number[] {
+    return [...this.ropeCache.keys()];
   }
 }

@@ -189,19 +189,22 @@ export function ropeAttention(q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D, sh
     const y = applyRope(toHeads(x, count), rope.cos, rope.sin);
     return s === 1 ? y : tf.mul(y, s);
   };
-  // The inverse rotation (times s) of gradients in rows, or in the heads layout.
-  const unrotateRows = (rows: tf.Tensor2D, count: number, s: number): tf.Tensor2D => {
-    const f = ropeFused(rows, rope.cos, rope.sin, s, true);
+  // The inverse rotation (times s) of gradients in rows, or in the heads layout. The tables come
+  // from the tape's saved tensors: `rope` may be a slice owned by the forward's tidy (LlamaModel.rope
+  // caches powers of two only), gone by the time the backward pass runs.
+  const unrotateRows = (rows: tf.Tensor2D, count: number, s: number, tables: RopeTables): tf.Tensor2D => {
+    const f = ropeFused(rows, tables.cos, tables.sin, s, true);
     if (f) return f;
-    const y = fromHeads(applyRope(toHeads(rows, count), rope.cos, rope.negSin), count);
+    const y = fromHeads(applyRope(toHeads(rows, count), tables.cos, tables.negSin), count);
     return s === 1 ? y : tf.mul<tf.Tensor2D>(y, s);
   };
-  const unrotate = (dx: tf.Tensor, count: number, s: number): tf.Tensor2D => {
-    const f = ropeFused(fromHeads(dx, count), rope.cos, rope.sin, s, true);
+  const unrotate = (dx: tf.Tensor, count: number, s: number, tables: RopeTables): tf.Tensor2D => {
+    const f = ropeFused(fromHeads(dx, count), tables.cos, tables.sin, s, true);
     if (f) return f;
-    const y = fromHeads(applyRope(dx.reshape<tf.Tensor4D>([b, count, t, d]), rope.cos, rope.negSin), count);
+    const y = fromHeads(applyRope(dx.reshape<tf.Tensor4D>([b, count, t, d]), tables.cos, tables.negSin), count);
     return s === 1 ? y : tf.mul<tf.Tensor2D>(y, s);
   };
+  const tablesOf = (saved: tf.Tensor[]): RopeTables => ({ cos: saved[4] as tf.Tensor2D, sin: saved[5] as tf.Tensor2D, negSin: saved[6] as tf.Tensor2D });
   const layout: AttentionLayout = { batch: b, heads, kvHeads, headDim: d, qCol: 0, kCol: 0, vCol: 0 };
   const fn = tf.customGrad((...args: Input[]) => {
     const [qi, ki, vi, save] = args as [tf.Tensor2D, tf.Tensor2D, tf.Tensor2D, tf.GradSaveFunc];
@@ -211,13 +214,14 @@ export function ropeAttention(q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D, sh
     const kr = qr && ropeFused(ki, rope.cos, rope.sin, 1, false);
     const fused = kr && attentionFused(qr, kr, vi, layout);
     if (qr && kr && fused) {
-      save([qr, kr, vi, fused.p]);
+      save([qr, kr, vi, fused.p, rope.cos, rope.sin, rope.negSin]);
       return {
         value: fused.o,
         gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
           const [sq, sk, sv, sp] = saved;
+          const tables = tablesOf(saved);
           const [dq, dk, dv] = attentionGrad(dy as tf.Tensor2D, sq as tf.Tensor2D, sk as tf.Tensor2D, sv as tf.Tensor2D, sp as tf.Tensor4D, layout);
-          return [unrotateRows(dq, heads, scale), unrotateRows(dk, kvHeads, 1), dv];
+          return [unrotateRows(dq, heads, scale, tables), unrotateRows(dk, kvHeads, 1, tables), dv];
         },
       };
     }
@@ -226,18 +230,19 @@ export function ropeAttention(q: tf.Tensor2D, k: tf.Tensor2D, v: tf.Tensor2D, sh
     const v4 = toHeads(vi, kvHeads);
     const scores = batchMatMul(q4, k4, false, true); // [B, H_kv, r·T, T]
     const p = maskedSoftmax(scores, mask) ?? (tf.softmax(tf.add(scores, mask)) as tf.Tensor4D);
-    save([q4, k4, v4, p]);
+    save([q4, k4, v4, p, rope.cos, rope.sin, rope.negSin]);
     return {
       value: fromHeads(batchMatMul(p, v4), heads),
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
         const [sq, sk, sv, sp] = saved as tf.Tensor4D[];
+        const tables = tablesOf(saved);
         const dO = toHeads(dy, heads).reshape<tf.Tensor4D>([b, kvHeads, r * t, d]);
         const dv = batchMatMul(sp, dO, true, false);
         const dp = batchMatMul(dO, sv, false, true);
         const ds = softmaxGrad(sp, dp) ?? tf.mul<tf.Tensor4D>(sp, tf.sub(dp, tf.sum(tf.mul(dp, sp), -1, true)));
         const dq = batchMatMul(ds, sk);
         const dk = batchMatMul(ds, sq, true, false);
-        return [unrotate(dq, heads, scale), unrotate(dk, kvHeads, 1), fromHeads(dv, kvHeads)];
+        return [unrotate(dq, heads, scale, tables), unrotate(dk, kvHeads, 1, tables), fromHeads(dv, kvHeads)];
       },
     };
   });

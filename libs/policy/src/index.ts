@@ -1,6 +1,7 @@
 export * from './rng';
 export * from './causal-lm';
 export * from './transformer';
+export { CACHED_MASK_MAX_LENGTH, causalMask, CausalMasks, MASKED_SCORE } from './causal-mask';
 export * from './log-probs';
 export * from './sampler';
 export * from './policy';

@@ -1,5 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
+import { CausalMasks } from './causal-mask';
 import { SeededRng } from './rng';
 import { causalAttention, embed, gelu, normConstants, normLinear, residualLinear, type NormConstants } from './transformer-ops';
 import { gatherRows, transpose2d } from '@srpo/kernels';
@@ -116,7 +117,8 @@ export class TransformerModel {
   readonly config: ResolvedTransformerConfig;
   /** Live weights by canonical name (`blocks.0.attn.wqkv`, ...). */
   readonly weights: ReadonlyMap<string, tf.Variable>;
-  private readonly maskCache = new Map<number, tf.Tensor2D>();
+  /** Causal masks, short lengths cached (bounded: causal-mask.ts). */
+  private readonly masks = new CausalMasks();
   private qScale: tf.Tensor1D | undefined;
   private norm: NormConstants | undefined;
   private disposed = false;
@@ -209,7 +211,7 @@ export class TransformerModel {
       const w1 = (name: string): tf.Tensor1D => this.weight(name) as unknown as tf.Tensor1D;
       const pos = t === this.config.maxSeqLen ? w('pos_emb') : w('pos_emb').slice<tf.Tensor2D>([0, 0], [t, d]);
       let h = embed(tokens.reshape([b * t]), w('tok_emb'), pos, b, v <= ONE_HOT_MAX_VOCAB);
-      const mask = this.causalMask(t);
+      const mask = this.masks.get(t);
       const qScale = this.qkvColumnScale();
       const nc = this.normConsts();
       for (let i = 0; i < this.config.nLayers; i++) {
@@ -236,13 +238,12 @@ export class TransformerModel {
     return tf.tidy(() => this.logits2d(tokens).reshape([b, t, this.config.vocabSize]));
   }
 
-  /** Releases the variables and cached masks. Further use throws. */
+  /** Releases the variables and cached constants. Further use throws. */
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
     for (const v of this.weights.values()) v.dispose();
-    for (const m of this.maskCache.values()) m.dispose();
-    this.maskCache.clear();
+    this.masks.dispose();
     this.qScale?.dispose();
     this.norm?.meanCol.dispose();
   }
@@ -279,18 +280,6 @@ export class TransformerModel {
       this.norm = { meanCol: tf.keep(c.meanCol) };
     }
     return this.norm;
-  }
-
-  /** Additive causal mask `[T, T]`: 0 on and below the diagonal, a large negative number above. Cached per T. */
-  private causalMask(t: number): tf.Tensor2D {
-    let m = this.maskCache.get(t);
-    if (!m) {
-      const data = new Float32Array(t * t);
-      for (let i = 0; i < t; i++) for (let j = i + 1; j < t; j++) data[i * t + j] = -1e9;
-      m = tf.keep(tf.tensor2d(data, [t, t]));
-      this.maskCache.set(t, m);
-    }
-    return m;
   }
 }
 

@@ -3,7 +3,7 @@ import { ErrorCode, initTfBackend, repoRoot } from '@srpo/core';
 import { Policy, PolicyRegistry, SeededRng, tokenLogProbs, type CausalLm } from '@srpo/policy';
 import { loadHfModel } from '@srpo/hf';
 import { CompletionService } from './completion.service';
-import { drawTopP, GenerationEngine, topK } from './generation-engine';
+import { drawTopP, GenerationCancelled, GenerationEngine, topK } from './generation-engine';
 import { parseRequest } from './openai-protocol';
 import { ServedModels } from './served-models';
 import { SYMBOL_TEXTS, SymbolTextCodec } from './text-codec';
@@ -181,6 +181,38 @@ describe('completion service on native TensorFlow', () => {
       field: 'max_tokens',
       message: expect.stringMatching(/over the server's budget of 80/),
     });
+  });
+
+  it('a max_tokens ceiling refuses a request above it with 400 naming max_tokens, and bounds a chat that sets none', async () => {
+    const capped = new CompletionService(models, new GenerationEngine({ maxBatchRows: 8, maxQueuedRows: 8 }), { maxTokens: 5 });
+    await expect(capped.run(parseRequest('completions', { model: 'tiny', prompt: '^S', max_tokens: 6 }))).rejects.toMatchObject({
+      status: 400,
+      param: 'max_tokens',
+      message: expect.stringMatching(/max_tokens is 6; this server generates at most 5/),
+    });
+    const { result } = await capped.run(parseRequest('chat', { model: 'qwen2', messages: [{ role: 'user', content: 'hello 12' }], seed: 2 }));
+    expect(result.choices[0].tokenIds.length).toBeLessThanOrEqual(5);
+    expect((await capped.run(parseRequest('completions', { model: 'tiny', prompt: '^S', max_tokens: 5 }))).result.choices[0].tokenIds).toHaveLength(5);
+  });
+
+  it('a request whose signal aborts mid-stream stops: it rejects as cancelled, its lease ends, and the engine is left empty', async () => {
+    const engine = new GenerationEngine({ maxBatchRows: 8, maxQueuedRows: 8 });
+    const own = new CompletionService(models, engine);
+    const gone = new AbortController();
+    let chunks = 0;
+    const req = parseRequest('chat', { model: 'qwen2', messages: [{ role: 'user', content: 'hello 12' }], max_tokens: 100, n: 2, stream: true, seed: 4 });
+    await expect(
+      own.run(
+        req,
+        () => {
+          if (++chunks === 3) gone.abort();
+        },
+        gone.signal,
+      ),
+    ).rejects.toBeInstanceOf(GenerationCancelled);
+    await engine.drain();
+    expect(chunks).toBeLessThan(6);
+    expect([engine.totals.cancelled, engine.kvSlots, engine.inFlight(registry.get('qwen2').model)]).toEqual([2, 0, 0]);
   });
 
   it('a replaced version keeps serving the request that holds it and is disposed when it ends', () => {

@@ -26,6 +26,15 @@ export interface CompletionResult {
 /** A JSON object to send as one server-sent event. */
 export type ChunkSink = (chunk: Record<string, unknown>) => void;
 
+export interface CompletionServiceOptions {
+  /**
+   * The most tokens one choice may ask for (`max_tokens`); a request above it is refused with 400
+   * naming `max_tokens`, and a request without it generates at most this many. Default: none
+   * beyond the model's context and the KV-cache budget.
+   */
+  maxTokens?: number;
+}
+
 /** The version a response names: `system_fingerprint` and the `x-srpo-policy-version` header. */
 export function fingerprintOf(policyId: string, version: number): string {
   return `srpo-${policyId}-v${version}`;
@@ -41,6 +50,7 @@ export class CompletionService {
   constructor(
     private readonly models: ServedModels,
     readonly engine: GenerationEngine,
+    private readonly options: CompletionServiceOptions = {},
   ) {}
 
   /** `GET /v1/models`; each model also says which version a request gets now (`srpo.version`), for agents that pace themselves. */
@@ -54,9 +64,14 @@ export class CompletionService {
   /**
    * Runs a request. Non-streaming: resolves with the response body. Streaming: sends every
    * chunk to `sink` as it is ready and resolves with the body it would have had (for
-   * recording); the caller writes `data: [DONE]`.
+   * recording); the caller writes `data: [DONE]`. When `signal` aborts (the client went away),
+   * every choice stops and leaves the engine's batch, and the promise rejects with
+   * `GenerationCancelled`.
    */
-  async run(req: ParsedRequest, sink?: ChunkSink): Promise<{ body: Record<string, unknown>; result: CompletionResult }> {
+  async run(req: ParsedRequest, sink?: ChunkSink, signal?: AbortSignal): Promise<{ body: Record<string, unknown>; result: CompletionResult }> {
+    const ceiling = this.options.maxTokens;
+    if (ceiling !== undefined && req.maxTokens !== undefined && req.maxTokens > ceiling)
+      throw new OpenAiError(400, `max_tokens is ${req.maxTokens}; this server generates at most ${ceiling} tokens per choice`, 'max_tokens', 'invalid_value');
     if (!this.models.has(req.model))
       throw new OpenAiError(404, `The model '${req.model}' does not exist; served: ${this.models.ids().join(', ')}`, 'model', 'model_not_found');
     const lease = this.models.lease(req.model);
@@ -65,7 +80,7 @@ export class CompletionService {
       const maxSeqLen = lease.policy.model.config.maxSeqLen;
       // Without max_tokens a choice may run to the end of its context, or of the KV-cache budget
       // where that is smaller (as vLLM's max_model_len fits its cache); past it the engine refuses, naming max_tokens.
-      const maxTokens = req.maxTokens ?? Math.max(1, this.engine.longestSequence(lease.policy.model) - promptIds.length);
+      const maxTokens = req.maxTokens ?? Math.max(1, Math.min(ceiling ?? Infinity, this.engine.longestSequence(lease.policy.model) - promptIds.length));
       if (promptIds.length + maxTokens > maxSeqLen || maxTokens < 1) {
         throw new OpenAiError(
           400,
@@ -83,7 +98,7 @@ export class CompletionService {
         choices: [],
       };
       const stream = sink ? new StreamWriter(req, result, lease, sink) : undefined;
-      result.choices = await Promise.all(Array.from({ length: req.n }, (_, index) => this.choice(req, lease, promptIds, maxTokens, index, stream)));
+      result.choices = await Promise.all(Array.from({ length: req.n }, (_, index) => this.choice(req, lease, promptIds, maxTokens, index, stream, signal)));
       stream?.end();
       return { body: responseBody(req, result, lease), result };
     } finally {
@@ -115,6 +130,7 @@ export class CompletionService {
     maxTokens: number,
     index: number,
     stream?: StreamWriter,
+    signal?: AbortSignal,
   ): Promise<ChoiceResult> {
     const text = new IncrementalText((ids) => model.codec.decode(ids), req.stop);
     const tokenIds: number[] = [];
@@ -138,6 +154,7 @@ export class CompletionService {
         stream?.token(index, delta, draw);
         return stopped;
       },
+      signal,
     );
     const rest = text.finish();
     stream?.finish(index, rest, finishReason);

@@ -3,7 +3,7 @@ import * as tf from '@tensorflow/tfjs';
 import { ErrorCode, initTfBackend, repoRoot } from '@srpo/core';
 import { SeededRng, type CausalLm } from '@srpo/policy';
 import { attachLora, loadHfModel, type LlamaModel } from '@srpo/hf';
-import { GenerationEngine, nextStepSlots, type GenerationParams, type TokenDraw } from './generation-engine';
+import { GenerationCancelled, GenerationEngine, nextStepSlots, type GenerationParams, type TokenDraw } from './generation-engine';
 
 const FIXTURES = path.join(repoRoot(), 'libs', 'hf', 'fixtures');
 const GREEDY: GenerationParams = { maxTokens: 12, temperature: 0, topP: 1, stopIds: [], topLogprobs: 2 };
@@ -122,6 +122,58 @@ describe('the engine and the event loop, and the KV-cache budget', () => {
     expect(calls).toBe(3);
     expect(together.status === 'fulfilled' && together.value.draws.map((d) => d.id)).toEqual(alone.draws.map((d) => d.id));
     expect(engine.inFlight(model)).toBe(0);
+  });
+
+  it('an aborted choice leaves the queue or the batch and frees its KV-cache slots; the others go on as if alone', async () => {
+    const engine = new GenerationEngine({ maxBatchRows: 2, maxQueuedRows: 16 });
+    const alone = await choice(engine, model, [7, 1, 2, 3, 4, 5], { ...GREEDY, maxTokens: 8 });
+    const [long, waiting] = [new AbortController(), new AbortController()];
+    const slotsAt: number[] = [];
+    let longTokens = 0;
+    let waitingTokens = 0;
+    const longRun = engine.generate(
+      model,
+      [5, 9, 33, 12, 40, 41, 42, 43, 44, 45],
+      { ...GREEDY, maxTokens: 40 },
+      () => {
+        // Aborted between steps (the way a socket closes), and the third choice while it still waits for a batch row.
+        if (++longTokens === 2) {
+          setImmediate(() => long.abort());
+          waiting.abort();
+        }
+        return false;
+      },
+      long.signal,
+    );
+    const together = engine.generate(model, [7, 1, 2, 3, 4, 5], { ...GREEDY, maxTokens: 8 }, () => {
+      slotsAt.push(engine.kvSlots);
+      return false;
+    });
+    // The batch holds two rows: this one waits.
+    const waitingRun = engine.generate(
+      model,
+      [3, 4],
+      GREEDY,
+      () => {
+        waitingTokens++;
+        return false;
+      },
+      waiting.signal,
+    );
+    const [a, b, c] = await Promise.allSettled([longRun, waitingRun, together]);
+    await engine.drain();
+    expect(a).toMatchObject({ status: 'rejected', reason: expect.any(GenerationCancelled) });
+    expect(b).toMatchObject({ status: 'rejected', reason: expect.any(GenerationCancelled) });
+    expect(c).toEqual({ status: 'fulfilled', value: 'length' });
+    expect([longTokens, waitingTokens]).toEqual([2, 0]);
+    // Two rows padded to the longer (10-token) prompt, then, once the long row is cancelled, the other alone (6 + 2 tokens):
+    // its slots are freed before the next step.
+    expect(slotsAt.slice(0, 3)).toEqual([2 * 10, 2 * 11, 6 + 2]);
+    expect(slotsAt).toHaveLength(alone.draws.length);
+    expect([engine.totals.cancelled, engine.kvSlots, engine.inFlight(model)]).toEqual([2, 0, 0]);
+    // A choice aborted before it is queued never starts.
+    await expect(engine.generate(model, [1, 2], GREEDY, () => false, AbortSignal.abort())).rejects.toBeInstanceOf(GenerationCancelled);
+    expect(engine.totals.cancelled).toBe(2);
   });
 
   it('refuses a choice that could never fit the budget; two that outgrow it together go on one at a time, the later preempted', async () => {

@@ -39,6 +39,17 @@ export type FinishReason = 'stop' | 'length';
 /** Receives a choice's tokens as they are sampled; returning true ends the choice (a stop string matched). */
 export type TokenSink = (draw: TokenDraw) => boolean;
 
+/**
+ * How {@link GenerationEngine.generate} rejects a choice whose signal aborted (its client went
+ * away). CONFLICT: the request no longer has anyone to answer, so it is not carried on; nothing
+ * is retried and nothing needs answering.
+ */
+export class GenerationCancelled extends SrpoError {
+  constructor() {
+    super(ErrorCode.CONFLICT, 'generation cancelled: the client went away');
+  }
+}
+
 interface Row {
   model: CausalLm;
   seq: number[];
@@ -54,6 +65,8 @@ interface Row {
   cached: boolean;
   /** Order of arrival: preemption takes the latest first, and puts them back in this order. */
   arrival: number;
+  /** Stops listening to the choice's abort signal once the row has finished. */
+  unlisten?: () => void;
 }
 
 /** A model's rows decoding with a KV cache: the batch's cache and its rows, in the batch's row order. */
@@ -115,9 +128,9 @@ export class GenerationEngine {
   /**
    * Rows (choices) generated since start, forward steps taken, tokens generated, prompts
    * prefilled into a KV cache, rows preempted to stay within the KV-cache budget, and the
-   * generated tokens their prefills ran again.
+   * generated tokens their prefills ran again, and rows cancelled before they finished (their client went away).
    */
-  readonly totals = { rows: 0, steps: 0, tokens: 0, prefills: 0, preemptions: 0, recomputedTokens: 0 };
+  readonly totals = { rows: 0, steps: 0, tokens: 0, prefills: 0, preemptions: 0, recomputedTokens: 0, cancelled: 0 };
 
   constructor(private readonly options: GenerationEngineOptions) {
     this.kvCacheTokens = options.kvCacheTokens ?? DEFAULT_KV_CACHE_TOKENS;
@@ -138,9 +151,14 @@ export class GenerationEngine {
     return this.usesCache(model) ? Math.min(model.config.maxSeqLen, this.kvCacheTokens) : model.config.maxSeqLen;
   }
 
-  /** Generates one choice; resolves with its finish reason once done. */
-  generate(model: CausalLm, prompt: readonly number[], params: GenerationParams, sink: TokenSink): Promise<FinishReason> {
+  /**
+   * Generates one choice; resolves with its finish reason once done. When `signal` aborts first,
+   * the choice stops at once: it leaves the queue, or leaves the batch and frees its KV-cache
+   * slots before the next step, and the promise rejects with {@link GenerationCancelled}.
+   */
+  generate(model: CausalLm, prompt: readonly number[], params: GenerationParams, sink: TokenSink, signal?: AbortSignal): Promise<FinishReason> {
     checkParams(model, prompt, params);
+    if (signal?.aborted) return Promise.reject(new GenerationCancelled());
     const cached = this.usesCache(model);
     // Alone in the batch a row holds at most its prompt + max tokens slots: one that could not fit even then never will.
     const most = Math.min(prompt.length + params.maxTokens, model.config.maxSeqLen);
@@ -156,7 +174,8 @@ export class GenerationEngine {
       );
     }
     return new Promise<FinishReason>((resolve, reject) => {
-      this.queue.push({
+      const onAbort = (): void => this.cancel(row);
+      const row: Row = {
         model,
         seq: [...prompt],
         generated: 0,
@@ -169,10 +188,39 @@ export class GenerationEngine {
         done: false,
         cached,
         arrival: this.arrivals++,
-      });
+        ...(signal ? { unlisten: () => signal.removeEventListener('abort', onAbort) } : {}),
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.queue.push(row);
       this.totals.rows++;
       this.loop ??= this.run().finally(() => (this.loop = undefined));
     });
+  }
+
+  /**
+   * Ends a choice whose client went away. A waiting row leaves the queue now; a row in the batch
+   * is marked done, which a step under way skips, and {@link leaveDone} takes it out of the batch
+   * and its KV cache before the next step.
+   */
+  private cancel(r: Row): void {
+    if (r.done) return;
+    this.totals.cancelled++;
+    const waiting = this.queue.indexOf(r);
+    if (waiting >= 0) this.queue.splice(waiting, 1);
+    finish(r, undefined, new GenerationCancelled());
+  }
+
+  /** Takes rows that ended between steps (cancelled) out of the batch and their models' KV caches. */
+  private leaveDone(): void {
+    if (!this.active.some((r) => r.done)) return;
+    this.active = this.active.filter((r) => !r.done);
+    for (const [model, state] of this.cached) {
+      const idx = state.rows.flatMap((r, i) => (r.done ? [i] : []));
+      if (idx.length === 0) continue;
+      state.batch.remove(idx);
+      state.rows = state.rows.filter((r) => !r.done);
+      if (state.rows.length === 0) this.dropCache(model);
+    }
   }
 
   /** Resolves once no row is left. */
@@ -184,6 +232,7 @@ export class GenerationEngine {
     // Start on the next turn of the event loop, so that requests that arrived together step together.
     await yieldToEventLoop();
     while (this.active.length > 0 || this.queue.length > 0) {
+      this.leaveDone();
       this.preempt();
       this.admit();
       const byModel = new Map<CausalLm, Row[]>();
@@ -422,6 +471,7 @@ function yieldToEventLoop(): Promise<void> {
 function finish(r: Row, reason: FinishReason | undefined, error?: unknown): void {
   if (r.done) return;
   r.done = true;
+  r.unlisten?.();
   if (error !== undefined) r.reject(error);
   else r.resolve(reason as FinishReason);
 }

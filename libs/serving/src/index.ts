@@ -1,5 +1,6 @@
 export * from './text-codec';
 export * from './incremental-text';
+export * from './checkpoint-location';
 export * from './policy-pool';
 export * from './served-models';
 export * from './lora-adapters';

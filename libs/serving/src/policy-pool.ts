@@ -1,13 +1,13 @@
 import { randomUUID } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
-import { fileURLToPath } from 'url';
 import type { Consumer, Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, Logger, SrpoError } from '@srpo/core';
 import { EventCodec, readTopicsToEnd, type PolicyVersion, type TopicCatalog } from '@srpo/events';
 import { CheckpointStore, loadCheckpoint, Policy, PolicyRegistry } from '@srpo/policy';
 // A Hugging Face policy's checkpoint loads through the hf-llama family @srpo/hf registers.
 import { isLlamaModel, type LlamaModel } from '@srpo/hf';
+import { checkpointDirInStore, checkpointDirOf } from './checkpoint-location';
 
 export interface PolicyPoolOptions {
   kafka: Kafka;
@@ -17,6 +17,12 @@ export interface PolicyPoolOptions {
   rolePolicies: Readonly<Record<string, string>>;
   /** The learners' checkpoint root: where version 0 is found before any version is announced. */
   checkpointDir: string;
+  /**
+   * Load announced checkpoints only from inside `checkpointDir` (after `..` and symbolic links):
+   * an announcement naming anything else is refused with a warning and counted
+   * ({@link PolicyPool.refusedCheckpoints}), and the current version goes on serving. Default false.
+   */
+  confineToCheckpointDir?: boolean;
   /** Why a loaded policy cannot be used (it is then refused, never swapped in), or undefined when it can. */
   accept?: (policy: Policy) => string | undefined;
   /**
@@ -58,6 +64,7 @@ export class PolicyPool {
   private stopped = false;
   /** Versions loaded and swapped in, per policy, since start. */
   readonly swaps = new Map<string, number>();
+  private refused = 0;
   /** Shared LoRA bases by the hash of their directory ({@link PolicyPoolOptions.shareLoraBases}). */
   private readonly bases = new Map<string, LlamaModel>();
 
@@ -121,6 +128,11 @@ export class PolicyPool {
     return changed;
   }
 
+  /** Announcements refused because their checkpoint lies outside the store ({@link PolicyPoolOptions.confineToCheckpointDir}). */
+  get refusedCheckpoints(): number {
+    return this.refused;
+  }
+
   /** Current (swapped-in) version of each policy. */
   versions(): Record<string, number> {
     return Object.fromEntries(this.policyIds.map((id) => [id, this.registry.get(id).version]));
@@ -169,6 +181,20 @@ export class PolicyPool {
     if (!this.policyIds.includes(v.policyId)) return false;
     const prev = this.announced.get(v.policyId);
     if (prev && prev.version >= v.version) return false;
+    if (this.options.confineToCheckpointDir) {
+      try {
+        checkpointDirInStore(this.options.checkpointDir, v.checkpointUri);
+      } catch (e) {
+        // Refused before it is ever noted: an earlier version (or version 0 at start) goes on serving.
+        this.refused++;
+        this.log.warn('refused a policy version: its checkpoint is outside the checkpoint store', {
+          policyId: v.policyId,
+          version: v.version,
+          reason: errorMessage(e),
+        });
+        return false;
+      }
+    }
     this.announced.set(v.policyId, v);
     for (const w of [...this.waiters]) w();
     return true;
@@ -210,7 +236,8 @@ export class PolicyPool {
   }
 
   private async loadAnnounced(v: PolicyVersion): Promise<Policy> {
-    const dir = checkpointDirOf(v.checkpointUri);
+    // Checked again as it loads: a link inside the store may have been pointed elsewhere since the announcement.
+    const dir = this.options.confineToCheckpointDir ? checkpointDirInStore(this.options.checkpointDir, v.checkpointUri) : checkpointDirOf(v.checkpointUri);
     const loaded = await loadCheckpoint(dir);
     const { manifest } = loaded;
     if (manifest.policyId !== v.policyId || manifest.version !== v.version || manifest.weightsHash !== v.weightsHash) {
@@ -281,13 +308,4 @@ export class PolicyPool {
     policy.dispose();
     throw new SrpoError(ErrorCode.CONFIG_INVALID, `checkpoint ${dir}: ${problem}`);
   }
-}
-
-/** A checkpoint location from an announcement: a `file://` URI or a plain path. */
-export function checkpointDirOf(uri: string): string {
-  if (uri.startsWith('file:')) return fileURLToPath(uri);
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(uri)) {
-    throw new SrpoError(ErrorCode.CONFIG_INVALID, `checkpoint URI ${uri}: only file:// locations are supported`);
-  }
-  return path.resolve(uri);
 }

@@ -24,8 +24,8 @@ describe('the SQLite audit store (real better-sqlite3)', () => {
     const store = await AuditStore.open({ kind: 'sqlite', path: path.join(dir, 'learner.sqlite') });
     try {
       // The store's own connection: TypeORM's better-sqlite3 driver has exactly one.
-      const [{ journal_mode }] = (await store.dataSource.query('PRAGMA journal_mode')) as [{ journal_mode: string }];
-      const [{ synchronous }] = (await store.dataSource.query('PRAGMA synchronous')) as [{ synchronous: number }];
+      const [{ journal_mode }] = await store.dataSource.query<[{ journal_mode: string }]>('PRAGMA journal_mode');
+      const [{ synchronous }] = await store.dataSource.query<[{ synchronous: number }]>('PRAGMA synchronous');
       expect({ journal_mode, synchronous }).toEqual({ journal_mode: 'wal', synchronous: SYNCHRONOUS.FULL });
     } finally {
       await store.close();
@@ -37,7 +37,7 @@ describe('the SQLite audit store (real better-sqlite3)', () => {
     await (await AuditStore.open({ kind: 'sqlite', path: file })).close();
     const store = await AuditStore.open({ kind: 'sqlite', path: file });
     try {
-      const [{ synchronous }] = (await store.dataSource.query('PRAGMA synchronous')) as [{ synchronous: number }];
+      const [{ synchronous }] = await store.dataSource.query<[{ synchronous: number }]>('PRAGMA synchronous');
       expect(synchronous).toBe(SYNCHRONOUS.FULL);
     } finally {
       await store.close();

@@ -49,12 +49,22 @@ export type { ConsumerRunnerOptions } from './processor-mode';
  *   2. decode   - Avro single-object decoding; undecodable bytes are dead-lettered;
  *   3. process  - the task's `StreamTask` runs the processor on each record (non-retriable
  *                 errors dead-letter the record), then punctuates when its stream-time
- *                 schedule is due; the replay and the test harness run the same task;
+ *                 schedule is due; the replay and the test harness run the same task.
+ *                 Any other throw of the processor on a record rolls the chunk back and
+ *                 reads it again; after `maxProcessingAttempts` throws on that record
+ *                 (default 3, counted per topic/partition/offset; errors marked retriable
+ *                 and failed transactions do not count) it is dead-lettered as
+ *                 `PROCESSING_FAILED` instead (a poison record) and the partition moves on;
  *   4. flush    - pending store writes become changelog records (compacted topics);
  *   5. commit   - outputs, changelog records, dead letters and the input offset
  *                 (`sendOffsets`, last offset + 1) are committed in ONE transaction.
  * Only after the commit do the stores fold in their pending writes; an abort
- * rolls them back and seeks the partition back, so state never runs ahead.
+ * rolls them back and seeks the partition back, so state never runs ahead. Phases 2-5
+ * are one unit: whatever fails in them (a record, the punctuation, the flush, the
+ * transaction) takes back the chunk's outputs, writes, clock and position before it is
+ * read again. Between batches, an idle task whose watermark moved punctuates in a
+ * transaction of its own with the same rollback; a failed one is retried at the next idle
+ * poll (on a task rebuilt from its changelog when the transaction had begun).
  *
  * Fencing does not rely on KIP-447 (kafkajs 2.2.4 only has the earlier protocol): it uses
  * one transactional producer per task with a stable id (`<appId>-<partition>`),
@@ -72,7 +82,8 @@ export type { ConsumerRunnerOptions } from './processor-mode';
  * (counting, logging and encoding dead letters), `loop-mode.ts` (what a mode implements
  * and what the loop lends it), `processor-mode.ts` (the processor mode's batches, chunk
  * transactions and idle punctuation), `processor-tasks.ts` (its tasks: fencing, restore,
- * clock, close) and `sink-mode.ts` (the sink mode's batches, writes and commits).
+ * clock, changelog topics, the chunk's transaction, close), `processing-attempts.ts` (a poison
+ * record's attempts) and `sink-mode.ts` (the sink mode's batches, writes and commits).
  */
 export class ConsumerRunner<S extends Stores = Stores> {
   private readonly consumer: LoopConsumer;

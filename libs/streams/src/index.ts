@@ -3,6 +3,7 @@ export * from './processor';
 export * from './co-partition-assigner';
 export * from './dead-letter';
 export * from './consumer-runner';
+export * from './processing-attempts';
 export * from './in-memory-harness';
 export { SinkPartitions } from './sink-mode';
 export type { SinkModeOptions, SinkWriteContext } from './sink-mode';

@@ -1,13 +1,13 @@
 import { Kafka } from 'kafkajs';
-import { errorMessage, Logger } from '@srpo/core';
-import { EventCodec } from '@srpo/events';
+import { errorMessage, isRetriable, Logger } from '@srpo/core';
+import { EventCodec, KafkaCoordinates, ReasonCode } from '@srpo/events';
 import type { FetchedRecord, InputBatch, StreamAdmin, StreamClient } from './client/stream-client';
 import { StoreSerde } from './key-value-store';
 import type { LoopContext, LoopMode } from './loop-mode';
 import { Processor, Stores } from './processor';
-import { flushChangelogs, InputPosition, persistClock, ProcessorTasks, refreshUnread, Task, withLock } from './processor-tasks';
+import { ProcessingAttempts } from './processing-attempts';
+import { commitTransaction, flushChangelogs, InputPosition, persistClock, ProcessorTasks, refreshUnread, Task, withLock } from './processor-tasks';
 import { decodeRecord, TaskClock } from './stream-task';
-import { changelogTopic, META_STORE } from './task-stores';
 
 /** {@link ConsumerRunner}'s processor mode: exactly-once Kafka-to-Kafka processing with local state. */
 export interface ConsumerRunnerOptions<S extends Stores> {
@@ -37,7 +37,14 @@ export interface ConsumerRunnerOptions<S extends Stores> {
   duringLocalWrite?: () => void;
   /** Records per Kafka transaction (default 500). */
   maxRecordsPerTransaction?: number;
-  /** Counter sink (metrics); the runner counts records, transactions, aborts and dead letters. */
+  /**
+   * Times the processor may throw on one record before the record is dead-lettered as
+   * `PROCESSING_FAILED` and its partition moves on (default 3; see {@link ProcessingAttempts}).
+   * Errors the processor marks retriable, and failures of the transaction, are retried
+   * without counting.
+   */
+  maxProcessingAttempts?: number;
+  /** Counter sink (metrics); the runner counts records, transactions, aborts, dead letters and poison records. */
   count?: (metric: string, labels?: Record<string, string>) => void;
   logger?: Logger;
   /** Wall clock for dead-letter timestamps (the runner's, never the processor's). */
@@ -65,16 +72,31 @@ export interface ConsumerRunnerOptions<S extends Stores> {
   maxDeadLetterBytes?: number;
 }
 
+/** The processor's throw on one record of a chunk (the rest of the chunk was not fed). */
+interface RecordFailure {
+  source: KafkaCoordinates;
+  error: unknown;
+}
+
 /**
  * The processor mode's phases for {@link ConsumerRunner}: per chunk of a fetched batch,
- * decode and process on the task's `StreamTask`, flush its stores' writes to their
- * changelogs and commit one transaction (then the stores fold the writes in); between
+ * decode and process on the task's `StreamTask`, punctuate, flush its stores' writes to
+ * their changelogs and commit one transaction (then the stores fold the writes in); between
  * batches, an idle poll lets tasks whose watermark moved punctuate in a transaction of
- * their own. Tasks, their producers and stores are {@link ProcessorTasks}'.
+ * their own. Whatever a chunk or a punctuation emits or writes is inside its transaction's
+ * rollback: a throw before the commit or a failed commit takes the task's clock, position
+ * and pending writes back, and the same work is done again (the chunk re-read from the
+ * input, the idle punctuation at the next poll, on a task rebuilt from its changelog where
+ * the transaction failed). A record the processor throws on is retried without counting
+ * against any other; after `maxProcessingAttempts` it is dead-lettered ({@link ProcessingAttempts}).
+ * Tasks, their producers and stores are {@link ProcessorTasks}'.
  */
 export class ProcessorMode<S extends Stores> implements LoopMode {
   readonly tasks: ProcessorTasks<S>;
   private readonly maxRecords: number;
+  private readonly attempts: ProcessingAttempts;
+  /** Assigned partitions whose idle punctuation's transaction failed: their tasks are reopened by the idle poll. */
+  private readonly reopen = new Set<number>();
   private admin?: StreamAdmin;
   private poller?: NodeJS.Timeout;
 
@@ -84,10 +106,11 @@ export class ProcessorMode<S extends Stores> implements LoopMode {
   ) {
     this.tasks = new ProcessorTasks(options, loop);
     this.maxRecords = options.maxRecordsPerTransaction ?? 500;
+    this.attempts = new ProcessingAttempts(options.maxProcessingAttempts);
   }
 
   async open(): Promise<void> {
-    await this.ensureChangelogTopics();
+    await this.tasks.ensureChangelogTopics();
   }
 
   /** Starts the idle poll: input end offsets, so that idle inputs stop holding watermarks back. */
@@ -105,6 +128,8 @@ export class ProcessorMode<S extends Stores> implements LoopMode {
 
   onAssignment(partitions: ReadonlySet<number>): void {
     this.tasks.assign(partitions);
+    this.attempts.retain(partitions);
+    for (const p of [...this.reopen]) if (!partitions.has(p)) this.reopen.delete(p);
   }
 
   /** Tasks are rebuilt from their changelogs on their next batch. */
@@ -143,7 +168,12 @@ export class ProcessorMode<S extends Stores> implements LoopMode {
     }
   }
 
-  /** Phases 2-5 for one chunk: false when its transaction did not commit (the partition was sought back). */
+  /**
+   * Phases 2-5 for one chunk: false when its transaction did not commit (the partition was
+   * sought back). Decode, process, punctuation, flush and commit all happen inside one
+   * try: whatever fails, the chunk's effects (outputs, dead letters, store writes, the
+   * clock and position) are taken back and the chunk is read again.
+   */
   private async processChunk(task: Task<S>, topic: string, messages: FetchedRecord[]): Promise<boolean> {
     // Confluent-framed input: load unknown writer schemas from the registry first (no-op otherwise).
     await this.options.codec.prefetch(messages.map((m) => m.value));
@@ -151,53 +181,114 @@ export class ProcessorMode<S extends Stores> implements LoopMode {
     task.deadLetters = 0;
     const clockBefore = task.streamTask.clock();
     const position = task.positions.get(topic) as InputPosition;
-    this.feed(task, topic, messages, clockBefore);
     const lastOffset = messages[messages.length - 1].offset;
     const nextOffsetBefore = position.nextOffset;
-    position.nextOffset = lastOffset + 1;
-    refreshUnread(task);
-    task.streamTask.punctuate();
-    persistClock(task, clockBefore);
-    flushChangelogs(this.options.appId, task);
-    let changelogOffsets: Record<string, number>;
+    let outcome: { committed: Record<string, number> } | { failed: RecordFailure };
+    let inTransaction = false;
+    let poison = 0;
     try {
-      changelogOffsets = await this.commitTransaction(task, { topic, lastOffset });
+      const { failed, poisoned } = this.feed(task, topic, messages);
+      poison = poisoned;
+      if (failed) outcome = { failed };
+      else {
+        position.nextOffset = lastOffset + 1;
+        refreshUnread(task);
+        task.streamTask.punctuate();
+        persistClock(task, clockBefore);
+        flushChangelogs(this.options.appId, task);
+        inTransaction = true;
+        outcome = { committed: await commitTransaction(this.options.appId, this.loop.client, task, { topic, lastOffset }) };
+      }
     } catch (e) {
-      task.streamTask.restoreClock(clockBefore);
+      this.rollback(task, clockBefore);
       position.nextOffset = nextOffsetBefore;
-      task.state.rollback();
-      await this.abortChunk(task, topic, messages[0].offset, e);
+      await this.abortChunk(task, topic, messages[0].offset, e, inTransaction);
       return false;
     }
-    if (!(await this.commitStores(task, changelogOffsets))) return false;
+    if ('failed' in outcome) {
+      this.rollback(task, clockBefore);
+      await this.retryRecord(task, topic, messages[0].offset, outcome.failed);
+      return false;
+    }
+    this.attempts.committed(topic, task.partition, lastOffset + 1);
+    if (!(await this.commitStores(task, outcome.committed))) return false;
     this.loop.count('stream_records_in_total', { topic });
     this.loop.count('stream_transactions_total');
+    for (let i = 0; i < poison; i++) this.loop.count('stream_poison_records_total', { topic });
     if (task.deadLetters > 0) this.loop.log.info('dead-lettered records', { topic, partition: task.partition, count: task.deadLetters });
     return true;
   }
 
-  /** Phases 2-3: decodes each record and runs the task on it. */
-  private feed(task: Task<S>, topic: string, messages: FetchedRecord[], clockBefore: TaskClock): void {
+  /**
+   * Phases 2-3: decodes each record and runs the task on it; a record that used up its
+   * attempts is dead-lettered instead (`PROCESSING_FAILED`). Returns the record the
+   * processor threw on, if any: the chunk stops there; and how many poison records it
+   * dead-lettered (counted once the transaction commits). A decoder's unexpected failure
+   * (not the record's bytes: those are dead letters) is thrown, as a failed transaction is.
+   */
+  private feed(task: Task<S>, topic: string, messages: FetchedRecord[]): { failed?: RecordFailure; poisoned: number } {
     const { codec } = this.options;
-    try {
-      for (const m of messages) {
-        task.streamTask.feed(
-          decodeRecord(codec, { topic, partition: task.partition, offset: m.offset, key: m.key, value: m.value, timestampMs: m.timestampMs }),
-        );
+    let poisoned = 0;
+    for (const m of messages) {
+      const decoded = decodeRecord(codec, { topic, partition: task.partition, offset: m.offset, key: m.key, value: m.value, timestampMs: m.timestampMs });
+      // Undecodable bytes are dead-lettered by the task; they never reach the processor.
+      if (!('record' in decoded)) {
+        task.streamTask.feed(decoded);
+        continue;
       }
-    } catch (e) {
-      // A retriable failure (or a bug) mid-chunk: nothing of the chunk happened.
-      task.streamTask.restoreClock(clockBefore);
-      task.state.rollback();
-      throw e;
+      const source = decoded.record.source;
+      const poison = this.attempts.exhausted(source);
+      if (poison) {
+        task.streamTask.deadLetter(decoded.record, ReasonCode.PROCESSING_FAILED, poison.error, { attempts: String(poison.attempts) });
+        poisoned++;
+        continue;
+      }
+      try {
+        task.streamTask.process(decoded.record);
+      } catch (error) {
+        return { failed: { source, error }, poisoned };
+      }
     }
+    return { poisoned };
   }
 
-  /** After a failed transaction (the task's clock, position and stores already rolled back). */
-  private async abortChunk(task: Task<S>, topic: string, firstOffset: number, e: unknown): Promise<void> {
+  /** Takes back what a chunk or punctuation did before its transaction committed: the task's clock and pending store writes. */
+  private rollback(task: Task<S>, clockBefore: TaskClock): void {
+    task.streamTask.restoreClock(clockBefore);
+    task.state.rollback();
+  }
+
+  /**
+   * After the processor threw on a record (the chunk already rolled back; no transaction
+   * was begun, so the task and its producer stay): counts the attempt unless the error is
+   * marked retriable, and reads the chunk again. Once the record used up its attempts, the
+   * next reading dead-letters it.
+   */
+  private async retryRecord(task: Task<S>, topic: string, firstOffset: number, failure: RecordFailure): Promise<void> {
+    const retriable = isRetriable(failure.error);
+    const attempts = retriable ? undefined : this.attempts.failed(failure.source, errorMessage(failure.error));
+    this.loop.count('stream_processing_failures_total', { topic, retriable: String(retriable) });
+    this.loop.log.warn('processor threw; retrying the chunk', {
+      ...failure.source,
+      error: errorMessage(failure.error),
+      retriable,
+      ...(attempts === undefined ? {} : { attempts, maxAttempts: this.attempts.maxAttempts }),
+    });
+    this.loop.consumer.seek(topic, task.partition, firstOffset);
+    // The last attempt is followed by the dead letter at once; other attempts wait a little, as a throw may be transient.
+    if (attempts === undefined || attempts < this.attempts.maxAttempts) await sleep(RETRY_DELAY_MS);
+  }
+
+  /**
+   * After a failure outside the processor's records (the task's clock, position and stores
+   * already rolled back): a failed transaction, or a throw of the punctuation or of a
+   * decoder. Where a transaction was begun, the task is closed (below); the partition is
+   * read again from the chunk's first record.
+   */
+  private async abortChunk(task: Task<S>, topic: string, firstOffset: number, e: unknown, inTransaction: boolean): Promise<void> {
     this.loop.count('stream_transaction_aborts_total', { reason: errorName(e) });
     const fenced = this.loop.client.isFencing(e);
-    this.loop.log.warn('transaction aborted; seeking back', {
+    this.loop.log.warn(inTransaction ? 'transaction aborted; seeking back' : 'chunk failed before its transaction; seeking back', {
       topic,
       partition: task.partition,
       offset: firstOffset,
@@ -208,16 +299,27 @@ export class ProcessorMode<S extends Stores> implements LoopMode {
     // left mid-transaction; it is never reused. The task is rebuilt on the next batch: a
     // fresh producer with the same transactional id aborts whatever the old one left open,
     // and state is restored from the changelog, which holds only committed writes.
-    await this.tasks.closeTask(task.partition);
+    if (inTransaction) await this.tasks.closeTask(task.partition);
     this.loop.consumer.seek(topic, task.partition, firstOffset);
-    if (!fenced && this.loop.client.isRetriable(e)) await sleep(500);
+    if (!fenced && (!inTransaction || this.loop.client.isRetriable(e))) await sleep(RETRY_DELAY_MS);
   }
 
-  /** Polls input end offsets; an idle task whose watermark moved gets a punctuation transaction. */
+  /**
+   * Polls input end offsets; an idle task whose watermark moved gets a punctuation
+   * transaction. Tasks closed by a failed punctuation transaction are reopened first (their
+   * state restored from the changelog), so that the punctuation is retried without waiting
+   * for a record.
+   */
   private async pollIdle(): Promise<void> {
-    if (this.tasks.size === 0 || this.loop.stopping()) return;
+    if (this.loop.stopping()) return;
     const admin = this.admin;
     if (!admin) return;
+    for (const p of [...this.reopen]) {
+      if (this.loop.stopping()) return;
+      if (!this.tasks.get(p)) await this.tasks.task(p);
+      this.reopen.delete(p);
+    }
+    if (this.tasks.size === 0) return;
     for (const topic of this.options.inputTopics) {
       for (const o of await admin.endOffsets(topic)) {
         const position = this.tasks.get(o.partition)?.positions.get(topic);
@@ -232,27 +334,39 @@ export class ProcessorMode<S extends Stores> implements LoopMode {
     }
   }
 
+  /**
+   * One idle punctuation in a transaction of its own, with the same rollback as a chunk's:
+   * a throw of the punctuation takes its effects back and the next poll punctuates again; a
+   * failed transaction also closes the task, which the next poll reopens.
+   */
   private async idlePunctuation(task: Task<S>): Promise<void> {
     if (this.tasks.get(task.partition) !== task) return;
     task.outputs = [];
     task.deadLetters = 0;
     const clockBefore = task.streamTask.clock();
-    refreshUnread(task);
-    if (!task.streamTask.punctuate()) return;
-    persistClock(task, clockBefore);
-    flushChangelogs(this.options.appId, task);
-    if (task.outputs.length === 0) return;
     let changelogOffsets: Record<string, number>;
+    let inTransaction = false;
     try {
-      changelogOffsets = await this.commitTransaction(task, null);
+      refreshUnread(task);
+      if (!task.streamTask.punctuate()) return;
+      persistClock(task, clockBefore);
+      flushChangelogs(this.options.appId, task);
+      if (task.outputs.length === 0) return;
+      inTransaction = true;
+      changelogOffsets = await commitTransaction(this.options.appId, this.loop.client, task, null);
     } catch (e) {
-      task.streamTask.restoreClock(clockBefore);
-      task.state.rollback();
-      this.loop.log.warn('punctuation aborted', { partition: task.partition, error: errorMessage(e) });
-      await this.tasks.closeTask(task.partition);
+      this.rollback(task, clockBefore);
+      this.loop.count('stream_transaction_aborts_total', { reason: errorName(e) });
+      this.loop.log.warn('punctuation aborted; retried at the next idle poll', { partition: task.partition, error: errorMessage(e), inTransaction });
+      if (inTransaction) await this.closeForReopen(task.partition);
       return;
     }
-    await this.commitStores(task, changelogOffsets);
+    if (!(await this.commitStores(task, changelogOffsets))) this.reopen.add(task.partition);
+  }
+
+  private async closeForReopen(partition: number): Promise<void> {
+    await this.tasks.closeTask(partition);
+    this.reopen.add(partition);
   }
 
   /**
@@ -274,60 +388,14 @@ export class ProcessorMode<S extends Stores> implements LoopMode {
       return false;
     }
   }
-
-  /**
-   * Phase 5, commit: the task's outputs, changelog records and dead letters and the input
-   * offset in one transaction. Returns, per changelog topic written, an offset up to which
-   * the changelog partition now holds this task's state: the next offset after this
-   * transaction's records when the broker reported them as one batch, else the first of
-   * them (never past them: a local copy checkpointed there re-reads at most this
-   * transaction's records, which are whole values, on restore).
-   */
-  private async commitTransaction(task: Task<S>, input: { topic: string; lastOffset: number } | null): Promise<Record<string, number>> {
-    const outputs = task.outputs;
-    const tx = await task.producer.begin();
-    const changelogOffsets: Record<string, number> = {};
-    try {
-      if (outputs.length > 0) {
-        const sent = await tx.send(outputs);
-        const prefix = `${this.options.appId}.`;
-        const counts = new Map<string, number>();
-        for (const o of outputs) if (o.topic.startsWith(prefix) && o.topic.endsWith('.changelog')) counts.set(o.topic, (counts.get(o.topic) ?? 0) + 1);
-        for (const [t, n] of counts) {
-          const batches = sent.filter((m) => m.topic === t && m.partition === task.partition);
-          if (batches.length === 0) continue;
-          const first = Math.min(...batches.map((m) => m.baseOffset));
-          changelogOffsets[t] = batches.length === 1 ? first + n : first;
-        }
-      }
-      if (input) await tx.sendOffsets(this.options.appId, input.topic, task.partition, input.lastOffset + 1);
-      await tx.commit();
-    } catch (e) {
-      if (!this.loop.client.isFencing(e)) await tx.abort().catch(() => undefined);
-      throw e;
-    }
-    return changelogOffsets;
-  }
-
-  private async ensureChangelogTopics(): Promise<void> {
-    const { appId, processor, partitions } = this.options;
-    const admin = await this.loop.client.admin();
-    try {
-      const existing = new Set(await admin.listTopics());
-      const topics = [...processor.storeNames, META_STORE]
-        .map((n) => changelogTopic(appId, n))
-        .filter((t) => !existing.has(t))
-        .map((topic) => ({ topic, partitions, configs: { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '0' } }));
-      if (topics.length > 0) await admin.createTopics(topics);
-    } finally {
-      await admin.close();
-    }
-  }
 }
 
 function errorName(e: unknown): string {
   return (e as { type?: string } | null)?.type ?? (e as { apiId?: string } | null)?.apiId ?? (e as Error | null)?.name ?? 'Error';
 }
+
+/** Wait before a chunk is read again after a failure that may be transient. */
+const RETRY_DELAY_MS = 500;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));

@@ -1,9 +1,9 @@
-import type { OutgoingRecord, TransactionalProducer } from './client/stream-client';
+import type { OutgoingRecord, StreamClient, TransactionalProducer } from './client/stream-client';
 import type { LoopContext } from './loop-mode';
 import { OutputRecord, Stores } from './processor';
 import type { ConsumerRunnerOptions } from './processor-mode';
 import { StreamTask, TaskClock, TaskSink } from './stream-task';
-import { changelogTopic, restoreTaskStores, TaskStores } from './task-stores';
+import { changelogTopic, META_STORE, restoreTaskStores, TaskStores } from './task-stores';
 
 /** Position of one input partition of a task: whether it is caught up holds the watermark or not. */
 export interface InputPosition {
@@ -48,6 +48,8 @@ const STATE_LAYOUT_KEY = 'stateLayout';
 export class ProcessorTasks<S extends Stores> {
   private readonly tasks = new Map<number, Task<S>>();
   private assigned: Set<number> | undefined;
+  /** The opening in progress, if any ({@link task}). */
+  private opening: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly options: ConsumerRunnerOptions<S>,
@@ -73,12 +75,21 @@ export class ProcessorTasks<S extends Stores> {
     this.assigned = new Set(partitions);
   }
 
-  /** The task of `partition`, opened (with every other assigned partition not yet open) if needed. */
+  /**
+   * The task of `partition`, opened (with every other assigned partition not yet open) if
+   * needed. One opening at a time: the batch loop and the idle poll both open tasks, and two
+   * producers of one transactional id would fence each other.
+   */
   async task(partition: number): Promise<Task<S>> {
     const existing = this.tasks.get(partition);
     if (existing) return existing;
-    const wanted = new Set([partition, ...(this.assigned ?? [])].filter((p) => !this.tasks.has(p)));
-    await this.initTasks([...wanted]);
+    const open = async () => {
+      const wanted = new Set([partition, ...(this.assigned ?? [])].filter((p) => !this.tasks.has(p)));
+      if (wanted.size > 0) await this.initTasks([...wanted]);
+    };
+    const run = this.opening.then(open, open);
+    this.opening = run.catch(() => undefined);
+    await run;
     return this.tasks.get(partition) as Task<S>;
   }
 
@@ -206,6 +217,22 @@ export class ProcessorTasks<S extends Stores> {
     this.tasks.clear();
   }
 
+  /** Creates the changelog topics of the processor's stores and of the task clock that do not exist yet. */
+  async ensureChangelogTopics(): Promise<void> {
+    const { appId, processor, partitions } = this.options;
+    const admin = await this.loop.client.admin();
+    try {
+      const existing = new Set(await admin.listTopics());
+      const topics = [...processor.storeNames, META_STORE]
+        .map((n) => changelogTopic(appId, n))
+        .filter((t) => !existing.has(t))
+        .map((topic) => ({ topic, partitions, configs: { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '0' } }));
+      if (topics.length > 0) await admin.createTopics(topics);
+    } finally {
+      await admin.close();
+    }
+  }
+
   /** Open tasks and their store sizes (for metrics and tests). */
   stats(): { partition: number; streamTimeMs: number; stores: Record<string, number> }[] {
     return [...this.tasks.values()].map((t) => ({
@@ -248,4 +275,43 @@ export function withLock<S extends Stores, T>(task: Task<S>, fn: () => Promise<T
   const run = task.lock.then(fn, fn);
   task.lock = run.catch(() => undefined);
   return run;
+}
+
+/**
+ * Phase 5, commit: the task's outputs, changelog records and dead letters and the input
+ * offset in one transaction. Returns, per changelog topic written, an offset up to which
+ * the changelog partition now holds this task's state: the next offset after this
+ * transaction's records when the broker reported them as one batch, else the first of
+ * them (never past them: a local copy checkpointed there re-reads at most this
+ * transaction's records, which are whole values, on restore).
+ */
+export async function commitTransaction<S extends Stores>(
+  appId: string,
+  client: StreamClient,
+  task: Task<S>,
+  input: { topic: string; lastOffset: number } | null,
+): Promise<Record<string, number>> {
+  const outputs = task.outputs;
+  const tx = await task.producer.begin();
+  const changelogOffsets: Record<string, number> = {};
+  try {
+    if (outputs.length > 0) {
+      const sent = await tx.send(outputs);
+      const prefix = `${appId}.`;
+      const counts = new Map<string, number>();
+      for (const o of outputs) if (o.topic.startsWith(prefix) && o.topic.endsWith('.changelog')) counts.set(o.topic, (counts.get(o.topic) ?? 0) + 1);
+      for (const [t, n] of counts) {
+        const batches = sent.filter((m) => m.topic === t && m.partition === task.partition);
+        if (batches.length === 0) continue;
+        const first = Math.min(...batches.map((m) => m.baseOffset));
+        changelogOffsets[t] = batches.length === 1 ? first + n : first;
+      }
+    }
+    if (input) await tx.sendOffsets(appId, input.topic, task.partition, input.lastOffset + 1);
+    await tx.commit();
+  } catch (e) {
+    if (!client.isFencing(e)) await tx.abort().catch(() => undefined);
+    throw e;
+  }
+  return changelogOffsets;
 }

@@ -154,6 +154,11 @@ export class StreamTask<S extends Stores> {
     }
   }
 
+  /** Dead-letters a decoded record without processing it (the runtime's verdict: a poison record); moves no clock. */
+  deadLetter(record: InputRecord, reasonCode: string, reason: string, details: Record<string, string>): void {
+    this.sink.deadLetter({ key: record.key, raw: record.raw, source: record.source }, reasonCode, reason, details);
+  }
+
   /** Moves stream time forward without a record, as a later event would (the harness's `advanceTo`). */
   advanceStreamTime(streamTimeMs: number): void {
     if (streamTimeMs > this.streamTime) this.streamTime = streamTimeMs;

@@ -393,7 +393,7 @@ export const MATERIALIZER_FLAGS: readonly FlagSpec[] = [
   ...COMMON,
 ];
 
-/** `srpo serve`: apps/serve/src/serve-config.ts. */
+/** `srpo serve`: apps/serve/src/serve-config.ts. API keys have no flag (visible in `ps`): SRPO_SERVE_API_KEYS. */
 export const SERVE_FLAGS: readonly FlagSpec[] = [
   {
     flag: '--policies',
@@ -469,6 +469,16 @@ export const SERVE_FLAGS: readonly FlagSpec[] = [
     help: "product kernels of cached decode steps: tensorflow (TensorFlow's MatMul at few rows) or learner (the learner's own)",
     kind: 'choice',
     choices: ['tensorflow', 'learner'],
+  },
+  {
+    flag: '--max-tokens',
+    value: '<n>',
+    variable: 'SRPO_SERVE_MAX_TOKENS',
+    default: '4096',
+    help: 'most tokens one choice may ask for (max_tokens); above it requests get 400',
+    kind: 'int',
+    min: 1,
+    max: 1_000_000,
   },
   {
     flag: '--startup-timeout-ms',

@@ -69,8 +69,29 @@ describe('API keys', () => {
   });
   it('refuses malformed key files naming the variable', () => {
     expect(() => ApiKeys.parse('{', 'V')).toThrow(/^V: is not valid JSON/);
-    expect(() => ApiKeys.parse('{"short": ["a"]}', 'V')).toThrow(/shorter than 16/);
-    expect(() => ApiKeys.parse('{"sk-aaaaaaaaaaaaaaaa": []}', 'V')).toThrow(/non-empty list/);
+    expect(() => ApiKeys.parse('{"short": ["a"]}', 'V')).toThrow(/key #1 is shorter than 16/);
+    expect(() => ApiKeys.parse('{"sk-bbbbbbbbbbbbbbbb": ["a"], "sk-aaaaaaaaaaaaaaaa": []}', 'V')).toThrow(/key #2 must map to a non-empty list/);
+  });
+  it('no refusal carries a key or a part of one', () => {
+    const messages = [
+      () => ApiKeys.parse('{"skXY": ["a"]}', 'V'),
+      () => ApiKeys.parse('{"skXYaaaaaaaaaaaaaa": []}', 'V'),
+      () => keys.authorize('Bearer skXY-aaaaaaaaaaaa', 'actor'),
+      () => keys.authorize('Bearer sk-aaaaaaaaaaaaaaaa', 'judge'),
+    ].map((f) => {
+      try {
+        f();
+      } catch (e) {
+        return (e as Error).message;
+      }
+      return 'accepted';
+    });
+    expect(messages).toHaveLength(4);
+    for (const m of messages) expect(m).not.toMatch(/skXY|sk-a|accepted/);
+  });
+  it('takes only the exact key: not a prefix, an extension or another case of it', () => {
+    for (const near of ['sk-aaaaaaaaaaaaaaa', 'sk-aaaaaaaaaaaaaaaaa', 'SK-AAAAAAAAAAAAAAAA', 'sk-aaaaaaaaaaaaaaab'])
+      expect(() => keys.authorize(`Bearer ${near}`, 'actor')).toThrow(expect.objectContaining({ status: 401, code: 'invalid_api_key' }));
   });
 });
 

@@ -4,7 +4,7 @@ import { ErrorCode, SrpoError } from '@srpo/core';
 import type { PolicyVersion } from '@srpo/events';
 import { loadCheckpoint } from '@srpo/policy';
 import { PEFT_ADAPTER_CONFIG, isLlamaModel, saveLoraAdapter } from '@srpo/hf';
-import { checkpointDirOf } from '../policy-pool';
+import { checkpointDirOf } from '../checkpoint-location';
 
 /** Whether an announced version's checkpoint holds a LoRA adapter (read from its model.json, without loading anything). */
 export function isLoraCheckpoint(v: PolicyVersion): boolean {
