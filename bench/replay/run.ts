@@ -54,7 +54,6 @@ async function main(): Promise<void> {
     setTtlMs: m.setTtlMs,
     groupTtlMs: m.groupTtlMs,
     dedupeRetentionMs: m.dedupeRetentionMs,
-    maxFutureSkewMs: m.maxFutureSkewMs,
     maxBrokerSkewMs: m.maxBrokerSkewMs,
     maxLatenessMs: m.maxLatenessMs,
     objective: m.objective,

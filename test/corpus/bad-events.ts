@@ -54,6 +54,8 @@ export interface BadEvent {
 /** Bad events whose timestamps sit 20 minutes ahead: inside the skew bound, so only the fix that refused records keep stream time still protects the valid sets. */
 const AHEAD = 20 * 60_000;
 const at = (ms: number) => ({ eventTimeMs: CORPUS_T + ms, startedAtMs: CORPUS_T + ms });
+/** 2100-01-01T00:00:00Z. */
+const FAR_FUTURE_MS = 4_102_444_800_000;
 
 function encoded<T extends EventType>(type: T, value: EventMap[T], key: string): (codec: EventCodec) => { key: string; value: Buffer } {
   return (codec) => ({ key, value: codec.encode(type, value) });
@@ -418,14 +420,15 @@ export const BAD_EVENTS: BadEvent[] = [
     ...typed(badOutput('key', { ...at(60) }), 'not-the-episode'),
   },
 
-  // ---- Time: judged against the task's stream time (the largest event time accepted). ----
+  // ---- Time: ahead of the record's timestamp (the broker's clock), or behind the task's stream time. ----
   {
     name: 'clock-skew-future',
-    description: 'An output 30 days ahead of the stream (limit 1 h).',
+    description: 'An output stamped 2100-01-01, ahead of any record timestamp the broker takes (limit 10 s ahead of it).',
     topic: 'agentOutputs',
     phase: 'outputs',
     expected: ReasonCode.CLOCK_SKEW,
-    ...typed(badOutput('future', at(30 * 86_400_000))),
+    // Not relative to CORPUS_T (2023): what counts is the record timestamp, stamped at send.
+    ...typed(badOutput('future', { eventTimeMs: FAR_FUTURE_MS, startedAtMs: FAR_FUTURE_MS })),
   },
   {
     name: 'clock-skew-past',

@@ -7,7 +7,6 @@ const SETTINGS: RematerializeSettings = {
   setTtlMs: 60_000,
   groupTtlMs: 120_000,
   dedupeRetentionMs: 600_000,
-  maxFutureSkewMs: 3_600_000,
   maxBrokerSkewMs: 10_000,
   maxLatenessMs: 86_400_000,
   objective: DEFAULT_OBJECTIVE_CONFIG,

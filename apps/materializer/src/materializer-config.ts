@@ -16,7 +16,7 @@ import { DEFAULT_MAX_PROCESSING_ATTEMPTS, STREAM_CLIENT_NAMES, type StreamClient
  * | SRPO_TOPIC_PREFIX | `srpo.` | topic names |
  * | SRPO_RAW_PARTITIONS / SRPO_DERIVED_PARTITIONS | 6 / 3 | partitions when creating topics |
  * | SRPO_APP_ID | `<prefix>materializer` | consumer groups, transactional ids, changelogs |
- * | SRPO_SET_TTL_MS, SRPO_GROUP_TTL_MS, SRPO_DEDUPE_RETENTION_MS, SRPO_MAX_FUTURE_SKEW_MS, SRPO_MAX_BROKER_SKEW_MS, SRPO_MAX_LATENESS_MS, SRPO_ADVANTAGE_STD, SRPO_ADVANTAGE_EPS, SRPO_PROGRESS_FALLBACK | see readMaterializerSettings (libs/materializer) | the settings that decide sets and groups, shared with `srpo replay --rematerialize` |
+ * | SRPO_SET_TTL_MS, SRPO_GROUP_TTL_MS, SRPO_DEDUPE_RETENTION_MS, SRPO_MAX_BROKER_SKEW_MS, SRPO_MAX_LATENESS_MS, SRPO_ADVANTAGE_STD, SRPO_ADVANTAGE_EPS, SRPO_PROGRESS_FALLBACK | see readMaterializerSettings (libs/materializer) | the settings that decide sets and groups, shared with `srpo replay --rematerialize` |
  * | SRPO_MAX_PAYLOAD_BYTES | 1048576 | larger messages are dead-lettered |
  * | SRPO_RECORDS_PER_TRANSACTION | 500 | chunk size of one Kafka transaction |
  * | SRPO_MAX_PROCESSING_ATTEMPTS | 3 | times a processor may throw on one record before the record is dead-lettered as `PROCESSING_FAILED` and its partition moves on (errors marked retriable and failed transactions do not count) |
@@ -38,7 +38,6 @@ export interface MaterializerConfig {
   setTtlMs: number;
   groupTtlMs: number;
   dedupeRetentionMs: number;
-  maxFutureSkewMs: number;
   maxBrokerSkewMs: number;
   maxLatenessMs: number;
   maxPayloadBytes: number;
@@ -76,7 +75,6 @@ export function loadMaterializerConfig(env: Readonly<Record<string, string | und
     setTtlMs: settings.setTtlMs,
     groupTtlMs: settings.groupTtlMs,
     dedupeRetentionMs: settings.dedupeRetentionMs,
-    maxFutureSkewMs: settings.maxFutureSkewMs,
     maxBrokerSkewMs: settings.maxBrokerSkewMs,
     maxLatenessMs: settings.maxLatenessMs,
     maxPayloadBytes: r.int('SRPO_MAX_PAYLOAD_BYTES', 1024 * 1024, { min: 1024 }),

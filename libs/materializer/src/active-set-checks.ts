@@ -57,8 +57,8 @@ export function brokerSkewOf(record: InputRecord, eventTimeMs: number, options: 
 
 /**
  * The record is keyed by its episode, and its event time is within the skew bound of its record
- * timestamp and the skew and lateness bounds of stream time. Each refusal is counted as
- * `clock_skew_total{type, bound}` (bound: `broker`, `future`, `late`), beside the dead letter.
+ * timestamp and the lateness bound of stream time. Each refusal is counted as
+ * `clock_skew_total{type, bound}` (bound: `broker`, `late`), beside the dead letter.
  */
 function checkCommon(
   record: InputRecord,
@@ -75,16 +75,16 @@ function checkCommon(
       `Kafka key ${JSON.stringify(record.key)} is not the episode id ${JSON.stringify(episodeId)}; co-partitioning needs episode-id keys`,
     );
   }
-  const skew = (bound: 'broker' | 'future' | 'late', message: string): SrpoError => {
+  const skew = (bound: 'broker' | 'late', message: string): SrpoError => {
     ctx.count('clock_skew_total', { type: kind, bound });
     return relationError(ReasonCode.CLOCK_SKEW, `${kind}.eventTimeMs`, message);
   };
   const aheadOfBroker = brokerSkewOf(record, eventTimeMs, options);
   if (aheadOfBroker !== undefined) throw skew('broker', aheadOfBroker);
+  // Nothing bounds event time by stream time from above: the record timestamp is the clock, and
+  // a partition idle for hours must take its next event (an allowance relative to stream time
+  // refused every event after an idle hour, for good).
   const now = ctx.streamTimeMs;
-  if (now > 0 && eventTimeMs > now + options.maxFutureSkewMs) {
-    throw skew('future', `${eventTimeMs} is ${eventTimeMs - now} ms ahead of stream time ${now}`);
-  }
   if (now > 0 && eventTimeMs < now - options.maxLatenessMs) {
     throw skew('late', `${eventTimeMs} is ${now - eventTimeMs} ms behind stream time ${now}`);
   }

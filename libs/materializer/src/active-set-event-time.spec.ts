@@ -10,7 +10,7 @@ const B = 1_700_000_000_000;
 const MINUTE = 60_000;
 
 /**
- * The live defaults (60 s sets, 1 h stream-time skew, 10 min lateness): event time is checked
+ * The live defaults (60 s sets, 10 min lateness, 10 s broker skew): event time is checked
  * against each record's Kafka timestamp (never ahead of the record timestamp's clock on the raw topics),
  * which the harness sets per record.
  */
@@ -35,7 +35,7 @@ function openSet(s: ReturnType<typeof setup>, id: string, time: number): void {
 }
 
 describe('ActiveSetProcessor event time against the record timestamp (bounded by the broker clock)', () => {
-  it('dead-letters an event 50 min ahead of its record timestamp (inside the stream-time allowance) and closes no open set', () => {
+  it('dead-letters an event 50 min ahead of its record timestamp and closes no open set', () => {
     const s = setup();
     openSet(s, 'a', B);
     openSet(s, 'b', B + 1000);
@@ -95,6 +95,31 @@ describe('ActiveSetProcessor event time against the record timestamp (bounded by
     s.h.feed(s.o(output('a', 0, { eventTimeMs: B + 10_000, startedAtMs: B }), B));
     s.h.feed(s.o(output('a', 1, { eventTimeMs: B + 10_001, startedAtMs: B }), B));
     expect(s.skewed()).toEqual(['AgentOutput.eventTimeMs']);
+  });
+
+  it('takes the next honest events after hours of silence (no allowance ahead of stream time: the record timestamp is the clock)', () => {
+    const s = setup();
+    openSet(s, 'a', B);
+    s.h.feed(s.o(output('a', 1, { eventTimeMs: B + 1000, startedAtMs: B })));
+    expect(s.sets()).toEqual(['a/t0']);
+    // Two hours without an event, then an honest episode: once an allowance of 1 h ahead of stream
+    // time refused it, and every event after it, for good.
+    const later = B + 2 * 60 * MINUTE;
+    openSet(s, 'b', later);
+    s.h.feed(s.o(output('b', 1, { eventTimeMs: later + 1000, startedAtMs: later })));
+    expect(s.skewed()).toEqual([]);
+    expect(s.sets()).toEqual(['a/t0', 'b/t0']);
+    expect(s.h.streamTimeMs).toBe(later + 1000);
+  });
+
+  it('a fresh task whose first event is 30 days old takes the honest events after it', () => {
+    const s = setup();
+    const old = B - 30 * 24 * 60 * MINUTE;
+    s.h.feed(s.o(output('old', 0, { eventTimeMs: old, startedAtMs: old }), B));
+    openSet(s, 'c', B);
+    s.h.feed(s.o(output('c', 1, { eventTimeMs: B + 1000, startedAtMs: B })));
+    expect(s.skewed()).toEqual([]);
+    expect(s.sets()).toEqual(['c/t0']);
   });
 
   it('dead-letters an event whose record carries no timestamp (Kafka reports -1)', () => {

@@ -13,8 +13,6 @@ export interface ActiveSetProcessorOptions {
    * duplicate of it could still be accepted, and process that duplicate as a new event.
    */
   dedupeRetentionMs: number;
-  /** Events this far ahead of stream time are refused as clock skew (default 1 h). */
-  maxFutureSkewMs: number;
   /**
    * Events this far ahead of their record's Kafka timestamp are refused as clock skew
    * (default 10 s, {@link DEFAULT_MAX_BROKER_SKEW_MS}). The broker refuses record timestamps
@@ -61,7 +59,6 @@ export function defaultMaxBrokerSkewMs(windowMs: number): number {
 export const DEFAULT_ACTIVE_SET_OPTIONS: Omit<ActiveSetProcessorOptions, 'topics' | 'codec'> = {
   setTtlMs: 60_000,
   dedupeRetentionMs: DEFAULT_MAX_LATENESS_MS,
-  maxFutureSkewMs: 3_600_000,
   maxBrokerSkewMs: DEFAULT_MAX_BROKER_SKEW_MS,
   maxLatenessMs: DEFAULT_MAX_LATENESS_MS,
   scanIntervalMs: 1_000,

@@ -115,7 +115,9 @@ describe('ActiveSetProcessor', () => {
     s.h.feed(s.o(output('e9', 0, { eventTimeMs: 10_000, startedAtMs: 10_000 })));
     s.h.feed(s.o(output('e9', 1, { behaviourLogProbs: [NaN, -1] })));
     s.h.feed(s.h.record(topics.agentOutputs.name, { type: 'AgentOutput', value: output('e9', 2) }, 'wrong-key', codec));
-    s.h.feed(s.o(output('e9', 3, { eventTimeMs: 10_000 + 4 * 3_600_000, startedAtMs: 10_000 })));
+    // 4 h ahead of the broker's clock (the record was appended at 10 s).
+    const ahead = output('e9', 3, { eventTimeMs: 10_000 + 4 * 3_600_000, startedAtMs: 10_000 });
+    s.h.feed(s.h.record(topics.agentOutputs.name, { type: 'AgentOutput', value: ahead }, 'e9', codec, { timestampMs: 10_000 }));
     expect(s.h.deadLetters.map((d) => [d.reasonCode, d.details.field])).toEqual([
       [ReasonCode.INVALID_FIELD, 'AgentOutput.behaviourLogProbs[0]'],
       [ReasonCode.KEY_MISMATCH, 'AgentOutput.episodeId'],

@@ -72,12 +72,11 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     this.punctuationIntervalMs = this.options.scanIntervalMs;
   }
 
-  eventTime(record: InputRecord, streamTimeMs: number): number {
+  eventTime(record: InputRecord): number {
     const t = (record.event.value as { eventTimeMs?: number }).eventTimeMs;
     if (typeof t !== 'number' || !Number.isFinite(t)) return NaN;
     // The same bounds as `checkCommon`, which dead-letters the event: it must not move stream time meanwhile.
     if (brokerSkewOf(record, t, this.options) !== undefined) return NaN;
-    if (streamTimeMs > 0 && t > streamTimeMs + this.options.maxFutureSkewMs) return NaN;
     return t;
   }
 

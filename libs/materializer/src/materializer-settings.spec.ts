@@ -10,7 +10,6 @@ describe('readMaterializerSettings', () => {
       groupTtlMs: 120_000,
       // The dedupe window follows the lateness allowance unless set.
       dedupeRetentionMs: 600_000,
-      maxFutureSkewMs: 3_600_000,
       maxBrokerSkewMs: 10_000,
       maxLatenessMs: 600_000,
       limits: DEFAULT_EVENT_LIMITS,
@@ -23,7 +22,6 @@ describe('readMaterializerSettings', () => {
       SRPO_SET_TTL_MS: '5',
       SRPO_GROUP_TTL_MS: '6',
       SRPO_DEDUPE_RETENTION_MS: '9',
-      SRPO_MAX_FUTURE_SKEW_MS: '7',
       SRPO_MAX_BROKER_SKEW_MS: '4',
       SRPO_MAX_LATENESS_MS: '8',
       SRPO_ADVANTAGE_STD: 'population',
@@ -32,7 +30,7 @@ describe('readMaterializerSettings', () => {
       // Not a setting that decides sets and groups: ignored here.
       SRPO_MATERIALIZER_ROLES: 'nonsense',
     });
-    expect(s).toMatchObject({ setTtlMs: 5, groupTtlMs: 6, dedupeRetentionMs: 9, maxFutureSkewMs: 7, maxBrokerSkewMs: 4, maxLatenessMs: 8 });
+    expect(s).toMatchObject({ setTtlMs: 5, groupTtlMs: 6, dedupeRetentionMs: 9, maxBrokerSkewMs: 4, maxLatenessMs: 8 });
     expect(s.objective).toMatchObject({ advantageStd: 'population', advantageEps: 0.5, progress: { enabled: true } });
   });
 
@@ -85,6 +83,7 @@ describe('readMaterializerSettings', () => {
     ['SRPO_ADVANTAGE_STD', 'median'],
     ['SRPO_ADVANTAGE_EPS', 'x'],
     ['SRPO_PROGRESS_FALLBACK', 'maybe'],
+    ['SRPO_MAX_FUTURE_SKEW_MS', '3600000'],
   ])('throws a ConfigError naming %s', (name, value) => {
     let error: unknown;
     try {

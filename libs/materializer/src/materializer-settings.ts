@@ -17,7 +17,7 @@ export type ReadMaterializerSettings = MaterializerSettings & { limits: EventLim
  * | --- | --- | --- |
  * | SRPO_SET_TTL_MS | 60000 | event time for a set's members and reward to arrive |
  * | SRPO_GROUP_TTL_MS | 120000 | event time for an undeclared group to fill |
- * | SRPO_MAX_FUTURE_SKEW_MS / SRPO_MAX_LATENESS_MS | 3600000 / 600000 | clock-skew limits: events further ahead of or behind stream time are dead-lettered as CLOCK_SKEW |
+ * | SRPO_MAX_LATENESS_MS | 600000 | events further behind stream time are dead-lettered as CLOCK_SKEW |
  * | SRPO_MAX_BROKER_SKEW_MS | 10000 (at most a sixth of the shorter of SRPO_SET_TTL_MS and SRPO_GROUP_TTL_MS) | events further ahead of their record's Kafka timestamp (which the broker keeps within the raw topics' message.timestamp.after.max.ms of its clock) are dead-lettered as CLOCK_SKEW; must be below both windows |
  * | SRPO_DEDUPE_RETENTION_MS | SRPO_MAX_LATENESS_MS | how long ids of closed episodes and emitted sets are remembered; never less than SRPO_MAX_LATENESS_MS |
  * | SRPO_ADVANTAGE_STD, SRPO_ADVANTAGE_EPS, SRPO_PROGRESS_FALLBACK | sample, 1e-6, false | advantage settings |
@@ -25,6 +25,9 @@ export type ReadMaterializerSettings = MaterializerSettings & { limits: EventLim
  * The dedupe window may not be shorter than the lateness allowance: a duplicate that arrives
  * after its episode was forgotten but inside the allowance would be taken as a new event and
  * processed a second time. The state this costs is in docs/materializer.md ("Dedupe window").
+ * There is no allowance ahead of stream time: the record timestamp is the clock (a partition idle
+ * for hours takes its next event as it is), and SRPO_MAX_FUTURE_SKEW_MS, which bounded event time
+ * by stream time, is refused if set.
  * The broker skew must be shorter than both windows: stream time may run that far (plus the
  * record timestamps' own 10 s) ahead of the broker's clock, and each window loses that much for
  * honest events (docs/materializer.md, "Event time and the broker's clock").
@@ -35,7 +38,12 @@ export function readMaterializerSettings(env: Readonly<Record<string, string | u
   const r = new EnvReader(env);
   const setTtlMs = r.int('SRPO_SET_TTL_MS', 60_000, { min: 1 });
   const groupTtlMs = r.int('SRPO_GROUP_TTL_MS', 120_000, { min: 1 });
-  const maxFutureSkewMs = r.int('SRPO_MAX_FUTURE_SKEW_MS', 3_600_000, { min: 0 });
+  if (env.SRPO_MAX_FUTURE_SKEW_MS !== undefined) {
+    throw new ConfigError(
+      'SRPO_MAX_FUTURE_SKEW_MS',
+      'is no longer read: event time is bounded by its record timestamp (SRPO_MAX_BROKER_SKEW_MS), not by stream time, whose allowance refused every event after an idle hour; unset it',
+    );
+  }
   const windowMs = Math.min(setTtlMs, groupTtlMs);
   const maxBrokerSkewMs = r.int('SRPO_MAX_BROKER_SKEW_MS', defaultMaxBrokerSkewMs(windowMs), { min: 0 });
   if (maxBrokerSkewMs >= windowMs) {
@@ -56,7 +64,6 @@ export function readMaterializerSettings(env: Readonly<Record<string, string | u
     setTtlMs,
     groupTtlMs,
     dedupeRetentionMs,
-    maxFutureSkewMs,
     maxBrokerSkewMs,
     maxLatenessMs,
     // Each variable is range-checked above, so the resolver cannot fail on what it is given.

@@ -8,7 +8,6 @@ export interface MaterializerSettings {
   setTtlMs: number;
   groupTtlMs: number;
   dedupeRetentionMs: number;
-  maxFutureSkewMs: number;
   /** How far an event may be ahead of its record's Kafka timestamp (see `ActiveSetProcessorOptions`). */
   maxBrokerSkewMs: number;
   maxLatenessMs: number;
@@ -45,7 +44,6 @@ export function materializerTopology(
         codec,
         setTtlMs: settings.setTtlMs,
         dedupeRetentionMs: settings.dedupeRetentionMs,
-        maxFutureSkewMs: settings.maxFutureSkewMs,
         maxBrokerSkewMs: settings.maxBrokerSkewMs,
         maxLatenessMs: settings.maxLatenessMs,
         limits: settings.limits ?? DEFAULT_EVENT_LIMITS,
