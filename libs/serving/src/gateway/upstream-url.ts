@@ -35,6 +35,8 @@ export function redactCredentials(text: string): string {
 export function fetchFailureReason(e: unknown): string {
   const cause = (e as { cause?: { code?: unknown } } | undefined)?.cause;
   if (typeof cause?.code === 'string') return cause.code;
-  if (e instanceof Error && e.name !== 'TypeError' && e.name !== 'Error') return e.name;
+  // An abort is a DOMException (TimeoutError, AbortError), not always an `instanceof Error` across realms.
+  const name = (e as { name?: unknown } | undefined)?.name;
+  if (typeof name === 'string' && name !== 'TypeError' && name !== 'Error') return name;
   return redactCredentials(errorMessage(e)).slice(0, 200);
 }
