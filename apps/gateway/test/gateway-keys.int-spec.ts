@@ -5,9 +5,7 @@ import type { NestExpressApplication } from '@nestjs/platform-express';
 import { Logger } from '@srpo/core';
 import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog } from '@srpo/events';
 import { ensureKafka, uniquePrefix } from '@srpo/testing';
-import { loadGatewayConfig } from '../src/gateway-config';
-import { gatewaySdk } from '../src/gateway.module';
-import { createGatewayApp } from '../src/main';
+import { bootstrap } from '../src/main';
 
 /** Two teams' keys for the same policy, one for another policy only, and an admin key. */
 const KEYS = {
@@ -76,13 +74,15 @@ describe('srpo gateway: keys, episode ownership, per-key limits, secrets kept ou
   const closers: (() => Promise<void>)[] = [];
   let up: Awaited<ReturnType<typeof recordableUpstream>>;
 
-  /** A gateway on the test topics; its base URL. */
+  /** A gateway booted as `srpo gateway` boots (config, producer connected, listening), on the test topics; its base URL. */
   const start = async (env: Record<string, string>): Promise<string> => {
-    const config = loadGatewayConfig({ KAFKA_BROKERS: brokers.join(','), SRPO_TOPIC_PREFIX: prefix, SRPO_GATEWAY_API_KEYS: KEY_FILE, ...env }, process.cwd());
-    const sdk = gatewaySdk(config);
-    await sdk.connect();
-    const app = await createGatewayApp(config, sdk);
-    await app.listen(0, '127.0.0.1');
+    const app = await bootstrap({
+      KAFKA_BROKERS: brokers.join(','),
+      SRPO_TOPIC_PREFIX: prefix,
+      SRPO_GATEWAY_API_KEYS: KEY_FILE,
+      SRPO_GATEWAY_PORT: '0',
+      ...env,
+    });
     apps.push(app);
     return `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}/v1`;
   };
@@ -242,8 +242,14 @@ describe('srpo gateway: keys, episode ownership, per-key limits, secrets kept ou
 
   it("never shows the upstream URL's credentials: the client's 502 and the log name neither; a reachable upstream gets them as Basic auth", async () => {
     const port = await closedPort();
-    const base = await start({ SRPO_GATEWAY_UPSTREAM: `http://srpo:${UPSTREAM_SECRET}@127.0.0.1:${port}/v1`, SRPO_GATEWAY_STRICT: 'false' });
     const from = logLines.length;
+    const base = await start({ SRPO_GATEWAY_UPSTREAM: `http://srpo:${UPSTREAM_SECRET}@127.0.0.1:${port}/v1`, SRPO_GATEWAY_STRICT: 'false' });
+    // The start line names the upstream without its credentials, and the keys by id.
+    const listening = logLines.slice(from).find((l) => l.includes('gateway listening'));
+    expect(JSON.parse(listening ?? '{}')).toMatchObject({
+      upstream: `http://127.0.0.1:${port}/v1`,
+      keys: [expect.stringMatching(/^key-[0-9a-f]{8}$/), expect.any(String), expect.any(String), expect.any(String)],
+    });
     const failure = await client(base, KEYS.alpha)
       .completions.create({ model: 'actor', prompt: 'x' })
       .then(
