@@ -1,3 +1,4 @@
+import { ValidationError } from '@srpo/core';
 import { DEFAULT_EVENT_LIMITS } from '@srpo/events';
 import { OpenAiError } from '../openai-protocol';
 
@@ -26,7 +27,8 @@ export class EpisodeOwners {
   private readonly clock: () => number;
 
   constructor(private readonly o: EpisodeOwnersOptions) {
-    if (!(o.maxEpisodes >= 1) || !(o.idleTtlMs >= 1)) throw new RangeError('EpisodeOwners: maxEpisodes and idleTtlMs must be at least 1');
+    if (!(o.maxEpisodes >= 1)) throw new ValidationError('maxEpisodes', `must be at least 1, got ${o.maxEpisodes}`);
+    if (!(o.idleTtlMs >= 1)) throw new ValidationError('idleTtlMs', `must be at least 1, got ${o.idleTtlMs}`);
     this.clock = o.clock ?? Date.now;
   }
 

@@ -1,3 +1,4 @@
+import { ValidationError } from '@srpo/core';
 import { OpenAiError } from '../openai-protocol';
 
 export interface KeyRateLimiterOptions {
@@ -18,7 +19,8 @@ export class KeyRateLimiter {
   private readonly clock: () => number;
 
   constructor(private readonly o: KeyRateLimiterOptions) {
-    if (!(o.ratePerS >= 0) || !(o.burst >= 1)) throw new RangeError('KeyRateLimiter: ratePerS must be >= 0 and burst >= 1');
+    if (!(o.ratePerS >= 0)) throw new ValidationError('ratePerS', `must be at least 0, got ${o.ratePerS}`);
+    if (!(o.burst >= 1)) throw new ValidationError('burst', `must be at least 1, got ${o.burst}`);
     this.clock = o.clock ?? Date.now;
   }
 
