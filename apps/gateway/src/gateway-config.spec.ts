@@ -50,6 +50,34 @@ describe('gateway configuration', () => {
     expect(['__proto__', 'constructor', 'toString', 'hasOwnProperty'].map((id) => plain?.get(id))).toEqual([undefined, undefined, undefined, undefined]);
   });
 
+  it('per-key limits and episode ownership: defaults, and what is set', () => {
+    const d = loadGatewayConfig({}, '/work');
+    expect([d.keyRatePerS, d.keyBurst, d.episodeOwnersMax, d.episodeOwnersTtlMs]).toEqual([100, 200, 100_000, 3_600_000]);
+    const c = loadGatewayConfig(
+      { SRPO_GATEWAY_KEY_RATE: '0.5', SRPO_GATEWAY_KEY_BURST: '3', SRPO_GATEWAY_EPISODE_OWNERS: '10', SRPO_GATEWAY_EPISODE_TTL_MS: '60000' },
+      '/work',
+    );
+    expect([c.keyRatePerS, c.keyBurst, c.episodeOwnersMax, c.episodeOwnersTtlMs]).toEqual([0.5, 3, 10, 60_000]);
+  });
+
+  it('names neither a key nor the upstream credentials in its errors', () => {
+    const messages = [
+      { SRPO_GATEWAY_API_KEYS: '{"sk-Qz8short": ["a"]}' },
+      { SRPO_GATEWAY_API_KEYS: '{"sk-Qz8long-enough-key": []}' },
+      { SRPO_GATEWAY_UPSTREAM: 'ftp://user:Qz8secret@host/v1' },
+    ].map((env) => {
+      try {
+        loadGatewayConfig(env, '/work');
+      } catch (e) {
+        return (e as Error).message;
+      }
+      return 'accepted';
+    });
+    expect(messages).toHaveLength(3);
+    for (const m of messages) expect(m).toMatch(/SRPO_GATEWAY_(API_KEYS|UPSTREAM): (key #|must be)/);
+    for (const m of messages) expect(m).not.toMatch(/Qz8|sk-/);
+  });
+
   it.each([
     [{ SRPO_GATEWAY_UPSTREAM: 'localhost:8000' }, 'SRPO_GATEWAY_UPSTREAM', /http\(s\) URL/],
     [{ SRPO_GATEWAY_API_KEYS: '[]' }, 'SRPO_GATEWAY_API_KEYS', /non-empty JSON object/],
@@ -57,6 +85,9 @@ describe('gateway configuration', () => {
     [{ SRPO_GATEWAY_TOKENIZER_DIR: '/nonexistent' }, 'SRPO_GATEWAY_TOKENIZER_DIR', /tokenizer\.json/],
     [{ SRPO_GATEWAY_TLS_KEY: 'k.pem' }, 'SRPO_GATEWAY_TLS_CERT', /both/],
     [{ SRPO_GATEWAY_STRICT: 'sometimes' }, 'SRPO_GATEWAY_STRICT', /true or false/],
+    [{ SRPO_GATEWAY_KEY_RATE: '-1' }, 'SRPO_GATEWAY_KEY_RATE', /./],
+    [{ SRPO_GATEWAY_KEY_BURST: '0' }, 'SRPO_GATEWAY_KEY_BURST', /./],
+    [{ SRPO_GATEWAY_EPISODE_OWNERS: '0' }, 'SRPO_GATEWAY_EPISODE_OWNERS', /./],
   ])('fails fast naming the variable: %j', (env, variable, message) => {
     let error: unknown;
     try {

@@ -1,7 +1,7 @@
 import * as path from 'path';
 import { ConfigError, EnvReader, Logger, LogLevel } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
-import { ApiKeys, hfRetokenizer, type Retokenizer } from '@srpo/serving';
+import { ApiKeys, hfRetokenizer, redactCredentials, type Retokenizer } from '@srpo/serving';
 
 export interface GatewayConfig {
   kafka: KafkaConnectionOptions;
@@ -21,6 +21,12 @@ export interface GatewayConfig {
   port: number;
   upstreamTimeoutMs: number;
   maxInFlight: number;
+  /** Each key's average requests per second (completions and /v1/srpo/* writes); 0: no per-key limit. */
+  keyRatePerS: number;
+  keyBurst: number;
+  /** Episode ownership: episodes remembered at most, and how long an idle one is remembered. */
+  episodeOwnersMax: number;
+  episodeOwnersTtlMs: number;
   maxBodyBytes: number;
   recordTimeoutMs: number;
   /** Absolute; where events wait when Kafka cannot take them. Unset: such requests fail with 503. */
@@ -45,11 +51,15 @@ export interface GatewayConfig {
  * | `SRPO_GATEWAY_TOKENIZER_DIR` | unset | a Hugging Face directory whose tokenizer re-tokenizes upstream text when no ids come back |
  * | `SRPO_GATEWAY_VERSION` | unset | the policy version to record when the upstream reports none |
  * | `SRPO_GATEWAY_STRICT` | true | refuse completions without episode fields (false: proxy them unrecorded) |
- * | `SRPO_GATEWAY_API_KEYS` | unset | JSON `{"<key>": ["policy", ...]}` (`*`: every policy); unset: no authentication |
+ * | `SRPO_GATEWAY_API_KEYS` | unset | JSON `{"<key>": ["policy", ...]}` (`*`: every policy; a key may be written `sha256:<hex>`); unset: no authentication |
  * | `SRPO_GATEWAY_HOST` / `SRPO_GATEWAY_PORT` | `127.0.0.1` / 8100 | where the gateway listens |
  * | `SRPO_GATEWAY_TLS_KEY` / `SRPO_GATEWAY_TLS_CERT` | unset | PEM files: serve HTTPS |
  * | `SRPO_GATEWAY_UPSTREAM_TIMEOUT_MS` | 120000 | longest wait for the upstream |
- * | `SRPO_GATEWAY_MAX_IN_FLIGHT` | 256 | completion requests in flight; more get 429 |
+ * | `SRPO_GATEWAY_MAX_IN_FLIGHT` | 256 | completion requests in flight, all keys together; more get 429 |
+ * | `SRPO_GATEWAY_KEY_RATE` | 100 | requests per second each API key may make on average (completions and `/v1/srpo/*` writes); more get 429 with `Retry-After`; 0: no per-key limit |
+ * | `SRPO_GATEWAY_KEY_BURST` | 200 | requests a key may make at once after a pause |
+ * | `SRPO_GATEWAY_EPISODE_OWNERS` | 100000 | episodes whose owning key the gateway remembers (least recently used forgotten first) |
+ * | `SRPO_GATEWAY_EPISODE_TTL_MS` | 3600000 | an episode without a request this long is forgotten: the next key to use it owns it |
  * | `SRPO_GATEWAY_MAX_BODY_BYTES` | 4194304 | largest request body |
  * | `SRPO_GATEWAY_KAFKA_RETRIES` | 3 | the producer's retries before a write counts as failed (a few seconds against a dead broker) |
  * | `SRPO_GATEWAY_RECORD_TIMEOUT_MS` | 60000 | last-resort bound on one write; a write cut off by it may still land, so it sits above the retries' total |
@@ -60,7 +70,7 @@ export function loadGatewayConfig(env: Readonly<Record<string, string | undefine
   const r = new EnvReader(env);
   const upstreamUrl = r.str('SRPO_GATEWAY_UPSTREAM', 'http://127.0.0.1:8000/v1');
   if (!/^https?:\/\/[^/]+/.test(upstreamUrl))
-    throw new ConfigError('SRPO_GATEWAY_UPSTREAM', `must be an http(s) URL such as http://127.0.0.1:8000/v1, got "${upstreamUrl}"`);
+    throw new ConfigError('SRPO_GATEWAY_UPSTREAM', `must be an http(s) URL such as http://127.0.0.1:8000/v1, got "${redactCredentials(upstreamUrl)}"`);
   const keysJson = r.optionalStr('SRPO_GATEWAY_API_KEYS');
   let keys = ApiKeys.open();
   if (keysJson !== undefined) keys = ConfigError.guard('SRPO_GATEWAY_API_KEYS', () => ApiKeys.parse(keysJson, 'SRPO_GATEWAY_API_KEYS'));
@@ -91,6 +101,10 @@ export function loadGatewayConfig(env: Readonly<Record<string, string | undefine
     port: r.int('SRPO_GATEWAY_PORT', 8100, { min: 0, max: 65535 }),
     upstreamTimeoutMs: r.int('SRPO_GATEWAY_UPSTREAM_TIMEOUT_MS', 120_000, { min: 100 }),
     maxInFlight: r.int('SRPO_GATEWAY_MAX_IN_FLIGHT', 256, { min: 1 }),
+    keyRatePerS: r.num('SRPO_GATEWAY_KEY_RATE', 100, { min: 0 }),
+    keyBurst: r.int('SRPO_GATEWAY_KEY_BURST', 200, { min: 1 }),
+    episodeOwnersMax: r.int('SRPO_GATEWAY_EPISODE_OWNERS', 100_000, { min: 1 }),
+    episodeOwnersTtlMs: r.int('SRPO_GATEWAY_EPISODE_TTL_MS', 3_600_000, { min: 1000 }),
     maxBodyBytes: r.int('SRPO_GATEWAY_MAX_BODY_BYTES', 4 * 1024 * 1024, { min: 1024 }),
     recordTimeoutMs: r.int('SRPO_GATEWAY_RECORD_TIMEOUT_MS', 60_000, { min: 100 }),
     ...(r.has('SRPO_GATEWAY_SPOOL_DIR') ? { spoolDir: path.resolve(cwd, r.str('SRPO_GATEWAY_SPOOL_DIR', '')) } : {}),

@@ -58,8 +58,10 @@ export class GatewayController {
     } catch (e) {
       const err = toGatewayError(e);
       if (!(e instanceof OpenAiError)) this.log.error('request failed', { error: errorMessage(e) });
-      if (!res.headersSent) res.status(err.status).json(err.body());
-      else if (!res.writableEnded) res.end();
+      if (!res.headersSent) {
+        for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
+        res.status(err.status).json(err.body());
+      } else if (!res.writableEnded) res.end();
     }
   }
 }

@@ -1,7 +1,7 @@
 import { DynamicModule, Inject, Module, type OnApplicationShutdown } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { AgentEventsProducer, createKafka, EventCodec, topicCatalog } from '@srpo/events';
-import { CompletionGateway, EventSpool, OpenAiErrorFilter } from '@srpo/serving';
+import { CompletionGateway, EpisodeOwners, EventSpool, KeyRateLimiter, OpenAiErrorFilter } from '@srpo/serving';
 import type { GatewayConfig } from './gateway-config';
 import { GatewayController, toGatewayError } from './gateway.controller';
 
@@ -32,6 +32,8 @@ export class GatewayModule implements OnApplicationShutdown {
       maxInFlight: config.maxInFlight,
       recordTimeoutMs: config.recordTimeoutMs,
       spool,
+      episodeOwners: new EpisodeOwners({ maxEpisodes: config.episodeOwnersMax, idleTtlMs: config.episodeOwnersTtlMs }),
+      rateLimiter: new KeyRateLimiter({ ratePerS: config.keyRatePerS, burst: config.keyBurst }),
     });
     return {
       module: GatewayModule,

@@ -4,6 +4,7 @@ import type { NestExpressApplication } from '@nestjs/platform-express';
 import { NestFactory } from '@nestjs/core';
 import { errorMessage, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
 import type { AgentEventsProducer } from '@srpo/events';
+import { upstreamTarget } from '@srpo/serving';
 import { applyGatewayConfig, loadGatewayConfig, type GatewayConfig } from './gateway-config';
 import { GatewayModule, gatewaySdk } from './gateway.module';
 
@@ -36,7 +37,9 @@ export async function bootstrap(env: Readonly<Record<string, string | undefined>
     host: config.host,
     port: address?.port ?? config.port,
     tls: Boolean(config.tls),
-    upstream: config.upstreamUrl,
+    // Without the credentials the URL may carry.
+    upstream: upstreamTarget(config.upstreamUrl).base,
+    keys: config.keys.enabled ? config.keys.ids : undefined,
     strict: config.strict,
     retokenize: Boolean(config.retokenizer),
   });

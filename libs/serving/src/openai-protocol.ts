@@ -22,6 +22,14 @@ export class OpenAiError extends Error {
     this.name = 'OpenAiError';
   }
 
+  /** Response headers that go with the refusal (`Retry-After` on a 429). */
+  headers: Readonly<Record<string, string>> = {};
+
+  withHeaders(headers: Readonly<Record<string, string>>): this {
+    this.headers = { ...this.headers, ...headers };
+    return this;
+  }
+
   body(): { error: { message: string; type: string; param: string | null; code: string | null } } {
     return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
   }

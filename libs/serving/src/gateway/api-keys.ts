@@ -2,27 +2,42 @@ import { createHash, timingSafeEqual } from 'crypto';
 import { ValidationError } from '@srpo/core';
 import { OpenAiError } from '../openai-protocol';
 
-interface Key {
-  /** SHA-256 of the key: every comparison is of 32 bytes, whatever the lengths sent. */
-  digest: Buffer;
-  policies: ReadonlySet<string>;
+/** A caller the gateway knows. Logs and per-key state (episode owners, rate budgets) use `id`, never the key. */
+export interface ApiKeyIdentity {
+  /** `key-` and the first 8 hex digits of the key's SHA-256: stable, and reveals nothing usable about the key. */
+  readonly id: string;
+  /** The policies the key may use; `*`: every policy. */
+  readonly policies: ReadonlySet<string>;
 }
 
+interface StoredKey {
+  readonly digest: Buffer;
+  readonly identity: ApiKeyIdentity;
+}
+
+const HASHED = /^sha256:([0-9a-f]{64})$/;
+
 /**
- * Bearer API keys, each allowed a set of policies (`*`: all); the gateway's
- * `SRPO_GATEWAY_API_KEYS` and serve's `SRPO_SERVE_API_KEYS`. A presented key is compared with
- * every configured key in constant time, so the time of a refusal tells nothing of how close a
- * guess came; no message or log carries a key or a part of one.
+ * Bearer API keys (the gateway's `SRPO_GATEWAY_API_KEYS`, serve's `SRPO_SERVE_API_KEYS`), each
+ * allowed a set of policies (`*`: all). Only SHA-256 digests of the keys
+ * are kept. A fast hash is enough because keys are random secrets of at least 16 characters,
+ * not passwords: no dictionary to try, and a slow KDF would only cost every request. A
+ * presented key is hashed and compared with `timingSafeEqual` against every stored digest (no
+ * early exit), so the time taken tells nothing about how close a guess came.
  */
 export class ApiKeys {
-  private constructor(private readonly keys: readonly Key[] | undefined) {}
+  private constructor(private readonly keys: readonly StoredKey[] | undefined) {}
 
-  /** No keys: every request is allowed (the app warns at start). */
+  /** No keys: every request is allowed (the gateway warns at start). */
   static open(): ApiKeys {
     return new ApiKeys(undefined);
   }
 
-  /** `{"<key>": ["policyA", "policyB"], "<admin key>": ["*"]}`. */
+  /**
+   * `{"<key>": ["policyA", "policyB"], "<admin key>": ["*"]}`. A key may be given as
+   * `sha256:<64 hex digits>` of itself, so the plain key need not sit in the environment.
+   * Errors name a key by its position and id only.
+   */
   static parse(json: string, field: string): ApiKeys {
     let raw: unknown;
     try {
@@ -33,13 +48,16 @@ export class ApiKeys {
     if (typeof raw !== 'object' || raw === null || Array.isArray(raw) || Object.keys(raw).length === 0) {
       throw new ValidationError(field, 'must be a non-empty JSON object of key → list of policy ids, e.g. {"sk-agent-1": ["actor"]}');
     }
-    const keys: Key[] = [];
+    const keys: StoredKey[] = [];
     Object.entries(raw).forEach(([k, v], i) => {
-      // Keys are named by position: even a prefix of a key is a secret's part.
-      if (k.length < 16) throw new ValidationError(field, `key #${i + 1} is shorter than 16 characters`);
+      const hashed = HASHED.exec(k);
+      const digest = hashed ? Buffer.from(hashed[1], 'hex') : sha256(k);
+      const name = `key #${i + 1} (${idOf(digest)})`;
+      if (!hashed && k.length < 16) throw new ValidationError(field, `${name} is shorter than 16 characters`);
       if (!Array.isArray(v) || v.length === 0 || !v.every((p) => typeof p === 'string' && p !== ''))
-        throw new ValidationError(field, `key #${i + 1} must map to a non-empty list of policy ids`);
-      keys.push({ digest: digestOf(k), policies: new Set(v as string[]) });
+        throw new ValidationError(field, `${name} must map to a non-empty list of policy ids`);
+      if (keys.some((s) => s.digest.equals(digest))) throw new ValidationError(field, `${name} is given twice (plain and as its sha256)`);
+      keys.push({ digest, identity: { id: idOf(digest), policies: new Set(v as string[]) } });
     });
     return new ApiKeys(keys);
   }
@@ -48,34 +66,45 @@ export class ApiKeys {
     return this.keys !== undefined;
   }
 
+  /** The configured keys' ids, in their order (`key-` + the first 8 hex digits of `sha256sum` of the key). */
+  get ids(): string[] {
+    return (this.keys ?? []).map((k) => k.identity.id);
+  }
+
   /** Refuses all but an admin key (`["*"]`) when keys are configured (401, or 403 for another key). */
   authorizeAdmin(authorization: string | undefined): void {
-    if (!this.keys) return;
-    if (!this.find(authorization).has('*')) throw new OpenAiError(403, 'This API key is not an admin key (["*"]).', null, 'admin_required');
+    const key = this.authorize(authorization, undefined);
+    if (key && !key.policies.has('*')) throw new OpenAiError(403, 'This API key is not an admin key (["*"]).', null, 'admin_required');
   }
 
-  /** Refuses (401: no or unknown key; 403: the key may not use `policyId`). */
-  authorize(authorization: string | undefined, policyId: string | undefined): void {
-    if (!this.keys) return;
-    const allowed = this.find(authorization);
-    if (policyId !== undefined && !allowed.has('*') && !allowed.has(policyId)) {
-      throw new OpenAiError(403, `This API key may not use the model '${policyId}'.`, 'model', 'model_not_allowed');
-    }
-  }
-
-  /** The policies of the key in an `Authorization: Bearer <key>` header; 401 when there is none or it is unknown. */
-  private find(authorization: string | undefined): ReadonlySet<string> {
+  /**
+   * The caller's identity, undefined when no keys are configured. Refuses (401: no or unknown
+   * key; 403: the key may not use `policyId`).
+   */
+  authorize(authorization: string | undefined, policyId: string | undefined): ApiKeyIdentity | undefined {
+    if (!this.keys) return undefined;
     const m = /^Bearer\s+(\S+)$/i.exec(authorization ?? '');
     if (!m) throw new OpenAiError(401, 'You didn\'t provide an API key. Send it as "Authorization: Bearer <key>".', null, 'missing_api_key');
-    const digest = digestOf(m[1]);
-    let found: Key | undefined;
-    // Every key is compared, with no early exit, so the time taken does not depend on which matched.
-    for (const k of this.keys ?? []) if (timingSafeEqual(k.digest, digest) && !found) found = k;
-    if (!found) throw new OpenAiError(401, 'Incorrect API key provided.', null, 'invalid_api_key');
-    return found.policies;
+    const key = this.find(sha256(m[1]));
+    if (!key) throw new OpenAiError(401, 'Incorrect API key provided.', null, 'invalid_api_key');
+    if (policyId !== undefined && !key.policies.has('*') && !key.policies.has(policyId)) {
+      throw new OpenAiError(403, `This API key may not use the model '${policyId}'.`, 'model', 'model_not_allowed');
+    }
+    return key;
+  }
+
+  private find(digest: Buffer): ApiKeyIdentity | undefined {
+    let found: ApiKeyIdentity | undefined;
+    // Every stored digest is compared, also after a match: the loop takes as long for a good key as for a bad one.
+    for (const k of this.keys ?? []) if (timingSafeEqual(k.digest, digest)) found = k.identity;
+    return found;
   }
 }
 
-function digestOf(key: string): Buffer {
-  return createHash('sha256').update(key, 'utf8').digest();
+function sha256(text: string): Buffer {
+  return createHash('sha256').update(text, 'utf8').digest();
+}
+
+function idOf(digest: Buffer): string {
+  return `key-${digest.subarray(0, 4).toString('hex')}`;
 }

@@ -57,14 +57,14 @@ describe('completion gateway (unrecorded pass-through, a slow upstream)', () => 
     const results = await Promise.all(calls);
     expect(results.filter((r) => r === 'ok')).toHaveLength(2);
     const refused = results.find((r) => r !== 'ok') as OpenAiError;
-    expect([refused.status, refused.code]).toEqual([429, 'rate_limit_exceeded']);
+    expect([refused.status, refused.code, refused.headers]).toEqual([429, 'rate_limit_exceeded', { 'retry-after': '1' }]);
     expect(up.seen).toHaveLength(2);
     // Without episode fields in non-strict mode the request goes upstream as sent: no log-probs or ids added.
     expect(up.seen[0]).toEqual({ model: 'm', prompt: 'x' });
     await up.close();
   });
 
-  it('gives up on an upstream slower than its timeout with 502, naming the upstream', async () => {
+  it('gives up on an upstream slower than its timeout with 502, without naming its URL', async () => {
     const up = await slowUpstream(1500);
     const gw = new CompletionGateway({
       upstreamUrl: up.url,
@@ -76,7 +76,11 @@ describe('completion gateway (unrecorded pass-through, a slow upstream)', () => 
       maxInFlight: 4,
       recordTimeoutMs: 1000,
     });
-    await expect(gw.complete('completions', {}, { model: 'm', prompt: 'x' }, collect())).rejects.toMatchObject({ status: 502, code: 'upstream_unreachable' });
+    await expect(gw.complete('completions', {}, { model: 'm', prompt: 'x' }, collect())).rejects.toMatchObject({
+      status: 502,
+      code: 'upstream_unreachable',
+      message: 'the upstream could not be reached (TimeoutError)',
+    });
     await up.close();
   });
 });

@@ -1,7 +1,10 @@
 import { errorMessage, ErrorCode, Logger, SrpoError } from '@srpo/core';
 import type { AgentEvent, AgentEventsProducer, EmitResult } from '@srpo/events';
 import { OpenAiError } from '../openai-protocol';
-import type { ApiKeys } from './api-keys';
+import type { ApiKeyIdentity, ApiKeys } from './api-keys';
+import { EpisodeOwners } from './episode-owners';
+import type { KeyRateLimiter } from './key-rate-limiter';
+import { fetchFailureReason, redactCredentials, upstreamTarget, type UpstreamTarget } from './upstream-url';
 import type { EventSpool } from './event-spool';
 import { policyVersionOf, recordedOutputs, StreamAccumulator, upstreamCompletionOf, type Retokenizer, type UpstreamCompletion } from './completion-record';
 import { EPISODE_METADATA, episodeFieldsOf, type EpisodeFields } from './episode-fields';
@@ -49,6 +52,10 @@ export interface CompletionGatewayOptions {
   recordTimeoutMs: number;
   /** Where events go when Kafka cannot take them (SRPO_GATEWAY_SPOOL_DIR); unset: the request fails with 503. */
   spool?: EventSpool;
+  /** Which key owns which episode (with keys only); unset: 100,000 episodes, forgotten after 1 h idle. */
+  episodeOwners?: EpisodeOwners;
+  /** Each key's request budget (with keys only); unset: none beyond `maxInFlight`. */
+  rateLimiter?: KeyRateLimiter;
   clock?: () => number;
 }
 
@@ -76,17 +83,35 @@ export class CompletionGateway {
   stats(): Record<string, number> {
     return {
       ...this.totals,
+      episodeOwners: this.episodes.size,
       ...(this.o.spool ? { spoolPending: this.o.spool.pending, spooled: this.o.spool.totals.spooled, replayed: this.o.spool.totals.replayed } : {}),
     };
   }
 
-  constructor(private readonly o: CompletionGatewayOptions) {}
+  private readonly upstream: UpstreamTarget;
+  private readonly episodes: EpisodeOwners;
+
+  constructor(private readonly o: CompletionGatewayOptions) {
+    this.upstream = upstreamTarget(o.upstreamUrl);
+    this.episodes = o.episodeOwners ?? new EpisodeOwners({ maxEpisodes: 100_000, idleTtlMs: 3_600_000, clock: o.clock });
+  }
 
   async complete(endpoint: 'chat' | 'completions', headers: Headers, body: unknown, out: Responder): Promise<void> {
     this.totals.requests++;
-    if (this.inFlight >= this.o.maxInFlight) {
+    try {
+      // The key's own budget first, then the gateway's ceiling shared by all.
+      this.admit(headers);
+      if (this.inFlight >= this.o.maxInFlight)
+        throw new OpenAiError(
+          429,
+          `the gateway has ${this.o.maxInFlight} requests in flight; retry later`,
+          null,
+          'rate_limit_exceeded',
+          'rate_limit_error',
+        ).withHeaders({ 'retry-after': '1' });
+    } catch (e) {
       this.totals.refused++;
-      throw new OpenAiError(429, `the gateway has ${this.o.maxInFlight} requests in flight; retry later`, null, 'rate_limit_exceeded', 'rate_limit_error');
+      throw e;
     }
     this.inFlight++;
     try {
@@ -108,12 +133,13 @@ export class CompletionGateway {
     }
     let res: Response;
     try {
-      res = await fetch(`${this.o.upstreamUrl.replace(/\/$/, '')}/models`, {
-        headers: this.o.upstreamApiKey ? { authorization: `Bearer ${this.o.upstreamApiKey}` } : {},
+      const auth = this.upstreamAuth(undefined);
+      res = await fetch(`${this.upstream.base}/models`, {
+        headers: auth ? { authorization: auth } : {},
         signal: AbortSignal.timeout(this.o.upstreamTimeoutMs),
       });
     } catch (e) {
-      throw new OpenAiError(502, `the upstream could not be reached (${errorMessage(e)})`, null, 'upstream_unreachable', 'upstream_error');
+      throw this.unreachable(e);
     }
     if (!res.ok) throw new OpenAiError(502, `the upstream's /models answered ${res.status}`, null, 'upstream_error', 'upstream_error');
     return (await res.json()) as Json;
@@ -150,9 +176,12 @@ export class CompletionGateway {
 
   /** `POST /v1/srpo/transitions` and `/v1/srpo/outcomes`: validated exactly as the SDK does. */
   async record(kind: 'Transition' | 'EpisodeOutcome', headers: Headers, body: unknown): Promise<Json> {
-    this.o.keys.authorize(header(headers, 'authorization'), undefined);
+    const key = this.admit(headers);
     if (typeof body !== 'object' || body === null || Array.isArray(body))
       throw new OpenAiError(400, `the body must be a JSON ${kind} object`, null, 'invalid_value');
+    const episodeId = (body as Json).episodeId;
+    // A body without a string episodeId is refused by the validation below, naming the field.
+    if (key && typeof episodeId === 'string') this.claimEpisode(episodeId, key.id, 'episodeId');
     const event = { type: kind, value: body } as AgentEvent;
     const written = await this.emit([event]);
     return written === 'spooled' ? { recorded: kind, spooled: true } : { recorded: kind, ...coordinates(written) };
@@ -165,7 +194,7 @@ export class CompletionGateway {
     const body = raw as Json;
     const policyId = body.model;
     if (typeof policyId !== 'string' || policyId === '') throw new OpenAiError(400, 'model: you must provide a model parameter', 'model', 'invalid_value');
-    this.o.keys.authorize(header(headers, 'authorization'), policyId);
+    const key = this.o.keys.authorize(header(headers, 'authorization'), policyId);
     const routed = this.served.get(policyId);
     const upstreamModel = routed?.model ?? (this.o.models ? this.o.models.get(policyId) : policyId);
     if (upstreamModel === undefined)
@@ -177,6 +206,7 @@ export class CompletionGateway {
       );
     const metadata = stringRecord(body.metadata);
     const fields = episodeFieldsOf(headers, metadata, this.o.strict);
+    if (fields && key) this.claimEpisode(fields.episodeId, key.id, 'X-SRPO-Episode');
     const temperature = body.temperature == null ? 1 : Number(body.temperature);
     if (fields && !(temperature > 0)) {
       throw new OpenAiError(
@@ -218,8 +248,8 @@ export class CompletionGateway {
   }
 
   private async fetchUpstream(endpoint: 'chat' | 'completions', body: Json, clientAuth: string | undefined): Promise<Response> {
-    const url = `${this.o.upstreamUrl.replace(/\/$/, '')}/${endpoint === 'chat' ? 'chat/completions' : 'completions'}`;
-    const auth = this.o.upstreamApiKey ? `Bearer ${this.o.upstreamApiKey}` : this.o.keys.enabled ? undefined : clientAuth;
+    const url = `${this.upstream.base}/${endpoint === 'chat' ? 'chat/completions' : 'completions'}`;
+    const auth = this.upstreamAuth(clientAuth);
     let res: Response;
     try {
       res = await fetch(url, {
@@ -229,7 +259,7 @@ export class CompletionGateway {
         signal: AbortSignal.timeout(this.o.upstreamTimeoutMs),
       });
     } catch (e) {
-      throw new OpenAiError(502, `the upstream ${url} could not be reached (${errorMessage(e)})`, null, 'upstream_unreachable', 'upstream_error');
+      throw this.unreachable(e);
     }
     if (!res.ok) {
       const text = await res.text();
@@ -369,6 +399,34 @@ export class CompletionGateway {
 
   private now(): number {
     return (this.o.clock ?? Date.now)();
+  }
+
+  /** The caller's key (undefined without keys), charged one request of its budget. */
+  private admit(headers: Headers): ApiKeyIdentity | undefined {
+    const key = this.o.keys.authorize(header(headers, 'authorization'), undefined);
+    if (key) this.o.rateLimiter?.take(key.id);
+    return key;
+  }
+
+  private claimEpisode(episodeId: string, keyId: string, param: string): void {
+    try {
+      this.episodes.claim(episodeId, keyId, param);
+    } catch (e) {
+      if (e instanceof OpenAiError && e.status === 403) this.log.warn('refused: the episode belongs to another key', { keyId, episodeId });
+      throw e;
+    }
+  }
+
+  /** The upstream's key, else the URL's credentials, else (with no keys of the gateway's own) the agent's. */
+  private upstreamAuth(clientAuth: string | undefined): string | undefined {
+    if (this.o.upstreamApiKey) return `Bearer ${this.o.upstreamApiKey}`;
+    return this.upstream.basicAuth ?? (this.o.keys.enabled ? undefined : clientAuth);
+  }
+
+  /** A 502 that names neither the upstream's URL nor its credentials; the log gets the URL without them. */
+  private unreachable(e: unknown): OpenAiError {
+    this.log.warn('the upstream could not be reached', { upstream: this.upstream.base, error: redactCredentials(errorMessage(e)) });
+    return new OpenAiError(502, `the upstream could not be reached (${fetchFailureReason(e)})`, null, 'upstream_unreachable', 'upstream_error');
   }
 }
 

@@ -1,3 +1,4 @@
+import { createHash } from 'crypto';
 import * as path from 'path';
 import { repoRoot } from '@srpo/core';
 import { HfTokenizer } from '@srpo/hf';
@@ -67,11 +68,21 @@ describe('API keys', () => {
     expect(() => keys.authorizeAdmin('Bearer sk-admin-aaaaaaaaaa')).not.toThrow();
     expect(() => ApiKeys.open().authorizeAdmin(undefined)).not.toThrow();
   });
-  it('refuses malformed key files naming the variable', () => {
+  it('refuses malformed key files naming the variable, and a key by its position and id, never by any of its characters', () => {
     expect(() => ApiKeys.parse('{', 'V')).toThrow(/^V: is not valid JSON/);
-    expect(() => ApiKeys.parse('{"short": ["a"]}', 'V')).toThrow(/key #1 is shorter than 16/);
-    expect(() => ApiKeys.parse('{"sk-bbbbbbbbbbbbbbbb": ["a"], "sk-aaaaaaaaaaaaaaaa": []}', 'V')).toThrow(/key #2 must map to a non-empty list/);
+    const message = (json: string) => {
+      try {
+        ApiKeys.parse(json, 'V');
+      } catch (e) {
+        return (e as Error).message;
+      }
+      return 'accepted';
+    };
+    expect(message('{"ZqXw": ["a"]}')).toMatch(/^V: key #1 \(key-[0-9a-f]{8}\) is shorter than 16 characters$/);
+    expect(message('{"sk-bbbbbbbbbbbbbbbb": ["a"], "ZqXwVuTsRqPoNmLk-1": []}')).toMatch(/^V: key #2 \(key-[0-9a-f]{8}\) must map to a non-empty list/);
+    expect(message('{"ZqXw": ["a"]}')).not.toMatch(/Zq/);
   });
+
   it('no refusal carries a key or a part of one', () => {
     const messages = [
       () => ApiKeys.parse('{"skXY": ["a"]}', 'V'),
@@ -92,6 +103,20 @@ describe('API keys', () => {
   it('takes only the exact key: not a prefix, an extension or another case of it', () => {
     for (const near of ['sk-aaaaaaaaaaaaaaa', 'sk-aaaaaaaaaaaaaaaaa', 'SK-AAAAAAAAAAAAAAAA', 'sk-aaaaaaaaaaaaaaab'])
       expect(() => keys.authorize(`Bearer ${near}`, 'actor')).toThrow(expect.objectContaining({ status: 401, code: 'invalid_api_key' }));
+  });
+
+  it('keeps only digests: a key works given plain or as sha256:<hex>, and is known by an id from its hash', () => {
+    const plain = 'sk-cccccccccccccccc';
+    const digest = createHash('sha256').update(plain).digest('hex');
+    const hashed = ApiKeys.parse(JSON.stringify({ [`sha256:${digest}`]: ['actor'] }), 'V');
+    expect(hashed.authorize(`Bearer ${plain}`, 'actor')).toEqual({ id: `key-${digest.slice(0, 8)}`, policies: new Set(['actor']) });
+    expect(() => hashed.authorize(`Bearer sha256:${digest}`, 'actor')).toThrow(expect.objectContaining({ status: 401 }));
+    expect(keys.ids).toHaveLength(2);
+    expect(keys.authorize('Bearer sk-admin-aaaaaaaaaa', undefined)?.id).toBe(keys.ids[1]);
+    expect(() => ApiKeys.parse(JSON.stringify({ [plain]: ['a'], [`sha256:${digest}`]: ['b'] }), 'V')).toThrow(/key #2 \(key-[0-9a-f]{8}\) is given twice/);
+    // The key itself is kept nowhere in the object.
+    expect(JSON.stringify(hashed)).not.toContain(plain);
+    expect(JSON.stringify(keys)).not.toContain('sk-aaaa');
   });
 });
 

@@ -17,7 +17,9 @@ export class OpenAiErrorFilter implements ExceptionFilter {
     const res = host.switchToHttp().getResponse<HttpResponse>();
     const err =
       exception instanceof HttpException ? fromHttpException(exception, host.switchToHttp().getRequest<HttpRequest>()) : this.toOpenAiError(exception);
-    if (!res.headersSent) res.status(err.status).json(err.body());
+    if (res.headersSent) return;
+    for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
+    res.status(err.status).json(err.body());
   }
 }
 
