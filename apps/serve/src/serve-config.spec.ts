@@ -51,7 +51,7 @@ describe('serve configuration', () => {
     [{ SRPO_SERVE_KV_CACHE_TOKENS: '-1' }, 'SRPO_SERVE_KV_CACHE_TOKENS', />= 0/],
     [{ SRPO_SERVE_KV_CACHE_TOKENS: '99999999' }, 'SRPO_SERVE_KV_CACHE_TOKENS', /<= 16777216/],
     [{ SRPO_SERVE_DECODE_PRODUCTS: 'blas' }, 'SRPO_SERVE_DECODE_PRODUCTS', /one of/],
-    [{ SRPO_SERVE_API_KEYS: '{"short": ["actor"]}' }, 'SRPO_SERVE_API_KEYS', /key #1 is shorter than 16/],
+    [{ SRPO_SERVE_API_KEYS: '{"short": ["actor"]}' }, 'SRPO_SERVE_API_KEYS', /key #1 \(key-[0-9a-f]{8}\) is shorter than 16/],
     [{ SRPO_SERVE_API_KEYS: '[]' }, 'SRPO_SERVE_API_KEYS', /non-empty JSON object/],
     [{ SRPO_SERVE_MAX_TOKENS: '0' }, 'SRPO_SERVE_MAX_TOKENS', />= 1/],
   ])('fails fast naming the variable: %j', (env, variable, message) => {
