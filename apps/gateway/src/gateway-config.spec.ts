@@ -78,6 +78,14 @@ describe('gateway configuration', () => {
     for (const m of messages) expect(m).not.toMatch(/Qz8|sk-/);
   });
 
+  it('bounds the spool: 256 MiB by default, or SRPO_GATEWAY_SPOOL_MAX_BYTES', () => {
+    expect(loadGatewayConfig({}, '/work').spoolMaxBytes).toBe(256 * 1024 * 1024);
+    expect(loadGatewayConfig({ SRPO_GATEWAY_SPOOL_DIR: 'spool', SRPO_GATEWAY_SPOOL_MAX_BYTES: '4096' }, '/work')).toMatchObject({
+      spoolDir: '/work/spool',
+      spoolMaxBytes: 4096,
+    });
+  });
+
   it.each([
     [{ SRPO_GATEWAY_UPSTREAM: 'localhost:8000' }, 'SRPO_GATEWAY_UPSTREAM', /http\(s\) URL/],
     [{ SRPO_GATEWAY_API_KEYS: '[]' }, 'SRPO_GATEWAY_API_KEYS', /non-empty JSON object/],
@@ -88,6 +96,7 @@ describe('gateway configuration', () => {
     [{ SRPO_GATEWAY_KEY_RATE: '-1' }, 'SRPO_GATEWAY_KEY_RATE', /./],
     [{ SRPO_GATEWAY_KEY_BURST: '0' }, 'SRPO_GATEWAY_KEY_BURST', /./],
     [{ SRPO_GATEWAY_EPISODE_OWNERS: '0' }, 'SRPO_GATEWAY_EPISODE_OWNERS', /./],
+    [{ SRPO_GATEWAY_SPOOL_MAX_BYTES: '100' }, 'SRPO_GATEWAY_SPOOL_MAX_BYTES', /must be >= 1024/],
   ])('fails fast naming the variable: %j', (env, variable, message) => {
     let error: unknown;
     try {

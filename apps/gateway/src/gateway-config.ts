@@ -1,7 +1,7 @@
 import * as path from 'path';
 import { ConfigError, EnvReader, Logger, LogLevel } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
-import { ApiKeys, hfRetokenizer, redactCredentials, type Retokenizer } from '@srpo/serving';
+import { ApiKeys, DEFAULT_SPOOL_MAX_BYTES, hfRetokenizer, redactCredentials, type Retokenizer } from '@srpo/serving';
 
 export interface GatewayConfig {
   kafka: KafkaConnectionOptions;
@@ -31,6 +31,8 @@ export interface GatewayConfig {
   recordTimeoutMs: number;
   /** Absolute; where events wait when Kafka cannot take them. Unset: such requests fail with 503. */
   spoolDir?: string;
+  /** Bytes the spool holds at most; past it, requests that would spool get 503. */
+  spoolMaxBytes: number;
   tls?: { keyFile: string; certFile: string };
   logLevel: LogLevel;
 }
@@ -64,6 +66,7 @@ export interface GatewayConfig {
  * | `SRPO_GATEWAY_KAFKA_RETRIES` | 3 | the producer's retries before a write counts as failed (a few seconds against a dead broker) |
  * | `SRPO_GATEWAY_RECORD_TIMEOUT_MS` | 60000 | last-resort bound on one write; a write cut off by it may still land, so it sits above the retries' total |
  * | `SRPO_GATEWAY_SPOOL_DIR` | unset | spool events Kafka cannot take to this directory (fsynced) and replay them in order; unset: fail such requests with 503 |
+ * | `SRPO_GATEWAY_SPOOL_MAX_BYTES` | 268435456 (256 MiB) | the spool's disk budget; a request whose events would go past it gets 503 (nothing is returned unrecorded) |
  * | `SRPO_LOG_LEVEL` | `info` | `debug`, `info`, `warn`, `error` |
  */
 export function loadGatewayConfig(env: Readonly<Record<string, string | undefined>> = process.env, cwd: string = process.cwd()): GatewayConfig {
@@ -108,6 +111,7 @@ export function loadGatewayConfig(env: Readonly<Record<string, string | undefine
     maxBodyBytes: r.int('SRPO_GATEWAY_MAX_BODY_BYTES', 4 * 1024 * 1024, { min: 1024 }),
     recordTimeoutMs: r.int('SRPO_GATEWAY_RECORD_TIMEOUT_MS', 60_000, { min: 100 }),
     ...(r.has('SRPO_GATEWAY_SPOOL_DIR') ? { spoolDir: path.resolve(cwd, r.str('SRPO_GATEWAY_SPOOL_DIR', '')) } : {}),
+    spoolMaxBytes: r.int('SRPO_GATEWAY_SPOOL_MAX_BYTES', DEFAULT_SPOOL_MAX_BYTES, { min: 1024, max: 2 ** 40 }),
     ...(keyFile !== undefined && certFile !== undefined ? { tls: { keyFile: path.resolve(cwd, keyFile), certFile: path.resolve(cwd, certFile) } } : {}),
     logLevel: r.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
   };

@@ -16,7 +16,7 @@ export class GatewayModule implements OnApplicationShutdown {
   ) {}
 
   static forRoot(config: GatewayConfig, sdk: AgentEventsProducer): DynamicModule {
-    const spool = config.spoolDir ? new EventSpool(config.spoolDir, (events) => sdk.emitBatch(events)) : undefined;
+    const spool = config.spoolDir ? new EventSpool(config.spoolDir, (events) => sdk.emitBatch(events), { maxBytes: config.spoolMaxBytes }) : undefined;
     spool?.open();
     const gateway = new CompletionGateway({
       upstreamUrl: config.upstreamUrl,

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import * as fs from 'fs';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { NestFactory } from '@nestjs/core';
-import { errorMessage, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
+import { errorMessage, holdIdleConnections, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
 import type { AgentEventsProducer } from '@srpo/events';
 import { upstreamTarget } from '@srpo/serving';
 import { applyGatewayConfig, loadGatewayConfig, type GatewayConfig } from './gateway-config';
@@ -30,6 +30,7 @@ export async function bootstrap(env: Readonly<Record<string, string | undefined>
   await sdk.connect();
   const app = await createGatewayApp(config, sdk);
   app.enableShutdownHooks();
+  holdIdleConnections(app.getHttpServer());
   await app.listen(config.port, config.host);
   const address = app.getHttpServer().address() as { port: number } | null;
   if (!config.keys.enabled) log.warn('no SRPO_GATEWAY_API_KEYS: every caller may record events for every policy');

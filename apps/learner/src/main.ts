@@ -1,7 +1,8 @@
 import 'reflect-metadata';
+import type { Server } from 'http';
 import type { INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { errorMessage, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
+import { errorMessage, holdIdleConnections, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
 import { applyLearnerConfig, loadLearnerConfig } from './learner-config';
 import { LearnerModule } from './learner.module';
 
@@ -12,6 +13,7 @@ export async function bootstrap(env: Readonly<Record<string, string | undefined>
   const app = await NestFactory.create(LearnerModule.forRoot(config), { logger: new NestLoggerAdapter(), abortOnError: false });
   app.enableShutdownHooks();
   // An explicit host: Nest's default is every interface, which would expose the API beyond this machine.
+  holdIdleConnections(app.getHttpServer() as Server);
   await app.listen(config.httpPort, config.httpHost);
   new Logger('learner').info('HTTP API listening', { host: config.httpHost, port: config.httpPort, policyId: config.policyId });
   return app;

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { NestFactory } from '@nestjs/core';
-import { errorMessage, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
+import { errorMessage, holdIdleConnections, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
 import { applyServeConfig, isLoopbackHost, loadServeConfig } from './serve-config';
 import { ServeModule } from './serve.module';
 import { ServeService } from './serve.service';
@@ -18,6 +18,7 @@ export async function bootstrap(env: Readonly<Record<string, string | undefined>
   app.useBodyParser('json', { limit: config.maxBodyBytes });
   app.enableShutdownHooks();
   await app.get(ServeService).start();
+  holdIdleConnections(app.getHttpServer());
   await app.listen(config.port, config.host);
   const address = app.getHttpServer().address() as { port: number } | null;
   const log = new Logger('serve');

@@ -8,3 +8,4 @@ export * from './metrics';
 export * from './shutdown';
 export * from './retry';
 export * from './nest-logger';
+export * from './http-server';

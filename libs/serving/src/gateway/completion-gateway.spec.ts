@@ -1,9 +1,13 @@
+import * as fs from 'fs';
 import * as http from 'http';
+import * as os from 'os';
+import * as path from 'path';
 import type { AddressInfo } from 'net';
 import { AgentEventsProducer, createKafka } from '@srpo/events';
 import { OpenAiError } from '../openai-protocol';
 import { ApiKeys } from './api-keys';
 import { CompletionGateway, type Responder } from './completion-gateway';
+import { EventSpool } from './event-spool';
 
 /** A real HTTP upstream that answers after `delayMs`, counting what it saw. */
 function slowUpstream(delayMs: number): Promise<{ url: string; seen: Record<string, unknown>[]; close: () => Promise<void> }> {
@@ -82,5 +86,41 @@ describe('completion gateway (unrecorded pass-through, a slow upstream)', () => 
       message: 'the upstream could not be reached (TimeoutError)',
     });
     await up.close();
+  });
+});
+
+describe('completion gateway with a spool and Kafka out of reach', () => {
+  it('spools what Kafka does not take, and answers 503 spool_full once the spool is at its budget (nothing recorded, nothing lost)', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-spool-'));
+    const sdk = new AgentEventsProducer({ kafka: createKafka({ brokers: ['127.0.0.1:1'], clientId: 'down' }) });
+    // Kafka out of reach, at once (the real client would retry for seconds): validation stays the SDK's own.
+    jest.spyOn(sdk, 'emitBatch').mockRejectedValue(new Error('Connection error: connect ECONNREFUSED 127.0.0.1:1'));
+    const outcome = (id: string) => ({ episodeId: id, taskId: 't', outcomeReward: 1, success: true, verifier: 'v', turns: 1, eventTimeMs: 1 });
+    const line = Buffer.byteLength(JSON.stringify([{ type: 'EpisodeOutcome', value: outcome('e-1') }])) + 1;
+    const spool = new EventSpool(dir, () => Promise.reject(new Error('still down')), { retryMs: 60_000, maxBytes: line + line / 2 });
+    spool.open();
+    const gw = new CompletionGateway({
+      upstreamUrl: 'http://127.0.0.1:1/v1',
+      upstreamTokenIds: true,
+      strict: false,
+      keys: ApiKeys.open(),
+      sdk,
+      spool,
+      upstreamTimeoutMs: 1000,
+      maxInFlight: 4,
+      recordTimeoutMs: 300,
+    });
+    try {
+      await expect(gw.record('EpisodeOutcome', {}, outcome('e-1'))).resolves.toEqual({ recorded: 'EpisodeOutcome', spooled: true });
+      await expect(gw.record('EpisodeOutcome', {}, outcome('e-2'))).rejects.toMatchObject({
+        status: 503,
+        code: 'spool_full',
+        message: expect.stringMatching(/^the events could not be recorded: the gateway's spool is full/) as unknown,
+      });
+      expect(spool.pending).toBe(1);
+    } finally {
+      await spool.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

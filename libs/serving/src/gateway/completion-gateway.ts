@@ -84,7 +84,15 @@ export class CompletionGateway {
     return {
       ...this.totals,
       episodeOwners: this.episodes.size,
-      ...(this.o.spool ? { spoolPending: this.o.spool.pending, spooled: this.o.spool.totals.spooled, replayed: this.o.spool.totals.replayed } : {}),
+      ...(this.o.spool
+        ? {
+            spoolPending: this.o.spool.pending,
+            spoolBytes: this.o.spool.sizeBytes,
+            spooled: this.o.spool.totals.spooled,
+            replayed: this.o.spool.totals.replayed,
+            spoolRejected: this.o.spool.totals.rejected,
+          }
+        : {}),
     };
   }
 
@@ -323,11 +331,11 @@ export class CompletionGateway {
     try {
       if (spool && spool.pending > 0) {
         this.o.sdk.validate(events);
-        spool.append(events);
-        return 'spooled';
+        return this.toSpool(spool, events);
       }
       return await withTimeout(this.o.sdk.emitBatch(events), this.o.recordTimeoutMs);
     } catch (e) {
+      if (e instanceof OpenAiError) throw e;
       if (e instanceof SrpoError && (e.code === ErrorCode.VALIDATION_FAILED || e.code === ErrorCode.PAYLOAD_TOO_LARGE)) {
         throw new OpenAiError(
           events[0].type === 'AgentOutput' ? 502 : 400,
@@ -338,9 +346,8 @@ export class CompletionGateway {
         );
       }
       if (spool) {
-        this.log.warn('Kafka did not take the events; spooled them locally', { events: events.length, error: errorMessage(e) });
-        spool.append(events);
-        return 'spooled';
+        this.log.warn('Kafka did not take the events; spooling them locally', { events: events.length, error: errorMessage(e) });
+        return this.toSpool(spool, events);
       }
       this.log.warn('events could not be written to Kafka', { events: events.length, error: errorMessage(e) });
       throw new OpenAiError(
@@ -351,6 +358,23 @@ export class CompletionGateway {
         'server_error',
       );
     }
+  }
+
+  /** Appends to the spool; a full spool is the client's 503, as Kafka down without one is. */
+  private toSpool(spool: EventSpool, events: AgentEvent[]): 'spooled' {
+    try {
+      spool.append(events);
+    } catch (e) {
+      this.log.warn('the spool is full: the request is refused', { events: events.length, error: errorMessage(e) });
+      throw new OpenAiError(
+        503,
+        `the events could not be recorded: ${errorMessage(e)}; nothing was returned unrecorded, retry later`,
+        null,
+        'spool_full',
+        'server_error',
+      );
+    }
+    return 'spooled';
   }
 
   private async relayStream(
