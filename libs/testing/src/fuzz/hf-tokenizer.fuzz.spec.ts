@@ -66,7 +66,10 @@ describe('fuzz: tokenizer and chat-template loading from a model directory', () 
     const tokenizer = JSON.parse(read('llama', 'tokenizer.json')) as { added_tokens: { id: unknown }[] };
     tokenizer.added_tokens[0].id = false;
     const badTokenizer = refusal({ 'tokenizer.json': JSON.stringify(tokenizer), 'tokenizer_config.json': read('llama', 'tokenizer_config.json') });
-    expect([badTokenizer.field, badTokenizer.message]).toEqual(['tokenizer.json', expect.stringMatching(/^tokenizer.json: cannot (en|de)code \(token_ids must be/)]);
+    expect([badTokenizer.field, badTokenizer.message]).toEqual([
+      'tokenizer.json',
+      expect.stringMatching(/^tokenizer.json: cannot (en|de)code \(token_ids must be/),
+    ]);
   });
 
   it('3,000 mutated chat templates: rendered or an SrpoError, each within 1 s', () => {
