@@ -124,7 +124,7 @@ describe('srpo up (real broker, real processes)', () => {
     expect(out).toMatch(/^srpo up: every process stopped$/m);
     for (const pid of Object.values(children)) expect(pidAlive(pid)).toBe(false);
     // One log view: every child line prefixed by its role; the JSON logs shown as text.
-    expect(out).toMatch(/^learner {6}\d\d:\d\d:\d\d info {2}learner HTTP API listening port=\d+ policyId=llama-lora$/m);
+    expect(out).toMatch(/^learner {6}\d\d:\d\d:\d\d info {2}learner HTTP API listening host=127\.0\.0\.1 port=\d+ policyId=llama-lora$/m);
     expect(out).toMatch(/^serve {8}\d\d:\d\d:\d\d info {2}serve OpenAI-compatible API listening /m);
     expect(out).not.toMatch(/^\{"ts"/m);
     expect(out).not.toMatch(/ error /);
