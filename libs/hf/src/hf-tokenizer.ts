@@ -3,6 +3,7 @@ import * as path from 'path';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
+import { templateSandbox } from './template-sandbox';
 
 /** One chat message, as chat templates receive it. */
 export interface ChatMessage {
@@ -111,16 +112,12 @@ export class HfTokenizer {
       if (!m || typeof m.role !== 'string' || typeof m.content !== 'string')
         throw new ValidationError(`messages[${i}]`, 'must be {role: string, content: string}');
     });
-    try {
-      return this.template.render({
-        messages: messages.map((m) => ({ role: m.role, content: m.content })),
-        add_generation_prompt: options.addGenerationPrompt ?? false,
-        ...this.specials,
-      });
-    } catch (e) {
-      if (e instanceof SrpoError) throw e;
-      throw new ValidationError('chat_template', `rendering failed: ${(e as Error).message}`);
-    }
+    // In the sandbox's worker, with a bound on its run time: the template is the model directory's, untrusted.
+    return templateSandbox.render(this.chatTemplate as string, {
+      messages: messages.map((m) => ({ role: m.role, content: m.content })),
+      add_generation_prompt: options.addGenerationPrompt ?? false,
+      ...this.specials,
+    });
   }
 }
 
