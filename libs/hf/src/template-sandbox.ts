@@ -40,7 +40,7 @@ type Reply = { ok: true; text: string } | { ok: false; message: string };
  * Kafka consumers would stop heartbeating. The template renders in a worker thread while the
  * caller waits on a shared flag (`Atomics.wait`) for at most `timeoutMs`. Past it, the worker is
  * terminated (a fresh one starts on the next call) and the caller gets a `ValidationError`
- * naming `chat_template`. The call stays synchronous for its callers, at about 0.1 ms of overhead
+ * naming `chat_template`. The call stays synchronous for its callers, at about 0.15 ms of overhead
  * per rendering.
  */
 export class TemplateSandbox {
