@@ -245,7 +245,7 @@ export class LlamaDecodeBatch {
     const model = this.model;
     return tf.tidy(() => {
       // Rope tables for powers of two of positions, so the model caches few of them.
-      const rope = model.rope(Math.min(c.maxSeqLen, 2 ** Math.ceil(Math.log2(maxPos + 1))));
+      const rope = model.ropeCovering(maxPos + 1);
       const pos = tf.tensor1d(this.lengths, 'int32');
       const cos = gatherRows(rope.cos, pos);
       const sin = gatherRows(rope.sin, pos);

@@ -1,8 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { ValidationError } from '@srpo/core';
 import { configureSrpoKernels, gateUpFused, matMul2d, matMul2dBiasResidual, rmsNormFused, ropeFused, srpoMatMulRouted, swiGluFused } from '@srpo/kernels';
-import { causalMask as sharedCausalMask } from '@srpo/policy';
-import { rmsNorm, swiGlu, type RopeTables } from './llama-ops';
+import { rmsNorm, swiGlu } from './llama-ops';
 import type { LlamaModel } from './llama-model';
 
 // The pieces of incremental decoding that prefill (llama-decode.ts) and the decode batch
@@ -112,16 +111,6 @@ export function checkTokens(model: LlamaModel, tokens: readonly number[], field:
     if (!Number.isInteger(t) || t < 0 || t >= vocabSize)
       throw new ValidationError(`${field}[${i}]`, `token id must be an integer in [0, ${vocabSize}), got ${t}`);
   });
-}
-
-/** The additive causal mask `[r·T, T]` that llama-ops' ropeAttention takes (@srpo/policy's, made per call, not cached). */
-export function causalMask(model: LlamaModel, t: number): tf.Tensor2D {
-  return sharedCausalMask(t, model.config.numHeads / model.config.numKvHeads);
-}
-
-/** RoPE tables for positions 0..t−1 (LlamaModel.rope: cached per power of two, other lengths sliced from them). */
-export function ropeFor(model: LlamaModel, t: number): RopeTables {
-  return model.rope(t);
 }
 
 /**

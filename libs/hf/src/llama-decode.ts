@@ -3,7 +3,7 @@ import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import { gatherRows } from '@srpo/kernels';
 import { ropeAttention } from './llama-ops';
 import type { LlamaModel } from './llama-model';
-import { causalMask, checkTokens, head, mlp, norm, project, projectResidual, ropeFor, rotateRows, w1, w2 } from './llama-decode-ops';
+import { checkTokens, head, mlp, norm, project, projectResidual, rotateRows, w1, w2 } from './llama-decode-ops';
 
 export { rotateRows } from './llama-decode-ops';
 
@@ -94,8 +94,8 @@ export function prefillMany(model: LlamaModel, prompts: readonly (readonly numbe
   prompts.forEach((p, g) => ids.set(p, g * t));
   try {
     const logits = tf.tidy(() => {
-      const rope = ropeFor(model, t);
-      const mask = causalMask(model, t);
+      const rope = model.rope(t);
+      const mask = model.causalMask(t);
       const zeros = tf.zeros<tf.Rank.R1>([c.hiddenSize]); // the output projections' bias where they have none (projectResidual)
       // [G·T, H_kv·d] rows → prompt g's [1, H_kv, L_g, d], the cache's layout (kept: the caller owns it).
       const toCache = (x: tf.Tensor2D, into: tf.Tensor4D[][]): void => {

@@ -245,7 +245,7 @@ export class LlamaModel {
       const eps = c.rmsNormEps;
       let h = gatherRows(w2('model.embed_tokens.weight'), tokens.reshape<tf.Tensor1D>([b * t]));
       const rope = this.rope(t);
-      const mask = this.masks.get(t);
+      const mask = this.causalMask(t);
       for (let i = 0; i < c.numLayers; i++) {
         const p = `model.layers.${i}.`;
         const n1 = rmsNorm(h, w1(`${p}input_layernorm.weight`), eps);
@@ -309,9 +309,17 @@ export class LlamaModel {
    * RoPE tables for positions 0..t−1. Only powers of two (and `maxSeqLen`) are cached, so the cache
    * holds at most log2(maxSeqLen) + 2 sets whatever lengths come (one per length grew without bound
    * in a sampler or server); any other t is a slice of the next cached set, a new tensor: call
-   * inside a `tf.tidy`. (llama-decode gathers rows of them by position.)
+   * inside a `tf.tidy`.
    */
   rope(t: number): RopeTables {
+    const r = this.ropeCovering(t);
+    if (r.cos.shape[0] === t) return r;
+    const cut = (x: tf.Tensor2D): tf.Tensor2D => x.slice([0, 0], [t, -1]);
+    return { cos: cut(r.cos), sin: cut(r.sin), negSin: cut(r.negSin) };
+  }
+
+  /** The cached tables covering positions 0..t−1 (the next power of two, or `maxSeqLen`), kept by the model: llama-decode gathers rows of them by position. */
+  ropeCovering(t: number): RopeTables {
     const size = Math.min(this.config.maxSeqLen, 2 ** Math.ceil(Math.log2(t)));
     let r = this.ropeCache.get(size);
     if (!r) {
@@ -321,9 +329,12 @@ export class LlamaModel {
       r = { cos: tf.keep(tf.tensor2d(cos, [size, d])), sin: tf.keep(tf.tensor2d(sin, [size, d])), negSin: tf.keep(tf.tensor2d(neg, [size, d])) };
       this.ropeCache.set(size, r);
     }
-    if (size === t) return r;
-    const cut = (x: tf.Tensor2D): tf.Tensor2D => x.slice([0, 0], [t, -1]);
-    return { cos: cut(r.cos), sin: cut(r.sin), negSin: cut(r.negSin) };
+    return r;
+  }
+
+  /** The additive causal mask `[r·T, T]` llama-ops' ropeAttention takes (short lengths cached, see CausalMasks): call inside a `tf.tidy`. */
+  causalMask(t: number): tf.Tensor2D {
+    return this.masks.get(t);
   }
 
   /** Tables cached now (for the spec that drives many lengths). */
