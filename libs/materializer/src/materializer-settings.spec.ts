@@ -2,6 +2,17 @@ import { ConfigError } from '@srpo/core';
 import { DEFAULT_EVENT_LIMITS } from '@srpo/events';
 import { readMaterializerSettings } from './materializer-settings';
 
+/** The ConfigError `env` is refused with (fails the test if it is accepted). */
+function refusal(env: Readonly<Record<string, string | undefined>>): ConfigError {
+  try {
+    readMaterializerSettings(env);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ConfigError);
+    return e as ConfigError;
+  }
+  throw new Error(`accepted ${JSON.stringify(env)}`);
+}
+
 describe('readMaterializerSettings', () => {
   it('has the live materializer defaults', () => {
     const s = readMaterializerSettings({});
@@ -47,15 +58,9 @@ describe('readMaterializerSettings', () => {
       { SRPO_DEDUPE_RETENTION_MS: '599999' },
       { SRPO_DEDUPE_RETENTION_MS: '3599999', SRPO_MAX_LATENESS_MS: '3600000' },
     ]) {
-      let error: unknown;
-      try {
-        readMaterializerSettings(env);
-      } catch (e) {
-        error = e;
-      }
-      expect(error).toBeInstanceOf(ConfigError);
-      expect((error as ConfigError).field).toBe('SRPO_DEDUPE_RETENTION_MS');
-      expect((error as ConfigError).message).toMatch(/^invalid configuration SRPO_DEDUPE_RETENTION_MS: must be >= SRPO_MAX_LATENESS_MS/);
+      const error = refusal(env);
+      expect(error.field).toBe('SRPO_DEDUPE_RETENTION_MS');
+      expect(error.message).toMatch(/^invalid configuration SRPO_DEDUPE_RETENTION_MS: must be >= SRPO_MAX_LATENESS_MS/);
     }
   });
 
@@ -64,14 +69,7 @@ describe('readMaterializerSettings', () => {
     expect(readMaterializerSettings({ SRPO_GROUP_TTL_MS: '3000' }).maxBrokerSkewMs).toBe(500);
     expect(readMaterializerSettings({ SRPO_MAX_BROKER_SKEW_MS: '59999' }).maxBrokerSkewMs).toBe(59_999);
     for (const env of [{ SRPO_MAX_BROKER_SKEW_MS: '3000000' }, { SRPO_MAX_BROKER_SKEW_MS: '5000', SRPO_GROUP_TTL_MS: '5000' }]) {
-      let error: unknown;
-      try {
-        readMaterializerSettings(env);
-      } catch (e) {
-        error = e;
-      }
-      expect(error).toBeInstanceOf(ConfigError);
-      expect((error as ConfigError).field).toBe('SRPO_MAX_BROKER_SKEW_MS');
+      expect(refusal(env).field).toBe('SRPO_MAX_BROKER_SKEW_MS');
     }
   });
 
@@ -85,13 +83,8 @@ describe('readMaterializerSettings', () => {
     ['SRPO_PROGRESS_FALLBACK', 'maybe'],
     ['SRPO_MAX_FUTURE_SKEW_MS', '3600000'],
   ])('throws a ConfigError naming %s', (name, value) => {
-    let error: unknown;
-    try {
-      readMaterializerSettings({ [name]: value });
-    } catch (e) {
-      error = e;
-    }
-    expect(error).toBeInstanceOf(ConfigError);
-    expect((error as ConfigError).message).toContain(`invalid configuration ${name}:`);
+    const error = refusal({ [name]: value });
+    expect(error.field).toBe(name);
+    expect(error.message).toContain(`invalid configuration ${name}:`);
   });
 });

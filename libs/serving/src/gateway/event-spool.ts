@@ -98,7 +98,7 @@ export class EventSpool {
         { retriable: true },
       );
     }
-    appendDurably(path.join(this.dir, EVENTS), `${line}\n`);
+    writeDurably(path.join(this.dir, EVENTS), `${line}\n`);
     this.index.push({ offset: this.bytes, length });
     this.bytes += length + 1;
     this.totals.spooled++;
@@ -128,7 +128,7 @@ export class EventSpool {
           this.log.warn('spooled events still cannot be sent; retrying', { batches: this.pending, error: errorMessage(e) });
           return;
         }
-        appendDurably(path.join(this.dir, REJECTED), `${JSON.stringify({ error: errorMessage(e), batch: JSON.parse(line) as unknown })}\n`);
+        writeDurably(path.join(this.dir, REJECTED), `${JSON.stringify({ error: errorMessage(e), batch: JSON.parse(line) as unknown })}\n`);
         this.totals.rejected++;
         this.log.error('Kafka refused a spooled batch for good; kept in rejected.jsonl, the replay goes on', {
           error: errorMessage(e),
@@ -155,13 +155,7 @@ export class EventSpool {
 
   private writeSent(): void {
     const tmp = path.join(this.dir, `${SENT}.tmp`);
-    const fd = fs.openSync(tmp, 'w');
-    try {
-      fs.writeSync(fd, String(this.sent));
-      fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
-    }
+    writeDurably(tmp, String(this.sent), 'w');
     fs.renameSync(tmp, path.join(this.dir, SENT));
   }
 
@@ -176,8 +170,9 @@ export class EventSpool {
   }
 }
 
-function appendDurably(file: string, text: string): void {
-  const fd = fs.openSync(file, 'a');
+/** Writes `text` (`a`: at the end of the file, `w`: as its whole content) and fsyncs it before returning. */
+function writeDurably(file: string, text: string, flag: 'a' | 'w' = 'a'): void {
+  const fd = fs.openSync(file, flag);
   try {
     fs.writeSync(fd, text);
     fs.fsyncSync(fd);
