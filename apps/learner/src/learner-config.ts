@@ -12,6 +12,7 @@ import {
   repoRoot,
   tfBackendSettings,
   type TfBackendSettings,
+  isLoopbackHost,
 } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, readSchemaRegistry, SchemaRegistryClient, TopicCatalogOptions } from '@srpo/events';
 import { resolveTransformerConfig, type TransformerConfig } from '@srpo/policy';
@@ -231,7 +232,7 @@ export function loadLearnerConfig(env: Readonly<Record<string, string | undefine
     logLevel: r.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
     warnings: [],
   };
-  if (!isLoopback(config.httpHost) && config.apiToken === undefined && config.apiReadToken === undefined)
+  if (!isLoopbackHost(config.httpHost) && config.apiToken === undefined && config.apiReadToken === undefined)
     config.warnings.push(
       `SRPO_HTTP_HOST=${config.httpHost} accepts connections from other machines and neither SRPO_API_TOKEN nor SRPO_API_READ_TOKEN is set: ` +
         'the audit record, the metrics and verify are open to anyone who can reach the port',
@@ -354,12 +355,6 @@ function readHttpHost(r: EnvReader): string {
   if (net.isIP(host) === 0 && !HOST_NAME.test(host))
     throw new ConfigError('SRPO_HTTP_HOST', `must be an IP address (127.0.0.1, ::1, 0.0.0.0) or a host name without brackets or port, got "${host}"`);
   return host;
-}
-
-/** Only this machine can connect: 127.0.0.0/8, ::1 and `localhost`. */
-export function isLoopback(host: string): boolean {
-  const h = host.toLowerCase();
-  return h === 'localhost' || h === '::1' || (net.isIPv4(h) && h.startsWith('127.')) || h === '::ffff:127.0.0.1';
 }
 
 function readToken(r: EnvReader, name: string): string | undefined {

@@ -1,8 +1,8 @@
 import 'reflect-metadata';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { NestFactory } from '@nestjs/core';
-import { errorMessage, holdIdleConnections, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
-import { applyServeConfig, isLoopbackHost, loadServeConfig } from './serve-config';
+import { errorMessage, holdIdleConnections, isLoopbackHost, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
+import { applyServeConfig, loadServeConfig } from './serve-config';
 import { ServeModule } from './serve.module';
 import { ServeService } from './serve.service';
 

@@ -124,8 +124,3 @@ export function loadServeConfig(env: Readonly<Record<string, string | undefined>
 export function applyServeConfig(config: ServeConfig): void {
   Logger.configure({ level: config.logLevel });
 }
-
-/** Whether `host` only accepts connections from this machine (127.0.0.0/8, ::1, localhost). */
-export function isLoopbackHost(host: string): boolean {
-  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127(\.\d{1,3}){3}$/.test(host);
-}

@@ -1,6 +1,6 @@
 import * as http from 'http';
 import type { AddressInfo } from 'net';
-import { holdIdleConnections, KEEP_ALIVE_TIMEOUT_MS } from './http-server';
+import { holdIdleConnections, isLoopbackHost, KEEP_ALIVE_TIMEOUT_MS } from './http-server';
 
 /** Two GETs on one keep-alive agent, `idleMs` apart; the client ports the server saw. */
 async function portsSeen(configure: (s: http.Server) => void, idleMs: number): Promise<number[]> {
@@ -45,4 +45,9 @@ describe('holdIdleConnections', () => {
     expect(held[0]).toBe(held[1]);
     expect(defaults[0]).not.toBe(defaults[1]);
   }, 30_000);
+
+  it('knows which hosts are loopback (no warning for an open server there)', () => {
+    expect(['127.0.0.1', '127.8.0.1', 'localhost', 'LOCALHOST', '::1', '::ffff:127.0.0.1'].every(isLoopbackHost)).toBe(true);
+    expect(['0.0.0.0', '::', '10.0.0.5', 'example.com', '127.0.0.1.example.com', '127.example.com'].some(isLoopbackHost)).toBe(false);
+  });
 });

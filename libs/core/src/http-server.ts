@@ -1,4 +1,5 @@
 import type { Server } from 'http';
+import { isIPv4 } from 'net';
 
 /** How long an idle keep-alive connection stays open on our HTTP servers: past the 60 s of common load balancers and clients. */
 export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
@@ -14,4 +15,10 @@ export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 export function holdIdleConnections(server: Server): void {
   server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   server.headersTimeout = KEEP_ALIVE_TIMEOUT_MS + 1_000;
+}
+
+/** Whether a server listening on `host` takes connections from this machine only: 127.0.0.0/8, ::1, `localhost`. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase();
+  return h === 'localhost' || h === '::1' || (isIPv4(h) && h.startsWith('127.')) || h === '::ffff:127.0.0.1';
 }
