@@ -78,4 +78,37 @@ describe.each(STREAM_CLIENT_NAMES)('ConsumerRunner sink mode on %s', (clientName
       await admin.disconnect();
     }
   }, 90_000);
+
+  it('a stop while the consumer is still starting leaves no member behind in the group', async () => {
+    const prefix = uniquePrefix(`sink-stop-${clientName}`);
+    const topic = `${prefix}groups`;
+    const groupId = `${prefix}learner`;
+    const admin = kafka.admin();
+    await admin.connect();
+    try {
+      await admin.createTopics({ topics: [{ topic, numPartitions: 1, replicationFactor: 1 }], waitForLeaders: true });
+      const runner = ConsumerRunner.sink<string>({
+        groupId,
+        kafka,
+        client: createStreamClient(clientName, connection, kafka),
+        codec,
+        topic,
+        sessionTimeoutMs: 10_000,
+        select: () => null,
+        batchSize: () => 0,
+        write: async () => undefined,
+      });
+      // The learner's shutdown can come while its consumer connects (an app closed right after boot).
+      const starting = runner.start().catch(() => undefined);
+      await runner.stop();
+      await starting;
+      // Long enough for a consumer that went on after the stop to have joined.
+      await sleep(4_000);
+      const { groups } = await admin.describeGroups([groupId]);
+      expect(groups[0].members).toEqual([]);
+    } finally {
+      await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
+      await admin.disconnect();
+    }
+  }, 60_000);
 });

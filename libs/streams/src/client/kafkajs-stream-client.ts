@@ -86,6 +86,8 @@ class KafkajsGroupConsumer implements GroupConsumer {
   /** kafkajs refuses pause/resume before `run`: the wish is kept and applied once it runs. */
   private running = false;
   private paused = false;
+  /** Set by {@link stop}: a start still connecting sees it between its steps and disconnects. */
+  private stopped = false;
 
   constructor(
     private readonly kafka: Kafka,
@@ -115,8 +117,12 @@ class KafkajsGroupConsumer implements GroupConsumer {
       // coordinator forgot this member while the broker was down) the consumer stays dead.
       if (!e.payload.restart) handlers.onFatal(e.payload.error);
     });
+    // A stop while connecting must not leave a consumer that goes on to join the group: kafkajs
+    // lets `run` proceed after a `disconnect` issued during `connect`.
     await consumer.connect();
+    if (await this.abandoned(consumer)) return;
     await consumer.subscribe({ topics: o.topics, fromBeginning: true });
+    if (await this.abandoned(consumer)) return;
     await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
@@ -132,8 +138,16 @@ class KafkajsGroupConsumer implements GroupConsumer {
           heartbeat,
         }),
     });
+    if (await this.abandoned(consumer)) return;
     this.running = true;
     if (this.paused) this.pause();
+  }
+
+  /** True (after disconnecting it) when {@link stop} came while `consumer` was starting. */
+  private async abandoned(consumer: Consumer): Promise<boolean> {
+    if (!this.stopped) return false;
+    await consumer.disconnect().catch(() => undefined);
+    return true;
   }
 
   seek(topic: string, partition: number, offset: number): void {
@@ -156,6 +170,7 @@ class KafkajsGroupConsumer implements GroupConsumer {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     const c = this.consumer;
     this.consumer = undefined;
     this.running = false;
