@@ -3,7 +3,7 @@ import * as path from 'path';
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
-import { templateSandbox } from './template-sandbox';
+import { DEFAULT_RUN_BOUND_MS, runBounded } from './bounded-run';
 
 /** One chat message, as chat templates receive it. */
 export interface ChatMessage {
@@ -50,11 +50,18 @@ export class HfTokenizer {
     readonly chatTemplate: string | undefined,
     /** Size of the id space the tokenizer can produce (model vocabulary plus added tokens). */
     readonly idCount: number,
+    /** Whether decoding runs a regex from tokenizer.json (a `Replace` decoder); encoding always may. */
+    private readonly decodeRunsModelRegex: boolean,
   ) {
     if (chatTemplate !== undefined) {
       try {
-        this.template = new Template(chatTemplate);
+        this.template = runBounded(
+          () => new Template(chatTemplate),
+          DEFAULT_RUN_BOUND_MS,
+          () => overBound('chat_template', 'parsing'),
+        );
       } catch (e) {
+        if (e instanceof SrpoError) throw e;
         // A model directory is outside input: its template's syntax error is a refusal naming it, not a crash.
         throw new ValidationError('chat_template', `does not parse: ${(e as Error).message}`);
       }
@@ -76,16 +83,28 @@ export class HfTokenizer {
     const template = fs.existsSync(jinjaFile) ? fs.readFileSync(jinjaFile, 'utf8') : pickTemplate(config.chat_template);
     const specials: Record<string, string | undefined> = {};
     for (const k of ['bos_token', 'eos_token', 'unk_token', 'pad_token']) specials[k] = tokenString(config[k]);
-    return new HfTokenizer(tokenizer, specials, template, idCount(tokenizerJson));
+    return new HfTokenizer(tokenizer, specials, template, idCount(tokenizerJson), holdsRegex(tokenizerJson.decoder));
   }
 
-  /** Token ids of `text`; `addSpecialTokens` runs the post-processor (a BOS for Llama-style tokenizers). */
+  /**
+   * Token ids of `text`; `addSpecialTokens` runs the post-processor (a BOS for Llama-style tokenizers).
+   * Bounded in time ({@link runBounded}): tokenizer.json's normalizer and pre-tokenizer patterns,
+   * and its BPE over what they leave, are the model directory's, untrusted.
+   */
   encode(text: string, options: { addSpecialTokens?: boolean } = {}): number[] {
-    return tokenizerCall('encode', () => this.tokenizer.encode(text, { add_special_tokens: options.addSpecialTokens ?? false }).ids);
+    const encode = () => tokenizerCall('encode', () => this.tokenizer.encode(text, { add_special_tokens: options.addSpecialTokens ?? false }).ids);
+    return runBounded(encode, DEFAULT_RUN_BOUND_MS, () => overBound('tokenizer.json', `encoding ${text.length} characters`));
   }
 
+  /**
+   * Text of `ids`. Bounded in time only where tokenizer.json's decoder holds a regex: the
+   * library's own decoders are linear, and decoding runs once per generated token while streaming,
+   * where the bound's cost (a watchdog thread per call) would show.
+   */
   decode(ids: readonly number[], options: { skipSpecialTokens?: boolean } = {}): string {
-    return tokenizerCall('decode', () => this.tokenizer.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false }));
+    const decode = () => tokenizerCall('decode', () => this.tokenizer.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false }));
+    if (!this.decodeRunsModelRegex) return decode();
+    return runBounded(decode, DEFAULT_RUN_BOUND_MS, () => overBound('tokenizer.json', `decoding ${ids.length} tokens`));
   }
 
   tokenToId(token: string): number | undefined {
@@ -112,13 +131,44 @@ export class HfTokenizer {
       if (!m || typeof m.role !== 'string' || typeof m.content !== 'string')
         throw new ValidationError(`messages[${i}]`, 'must be {role: string, content: string}');
     });
-    // In the sandbox's worker, with a bound on its run time: the template is the model directory's, untrusted.
-    return templateSandbox.render(this.chatTemplate as string, {
+    const template = this.template;
+    const context = {
       messages: messages.map((m) => ({ role: m.role, content: m.content })),
       add_generation_prompt: options.addGenerationPrompt ?? false,
       ...this.specials,
-    });
+    };
+    // With a bound on its run time: the template is the model directory's, untrusted (Jinja has loops).
+    const render = () => {
+      try {
+        return template.render(context);
+      } catch (e) {
+        throw new ValidationError('chat_template', `rendering failed: ${(e as Error).message}`);
+      }
+    };
+    return runBounded(
+      render,
+      DEFAULT_RUN_BOUND_MS,
+      () => new ValidationError('chat_template', `rendering took longer than ${DEFAULT_RUN_BOUND_MS} ms; the template was stopped`),
+    );
   }
+}
+
+/** The refusal of a model directory's code that ran past {@link DEFAULT_RUN_BOUND_MS}, naming the file it came from. */
+function overBound(field: string, what: string): SrpoError {
+  return new SrpoError(
+    ErrorCode.VALIDATION_FAILED,
+    `${field}: ${what} took longer than ${DEFAULT_RUN_BOUND_MS} ms; stopped (${field} is the model directory's)`,
+    {
+      field,
+    },
+  );
+}
+
+/** Whether a tokenizer.json part holds a `{"Regex": …}` pattern anywhere (a `Sequence` nests them). */
+function holdsRegex(part: unknown): boolean {
+  if (Array.isArray(part)) return part.some(holdsRegex);
+  if (!part || typeof part !== 'object') return false;
+  return Object.entries(part as Json).some(([k, v]) => k === 'Regex' || holdsRegex(v));
 }
 
 /**
