@@ -126,6 +126,7 @@ describe('publisher gate: a worse version is refused and recorded, a rollback is
   const cli = (args: string[]) =>
     publishCommand(() => loadCliConfig({ SRPO_BACKEND: 'tensorflow' }), {
       SRPO_PUBLISH_GATEWAY_API_KEY: ADMIN,
+      SRPO_CHECKPOINT_DIR: store.root,
       KAFKA_BROKERS: brokers.join(','),
       SRPO_TOPIC_PREFIX: prefix,
     })
@@ -160,8 +161,8 @@ describe('publisher gate: a worse version is refused and recorded, a rollback is
 
     // The held-out file: the good adapter's greedy replies where the bad one's differ.
     const probes = path.join(tmp, 'probes');
-    const good = await exportLoraVersion(await save(1, 'good'), probes);
-    const bad = await exportLoraVersion(await save(2, 'bad'), probes);
+    const good = await exportLoraVersion(await save(1, 'good'), probes, store.root);
+    const bad = await exportLoraVersion(await save(2, 'bad'), probes, store.root);
     expect((await post(`${serveUrl}/v1/load_lora_adapter`, { lora_name: 'probe-good', lora_path: good })).status).toBe(200);
     expect((await post(`${serveUrl}/v1/load_lora_adapter`, { lora_name: 'probe-bad', lora_path: bad })).status).toBe(200);
     const lines: string[] = [];
@@ -179,6 +180,7 @@ describe('publisher gate: a worse version is refused and recorded, a rollback is
       servers: [serveUrl],
       gateways: [gatewayUrl],
       exportDir,
+      checkpointDir: store.root,
       keep: 3,
       gatewayApiKey: ADMIN,
       retry: { initialDelayMs: 50, maxDelayMs: 200 },
@@ -298,6 +300,7 @@ describe('publisher gate: a worse version is refused and recorded, a rollback is
       servers: [serveUrl],
       gateways: [gatewayUrl],
       exportDir,
+      checkpointDir: store.root,
       keep: 3,
       gatewayApiKey: ADMIN,
       retry: { initialDelayMs: 50, maxDelayMs: 200 },

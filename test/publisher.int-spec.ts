@@ -225,6 +225,7 @@ describe('publisher: versions reach srpo serve, vLLM and the gateway by themselv
       servers: [serveUrl, `${vllmUrl}/v1`, lateUrl],
       gateways: [gatewayUrl],
       exportDir: path.join(tmp, 'published'),
+      checkpointDir: store.root,
       keep: 2,
       gatewayApiKey: ADMIN,
       retry: { initialDelayMs: 50, maxDelayMs: 200 },
@@ -330,6 +331,7 @@ describe('publisher: versions reach srpo serve, vLLM and the gateway by themselv
       gateways: [gatewayUrl],
       // Its own directory: the first publisher's decisions.jsonl (v3 accepted) would make v3 this one's serving version.
       exportDir: path.join(tmp, 'published-strict'),
+      checkpointDir: store.root,
       keep: 1,
       gatewayApiKey: ADMIN,
       retry: { initialDelayMs: 50, maxDelayMs: 200 },

@@ -98,6 +98,7 @@ export function publishCommand(config: () => CliConfig, env: Env = process.env):
         servers: c.servers,
         gateways: c.gateways,
         exportDir: c.exportDir,
+        checkpointDir: c.checkpointDir,
         keep: c.keep,
         serverApiKey: c.serverApiKey,
         gatewayApiKey: c.gatewayApiKey,
@@ -117,6 +118,7 @@ export function publishCommand(config: () => CliConfig, env: Env = process.env):
         servers: c.servers,
         gateways: c.gateways,
         dir: c.exportDir,
+        checkpointDir: c.checkpointDir,
         keep: c.keep,
         gate: gate ? { evaluator: gate.evaluator.description, margin: gate.margin, rule: gate.rule } : 'off',
       });
@@ -146,6 +148,7 @@ export function publishCommand(config: () => CliConfig, env: Env = process.env):
             servers: c.servers,
             gateways: c.gateways,
             exportDir: c.exportDir,
+            checkpointDir: c.checkpointDir,
             serverApiKey: c.serverApiKey,
             gatewayApiKey: c.gatewayApiKey,
             requestTimeoutMs: c.requestTimeoutMs,

@@ -4,11 +4,16 @@ import { ErrorCode, SrpoError } from '@srpo/core';
 import type { PolicyVersion } from '@srpo/events';
 import { loadCheckpoint } from '@srpo/policy';
 import { PEFT_ADAPTER_CONFIG, isLlamaModel, saveLoraAdapter } from '@srpo/hf';
-import { checkpointDirOf } from '../checkpoint-location';
+import { checkpointDirInStore } from '../checkpoint-location';
 
-/** Whether an announced version's checkpoint holds a LoRA adapter (read from its model.json, without loading anything). */
-export function isLoraCheckpoint(v: PolicyVersion): boolean {
-  const file = path.join(checkpointDirOf(v.checkpointUri), 'model.json');
+/**
+ * Whether an announced version's checkpoint holds a LoRA adapter (read from its model.json, without
+ * loading anything). The checkpoint must lie inside the checkpoint store `store` (`..` and symbolic
+ * links resolved): an event names the path, and an event must not make the publisher read files
+ * from elsewhere on its disk (VALIDATION_FAILED naming `checkpointUri`).
+ */
+export function isLoraCheckpoint(v: PolicyVersion, store: string): boolean {
+  const file = path.join(checkpointDirInStore(store, v.checkpointUri), 'model.json');
   let json: { userDefinedMetadata?: { manifest?: { lora?: unknown } } };
   try {
     json = JSON.parse(fs.readFileSync(file, 'utf8')) as typeof json;
@@ -25,12 +30,13 @@ export function isLoraCheckpoint(v: PolicyVersion): boolean {
  * checkpoint is loaded and verified as every reader does (its manifest must be the
  * announcement's policy, version and weights hash). The directory is written under a temporary
  * name and renamed into place, so a server never reads half an adapter; one already there is
- * reused. Returns the directory.
+ * reused. The checkpoint must lie inside the checkpoint store `store`. Returns the directory.
  */
-export async function exportLoraVersion(v: PolicyVersion, root: string): Promise<string> {
+export async function exportLoraVersion(v: PolicyVersion, root: string, store: string): Promise<string> {
   const out = path.resolve(root, v.policyId, `v${v.version}`);
   if (fs.existsSync(path.join(out, PEFT_ADAPTER_CONFIG))) return out;
-  const dir = checkpointDirOf(v.checkpointUri);
+  // Inside the checkpoint store only, as for isLoraCheckpoint.
+  const dir = checkpointDirInStore(store, v.checkpointUri);
   const loaded = await loadCheckpoint(dir);
   try {
     const { manifest, policy } = loaded;

@@ -11,6 +11,9 @@ describe('publisher configuration', () => {
     expect(c.servers).toEqual(['http://a:8000', 'http://b:8001/v1']);
     expect([c.gateways, c.policies, c.keep, c.retryMaxMs, c.reconcileMs]).toEqual([[], [], 3, 30_000, 30_000]);
     expect(c.exportDir).toBe(path.resolve('/work', '.srpo/published'));
+    // The learner's and serve's default store: an announced checkpoint outside it is refused.
+    expect(c.checkpointDir).toBe(path.resolve('/work', '.srpo/checkpoints'));
+    expect(read({ SRPO_PUBLISH_SERVERS: 'http://a', SRPO_CHECKPOINT_DIR: 'ckpt' }).checkpointDir).toBe(path.resolve('/work', 'ckpt'));
     expect(c.metricsPort).toBeUndefined();
     expect(c.gate).toBeUndefined();
   });

@@ -23,6 +23,7 @@ export interface PublisherConfig {
   gateways: string[];
   policies: string[];
   exportDir: string;
+  checkpointDir: string;
   keep: number;
   serverApiKey?: string;
   gatewayApiKey?: string;
@@ -43,6 +44,7 @@ export interface PublisherConfig {
  * | `SRPO_PUBLISH_GATEWAYS` | none | `srpo gateway`s told each policy's current served name |
  * | `SRPO_PUBLISH_POLICIES` | all | the policies published |
  * | `SRPO_PUBLISH_DIR` | `.srpo/published` | where each version's peft directory is written (the servers read it) |
+ * | `SRPO_CHECKPOINT_DIR` | `.srpo/checkpoints` | the learners' checkpoint store; a version whose checkpoint lies outside it (after `..` and symlinks) is refused |
  * | `SRPO_PUBLISH_KEEP` | 3 | versions per policy left loaded on each server |
  * | `SRPO_PUBLISH_SERVER_API_KEY` | unset | bearer key for the servers |
  * | `SRPO_PUBLISH_GATEWAY_API_KEY` | unset | an admin key of the gateways |
@@ -86,6 +88,7 @@ export function readPublisherConfig(r: EnvReader, cwd: string): PublisherConfig 
     gateways: urls('SRPO_PUBLISH_GATEWAYS', false),
     policies: r.list('SRPO_PUBLISH_POLICIES', []),
     exportDir: readPublishDir(r, cwd),
+    checkpointDir: readCheckpointDir(r, cwd),
     keep: r.int('SRPO_PUBLISH_KEEP', 3, { min: 1, max: 1000 }),
     serverApiKey: r.optionalStr('SRPO_PUBLISH_SERVER_API_KEY'),
     gatewayApiKey: r.optionalStr('SRPO_PUBLISH_GATEWAY_API_KEY'),
@@ -95,6 +98,11 @@ export function readPublisherConfig(r: EnvReader, cwd: string): PublisherConfig 
     ...(metricsPort !== undefined ? { metricsPort } : {}),
     ...(gate ? { gate } : {}),
   };
+}
+
+/** `SRPO_CHECKPOINT_DIR` (default `.srpo/checkpoints`, the learner's), resolved against `cwd`. */
+export function readCheckpointDir(r: EnvReader, cwd: string): string {
+  return path.resolve(cwd, r.str('SRPO_CHECKPOINT_DIR', '.srpo/checkpoints'));
 }
 
 /** `SRPO_PUBLISH_DIR` (default `.srpo/published`), resolved against `cwd`. */

@@ -16,6 +16,8 @@ export interface PublisherOptions {
   gateways: readonly string[];
   /** Where each version's peft directory is written; the servers must read the same path. */
   exportDir: string;
+  /** The learners' checkpoint store (SRPO_CHECKPOINT_DIR): a version whose checkpoint lies outside it is refused, never read. */
+  checkpointDir: string;
   /** Versions of a policy left loaded on each server (the newest); older `<policy>@v<N>` adapters are unloaded. */
   keep: number;
   /** Bearer key for the servers' endpoints (vLLM's `--api-key`). */
@@ -251,7 +253,7 @@ export class Publisher {
       const v = this.offered.get(policyId) as PolicyVersion;
       if (this.stopped || (this.ready.get(policyId)?.version ?? -1) >= v.version) return;
       try {
-        if (!isLoraCheckpoint(v)) {
+        if (!isLoraCheckpoint(v, this.o.checkpointDir)) {
           this.log.warn('a full-weight version is not published: the servers load LoRA adapters only (restart them on `srpo model export --format hf`)', {
             policyId,
             version: v.version,
@@ -265,7 +267,7 @@ export class Publisher {
           if (this.offered.get(policyId) === v) return this.tellGateways(policyId);
           continue;
         }
-        const dir = await exportLoraVersion(v, this.o.exportDir);
+        const dir = await exportLoraVersion(v, this.o.exportDir, this.o.checkpointDir);
         this.ready.set(policyId, { version: v.version, name: versionedName(policyId, v.version), path: dir });
         this.log.info('version exported', { policyId, version: v.version, dir });
       } catch (e) {

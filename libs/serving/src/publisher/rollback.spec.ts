@@ -36,7 +36,11 @@ describe('rollback names, pins and the decisions record', () => {
 
   it('a version with no adapter and no announcement is not found, and nothing is pinned', async () => {
     await expect(
-      rollbackTo({ servers: ['http://127.0.0.1:9'], gateways: [], exportDir: dir, findVersion: () => Promise.resolve(undefined) }, 'actor', 7),
+      rollbackTo(
+        { servers: ['http://127.0.0.1:9'], gateways: [], exportDir: dir, checkpointDir: dir, findVersion: () => Promise.resolve(undefined) },
+        'actor',
+        7,
+      ),
     ).rejects.toThrow(/actor@v7: no adapter/);
     expect(readPin(dir, 'actor')).toBeUndefined();
   });
@@ -47,9 +51,9 @@ describe('rollback names, pins and the decisions record', () => {
     fs.writeFileSync(path.join(adapter, 'adapter_config.json'), '{}');
     writePin(dir, { policyId: 'actor', version: 1, model: 'actor@v1', path: '/x', at: 't' });
     // Port 9 (discard) has no HTTP server on a test machine: unreachable.
-    await expect(rollbackTo({ servers: ['http://127.0.0.1:9'], gateways: [], exportDir: dir, requestTimeoutMs: 2000 }, 'actor', 2)).rejects.toThrow(
-      /rollback to actor@v2 not done/,
-    );
+    await expect(
+      rollbackTo({ servers: ['http://127.0.0.1:9'], gateways: [], exportDir: dir, checkpointDir: dir, requestTimeoutMs: 2000 }, 'actor', 2),
+    ).rejects.toThrow(/rollback to actor@v2 not done/);
     expect(readPin(dir, 'actor')?.version).toBe(1);
     expect(readDecisions(dir)).toEqual([]);
   });

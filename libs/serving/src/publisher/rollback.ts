@@ -14,6 +14,8 @@ export interface RollbackOptions {
   gateways: readonly string[];
   /** The publisher's export directory (adapters, pins, `decisions.jsonl`). */
   exportDir: string;
+  /** The learners' checkpoint store (SRPO_CHECKPOINT_DIR): a checkpoint to export from must lie inside it. */
+  checkpointDir: string;
   serverApiKey?: string;
   gatewayApiKey?: string;
   requestTimeoutMs?: number;
@@ -49,7 +51,7 @@ export async function rollbackTo(o: RollbackOptions, policyId: string, version: 
   if (!fs.existsSync(path.join(dir, PEFT_ADAPTER_CONFIG))) {
     const v = await o.findVersion?.(policyId, version);
     if (!v) throw new SrpoError(ErrorCode.NOT_FOUND, `${model}: no adapter at ${dir} and no announcement of it on policy-versions to export one from`);
-    dir = await exportLoraVersion(v, o.exportDir);
+    dir = await exportLoraVersion(v, o.exportDir, o.checkpointDir);
     log.info('adapter exported from the checkpoint', { model, dir });
   }
   const previous = readPin(o.exportDir, policyId);
