@@ -57,6 +57,11 @@ export class GatewayController {
       await run();
     } catch (e) {
       const err = toGatewayError(e);
+      if (err.status === 499) {
+        this.log.info('the client went away; its upstream request was cancelled');
+        if (!res.writableEnded) res.end();
+        return;
+      }
       if (!(e instanceof OpenAiError)) this.log.error('request failed', { error: errorMessage(e) });
       if (!res.headersSent) {
         for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
@@ -73,7 +78,13 @@ export function toGatewayError(e: unknown): OpenAiError {
 
 /** The gateway's view of an Express response; `write` waits for `drain`, so a slow client slows the relay instead of growing memory. */
 function responder(res: HttpResponse): Responder {
+  const gone = new AbortController();
+  // 'close' also follows a response that ended; one that closes before its end is a client that went away.
+  res.once('close', () => {
+    if (!res.writableEnded) gone.abort();
+  });
   return {
+    gone: gone.signal,
     json: (status, body, headers = {}) => {
       for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
       res.status(status).json(body);
@@ -87,7 +98,8 @@ function responder(res: HttpResponse): Responder {
     },
     write: (data) =>
       new Promise<void>((resolve) => {
-        if (res.writableEnded || res.write(data)) resolve();
+        // A closed response takes nothing more: its 'close' has already been emitted, so nothing would wake the wait.
+        if (res.writableEnded || res.destroyed || res.write(data)) resolve();
         else {
           res.once('drain', resolve);
           res.once('close', resolve);

@@ -89,6 +89,93 @@ describe('completion gateway (unrecorded pass-through, a slow upstream)', () => 
   });
 });
 
+/**
+ * A real HTTP upstream that holds each request open (streaming a chunk every 50 ms for `stream`
+ * requests, answering nothing otherwise) and reports when the gateway closed the request.
+ */
+function holdingUpstream(): Promise<{ url: string; closed: Promise<void>; close: () => Promise<void> }> {
+  let closedNow!: () => void;
+  const closed = new Promise<void>((r) => (closedNow = r));
+  const sockets = new Set<import('net').Socket>();
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString()));
+    req.on('end', () => {
+      let timer: NodeJS.Timeout | undefined;
+      if ((JSON.parse(body) as { stream?: boolean }).stream === true) {
+        res.setHeader('content-type', 'text/event-stream');
+        const chunk = { id: 'x', object: 'text_completion', choices: [{ index: 0, text: 'a', finish_reason: null }] };
+        timer = setInterval(() => res.write(`data: ${JSON.stringify(chunk)}\n\n`), 50);
+      }
+      res.on('close', () => {
+        clearInterval(timer);
+        closedNow();
+      });
+    });
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () =>
+      resolve({
+        url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`,
+        closed,
+        close: () => {
+          for (const s of sockets) s.destroy();
+          return new Promise((r) => server.close(() => r()));
+        },
+      }),
+    ),
+  );
+}
+
+describe('completion gateway: a client that goes away cancels its upstream request', () => {
+  const sdk = new AgentEventsProducer({ kafka: createKafka({ brokers: ['127.0.0.1:1'], clientId: 'unused' }) });
+  const gateway = (url: string) =>
+    new CompletionGateway({
+      upstreamUrl: url,
+      upstreamTokenIds: true,
+      strict: false,
+      keys: ApiKeys.open(),
+      sdk,
+      upstreamTimeoutMs: 30_000,
+      maxInFlight: 4,
+      recordTimeoutMs: 1000,
+    });
+
+  it.each([
+    ['waiting for a non-streamed answer', false],
+    ['in the middle of a stream', true],
+  ])('%s: the upstream sees its request closed at once, and the gateway ends with 499', async (_, stream) => {
+    const up = await holdingUpstream();
+    try {
+      const gone = new AbortController();
+      const written: string[] = [];
+      const out: Responder = { ...collect(), gone: gone.signal, write: async (d) => void written.push(d) };
+      const t0 = Date.now();
+      const done = gateway(up.url)
+        .complete('completions', {}, { model: 'm', prompt: 'x', stream }, out)
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      // The client leaves after its first chunk (streamed), or while it waits.
+      if (stream) while (written.length === 0) await new Promise((r) => setTimeout(r, 10));
+      else await new Promise((r) => setTimeout(r, 200));
+      gone.abort();
+      await up.closed;
+      const e = (await done) as OpenAiError;
+      expect([e.status, e.code]).toEqual([499, 'client_closed_request']);
+      // Within the upstream timeout's 30 s by far: the cancellation, not the timeout, ended it.
+      expect(Date.now() - t0).toBeLessThan(10_000);
+    } finally {
+      await up.close();
+    }
+  });
+});
+
 describe('completion gateway with a spool and Kafka out of reach', () => {
   it('spools what Kafka does not take, and answers 503 spool_full once the spool is at its budget (nothing recorded, nothing lost)', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-spool-'));

@@ -24,6 +24,8 @@ export interface Responder {
   startStream(headers: Record<string, string>): void;
   write(data: string): Promise<void>;
   end(): void;
+  /** Aborted when the client goes away before its answer ended: the upstream request is cancelled with it. */
+  readonly gone?: AbortSignal;
 }
 
 export interface CompletionGatewayOptions {
@@ -226,10 +228,11 @@ export class CompletionGateway {
     }
     const stream = body.stream === true;
     const upstreamBody = this.upstreamBody(endpoint, body, upstreamModel, fields !== undefined);
-    const res = await this.fetchUpstream(endpoint, upstreamBody, header(headers, 'authorization'));
+    const res = await this.fetchUpstream(endpoint, upstreamBody, header(headers, 'authorization'), out.gone);
     const versionHeader = res.headers.get('x-srpo-policy-version') ?? undefined;
     if (!stream) {
       const json = (await res.json().catch(() => {
+        if (out.gone?.aborted) throw clientGone();
         throw new OpenAiError(502, 'the upstream answered with a body that is not JSON', null, 'upstream_invalid', 'upstream_error');
       })) as Json;
       if (!fields) return out.json(200, json, passHeaders(versionHeader));
@@ -255,18 +258,25 @@ export class CompletionGateway {
     return up;
   }
 
-  private async fetchUpstream(endpoint: 'chat' | 'completions', body: Json, clientAuth: string | undefined): Promise<Response> {
+  /**
+   * Sends the request upstream. Its signal is the timeout's and the client's: when the client goes
+   * away, the upstream request (a generation, and a streamed body's reading) is cancelled too, so
+   * the upstream frees what it holds for it instead of generating for nobody.
+   */
+  private async fetchUpstream(endpoint: 'chat' | 'completions', body: Json, clientAuth: string | undefined, gone?: AbortSignal): Promise<Response> {
     const url = `${this.upstream.base}/${endpoint === 'chat' ? 'chat/completions' : 'completions'}`;
     const auth = this.upstreamAuth(clientAuth);
+    const timeout = AbortSignal.timeout(this.o.upstreamTimeoutMs);
     let res: Response;
     try {
       res = await fetch(url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}) },
         body: JSON.stringify(body),
-        signal: AbortSignal.timeout(this.o.upstreamTimeoutMs),
+        signal: gone ? AbortSignal.any([timeout, gone]) : timeout,
       });
     } catch (e) {
+      if (gone?.aborted) throw clientGone();
       throw this.unreachable(e);
     }
     if (!res.ok) {
@@ -412,6 +422,8 @@ export class CompletionGateway {
       }
       await out.write('data: [DONE]\n\n');
     } catch (e) {
+      // The client left: the upstream read was cancelled with it, and nothing is recorded (it never got the output ids).
+      if (out.gone?.aborted) throw clientGone();
       // Headers are gone: the failure is an error event, and no [DONE] follows.
       const err =
         e instanceof OpenAiError ? e : new OpenAiError(502, `the upstream stream failed (${errorMessage(e)})`, null, 'upstream_error', 'upstream_error');
@@ -452,6 +464,11 @@ export class CompletionGateway {
     this.log.warn('the upstream could not be reached', { upstream: this.upstream.base, error: redactCredentials(errorMessage(e)) });
     return new OpenAiError(502, `the upstream could not be reached (${fetchFailureReason(e)})`, null, 'upstream_unreachable', 'upstream_error');
   }
+}
+
+/** The request ended because its client went away (nginx's 499): there is no one to answer. */
+function clientGone(): OpenAiError {
+  return new OpenAiError(499, 'the client closed the request; the upstream request was cancelled', null, 'client_closed_request');
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {

@@ -9,6 +9,8 @@ export interface HttpResponse {
   flushHeaders(): void;
   readonly headersSent: boolean;
   readonly writableEnded: boolean;
+  /** The connection is closed (the client went away): nothing more can be written. */
+  readonly destroyed: boolean;
 }
 
 export interface HttpRequest {
