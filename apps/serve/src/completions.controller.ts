@@ -21,8 +21,7 @@ export class CompletionsController {
 
   @Get('v1/models')
   models(@Headers('authorization') authorization: string | undefined): Record<string, unknown> {
-    this.serve.keys.authorize(authorization, undefined);
-    return this.serve.listModels();
+    return this.serve.listModels(this.serve.keys.authorize(authorization, undefined));
   }
 
   @Get('health')

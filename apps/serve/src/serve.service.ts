@@ -3,7 +3,17 @@ import { initTfBackend, Logger } from '@srpo/core';
 import { createKafka, topicCatalog } from '@srpo/events';
 import { loadHfModel } from '@srpo/hf';
 import { Policy } from '@srpo/policy';
-import { CompletionService, GenerationEngine, LoraAdapters, PolicyPool, ServedModels, type ApiKeys, type ChunkSink, type ParsedRequest } from '@srpo/serving';
+import {
+  CompletionService,
+  GenerationEngine,
+  LoraAdapters,
+  PolicyPool,
+  ServedModels,
+  type ApiKeyIdentity,
+  type ApiKeys,
+  type ChunkSink,
+  type ParsedRequest,
+} from '@srpo/serving';
 import { ErrorCode, SrpoError } from '@srpo/core';
 import type { ServeConfig } from './serve-config';
 
@@ -62,9 +72,10 @@ export class ServeService implements OnApplicationShutdown {
     this.log.info('serving', { models: models.ids(), versions: this.versions() });
   }
 
-  listModels(): Record<string, unknown> {
+  /** The models `key` may use (all without keys). */
+  listModels(key: ApiKeyIdentity | undefined): Record<string, unknown> {
     this.pool?.applyPending();
-    return this.service().listModels();
+    return this.service().listModels((id) => key === undefined || key.policies.has('*') || key.policies.has(id));
   }
 
   /** Runs one request on the newest loaded versions; `signal` aborts it (its client went away). */

@@ -118,6 +118,9 @@ describe('srpo serve: keys, max_tokens ceiling, disconnects and checkpoint paths
       .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(OpenAI.PermissionDeniedError);
     expect(refused).toMatchObject({ status: 403, code: 'model_not_allowed', param: 'model' });
+    // A key lists only the models it may use; the admin key lists every one.
+    expect((await tinyOnly.models.list()).data.map((m) => m.id)).toEqual(['tiny']);
+    expect((await admin.models.list()).data.map((m) => m.id).sort()).toEqual(['qwen2', 'tiny']);
     // The LoRA routes read a directory the caller names: an admin key only.
     const lora = await fetch(`${origin}/v1/load_lora_adapter`, {
       method: 'POST',

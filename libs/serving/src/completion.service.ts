@@ -53,11 +53,18 @@ export class CompletionService {
     private readonly options: CompletionServiceOptions = {},
   ) {}
 
-  /** `GET /v1/models`; each model also says which version a request gets now (`srpo.version`), for agents that pace themselves. */
-  listModels(): Record<string, unknown> {
+  /**
+   * `GET /v1/models`; each model also says which version a request gets now (`srpo.version`), for
+   * agents that pace themselves. `visible` narrows the list to the models a caller may use (its
+   * key's policies): a key learns nothing of the others.
+   */
+  listModels(visible: (id: string) => boolean = () => true): Record<string, unknown> {
     return {
       object: 'list',
-      data: this.models.ids().map((id) => ({ id, object: 'model', created: 0, owned_by: 'srpo', srpo: { version: this.models.version(id) } })),
+      data: this.models
+        .ids()
+        .filter(visible)
+        .map((id) => ({ id, object: 'model', created: 0, owned_by: 'srpo', srpo: { version: this.models.version(id) } })),
     };
   }
 
