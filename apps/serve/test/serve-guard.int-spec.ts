@@ -130,7 +130,6 @@ describe('srpo serve: keys, max_tokens ceiling, disconnects and checkpoint paths
     expect([lora.status, ((await lora.json()) as { error: { code: string } }).error.code]).toEqual([403, 'admin_required']);
     // Scoped and admin keys are served; /health stays open for probes.
     expect((await tinyOnly.completions.create({ model: 'tiny', prompt: '^S', max_tokens: 2 })).choices[0].text).toHaveLength(2);
-    expect((await tinyOnly.models.list()).data.map((m) => m.id)).toEqual(['qwen2', 'tiny']);
     expect((await admin.chat.completions.create({ model: 'qwen2', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 })).choices).toHaveLength(1);
     expect((await fetch(`${origin}/health`)).status).toBe(200);
   });
