@@ -47,6 +47,11 @@ describe('srpo gateway in front of srpo serve', () => {
   const gateway = new OpenAI({ baseURL: `http://127.0.0.1:${gatewayPort}/v1`, apiKey: AGENT_KEY, maxRetries: 0, defaultHeaders: headers });
   const children: ChildProcess[] = [];
   const logs = { serve: path.join(dir, 'serve.log'), gateway: path.join(dir, 'gateway.log') };
+  const TOOLED_DIR = path.join(dir, 'tooled-model');
+  const TOOLS_TEMPLATE =
+    "{%- if tools %}<|im_start|>system\nYou may call these tools:{% for t in tools %}{{ '\\n' }}{{ t | tojson }}{% endfor %}<|im_end|>\n{% endif %}" +
+    "{%- for m in messages %}<|im_start|>{{ m.role + '\\n' + m.content }}<|im_end|>\n{% endfor %}" +
+    '{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}';
 
   const outputs = async (): Promise<AgentOutput[]> =>
     (await readTopicsToEnd(kafka, [catalog.agentOutputs.name])).map((r) => codec.decodeAs('AgentOutput', r.value));
@@ -61,6 +66,12 @@ describe('srpo gateway in front of srpo serve', () => {
     const hf = new Policy('qwen2', loadHfModel(QWEN2).model, 0);
     await store.save(hf);
     hf.dispose();
+    // A model whose chat template renders tools (Hermes style, as Qwen2.5's): the qwen2 fixture with another template.
+    fs.cpSync(QWEN2, TOOLED_DIR, { recursive: true });
+    fs.writeFileSync(path.join(TOOLED_DIR, 'chat_template.jinja'), TOOLS_TEMPLATE);
+    const tooled = new Policy('tooled', loadHfModel(TOOLED_DIR).model, 0);
+    await store.save(tooled);
+    tooled.dispose();
     const tiny = Policy.create('tiny', TINY, 5);
     await store.save(tiny);
     tiny.dispose();
@@ -70,7 +81,7 @@ describe('srpo gateway in front of srpo serve', () => {
       {
         ...common,
         SRPO_CHECKPOINT_DIR: path.join(dir, 'checkpoints'),
-        SRPO_SERVE_POLICIES: 'qwen2,tiny',
+        SRPO_SERVE_POLICIES: 'qwen2,tiny,tooled',
         SRPO_SERVE_PORT: String(servePort),
         SRPO_BACKEND: 'tensorflow',
       },
@@ -242,6 +253,25 @@ describe('srpo gateway in front of srpo serve', () => {
       .map((o) => o.outputId)
       .sort();
     expect(recorded).toEqual([...out.outputIds, ...out.streamed].sort());
+  });
+
+  it('the Python openai client sends function tools through the gateway to srpo serve: rendered as transformers renders them, recorded, refused by a model whose template ignores them', async () => {
+    const out = JSON.parse(
+      await python([path.join(__dirname, 'gateway_tools_check.py'), `http://127.0.0.1:${gatewayPort}/v1`, AGENT_KEY, 'tooled', TOOLED_DIR, 'qwen2']),
+    ) as { outputIds: string[]; finishReason: string; streamed: string[]; refusal: { status: number; param: string } | null; referencePromptIds: number[] };
+    expect(out.outputIds).toEqual(['ep-tools.s0.solver-py']);
+    expect(out.streamed).toEqual(['ep-tools.s1.solver-py']);
+    // The random model writes no call: a plain answer, finish_reason length.
+    expect(out.finishReason).toBe('length');
+    const recorded = (await outputs()).filter((o) => o.episodeId.startsWith('ep-tools'));
+    expect(recorded.map((o) => o.outputId).sort()).toEqual(['ep-tools.s0.solver-py', 'ep-tools.s1.solver-py']);
+    for (const o of recorded) {
+      // The prompt the tools went into is transformers' own for this directory and request.
+      expect(o.contextTokenIds).toEqual(out.referencePromptIds);
+      expect([o.policyId, o.responseTokenIds.length, o.behaviourLogProbs.length]).toEqual(['tooled', 4, 4]);
+    }
+    // The refusal passes through the gateway as serve gave it, and nothing of it is recorded.
+    expect(out.refusal).toEqual({ status: 400, param: 'tools' });
   });
 
   it('the Python example agent (examples/openai-agent/fixed_agent.py) plays episodes through the gateway: outputs, transitions and outcomes recorded', async () => {

@@ -101,4 +101,51 @@ describe('HfTokenizer: code from the model directory runs within a bound', () =>
     const e = refusal(() => tok.applyChatTemplate([{ role: 'user', content: 'Hi' }]));
     expect([e.field, e.message]).toEqual(['chat_template', 'chat_template: rendering failed: no system role']);
   });
+
+  describe('tools', () => {
+    /** A small Hermes-style template (the shape of Qwen2.5's): tools in the system turn, calls as <tool_call> blocks. */
+    // Newlines after block tags are written as expressions: transformers renders with trim_blocks, which drops them.
+    const TOOLS_TEMPLATE = [
+      '{%- if tools %}<|im_start|>system\nTools:{% for t in tools %}{{ "\\n" }}{{ t | tojson }}{% endfor %}<|im_end|>\n{% endif %}',
+      '{%- for m in messages %}<|im_start|>{{ m.role }}{{ "\\n" }}',
+      '{%- if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}</tool_call>{% endfor %}',
+      '{%- else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}',
+      '{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}',
+    ].join('');
+    const tools = [{ type: 'function', function: { name: 'add', parameters: { type: 'object' } } }];
+
+    it('renders the request tools and the calls of earlier turns as transformers passes them (tools, tool_calls with object arguments)', () => {
+      const tok = load(modelDir(() => undefined, { 'chat_template.jinja': TOOLS_TEMPLATE }));
+      expect(tok.rendersTools).toBe(true);
+      const text = tok.applyChatTemplate(
+        [
+          { role: 'user', content: 'add 1 and 2' },
+          { role: 'assistant', content: '', tool_calls: [{ type: 'function', function: { name: 'add', arguments: { a: 1, b: 2 } } }] },
+          { role: 'tool', content: '3', tool_call_id: 'call_1', name: 'add' },
+        ],
+        { addGenerationPrompt: true, tools },
+      );
+      // Written out by hand: json.dumps' separators, the call's arguments as an object.
+      expect(text).toBe(
+        '<|im_start|>system\nTools:\n{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}<|im_end|>\n' +
+          '<|im_start|>user\nadd 1 and 2<|im_end|>\n' +
+          '<|im_start|>assistant\n<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call><|im_end|>\n' +
+          '<|im_start|>tool\n3<|im_end|>\n' +
+          '<|im_start|>assistant\n',
+      );
+      // Without tools the same template renders no tool turn.
+      expect(tok.applyChatTemplate([{ role: 'user', content: 'hi' }], { addGenerationPrompt: true })).toBe(
+        '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n',
+      );
+    });
+
+    it('refuses tools, naming them, for a template that never reads them (they would be dropped silently)', () => {
+      const tok = load(modelDir(() => undefined));
+      expect(tok.rendersTools).toBe(false);
+      const e = refusal(() => tok.applyChatTemplate([{ role: 'user', content: 'hi' }], { tools }));
+      expect([e.field, e.message]).toEqual(['tools', expect.stringMatching(/^tools: this model's chat template does not render tools/)]);
+      // An empty list is no tools.
+      expect(tok.applyChatTemplate([{ role: 'user', content: 'hi' }], { tools: [] })).toContain('hi');
+    });
+  });
 });

@@ -5,10 +5,22 @@ import { Tokenizer } from '@huggingface/tokenizers';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import { DEFAULT_RUN_BOUND_MS, runBounded } from './bounded-run';
 
-/** One chat message, as chat templates receive it. */
+/** A call an assistant message made, as chat templates receive it (transformers' convention: `arguments` an object). */
+export interface TemplateToolCall {
+  type: 'function';
+  function: { name: string; arguments: Record<string, unknown> };
+}
+
+/**
+ * One chat message, as chat templates receive it. Tool use adds, as in transformers: an
+ * assistant's `tool_calls`, and a `tool` message's `tool_call_id` (and `name`, where known).
+ */
 export interface ChatMessage {
   role: string;
   content: string;
+  tool_calls?: TemplateToolCall[];
+  tool_call_id?: string;
+  name?: string;
 }
 
 type Json = Record<string, unknown>;
@@ -119,22 +131,41 @@ export class HfTokenizer {
     return this.specials.eos_token;
   }
 
+  /** Whether the chat template reads `tools` (transformers passes a request's tools under that name). */
+  get rendersTools(): boolean {
+    return this.chatTemplate !== undefined && /\btools\b/.test(this.chatTemplate);
+  }
+
   /**
    * Renders messages with the chat template, as transformers' `apply_chat_template(…,
    * tokenize=False)`: the template sees `messages`, `add_generation_prompt` and the special
    * tokens (`bos_token`, `eos_token`, …); `@huggingface/jinja` provides `raise_exception`.
    */
-  applyChatTemplate(messages: readonly ChatMessage[], options: { addGenerationPrompt?: boolean } = {}): string {
+  applyChatTemplate(messages: readonly ChatMessage[], options: { addGenerationPrompt?: boolean; tools?: readonly unknown[] } = {}): string {
     if (!this.template)
       throw new ValidationError('chat_template', 'this model directory has no chat template (chat_template.jinja or tokenizer_config.json chat_template)');
     messages.forEach((m, i) => {
       if (!m || typeof m.role !== 'string' || typeof m.content !== 'string')
         throw new ValidationError(`messages[${i}]`, 'must be {role: string, content: string}');
     });
+    const tools = options.tools !== undefined && options.tools.length > 0 ? options.tools : undefined;
+    // A template that never reads `tools` would drop them silently: the model would answer without knowing them.
+    if (tools && !this.rendersTools)
+      throw new ValidationError(
+        'tools',
+        "this model's chat template does not render tools (it never reads `tools`); use a model whose template does, e.g. Qwen2.5",
+      );
     const template = this.template;
     const context = {
-      messages: messages.map((m) => ({ role: m.role, content: m.content })),
+      messages: messages.map((m) => ({
+        role: m.role,
+        content: m.content,
+        ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}),
+        ...(m.tool_call_id !== undefined ? { tool_call_id: m.tool_call_id } : {}),
+        ...(m.name !== undefined ? { name: m.name } : {}),
+      })),
       add_generation_prompt: options.addGenerationPrompt ?? false,
+      ...(tools ? { tools } : {}),
       ...this.specials,
     };
     // With a bound on its run time: the template is the model directory's, untrusted (Jinja has loops).

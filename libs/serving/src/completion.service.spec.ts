@@ -1,3 +1,5 @@
+import * as fs from 'fs';
+import * as os from 'os';
 import * as path from 'path';
 import { ErrorCode, initTfBackend, repoRoot } from '@srpo/core';
 import { Policy, PolicyRegistry, SeededRng, tokenLogProbs, type CausalLm } from '@srpo/policy';
@@ -5,8 +7,8 @@ import { loadHfModel } from '@srpo/hf';
 import { CompletionService } from './completion.service';
 import { drawTopP, GenerationCancelled, GenerationEngine, topK } from './generation-engine';
 import { parseRequest } from './openai-protocol';
-import { ServedModels } from './served-models';
-import { SYMBOL_TEXTS, SymbolTextCodec } from './text-codec';
+import { ServedModels, type ModelLease } from './served-models';
+import { SYMBOL_TEXTS, SymbolTextCodec, type TextCodec } from './text-codec';
 
 const MODEL = { vocabSize: 32, dModel: 16, nLayers: 1, nHeads: 2, maxSeqLen: 16 };
 const QWEN2 = path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2');
@@ -226,5 +228,141 @@ describe('completion service on native TensorFlow', () => {
     lease.release();
     expect(old.model.isDisposed).toBe(true);
     expect(new SymbolTextCodec(32).decode([0, 40])).toBe('^<|t40|>');
+  });
+});
+
+/**
+ * A codec whose generated tokens spell a fixed script, one piece per token whatever the ids (the
+ * model is random, so a real tokenizer would not spell a call): the answer's assembly from text
+ * (calls parsed, deltas, finish reasons) is what is under test; the prompt still goes through the
+ * model directory's own template and tokenizer.
+ */
+function scripted(real: TextCodec, pieces: readonly string[]): TextCodec {
+  return {
+    kind: 'hf',
+    stopIds: [],
+    encode: (text, field) => real.encode(text, field),
+    chatPrompt: (messages, tools) => real.chatPrompt(messages, tools),
+    decode: (ids) => pieces.slice(0, ids.length).join(''),
+    tokenText: (id) => `t${id}`,
+  };
+}
+
+/** Leases whose codec is {@link scripted}. */
+class ScriptedModels extends ServedModels {
+  pieces: readonly string[] = [];
+  override lease(id: string): ModelLease {
+    const lease = super.lease(id);
+    return { ...lease, codec: scripted(lease.codec, this.pieces) };
+  }
+}
+
+describe('completion service: tool calls (auto)', () => {
+  const registry = new PolicyRegistry();
+  const TOOLS_TEMPLATE =
+    '{%- if tools %}<|im_start|>system\nTools:{% for t in tools %} {{ t.function.name }}{% endfor %}<|im_end|>\n{% endif %}' +
+    "{%- for m in messages %}<|im_start|>{{ m.role + '\\n' + m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n";
+  const tools = [{ type: 'function', function: { name: 'add', parameters: { type: 'object' } } }];
+  let dir: string;
+  let models: ScriptedModels;
+  let service: CompletionService;
+  beforeAll(async () => {
+    await initTfBackend('tensorflow');
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-tools-'));
+    fs.cpSync(QWEN2, dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, 'chat_template.jinja'), TOOLS_TEMPLATE);
+    registry.add(new Policy('tooled', loadHfModel(dir).model, 0));
+    registry.add(new Policy('qwen2', loadHfModel(QWEN2).model, 0));
+    models = new ScriptedModels(registry);
+    service = new CompletionService(models, new GenerationEngine({ maxBatchRows: 16, maxQueuedRows: 64 }));
+  });
+  afterAll(() => {
+    registry.dispose();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const CALL = ['Sure. ', '<tool_call>', '\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n', '</tool_call>'];
+  const chat = (extra: Record<string, unknown> = {}) =>
+    parseRequest('chat', {
+      model: 'tooled',
+      messages: [{ role: 'user', content: 'add 1 and 2' }],
+      tools,
+      seed: 1,
+      return_token_ids: true,
+      logprobs: true,
+      ...extra,
+    });
+
+  it('answers a call as tool_calls with finish_reason tool_calls; the text before it is the content; every sampled token is kept', async () => {
+    models.pieces = CALL;
+    const { body, result } = await service.run(chat({ max_tokens: CALL.length }));
+    const choice = (body.choices as Record<string, unknown>[])[0];
+    expect(choice.finish_reason).toBe('tool_calls');
+    expect(choice.message).toEqual({
+      role: 'assistant',
+      content: 'Sure. ',
+      refusal: null,
+      tool_calls: [{ id: expect.stringMatching(/^call_/) as unknown, type: 'function', function: { name: 'add', arguments: '{"a":1,"b":2}' } }],
+    });
+    // The recorder's view: all four sampled tokens and their log-probs, the call's included.
+    expect(result.choices[0].tokenIds).toHaveLength(4);
+    expect((choice.token_ids as number[]).length).toBe(4);
+    expect(((choice.logprobs as { content: unknown[] }).content ?? []).length).toBe(4);
+    // The tools reached the prompt through the template.
+    const plain = await service.run(
+      parseRequest('chat', { model: 'tooled', messages: [{ role: 'user', content: 'add 1 and 2' }], max_tokens: 1, return_token_ids: true }),
+    );
+    expect(result.promptTokenIds.length).toBeGreaterThan(plain.result.promptTokenIds.length);
+  });
+
+  it('streams the content, holds the call, and sends it whole in one last delta with finish_reason tool_calls', async () => {
+    models.pieces = CALL;
+    const chunks: Record<string, unknown>[] = [];
+    const { result } = await service.run(chat({ max_tokens: CALL.length, stream: true }), (c) => chunks.push(c));
+    type Choice = {
+      delta: { content?: string; tool_calls?: { index: number; id: string; function: { name: string; arguments: string } }[] };
+      finish_reason: string | null;
+      token_ids?: number[];
+    };
+    const choices = chunks.flatMap((c) => c.choices as Choice[]);
+    expect(choices.map((c) => c.delta.content ?? '').join('')).toBe('Sure. ');
+    const last = choices[choices.length - 1];
+    expect(last.finish_reason).toBe('tool_calls');
+    expect(last.delta.tool_calls).toEqual([
+      { index: 0, id: expect.stringMatching(/^call_/) as unknown, type: 'function', function: { name: 'add', arguments: '{"a":1,"b":2}' } },
+    ]);
+    expect(choices.flatMap((c) => c.token_ids ?? [])).toEqual(result.choices[0].tokenIds);
+  });
+
+  it('a malformed call (cut by max_tokens, or naming no tool) is answered as the text the model wrote, never an error', async () => {
+    models.pieces = CALL;
+    const cut = await service.run(chat({ max_tokens: 3 }));
+    expect((cut.body.choices as Record<string, unknown>[])[0]).toMatchObject({
+      finish_reason: 'length',
+      message: { role: 'assistant', content: CALL.slice(0, 3).join('') },
+    });
+    models.pieces = ['<tool_call>', '{"name": "rm", "arguments": {}}', '</tool_call>'];
+    const chunks: Record<string, unknown>[] = [];
+    await service.run(chat({ max_tokens: 3, stream: true }), (c) => chunks.push(c));
+    const choices = chunks.flatMap((c) => c.choices as { delta: { content?: string }; finish_reason: string | null }[]);
+    expect(choices.map((c) => c.delta.content ?? '').join('')).toBe(models.pieces.join(''));
+    expect(choices[choices.length - 1].finish_reason).toBe('length');
+  });
+
+  it('tool_choice none renders no tools and reads no calls; a model whose template ignores tools refuses them, naming tools', async () => {
+    models.pieces = CALL;
+    const none = await service.run(chat({ max_tokens: 4, tool_choice: 'none' }));
+    expect((none.body.choices as Record<string, unknown>[])[0]).toMatchObject({ finish_reason: 'length', message: { content: CALL.join('') } });
+    const plain = await service.run(
+      parseRequest('chat', { model: 'tooled', messages: [{ role: 'user', content: 'add 1 and 2' }], max_tokens: 1, return_token_ids: true }),
+    );
+    expect(none.result.promptTokenIds).toEqual(plain.result.promptTokenIds);
+    await expect(service.run(parseRequest('chat', { model: 'qwen2', messages: [{ role: 'user', content: 'x' }], tools, max_tokens: 1 }))).rejects.toMatchObject(
+      {
+        status: 400,
+        param: 'tools',
+        message: expect.stringMatching(/does not render tools/) as unknown,
+      },
+    );
   });
 });

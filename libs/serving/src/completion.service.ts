@@ -4,14 +4,21 @@ import { GenerationEngine, type FinishReason, type TokenDraw } from './generatio
 import { IncrementalText } from './incremental-text';
 import { OpenAiError, type ParsedRequest } from './openai-protocol';
 import type { ServedModels, ServedModel } from './served-models';
+import { parseToolCalls, TOOL_CALL_OPEN, type ToolCall } from './tool-calls';
+
+/** Why a choice ended as the response says it: the engine's reason, or `tool_calls` when its text parsed as calls. */
+export type ChoiceFinish = FinishReason | 'tool_calls';
 
 /** What one choice produced, for the response and for a recorder (the gateway's events). */
 export interface ChoiceResult {
   index: number;
+  /** The message's text: all of it, or with tool calls the text before the first call. */
   text: string;
   tokenIds: number[];
   draws: TokenDraw[];
-  finishReason: FinishReason;
+  finishReason: ChoiceFinish;
+  /** The calls read from the text (`tool_choice: auto`); the tokens are still all the model sampled. */
+  toolCalls?: ToolCall[];
 }
 
 export interface CompletionResult {
@@ -116,7 +123,8 @@ export class CompletionService {
   private promptIds(req: ParsedRequest, model: ServedModel): number[] {
     const p = req.prompt;
     try {
-      if ('messages' in p) return model.codec.chatPrompt(p.messages);
+      // Tools are rendered where the model may call them (as vLLM does by default: not for tool_choice none).
+      if ('messages' in p) return model.codec.chatPrompt(p.messages, req.toolChoice === 'auto' ? req.tools : undefined);
       if ('text' in p) return model.codec.encode(p.text, 'prompt');
     } catch (e) {
       if (e instanceof SrpoError && e.code === ErrorCode.VALIDATION_FAILED) throw new OpenAiError(400, e.message, e.field ?? null, 'invalid_value');
@@ -139,7 +147,9 @@ export class CompletionService {
     stream?: StreamWriter,
     signal?: AbortSignal,
   ): Promise<ChoiceResult> {
-    const text = new IncrementalText((ids) => model.codec.decode(ids), req.stop);
+    // With tools, a call's text is held from its opening tag and answered whole at the end.
+    const tools = req.toolChoice === 'auto' ? req.tools : undefined;
+    const text = new IncrementalText((ids) => model.codec.decode(ids), req.stop, tools ? TOOL_CALL_OPEN : undefined);
     const tokenIds: number[] = [];
     const draws: TokenDraw[] = [];
     const finishReason = await this.engine.generate(
@@ -163,6 +173,13 @@ export class CompletionService {
       },
       signal,
     );
+    const parsed = tools ? parseToolCalls(text.whole(), tools, { parallel: req.parallelToolCalls }) : undefined;
+    if (parsed) {
+      // The content before the first call has gone out already; the calls follow in one delta.
+      stream?.toolCalls(index, parsed.calls);
+      return { index, text: parsed.content ?? '', tokenIds, draws, finishReason: 'tool_calls', toolCalls: parsed.calls };
+    }
+    // No call, or a malformed one: the whole text is the answer, as the model wrote it.
     const rest = text.finish();
     stream?.finish(index, rest, finishReason);
     return { index, text: text.text, tokenIds, draws, finishReason };
@@ -217,7 +234,9 @@ function responseBody(req: ParsedRequest, r: CompletionResult, model: ServedMode
     req.endpoint === 'chat'
       ? {
           index: c.index,
-          message: { role: 'assistant', content: c.text, refusal: null },
+          message: c.toolCalls
+            ? { role: 'assistant', content: c.text === '' ? null : c.text, refusal: null, tool_calls: c.toolCalls }
+            : { role: 'assistant', content: c.text, refusal: null },
           logprobs: req.logprobs ? chatLogprobs(req, model, c.draws) : null,
           finish_reason: c.finishReason,
           ...(ids ? { token_ids: c.tokenIds } : {}),
@@ -254,6 +273,14 @@ class StreamWriter {
 
   finish(index: number, rest: string, reason: FinishReason): void {
     this.send(index, rest, [], reason);
+  }
+
+  /** A choice's calls, whole, in one last chunk (OpenAI's delta form, each with its index). */
+  toolCalls(index: number, calls: readonly ToolCall[]): void {
+    const first = !this.started.has(index);
+    this.started.add(index);
+    const delta = { ...(first ? { role: 'assistant' } : {}), tool_calls: calls.map((c, i) => ({ index: i, ...c })) };
+    this.sink({ ...this.head(), choices: [{ index, delta, logprobs: null, finish_reason: 'tool_calls' }] });
   }
 
   end(): void {

@@ -50,4 +50,23 @@ describe('incremental text', () => {
     expect(t.push(1)).toEqual({ delta: '', stopped: true });
     expect(t.text).toBe('x');
   });
+
+  it('holds everything from holdFrom on (and what could still begin it); whole() has it all, finish() releases it', () => {
+    const t = new IncrementalText(decode, [], 'cd');
+    expect(t.push(0).delta).toBe('a');
+    expect(t.push(2).delta).toBe(''); // "c" may begin "cd"
+    expect(t.push(1).delta).toBe('cb'); // it did not
+    expect(t.push(2).delta).toBe('');
+    expect(t.push(3).delta).toBe(''); // "cd": held from here on
+    expect(t.push(0).delta).toBe('');
+    expect([t.text, t.whole()]).toEqual(['acb', 'acbcda']);
+    expect(t.finish()).toBe('cda');
+    expect(t.text).toBe('acbcda');
+  });
+
+  it('whole() stops where a stop string cut the choice', () => {
+    const t = new IncrementalText(decode, ['bc'], 'e');
+    for (const id of [0, 1, 2, 3]) t.push(id);
+    expect([t.stopped, t.whole(), t.text]).toEqual([true, 'a', 'a']);
+  });
 });

@@ -15,9 +15,14 @@ export class IncrementalText {
   private emitted = '';
   private stoppedAt: number | undefined;
 
+  /**
+   * `holdFrom`: text from its first occurrence on is held back until {@link finish} (a tool
+   * call's opening tag: the call is answered whole, or as text if it does not parse).
+   */
   constructor(
     private readonly decode: (ids: readonly number[]) => string,
     private readonly stops: readonly string[],
+    private readonly holdFrom?: string,
   ) {}
 
   get stopped(): boolean {
@@ -40,9 +45,17 @@ export class IncrementalText {
       return { delta: this.advance(full.slice(0, cut)), stopped: true };
     }
     let safe = full;
+    const held = this.holdFrom === undefined ? -1 : full.indexOf(this.holdFrom);
+    if (held >= 0) safe = full.slice(0, held);
     while (safe.endsWith('\uFFFD')) safe = safe.slice(0, -1);
     safe = safe.slice(0, safe.length - this.heldSuffix(safe));
     return { delta: this.advance(safe), stopped: false };
+  }
+
+  /** The whole text so far, held parts included (cut before a stop string), without handing anything out. */
+  whole(): string {
+    const full = this.decode(this.ids);
+    return this.stoppedAt === undefined ? full : full.slice(0, this.stoppedAt);
   }
 
   /** The choice ended for another reason (length, an end token): everything still held goes out. */
@@ -76,10 +89,10 @@ export class IncrementalText {
     return best;
   }
 
-  /** Length of the longest suffix of `text` that is a proper prefix of a stop string. */
+  /** Length of the longest suffix of `text` that is a proper prefix of a stop string (or of `holdFrom`). */
   private heldSuffix(text: string): number {
     let held = 0;
-    for (const s of this.stops) {
+    for (const s of this.holdFrom === undefined ? this.stops : [...this.stops, this.holdFrom]) {
       for (let n = Math.min(s.length - 1, text.length); n > held; n--) {
         if (text.endsWith(s.slice(0, n))) {
           held = n;

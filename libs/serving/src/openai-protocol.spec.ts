@@ -10,6 +10,8 @@ function refusal(endpoint: 'chat' | 'completions', body: unknown): OpenAiError {
   throw new Error('accepted');
 }
 
+const TOOL = { type: 'function', function: { name: 'add', description: 'a + b', parameters: { type: 'object', properties: { a: { type: 'number' } } } } };
+
 describe('OpenAI request parsing', () => {
   it('applies OpenAI defaults: n 1, temperature 1, top_p 1, 16 tokens for completions, the rest of the context for chat', () => {
     const c = parseRequest('completions', { model: 'actor', prompt: '^S12|' });
@@ -83,12 +85,33 @@ describe('OpenAI request parsing', () => {
 
   it.each([
     ['completions', { model: 'm', prompt: 'x', foo: 1 }, 'foo', 'unrecognized_argument', /Unrecognized request argument supplied: foo/],
+    ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function' }] }, 'tools[0].function.name', 'invalid_value', /1 to 64/],
+    ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'retrieval' }] }, 'tools[0].type', 'invalid_value', /only "function"/],
+    ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL, TOOL] }, 'tools[1].function.name', 'invalid_value', /named twice/],
+    ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: Array(129).fill(TOOL) }, 'tools', 'invalid_value', /at most 128/],
     [
       'chat',
-      { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function' }] },
-      'tools',
+      { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL], tool_choice: 'required' },
+      'tool_choice',
       'unsupported_parameter',
-      /tool calls are not implemented/,
+      /constrained/,
+    ],
+    [
+      'chat',
+      { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL], tool_choice: { type: 'function', function: { name: 'add' } } },
+      'tool_choice',
+      'unsupported_parameter',
+      /constrained/,
+    ],
+    ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tool_choice: 'auto' }, 'tool_choice', 'invalid_value', /only allowed when tools/],
+    ['completions', { model: 'm', prompt: 'x', tools: [TOOL] }, 'tools', 'unsupported_parameter', /for \/v1\/chat\/completions/],
+    ['chat', { model: 'm', messages: [{ role: 'tool', content: '3' }] }, 'messages[0].tool_call_id', 'invalid_value', /must name the call/],
+    [
+      'chat',
+      { model: 'm', messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'add', arguments: '{a' } }] }] },
+      'messages[0].tool_calls[0].function.arguments',
+      'invalid_value',
+      /JSON text of an object/,
     ],
     ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], presence_penalty: 0.5 }, 'presence_penalty', 'unsupported_parameter', /penalties/],
     ['completions', { model: 'm', prompt: 'x', max_tokens: -1 }, 'max_tokens', 'invalid_value', /must be in \[1, /],
@@ -123,6 +146,31 @@ describe('OpenAI request parsing', () => {
       ['__proto__', 'a'],
       ['b', 'c'],
     ]);
+  });
+
+  it('reads function tools, tool_choice and a conversation with calls and their results (arguments as objects, the tool named)', () => {
+    const r = parseRequest('chat', {
+      model: 'm',
+      tools: [TOOL],
+      parallel_tool_calls: false,
+      messages: [
+        { role: 'user', content: 'add 1 and 2' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'add', arguments: '{"a": 1, "b": 2}' } }] },
+        { role: 'tool', tool_call_id: 'call_1', content: '3' },
+      ],
+    });
+    expect([r.tools, r.toolChoice, r.parallelToolCalls]).toEqual([[TOOL], 'auto', false]);
+    expect(r.prompt).toEqual({
+      messages: [
+        { role: 'user', content: 'add 1 and 2' },
+        { role: 'assistant', content: '', tool_calls: [{ type: 'function', function: { name: 'add', arguments: { a: 1, b: 2 } } }] },
+        { role: 'tool', content: '3', tool_call_id: 'call_1', name: 'add' },
+      ],
+    });
+    // No tools: none; an empty list is none; tool_choice none with tools keeps them (not rendered by serve).
+    expect(parseRequest('chat', { model: 'm', messages: [{ role: 'user', content: 'x' }] })).toMatchObject({ toolChoice: 'none', parallelToolCalls: true });
+    expect(parseRequest('chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [] }).tools).toBeUndefined();
+    expect(parseRequest('chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL], tool_choice: 'none' }).toolChoice).toBe('none');
   });
 
   it('accepts the neutral values of parameters it does not implement, and nulls', () => {

@@ -1,4 +1,5 @@
-import type { ChatMessage } from '@srpo/hf';
+import type { ChatMessage, TemplateToolCall } from '@srpo/hf';
+import type { FunctionTool, ToolChoice } from './tool-calls';
 
 /**
  * OpenAI's error object (`{"error": {...}}`), with the HTTP status it is sent with. Thrown by
@@ -61,6 +62,12 @@ export interface ParsedRequest {
   tokensAsTokenIds: boolean;
   /** The request's `metadata` (string values), for the gateway's episode fields. */
   metadata: Record<string, string>;
+  /** Chat: the function tools the template renders (unset: none). */
+  tools?: FunctionTool[];
+  /** Chat with tools: `auto` (calls are read from the text) or `none` (text only). */
+  toolChoice: ToolChoice;
+  /** `parallel_tool_calls`: more than one call per answer (default true). */
+  parallelToolCalls: boolean;
 }
 
 type Json = Record<string, unknown>;
@@ -82,7 +89,7 @@ const COMMON = [
   'return_token_ids',
   'return_tokens_as_token_ids',
 ];
-const CHAT = [...COMMON, 'messages', 'max_completion_tokens', 'logprobs', 'top_logprobs'];
+const CHAT = [...COMMON, 'messages', 'max_completion_tokens', 'logprobs', 'top_logprobs', 'tools', 'tool_choice', 'parallel_tool_calls'];
 const COMPLETIONS = [...COMMON, 'prompt', 'logprobs'];
 /** Known OpenAI fields this server implements only at their neutral value; any other value is refused, never ignored. */
 const NEUTRAL: Partial<Record<string, (v: unknown) => boolean>> = {
@@ -99,8 +106,8 @@ const NEUTRAL: Partial<Record<string, (v: unknown) => boolean>> = {
   service_tier: (v) => v === 'auto' || v === 'default',
 };
 const WHY_NOT: Record<string, string> = {
-  tools: 'tool calls are not implemented',
-  tool_choice: 'tool calls are not implemented',
+  tools: 'tools are for /v1/chat/completions',
+  tool_choice: 'tools are for /v1/chat/completions',
   functions: 'function calls are not implemented',
   function_call: 'function calls are not implemented',
   response_format: 'structured output is not implemented; only {"type": "text"}',
@@ -158,6 +165,7 @@ export function parseRequest(endpoint: ParsedRequest['endpoint'], body: unknown)
     logprobs = true;
   }
   const metadata = parseMetadata(b.metadata);
+  const tools = endpoint === 'chat' ? parseTools(b.tools) : undefined;
   const base = {
     endpoint,
     model,
@@ -174,6 +182,9 @@ export function parseRequest(endpoint: ParsedRequest['endpoint'], body: unknown)
     returnTokenIds: bool(b, 'return_token_ids', false),
     tokensAsTokenIds: bool(b, 'return_tokens_as_token_ids', false),
     metadata,
+    ...(tools ? { tools } : {}),
+    toolChoice: parseToolChoice(b.tool_choice, tools),
+    parallelToolCalls: bool(b, 'parallel_tool_calls', true),
   };
   if (endpoint === 'chat') return { ...base, prompt: { messages: parseMessages(b.messages) } };
   return { ...base, prompt: parsePrompt(b.prompt) };
@@ -226,25 +237,116 @@ function parseMetadata(v: unknown): Record<string, string> {
   return Object.fromEntries(entries) as Record<string, string>;
 }
 
-const ROLES = ['system', 'developer', 'user', 'assistant'];
+const ROLES = ['system', 'developer', 'user', 'assistant', 'tool'];
+/** OpenAI's bound on a request's tools, and its function-name pattern. */
+const MAX_TOOLS = 128;
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 function parseMessages(v: unknown): ChatMessage[] {
   if (!Array.isArray(v) || v.length === 0) throw bad('messages', 'must be a non-empty list of {role, content}');
+  const callNames = new Map<string, string>();
   return v.map((m, i) => {
     const p = `messages[${i}]`;
     if (typeof m !== 'object' || m === null) throw bad(p, 'must be an object with role and content');
-    const { role, content } = m as Json;
+    const { role, content, tool_calls: calls, tool_call_id: callId } = m as Json;
     if (typeof role !== 'string' || !ROLES.includes(role)) throw bad(`${p}.role`, `must be one of ${ROLES.join(', ')}, got ${JSON.stringify(role)}`);
-    let text: string;
-    if (typeof content === 'string') text = content;
-    else if (
-      Array.isArray(content) &&
-      content.every((c) => typeof c === 'object' && c !== null && (c as Json).type === 'text' && typeof (c as Json).text === 'string')
-    ) {
-      text = content.map((c) => (c as Json).text as string).join('');
-    } else throw bad(`${p}.content`, 'must be a string or a list of {"type": "text", "text": ...} parts (images and audio are not supported)');
-    return { role, content: text };
+    const message: ChatMessage = { role, content: '' };
+    if (role === 'assistant' && calls != null) {
+      message.tool_calls = parseMessageToolCalls(calls, `${p}.tool_calls`, callNames);
+      // An assistant message that only calls tools has no content (null in OpenAI's shape).
+      if (content == null) return message;
+    }
+    message.content = messageText(content, `${p}.content`);
+    if (role === 'tool') {
+      if (typeof callId !== 'string' || callId === '') throw bad(`${p}.tool_call_id`, 'a tool message must name the call it answers (tool_call_id)');
+      message.tool_call_id = callId;
+      const name = callNames.get(callId);
+      if (name !== undefined) message.name = name;
+    }
+    return message;
   });
+}
+
+function messageText(content: unknown, p: string): string {
+  if (typeof content === 'string') return content;
+  if (
+    Array.isArray(content) &&
+    content.every((c) => typeof c === 'object' && c !== null && (c as Json).type === 'text' && typeof (c as Json).text === 'string')
+  )
+    return content.map((c) => (c as Json).text as string).join('');
+  throw bad(p, 'must be a string or a list of {"type": "text", "text": ...} parts (images and audio are not supported)');
+}
+
+/** An assistant message's `tool_calls` (arguments a JSON text of an object), in the form chat templates take. */
+function parseMessageToolCalls(v: unknown, p: string, names: Map<string, string>): TemplateToolCall[] {
+  if (!Array.isArray(v) || v.length > MAX_TOOLS) throw bad(p, `must be a list of at most ${MAX_TOOLS} calls`);
+  return v.map((c, j) => {
+    const q = `${p}[${j}]`;
+    const fn = typeof c === 'object' && c !== null ? ((c as Json).function as Json | undefined) : undefined;
+    if (typeof fn !== 'object' || fn === null || typeof fn.name !== 'string') throw bad(q, 'must be {"type": "function", "function": {"name", "arguments"}}');
+    let args: unknown;
+    try {
+      args = typeof fn.arguments === 'string' ? JSON.parse(fn.arguments) : fn.arguments;
+    } catch {
+      throw bad(`${q}.function.arguments`, 'must be the JSON text of an object');
+    }
+    if (typeof args !== 'object' || args === null || Array.isArray(args)) throw bad(`${q}.function.arguments`, 'must be the JSON text of an object');
+    const id = (c as Json).id;
+    if (typeof id === 'string') names.set(id, fn.name);
+    return { type: 'function', function: { name: fn.name, arguments: args as Record<string, unknown> } };
+  });
+}
+
+/** `tools`: function tools only, at most 128, names as OpenAI allows them; an empty list is none. */
+function parseTools(v: unknown): FunctionTool[] | undefined {
+  if (v == null) return undefined;
+  if (!Array.isArray(v) || v.length > MAX_TOOLS) throw bad('tools', `must be a list of at most ${MAX_TOOLS} tools`);
+  if (v.length === 0) return undefined;
+  const seen = new Set<string>();
+  return v.map((t, i) => {
+    const p = `tools[${i}]`;
+    if (typeof t !== 'object' || t === null || (t as Json).type !== 'function') throw bad(`${p}.type`, 'only "function" tools are supported');
+    const fn = (t as Json).function as Json | undefined;
+    if (typeof fn !== 'object' || fn === null || typeof fn.name !== 'string' || !TOOL_NAME.test(fn.name))
+      throw bad(`${p}.function.name`, 'must be 1 to 64 letters, digits, underscores or dashes');
+    if (seen.has(fn.name)) throw bad(`${p}.function.name`, `"${fn.name}" is named twice`);
+    seen.add(fn.name);
+    if (fn.description != null && typeof fn.description !== 'string') throw bad(`${p}.function.description`, 'must be a string');
+    if (fn.parameters != null && (typeof fn.parameters !== 'object' || Array.isArray(fn.parameters)))
+      throw bad(`${p}.function.parameters`, 'must be a JSON Schema object');
+    if (fn.strict != null && typeof fn.strict !== 'boolean') throw bad(`${p}.function.strict`, 'must be true or false');
+    return {
+      type: 'function',
+      function: {
+        name: fn.name,
+        ...(typeof fn.description === 'string' ? { description: fn.description } : {}),
+        ...(fn.parameters != null ? { parameters: fn.parameters as Record<string, unknown> } : {}),
+        ...(typeof fn.strict === 'boolean' ? { strict: fn.strict } : {}),
+      },
+    };
+  });
+}
+
+/**
+ * `tool_choice`: `auto` (the default with tools) or `none`. `required` and a named function
+ * would need decoding constrained to a call, which this server does not do: refused, never
+ * answered with text the caller did not allow.
+ */
+function parseToolChoice(v: unknown, tools: FunctionTool[] | undefined): ToolChoice {
+  if (v == null) return tools ? 'auto' : 'none';
+  if (v === 'none') return 'none';
+  if (v === 'auto') {
+    if (!tools) throw bad('tool_choice', '"auto" is only allowed when tools are given');
+    return 'auto';
+  }
+  if (v === 'required' || (typeof v === 'object' && v !== null && (v as Json).type === 'function'))
+    throw new OpenAiError(
+      400,
+      "Unsupported parameter: 'tool_choice': 'required' and a named function need decoding constrained to a call, which this server does not do; use 'auto' or 'none'.",
+      'tool_choice',
+      'unsupported_parameter',
+    );
+  throw bad('tool_choice', `must be "auto", "none", "required" or {"type": "function", ...}, got ${JSON.stringify(v)}`);
 }
 
 function parsePrompt(v: unknown): { text: string } | { ids: number[] } {

@@ -2,6 +2,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { ValidationError } from '@srpo/core';
 import { HfTokenizer, type ChatMessage } from '@srpo/hf';
+import type { FunctionTool } from './tool-calls';
 
 /**
  * Text ↔ token ids for one served model: what the OpenAI-compatible API needs around a
@@ -16,8 +17,11 @@ export interface TextCodec {
   decode(ids: readonly number[]): string;
   /** One token's own text, special tokens included: the `token` of a log-prob entry. */
   tokenText(id: number): string;
-  /** The chat template rendered with the generation prompt, tokenized; refused where the model has no template. */
-  chatPrompt(messages: readonly ChatMessage[]): number[];
+  /**
+   * The chat template rendered with the generation prompt (and the request's function tools, under
+   * `tools`), tokenized; refused where the model has no template, or tools where it does not render them.
+   */
+  chatPrompt(messages: readonly ChatMessage[], tools?: readonly FunctionTool[]): number[];
   /** Ids that end a completion (`finish_reason: "stop"`): the EOS ids of generation_config.json and the tokenizer. */
   readonly stopIds: readonly number[];
 }
@@ -120,7 +124,7 @@ export class HfTextCodec implements TextCodec {
     return this.tokenizer.decode([id]);
   }
 
-  chatPrompt(messages: readonly ChatMessage[]): number[] {
-    return this.tokenizer.encode(this.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true }));
+  chatPrompt(messages: readonly ChatMessage[], tools?: readonly FunctionTool[]): number[] {
+    return this.tokenizer.encode(this.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...(tools ? { tools } : {}) }));
   }
 }

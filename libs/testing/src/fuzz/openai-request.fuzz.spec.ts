@@ -26,6 +26,17 @@ const CHAT: Json[] = [
     stream: true,
     stream_options: { include_usage: true },
   },
+  {
+    model: 'solver',
+    tools: [{ type: 'function', function: { name: 'add', description: 'a + b', parameters: { type: 'object', properties: { a: { type: 'number' } } } } }],
+    tool_choice: 'auto',
+    parallel_tool_calls: false,
+    messages: [
+      { role: 'user', content: 'add 1 and 2' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'add', arguments: '{"a": 1, "b": 2}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: '3' },
+    ],
+  },
 ];
 const COMPLETIONS: Json[] = [
   { model: 'solver', prompt: 'Once upon', max_tokens: 8 },

@@ -1,0 +1,84 @@
+import { randomBytes } from 'crypto';
+
+/** A function tool of a chat request, as OpenAI's `tools` holds it (and chat templates receive it). */
+export interface FunctionTool {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
+}
+
+/** What a request allows the model: `auto` (calls parsed from its text) or `none` (text only). */
+export type ToolChoice = 'auto' | 'none';
+
+/** One call in OpenAI's response shape: `arguments` is a JSON text. */
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** The text a model wraps each call in (Hermes format: Qwen2.5, Hermes, SmolLM3 and others). */
+export const TOOL_CALL_OPEN = '<tool_call>';
+export const TOOL_CALL_CLOSE = '</tool_call>';
+
+/**
+ * Reads the calls in a completion's text, in the Hermes format that tool-calling chat templates
+ * teach (`<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, one block per call, as
+ * vLLM's `hermes` parser reads it). The text before the first block is the message's content
+ * (null when only whitespace).
+ *
+ * Returns undefined (the completion is answered as plain text) for text without a block, and for
+ * malformed calls: a block left open, JSON that does not parse or is not `{name, arguments}`, a
+ * name that is not one of `tools`, arguments that are not an object, or more than one call where
+ * `parallel_tool_calls` is false. Anything after the last block other than whitespace is malformed
+ * too: the model went on talking, and a caller would lose that text.
+ */
+export function parseToolCalls(
+  text: string,
+  tools: readonly FunctionTool[],
+  options: { parallel: boolean } = { parallel: true },
+): { content: string | null; calls: ToolCall[] } | undefined {
+  const first = text.indexOf(TOOL_CALL_OPEN);
+  if (first < 0) return undefined;
+  const names = new Set(tools.map((t) => t.function.name));
+  const calls: ToolCall[] = [];
+  let at = first;
+  while (at < text.length) {
+    const rest = text.slice(at);
+    if (rest.trim() === '') break;
+    if (!rest.trimStart().startsWith(TOOL_CALL_OPEN)) return undefined;
+    const open = at + rest.indexOf(TOOL_CALL_OPEN) + TOOL_CALL_OPEN.length;
+    const close = text.indexOf(TOOL_CALL_CLOSE, open);
+    if (close < 0) return undefined;
+    const call = callOf(text.slice(open, close), names);
+    if (!call) return undefined;
+    calls.push(call);
+    at = close + TOOL_CALL_CLOSE.length;
+  }
+  if (calls.length > 1 && !options.parallel) return undefined;
+  const content = text.slice(0, first);
+  return { content: content.trim() === '' ? null : content, calls };
+}
+
+/** One block's JSON as a call, or undefined when it is not `{name: <a tool>, arguments: {...}}`. */
+function callOf(json: string, names: ReadonlySet<string>): ToolCall | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(json);
+  } catch {
+    return undefined;
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
+  const { name, arguments: args } = v as Record<string, unknown>;
+  if (typeof name !== 'string' || !names.has(name)) return undefined;
+  // Some models write the arguments as a JSON text already.
+  let parsed: unknown = args ?? {};
+  if (typeof parsed === 'string') {
+    try {
+      parsed = JSON.parse(parsed);
+    } catch {
+      return undefined;
+    }
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
+  return { id: `call_${randomBytes(12).toString('hex')}`, type: 'function', function: { name, arguments: JSON.stringify(parsed) } };
+}
