@@ -13,6 +13,8 @@ export interface UpstreamChoice {
   tokens: string[];
   /** The sampled tokens' log-probs; undefined when the upstream sent none. */
   logprobs?: number[];
+  /** The upstream answered with tool calls (its parser took their text out of `content`). */
+  toolCalls?: boolean;
 }
 
 /** An upstream completion reduced to what is recorded. */
@@ -42,8 +44,10 @@ export function upstreamCompletionOf(body: Json): UpstreamCompletion {
       const chat = lp && Array.isArray(lp.content) ? (lp.content as Json[]) : undefined;
       const text =
         typeof c.text === 'string' ? c.text : typeof (c.message as Json | undefined)?.content === 'string' ? ((c.message as Json).content as string) : '';
+      const calls = (c.message as Json | undefined)?.tool_calls;
       return {
         index: typeof c.index === 'number' ? c.index : i,
+        ...(Array.isArray(calls) && calls.length > 0 ? { toolCalls: true } : {}),
         text,
         tokenIds: intArray(c.token_ids),
         tokens: chat ? chat.map((e) => String(e.token)) : Array.isArray(lp?.tokens) ? (lp?.tokens as unknown[]).map(String) : [],
@@ -76,6 +80,7 @@ export class StreamAccumulator {
       const delta = c.delta as Json | undefined;
       if (typeof c.text === 'string') acc.text += c.text;
       if (typeof delta?.content === 'string') acc.text += delta.content;
+      if (Array.isArray(delta?.tool_calls) && delta.tool_calls.length > 0) acc.toolCalls = true;
       const ids = intArray(c.token_ids);
       if (ids) acc.tokenIds = [...(acc.tokenIds ?? []), ...ids];
       const lp = c.logprobs as Json | null | undefined;
@@ -161,6 +166,12 @@ export function recordedOutputs(up: UpstreamCompletion, ctx: RecordContext): Age
     let response = c.tokenIds ?? idsFromTokens(c.tokens);
     let context = up.promptTokenIds;
     if (!response || !context) {
+      // A parser took the calls' text out of the answer: what was sampled cannot be rebuilt from them.
+      if (!response && c.toolCalls)
+        throw upstreamError(
+          `choice ${c.index}: the upstream answered with tool calls and no token ids; the calls' sampled text cannot be re-tokenized from them (ask for return_token_ids: vLLM >= 0.10.2 and srpo serve return them)`,
+          'upstream_no_token_ids',
+        );
       if (!ctx.retokenizer)
         throw upstreamError(
           `choice ${c.index}: the upstream returned no token ids (return_token_ids) and SRPO_GATEWAY_TOKENIZER_DIR is not set to re-tokenize`,

@@ -209,6 +209,71 @@ describe('recorded outputs', () => {
     ]);
   });
 
+  // vLLM's answer to a chat with tools and its hermes parser: the call moved out of content, every sampled token still in token_ids and logprobs.
+  const vllmToolAnswer = {
+    prompt_token_ids: [1, 2, 3],
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'chatcmpl-tool-1', type: 'function', function: { name: 'add', arguments: '{"a": 1}' } }],
+        },
+        token_ids: [7, 8, 9],
+        logprobs: { content: [-0.1, -0.2, -0.3].map((logprob, i) => ({ token: `t${i}`, logprob })) },
+        finish_reason: 'tool_calls',
+      },
+    ],
+  };
+
+  it("records a tool-call answer (vLLM's shape, content null) as every token the upstream sampled, with its log-probs", () => {
+    const [o] = recordedOutputs(upstreamCompletionOf(vllmToolAnswer), ctx());
+    expect([o.contextTokenIds, o.responseTokenIds, o.behaviourLogProbs, o.tokenIdOrigin]).toEqual([[1, 2, 3], [7, 8, 9], [-0.1, -0.2, -0.3], 'sampled']);
+  });
+
+  it('folds a streamed tool-call answer (tool_calls deltas, ids and log-probs per chunk) into the same record', () => {
+    const acc = new StreamAccumulator();
+    acc.add({
+      prompt_token_ids: [1, 2, 3],
+      choices: [{ index: 0, delta: { role: 'assistant' }, token_ids: [7], logprobs: { content: [{ token: 't0', logprob: -0.1 }] } }],
+    });
+    acc.add({
+      choices: [
+        {
+          index: 0,
+          delta: { tool_calls: [{ index: 0, id: 'c', type: 'function', function: { name: 'add', arguments: '' } }] },
+          token_ids: [8],
+          logprobs: { content: [{ token: 't1', logprob: -0.2 }] },
+        },
+      ],
+    });
+    acc.add({
+      choices: [
+        {
+          index: 0,
+          delta: { tool_calls: [{ index: 0, function: { arguments: '{"a": 1}' } }] },
+          token_ids: [9],
+          logprobs: { content: [{ token: 't2', logprob: -0.3 }] },
+        },
+      ],
+    });
+    acc.add({ choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] });
+    const [o] = recordedOutputs(acc.result(), ctx());
+    expect([o.responseTokenIds, o.behaviourLogProbs]).toEqual([
+      [7, 8, 9],
+      [-0.1, -0.2, -0.3],
+    ]);
+  });
+
+  it('refuses a tool-call answer without token ids even with a tokenizer: its sampled text is gone, re-tokenizing would record made-up tokens', () => {
+    const { prompt_token_ids: _, ...noIds } = vllmToolAnswer;
+    const up = upstreamCompletionOf({ ...noIds, choices: noIds.choices.map(({ token_ids: __, ...c }) => c) });
+    expect(() => recordedOutputs(up, ctx({ requestBody: { messages: [{ role: 'user', content: 'hi' }] }, retokenizer: hfRetokenizer(QWEN2) }))).toThrow(
+      expect.objectContaining({ status: 502, code: 'upstream_no_token_ids', message: expect.stringMatching(/tool calls and no token ids/) as unknown }),
+    );
+  });
+
   it('takes the version from the header, else the fingerprint, else the configured fallback, else refuses', () => {
     expect(policyVersionOf('actor', 'actor@3', 'srpo-actor-v9')).toBe(3);
     expect(policyVersionOf('actor', undefined, 'srpo-actor-v9')).toBe(9);
