@@ -1,4 +1,4 @@
-import { errorMessage, ErrorCode, Logger, SrpoError } from '@srpo/core';
+import { errorMessage, Logger } from '@srpo/core';
 import type { AgentEvent, AgentEventsProducer, EmitResult } from '@srpo/events';
 import { OpenAiError } from '../openai-protocol';
 import type { ApiKeyIdentity, ApiKeys } from './api-keys';
@@ -8,6 +8,8 @@ import { fetchFailureReason, redactCredentials, upstreamTarget, type UpstreamTar
 import type { EventSpool } from './event-spool';
 import { policyVersionOf, recordedOutputs, StreamAccumulator, upstreamCompletionOf, type Retokenizer, type UpstreamCompletion } from './completion-record';
 import { EPISODE_METADATA, episodeFieldsOf, type EpisodeFields } from './episode-fields';
+import { clientChunk, clientView, sseData } from './upstream-relay';
+import { EventRecorder } from './event-recorder';
 
 type Json = Record<string, unknown>;
 
@@ -99,10 +101,12 @@ export class CompletionGateway {
   }
 
   private readonly upstream: UpstreamTarget;
+  private readonly recorder: EventRecorder;
   private readonly episodes: EpisodeOwners;
 
   constructor(private readonly o: CompletionGatewayOptions) {
     this.upstream = upstreamTarget(o.upstreamUrl);
+    this.recorder = new EventRecorder(o.sdk, o.recordTimeoutMs, o.spool, this.log);
     this.episodes = o.episodeOwners ?? new EpisodeOwners({ maxEpisodes: 100_000, idleTtlMs: 3_600_000, clock: o.clock });
   }
 
@@ -193,7 +197,7 @@ export class CompletionGateway {
     // A body without a string episodeId is refused by the validation below, naming the field.
     if (key && typeof episodeId === 'string') this.claimEpisode(episodeId, key.id, 'episodeId');
     const event = { type: kind, value: body } as AgentEvent;
-    const written = await this.emit([event]);
+    const written = await this.recorder.emit([event]);
     return written === 'spooled' ? { recorded: kind, spooled: true } : { recorded: kind, ...coordinates(written) };
   }
 
@@ -326,65 +330,9 @@ export class CompletionGateway {
       finishedAtMs: Math.max(this.now(), startedAtMs),
       retokenizer: this.o.retokenizer,
     });
-    const written = await this.emit(outputs.map((value) => ({ type: 'AgentOutput', value })));
+    const written = await this.recorder.emit(outputs.map((value) => ({ type: 'AgentOutput', value })));
     this.totals.recorded += outputs.length;
     return { outputIds: outputs.map((o) => o.outputId), version, spooled: written === 'spooled' };
-  }
-
-  /**
-   * Writes through the SDK and waits for Kafka's acknowledgement (at most `recordTimeoutMs`).
-   * A refused event is the caller's 400 or the upstream's 502. Kafka failing is 503, unless a
-   * spool takes the events; while the spool holds anything, new events queue behind it.
-   */
-  private async emit(events: AgentEvent[]): Promise<EmitResult | 'spooled'> {
-    const spool = this.o.spool;
-    try {
-      if (spool && spool.pending > 0) {
-        this.o.sdk.validate(events);
-        return this.toSpool(spool, events);
-      }
-      return await withTimeout(this.o.sdk.emitBatch(events), this.o.recordTimeoutMs);
-    } catch (e) {
-      if (e instanceof OpenAiError) throw e;
-      if (e instanceof SrpoError && (e.code === ErrorCode.VALIDATION_FAILED || e.code === ErrorCode.PAYLOAD_TOO_LARGE)) {
-        throw new OpenAiError(
-          events[0].type === 'AgentOutput' ? 502 : 400,
-          e.message,
-          e.field ?? null,
-          'invalid_event',
-          events[0].type === 'AgentOutput' ? 'upstream_error' : 'invalid_request_error',
-        );
-      }
-      if (spool) {
-        this.log.warn('Kafka did not take the events; spooling them locally', { events: events.length, error: errorMessage(e) });
-        return this.toSpool(spool, events);
-      }
-      this.log.warn('events could not be written to Kafka', { events: events.length, error: errorMessage(e) });
-      throw new OpenAiError(
-        503,
-        `the events could not be recorded (${errorMessage(e)}); nothing was returned unrecorded, retry later`,
-        null,
-        'kafka_unavailable',
-        'server_error',
-      );
-    }
-  }
-
-  /** Appends to the spool; a full spool is the client's 503, as Kafka down without one is. */
-  private toSpool(spool: EventSpool, events: AgentEvent[]): 'spooled' {
-    try {
-      spool.append(events);
-    } catch (e) {
-      this.log.warn('the spool is full: the request is refused', { events: events.length, error: errorMessage(e) });
-      throw new OpenAiError(
-        503,
-        `the events could not be recorded: ${errorMessage(e)}; nothing was returned unrecorded, retry later`,
-        null,
-        'spool_full',
-        'server_error',
-      );
-    }
-    return 'spooled';
   }
 
   private async relayStream(
@@ -469,60 +417,6 @@ export class CompletionGateway {
 /** The request ended because its client went away (nginx's 499): there is no one to answer. */
 function clientGone(): OpenAiError {
   return new OpenAiError(499, 'the client closed the request; the upstream request was cancelled', null, 'client_closed_request');
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new SrpoError(ErrorCode.UNAVAILABLE, `Kafka did not acknowledge within ${ms} ms`, { retriable: true })), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
-}
-
-/** The `data:` payloads of a server-sent-event body, in order. */
-async function* sseData(res: Response): AsyncGenerator<string> {
-  if (!res.body) return;
-  const decoder = new TextDecoder();
-  let buf = '';
-  for await (const part of res.body as unknown as AsyncIterable<Uint8Array>) {
-    buf += decoder.decode(part, { stream: true });
-    let sep: number;
-    while ((sep = buf.search(/\r?\n\r?\n/)) >= 0) {
-      const event = buf.slice(0, sep);
-      buf = buf.slice(sep).replace(/^\r?\n\r?\n/, '');
-      const data = event
-        .split(/\r?\n/)
-        .filter((l) => l.startsWith('data:'))
-        .map((l) => l.slice(5).trimStart())
-        .join('\n');
-      if (data !== '') yield data;
-    }
-  }
-}
-
-/** The upstream response as the agent asked for it: log-probs and ids it did not request removed. */
-function clientView(endpoint: 'chat' | 'completions', body: Json, json: Json): Json {
-  const wantsLogprobs = endpoint === 'chat' ? body.logprobs === true : body.logprobs != null;
-  const wantsIds = body.return_token_ids === true;
-  const choices = Array.isArray(json.choices)
-    ? (json.choices as Json[]).map((c) => {
-        const copy = { ...c };
-        if (!wantsLogprobs) copy.logprobs = null;
-        if (!wantsIds) delete copy.token_ids;
-        return copy;
-      })
-    : json.choices;
-  const view: Json = { ...json, choices };
-  if (!wantsIds) delete view.prompt_token_ids;
-  return view;
-}
-
-/** A streamed chunk as the agent asked for it, or undefined when nothing is left of it to send. */
-function clientChunk(endpoint: 'chat' | 'completions', body: Json, chunk: Json): Json | undefined {
-  const view = clientView(endpoint, body, chunk);
-  const wantsUsage = (body.stream_options as Json | undefined)?.include_usage === true;
-  if (!wantsUsage && Array.isArray(view.choices) && view.choices.length === 0 && view.usage) return undefined;
-  return view;
 }
 
 function passHeaders(versionHeader: string | undefined): Record<string, string> {
