@@ -156,7 +156,7 @@ describe('srpo serve with the official openai clients', () => {
     await expect(client.completions.create({ model: 'tiny', prompt: '^S', max_tokens: -1 })).rejects.toMatchObject({ status: 400, param: 'max_tokens' });
     await expect(
       client.chat.completions.create({ model: 'qwen2', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }] }),
-    ).rejects.toMatchObject({ status: 400, param: 'tools', code: 'unsupported_parameter' });
+    ).rejects.toMatchObject({ status: 400, param: 'tools', message: expect.stringMatching(/chat template does not render tools/) as unknown });
     await expect(client.completions.create({ model: 'tiny', prompt: '^S12|', max_tokens: 15 })).rejects.toMatchObject({
       status: 400,
       code: 'context_length_exceeded',
