@@ -9,6 +9,7 @@ import {
   LoraAdapters,
   PolicyPool,
   ServedModels,
+  keyAllows,
   type ApiKeyIdentity,
   type ApiKeys,
   type ChunkSink,
@@ -75,7 +76,7 @@ export class ServeService implements OnApplicationShutdown {
   /** The models `key` may use (all without keys). */
   listModels(key: ApiKeyIdentity | undefined): Record<string, unknown> {
     this.pool?.applyPending();
-    return this.service().listModels((id) => key === undefined || key.policies.has('*') || key.policies.has(id));
+    return this.service().listModels((id) => keyAllows(key, id));
   }
 
   /** Runs one request on the newest loaded versions; `signal` aborts it (its client went away). */

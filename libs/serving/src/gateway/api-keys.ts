@@ -17,6 +17,11 @@ interface StoredKey {
 
 const HASHED = /^sha256:([0-9a-f]{64})$/;
 
+/** Whether `key` may use `policyId`: always without keys (undefined), else a key listing it or `*`. */
+export function keyAllows(key: ApiKeyIdentity | undefined, policyId: string): boolean {
+  return key === undefined || key.policies.has('*') || key.policies.has(policyId);
+}
+
 /**
  * Bearer API keys (the gateway's `SRPO_GATEWAY_API_KEYS`, serve's `SRPO_SERVE_API_KEYS`), each
  * allowed a set of policies (`*`: all). Only SHA-256 digests of the keys
@@ -87,7 +92,7 @@ export class ApiKeys {
     if (!m) throw new OpenAiError(401, 'You didn\'t provide an API key. Send it as "Authorization: Bearer <key>".', null, 'missing_api_key');
     const key = this.find(sha256(m[1]));
     if (!key) throw new OpenAiError(401, 'Incorrect API key provided.', null, 'invalid_api_key');
-    if (policyId !== undefined && !key.policies.has('*') && !key.policies.has(policyId)) {
+    if (policyId !== undefined && !keyAllows(key, policyId)) {
       throw new OpenAiError(403, `This API key may not use the model '${policyId}'.`, 'model', 'model_not_allowed');
     }
     return key;

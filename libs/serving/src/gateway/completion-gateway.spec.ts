@@ -176,6 +176,30 @@ describe('completion gateway: a client that goes away cancels its upstream reque
   });
 });
 
+describe('completion gateway: GET /v1/models', () => {
+  it('lists only the models the caller key may use; an admin key lists every one', async () => {
+    const SCOPED = 'sk-scoped-0123456789';
+    const ADMIN = 'sk-admin-01234567890';
+    const gw = new CompletionGateway({
+      upstreamUrl: 'http://127.0.0.1:1/v1',
+      upstreamTokenIds: true,
+      strict: false,
+      keys: ApiKeys.parse(JSON.stringify({ [SCOPED]: ['actor'], [ADMIN]: ['*'] }), 'SRPO_GATEWAY_API_KEYS'),
+      models: new Map([
+        ['actor', 'up-actor'],
+        ['judge', 'up-judge'],
+      ]),
+      sdk: new AgentEventsProducer({ kafka: createKafka({ brokers: ['127.0.0.1:1'], clientId: 'unused' }) }),
+      upstreamTimeoutMs: 1000,
+      maxInFlight: 4,
+      recordTimeoutMs: 1000,
+    });
+    const ids = async (key: string) => ((await gw.models({ authorization: `Bearer ${key}` })).data as { id: string }[]).map((m) => m.id);
+    expect(await ids(SCOPED)).toEqual(['actor']);
+    expect(await ids(ADMIN)).toEqual(['actor', 'judge']);
+  });
+});
+
 describe('completion gateway with a spool and Kafka out of reach', () => {
   it('spools what Kafka does not take, and answers 503 spool_full once the spool is at its budget (nothing recorded, nothing lost)', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-spool-'));

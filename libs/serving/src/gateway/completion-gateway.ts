@@ -1,7 +1,7 @@
 import { errorMessage, Logger } from '@srpo/core';
 import type { AgentEvent, AgentEventsProducer, EmitResult } from '@srpo/events';
 import { OpenAiError } from '../openai-protocol';
-import type { ApiKeyIdentity, ApiKeys } from './api-keys';
+import { keyAllows, type ApiKeyIdentity, type ApiKeys } from './api-keys';
 import { EpisodeOwners } from './episode-owners';
 import type { KeyRateLimiter } from './key-rate-limiter';
 import { fetchFailureReason, redactCredentials, upstreamTarget, type UpstreamTarget } from './upstream-url';
@@ -139,10 +139,11 @@ export class CompletionGateway {
   }
 
   /** `GET /v1/models`: the configured policies, or the upstream's own list when every name passes through. */
+  /** `GET /v1/models`, narrowed to the models the caller's key may use (as serve's): a key learns nothing of the others. */
   async models(headers: Headers): Promise<Json> {
-    this.o.keys.authorize(header(headers, 'authorization'), undefined);
+    const key = this.o.keys.authorize(header(headers, 'authorization'), undefined);
     if (this.o.models) {
-      const ids = [...new Set([...this.o.models.keys(), ...this.served.keys()])];
+      const ids = [...new Set([...this.o.models.keys(), ...this.served.keys()])].filter((id) => keyAllows(key, id));
       return { object: 'list', data: ids.map((id) => ({ id, object: 'model', created: 0, owned_by: 'srpo' })) };
     }
     let res: Response;
@@ -156,7 +157,10 @@ export class CompletionGateway {
       throw this.unreachable(e);
     }
     if (!res.ok) throw new OpenAiError(502, `the upstream's /models answered ${res.status}`, null, 'upstream_error', 'upstream_error');
-    return (await res.json()) as Json;
+    const list = (await res.json()) as Json;
+    // Every model passes under its own name here: the upstream's names are the policy ids.
+    if (Array.isArray(list.data)) list.data = (list.data as Json[]).filter((m) => typeof m.id === 'string' && keyAllows(key, m.id));
+    return list;
   }
 
   /**
