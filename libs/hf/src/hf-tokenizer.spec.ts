@@ -90,7 +90,10 @@ describe('HfTokenizer: code from the model directory runs within a bound', () =>
     );
     const messages = [{ role: 'user', content: 'Hi' }];
     const e = timed(() => refusal(() => hostile.applyChatTemplate(messages)));
-    expect([e.field, e.message]).toEqual(['chat_template', 'chat_template: rendering took longer than 1000 ms; the template was stopped']);
+    expect([e.field, e.message]).toEqual([
+      'chat_template',
+      "chat_template: rendering took longer than 1000 ms; stopped (chat_template is the model directory's)",
+    ]);
     expect(tok.applyChatTemplate(messages, { addGenerationPrompt: true })).toBe(
       '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n',
     );

@@ -176,11 +176,7 @@ export class HfTokenizer {
         throw new ValidationError('chat_template', `rendering failed: ${(e as Error).message}`);
       }
     };
-    return runBounded(
-      render,
-      DEFAULT_RUN_BOUND_MS,
-      () => new ValidationError('chat_template', `rendering took longer than ${DEFAULT_RUN_BOUND_MS} ms; the template was stopped`),
-    );
+    return runBounded(render, DEFAULT_RUN_BOUND_MS, () => overBound('chat_template', 'rendering'));
   }
 }
 

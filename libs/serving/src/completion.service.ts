@@ -123,8 +123,7 @@ export class CompletionService {
   private promptIds(req: ParsedRequest, model: ServedModel): number[] {
     const p = req.prompt;
     try {
-      // Tools are rendered where the model may call them (as vLLM does by default: not for tool_choice none).
-      if ('messages' in p) return model.codec.chatPrompt(p.messages, req.toolChoice === 'auto' ? req.tools : undefined);
+      if ('messages' in p) return model.codec.chatPrompt(p.messages, req.tools);
       if ('text' in p) return model.codec.encode(p.text, 'prompt');
     } catch (e) {
       if (e instanceof SrpoError && e.code === ErrorCode.VALIDATION_FAILED) throw new OpenAiError(400, e.message, e.field ?? null, 'invalid_value');
@@ -148,8 +147,7 @@ export class CompletionService {
     signal?: AbortSignal,
   ): Promise<ChoiceResult> {
     // With tools, a call's text is held from its opening tag and answered whole at the end.
-    const tools = req.toolChoice === 'auto' ? req.tools : undefined;
-    const text = new IncrementalText((ids) => model.codec.decode(ids), req.stop, tools ? TOOL_CALL_OPEN : undefined);
+    const text = new IncrementalText((ids) => model.codec.decode(ids), req.stop, req.tools ? TOOL_CALL_OPEN : undefined);
     const tokenIds: number[] = [];
     const draws: TokenDraw[] = [];
     const finishReason = await this.engine.generate(
@@ -173,7 +171,7 @@ export class CompletionService {
       },
       signal,
     );
-    const parsed = tools ? parseToolCalls(text.whole(), tools, { parallel: req.parallelToolCalls }) : undefined;
+    const parsed = req.tools ? parseToolCalls(text.whole(), req.tools, { parallel: req.parallelToolCalls }) : undefined;
     if (parsed) {
       // The content before the first call has gone out already; the calls follow in one delta.
       stream?.toolCalls(index, parsed.calls);
@@ -277,10 +275,15 @@ class StreamWriter {
 
   /** A choice's calls, whole, in one last chunk (OpenAI's delta form, each with its index). */
   toolCalls(index: number, calls: readonly ToolCall[]): void {
-    const first = !this.started.has(index);
-    this.started.add(index);
-    const delta = { ...(first ? { role: 'assistant' } : {}), tool_calls: calls.map((c, i) => ({ index: i, ...c })) };
+    const delta = { ...this.role(index), tool_calls: calls.map((c, i) => ({ index: i, ...c })) };
     this.sink({ ...this.head(), choices: [{ index, delta, logprobs: null, finish_reason: 'tool_calls' }] });
+  }
+
+  /** A chat choice's first delta names the role; the later ones do not. */
+  private role(index: number): { role?: 'assistant' } {
+    if (this.started.has(index)) return {};
+    this.started.add(index);
+    return { role: 'assistant' };
   }
 
   end(): void {
@@ -302,9 +305,7 @@ class StreamWriter {
     const ids = this.req.returnTokenIds ? { token_ids: draws.map((d) => d.id) } : {};
     let choice: Record<string, unknown>;
     if (this.req.endpoint === 'chat') {
-      const first = !this.started.has(index);
-      this.started.add(index);
-      const delta = reason !== null && text === '' ? {} : { ...(first ? { role: 'assistant' } : {}), content: text };
+      const delta = reason !== null && text === '' ? {} : { ...this.role(index), content: text };
       choice = {
         index,
         delta,

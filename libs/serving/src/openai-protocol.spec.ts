@@ -159,7 +159,7 @@ describe('OpenAI request parsing', () => {
         { role: 'tool', tool_call_id: 'call_1', content: '3' },
       ],
     });
-    expect([r.tools, r.toolChoice, r.parallelToolCalls]).toEqual([[TOOL], 'auto', false]);
+    expect([r.tools, r.parallelToolCalls]).toEqual([[TOOL], false]);
     expect(r.prompt).toEqual({
       messages: [
         { role: 'user', content: 'add 1 and 2' },
@@ -167,10 +167,12 @@ describe('OpenAI request parsing', () => {
         { role: 'tool', content: '3', tool_call_id: 'call_1', name: 'add' },
       ],
     });
-    // No tools: none; an empty list is none; tool_choice none with tools keeps them (not rendered by serve).
-    expect(parseRequest('chat', { model: 'm', messages: [{ role: 'user', content: 'x' }] })).toMatchObject({ toolChoice: 'none', parallelToolCalls: true });
+    // No tools, an empty list, or tool_choice none: no tools the model may call (none rendered, none read back).
+    const plain = parseRequest('chat', { model: 'm', messages: [{ role: 'user', content: 'x' }] });
+    expect(['tools' in plain, plain.parallelToolCalls]).toEqual([false, true]);
     expect(parseRequest('chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [] }).tools).toBeUndefined();
-    expect(parseRequest('chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL], tool_choice: 'none' }).toolChoice).toBe('none');
+    expect(parseRequest('chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL], tool_choice: 'none' }).tools).toBeUndefined();
+    expect(parseRequest('chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL], tool_choice: 'auto' }).tools).toEqual([TOOL]);
   });
 
   it('accepts the neutral values of parameters it does not implement, and nulls', () => {

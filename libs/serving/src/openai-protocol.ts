@@ -1,5 +1,5 @@
 import type { ChatMessage, TemplateToolCall } from '@srpo/hf';
-import type { FunctionTool, ToolChoice } from './tool-calls';
+import type { FunctionTool } from './tool-calls';
 
 /**
  * OpenAI's error object (`{"error": {...}}`), with the HTTP status it is sent with. Thrown by
@@ -62,10 +62,12 @@ export interface ParsedRequest {
   tokensAsTokenIds: boolean;
   /** The request's `metadata` (string values), for the gateway's episode fields. */
   metadata: Record<string, string>;
-  /** Chat: the function tools the template renders (unset: none). */
+  /**
+   * Chat with `tool_choice: auto` (the default with tools): the function tools the model may call,
+   * rendered by its template and read back from its answer. Unset without tools or with
+   * `tool_choice: none` (neither rendered nor read, as vLLM does by default).
+   */
   tools?: FunctionTool[];
-  /** Chat with tools: `auto` (calls are read from the text) or `none` (text only). */
-  toolChoice: ToolChoice;
   /** `parallel_tool_calls`: more than one call per answer (default true). */
   parallelToolCalls: boolean;
 }
@@ -165,7 +167,8 @@ export function parseRequest(endpoint: ParsedRequest['endpoint'], body: unknown)
     logprobs = true;
   }
   const metadata = parseMetadata(b.metadata);
-  const tools = endpoint === 'chat' ? parseTools(b.tools) : undefined;
+  const given = endpoint === 'chat' ? parseTools(b.tools) : undefined;
+  const tools = parseToolChoice(b.tool_choice, given) === 'auto' ? given : undefined;
   const base = {
     endpoint,
     model,
@@ -183,7 +186,6 @@ export function parseRequest(endpoint: ParsedRequest['endpoint'], body: unknown)
     tokensAsTokenIds: bool(b, 'return_tokens_as_token_ids', false),
     metadata,
     ...(tools ? { tools } : {}),
-    toolChoice: parseToolChoice(b.tool_choice, tools),
     parallelToolCalls: bool(b, 'parallel_tool_calls', true),
   };
   if (endpoint === 'chat') return { ...base, prompt: { messages: parseMessages(b.messages) } };
@@ -332,7 +334,7 @@ function parseTools(v: unknown): FunctionTool[] | undefined {
  * would need decoding constrained to a call, which this server does not do: refused, never
  * answered with text the caller did not allow.
  */
-function parseToolChoice(v: unknown, tools: FunctionTool[] | undefined): ToolChoice {
+function parseToolChoice(v: unknown, tools: FunctionTool[] | undefined): 'auto' | 'none' {
   if (v == null) return tools ? 'auto' : 'none';
   if (v === 'none') return 'none';
   if (v === 'auto') {

@@ -6,9 +6,6 @@ export interface FunctionTool {
   function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
 }
 
-/** What a request allows the model: `auto` (calls parsed from its text) or `none` (text only). */
-export type ToolChoice = 'auto' | 'none';
-
 /** One call in OpenAI's response shape: `arguments` is a JSON text. */
 export interface ToolCall {
   id: string;
