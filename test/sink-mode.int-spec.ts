@@ -23,6 +23,21 @@ describe.each(STREAM_CLIENT_NAMES)('ConsumerRunner sink mode on %s', (clientName
   const brokers = ensureKafka();
   const connection = { brokers, clientId: `sink-mode-${clientName}` };
   const kafka = createKafka(connection);
+  /** A sink runner of `groupId` on `topic` writing transition ids in pairs to `written`. */
+  const sinkRunner = (groupId: string, topic: string, written: string[][]) =>
+    ConsumerRunner.sink<string>({
+      groupId,
+      kafka,
+      client: createStreamClient(clientName, connection, kafka),
+      codec,
+      topic,
+      sessionTimeoutMs: 10_000,
+      select: (r) => (r.event.type === 'Transition' ? r.event.value.transitionId : null),
+      batchSize: (pending) => (pending.length >= 2 ? 2 : 0),
+      write: async (items) => {
+        written.push([...items]);
+      },
+    });
 
   it('commits the first unwritten offset after each write; a restarted group resumes there', async () => {
     const prefix = uniquePrefix(`sink-${clientName}`);
@@ -39,20 +54,7 @@ describe.each(STREAM_CLIENT_NAMES)('ConsumerRunner sink mode on %s', (clientName
       const [t] = await admin.fetchOffsets({ groupId, topics: [topic] });
       return Number(t.partitions[0].offset);
     };
-    const run = (written: string[][]) =>
-      ConsumerRunner.sink<string>({
-        groupId,
-        kafka,
-        client: createStreamClient(clientName, connection, kafka),
-        codec,
-        topic,
-        sessionTimeoutMs: 10_000,
-        select: (r) => (r.event.type === 'Transition' ? r.event.value.transitionId : null),
-        batchSize: (pending) => (pending.length >= 2 ? 2 : 0),
-        write: async (items) => {
-          written.push([...items]);
-        },
-      });
+    const run = (written: string[][]) => sinkRunner(groupId, topic, written);
     try {
       const first: string[][] = [];
       const runner = run(first);
@@ -87,17 +89,7 @@ describe.each(STREAM_CLIENT_NAMES)('ConsumerRunner sink mode on %s', (clientName
     await admin.connect();
     try {
       await admin.createTopics({ topics: [{ topic, numPartitions: 1, replicationFactor: 1 }], waitForLeaders: true });
-      const runner = ConsumerRunner.sink<string>({
-        groupId,
-        kafka,
-        client: createStreamClient(clientName, connection, kafka),
-        codec,
-        topic,
-        sessionTimeoutMs: 10_000,
-        select: () => null,
-        batchSize: () => 0,
-        write: async () => undefined,
-      });
+      const runner = sinkRunner(groupId, topic, []);
       // The learner's shutdown can come while its consumer connects (an app closed right after boot).
       const starting = runner.start().catch(() => undefined);
       await runner.stop();
