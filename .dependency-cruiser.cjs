@@ -14,7 +14,7 @@ const LIB_TIERS = [
   ['kernels', 'store', 'streams'],
   ['policy', 'materializer'],
   ['hf'],
-  ['serving', 'trainer'],
+  ['serving', 'trainer', 'judge'],
   ['offline'],
   ['workflows', 'audit'],
 ];

@@ -15,7 +15,7 @@ const swc = [
 ];
 
 const moduleNameMapper = {
-  '^@srpo/(core|events|streams|srpo|kernels|policy|hf|store|testing|offline|serving|materializer|trainer|audit|workflows)$': '<rootDir>/libs/$1/src',
+  '^@srpo/(core|events|streams|srpo|kernels|policy|hf|store|testing|offline|serving|materializer|trainer|audit|workflows|judge)$': '<rootDir>/libs/$1/src',
   // The kernels' bench/test-only entries: the A/B switches, and the spec helpers (under test/).
   '^@srpo/kernels/tuning$': '<rootDir>/libs/kernels/src/tuning',
   '^@srpo/kernels/testing$': '<rootDir>/libs/kernels/src/test',

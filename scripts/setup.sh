@@ -67,6 +67,13 @@ python3 -m pip install "${pip_flags[@]}" -r examples/python/requirements.txt || 
   exit 1
 }
 
+log "LangGraph example's packages (langgraph, langchain-openai)"
+python3 -m pip install "${pip_flags[@]}" -r examples/langgraph/requirements.txt || {
+  log "pip could not install examples/langgraph/requirements.txt (the LangGraph example and apps/gateway/test/agent-frameworks need it)"
+  log "fix: python3 -m pip install --user -r examples/langgraph/requirements.txt, or run setup inside a virtualenv"
+  exit 1
+}
+
 # The Hugging Face checks (test/hf-roundtrip.int-spec.ts, the safetensors spec) load what
 # the project writes in Python transformers/safetensors. torch from PyPI is the CUDA build
 # (about 4 GB with its libraries; it runs on CPU). SRPO_SETUP_REFERENCE=0 skips it for a

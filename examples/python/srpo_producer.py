@@ -131,6 +131,11 @@ def play_task(task: int, args: argparse.Namespace, rng: random.Random, run_id: s
                 "eventTimeMs": now,
                 # fastavro writes every field of the schema, defaults included: ids as sampled.
                 "tokenIdOrigin": "sampled",
+                # A single-turn output: no parent, nothing to check for drift, no tool call.
+                "turn": 0,
+                "parentOutputId": None,
+                "tokenDrift": None,
+                "malformedToolCall": False,
             }
             check_output(out)
             outputs.append(out)
@@ -152,6 +157,7 @@ def play_task(task: int, args: argparse.Namespace, rng: random.Random, run_id: s
             "reward": right / len(outputs),
             "done": True,
             "eventTimeMs": now,
+            "rewardSource": None,
         }
         check_transition(transition)
         events.append(("transitions", episode, "Transition", transition))
@@ -170,6 +176,8 @@ def play_task(task: int, args: argparse.Namespace, rng: random.Random, run_id: s
                     "observationDigests": ["start", transition["observationDigest"]],
                     "turns": 1,
                     "eventTimeMs": now,
+                    "rewardSource": "program",
+                    "revision": 0,
                 },
             )
         )

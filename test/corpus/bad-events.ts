@@ -40,9 +40,10 @@ export interface BadEvent {
   /**
    * The phase of the valid stream it is interleaved with, always after a valid event of
    * its own topic (a fresh task's first event defines its stream time, docs/bad-input.md);
-   * `late` comes after the valid sets it refers to were emitted.
+   * `late` comes after the valid sets it refers to were emitted; `clock2` after the watermark
+   * passed every valid set's reward window (the `clock` phase's +20 s).
    */
-  phase: Extract<Phase, 'outputs' | 'transitions' | 'late'>;
+  phase: Extract<Phase, 'outputs' | 'transitions' | 'late' | 'clock2'>;
   expected: ReasonCode;
   /** The Kafka key and value written. */
   build(codec: EventCodec): { key: string; value: Buffer };
@@ -508,5 +509,21 @@ export const BAD_EVENTS: BadEvent[] = [
     phase: 'late',
     expected: ReasonCode.CONFLICTING_DUPLICATE,
     ...typed({ type: 'EpisodeOutcome', value: outcome('v3', 0, { eventTimeMs: CORPUS_T + 32 }) }),
+  },
+  {
+    name: 'superseded-outcome',
+    description: 'Revision 0 of the outcome of episode v1, with reward 0, after its revision 1 (reward 1) was used.',
+    topic: 'episodeOutcomes',
+    phase: 'late',
+    expected: ReasonCode.SUPERSEDED_OUTCOME,
+    ...typed({ type: 'EpisodeOutcome', value: outcome('v1', 0, { eventTimeMs: CORPUS_T + 12, revision: 0 }) }),
+  },
+  {
+    name: 'outcome-after-window',
+    description: 'Revision 1 of the outcome of episode v2, after the watermark passed the end of its reward window (+23 ms + SRPO_SET_TTL_MS).',
+    topic: 'episodeOutcomes',
+    phase: 'clock2',
+    expected: ReasonCode.OUTCOME_AFTER_WINDOW,
+    ...typed({ type: 'EpisodeOutcome', value: outcome('v2', 1, { eventTimeMs: CORPUS_T + 20_000, revision: 1 }) }),
   },
 ];

@@ -51,7 +51,8 @@ export function validStream(): Record<Phase, AgentEvent[]> {
     outputs: [
       o('v1', 0, 10),
       o('v1', 1, 11),
-      r('v1', 1, 12),
+      // Revision 1: the corpus's revision 0 of it comes later and is refused as SUPERSEDED_OUTCOME.
+      r('v1', 1, 12, { revision: 1 }),
       o('v2', 0, 20),
       o('v2', 1, 21),
       r('v2', 0, 22),

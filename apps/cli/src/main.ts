@@ -14,6 +14,7 @@ import { modelCommand } from './commands/model.command';
 import { demoCommand, gatewayCommand, learnerCommand, materializerCommand, serveCommand } from './commands/apps.command';
 import { upCommand } from './commands/up.command';
 import { publishCommand } from './commands/publish.command';
+import { judgeCommand } from './commands/judge.command';
 
 /** `env` is the process environment unless a test passes its own. */
 export function buildProgram(env: Readonly<Record<string, string | undefined>> = process.env): Command {
@@ -36,6 +37,7 @@ export function buildProgram(env: Readonly<Record<string, string | undefined>> =
   program.addCommand(serveCommand(env));
   program.addCommand(gatewayCommand(env));
   program.addCommand(publishCommand(config, env));
+  program.addCommand(judgeCommand(config, env));
   return program;
 }
 

@@ -86,6 +86,7 @@ describe('gateway configuration', () => {
     });
   });
 
+  const QWEN2_DIR = path.join(repoRoot(), 'libs', 'hf', 'fixtures', 'qwen2');
   it.each([
     [{ SRPO_GATEWAY_UPSTREAM: 'localhost:8000' }, 'SRPO_GATEWAY_UPSTREAM', /http\(s\) URL/],
     [{ SRPO_GATEWAY_API_KEYS: '[]' }, 'SRPO_GATEWAY_API_KEYS', /non-empty JSON object/],
@@ -97,6 +98,12 @@ describe('gateway configuration', () => {
     [{ SRPO_GATEWAY_KEY_BURST: '0' }, 'SRPO_GATEWAY_KEY_BURST', /./],
     [{ SRPO_GATEWAY_EPISODE_OWNERS: '0' }, 'SRPO_GATEWAY_EPISODE_OWNERS', /./],
     [{ SRPO_GATEWAY_SPOOL_MAX_BYTES: '100' }, 'SRPO_GATEWAY_SPOOL_MAX_BYTES', /must be >= 1024/],
+    [{ SRPO_GATEWAY_TOKEN_PROMPTS: 'true' }, 'SRPO_GATEWAY_TOKEN_PROMPTS', /needs SRPO_GATEWAY_TOKENIZER_DIR/],
+    [
+      { SRPO_GATEWAY_TOKEN_PROMPTS: 'true', SRPO_GATEWAY_TOKENIZER_DIR: QWEN2_DIR, SRPO_GATEWAY_UPSTREAM_TOKEN_IDS: 'false' },
+      'SRPO_GATEWAY_TOKEN_PROMPTS',
+      /needs token ids from the upstream/,
+    ],
   ])('fails fast naming the variable: %j', (env, variable, message) => {
     let error: unknown;
     try {

@@ -1,7 +1,7 @@
 import * as path from 'path';
 import { ConfigError, EnvReader, Logger, LogLevel } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
-import { ApiKeys, DEFAULT_SPOOL_MAX_BYTES, hfRetokenizer, redactCredentials, type Retokenizer } from '@srpo/serving';
+import { ApiKeys, DEFAULT_SPOOL_MAX_BYTES, HfTextCodec, hfRetokenizer, redactCredentials, type Retokenizer } from '@srpo/serving';
 
 export interface GatewayConfig {
   kafka: KafkaConnectionOptions;
@@ -15,6 +15,8 @@ export interface GatewayConfig {
   keys: ApiKeys;
   retokenizer?: Retokenizer;
   tokenizerDir?: string;
+  /** SRPO_GATEWAY_TOKEN_PROMPTS: later turns go upstream as token prompts rendered with this codec. */
+  tokenPrompts?: HfTextCodec;
   /** The version recorded when the upstream reports none. */
   fixedVersion?: number;
   host: string;
@@ -51,6 +53,7 @@ export interface GatewayConfig {
  * | `SRPO_GATEWAY_MODELS` | unset | `policyId=upstreamModel` pairs; only these models are served. Unset: a request's model is its policy id, passed through |
  * | `SRPO_GATEWAY_UPSTREAM_TOKEN_IDS` | true | ask for `return_token_ids` (srpo serve, vLLM ≥ 0.10.2); false for upstreams that refuse it |
  * | `SRPO_GATEWAY_TOKENIZER_DIR` | unset | a Hugging Face directory whose tokenizer re-tokenizes upstream text when no ids come back |
+ * | `SRPO_GATEWAY_TOKEN_PROMPTS` | false | send a later turn of a conversation upstream as `/v1/completions` token ids, its parent's as sampled (no re-tokenization drift); needs `SRPO_GATEWAY_TOKENIZER_DIR` (the served model's tokenizer and chat template) and token ids from the upstream |
  * | `SRPO_GATEWAY_VERSION` | unset | the policy version to record when the upstream reports none |
  * | `SRPO_GATEWAY_STRICT` | true | refuse completions without episode fields (false: proxy them unrecorded) |
  * | `SRPO_GATEWAY_API_KEYS` | unset | JSON `{"<key>": ["policy", ...]}` (`*`: every policy; a key may be written `sha256:<hex>`); unset: no authentication |
@@ -88,17 +91,33 @@ export function loadGatewayConfig(env: Readonly<Record<string, string | undefine
       'set both SRPO_GATEWAY_TLS_KEY and SRPO_GATEWAY_TLS_CERT, or neither',
     );
   const version = r.optionalStr('SRPO_GATEWAY_VERSION');
+  const upstreamTokenIds = r.bool('SRPO_GATEWAY_UPSTREAM_TOKEN_IDS', true);
+  let tokenPrompts: HfTextCodec | undefined;
+  if (r.bool('SRPO_GATEWAY_TOKEN_PROMPTS', false)) {
+    if (dir === undefined)
+      throw new ConfigError(
+        'SRPO_GATEWAY_TOKEN_PROMPTS',
+        "needs SRPO_GATEWAY_TOKENIZER_DIR: the token prompt is rendered with the served model's chat template",
+      );
+    if (!upstreamTokenIds)
+      throw new ConfigError(
+        'SRPO_GATEWAY_TOKEN_PROMPTS',
+        'needs token ids from the upstream (SRPO_GATEWAY_UPSTREAM_TOKEN_IDS=true): later turns are rebuilt from them',
+      );
+    tokenPrompts = ConfigError.guard('SRPO_GATEWAY_TOKENIZER_DIR', () => HfTextCodec.fromDirectory(dir));
+  }
   return {
     kafka: { ...readKafkaConnection(r, r.str('SRPO_CLIENT_ID', 'srpo-gateway')), retries: r.int('SRPO_GATEWAY_KAFKA_RETRIES', 3, { min: 0, max: 20 }) },
     topics: { prefix: r.str('SRPO_TOPIC_PREFIX', 'srpo.') },
     upstreamUrl,
     upstreamApiKey: r.optionalStr('SRPO_GATEWAY_UPSTREAM_API_KEY'),
     models: readModels(r),
-    upstreamTokenIds: r.bool('SRPO_GATEWAY_UPSTREAM_TOKEN_IDS', true),
+    upstreamTokenIds,
     strict: r.bool('SRPO_GATEWAY_STRICT', true),
     keys,
     retokenizer,
     tokenizerDir: dir,
+    ...(tokenPrompts ? { tokenPrompts } : {}),
     fixedVersion: version === undefined ? undefined : r.int('SRPO_GATEWAY_VERSION', 0, { min: 0 }),
     host: r.str('SRPO_GATEWAY_HOST', '127.0.0.1'),
     port: r.int('SRPO_GATEWAY_PORT', 8100, { min: 0, max: 65535 }),

@@ -1,6 +1,6 @@
 import { Body, Controller, Get, Post, Req, Res } from '@nestjs/common';
 import { errorMessage, Logger } from '@srpo/core';
-import { CompletionGateway, OpenAiError, type HttpRequest, type HttpResponse, type Responder } from '@srpo/serving';
+import { CompletionGateway, OpenAiError, ResponsesGateway, type HttpRequest, type HttpResponse, type Responder } from '@srpo/serving';
 
 /**
  * The gateway's routes: OpenAI's completion endpoints (recorded) and the SDK's other two
@@ -10,11 +10,14 @@ import { CompletionGateway, OpenAiError, type HttpRequest, type HttpResponse, ty
 export class GatewayController {
   private readonly log = new Logger('gateway-http');
 
-  constructor(private readonly gateway: CompletionGateway) {}
+  constructor(
+    private readonly gateway: CompletionGateway,
+    private readonly responsesApi: ResponsesGateway,
+  ) {}
 
   @Get('health')
   health(): Record<string, unknown> {
-    return { status: 'ok', ...this.gateway.stats() };
+    return { status: 'ok', ...this.gateway.stats(), storedResponses: this.responsesApi.store.size };
   }
 
   @Get('v1/models')
@@ -30,6 +33,11 @@ export class GatewayController {
   @Post('v1/completions')
   async completions(@Req() req: HttpRequest, @Body() body: unknown, @Res() res: HttpResponse): Promise<void> {
     await this.answer(res, () => this.gateway.complete('completions', req.headers, body, responder(res)));
+  }
+
+  @Post('v1/responses')
+  async responses(@Req() req: HttpRequest, @Body() body: unknown, @Res() res: HttpResponse): Promise<void> {
+    await this.answer(res, () => this.responsesApi.respond(req.headers, body, responder(res)));
   }
 
   @Post('v1/srpo/transitions')

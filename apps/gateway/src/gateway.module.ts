@@ -1,7 +1,7 @@
 import { DynamicModule, Inject, Module, type OnApplicationShutdown } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { AgentEventsProducer, createKafka, EventCodec, topicCatalog } from '@srpo/events';
-import { CompletionGateway, EpisodeOwners, EventSpool, KeyRateLimiter, OpenAiErrorFilter } from '@srpo/serving';
+import { CompletionGateway, EpisodeOwners, EventSpool, KeyRateLimiter, OpenAiErrorFilter, ResponsesGateway } from '@srpo/serving';
 import type { GatewayConfig } from './gateway-config';
 import { GatewayController, toGatewayError } from './gateway.controller';
 
@@ -27,6 +27,7 @@ export class GatewayModule implements OnApplicationShutdown {
       keys: config.keys,
       sdk,
       retokenizer: config.retokenizer,
+      tokenPrompts: config.tokenPrompts,
       versionFallback: config.fixedVersion === undefined ? undefined : () => config.fixedVersion,
       upstreamTimeoutMs: config.upstreamTimeoutMs,
       maxInFlight: config.maxInFlight,
@@ -40,6 +41,7 @@ export class GatewayModule implements OnApplicationShutdown {
       controllers: [GatewayController],
       providers: [
         { provide: CompletionGateway, useValue: gateway },
+        { provide: ResponsesGateway, useValue: new ResponsesGateway(gateway, config.keys) },
         { provide: GATEWAY_SDK, useValue: sdk },
         { provide: GATEWAY_SPOOL, useValue: spool ?? null },
         { provide: APP_FILTER, useValue: new OpenAiErrorFilter(toGatewayError) },

@@ -274,6 +274,155 @@ describe('srpo gateway in front of srpo serve', () => {
     expect(out.refusal).toEqual({ status: 400, param: 'tools' });
   });
 
+  /** A second gateway in front of the same serve, with `env` on top; started once its log matches `ready`. */
+  async function anotherGateway(port: number, logName: string, env: Record<string, string>, ready: RegExp): Promise<ChildProcess> {
+    const file = path.join(dir, logName);
+    const gw = spawnApp(
+      'gateway',
+      {
+        KAFKA_BROKERS: brokers.join(','),
+        SRPO_TOPIC_PREFIX: prefix,
+        SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${servePort}/v1`,
+        SRPO_GATEWAY_PORT: String(port),
+        ...env,
+      },
+      file,
+    );
+    children.push(gw);
+    await waitForLog(file, ready, gw);
+    return gw;
+  }
+
+  /**
+   * Three turns of one agent at one step, the headers the same each time: a forced call (which the
+   * random model leaves malformed), then two plain turns, the last one streamed. Returns the
+   * recorded turns in order and the gateway's /health.
+   */
+  async function threeTurns(client: OpenAI, port: number, episode: string) {
+    const h = { ...headers, 'X-SRPO-Episode': episode };
+    const tools: OpenAI.Chat.ChatCompletionTool[] = [
+      { type: 'function', function: { name: 'add', parameters: { type: 'object', properties: { a: { type: 'number' } } } } },
+    ];
+    const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [{ role: 'user', content: 'add 1 and 2' }];
+    const first = await client.chat.completions.create(
+      { model: 'tooled', messages, tools, tool_choice: { type: 'function', function: { name: 'add' } }, max_tokens: 4, seed: 3 },
+      { headers: h },
+    );
+    // The random model cannot finish the call in 4 tokens: its text comes back with the forced opening, as text.
+    const answer0 = first.choices[0].message.content ?? '';
+    expect(answer0.startsWith('<tool_call>\n{"name": "add", "arguments":')).toBe(true);
+    messages.push({ role: 'assistant', content: answer0 }, { role: 'user', content: 'again' });
+    const second = await client.chat.completions.create({ model: 'tooled', messages, tools, max_tokens: 3, seed: 4 }, { headers: h });
+    messages.push({ role: 'assistant', content: second.choices[0].message.content ?? '' }, { role: 'user', content: 'once more' });
+    let streamedIds: string[] = [];
+    for await (const chunk of await client.chat.completions.create(
+      { model: 'tooled', messages, tools, max_tokens: 3, seed: 5, stream: true },
+      { headers: h },
+    )) {
+      const srpo = (chunk as unknown as { srpo?: { output_ids: string[] } }).srpo;
+      if (srpo) streamedIds = srpo.output_ids;
+    }
+    expect(streamedIds).toEqual([`${episode}.s0.solver-0.t2`]);
+    const byId = new Map((await outputs()).filter((o) => o.episodeId === episode).map((o) => [o.outputId, o]));
+    const turns = [`${episode}.s0.solver-0`, `${episode}.s0.solver-0.t1`, `${episode}.s0.solver-0.t2`].map((id) => byId.get(id) as AgentOutput);
+    expect(turns.map((o) => [o?.turn, o?.parentOutputId])).toEqual([
+      [0, null],
+      [1, `${episode}.s0.solver-0`],
+      [2, `${episode}.s0.solver-0.t1`],
+    ]);
+    expect(turns.map((o) => o.malformedToolCall)).toEqual([first.choices[0].finish_reason !== 'tool_calls', false, false]);
+    const health = (await (await fetch(`http://127.0.0.1:${port}/health`)).json()) as Record<string, number>;
+    return { turns, health };
+  }
+
+  /** Checked here directly: does the next prompt hold the parent's context and sampled tokens (all but the last)? */
+  const holds = (parent: AgentOutput, next: AgentOutput) =>
+    [...parent.contextTokenIds, ...parent.responseTokenIds.slice(0, -1)].every((t, i) => next.contextTokenIds[i] === t);
+
+  it('records a three-turn conversation with a forced tool call as linked turns: ids by turn, parents, token drift checked, the malformed call flagged', async () => {
+    const { turns, health } = await threeTurns(gateway, gatewayPort, 'ep-turns');
+    expect(turns.map((o) => o.tokenDrift)).toEqual([null, !holds(turns[0], turns[1]), !holds(turns[1], turns[2])]);
+    expect(health.turnsLinked).toBeGreaterThanOrEqual(2);
+    expect(health.tokenDrift).toBeGreaterThanOrEqual(turns.filter((o) => o.tokenDrift).length);
+  });
+
+  it('with SRPO_GATEWAY_TOKEN_PROMPTS, later turns go to srpo serve as token prompts holding their parents as sampled: no drift', async () => {
+    const port = gatewayPort + 2;
+    const gw = await anotherGateway(
+      port,
+      'gateway-token-prompts.log',
+      { SRPO_GATEWAY_TOKENIZER_DIR: TOOLED_DIR, SRPO_GATEWAY_TOKEN_PROMPTS: 'true' },
+      /gateway listening/,
+    );
+    const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const { turns, health } = await threeTurns(client, port, 'ep-token-prompts');
+    expect(turns.map((o) => o.tokenDrift)).toEqual([null, false, false]);
+    expect([holds(turns[0], turns[1]), holds(turns[1], turns[2])]).toEqual([true, true]);
+    expect([health.tokenPrompts, health.tokenDrift]).toEqual([2, 0]);
+    gw.kill('SIGTERM');
+  });
+
+  it('answers the Responses API (whole, streamed, continued by previous_response_id) through the chat path, recording each response as a turn', async () => {
+    const h = { ...headers, 'X-SRPO-Episode': 'ep-resp' };
+    type WithSrpo = { srpo?: { output_ids: string[] } };
+    const first = await gateway.responses.create({ model: 'qwen2', input: 'solve 3 + 4', max_output_tokens: 4, temperature: 0.9 }, { headers: h });
+    expect([first.object, first.id.startsWith('resp_'), first.output[0].type]).toEqual(['response', true, 'message']);
+    expect((first as unknown as WithSrpo).srpo?.output_ids).toEqual(['ep-resp.s0.solver-0']);
+    const second = await gateway.responses.create(
+      { model: 'qwen2', previous_response_id: first.id, input: [{ role: 'user', content: 'and 5?' }], max_output_tokens: 3 },
+      { headers: h },
+    );
+    expect((second as unknown as WithSrpo).srpo?.output_ids).toEqual(['ep-resp.s0.solver-0.t1']);
+    const events: string[] = [];
+    let text = '';
+    let done: (typeof first & WithSrpo) | undefined;
+    const stream = await gateway.responses.create(
+      { model: 'qwen2', previous_response_id: second.id, input: 'go on', max_output_tokens: 3, stream: true },
+      { headers: h },
+    );
+    for await (const e of stream) {
+      events.push(e.type);
+      if (e.type === 'response.output_text.delta') text += e.delta;
+      if (e.type === 'response.completed' || e.type === 'response.incomplete') done = e.response;
+    }
+    expect(events.slice(0, 2)).toEqual(['response.created', 'response.in_progress']);
+    expect(events).toContain('response.output_item.done');
+    // The SDK adds output_text to whole responses only: the streamed one is read from its items.
+    const items = (done?.output ?? []) as { type: string; content?: { text: string }[] }[];
+    expect(items.flatMap((i) => (i.type === 'message' ? (i.content ?? []).map((c) => c.text) : [])).join('')).toBe(text);
+    expect(done?.srpo?.output_ids).toEqual(['ep-resp.s0.solver-0.t2']);
+    // What was recorded is what srpo serve gives the same conversation as chat messages, asked directly.
+    const direct = async (messages: OpenAI.Chat.ChatCompletionMessageParam[]) =>
+      (
+        (await upstream.chat.completions.create({
+          model: 'qwen2',
+          messages,
+          max_tokens: 1,
+          return_token_ids: true,
+        } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming)) as unknown as {
+          prompt_token_ids: number[];
+        }
+      ).prompt_token_ids;
+    const byId = new Map((await outputs()).filter((o) => o.episodeId === 'ep-resp').map((o) => [o.outputId, o]));
+    const turn1 = byId.get('ep-resp.s0.solver-0.t1') as AgentOutput;
+    const conversation: OpenAI.Chat.ChatCompletionMessageParam[] = [
+      { role: 'user', content: 'solve 3 + 4' },
+      { role: 'assistant', content: first.output_text },
+      { role: 'user', content: 'and 5?' },
+    ];
+    expect(turn1.contextTokenIds).toEqual(await direct(conversation));
+    expect([turn1.parentOutputId, byId.get('ep-resp.s0.solver-0.t2')?.parentOutputId]).toEqual(['ep-resp.s0.solver-0', 'ep-resp.s0.solver-0.t1']);
+    // An unknown previous response, and a hosted tool, are refused naming the parameter.
+    await expect(gateway.responses.create({ model: 'qwen2', previous_response_id: 'resp_nope', input: 'x' }, { headers: h })).rejects.toMatchObject({
+      status: 400,
+      param: 'previous_response_id',
+    });
+    await expect(gateway.responses.create({ model: 'qwen2', input: 'x', tools: [{ type: 'web_search_preview' }] }, { headers: h })).rejects.toMatchObject({
+      status: 400,
+      param: 'tools[0].type',
+    });
+  });
+
   it('the Python example agent (examples/openai-agent/fixed_agent.py) plays episodes through the gateway: outputs, transitions and outcomes recorded', async () => {
     const script = path.join(repoRoot(), 'examples', 'openai-agent', 'fixed_agent.py');
     const lines = (
@@ -315,21 +464,12 @@ describe('srpo gateway in front of srpo serve', () => {
   it('serves HTTPS with SRPO_GATEWAY_TLS_KEY/CERT: a client trusting the certificate gets through, plain HTTP does not', async () => {
     const tls = path.join(__dirname, 'tls');
     const port = gatewayPort + 1;
-    const file = path.join(dir, 'gateway-tls.log');
-    const gw = spawnApp(
-      'gateway',
-      {
-        KAFKA_BROKERS: brokers.join(','),
-        SRPO_TOPIC_PREFIX: prefix,
-        SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${servePort}/v1`,
-        SRPO_GATEWAY_PORT: String(port),
-        SRPO_GATEWAY_TLS_KEY: path.join(tls, 'key.pem'),
-        SRPO_GATEWAY_TLS_CERT: path.join(tls, 'cert.pem'),
-      },
-      file,
+    await anotherGateway(
+      port,
+      'gateway-tls.log',
+      { SRPO_GATEWAY_TLS_KEY: path.join(tls, 'key.pem'), SRPO_GATEWAY_TLS_CERT: path.join(tls, 'cert.pem') },
+      /gateway listening.*"tls":true/,
     );
-    children.push(gw);
-    await waitForLog(file, /gateway listening.*"tls":true/, gw);
     const health = await new Promise<{ status: number; body: string }>((resolve, reject) => {
       https
         .get({ host: '127.0.0.1', port, path: '/health', ca: fs.readFileSync(path.join(tls, 'cert.pem')) }, (res) => {

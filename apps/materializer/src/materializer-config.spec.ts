@@ -35,3 +35,10 @@ describe('loadMaterializerConfig: poison records', () => {
     expect(() => loadMaterializerConfig({ SRPO_MAX_PROCESSING_ATTEMPTS: 'many' })).toThrow(/SRPO_MAX_PROCESSING_ATTEMPTS/);
   });
 });
+
+describe('loadMaterializerConfig: reward windows', () => {
+  it('passes SRPO_REWARD_WINDOWS to the set stage, and refuses a bad one at start naming it', () => {
+    expect(loadMaterializerConfig({ SRPO_REWARD_WINDOWS: 'ci=2h' }).rewardWindows).toEqual({ ci: 7_200_000 });
+    expect(() => loadMaterializerConfig({ SRPO_REWARD_WINDOWS: 'ci=forever' })).toThrow(/SRPO_REWARD_WINDOWS/);
+  });
+});

@@ -16,7 +16,7 @@ import { DEFAULT_MAX_PROCESSING_ATTEMPTS, STREAM_CLIENT_NAMES, type StreamClient
  * | SRPO_TOPIC_PREFIX | `srpo.` | topic names |
  * | SRPO_RAW_PARTITIONS / SRPO_DERIVED_PARTITIONS | 6 / 3 | partitions when creating topics |
  * | SRPO_APP_ID | `<prefix>materializer` | consumer groups, transactional ids, changelogs |
- * | SRPO_SET_TTL_MS, SRPO_GROUP_TTL_MS, SRPO_DEDUPE_RETENTION_MS, SRPO_MAX_BROKER_SKEW_MS, SRPO_MAX_LATENESS_MS, SRPO_ADVANTAGE_STD, SRPO_ADVANTAGE_EPS, SRPO_PROGRESS_FALLBACK | see readMaterializerSettings (libs/materializer) | the settings that decide sets and groups, shared with `srpo replay --rematerialize` |
+ * | SRPO_SET_TTL_MS, SRPO_GROUP_TTL_MS, SRPO_REWARD_WINDOWS, SRPO_DEDUPE_RETENTION_MS, SRPO_MAX_BROKER_SKEW_MS, SRPO_MAX_LATENESS_MS, SRPO_ADVANTAGE_STD, SRPO_ADVANTAGE_EPS, SRPO_PROGRESS_FALLBACK | see readMaterializerSettings (libs/materializer) | the settings that decide sets and groups, shared with `srpo replay --rematerialize` |
  * | SRPO_MAX_PAYLOAD_BYTES | 1048576 | larger messages are dead-lettered |
  * | SRPO_RECORDS_PER_TRANSACTION | 500 | chunk size of one Kafka transaction |
  * | SRPO_MAX_PROCESSING_ATTEMPTS | 3 | times a processor may throw on one record before the record is dead-lettered as `PROCESSING_FAILED` and its partition moves on (errors marked retriable and failed transactions do not count) |
@@ -37,6 +37,8 @@ export interface MaterializerConfig {
   appId: string;
   setTtlMs: number;
   groupTtlMs: number;
+  /** Per reward source, the wait for its outcome (SRPO_REWARD_WINDOWS, docs/rewards.md). */
+  rewardWindows: Record<string, number>;
   dedupeRetentionMs: number;
   maxBrokerSkewMs: number;
   maxLatenessMs: number;
@@ -74,6 +76,7 @@ export function loadMaterializerConfig(env: Readonly<Record<string, string | und
     appId: r.str('SRPO_APP_ID', `${prefix}materializer`),
     setTtlMs: settings.setTtlMs,
     groupTtlMs: settings.groupTtlMs,
+    rewardWindows: settings.rewardWindows,
     dedupeRetentionMs: settings.dedupeRetentionMs,
     maxBrokerSkewMs: settings.maxBrokerSkewMs,
     maxLatenessMs: settings.maxLatenessMs,

@@ -77,6 +77,41 @@ describe('AuditService (store only)', () => {
     await expect(new AuditService({ store, backend: 'cpu' }).trace('g1')).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
   });
 
+  it("traces an episode's outcome revisions to the updates that used them, saying which are superseded", async () => {
+    const used = detail.groups[0].sources[1].outcome as { topic: string; partition: number; offset: number };
+    const outcomes = [
+      { source: used, revision: 0, outcomeReward: 1, rewardSource: 'human', eventTimeMs: T0 },
+      { source: { ...used, offset: used.offset + 5 }, revision: 1, outcomeReward: 0, rewardSource: 'human', eventTimeMs: T0 + 9 },
+    ];
+    const svc = new AuditService({ store, backend: 'cpu' });
+    const trace = await svc.traceEpisode('ep-g1/b', { events: { outcomes, transitionIds: ['g1/b'] } });
+    expect(trace.latestRevision).toBe(1);
+    expect(trace.uses).toEqual([
+      {
+        updateId: 'solver.v1.x',
+        policyId: 'solver',
+        versionBefore: 0,
+        versionAfter: 1,
+        committedAtMs: T0 + 1,
+        groupId: 'g1',
+        groupSource: { topic: 'srpo.advantage-groups', partition: 2, offset: 41 },
+        setId: 'g1/b',
+        advantage: -0.5,
+        outcome: used,
+        revision: 0,
+        superseded: true,
+      },
+    ]);
+    // With only the revision it used in the log, nothing is superseded.
+    const current = await svc.traceEpisode('ep-g1/b', { events: { outcomes: outcomes.slice(0, 1), transitionIds: ['g1/b'] } });
+    expect(current.uses.map((u) => [u.revision, u.superseded])).toEqual([[0, false]]);
+    // An outcome no longer in the log: the revision cannot be told.
+    const gone = await svc.traceEpisode('ep-g1/b', { events: { outcomes: outcomes.slice(1), transitionIds: ['g1/b'] } });
+    expect(gone.uses.map((u) => [u.revision, u.superseded])).toEqual([[null, null]]);
+    await expect(svc.traceEpisode('nobody', { events: { outcomes: [], transitionIds: [] } })).rejects.toMatchObject({ code: ErrorCode.NOT_FOUND });
+    await expect(svc.traceEpisode('ep-g1/b', { topics: { transitions: 't', episodeOutcomes: 'o' } })).rejects.toThrow(/no Kafka client/);
+  });
+
   it('reports a failed source check, not a crash, when the events cannot be fetched', async () => {
     const report = await new AuditService({ store, backend: 'cpu' }).verify('solver.v1.x');
     expect(report.ok).toBe(false);

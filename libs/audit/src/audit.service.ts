@@ -6,6 +6,7 @@ import type { Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, SrpoError } from '@srpo/core';
 import { EventCodec, readRanges, type AdvantageGroup, type KafkaCoordinates } from '@srpo/events';
 import { checkpointVersionDir, CheckpointStore } from '@srpo/policy';
+import { readEpisodeEvents, traceEpisode, type EpisodeEvents, type EpisodeTrace } from './episode-trace';
 // A recorded Hugging Face policy's checkpoint loads through the hf-llama family @srpo/hf registers.
 import '@srpo/hf';
 import type { CorrectionConfig, ObjectiveConfig } from '@srpo/srpo';
@@ -148,6 +149,34 @@ export class AuditService {
       });
     }
     return out;
+  }
+
+  /**
+   * Which recorded updates used a set of episode `episodeId`, with the outcome revision each set
+   * was trained with and whether a later revision superseded it (docs/rewards.md). `events`
+   * left out: read from the log (the partition of the episode in `topics`; needs `kafka`).
+   */
+  async traceEpisode(
+    episodeId: string,
+    source: { topics: { transitions: string; episodeOutcomes: string } } | { events: EpisodeEvents },
+  ): Promise<EpisodeTrace> {
+    let events: EpisodeEvents;
+    if ('events' in source) events = source.events;
+    else {
+      if (!this.options.kafka)
+        throw new SrpoError(ErrorCode.CONFIG_INVALID, 'tracing an episode reads its outcomes from Kafka: no Kafka client was given', { field: 'kafka' });
+      const map = (topic: string) =>
+        this.options.sourcePrefix && topic.startsWith(this.options.sourcePrefix.from)
+          ? this.options.sourcePrefix.to + topic.slice(this.options.sourcePrefix.from.length)
+          : topic;
+      events = await readEpisodeEvents(
+        this.options.kafka,
+        { transitions: map(source.topics.transitions), episodeOutcomes: map(source.topics.episodeOutcomes) },
+        episodeId,
+        this.codec,
+      );
+    }
+    return traceEpisode(this.options.store, episodeId, events);
   }
 
   /**

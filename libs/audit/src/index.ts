@@ -5,4 +5,5 @@
  * learner's HTTP API and the `srpo audit` / `srpo replay` commands.
  */
 export * from './audit.service';
+export * from './episode-trace';
 export * from './replay.service';

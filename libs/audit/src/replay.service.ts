@@ -63,6 +63,8 @@ export interface RematerializeReport {
   setsComplete: number;
   setsInvalid: number;
   deadLetters: number;
+  /** Episodes rebuilt with their latest outcome revision (docs/rewards.md, "Replay"). */
+  revisedOutcomes: number;
   groups: number;
   /** Recorded groups of the replayed updates compared with their re-derived counterparts. */
   compared: number;
@@ -199,6 +201,7 @@ export class ReplayService {
               setsComplete: remat.setsComplete,
               setsInvalid: remat.setsInvalid,
               deadLetters: remat.deadLetters,
+              revisedOutcomes: remat.revisedOutcomes,
               groups: remat.groups.size,
               compared: 0,
               identical: 0,

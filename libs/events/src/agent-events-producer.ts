@@ -5,31 +5,42 @@ import { DEFAULT_EVENT_LIMITS, EventLimits, floorLogProbCount, validateAgentOutp
 import { topicCatalog, TopicCatalog } from './topic-catalog';
 
 /** Fields with schema defaults may be left out by callers. */
-export type AgentOutputInit = Omit<AgentOutput, 'contextTokenIds' | 'sampling' | 'tokenIdOrigin'> & {
+export type AgentOutputInit = Omit<
+  AgentOutput,
+  'contextTokenIds' | 'sampling' | 'tokenIdOrigin' | 'turn' | 'parentOutputId' | 'tokenDrift' | 'malformedToolCall'
+> & {
   contextTokenIds?: number[];
   tokenIdOrigin?: AgentOutput['tokenIdOrigin'];
+  turn?: number;
+  parentOutputId?: string | null;
+  tokenDrift?: boolean | null;
+  malformedToolCall?: boolean;
   sampling: Omit<AgentOutput['sampling'], 'seed' | 'stopTokenIds'> & Partial<Pick<AgentOutput['sampling'], 'seed' | 'stopTokenIds'>>;
 };
-export type TransitionInit = Omit<Transition, 'routing' | 'groupKey' | 'expectedGroupSize' | 'reward'> &
-  Partial<Pick<Transition, 'routing' | 'groupKey' | 'expectedGroupSize' | 'reward'>>;
-export type EpisodeOutcomeInit = Omit<EpisodeOutcome, 'verifierDetails' | 'observationDigests'> &
-  Partial<Pick<EpisodeOutcome, 'verifierDetails' | 'observationDigests'>>;
+export type TransitionInit = Omit<Transition, 'routing' | 'groupKey' | 'expectedGroupSize' | 'reward' | 'rewardSource'> &
+  Partial<Pick<Transition, 'routing' | 'groupKey' | 'expectedGroupSize' | 'reward' | 'rewardSource'>>;
+export type EpisodeOutcomeInit = Omit<EpisodeOutcome, 'verifierDetails' | 'observationDigests' | 'rewardSource' | 'revision'> &
+  Partial<Pick<EpisodeOutcome, 'verifierDetails' | 'observationDigests' | 'rewardSource' | 'revision'>>;
 
 export function completeAgentOutput(o: AgentOutputInit): AgentOutput {
   return {
     ...o,
     contextTokenIds: o.contextTokenIds ?? [],
     tokenIdOrigin: o.tokenIdOrigin ?? 'sampled',
+    turn: o.turn ?? 0,
+    parentOutputId: o.parentOutputId ?? null,
+    tokenDrift: o.tokenDrift ?? null,
+    malformedToolCall: o.malformedToolCall ?? false,
     sampling: { seed: null, stopTokenIds: [], ...o.sampling },
   };
 }
 
 export function completeTransition(t: TransitionInit): Transition {
-  return { routing: null, groupKey: null, expectedGroupSize: null, reward: null, ...t };
+  return { routing: null, groupKey: null, expectedGroupSize: null, reward: null, rewardSource: null, ...t };
 }
 
 export function completeEpisodeOutcome(o: EpisodeOutcomeInit): EpisodeOutcome {
-  return { verifierDetails: {}, observationDigests: [], ...o };
+  return { verifierDetails: {}, observationDigests: [], rewardSource: '', revision: 0, ...o };
 }
 
 /** Per (topic, partition) written: the base offset of the batch, as the broker reported it. */

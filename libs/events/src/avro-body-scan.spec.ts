@@ -3,7 +3,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { AvroScanError, compileBodyScan } from './avro-body-scan';
 import { DecodeError, defaultSchemasDir, EventCodec, SchemaSet, SINGLE_OBJECT_HEADER_BYTES } from './event-codec';
-import { AgentOutput, EVENT_TYPES, EventType } from './event-types';
+import { ActiveSet, AgentOutput, EVENT_TYPES, EventType } from './event-types';
 import { ReasonCode } from './reason-codes';
 import { sampleEvents } from './sample-events';
 
@@ -149,17 +149,56 @@ describe('valid bodies still decode', () => {
     expect(codec.decodeAs('AgentOutput', bytes)).toEqual(big);
   });
 
-  it('bytes written with the historical AgentOutput.v1 schema', () => {
-    const v1 = JSON.parse(fs.readFileSync(path.join(defaultSchemasDir(), 'history', 'AgentOutput.v1.avsc'), 'utf8')) as avro.Schema;
-    const entry = codec.schemas.writer(SchemaSet.fromDirectory().addWriterSchema(v1).fingerprintHex);
-    if (!entry) throw new Error('schemas/history/AgentOutput.v1.avsc is not loaded as a writer schema');
+  // Each version's writer leaves out the fields added after it; the reader fills in their defaults.
+  const added: Record<string, (keyof AgentOutput)[]> = {
+    v1: ['tokenIdOrigin', 'turn', 'parentOutputId', 'tokenDrift', 'malformedToolCall'],
+    v2: ['turn', 'parentOutputId', 'tokenDrift', 'malformedToolCall'],
+  };
+  const defaults: Partial<AgentOutput> = { tokenIdOrigin: 'sampled', turn: 0, parentOutputId: null, tokenDrift: null, malformedToolCall: false };
+  it.each(Object.keys(added))('bytes written with the historical AgentOutput.%s schema', (version) => {
+    const schema = JSON.parse(fs.readFileSync(path.join(defaultSchemasDir(), 'history', `AgentOutput.${version}.avsc`), 'utf8')) as avro.Schema;
+    const entry = codec.schemas.writer(SchemaSet.fromDirectory().addWriterSchema(schema).fingerprintHex);
+    if (!entry) throw new Error(`schemas/history/AgentOutput.${version}.avsc is not loaded as a writer schema`);
     const old: Partial<AgentOutput> = { ...sampleEvents(4).AgentOutput };
-    delete old.tokenIdOrigin;
+    for (const k of added[version]) delete old[k];
     const header = Buffer.alloc(SINGLE_OBJECT_HEADER_BYTES);
     header.set([0xc3, 0x01]);
     header.writeBigUInt64LE(entry.fingerprint, 2);
     const decoded = codec.decodeAs('AgentOutput', Buffer.concat([header, entry.avroType.toBuffer(old)]));
-    expect(decoded).toEqual({ ...old, tokenIdOrigin: 'sampled' });
+    expect(decoded).toEqual({ ...old, ...Object.fromEntries(added[version].map((k) => [k, defaults[k]])) });
+  });
+
+  // v1 of Transition and EpisodeOutcome: before the reward source (and the outcome's revision), docs/rewards.md.
+  it.each([
+    ['Transition', { rewardSource: null }],
+    ['EpisodeOutcome', { rewardSource: '', revision: 0 }],
+  ] as const)('bytes written with the historical %s.v1 schema', (type, filled) => {
+    const schema = JSON.parse(fs.readFileSync(path.join(defaultSchemasDir(), 'history', `${type}.v1.avsc`), 'utf8')) as avro.Schema;
+    const entry = codec.schemas.writer(SchemaSet.fromDirectory().addWriterSchema(schema).fingerprintHex);
+    if (!entry) throw new Error(`schemas/history/${type}.v1.avsc is not loaded as a writer schema`);
+    const old: Record<string, unknown> = { ...sampleEvents(4)[type] };
+    for (const k of Object.keys(filled)) delete old[k];
+    const header = Buffer.alloc(SINGLE_OBJECT_HEADER_BYTES);
+    header.set([0xc3, 0x01]);
+    header.writeBigUInt64LE(entry.fingerprint, 2);
+    expect(codec.decodeAs(type, Buffer.concat([header, entry.avroType.toBuffer(old)]))).toEqual({ ...old, ...filled });
+  });
+
+  // v1 of ActiveSet and AdvantageGroup (whose sets are ActiveSets): before `correction`.
+  it.each(['ActiveSet', 'AdvantageGroup'] as const)('bytes written with the historical %s.v1 schema', (type) => {
+    const schema = JSON.parse(fs.readFileSync(path.join(defaultSchemasDir(), 'history', `${type}.v1.avsc`), 'utf8')) as avro.Schema;
+    const entry = codec.schemas.writer(SchemaSet.fromDirectory().addWriterSchema(schema).fingerprintHex);
+    if (!entry) throw new Error(`schemas/history/${type}.v1.avsc is not loaded as a writer schema`);
+    const current = sampleEvents(4);
+    const withoutCorrection = ({ correction: _, ...set }: ActiveSet) => set;
+    const old =
+      type === 'ActiveSet'
+        ? withoutCorrection(current.ActiveSet)
+        : { ...current.AdvantageGroup, sets: current.AdvantageGroup.sets.map((g) => ({ ...g, set: withoutCorrection(g.set) })) };
+    const header = Buffer.alloc(SINGLE_OBJECT_HEADER_BYTES);
+    header.set([0xc3, 0x01]);
+    header.writeBigUInt64LE(entry.fingerprint, 2);
+    expect(codec.decodeAs(type, Buffer.concat([header, entry.avroType.toBuffer(old)]))).toEqual(current[type]);
   });
 });
 

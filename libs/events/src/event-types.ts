@@ -38,6 +38,14 @@ export interface AgentOutput {
   eventTimeMs: number;
   /** `sampled` (ids as the sampler produced them) or `retokenized` (srpo gateway re-tokenized an upstream's text). */
   tokenIdOrigin: TokenIdOrigin;
+  /** Turn of a multi-turn conversation (0-based) among its agent's outputs at this step. */
+  turn: number;
+  /** The previous turn, whose answer this turn's prompt continues; null for a first turn. */
+  parentOutputId: string | null;
+  /** With a parent: whether the context lost the parent's sampled tokens (re-tokenized differently); null when not checked. */
+  tokenDrift: boolean | null;
+  /** Tool-call text that did not parse as calls; answered as text. */
+  malformedToolCall: boolean;
 }
 
 export const TOKEN_ID_ORIGINS = ['sampled', 'retokenized'] as const;
@@ -65,6 +73,8 @@ export interface Transition {
   reward: number | null;
   done: boolean;
   eventTimeMs: number;
+  /** The reward source whose outcome a set without an immediate reward waits for (its window: SRPO_REWARD_WINDOWS); null: the default window. */
+  rewardSource: string | null;
 }
 
 export interface EpisodeOutcome {
@@ -77,6 +87,10 @@ export interface EpisodeOutcome {
   observationDigests: string[];
   turns: number;
   eventTimeMs: number;
+  /** Kind of reward source (program, judge, human, ci, ...); '' when not said. */
+  rewardSource: string;
+  /** A higher revision supersedes the episode's earlier outcome (docs/rewards.md). */
+  revision: number;
 }
 
 /**
@@ -118,6 +132,8 @@ export interface ActiveSet {
   transitionSource: KafkaCoordinates;
   outcomeSource: KafkaCoordinates | null;
   eventTimeMs: number;
+  /** A set emitted again for a revised outcome (same `setId`): it replaces the earlier copy in an open group. */
+  correction: boolean;
 }
 
 export type GroupCloseReason = 'SIZE' | 'DEADLINE';

@@ -68,6 +68,9 @@ describe('validateTransition', () => {
     ['zero group size', { expectedGroupSize: 0 }, 'Transition.expectedGroupSize'],
     ['empty task id', { taskId: '' }, 'Transition.taskId'],
     ['empty consumed id', { consumedOutputIds: [''], expectedCardinality: 1 }, 'Transition.consumedOutputIds[0]'],
+    ['empty reward source', { rewardSource: '' }, 'Transition.rewardSource'],
+    ['65-character reward source', { rewardSource: 'h'.repeat(65) }, 'Transition.rewardSource'],
+    ['reward source with a space', { rewardSource: 'human review' }, 'Transition.rewardSource'],
   ];
 
   it('accepts the sample', () => {
@@ -87,6 +90,9 @@ describe('validateEpisodeOutcome', () => {
     ['negative turns', { turns: -3 }, 'EpisodeOutcome.turns'],
     ['missing episode id', { episodeId: '' }, 'EpisodeOutcome.episodeId'],
     ['negative time', { eventTimeMs: -5 }, 'EpisodeOutcome.eventTimeMs'],
+    ['negative revision', { revision: -1 }, 'EpisodeOutcome.revision'],
+    ['fractional revision', { revision: 1.5 }, 'EpisodeOutcome.revision'],
+    ['65-character reward source', { rewardSource: 'j'.repeat(65) }, 'EpisodeOutcome.rewardSource'],
   ];
 
   it('accepts the sample', () => {

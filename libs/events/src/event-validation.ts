@@ -111,6 +111,11 @@ export function validateAgentOutput(o: AgentOutput, limits: EventLimits = DEFAUL
   if (!(TOKEN_ID_ORIGINS as readonly string[]).includes(o.tokenIdOrigin)) {
     throw new ValidationError('AgentOutput.tokenIdOrigin', `must be one of ${TOKEN_ID_ORIGINS.join(', ')}, got ${JSON.stringify(o.tokenIdOrigin)}`);
   }
+  nonNegativeInt('AgentOutput.turn', o.turn, limits.maxStep);
+  if (o.parentOutputId !== null) {
+    id('AgentOutput.parentOutputId', o.parentOutputId, limits);
+    if (o.parentOutputId === o.outputId) throw new ValidationError('AgentOutput.parentOutputId', 'names the output itself');
+  }
   if (o.eventTimeMs < o.startedAtMs) throw new ValidationError('AgentOutput.eventTimeMs', `is before startedAtMs (${o.eventTimeMs} < ${o.startedAtMs})`);
 }
 
@@ -143,6 +148,7 @@ export function validateTransition(t: Transition, limits: EventLimits = DEFAULT_
     }
   }
   if (t.reward !== null) finite('Transition.reward', t.reward);
+  if (t.rewardSource !== null && t.rewardSource !== undefined) rewardSource('Transition.rewardSource', t.rewardSource, true);
   if (t.routing !== null) {
     t.routing.selectedAgentIds.forEach((a, i) => id(`Transition.routing.selectedAgentIds[${i}]`, a, limits));
   }
@@ -157,6 +163,23 @@ export function validateEpisodeOutcome(o: EpisodeOutcome, limits: EventLimits = 
   nonNegativeInt('EpisodeOutcome.turns', o.turns, limits.maxStep);
   o.observationDigests.forEach((d, i) => id(`EpisodeOutcome.observationDigests[${i}]`, d, limits));
   time('EpisodeOutcome.eventTimeMs', o.eventTimeMs);
+  // Absent on values built before the fields existed (the codec fills them in on decode).
+  if (o.rewardSource !== undefined) rewardSource('EpisodeOutcome.rewardSource', o.rewardSource, false);
+  if (o.revision !== undefined) nonNegativeInt('EpisodeOutcome.revision', o.revision, 2 ** 31 - 1);
+}
+
+/** Longest reward source name (`Transition.rewardSource`, `EpisodeOutcome.rewardSource`, SRPO_REWARD_WINDOWS). */
+export const MAX_REWARD_SOURCE_LENGTH = 64;
+
+/** A reward source name: at most {@link MAX_REWARD_SOURCE_LENGTH} characters of [A-Za-z0-9._-]; empty only where `''` means "not said". */
+function rewardSource(field: string, value: string, nonEmpty: boolean): void {
+  if (typeof value !== 'string') throw new ValidationError(field, 'must be a string');
+  if (value.length === 0) {
+    if (nonEmpty) throw new ValidationError(field, 'must be null or a non-empty name');
+    return;
+  }
+  if (value.length > MAX_REWARD_SOURCE_LENGTH) throw new ValidationError(field, `is ${value.length} characters long; the limit is ${MAX_REWARD_SOURCE_LENGTH}`);
+  if (!/^[A-Za-z0-9._-]+$/.test(value)) throw new ValidationError(field, `must use only letters, digits, '.', '_' and '-', got ${JSON.stringify(value)}`);
 }
 
 function coordinates(field: string, c: KafkaCoordinates, limits: EventLimits): void {

@@ -37,6 +37,14 @@ export enum ReasonCode {
   /** Same id, different content: a producer bug, not a retry. */
   CONFLICTING_DUPLICATE = 'CONFLICTING_DUPLICATE',
   /**
+   * An outcome that came after its episode's reward window (SRPO_REWARD_WINDOWS, else
+   * SRPO_SET_TTL_MS): its sets already went to invalid-sets as REWARD_MISSING_AT_TTL, or, for a
+   * revised outcome, the window in which revisions are applied has ended (docs/rewards.md).
+   */
+  OUTCOME_AFTER_WINDOW = 'OUTCOME_AFTER_WINDOW',
+  /** An outcome with a lower `revision` than the one its episode already has, with other content. */
+  SUPERSEDED_OUTCOME = 'SUPERSEDED_OUTCOME',
+  /**
    * The processor threw on the record in each of its attempts (a poison record: a bug, not
    * bad input it refused); the stream runtime dead-letters it so that the partition moves on.
    */

@@ -43,6 +43,10 @@ export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventTy
     startedAtMs: timeMs,
     eventTimeMs: timeMs + 5,
     tokenIdOrigin: 'sampled',
+    turn: 0,
+    parentOutputId: null,
+    tokenDrift: null,
+    malformedToolCall: false,
   };
   const transition: Transition = {
     transitionId: `${episodeId}/tr-0`,
@@ -61,6 +65,7 @@ export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventTy
     reward: null,
     done: true,
     eventTimeMs: timeMs + 6,
+    rewardSource: 'program',
   };
   const outcome: EpisodeOutcome = {
     episodeId,
@@ -72,6 +77,8 @@ export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventTy
     observationDigests: ['obs-0', 'obs-1'],
     turns: 1,
     eventTimeMs: timeMs + 7,
+    rewardSource: 'program',
+    revision: 0,
   };
   const activeSet: ActiveSet = {
     setId: transition.transitionId,
@@ -105,6 +112,7 @@ export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventTy
     transitionSource: coords('srpo.transitions', 20 + n),
     outcomeSource: coords('srpo.episode-outcomes', 30 + n),
     eventTimeMs: timeMs + 7,
+    correction: false,
   };
   const group: AdvantageGroup = {
     groupId: `task-${n}/solve#${activeSet.setId}`,

@@ -61,6 +61,7 @@ describe('HfTokenizer: code from the model directory runs within a bound', () =>
       "tokenizer.json: encoding 41 characters took longer than 1000 ms; stopped (tokenizer.json is the model directory's)",
     ]);
     expect(tok.decode(tok.encode('abc'))).toBe('abc');
+    expect(tok.decode([])).toBe('');
   });
 
   it('stops a normalizer regex that backtracks', () => {

@@ -114,6 +114,8 @@ export class HfTokenizer {
    * where the bound's cost (a watchdog thread per call) would show.
    */
   decode(ids: readonly number[], options: { skipSpecialTokens?: boolean } = {}): string {
+    // The library refuses an empty list; no ids is no text (an answer that is one end token, skipped).
+    if (ids.length === 0) return '';
     const decode = () => tokenizerCall('decode', () => this.tokenizer.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false }));
     if (!this.decodeRunsModelRegex) return decode();
     return runBounded(decode, DEFAULT_RUN_BOUND_MS, () => overBound('tokenizer.json', `decoding ${ids.length} tokens`));

@@ -46,6 +46,7 @@ export function activeSetOf(
     transitionSource: st.source,
     outcomeSource: !immediate && ep.outcomeSource ? ep.outcomeSource : null,
     eventTimeMs: Math.max(...eventTimes),
+    correction: false,
   };
 }
 

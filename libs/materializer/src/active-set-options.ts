@@ -8,6 +8,12 @@ export interface ActiveSetProcessorOptions {
   /** Event-time budget for a set's members and reward to arrive (default 60 s). */
   setTtlMs: number;
   /**
+   * Per reward source (`Transition.rewardSource`), the event time after its transition that a set
+   * whose members all arrived waits for its episode's outcome (SRPO_REWARD_WINDOWS). A source not
+   * named here, or none, waits `setTtlMs`. Members must arrive within `setTtlMs` whatever the source.
+   */
+  rewardWindows: Readonly<Record<string, number>>;
+  /**
    * How long (event time after an episode's last event) its ids are kept to recognise late
    * duplicates. Left out, `maxLatenessMs`: a shorter window would forget an episode while a
    * duplicate of it could still be accepted, and process that duplicate as a new event.
@@ -58,6 +64,7 @@ export function defaultMaxBrokerSkewMs(windowMs: number): number {
 
 export const DEFAULT_ACTIVE_SET_OPTIONS: Omit<ActiveSetProcessorOptions, 'topics' | 'codec'> = {
   setTtlMs: 60_000,
+  rewardWindows: {},
   dedupeRetentionMs: DEFAULT_MAX_LATENESS_MS,
   maxBrokerSkewMs: DEFAULT_MAX_BROKER_SKEW_MS,
   maxLatenessMs: DEFAULT_MAX_LATENESS_MS,

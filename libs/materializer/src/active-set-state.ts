@@ -31,7 +31,15 @@ export interface StoredTransition {
   transition: Transition;
   source: KafkaCoordinates;
   digest: string;
+  /** Stream time by which every member must have arrived (`eventTimeMs + setTtlMs`). */
   deadlineMs: number;
+  /**
+   * Stream time until which a set whose members all arrived waits for its episode's outcome:
+   * `eventTimeMs + window(rewardSource)` (SRPO_REWARD_WINDOWS); the same time until which an
+   * emitted set is held to take a revised outcome. Absent in state written before reward
+   * windows: `deadlineMs`.
+   */
+  rewardDeadlineMs?: number;
 }
 
 /**
@@ -74,6 +82,18 @@ export interface StoredEpisode {
   /** A transition with `done` arrived: with nothing pending, the episode can close. */
   doneSeen: boolean;
   lastEventMs: number;
+  /**
+   * Sets emitted with the outcome's reward, held (their outputs stay in `sourced`) until the
+   * episode's reward window ends, so that a revised outcome re-emits them with the new reward
+   * (docs/rewards.md). Absent in state written before revisions: none.
+   */
+  emitted?: Record<string, StoredTransition>;
+  /** The latest reward deadline of the episode's transitions without an immediate reward; null: none. */
+  rewardWindowEndMs?: number | null;
+  /** A set of the episode went to invalid-sets as REWARD_MISSING_AT_TTL: an outcome after that is late. */
+  rewardExpired?: boolean;
+  /** Digest of each outcome revision accepted, by revision: an exact copy of any of them is a duplicate. */
+  outcomeRevisions?: Record<string, string>;
 }
 
 /** An episode as changelogs of the previous layout hold it (see `migrateActiveSetState`). */

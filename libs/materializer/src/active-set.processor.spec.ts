@@ -175,16 +175,23 @@ describe('ActiveSetProcessor', () => {
   it('frees the state of closed episodes after the retention window', () => {
     const s = setup();
     s.h.feedAll([s.o(output('e10', 0)), s.t(transition('e10', [0])), s.r(outcome('e10', 1))]);
-    // The set is out: nothing of it waits any more.
-    expect(s.h.stores.episodes.get('e10')?.sourced).toEqual([]);
+    // The set is out: nothing of it waits any more, but it is held, outputs and all, until its
+    // reward deadline (1000 + the 10 s window) for a revised outcome to re-emit it.
     expect(s.h.stores.episodes.get('e10')?.transitions).toEqual({});
+    expect(s.h.stores.episodes.get('e10')?.sourced.map((o) => o.outputId)).toEqual(['e10/o0']);
+    s.h.advanceTo(10_999);
+    expect(Object.keys(s.h.stores.episodes.get('e10')?.emitted ?? {})).toEqual(['e10/t0']);
+    s.h.advanceTo(11_000);
+    expect(s.h.stores.episodes.get('e10')?.sourced).toEqual([]);
+    expect(s.h.stores.episodes.get('e10')?.emitted).toEqual({});
     expect(s.h.stores.episodes.size).toBe(1);
     // Claims and ownerships outlive the set (later relation checks need them), not the episode.
     expect(s.h.stores.episodes.lookup('claims', 'e10/o0')).toBe('e10');
     expect(s.h.stores.episodes.lookup('owners', 'e10/o0')).toBe('e10');
-    s.h.advanceTo(1000 + 50_000);
+    // Kept for the retention window after the end of its reward window (11 000), inclusive.
+    s.h.advanceTo(11_000 + 50_000);
     expect(s.h.stores.episodes.size).toBe(1);
-    s.h.advanceTo(1000 + 50_001);
+    s.h.advanceTo(11_000 + 50_001);
     expect(s.h.stores.episodes.size).toBe(0);
     expect(s.h.stores.episodes.lookup('claims', 'e10/o0')).toBeUndefined();
     expect(s.h.stores.episodes.lookup('owners', 'e10/o0')).toBeUndefined();
@@ -202,6 +209,7 @@ describe('ActiveSetProcessor', () => {
     h.feedAll([o(), t(), r()]);
     expect(emitted()).toEqual(['late/t0']);
     // Every event is at 1000; stream time reaches 1000 + allowance: the last instant a copy of them is accepted.
+    // (The episode itself is kept until its reward window, 60 s, plus the retention window have passed.)
     h.advanceTo(1000 + lateness);
     h.feedAll([o(), t(), r()]);
     expect(h.deadLetters).toHaveLength(0);
@@ -209,9 +217,13 @@ describe('ActiveSetProcessor', () => {
     expect(h.counters.get('duplicates_total{"type":"AgentOutput"}')).toBe(1);
     expect(h.counters.get('duplicates_total{"type":"Transition"}')).toBe(1);
     expect(h.counters.get('duplicates_total{"type":"EpisodeOutcome"}')).toBe(1);
-    // One scan interval later the episode is forgotten, and a copy is refused as too late, not taken as new.
+    // One scan interval later a copy is refused as too late, not taken as new; after its reward window and the retention window the episode is forgotten.
     h.advanceTo(1000 + lateness + 1000);
+    h.feedAll([o(), t(), r()]);
+    expect(h.deadLetters.map((d) => d.reasonCode)).toEqual([ReasonCode.CLOCK_SKEW, ReasonCode.CLOCK_SKEW, ReasonCode.CLOCK_SKEW]);
+    h.advanceTo(1000 + settings.setTtlMs + lateness + 1000);
     expect(h.stores.episodes.size).toBe(0);
+    h.deadLetters.length = 0;
     h.feedAll([o(), t(), r()]);
     expect(h.deadLetters.map((d) => d.reasonCode)).toEqual([ReasonCode.CLOCK_SKEW, ReasonCode.CLOCK_SKEW, ReasonCode.CLOCK_SKEW]);
     expect(emitted()).toEqual(['late/t0']);
@@ -335,5 +347,126 @@ describe('ActiveSetProcessor', () => {
     expect(s.invalid()).toHaveLength(0);
     s.h.feed(s.r(outcome('s1', 1, { eventTimeMs: 1001 })));
     expect(s.sets().map((x) => x.setId)).toEqual(['s1/t0']);
+  });
+});
+
+describe('ActiveSetProcessor: reward windows, late and revised outcomes (docs/rewards.md)', () => {
+  // Members have 10 s (setTtlMs); a `ci` outcome may take 100 s, a `judge` one 20 s; other sources 10 s.
+  function windows() {
+    const h = new ProcessorHarness<ActiveSetStores>(
+      new ActiveSetProcessor({
+        topics,
+        codec,
+        setTtlMs: 10_000,
+        rewardWindows: { ci: 100_000, judge: 20_000 },
+        scanIntervalMs: 0,
+        dedupeRetentionMs: 50_000,
+        maxLatenessMs: 50_000,
+      }),
+    );
+    const o = (v: ReturnType<typeof output>) => h.record(topics.agentOutputs.name, { type: 'AgentOutput', value: v }, v.episodeId, codec);
+    const t = (v: ReturnType<typeof transition>) => h.record(topics.transitions.name, { type: 'Transition', value: v }, v.episodeId, codec);
+    const r = (v: ReturnType<typeof outcome>) => h.record(topics.episodeOutcomes.name, { type: 'EpisodeOutcome', value: v }, v.episodeId, codec);
+    const sets = () => h.outputs.filter((x) => x.topic === topics.activeSets.name).map((x) => x.value as ActiveSet);
+    const invalid = () => h.outputs.filter((x) => x.topic === topics.invalidSets.name).map((x) => x.value as ActiveSet);
+    const reasons = () => h.deadLetters.map((d) => d.reasonCode);
+    return { h, o, t, r, sets, invalid, reasons };
+  }
+
+  it("waits for a source's outcome until the transition's time plus its window, across the default TTL", () => {
+    const s = windows();
+    s.h.feedAll([s.o(output('w1', 0)), s.t(transition('w1', [0], { rewardSource: 'ci' }))]);
+    // Past SRPO_SET_TTL_MS (1000 + 10 s): still waiting, on disk, scheduled at its reward deadline.
+    s.h.advanceTo(100_999);
+    expect(s.invalid()).toHaveLength(0);
+    expect(s.h.stores.episodes.get('w1')?.pending).toEqual(['w1/t0']);
+    s.h.feed(s.r(outcome('w1', 1, { eventTimeMs: 100_999, rewardSource: 'ci' })));
+    expect(s.sets().map((x) => [x.setId, x.reward, x.rewardSource])).toEqual([['w1/t0', 1, 'OUTCOME']]);
+    expect(s.h.deadLetters).toHaveLength(0);
+  });
+
+  it('gives a set of an unknown or absent source the default window, and members only SRPO_SET_TTL_MS', () => {
+    const s = windows();
+    s.h.feedAll([
+      s.o(output('w2', 0)),
+      s.t(transition('w2', [0], { rewardSource: 'nobody' })),
+      s.o(output('w3', 0)),
+      s.t(transition('w3', [0])),
+      // A ci set still missing a member: the member deadline holds.
+      s.o(output('w4', 0)),
+      s.t(transition('w4', [0, 1], { rewardSource: 'ci' })),
+    ]);
+    s.h.advanceTo(10_999);
+    expect(s.invalid()).toHaveLength(0);
+    s.h.advanceTo(11_000);
+    expect(s.invalid().map((x) => [x.setId, x.invalidReason])).toEqual([
+      ['w2/t0', ReasonCode.REWARD_MISSING_AT_TTL],
+      ['w3/t0', ReasonCode.REWARD_MISSING_AT_TTL],
+      ['w4/t0', ReasonCode.MEMBER_MISSING_AT_TTL],
+    ]);
+  });
+
+  it('dead-letters and counts an outcome that comes after its window, with its bytes; the episode is kept to tell', () => {
+    const s = windows();
+    s.h.feedAll([s.o(output('w5', 0)), s.t(transition('w5', [0], { rewardSource: 'judge' }))]);
+    s.h.advanceTo(21_000);
+    expect(s.invalid().map((x) => x.invalidReason)).toEqual([ReasonCode.REWARD_MISSING_AT_TTL]);
+    const late = s.r(outcome('w5', 1, { eventTimeMs: 25_000, rewardSource: 'judge' }));
+    s.h.feed(late);
+    expect(s.reasons()).toEqual([ReasonCode.OUTCOME_AFTER_WINDOW]);
+    expect(s.h.deadLetters[0].record.raw).toEqual(late.raw);
+    expect(s.h.counters.get('outcomes_late_total{"source":"judge"}')).toBe(1);
+    expect(s.sets()).toHaveLength(0);
+    // Kept through the end of the window plus the retention window (21 000 + 50 000).
+    s.h.advanceTo(71_000);
+    expect(s.h.stores.episodes.size).toBe(1);
+    s.h.advanceTo(71_001);
+    expect(s.h.stores.episodes.size).toBe(0);
+  });
+
+  it('uses a higher revision for a set not yet emitted; refuses lower and equal revisions with other content', () => {
+    const s = windows();
+    s.h.feedAll([
+      s.o(output('w6', 0)),
+      s.t(transition('w6', [0, 1], { rewardSource: 'human' })),
+      s.r(outcome('w6', 0, { revision: 0 })),
+      s.r(outcome('w6', 0.5, { revision: 2 })),
+      // Copies of an accepted revision are duplicates, whichever revision is current.
+      s.r(outcome('w6', 0, { revision: 0 })),
+      s.r(outcome('w6', 0.25, { revision: 1 })),
+      s.r(outcome('w6', 0.75, { revision: 2 })),
+      s.o(output('w6', 1)),
+    ]);
+    expect(s.sets().map((x) => [x.reward, x.outcomeSource?.offset])).toEqual([[0.5, 3]]);
+    expect(s.reasons()).toEqual([ReasonCode.SUPERSEDED_OUTCOME, ReasonCode.CONFLICTING_DUPLICATE]);
+    expect(s.h.counters.get('duplicates_total{"type":"EpisodeOutcome"}')).toBe(1);
+    expect(s.h.counters.get('outcomes_revised_total{"source":"none"}')).toBe(1);
+  });
+
+  it('emits a set again, marked as a correction, when its outcome is revised within the window; later revisions are late', () => {
+    const s = windows();
+    s.h.feedAll([s.o(output('w7', 0)), s.t(transition('w7', [0], { rewardSource: 'ci' })), s.r(outcome('w7', 0, { rewardSource: 'ci' }))]);
+    expect(s.sets().map((x) => [x.reward, x.invalidReason])).toEqual([[0, null]]);
+    const revised = s.r(outcome('w7', 1, { revision: 1, eventTimeMs: 50_000, rewardSource: 'ci' }));
+    s.h.feed(revised);
+    const [, again] = s.sets();
+    expect([again.setId, again.status, again.reward, again.success, again.invalidReason, again.correction]).toEqual(['w7/t0', 'COMPLETE', 1, true, null, true]);
+    expect(again.outcomeSource).toEqual(revised.source);
+    expect(again.members.map((m) => m.outputId)).toEqual(['w7/o0']);
+    expect(s.h.counters.get('sets_revised_total{"workflow":"JOINT"}')).toBe(1);
+    // The window of the ci set ends at 1000 + 100 s: its outputs are let go, a revision then is late.
+    s.h.advanceTo(101_000);
+    expect(s.h.stores.episodes.get('w7')?.sourced).toEqual([]);
+    s.h.feed(s.r(outcome('w7', 0.5, { revision: 2, eventTimeMs: 101_000, rewardSource: 'ci' })));
+    expect(s.reasons()).toEqual([ReasonCode.OUTCOME_AFTER_WINDOW]);
+    expect(s.h.counters.get('outcomes_late_total{"source":"ci"}')).toBe(1);
+    expect(s.sets()).toHaveLength(2);
+  });
+
+  it('does not re-emit sets with an immediate reward', () => {
+    const s = windows();
+    s.h.feedAll([s.o(output('w8', 0)), s.t(transition('w8', [0], { reward: 0.5 })), s.r(outcome('w8', 0)), s.r(outcome('w8', 1, { revision: 1 }))]);
+    expect(s.sets().map((x) => [x.reward, x.rewardSource])).toEqual([[0.5, 'IMMEDIATE']]);
+    expect(s.h.deadLetters).toHaveLength(0);
   });
 });

@@ -36,6 +36,14 @@ export { groupKeyOf } from './active-set-event';
  *   transition's immediate reward, or else the episode's outcome reward.
  * - A set still incomplete when stream time passes `transition.eventTimeMs + setTtlMs`
  *   is emitted whole to the invalid-sets topic with the missing ids; never in part.
+ * - A set whose members all arrived and that waits for its episode's outcome waits until
+ *   `transition.eventTimeMs + window(transition.rewardSource)` (`rewardWindows`, else
+ *   `setTtlMs`); an outcome after that is dead-lettered as OUTCOME_AFTER_WINDOW and counted.
+ * - An outcome with a higher `revision` supersedes the episode's outcome until the reward
+ *   window ends: pending sets take its reward, and each set already emitted with the earlier
+ *   one is emitted again with the new reward, marked `correction: true`, for the
+ *   group stage to replace while its group is open (docs/rewards.md). A lower revision with
+ *   other content is dead-lettered as SUPERSEDED_OUTCOME.
  * - Duplicates (same id, same content) change nothing; same id with other content
  *   is dead-lettered as CONFLICTING_DUPLICATE. An episode is remembered while stream time
  *   is within `dedupeRetentionMs` of its last event; with a window no shorter than
@@ -194,7 +202,9 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     if (ep.closed) {
       throw relationError(ReasonCode.INVALID_FIELD, 'Transition.episodeId', `episode ${t.episodeId} is closed; transition ${t.transitionId} arrived too late`);
     }
-    ep.transitions[t.transitionId] = { transition: t, source: record.source, digest, deadlineMs: t.eventTimeMs + this.options.setTtlMs };
+    const rewardDeadlineMs = t.reward === null ? t.eventTimeMs + this.windowOf(t.rewardSource) : t.eventTimeMs + this.options.setTtlMs;
+    ep.transitions[t.transitionId] = { transition: t, source: record.source, digest, deadlineMs: t.eventTimeMs + this.options.setTtlMs, rewardDeadlineMs };
+    if (t.reward === null) ep.rewardWindowEndMs = Math.max(ep.rewardWindowEndMs ?? rewardDeadlineMs, rewardDeadlineMs);
     ep.pending.push(t.transitionId);
     this.adoptOutcome(ep);
     ep.transitionIds.push(t.transitionId);
@@ -211,12 +221,47 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     checkOutcomeEvent(record, o, ctx, this.options);
     const digest = digestOf(o);
     const ep = episodeOf(stores, o.episodeId, o.eventTimeMs);
-    if (ep.outcomeDigest !== null) {
-      if (ep.outcomeDigest !== digest)
-        throw relationError(ReasonCode.CONFLICTING_DUPLICATE, 'EpisodeOutcome.episodeId', `episode ${o.episodeId} already has a different outcome`);
-      ctx.count('duplicates_total', { type: 'EpisodeOutcome' });
+    const revision = o.revision ?? 0;
+    if (ep.outcomeDigest !== null && ep.outcome !== null) {
+      const current = ep.outcome.revision ?? 0;
+      const revisions = ep.outcomeRevisions ?? { [current]: ep.outcomeDigest };
+      const known = revisions[revision];
+      if (known === digest) {
+        ctx.count('duplicates_total', { type: 'EpisodeOutcome' });
+        return;
+      }
+      if (known !== undefined || revision === current) {
+        throw relationError(
+          ReasonCode.CONFLICTING_DUPLICATE,
+          'EpisodeOutcome.revision',
+          `episode ${o.episodeId} already has a different outcome of revision ${revision}; send a higher revision to correct it`,
+        );
+      }
+      if (revision < current) {
+        throw relationError(
+          ReasonCode.SUPERSEDED_OUTCOME,
+          'EpisodeOutcome.revision',
+          `is ${revision} but episode ${o.episodeId} already has revision ${current}`,
+        );
+      }
+      if (ep.rewardWindowEndMs != null && ctx.watermarkMs >= this.revisableUntil(ep)) {
+        throw this.late(
+          o,
+          ctx,
+          `revision ${revision} of the outcome of episode ${o.episodeId} came after its reward window ended at ${this.revisableUntil(ep)}`,
+        );
+      }
+      this.revise(record, o, digest, { ...revisions, [revision]: digest }, ep, stores, ctx);
       return;
     }
+    if (ep.rewardExpired && !ep.pending.some((id) => ep.transitions[id]?.transition.reward === null)) {
+      throw this.late(
+        o,
+        ctx,
+        `episode ${o.episodeId}'s sets went to invalid-sets (REWARD_MISSING_AT_TTL) before its outcome came; its window ended at ${ep.rewardWindowEndMs}`,
+      );
+    }
+    ep.outcomeRevisions = { [revision]: digest };
     ep.outcome = o;
     ep.outcomeSource = record.source;
     ep.outcomeDigest = digest;
@@ -229,6 +274,56 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     }
     stores.episodes.put(ep.episodeId, ep);
     for (const id of [...ep.pending]) this.tryComplete(ep, id, stores, ctx);
+  }
+
+  /**
+   * A higher revision of the episode's outcome: pending sets will use it, and every set emitted
+   * with an earlier revision (held until the episode's reward window ends) goes out again with the
+   * new reward and outcome coordinates, marked `correction`. The group stage replaces it in
+   * its open group, or counts it as superseded after emission.
+   */
+  private revise(
+    record: InputRecord,
+    o: EpisodeOutcome,
+    digest: string,
+    revisions: Record<string, string>,
+    ep: StoredEpisode,
+    stores: ActiveSetStores,
+    ctx: ProcessorContext,
+  ): void {
+    ep.outcome = o;
+    ep.outcomeSource = record.source;
+    ep.outcomeDigest = digest;
+    ep.outcomeRevisions = revisions;
+    ep.lastEventMs = Math.max(ep.lastEventMs, o.eventTimeMs);
+    ctx.count('outcomes_revised_total', { source: this.sourceLabel(o.rewardSource) });
+    for (const st of Object.values(ep.emitted ?? {})) {
+      const present = st.transition.consumedOutputIds.map((id) => waiting(ep, id));
+      if (present.some((x) => x === undefined)) continue;
+      const set = { ...activeSetOf(st, ep, present as StoredOutput[], 'COMPLETE', null, []), correction: true };
+      ctx.emit({ topic: this.options.topics.activeSets.name, key: set.groupKey, type: 'ActiveSet', value: set });
+      ctx.count('sets_revised_total', { workflow: st.transition.workflowKind });
+    }
+    stores.episodes.put(ep.episodeId, ep);
+    for (const id of [...ep.pending]) this.tryComplete(ep, id, stores, ctx);
+  }
+
+  /** An outcome after its window: counted by source, and dead-lettered (the error) with its bytes. */
+  private late(o: EpisodeOutcome, ctx: ProcessorContext, message: string): Error {
+    ctx.count('outcomes_late_total', { source: this.sourceLabel(o.rewardSource) });
+    return relationError(ReasonCode.OUTCOME_AFTER_WINDOW, 'EpisodeOutcome.eventTimeMs', message);
+  }
+
+  /** A metric label for a reward source: a configured one by name, `none` for none, else `other` (labels stay bounded). */
+  private sourceLabel(source: string | null | undefined): string {
+    if (!source) return 'none';
+    return Object.prototype.hasOwnProperty.call(this.options.rewardWindows, source) ? source : 'other';
+  }
+
+  /** How long a set without an immediate reward waits for its outcome (event time after its transition). */
+  private windowOf(source: string | null | undefined): number {
+    if (source && Object.prototype.hasOwnProperty.call(this.options.rewardWindows, source)) return this.options.rewardWindows[source];
+    return this.options.setTtlMs;
   }
 
   /**
@@ -259,6 +354,8 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       const set = activeSetOf(st, ep, present, 'COMPLETE', null, []);
       ctx.emit({ topic: this.options.topics.activeSets.name, key: set.groupKey, type: 'ActiveSet', value: set });
       ctx.count('sets_complete_total', { workflow: t.workflowKind });
+      // Held with its outputs until the episode's reward window ends: a revised outcome re-emits it.
+      if (t.reward === null) (ep.emitted ??= {})[t.transitionId] = st;
     }
     this.resolve(st, ep, stores);
   }
@@ -274,7 +371,8 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     const t = st.transition;
     delete ep.transitions[t.transitionId];
     // Claims stay until the episode expires (see forgetEpisode): a second claim must be refused later too.
-    ep.sourced = ep.sourced.filter((o) => !t.consumedOutputIds.includes(o.outputId));
+    // An emitted set held for revisions keeps its outputs (dropped when the window ends, `expireEmitted`).
+    if (!ep.emitted?.[t.transitionId]) ep.sourced = ep.sourced.filter((o) => !t.consumedOutputIds.includes(o.outputId));
     ep.pending = ep.pending.filter((id) => id !== t.transitionId);
     // The three raw topics are read independently, so an outcome can overtake its episode's
     // later transitions: close only once the last transition (`done`) or all `turns` of them arrived.
@@ -294,7 +392,18 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     ep.sourced = ep.sourced.filter((o) => ep.claims[o.outputId] !== undefined);
     ep.closed = true;
     ep.orphanOutcomeRaw = null;
-    ep.expiresAtMs = this.retainedUntil(ep.lastEventMs) + 1;
+    ep.expiresAtMs = this.keptUntil(ep) + 1;
+  }
+
+  /**
+   * The last stream time at which an episode is kept: its dedupe retention after its last event,
+   * and after its reward window too, so that a duplicate or revision of its outcome is still
+   * recognised and an outcome after the window is told apart (OUTCOME_AFTER_WINDOW) from one of
+   * an unknown episode.
+   */
+  private keptUntil(ep: StoredEpisode): number {
+    const window = ep.rewardWindowEndMs ?? null;
+    return Math.max(this.retainedUntil(ep.lastEventMs), window === null ? -Infinity : this.retainedUntil(window));
   }
 
   /**
@@ -316,12 +425,22 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     let due = Infinity;
     for (const id of ep.pending) {
       const st = ep.transitions?.[id];
-      if (st) due = Math.min(due, st.deadlineMs);
+      if (st) due = Math.min(due, this.deadlineOf(ep, st));
     }
+    if (ep.emitted && Object.keys(ep.emitted).length > 0) due = Math.min(due, this.revisableUntil(ep));
     if (ep.expiresAtMs !== null) due = Math.min(due, ep.expiresAtMs);
-    if (!ep.closed && ep.pending.length === 0 && ep.orphanOutcomeRaw === null) due = Math.min(due, this.retainedUntil(ep.lastEventMs) + 1);
+    if (!ep.closed && ep.pending.length === 0 && ep.orphanOutcomeRaw === null) due = Math.min(due, this.keptUntil(ep) + 1);
     for (const o of ep.sourced ?? []) if (ep.claims?.[o.outputId] === undefined) due = Math.min(due, this.retainedUntil(o.eventTimeMs) + 1);
     return Number.isFinite(due) ? due : undefined;
+  }
+
+  /**
+   * When a pending set is settled without its inputs: its members' deadline while one is
+   * missing, else (all there, no reward yet) its reward deadline.
+   */
+  private deadlineOf(ep: StoredEpisode, st: StoredTransition): number {
+    const complete = st.transition.consumedOutputIds.every((o) => waiting(ep, o) !== undefined);
+    return complete ? (st.rewardDeadlineMs ?? st.deadlineMs) : st.deadlineMs;
   }
 
   punctuate(stores: ActiveSetStores, ctx: ProcessorContext): void {
@@ -332,6 +451,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       const ep = stores.episodes.get(id);
       if (!ep) continue;
       this.expireSets(ep, now, stores, ctx);
+      this.expireEmitted(ep, now, stores);
       this.expireEpisode(ep, now, stores, ctx);
     }
   }
@@ -340,11 +460,12 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   private expireSets(ep: StoredEpisode, now: number, stores: ActiveSetStores, ctx: ProcessorContext): void {
     for (const id of [...ep.pending]) {
       const st = ep.transitions[id];
-      if (!st || st.deadlineMs > now) continue;
+      if (!st || this.deadlineOf(ep, st) > now) continue;
       const t = st.transition;
       const present = t.consumedOutputIds.map((o) => waiting(ep, o)).filter((o): o is StoredOutput => o !== undefined);
       const missing = t.consumedOutputIds.filter((o) => !waiting(ep, o));
       const reason = missing.length > 0 ? ReasonCode.MEMBER_MISSING_AT_TTL : ReasonCode.REWARD_MISSING_AT_TTL;
+      if (reason === ReasonCode.REWARD_MISSING_AT_TTL) ep.rewardExpired = true;
       this.emitInvalid(st, ep, present, missing, reason, ctx);
       this.resolve(st, ep, stores);
       // An expired set closes its episode once nothing else is pending.
@@ -353,6 +474,24 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
         stores.episodes.put(ep.episodeId, ep);
       }
     }
+  }
+
+  /**
+   * The stream time from which the episode takes no more revisions (`onOutcome`): the end of its
+   * reward window, the latest reward deadline of its sets.
+   */
+  private revisableUntil(ep: StoredEpisode): number {
+    let end = ep.rewardWindowEndMs ?? -Infinity;
+    for (const st of Object.values(ep.emitted ?? {})) end = Math.max(end, st.rewardDeadlineMs ?? st.deadlineMs);
+    return end;
+  }
+
+  /** Once the episode's window has ended its emitted sets take no more revisions: their outputs are dropped. */
+  private expireEmitted(ep: StoredEpisode, now: number, stores: ActiveSetStores): void {
+    if (!ep.emitted || Object.keys(ep.emitted).length === 0 || this.revisableUntil(ep) > now) return;
+    for (const st of Object.values(ep.emitted)) ep.sourced = ep.sourced.filter((o) => !st.transition.consumedOutputIds.includes(o.outputId));
+    ep.emitted = {};
+    stores.episodes.put(ep.episodeId, ep);
   }
 
   /** Retention: unclaimed outputs, idle unfinished episodes, orphan outcomes and closed episodes. */
@@ -365,7 +504,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       stores.episodes.put(id, ep);
       for (let i = 0; i < orphans.length; i++) ctx.count('orphan_outputs_expired_total');
     }
-    if (!ep.closed && ep.pending.length === 0 && ep.orphanOutcomeRaw === null && this.retainedUntil(ep.lastEventMs) < now) {
+    if (!ep.closed && ep.pending.length === 0 && ep.orphanOutcomeRaw === null && this.keptUntil(ep) < now) {
       // Never finished (no `done` transition, no outcome) and idle for the whole retention
       // window: nothing of it can still complete, and keeping it would leak its ids forever.
       this.closeEpisode(ep);

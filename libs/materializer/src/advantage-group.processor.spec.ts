@@ -223,3 +223,42 @@ describe('AdvantageGroupProcessor', () => {
     expect(run(true).equals(run(false))).toBe(true);
   });
 });
+
+describe('AdvantageGroupProcessor: sets re-emitted for a revised outcome (docs/rewards.md)', () => {
+  const outcomeAt = (offset: number) => ({ topic: 't.episode-outcomes', partition: 0, offset });
+
+  it('replaces the set in its open group with the newer outcome, once; the group carries it without the note', () => {
+    const s = setup();
+    s.feed(set('a', 0, { outcomeSource: outcomeAt(5) }));
+    s.feed(set('b', 1, { outcomeSource: outcomeAt(6) }));
+    s.feed(set('a', 1, { outcomeSource: outcomeAt(9), correction: true, eventTimeMs: 4000 }));
+    // An older correction (or a copy) changes nothing.
+    s.feed(set('a', 0.5, { outcomeSource: outcomeAt(7), correction: true }));
+    s.feed(set('a', 1, { outcomeSource: outcomeAt(9), correction: true, eventTimeMs: 4000 }));
+    expect(s.h.counters.get('sets_reward_revised_total')).toBe(1);
+    expect(s.h.counters.get('duplicates_total')).toBe(2);
+    s.h.advanceTo(11_000);
+    const [g] = s.groups();
+    expect(g.sets.map((x) => [x.set.setId, x.set.reward, x.set.outcomeSource?.offset, x.set.invalidReason])).toEqual([
+      ['a', 1, 9, null],
+      ['b', 1, 6, null],
+    ]);
+    expect(g.degenerate).toBe(true);
+    expect(g.eventTimeMs).toBe(4000);
+  });
+
+  it('counts a correction for a group already emitted, once per revision, and never groups it', () => {
+    const s = setup();
+    s.feed(set('a', 0, { outcomeSource: outcomeAt(5), expectedGroupSize: 2 }));
+    s.feed(set('b', 1, { outcomeSource: outcomeAt(6), expectedGroupSize: 2 }));
+    expect(s.groups()).toHaveLength(1);
+    s.feed(set('a', 1, { outcomeSource: outcomeAt(9), correction: true, expectedGroupSize: 2 }));
+    s.feed(set('a', 1, { outcomeSource: outcomeAt(9), correction: true, expectedGroupSize: 2 }));
+    // A correction for a set this stage no longer remembers is counted too, not grouped as new.
+    s.feed(set('z', 1, { outcomeSource: outcomeAt(11), correction: true, expectedGroupSize: 2 }));
+    s.h.advanceTo(1_000_000);
+    expect(s.groups()).toHaveLength(1);
+    expect(s.h.counters.get('outcomes_superseded_after_emit_total')).toBe(2);
+    expect(s.h.counters.get('duplicates_total')).toBe(1);
+  });
+});

@@ -15,6 +15,10 @@ import { DEFAULT_MAX_LATENESS_MS } from './active-set-options';
  *   as a degenerate group (A = 0), so that every set lands in exactly one group.
  * - Sets beyond a declared size start the next group of the same key.
  * - Advantages come from `groupAdvantages` in libs/srpo (progress fallback included).
+ * - A set emitted again for a revised outcome (`correction: true`, same set id)
+ *   replaces the set in its open group when its outcome is newer (a later offset of the
+ *   episode's outcome partition); for a group already emitted, or forgotten, it is counted
+ *   (`outcomes_superseded_after_emit_total`) and dropped, never grouped as a new set.
  */
 export interface AdvantageGroupProcessorOptions {
   topics: TopicCatalog;
@@ -65,6 +69,8 @@ interface PendingSet {
 interface ClosedGroup {
   setIds: string[];
   expiresAtMs: number;
+  /** Per set: the offset of the latest revised outcome counted as superseded after emission (a copy is not counted twice). */
+  revised?: Record<string, number>;
 }
 
 /**
@@ -118,6 +124,7 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
     if (set.status !== 'COMPLETE') {
       throw new ValidationError('ActiveSet.status', `only COMPLETE sets are grouped, got ${set.status}`, { reasonCode: ReasonCode.INVALID_FIELD });
     }
+    if (set.correction) return this.onRevised(record, set, stores, ctx);
     if (stores.closed.lookup(SETS, set.setId) !== undefined || stores.groups.lookup(SETS, set.setId) !== undefined) {
       ctx.count('duplicates_total');
       return;
@@ -137,6 +144,42 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
     } else {
       stores.groups.put(group.groupKey, group);
     }
+  }
+
+  /**
+   * A set emitted again with its episode's revised outcome. While its group is open it takes the
+   * place of the earlier copy if its outcome is newer (an accepted revision is always further
+   * along the episode's outcome partition); otherwise it changes nothing. Once the group was
+   * emitted the correction comes too late for training: it is counted, once per revision.
+   */
+  private onRevised(record: InputRecord, set: ActiveSet, stores: AdvantageGroupStores, ctx: ProcessorContext): void {
+    const openKey = stores.groups.lookup(SETS, set.setId);
+    const group = openKey === undefined ? undefined : stores.groups.get(openKey);
+    if (group) {
+      const at = group.sourced.findIndex((p) => p.setId === set.setId);
+      const held = group.sourced[at];
+      const current = held.decoded ?? (held.raw ? this.options.codec.decodeAs('ActiveSet', held.raw) : undefined);
+      if (!newerOutcome(set, current)) {
+        ctx.count('duplicates_total');
+        return;
+      }
+      group.sourced[at] = { setId: set.setId, source: record.source, raw: record.raw, decoded: asDecoded(set) };
+      stores.groups.put(group.groupKey, group);
+      ctx.count('sets_reward_revised_total');
+      return;
+    }
+    const closedId = stores.closed.lookup(SETS, set.setId);
+    const closed = closedId === undefined ? undefined : stores.closed.get(closedId);
+    const offset = set.outcomeSource?.offset ?? -1;
+    if (closed && closedId !== undefined) {
+      if ((closed.revised?.[set.setId] ?? -1) >= offset) {
+        ctx.count('duplicates_total');
+        return;
+      }
+      stores.closed.put(closedId, { ...closed, revised: { ...closed.revised, [set.setId]: offset } });
+    }
+    // The group was emitted (still remembered, or already forgotten): trained, or about to be, with the earlier reward.
+    ctx.count('outcomes_superseded_after_emit_total');
   }
 
   punctuate(stores: AdvantageGroupStores, ctx: ProcessorContext): void {
@@ -180,7 +223,9 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
     const pending = [...group.sourced].sort((a, b) => (a.setId < b.setId ? -1 : a.setId > b.setId ? 1 : 0));
     const sets = pending.map((p) => {
       if (!p.raw) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `set ${p.setId} of group ${group.groupKey} has no stored bytes`);
-      return { set: p.decoded ?? this.options.codec.decodeAs('ActiveSet', p.raw), source: p.source };
+      const set = p.decoded ?? this.options.codec.decodeAs('ActiveSet', p.raw);
+      // A revised set's note is for this stage only: the group carries the set as trained.
+      return { set: set.correction ? { ...set, correction: false } : set, source: p.source };
     });
     const { objective } = this.options;
     const results = groupAdvantages(
@@ -222,4 +267,13 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
 export function asDecoded(set: ActiveSet): ActiveSet {
   if (set.members.every((m) => Math.fround(m.temperature) === m.temperature)) return set;
   return { ...set, members: set.members.map((m) => (Math.fround(m.temperature) === m.temperature ? m : { ...m, temperature: Math.fround(m.temperature) })) };
+}
+
+/** Whether `set` carries a later outcome of its episode than `current` (same outcome partition, higher offset). */
+function newerOutcome(set: ActiveSet, current: ActiveSet | undefined): boolean {
+  const next = set.outcomeSource;
+  const prev = current?.outcomeSource;
+  if (!next) return false;
+  if (!prev) return true;
+  return next.topic === prev.topic && next.partition === prev.partition && next.offset > prev.offset;
 }

@@ -2,4 +2,5 @@ export * from './active-set.processor';
 export * from './advantage-group.processor';
 export * from './topology';
 export * from './rematerialize';
+export * from './outcome-revisions';
 export * from './materializer-settings';

@@ -88,3 +88,33 @@ describe('readMaterializerSettings', () => {
     expect(error.message).toContain(`invalid configuration ${name}:`);
   });
 });
+
+describe('readMaterializerSettings: SRPO_REWARD_WINDOWS', () => {
+  it('reads per-source windows in ms or with s/m/h/d units; none by default', () => {
+    expect(readMaterializerSettings({}).rewardWindows).toEqual({});
+    expect(readMaterializerSettings({ SRPO_REWARD_WINDOWS: 'human=7d, ci=1h,judge=10m,fast=30s,raw=1500,x.y-z_1=2ms' }).rewardWindows).toEqual({
+      human: 7 * 86_400_000,
+      ci: 3_600_000,
+      judge: 600_000,
+      fast: 30_000,
+      raw: 1500,
+      'x.y-z_1': 2,
+    });
+  });
+
+  it.each([
+    ['human', /not source=duration/],
+    ['human=7w', /not source=duration/],
+    ['human=-1d', /not source=duration/],
+    ['human=0', /must be 1 ms to 30d/],
+    ['human=31d', /must be 1 ms to 30d/],
+    ['ci=1h,ci=2h', /names source ci twice/],
+    ['h$=1h', /only letters, digits/],
+    [`${'s'.repeat(65)}=1h`, /65 characters long; the limit is 64/],
+    [Array.from({ length: 33 }, (_, i) => `s${i}=1h`).join(','), /names 33 sources; the limit is 32/],
+  ])('refuses %s, naming the variable', (value, message) => {
+    expect(() => readMaterializerSettings({ SRPO_REWARD_WINDOWS: value })).toThrow(ConfigError);
+    expect(() => readMaterializerSettings({ SRPO_REWARD_WINDOWS: value })).toThrow(/SRPO_REWARD_WINDOWS/);
+    expect(() => readMaterializerSettings({ SRPO_REWARD_WINDOWS: value })).toThrow(message);
+  });
+});

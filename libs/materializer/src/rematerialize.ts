@@ -17,6 +17,7 @@ import {
 } from '@srpo/streams';
 import type { ActiveSetStores } from './active-set.processor';
 import type { AdvantageGroupStores } from './advantage-group.processor';
+import { latestOutcomeRevisionsFirst } from './outcome-revisions';
 import { materializerTopology, type MaterializerSettings } from './topology';
 
 /** The materializer settings that decide sets and groups; a faithful re-materialization uses the live values. */
@@ -60,6 +61,8 @@ export interface RematerializeResult {
   setsComplete: number;
   setsInvalid: number;
   deadLetters: number;
+  /** Episodes whose first outcome record was processed with their latest revision's value (docs/rewards.md, "Replay"). */
+  revisedOutcomes: number;
   groups: Map<string, RematerializedGroup>;
   /** setId -> groupId of the re-derived group holding it. */
   groupOfSet: Map<string, string>;
@@ -177,11 +180,21 @@ export async function rematerialize(options: RematerializeOptions): Promise<Rema
     deadLetter: deadLetterFor(setProcessor.name),
   };
 
+  // Each episode's latest outcome revision wins (outcome-revisions.ts): the run rebuilds with corrected rewards.
+  let revisedOutcomes = 0;
+  const outcomesOf = new Map<number, RawRecord[]>();
+  for (let p = 0; p < target.agentOutputs.partitions; p++) {
+    const records = read.partitions.get(`${source.episodeOutcomes.name}:${p}`) ?? [];
+    await codec.prefetch(records.map((r) => r.value));
+    const latest = latestOutcomeRevisionsFirst(records, codec);
+    outcomesOf.set(p, latest.records);
+    revisedOutcomes += latest.revised;
+  }
   const inputs: RawRecord[][] = [];
   const pendingByTask = new Map<number, Map<string, number>>();
   for (const topic of rawTopics) {
     for (let p = 0; p < target.agentOutputs.partitions; p++) {
-      const records = read.partitions.get(`${topic}:${p}`) ?? [];
+      const records = (topic === source.episodeOutcomes.name ? outcomesOf.get(p) : read.partitions.get(`${topic}:${p}`)) ?? [];
       inputs.push(records);
       const pending = pendingByTask.get(p) ?? new Map<string, number>();
       pending.set(topic, records.length);
@@ -223,6 +236,7 @@ export async function rematerialize(options: RematerializeOptions): Promise<Rema
     setsInvalid,
     groups: groups.size,
     deadLetters,
+    revisedOutcomes,
     readMs,
     processMs,
     writeMs,
@@ -235,6 +249,7 @@ export async function rematerialize(options: RematerializeOptions): Promise<Rema
     setsComplete,
     setsInvalid,
     deadLetters,
+    revisedOutcomes,
     groups,
     groupOfSet,
     readMs,

@@ -7,6 +7,8 @@ import { AdvantageGroupProcessor } from './advantage-group.processor';
 export interface MaterializerSettings {
   setTtlMs: number;
   groupTtlMs: number;
+  /** Per reward source, how long a set whose members are all there waits for its outcome (SRPO_REWARD_WINDOWS); others wait `setTtlMs`. */
+  rewardWindows?: Readonly<Record<string, number>>;
   dedupeRetentionMs: number;
   /** How far an event may be ahead of its record's Kafka timestamp (see `ActiveSetProcessorOptions`). */
   maxBrokerSkewMs: number;
@@ -43,6 +45,7 @@ export function materializerTopology(
         topics,
         codec,
         setTtlMs: settings.setTtlMs,
+        rewardWindows: settings.rewardWindows ?? {},
         dedupeRetentionMs: settings.dedupeRetentionMs,
         maxBrokerSkewMs: settings.maxBrokerSkewMs,
         maxLatenessMs: settings.maxLatenessMs,

@@ -3,7 +3,7 @@ import * as os from 'os';
 import * as path from 'path';
 import { ErrorCode, initTfBackend, repoRoot } from '@srpo/core';
 import { Policy, PolicyRegistry, SeededRng, tokenLogProbs, type CausalLm } from '@srpo/policy';
-import { loadHfModel } from '@srpo/hf';
+import { HfTokenizer, loadHfModel } from '@srpo/hf';
 import { CompletionService } from './completion.service';
 import { drawTopP, GenerationCancelled, GenerationEngine, topK } from './generation-engine';
 import { parseRequest } from './openai-protocol';
@@ -242,7 +242,7 @@ function scripted(real: TextCodec, pieces: readonly string[]): TextCodec {
     kind: 'hf',
     stopIds: [],
     encode: (text, field) => real.encode(text, field),
-    chatPrompt: (messages, tools) => real.chatPrompt(messages, tools),
+    chatPrompt: (messages, tools, prefill) => real.chatPrompt(messages, tools, prefill),
     decode: (ids) => pieces.slice(0, ids.length).join(''),
     tokenText: (id) => `t${id}`,
   };
@@ -347,6 +347,49 @@ describe('completion service: tool calls (auto)', () => {
     const choices = chunks.flatMap((c) => c.choices as { delta: { content?: string }; finish_reason: string | null }[]);
     expect(choices.map((c) => c.delta.content ?? '').join('')).toBe(models.pieces.join(''));
     expect(choices[choices.length - 1].finish_reason).toBe('length');
+  });
+
+  it('tool_choice required and a named function: the call is opened in the prompt, the model samples the rest, and it is read as a call', async () => {
+    const auto = await service.run(chat({ max_tokens: 1 }));
+    const tokenizer = HfTokenizer.fromDirectory(dir);
+    const decodeTail = (ids: readonly number[]) => tokenizer.decode(ids.slice(auto.result.promptTokenIds.length));
+    models.pieces = [' {"a": 1, "b": 2}}', '\n</tool_call>'];
+    const named = await service.run(chat({ max_tokens: 2, tool_choice: { type: 'function', function: { name: 'add' } } }));
+    // The prompt is the auto prompt followed by the forced opening; only the two sampled tokens are the completion.
+    expect(named.result.promptTokenIds.slice(0, auto.result.promptTokenIds.length)).toEqual(auto.result.promptTokenIds);
+    expect(decodeTail(named.result.promptTokenIds)).toBe('<tool_call>\n{"name": "add", "arguments":');
+    expect(named.result.choices[0].tokenIds).toHaveLength(2);
+    expect((named.body.choices as Record<string, unknown>[])[0]).toMatchObject({
+      finish_reason: 'tool_calls',
+      message: { content: null, tool_calls: [{ type: 'function', function: { name: 'add', arguments: '{"a":1,"b":2}' } }] },
+    });
+    models.pieces = ['{"name": "add", "arguments": {"a": 3}}\n', '</tool_call>'];
+    const required = await service.run(chat({ max_tokens: 2, tool_choice: 'required' }));
+    expect(decodeTail(required.result.promptTokenIds)).toBe('<tool_call>\n');
+    expect((required.body.choices as Record<string, unknown>[])[0]).toMatchObject({
+      finish_reason: 'tool_calls',
+      message: { tool_calls: [{ function: { name: 'add', arguments: '{"a":3}' } }] },
+    });
+  });
+
+  it('a forced call the model does not complete is answered as text, the forced opening first, streamed in order', async () => {
+    models.pieces = ['oops', ' no', ' call'];
+    const chunks: Record<string, unknown>[] = [];
+    const { body } = await service.run(chat({ max_tokens: 3, tool_choice: 'required', stop: [' call'] }));
+    expect((body.choices as Record<string, unknown>[])[0]).toMatchObject({ finish_reason: 'stop', message: { content: '<tool_call>\noops no' } });
+    await service.run(chat({ max_tokens: 3, tool_choice: { type: 'function', function: { name: 'add' } }, stream: true }), (c) => chunks.push(c));
+    const choices = chunks.flatMap((c) => c.choices as { delta: { content?: string }; finish_reason: string | null }[]);
+    expect(choices.map((c) => c.delta.content ?? '').join('')).toBe('<tool_call>\n{"name": "add", "arguments":oops no call');
+    expect(choices[choices.length - 1].finish_reason).toBe('length');
+  });
+
+  it('a stop string inside an offered call: the held call text goes out after the content before it, in order', async () => {
+    models.pieces = CALL;
+    const chunks: Record<string, unknown>[] = [];
+    await service.run(chat({ max_tokens: 4, stop: ['</tool_call>'], stream: true }), (c) => chunks.push(c));
+    const choices = chunks.flatMap((c) => c.choices as { delta: { content?: string }; finish_reason: string | null }[]);
+    expect(choices.map((c) => c.delta.content ?? '').join('')).toBe(CALL.slice(0, 3).join(''));
+    expect(choices[choices.length - 1].finish_reason).toBe('stop');
   });
 
   it('tool_choice none renders no tools and reads no calls; a model whose template ignores tools refuses them, naming tools', async () => {

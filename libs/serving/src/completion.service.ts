@@ -4,7 +4,7 @@ import { GenerationEngine, type FinishReason, type TokenDraw } from './generatio
 import { IncrementalText } from './incremental-text';
 import { OpenAiError, type ParsedRequest } from './openai-protocol';
 import type { ServedModels, ServedModel } from './served-models';
-import { parseToolCalls, TOOL_CALL_OPEN, type ToolCall } from './tool-calls';
+import { callableTools, forcedCallPrefix, parseToolCalls, TOOL_CALL_OPEN, type ToolCall } from './tool-calls';
 
 /** Why a choice ended as the response says it: the engine's reason, or `tool_calls` when its text parsed as calls. */
 export type ChoiceFinish = FinishReason | 'tool_calls';
@@ -123,7 +123,7 @@ export class CompletionService {
   private promptIds(req: ParsedRequest, model: ServedModel): number[] {
     const p = req.prompt;
     try {
-      if ('messages' in p) return model.codec.chatPrompt(p.messages, req.tools);
+      if ('messages' in p) return model.codec.chatPrompt(p.messages, req.tools, prefixOf(req));
       if ('text' in p) return model.codec.encode(p.text, 'prompt');
     } catch (e) {
       if (e instanceof SrpoError && e.code === ErrorCode.VALIDATION_FAILED) throw new OpenAiError(400, e.message, e.field ?? null, 'invalid_value');
@@ -146,8 +146,10 @@ export class CompletionService {
     stream?: StreamWriter,
     signal?: AbortSignal,
   ): Promise<ChoiceResult> {
-    // With tools, a call's text is held from its opening tag and answered whole at the end.
-    const text = new IncrementalText((ids) => model.codec.decode(ids), req.stop, req.tools ? TOOL_CALL_OPEN : undefined);
+    // With tools, a call's text is held from its opening tag and answered whole at the end; after a
+    // forced call's prefix (in the prompt), all of it is ('' is found at once).
+    const prefix = prefixOf(req);
+    const text = new IncrementalText((ids) => model.codec.decode(ids), req.stop, prefix !== undefined ? '' : req.tools ? TOOL_CALL_OPEN : undefined);
     const tokenIds: number[] = [];
     const draws: TokenDraw[] = [];
     const finishReason = await this.engine.generate(
@@ -171,16 +173,19 @@ export class CompletionService {
       },
       signal,
     );
-    const parsed = req.tools ? parseToolCalls(text.whole(), req.tools, { parallel: req.parallelToolCalls }) : undefined;
+    const parsed =
+      req.tools && req.toolChoice
+        ? parseToolCalls((prefix ?? '') + text.whole(), callableTools(req.tools, req.toolChoice), { parallel: req.parallelToolCalls })
+        : undefined;
     if (parsed) {
       // The content before the first call has gone out already; the calls follow in one delta.
       stream?.toolCalls(index, parsed.calls);
       return { index, text: parsed.content ?? '', tokenIds, draws, finishReason: 'tool_calls', toolCalls: parsed.calls };
     }
-    // No call, or a malformed one: the whole text is the answer, as the model wrote it.
-    const rest = text.finish();
+    // No call, or a malformed one: the whole text is the answer, as the model wrote it (after a forced prefix, with it).
+    const rest = (prefix ?? '') + text.finish();
     stream?.finish(index, rest, finishReason);
-    return { index, text: text.text, tokenIds, draws, finishReason };
+    return { index, text: (prefix ?? '') + text.text, tokenIds, draws, finishReason };
   }
 }
 
@@ -329,4 +334,9 @@ class StreamWriter {
     this.sentPrompt = true;
     this.sink({ ...this.head(), choices: [choice], ...prompt });
   }
+}
+
+/** The forced call's opening that `tool_choice` `required` or a named function puts after the prompt. */
+function prefixOf(req: ParsedRequest): string | undefined {
+  return req.tools && req.toolChoice ? forcedCallPrefix(req.toolChoice) : undefined;
 }

@@ -42,11 +42,10 @@ export class IncrementalText {
     const cut = this.firstStop(full);
     if (cut !== undefined) {
       this.stoppedAt = cut;
-      return { delta: this.advance(full.slice(0, cut)), stopped: true };
+      // A held call stays held up to the stop: `finish` hands it out if it is not answered as calls.
+      return { delta: this.advance(this.unheld(full.slice(0, cut))), stopped: true };
     }
-    let safe = full;
-    const held = this.holdFrom === undefined ? -1 : full.indexOf(this.holdFrom);
-    if (held >= 0) safe = full.slice(0, held);
+    let safe = this.unheld(full);
     while (safe.endsWith('\uFFFD')) safe = safe.slice(0, -1);
     safe = safe.slice(0, safe.length - this.heldSuffix(safe));
     return { delta: this.advance(safe), stopped: false };
@@ -58,10 +57,15 @@ export class IncrementalText {
     return this.stoppedAt === undefined ? full : full.slice(0, this.stoppedAt);
   }
 
-  /** The choice ended for another reason (length, an end token): everything still held goes out. */
+  /** The choice ended (length, an end token, a stop string): everything still held goes out. */
   finish(): string {
-    if (this.stopped) return '';
-    return this.advance(this.decode(this.ids), true);
+    return this.advance(this.whole(), true);
+  }
+
+  /** `text` up to `holdFrom`'s first occurrence. */
+  private unheld(text: string): string {
+    const held = this.holdFrom === undefined ? -1 : text.indexOf(this.holdFrom);
+    return held >= 0 ? text.slice(0, held) : text;
   }
 
   private advance(upTo: string, force = false): string {

@@ -89,20 +89,22 @@ describe('OpenAI request parsing', () => {
     ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'retrieval' }] }, 'tools[0].type', 'invalid_value', /only "function"/],
     ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL, TOOL] }, 'tools[1].function.name', 'invalid_value', /named twice/],
     ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: Array(129).fill(TOOL) }, 'tools', 'invalid_value', /at most 128/],
+    ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tool_choice: 'required' }, 'tool_choice', 'invalid_value', /only allowed when tools/],
     [
       'chat',
-      { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL], tool_choice: 'required' },
-      'tool_choice',
-      'unsupported_parameter',
-      /constrained/,
+      { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL], tool_choice: { type: 'function', function: { name: 'sub' } } },
+      'tool_choice.function.name',
+      'invalid_value',
+      /"sub" is not one of the tools/,
     ],
     [
       'chat',
-      { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL], tool_choice: { type: 'function', function: { name: 'add' } } },
-      'tool_choice',
-      'unsupported_parameter',
-      /constrained/,
+      { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL], tool_choice: { type: 'function' } },
+      'tool_choice.function.name',
+      'invalid_value',
+      /must be the name/,
     ],
+    ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL], tool_choice: 'any' }, 'tool_choice', 'invalid_value', /must be "auto"/],
     ['chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tool_choice: 'auto' }, 'tool_choice', 'invalid_value', /only allowed when tools/],
     ['completions', { model: 'm', prompt: 'x', tools: [TOOL] }, 'tools', 'unsupported_parameter', /for \/v1\/chat\/completions/],
     ['chat', { model: 'm', messages: [{ role: 'tool', content: '3' }] }, 'messages[0].tool_call_id', 'invalid_value', /must name the call/],
@@ -173,6 +175,14 @@ describe('OpenAI request parsing', () => {
     expect(parseRequest('chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [] }).tools).toBeUndefined();
     expect(parseRequest('chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL], tool_choice: 'none' }).tools).toBeUndefined();
     expect(parseRequest('chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL], tool_choice: 'auto' }).tools).toEqual([TOOL]);
+    const chat = (toolChoice: unknown) =>
+      parseRequest('chat', { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: [TOOL], tool_choice: toolChoice });
+    expect([chat(undefined).toolChoice, chat('required').toolChoice, chat({ type: 'function', function: { name: 'add' } }).toolChoice]).toEqual([
+      'auto',
+      'required',
+      { name: 'add' },
+    ]);
+    expect(chat('none').toolChoice).toBeUndefined();
   });
 
   it('accepts the neutral values of parameters it does not implement, and nulls', () => {

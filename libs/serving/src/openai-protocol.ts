@@ -1,5 +1,5 @@
 import type { ChatMessage, TemplateToolCall } from '@srpo/hf';
-import type { FunctionTool } from './tool-calls';
+import type { FunctionTool, ToolChoice } from './tool-calls';
 
 /**
  * OpenAI's error object (`{"error": {...}}`), with the HTTP status it is sent with. Thrown by
@@ -63,11 +63,16 @@ export interface ParsedRequest {
   /** The request's `metadata` (string values), for the gateway's episode fields. */
   metadata: Record<string, string>;
   /**
-   * Chat with `tool_choice: auto` (the default with tools): the function tools the model may call,
-   * rendered by its template and read back from its answer. Unset without tools or with
-   * `tool_choice: none` (neither rendered nor read, as vLLM does by default).
+   * Chat with `tool_choice` `auto` (the default with tools), `required` or a named function: the
+   * function tools the model may call, rendered by its template and read back from its answer.
+   * Unset without tools or with `tool_choice: none` (neither rendered nor read, as vLLM does by default).
    */
   tools?: FunctionTool[];
+  /**
+   * Set with `tools`: `auto` (the model may call), `required` (it must call one of them) or
+   * `{ name }` (it must call that function).
+   */
+  toolChoice?: ToolChoice;
   /** `parallel_tool_calls`: more than one call per answer (default true). */
   parallelToolCalls: boolean;
 }
@@ -168,7 +173,8 @@ export function parseRequest(endpoint: ParsedRequest['endpoint'], body: unknown)
   }
   const metadata = parseMetadata(b.metadata);
   const given = endpoint === 'chat' ? parseTools(b.tools) : undefined;
-  const tools = parseToolChoice(b.tool_choice, given) === 'auto' ? given : undefined;
+  const toolChoice = parseToolChoice(b.tool_choice, given);
+  const tools = toolChoice === 'none' ? undefined : given;
   const base = {
     endpoint,
     model,
@@ -185,7 +191,7 @@ export function parseRequest(endpoint: ParsedRequest['endpoint'], body: unknown)
     returnTokenIds: bool(b, 'return_token_ids', false),
     tokensAsTokenIds: bool(b, 'return_tokens_as_token_ids', false),
     metadata,
-    ...(tools ? { tools } : {}),
+    ...(tools && toolChoice !== 'none' ? { tools, toolChoice } : {}),
     parallelToolCalls: bool(b, 'parallel_tool_calls', true),
   };
   if (endpoint === 'chat') return { ...base, prompt: { messages: parseMessages(b.messages) } };
@@ -330,25 +336,23 @@ function parseTools(v: unknown): FunctionTool[] | undefined {
 }
 
 /**
- * `tool_choice`: `auto` (the default with tools) or `none`. `required` and a named function
- * would need decoding constrained to a call, which this server does not do: refused, never
- * answered with text the caller did not allow.
+ * `tool_choice`: `auto` (the default with tools), `none`, `required`, or a named function
+ * (`{"type": "function", "function": {"name": ...}}`, one of `tools`). Every choice but `none`
+ * needs tools.
  */
-function parseToolChoice(v: unknown, tools: FunctionTool[] | undefined): 'auto' | 'none' {
+function parseToolChoice(v: unknown, tools: FunctionTool[] | undefined): ToolChoice | 'none' {
   if (v == null) return tools ? 'auto' : 'none';
   if (v === 'none') return 'none';
-  if (v === 'auto') {
-    if (!tools) throw bad('tool_choice', '"auto" is only allowed when tools are given');
-    return 'auto';
-  }
-  if (v === 'required' || (typeof v === 'object' && v !== null && (v as Json).type === 'function'))
-    throw new OpenAiError(
-      400,
-      "Unsupported parameter: 'tool_choice': 'required' and a named function need decoding constrained to a call, which this server does not do; use 'auto' or 'none'.",
-      'tool_choice',
-      'unsupported_parameter',
-    );
-  throw bad('tool_choice', `must be "auto", "none", "required" or {"type": "function", ...}, got ${JSON.stringify(v)}`);
+  if (v !== 'auto' && v !== 'required' && !(typeof v === 'object' && v !== null && (v as Json).type === 'function'))
+    throw bad('tool_choice', `must be "auto", "none", "required" or {"type": "function", "function": {"name": ...}}, got ${JSON.stringify(v)}`);
+  const what = typeof v === 'string' ? `"${v}"` : 'a named function';
+  if (!tools) throw bad('tool_choice', `${what} is only allowed when tools are given`);
+  if (typeof v === 'string') return v;
+  const fn = (v as Json).function as Json | undefined;
+  const name = typeof fn === 'object' && fn !== null ? fn.name : undefined;
+  if (typeof name !== 'string') throw bad('tool_choice.function.name', 'must be the name of one of the tools');
+  if (!tools.some((t) => t.function.name === name)) throw bad('tool_choice.function.name', `"${name}" is not one of the tools`);
+  return { name };
 }
 
 function parsePrompt(v: unknown): { text: string } | { ids: number[] } {

@@ -20,8 +20,9 @@ export interface TextCodec {
   /**
    * The chat template rendered with the generation prompt (and the request's function tools, under
    * `tools`), tokenized; refused where the model has no template, or tools where it does not render them.
+   * `prefill` is text appended after the generation prompt, tokenized with it (a forced call's opening).
    */
-  chatPrompt(messages: readonly ChatMessage[], tools?: readonly FunctionTool[]): number[];
+  chatPrompt(messages: readonly ChatMessage[], tools?: readonly FunctionTool[], prefill?: string): number[];
   /** Ids that end a completion (`finish_reason: "stop"`): the EOS ids of generation_config.json and the tokenizer. */
   readonly stopIds: readonly number[];
 }
@@ -124,7 +125,16 @@ export class HfTextCodec implements TextCodec {
     return this.tokenizer.decode([id]);
   }
 
-  chatPrompt(messages: readonly ChatMessage[], tools?: readonly FunctionTool[]): number[] {
-    return this.tokenizer.encode(this.tokenizer.applyChatTemplate(messages, { addGenerationPrompt: true, ...(tools ? { tools } : {}) }));
+  chatPrompt(messages: readonly ChatMessage[], tools?: readonly FunctionTool[], prefill = ''): number[] {
+    return this.tokenizer.encode(this.render(messages, tools, true) + prefill);
+  }
+
+  /** The chat template rendered (with or without the generation prompt) and tokenized. */
+  chatIds(messages: readonly ChatMessage[], tools: readonly FunctionTool[] | undefined, addGenerationPrompt: boolean): number[] {
+    return this.tokenizer.encode(this.render(messages, tools, addGenerationPrompt));
+  }
+
+  private render(messages: readonly ChatMessage[], tools: readonly FunctionTool[] | undefined, addGenerationPrompt: boolean): string {
+    return this.tokenizer.applyChatTemplate(messages, { addGenerationPrompt, ...(tools ? { tools } : {}) });
   }
 }

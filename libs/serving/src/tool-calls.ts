@@ -13,9 +13,33 @@ export interface ToolCall {
   function: { name: string; arguments: string };
 }
 
+/** What `tool_choice` asks of a chat with tools: the model may call, must call, or must call the named function. */
+export type ToolChoice = 'auto' | 'required' | { name: string };
+
 /** The text a model wraps each call in (Hermes format: Qwen2.5, Hermes, SmolLM3 and others). */
 export const TOOL_CALL_OPEN = '<tool_call>';
 export const TOOL_CALL_CLOSE = '</tool_call>';
+
+/**
+ * The text a forced call starts with, appended to the prompt after the template's generation
+ * prompt: `required` opens a call block (the model picks the function), a named function also
+ * writes its name, so the model samples only the arguments and what follows. The same
+ * "prefill" a client could write itself; undefined for `auto`.
+ *
+ * What the server writes is prompt, not sample: the recorded response holds only the tokens the
+ * model sampled after it, with their log-probs. Nothing constrains the sampled rest (no grammar):
+ * a model that writes no valid call gets its text back with the prefix, as any malformed call.
+ */
+export function forcedCallPrefix(choice: ToolChoice): string | undefined {
+  if (choice === 'auto') return undefined;
+  if (choice === 'required') return `${TOOL_CALL_OPEN}\n`;
+  return `${TOOL_CALL_OPEN}\n{"name": ${JSON.stringify(choice.name)}, "arguments":`;
+}
+
+/** The tools a call may name under `choice`: all of them, or only the named one. */
+export function callableTools(tools: readonly FunctionTool[], choice: ToolChoice): readonly FunctionTool[] {
+  return typeof choice === 'object' ? tools.filter((t) => t.function.name === choice.name) : tools;
+}
 
 /**
  * Reads the calls in a completion's text, in the Hermes format that tool-calling chat templates

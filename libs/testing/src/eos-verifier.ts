@@ -46,8 +46,10 @@ export async function verifyExactlyOnce(kafka: Kafka, catalog: TopicCatalog, exp
   const invalidSets: string[] = [];
   for (const r of records) {
     if (r.topic === catalog.activeSets.name) {
-      const id = codec.decodeAs('ActiveSet', r.value).setId;
-      setCounts.set(id, (setCounts.get(id) ?? 0) + 1);
+      const set = codec.decodeAs('ActiveSet', r.value);
+      // A set emitted again for a revised outcome (docs/rewards.md) is a correction, not a duplicate.
+      if (set.correction) continue;
+      setCounts.set(set.setId, (setCounts.get(set.setId) ?? 0) + 1);
     } else if (r.topic === catalog.advantageGroups.name) {
       const g = codec.decodeAs('AdvantageGroup', r.value);
       groupIds.set(g.groupId, (groupIds.get(g.groupId) ?? 0) + 1);

@@ -19,6 +19,10 @@ export function output(episodeId: string, n: number, patch: Partial<AgentOutput>
     startedAtMs: 1000,
     eventTimeMs: 1000,
     tokenIdOrigin: 'sampled',
+    turn: 0,
+    parentOutputId: null,
+    tokenDrift: null,
+    malformedToolCall: false,
     ...patch,
   };
 }
@@ -41,6 +45,7 @@ export function transition(episodeId: string, outputs: number[], patch: Partial<
     reward: null,
     done: true,
     eventTimeMs: 1000,
+    rewardSource: null,
     ...patch,
   };
 }
@@ -56,6 +61,8 @@ export function outcome(episodeId: string, reward: number, patch: Partial<Episod
     observationDigests: ['obs-0', 'obs-a'],
     turns: 1,
     eventTimeMs: 1000,
+    rewardSource: '',
+    revision: 0,
     ...patch,
   };
 }

@@ -7,3 +7,4 @@ export * from './event-fixtures';
 export * from './record-fixtures';
 export * from './ready-groups';
 export * from './smollm2';
+export * from './fake-judge-server';

@@ -65,6 +65,10 @@ export function member(spec: MemberSpec): SetMember {
     startedAtMs: 1_767_225_600_000,
     eventTimeMs: 1_767_225_600_000,
     tokenIdOrigin: 'sampled',
+    turn: 0,
+    parentOutputId: null,
+    tokenDrift: null,
+    malformedToolCall: false,
   };
   return {
     outputId: output.outputId,
@@ -100,6 +104,7 @@ export function activeSet(setId: string, members: SetMember[]): ActiveSet {
     transitionSource: coords('srpo.transitions', 1),
     outcomeSource: coords('srpo.episode-outcomes', 1),
     eventTimeMs: 1_767_225_600_000,
+    correction: false,
   };
 }
 

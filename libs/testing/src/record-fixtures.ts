@@ -21,6 +21,7 @@ export function transitionValue(transitionId: string, eventTimeMs = 0, reward: n
     reward,
     done: true,
     eventTimeMs,
+    rewardSource: null,
   });
 }
 

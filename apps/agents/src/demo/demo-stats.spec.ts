@@ -13,6 +13,8 @@ function outcome(workflow: string, success: boolean, eventTimeMs: number): Episo
     observationDigests: [],
     turns: 1,
     eventTimeMs,
+    rewardSource: '',
+    revision: 0,
   };
 }
 
@@ -90,6 +92,10 @@ describe('demo statistics', () => {
       startedAtMs: 0,
       eventTimeMs: 0,
       tokenIdOrigin: 'sampled' as const,
+      turn: 0,
+      parentOutputId: null,
+      tokenDrift: null,
+      malformedToolCall: false,
     };
     s.onOutput({ ...base, policyVersion: 0 });
     s.onOutput({ ...base, policyVersion: 7 });

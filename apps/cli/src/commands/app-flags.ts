@@ -110,6 +110,18 @@ const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
 const BACKENDS = ['auto', 'tensorflow-gpu', 'tensorflow', 'cpu'] as const;
 
 /** Flags every app takes: where Kafka is, the topics' prefix, the log level. */
+/** `/metrics` and `/health` of an app with a metrics endpoint (the materializer, `srpo judge`). */
+export const METRICS_PORT_FLAG: FlagSpec = {
+  flag: '--metrics-port',
+  value: '<n>',
+  variable: 'SRPO_METRICS_PORT',
+  default: '0 (off)',
+  help: '/metrics and /health on 127.0.0.1',
+  kind: 'int',
+  min: 0,
+  max: 65535,
+};
+
 const COMMON: readonly FlagSpec[] = [
   { flag: '--brokers', value: '<list>', variable: 'KAFKA_BROKERS', default: 'local broker', help: 'comma-separated Kafka bootstrap brokers', kind: 'string' },
   { flag: '--topic-prefix', value: '<prefix>', variable: 'SRPO_TOPIC_PREFIX', default: 'srpo.', help: 'topic name prefix', kind: 'string' },
@@ -325,6 +337,14 @@ export const MATERIALIZER_FLAGS: readonly FlagSpec[] = [
     min: 1,
   },
   {
+    flag: '--reward-windows',
+    value: '<list>',
+    variable: 'SRPO_REWARD_WINDOWS',
+    default: 'unset',
+    help: 'per reward source, how long a set waits for its outcome, e.g. human=7d,ci=1h,judge=10m (docs/rewards.md)',
+    kind: 'string',
+  },
+  {
     flag: '--state-store',
     value: '<kind>',
     variable: 'SRPO_STATE_STORE',
@@ -350,16 +370,7 @@ export const MATERIALIZER_FLAGS: readonly FlagSpec[] = [
     kind: 'choice',
     choices: ['kafkajs', 'platformatic'],
   },
-  {
-    flag: '--metrics-port',
-    value: '<n>',
-    variable: 'SRPO_METRICS_PORT',
-    default: '0 (off)',
-    help: '/metrics and /health on 127.0.0.1',
-    kind: 'int',
-    min: 0,
-    max: 65535,
-  },
+  METRICS_PORT_FLAG,
   {
     flag: '--session-timeout-ms',
     value: '<ms>',

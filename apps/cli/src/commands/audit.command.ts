@@ -1,8 +1,8 @@
 import * as path from 'path';
 import { Command } from 'commander';
-import { AuditService, type SetTrace, type VerifyReport } from '@srpo/audit';
+import { AuditService, type EpisodeTrace, type SetTrace, type VerifyReport } from '@srpo/audit';
 import { ErrorCode, initTfBackend, SrpoError } from '@srpo/core';
-import { createKafka, EventCodec } from '@srpo/events';
+import { createKafka, EventCodec, topicCatalog } from '@srpo/events';
 import { AuditStore, type UpdateDetail } from '@srpo/store';
 import { CliConfig } from '../cli-config';
 import { backendLabel } from '@srpo/kernels';
@@ -50,12 +50,30 @@ export function auditCommand(config: () => CliConfig): Command {
     });
 
   audit
-    .command('trace <setId>')
-    .description('which outputs, transition and outcome made a set, which group it joined, its advantage, which update consumed it')
+    .command('trace [setId]')
+    .description(
+      'which outputs, transition and outcome made a set, which group it joined, its advantage, which update consumed it; ' +
+        "with --episode ID: every update that used a set of the episode, the outcome revision each used and whether it is superseded (reads the episode's partition of the transitions and episode-outcomes topics)",
+    )
+    .option('--episode <episodeId>', "trace an episode's outcome revisions to the updates that used them (docs/rewards.md)")
+    .option('--source-prefix <prefix>', 'with --episode: read the topics with this prefix instead of SRPO_TOPIC_PREFIX (a mirrored copy of the log)')
     .option('--json', 'print the trace as JSON', false)
-    .action(async (setId: string, opts: AuditOptions) => {
-      await withService(config(), {}, async (svc) => {
-        const traces = await svc.trace(setId);
+    .action(async (setId: string | undefined, opts: AuditOptions & { episode?: string; sourcePrefix?: string }) => {
+      if ((setId === undefined) === (opts.episode === undefined)) {
+        throw new SrpoError(ErrorCode.VALIDATION_FAILED, 'give a set id or --episode ID (one of them)', { field: 'setId' });
+      }
+      const cfg = config();
+      if (opts.episode !== undefined) {
+        const episodeId = opts.episode;
+        const catalog = topicCatalog(cfg.topics);
+        const trace = await withService(cfg, { kafka: true, sourcePrefix: opts.sourcePrefix }, (svc) =>
+          svc.traceEpisode(episodeId, { topics: { transitions: catalog.transitions.name, episodeOutcomes: catalog.episodeOutcomes.name } }),
+        );
+        process.stdout.write(opts.json ? JSON.stringify(trace, null, 2) + '\n' : formatEpisodeTrace(trace));
+        return;
+      }
+      await withService(cfg, {}, async (svc) => {
+        const traces = await svc.trace(setId as string);
         process.stdout.write(opts.json ? JSON.stringify(traces, null, 2) + '\n' : traces.map(formatTrace).join('\n'));
       });
     });
@@ -130,4 +148,26 @@ function formatTrace(t: SetTrace): string {
       `update      ${t.update.updateId} v${t.update.versionBefore} -> v${t.update.versionAfter} (loss ${t.update.loss}, weights ${t.update.weightsHashAfter})`,
     ].join('\n') + '\n'
   );
+}
+
+function formatEpisodeTrace(t: EpisodeTrace): string {
+  const lines = [`episode     ${t.episodeId}`];
+  if (t.outcomes.length === 0) lines.push('outcomes    none in the log');
+  for (const o of t.outcomes) {
+    const latest = o.revision === t.latestRevision ? ' (latest)' : ' (superseded)';
+    lines.push(`outcome     revision ${o.revision}${latest} reward ${o.outcomeReward} source ${o.rewardSource || '-'} at ${coord(o.source)}`);
+  }
+  if (t.uses.length === 0) lines.push('updates     none used a set of this episode');
+  for (const u of t.uses) {
+    const used =
+      u.outcome === null
+        ? 'immediate reward'
+        : u.revision === null
+          ? `outcome at ${coord(u.outcome)} (no longer in the log: revision unknown)`
+          : `outcome revision ${u.revision} at ${coord(u.outcome)}${u.superseded ? `, SUPERSEDED by revision ${t.latestRevision}` : ''}`;
+    lines.push(
+      `update      ${u.updateId} v${u.versionBefore} -> v${u.versionAfter}: set ${u.setId} in group ${u.groupId} (advantage ${u.advantage}) used ${used}`,
+    );
+  }
+  return lines.join('\n') + '\n';
 }

@@ -196,7 +196,7 @@ function formatReport(r: ReplayReport): string {
   const m = r.rematerialized;
   if (m) {
     lines.push(
-      `re-materialized ${m.events} raw events at ${Math.round(m.eventsPerSecond)} events/s (read ${m.readMs} ms, process ${m.processMs} ms, write ${m.writeMs} ms): ${m.setsComplete} sets, ${m.setsInvalid} invalid, ${m.deadLetters} dead letters, ${m.groups} groups`,
+      `re-materialized ${m.events} raw events at ${Math.round(m.eventsPerSecond)} events/s (read ${m.readMs} ms, process ${m.processMs} ms, write ${m.writeMs} ms): ${m.setsComplete} sets, ${m.setsInvalid} invalid, ${m.deadLetters} dead letters, ${m.groups} groups${m.revisedOutcomes > 0 ? `, ${m.revisedOutcomes} episode(s) with their latest outcome revision` : ''}`,
     );
     lines.push(`${m.identical}/${m.compared} recorded groups re-derived identically`);
     for (const d of m.differences) lines.push(`  different: ${d.groupId} (${d.closeReason}, update ${d.updateId}): ${d.detail}`);

@@ -4,9 +4,20 @@ import { OpenAiError } from '../openai-protocol';
 import { keyAllows, type ApiKeyIdentity, type ApiKeys } from './api-keys';
 import { EpisodeOwners } from './episode-owners';
 import type { KeyRateLimiter } from './key-rate-limiter';
-import { fetchFailureReason, redactCredentials, upstreamTarget, type UpstreamTarget } from './upstream-url';
+import { clientGone, UpstreamClient } from './upstream-client';
 import type { EventSpool } from './event-spool';
-import { policyVersionOf, recordedOutputs, StreamAccumulator, upstreamCompletionOf, type Retokenizer, type UpstreamCompletion } from './completion-record';
+import {
+  policyVersionOf,
+  recordedOutputs,
+  replyOf,
+  StreamAccumulator,
+  upstreamCompletionOf,
+  type Retokenizer,
+  type UpstreamCompletion,
+} from './completion-record';
+import { ConversationTurns } from './conversation-turns';
+import { ChatChunkTranslator, chatCompletionOf, completionsBodyOf, tokenPromptOf, type TokenPromptPlan } from './token-prompt';
+import type { HfTextCodec } from '../text-codec';
 import { EPISODE_METADATA, episodeFieldsOf, type EpisodeFields } from './episode-fields';
 import { clientChunk, clientView, sseData } from './upstream-relay';
 import { EventRecorder } from './event-recorder';
@@ -60,6 +71,13 @@ export interface CompletionGatewayOptions {
   episodeOwners?: EpisodeOwners;
   /** Each key's request budget (with keys only); unset: none beyond `maxInFlight`. */
   rateLimiter?: KeyRateLimiter;
+  /** The turns of multi-turn conversations; unset: the defaults of {@link ConversationTurns}. */
+  conversationTurns?: ConversationTurns;
+  /**
+   * SRPO_GATEWAY_TOKEN_PROMPTS: a later turn goes upstream as `/v1/completions` with token ids (its
+   * parent's as sampled) rendered with this codec (the served model's tokenizer and template).
+   */
+  tokenPrompts?: HfTextCodec;
   clock?: () => number;
 }
 
@@ -81,13 +99,18 @@ export class CompletionGateway {
   private inFlight = 0;
   /** policy id → the upstream model that serves its current version, and that version (set by the publisher). */
   private readonly served = new Map<string, ServedVersion>();
-  readonly totals = { requests: 0, recorded: 0, refused: 0 };
+  /**
+   * `turnsLinked`: outputs recorded with a parent; `tokenDrift`: of those, whose context lost the
+   * parent's sampled tokens; `tokenPrompts`: requests sent as token prompts.
+   */
+  readonly totals = { requests: 0, recorded: 0, refused: 0, turnsLinked: 0, tokenDrift: 0, malformedToolCalls: 0, tokenPrompts: 0 };
 
   /** Counters for /health, the spool's included. */
   stats(): Record<string, number> {
     return {
       ...this.totals,
       episodeOwners: this.episodes.size,
+      conversations: this.turns.size,
       ...(this.o.spool
         ? {
             spoolPending: this.o.spool.pending,
@@ -100,14 +123,16 @@ export class CompletionGateway {
     };
   }
 
-  private readonly upstream: UpstreamTarget;
+  private readonly upstream: UpstreamClient;
   private readonly recorder: EventRecorder;
   private readonly episodes: EpisodeOwners;
+  private readonly turns: ConversationTurns;
 
   constructor(private readonly o: CompletionGatewayOptions) {
-    this.upstream = upstreamTarget(o.upstreamUrl);
+    this.upstream = new UpstreamClient(o, this.log);
     this.recorder = new EventRecorder(o.sdk, o.recordTimeoutMs, o.spool, this.log);
     this.episodes = o.episodeOwners ?? new EpisodeOwners({ maxEpisodes: 100_000, idleTtlMs: 3_600_000, clock: o.clock });
+    this.turns = o.conversationTurns ?? new ConversationTurns();
   }
 
   async complete(endpoint: 'chat' | 'completions', headers: Headers, body: unknown, out: Responder): Promise<void> {
@@ -138,7 +163,6 @@ export class CompletionGateway {
     }
   }
 
-  /** `GET /v1/models`: the configured policies, or the upstream's own list when every name passes through. */
   /** `GET /v1/models`, narrowed to the models the caller's key may use (as serve's): a key learns nothing of the others. */
   async models(headers: Headers): Promise<Json> {
     const key = this.o.keys.authorize(header(headers, 'authorization'), undefined);
@@ -146,16 +170,7 @@ export class CompletionGateway {
       const ids = [...new Set([...this.o.models.keys(), ...this.served.keys()])].filter((id) => keyAllows(key, id));
       return { object: 'list', data: ids.map((id) => ({ id, object: 'model', created: 0, owned_by: 'srpo' })) };
     }
-    let res: Response;
-    try {
-      const auth = this.upstreamAuth(undefined);
-      res = await fetch(`${this.upstream.base}/models`, {
-        headers: auth ? { authorization: auth } : {},
-        signal: AbortSignal.timeout(this.o.upstreamTimeoutMs),
-      });
-    } catch (e) {
-      throw this.unreachable(e);
-    }
+    const res = await this.upstream.get('models');
     if (!res.ok) throw new OpenAiError(502, `the upstream's /models answered ${res.status}`, null, 'upstream_error', 'upstream_error');
     const list = (await res.json()) as Json;
     // Every model passes under its own name here: the upstream's names are the policy ids.
@@ -235,21 +250,38 @@ export class CompletionGateway {
       );
     }
     const stream = body.stream === true;
-    const upstreamBody = this.upstreamBody(endpoint, body, upstreamModel, fields !== undefined);
-    const res = await this.fetchUpstream(endpoint, upstreamBody, header(headers, 'authorization'), out.gone);
+    const plan = this.tokenPlan(endpoint, fields, body);
+    const upstreamBody = plan
+      ? completionsBodyOf(body, plan.ids, upstreamModel, this.o.upstreamTokenIds)
+      : this.upstreamBody(endpoint, body, upstreamModel, fields !== undefined);
+    const res = await this.upstream.post(plan ? 'completions' : endpoint, upstreamBody, header(headers, 'authorization'), out.gone);
     const versionHeader = res.headers.get('x-srpo-policy-version') ?? undefined;
     if (!stream) {
-      const json = (await res.json().catch(() => {
+      const answer = (await res.json().catch(() => {
         if (out.gone?.aborted) throw clientGone();
         throw new OpenAiError(502, 'the upstream answered with a body that is not JSON', null, 'upstream_invalid', 'upstream_error');
       })) as Json;
+      const json = plan ? chatCompletionOf(answer, plan) : answer;
       if (!fields) return out.json(200, json, passHeaders(versionHeader));
-      const recorded = await this.recordCompletion(upstreamCompletionOf(json), policyId, versionHeader, fields, body, temperature, startedAtMs, routed);
+      const up = withPromptIds(upstreamCompletionOf(json), plan);
+      const recorded = await this.recordCompletion(up, policyId, versionHeader, fields, body, temperature, startedAtMs, routed);
       const reply = clientView(endpoint, body, json);
       reply.srpo = { output_ids: recorded.outputIds, policy_id: policyId, policy_version: recorded.version, ...(recorded.spooled ? { spooled: true } : {}) };
       return out.json(200, reply, { ...passHeaders(versionHeader), 'x-srpo-output-ids': recorded.outputIds.join(',') });
     }
-    await this.relayStream(endpoint, body, res, out, versionHeader, fields && { fields, policyId, temperature, startedAtMs, routed });
+    await this.relayStream(endpoint, body, res, out, versionHeader, fields && { fields, policyId, temperature, startedAtMs, routed }, plan);
+  }
+
+  /**
+   * The token prompt for a chat request that continues a remembered turn, when token prompts
+   * are on and the request qualifies (see {@link tokenPromptOf}); else undefined (sent as text).
+   */
+  private tokenPlan(endpoint: 'chat' | 'completions', fields: EpisodeFields | undefined, body: Json): TokenPromptPlan | undefined {
+    if (!this.o.tokenPrompts || endpoint !== 'chat' || !fields) return undefined;
+    const parent = this.turns.parent(fields, body.messages, fields.parentOutputId);
+    const plan = parent && tokenPromptOf(this.o.tokenPrompts, body, parent);
+    if (plan) this.totals.tokenPrompts++;
+    return plan;
   }
 
   /** What the upstream is asked: the agent's request plus log-probs and token ids when recording. */
@@ -266,48 +298,6 @@ export class CompletionGateway {
     return up;
   }
 
-  /**
-   * Sends the request upstream. Its signal is the timeout's and the client's: when the client goes
-   * away, the upstream request (a generation, and a streamed body's reading) is cancelled too, so
-   * the upstream frees what it holds for it instead of generating for nobody.
-   */
-  private async fetchUpstream(endpoint: 'chat' | 'completions', body: Json, clientAuth: string | undefined, gone?: AbortSignal): Promise<Response> {
-    const url = `${this.upstream.base}/${endpoint === 'chat' ? 'chat/completions' : 'completions'}`;
-    const auth = this.upstreamAuth(clientAuth);
-    const timeout = AbortSignal.timeout(this.o.upstreamTimeoutMs);
-    let res: Response;
-    try {
-      res = await fetch(url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}) },
-        body: JSON.stringify(body),
-        signal: gone ? AbortSignal.any([timeout, gone]) : timeout,
-      });
-    } catch (e) {
-      if (gone?.aborted) throw clientGone();
-      throw this.unreachable(e);
-    }
-    if (!res.ok) {
-      const text = await res.text();
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        parsed = undefined;
-      }
-      const err = (parsed as { error?: Json } | undefined)?.error;
-      // Upstream refusals pass through with their status and OpenAI-shaped body.
-      throw new OpenAiError(
-        res.status,
-        typeof err?.message === 'string' ? err.message : `the upstream answered ${res.status}: ${text.slice(0, 200)}`,
-        typeof err?.param === 'string' ? err.param : null,
-        typeof err?.code === 'string' ? err.code : null,
-        typeof err?.type === 'string' ? err.type : 'upstream_error',
-      );
-    }
-    return res;
-  }
-
   private async recordCompletion(
     up: UpstreamCompletion,
     policyId: string,
@@ -322,8 +312,11 @@ export class CompletionGateway {
     const fallback = routed ? () => routed.version : this.o.versionFallback;
     const version = policyVersionOf(policyId, versionHeader, up.systemFingerprint, fallback);
     const maxTokens = [body.max_completion_tokens, body.max_tokens].find((v) => Number.isInteger(v)) as number | undefined;
+    // Numbered after the upstream answered (nothing awaits between here and the emit's start), so concurrent turns get distinct numbers.
+    const place = this.turns.place(fields, body.messages, fields);
     const outputs = recordedOutputs(up, {
       fields,
+      place,
       policyId,
       policyVersion: version,
       requestBody: body,
@@ -336,6 +329,18 @@ export class CompletionGateway {
     });
     const written = await this.recorder.emit(outputs.map((value) => ({ type: 'AgentOutput', value })));
     this.totals.recorded += outputs.length;
+    outputs.forEach((o, i) => {
+      if (o.parentOutputId) this.totals.turnsLinked++;
+      if (o.tokenDrift) this.totals.tokenDrift++;
+      if (o.malformedToolCall) this.totals.malformedToolCalls++;
+      this.turns.remember(fields, body.messages, replyOf(up.choices[i]), o as { outputId: string; contextTokenIds: number[]; responseTokenIds: number[] });
+    });
+    if (outputs.some((o) => o.tokenDrift))
+      this.log.debug('token drift: a turn re-tokenized its parent differently from what was sampled', {
+        episodeId: fields.episodeId,
+        outputId: outputs[0].outputId,
+        parentOutputId: outputs[0].parentOutputId,
+      });
     return { outputIds: outputs.map((o) => o.outputId), version, spooled: written === 'spooled' };
   }
 
@@ -346,14 +351,17 @@ export class CompletionGateway {
     out: Responder,
     versionHeader: string | undefined,
     rec: { fields: EpisodeFields; policyId: string; temperature: number; startedAtMs: number; routed: ServedVersion | undefined } | undefined,
+    plan?: TokenPromptPlan,
   ): Promise<void> {
     const acc = new StreamAccumulator();
+    const translator = plan && new ChatChunkTranslator(plan);
     out.startStream(passHeaders(versionHeader));
     let last: Json | undefined;
     try {
       for await (const data of sseData(res)) {
         if (data === '[DONE]') break;
-        const chunk = JSON.parse(data) as Json;
+        const raw = JSON.parse(data) as Json;
+        const chunk = translator && !raw.error ? translator.translate(raw) : raw;
         // eslint-disable-next-line @typescript-eslint/no-base-to-string -- a field of the upstream JSON, a string when present
         if (chunk.error) throw new OpenAiError(502, String((chunk.error as Json).message ?? 'upstream stream error'), null, 'upstream_error', 'upstream_error');
         acc.add(chunk);
@@ -362,7 +370,8 @@ export class CompletionGateway {
         if (view) await out.write(`data: ${JSON.stringify(view)}\n\n`);
       }
       if (rec) {
-        const recorded = await this.recordCompletion(acc.result(), rec.policyId, versionHeader, rec.fields, body, rec.temperature, rec.startedAtMs, rec.routed);
+        const up = withPromptIds(acc.result(), plan);
+        const recorded = await this.recordCompletion(up, rec.policyId, versionHeader, rec.fields, body, rec.temperature, rec.startedAtMs, rec.routed);
         const srpo = {
           output_ids: recorded.outputIds,
           policy_id: rec.policyId,
@@ -404,23 +413,11 @@ export class CompletionGateway {
       throw e;
     }
   }
-
-  /** The upstream's key, else the URL's credentials, else (with no keys of the gateway's own) the agent's. */
-  private upstreamAuth(clientAuth: string | undefined): string | undefined {
-    if (this.o.upstreamApiKey) return `Bearer ${this.o.upstreamApiKey}`;
-    return this.upstream.basicAuth ?? (this.o.keys.enabled ? undefined : clientAuth);
-  }
-
-  /** A 502 that names neither the upstream's URL nor its credentials; the log gets the URL without them. */
-  private unreachable(e: unknown): OpenAiError {
-    this.log.warn('the upstream could not be reached', { upstream: this.upstream.base, error: redactCredentials(errorMessage(e)) });
-    return new OpenAiError(502, `the upstream could not be reached (${fetchFailureReason(e)})`, null, 'upstream_unreachable', 'upstream_error');
-  }
 }
 
-/** The request ended because its client went away (nginx's 499): there is no one to answer. */
-function clientGone(): OpenAiError {
-  return new OpenAiError(499, 'the client closed the request; the upstream request was cancelled', null, 'client_closed_request');
+/** A token prompt's ids are the recorded context where the upstream does not send them back. */
+function withPromptIds(up: UpstreamCompletion, plan: TokenPromptPlan | undefined): UpstreamCompletion {
+  return plan && !up.promptTokenIds ? { ...up, promptTokenIds: plan.ids } : up;
 }
 
 function passHeaders(versionHeader: string | undefined): Record<string, string> {

@@ -1,6 +1,8 @@
 import { createHash } from 'crypto';
 import type { AgentOutputInit } from '@srpo/events';
 import { OpenAiError } from '../openai-protocol';
+import { TOOL_CALL_OPEN } from '../tool-calls';
+import { tokenDriftOf, type AssistantReply, type TurnPlace } from './conversation-turns';
 import { outputIdOf, type EpisodeFields } from './episode-fields';
 
 /** One choice of an upstream completion, in the form both endpoints (and streaming) reduce to. */
@@ -15,6 +17,8 @@ export interface UpstreamChoice {
   logprobs?: number[];
   /** The upstream answered with tool calls (its parser took their text out of `content`). */
   toolCalls?: boolean;
+  /** The calls, as a later turn's messages echo them. */
+  calls?: AssistantReply['calls'];
 }
 
 /** An upstream completion reduced to what is recorded. */
@@ -47,7 +51,7 @@ export function upstreamCompletionOf(body: Json): UpstreamCompletion {
       const calls = (c.message as Json | undefined)?.tool_calls;
       return {
         index: typeof c.index === 'number' ? c.index : i,
-        ...(Array.isArray(calls) && calls.length > 0 ? { toolCalls: true } : {}),
+        ...(Array.isArray(calls) && calls.length > 0 ? { toolCalls: true, calls: (calls as Json[]).map(callOf) } : {}),
         text,
         tokenIds: intArray(c.token_ids),
         tokens: chat ? chat.map((e) => String(e.token)) : Array.isArray(lp?.tokens) ? (lp?.tokens as unknown[]).map(String) : [],
@@ -80,7 +84,10 @@ export class StreamAccumulator {
       const delta = c.delta as Json | undefined;
       if (typeof c.text === 'string') acc.text += c.text;
       if (typeof delta?.content === 'string') acc.text += delta.content;
-      if (Array.isArray(delta?.tool_calls) && delta.tool_calls.length > 0) acc.toolCalls = true;
+      if (Array.isArray(delta?.tool_calls) && delta.tool_calls.length > 0) {
+        acc.toolCalls = true;
+        addCallDeltas((acc.calls ??= []), delta.tool_calls as Json[]);
+      }
       const ids = intArray(c.token_ids);
       if (ids) acc.tokenIds = [...(acc.tokenIds ?? []), ...ids];
       const lp = c.logprobs as Json | null | undefined;
@@ -136,6 +143,8 @@ export function policyVersionOf(
 
 export interface RecordContext {
   fields: EpisodeFields;
+  /** The request's turn and parent in its conversation; unset: turn 0, no parent. */
+  place?: TurnPlace;
   policyId: string;
   policyVersion: number;
   requestBody: Json;
@@ -187,8 +196,9 @@ export function recordedOutputs(up: UpstreamCompletion, ctx: RecordContext): Age
         'upstream_token_mismatch',
       );
     }
+    const parent = ctx.place?.parent;
     return {
-      outputId: outputIdOf(ctx.fields, c.index, n),
+      outputId: outputIdOf(ctx.fields, c.index, n, ctx.place?.turn ?? 0),
       episodeId: ctx.fields.episodeId,
       step: ctx.fields.step,
       agentId: ctx.fields.agentId,
@@ -205,8 +215,42 @@ export function recordedOutputs(up: UpstreamCompletion, ctx: RecordContext): Age
       startedAtMs: ctx.startedAtMs,
       eventTimeMs: ctx.finishedAtMs,
       tokenIdOrigin: origin,
+      turn: ctx.place?.turn ?? 0,
+      parentOutputId: parent?.outputId ?? ctx.place?.parentOutputId ?? null,
+      tokenDrift: parent ? tokenDriftOf(parent, context) : null,
+      malformedToolCall: malformedToolCall(ctx.requestBody, c),
     };
   });
+}
+
+/**
+ * A choice of a request that offered tools, answered as text holding a call's opening tag: the
+ * model wrote a call that did not parse (srpo serve and vLLM's parsers then answer the text).
+ */
+function malformedToolCall(body: Json, c: UpstreamChoice): boolean {
+  const offered = Array.isArray(body.tools) && body.tools.length > 0 && body.tool_choice !== 'none';
+  return offered && !c.toolCalls && c.text.includes(TOOL_CALL_OPEN);
+}
+
+/** The answer of a choice as a later turn's `messages` echo it. */
+export function replyOf(c: UpstreamChoice): AssistantReply {
+  return { content: c.text, calls: c.calls ?? [] };
+}
+
+function callOf(c: Json): { name: string; arguments: string } {
+  const fn = (c?.function ?? {}) as Json;
+  return { name: typeof fn.name === 'string' ? fn.name : '', arguments: typeof fn.arguments === 'string' ? fn.arguments : '' };
+}
+
+/** Streamed calls come in pieces by `index`: the name once, the arguments' text in parts. */
+function addCallDeltas(calls: { name: string; arguments: string }[], deltas: Json[]): void {
+  for (const d of deltas) {
+    const i = typeof d.index === 'number' && d.index >= 0 && d.index < 1024 ? d.index : calls.length;
+    const fn = (d.function ?? {}) as Json;
+    calls[i] ??= { name: '', arguments: '' };
+    if (typeof fn.name === 'string') calls[i].name += fn.name;
+    if (typeof fn.arguments === 'string') calls[i].arguments += fn.arguments;
+  }
 }
 
 function idsFromTokens(tokens: readonly string[]): number[] | undefined {

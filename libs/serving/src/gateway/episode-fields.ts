@@ -1,3 +1,4 @@
+import { DEFAULT_EVENT_LIMITS } from '@srpo/events';
 import { OpenAiError } from '../openai-protocol';
 
 /** Where in an episode a completion belongs: the AgentOutput's identity. */
@@ -6,13 +7,23 @@ export interface EpisodeFields {
   step: number;
   role: string;
   agentId: string;
+  /** `X-SRPO-Turn`: the client numbers its turns itself (else the gateway does, see ConversationTurns). */
+  turn?: number;
+  /** `X-SRPO-Parent-Output`: the output this turn continues, named by the client. */
+  parentOutputId?: string;
 }
+
+/** Optional headers of a multi-turn conversation whose client keeps its own turns. */
+export const TURN_HEADERS = { turn: 'x-srpo-turn', parentOutputId: 'x-srpo-parent-output' } as const;
 
 /** The request headers that carry the fields, and their `metadata` keys (the header wins). */
 export const EPISODE_HEADERS = { episodeId: 'x-srpo-episode', step: 'x-srpo-step', role: 'x-srpo-role', agentId: 'x-srpo-agent' } as const;
 export const EPISODE_METADATA = { episodeId: 'srpo_episode', step: 'srpo_step', role: 'srpo_role', agentId: 'srpo_agent' } as const;
 
-const HEADER_NAMES: Record<keyof EpisodeFields, string> = { episodeId: 'X-SRPO-Episode', step: 'X-SRPO-Step', role: 'X-SRPO-Role', agentId: 'X-SRPO-Agent' };
+/** The four fields every recorded request carries. */
+type RequiredField = keyof typeof EPISODE_HEADERS;
+
+const HEADER_NAMES: Record<RequiredField, string> = { episodeId: 'X-SRPO-Episode', step: 'X-SRPO-Step', role: 'X-SRPO-Role', agentId: 'X-SRPO-Agent' };
 
 /**
  * The episode fields of a request, from its `X-SRPO-*` headers or its `metadata`. All four or
@@ -24,13 +35,13 @@ export function episodeFieldsOf(
   metadata: Readonly<Record<string, string>>,
   strict: boolean,
 ): EpisodeFields | undefined {
-  const read = (k: keyof EpisodeFields): string | undefined => {
+  const read = (k: RequiredField): string | undefined => {
     const h = headers[EPISODE_HEADERS[k]];
     const v = Array.isArray(h) ? h[0] : h;
     return v !== undefined && v !== '' ? v : metadata[EPISODE_METADATA[k]];
   };
   const raw = { episodeId: read('episodeId'), step: read('step'), role: read('role'), agentId: read('agentId') };
-  const missing = (Object.keys(raw) as (keyof EpisodeFields)[]).filter((k) => raw[k] === undefined);
+  const missing = (Object.keys(raw) as RequiredField[]).filter((k) => raw[k] === undefined);
   if (missing.length === 4 && !strict) return undefined;
   if (missing.length > 0) {
     const k = missing[0];
@@ -45,11 +56,39 @@ export function episodeFieldsOf(
   if (!/^\d+$/.test(raw.step as string) || !Number.isSafeInteger(step)) {
     throw new OpenAiError(400, `X-SRPO-Step: must be a non-negative integer, got ${JSON.stringify(raw.step)}`, 'X-SRPO-Step', 'invalid_episode_field');
   }
-  return { episodeId: raw.episodeId as string, step, role: raw.role as string, agentId: raw.agentId as string };
+  return { episodeId: raw.episodeId as string, step, role: raw.role as string, agentId: raw.agentId as string, ...turnFieldsOf(headers) };
 }
 
-/** The output id of choice `index` of `n`: `<episode>.s<step>.<agent>`, with `.c<index>` when n > 1. */
-export function outputIdOf(f: EpisodeFields, index: number, n: number): string {
-  const base = `${f.episodeId}.s${f.step}.${f.agentId}`;
+function turnFieldsOf(headers: Readonly<Record<string, string | string[] | undefined>>): Pick<EpisodeFields, 'turn' | 'parentOutputId'> {
+  const read = (name: string): string | undefined => {
+    const h = headers[name];
+    const v = Array.isArray(h) ? h[0] : h;
+    return v === undefined || v === '' ? undefined : v;
+  };
+  const turn = read(TURN_HEADERS.turn);
+  const parent = read(TURN_HEADERS.parentOutputId);
+  if (turn !== undefined && (!/^\d{1,6}$/.test(turn) || Number(turn) > 100_000))
+    throw new OpenAiError(
+      400,
+      `X-SRPO-Turn: must be an integer from 0 to 100000, got ${JSON.stringify(turn.slice(0, 32))}`,
+      'X-SRPO-Turn',
+      'invalid_episode_field',
+    );
+  if (parent !== undefined && parent.length > DEFAULT_EVENT_LIMITS.maxIdLength)
+    throw new OpenAiError(
+      400,
+      `X-SRPO-Parent-Output: is ${parent.length} characters long; the limit is ${DEFAULT_EVENT_LIMITS.maxIdLength}`,
+      'X-SRPO-Parent-Output',
+      'invalid_episode_field',
+    );
+  return { ...(turn !== undefined ? { turn: Number(turn) } : {}), ...(parent !== undefined ? { parentOutputId: parent } : {}) };
+}
+
+/**
+ * The output id of choice `index` of `n` at `turn`: `<episode>.s<step>.<agent>`, with `.t<turn>`
+ * after the first turn and `.c<index>` when n > 1.
+ */
+export function outputIdOf(f: EpisodeFields, index: number, n: number, turn = 0): string {
+  const base = `${f.episodeId}.s${f.step}.${f.agentId}${turn > 0 ? `.t${turn}` : ''}`;
   return n > 1 ? `${base}.c${index}` : base;
 }

@@ -3,7 +3,7 @@ import * as path from 'path';
 import { repoRoot } from '@srpo/core';
 import { HfTokenizer } from '@srpo/hf';
 import { ApiKeys } from './api-keys';
-import { policyVersionOf, recordedOutputs, StreamAccumulator, upstreamCompletionOf, type RecordContext } from './completion-record';
+import { policyVersionOf, recordedOutputs, replyOf, StreamAccumulator, upstreamCompletionOf, type RecordContext } from './completion-record';
 import { episodeFieldsOf, outputIdOf } from './episode-fields';
 import { hfRetokenizer } from './retokenizer';
 
@@ -46,9 +46,20 @@ describe('episode fields', () => {
     );
   });
 
-  it('give one output id per choice', () => {
+  it('give one output id per choice and turn', () => {
     expect(outputIdOf(fields, 0, 1)).toBe('ep.s2.w1');
     expect(outputIdOf(fields, 1, 3)).toBe('ep.s2.w1.c1');
+    expect(outputIdOf(fields, 1, 3, 2)).toBe('ep.s2.w1.t2.c1');
+  });
+
+  it('take a turn and parent the client names, bounded', () => {
+    const h = { 'x-srpo-episode': 'e', 'x-srpo-step': '3', 'x-srpo-role': 'r', 'x-srpo-agent': 'a' };
+    expect(episodeFieldsOf({ ...h, 'x-srpo-turn': '2', 'x-srpo-parent-output': 'e.s3.a.t1' }, {}, true)).toMatchObject({
+      turn: 2,
+      parentOutputId: 'e.s3.a.t1',
+    });
+    expect(() => episodeFieldsOf({ ...h, 'x-srpo-turn': 'two' }, {}, true)).toThrow(/X-SRPO-Turn: must be an integer/);
+    expect(() => episodeFieldsOf({ ...h, 'x-srpo-parent-output': 'p'.repeat(300) }, {}, true)).toThrow(/X-SRPO-Parent-Output: is 300 characters/);
   });
 });
 
@@ -264,6 +275,35 @@ describe('recorded outputs', () => {
       [7, 8, 9],
       [-0.1, -0.2, -0.3],
     ]);
+    // The call as a later turn echoes it: name once, arguments from their pieces.
+    expect(replyOf(acc.result().choices[0])).toEqual({ content: '', calls: [{ name: 'add', arguments: '{"a": 1}' }] });
+    expect(o.malformedToolCall).toBe(false);
+  });
+
+  it('flags a choice that offered tools and came back as text holding a call opening (a malformed call), and nothing else', () => {
+    const text = (content: string) => ({ ...chat, choices: [{ ...chat.choices[0], message: { content } }] });
+    const tools = [{ type: 'function', function: { name: 'add' } }];
+    const flag = (content: string, body: Record<string, unknown>) =>
+      recordedOutputs(upstreamCompletionOf(text(content)), ctx({ requestBody: body }))[0].malformedToolCall;
+    expect(flag('<tool_call>\n{"name": "add", "arguments": {', { tools })).toBe(true);
+    expect(flag('no call here', { tools })).toBe(false);
+    expect(flag('<tool_call>', { tools, tool_choice: 'none' })).toBe(false);
+    expect(flag('<tool_call>', {})).toBe(false);
+    expect(recordedOutputs(upstreamCompletionOf(vllmToolAnswer), ctx({ requestBody: { tools } }))[0].malformedToolCall).toBe(false);
+  });
+
+  it('records a later turn with its number in the id, its parent, and whether its context kept the parent as sampled', () => {
+    // The prompt is [1, 2, 3]: it holds a parent that saw [1, 2] and sampled [3, end], not one that sampled [2, 9, end].
+    const parent = { outputId: 'ep.s2.w1', contextTokenIds: Int32Array.from([1, 2]), responseTokenIds: Int32Array.from([3, 9]) };
+    const [kept] = recordedOutputs(upstreamCompletionOf(chat), ctx({ place: { turn: 1, parent } }));
+    expect([kept.outputId, kept.turn, kept.parentOutputId, kept.tokenDrift]).toEqual(['ep.s2.w1.t1', 1, 'ep.s2.w1', false]);
+    const other = { ...parent, contextTokenIds: Int32Array.from([1]), responseTokenIds: Int32Array.from([2, 9, 4]) };
+    const [drifted] = recordedOutputs(upstreamCompletionOf(chat), ctx({ place: { turn: 2, parent: other } }));
+    expect([drifted.outputId, drifted.tokenDrift]).toEqual(['ep.s2.w1.t2', true]);
+    const [unchecked] = recordedOutputs(upstreamCompletionOf(chat), ctx({ place: { turn: 3, parentOutputId: 'gone' } }));
+    expect([unchecked.parentOutputId, unchecked.tokenDrift]).toEqual(['gone', null]);
+    const [first] = recordedOutputs(upstreamCompletionOf(chat), ctx());
+    expect([first.outputId, first.turn, first.parentOutputId, first.tokenDrift]).toEqual(['ep.s2.w1', 0, null, null]);
   });
 
   it('refuses a tool-call answer without token ids even with a tokenizer: its sampled text is gone, re-tokenizing would record made-up tokens', () => {
