@@ -136,6 +136,7 @@ def play_task(task: int, args: argparse.Namespace, rng: random.Random, run_id: s
                 "parentOutputId": None,
                 "tokenDrift": None,
                 "malformedToolCall": False,
+                "subjectId": None,
             }
             check_output(out)
             outputs.append(out)
@@ -158,6 +159,7 @@ def play_task(task: int, args: argparse.Namespace, rng: random.Random, run_id: s
             "done": True,
             "eventTimeMs": now,
             "rewardSource": None,
+            "subjectId": None,
         }
         check_transition(transition)
         events.append(("transitions", episode, "Transition", transition))
@@ -178,6 +180,7 @@ def play_task(task: int, args: argparse.Namespace, rng: random.Random, run_id: s
                     "eventTimeMs": now,
                     "rewardSource": "program",
                     "revision": 0,
+                    "subjectId": None,
                 },
             )
         )

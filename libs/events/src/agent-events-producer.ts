@@ -7,7 +7,7 @@ import { topicCatalog, TopicCatalog } from './topic-catalog';
 /** Fields with schema defaults may be left out by callers. */
 export type AgentOutputInit = Omit<
   AgentOutput,
-  'contextTokenIds' | 'sampling' | 'tokenIdOrigin' | 'turn' | 'parentOutputId' | 'tokenDrift' | 'malformedToolCall'
+  'contextTokenIds' | 'sampling' | 'tokenIdOrigin' | 'turn' | 'parentOutputId' | 'tokenDrift' | 'malformedToolCall' | 'subjectId'
 > & {
   contextTokenIds?: number[];
   tokenIdOrigin?: AgentOutput['tokenIdOrigin'];
@@ -15,12 +15,13 @@ export type AgentOutputInit = Omit<
   parentOutputId?: string | null;
   tokenDrift?: boolean | null;
   malformedToolCall?: boolean;
+  subjectId?: string | null;
   sampling: Omit<AgentOutput['sampling'], 'seed' | 'stopTokenIds'> & Partial<Pick<AgentOutput['sampling'], 'seed' | 'stopTokenIds'>>;
 };
-export type TransitionInit = Omit<Transition, 'routing' | 'groupKey' | 'expectedGroupSize' | 'reward' | 'rewardSource'> &
-  Partial<Pick<Transition, 'routing' | 'groupKey' | 'expectedGroupSize' | 'reward' | 'rewardSource'>>;
-export type EpisodeOutcomeInit = Omit<EpisodeOutcome, 'verifierDetails' | 'observationDigests' | 'rewardSource' | 'revision'> &
-  Partial<Pick<EpisodeOutcome, 'verifierDetails' | 'observationDigests' | 'rewardSource' | 'revision'>>;
+export type TransitionInit = Omit<Transition, 'routing' | 'groupKey' | 'expectedGroupSize' | 'reward' | 'rewardSource' | 'subjectId'> &
+  Partial<Pick<Transition, 'routing' | 'groupKey' | 'expectedGroupSize' | 'reward' | 'rewardSource' | 'subjectId'>>;
+export type EpisodeOutcomeInit = Omit<EpisodeOutcome, 'verifierDetails' | 'observationDigests' | 'rewardSource' | 'revision' | 'subjectId'> &
+  Partial<Pick<EpisodeOutcome, 'verifierDetails' | 'observationDigests' | 'rewardSource' | 'revision' | 'subjectId'>>;
 
 export function completeAgentOutput(o: AgentOutputInit): AgentOutput {
   return {
@@ -31,16 +32,17 @@ export function completeAgentOutput(o: AgentOutputInit): AgentOutput {
     parentOutputId: o.parentOutputId ?? null,
     tokenDrift: o.tokenDrift ?? null,
     malformedToolCall: o.malformedToolCall ?? false,
+    subjectId: o.subjectId ?? null,
     sampling: { seed: null, stopTokenIds: [], ...o.sampling },
   };
 }
 
 export function completeTransition(t: TransitionInit): Transition {
-  return { routing: null, groupKey: null, expectedGroupSize: null, reward: null, rewardSource: null, ...t };
+  return { routing: null, groupKey: null, expectedGroupSize: null, reward: null, rewardSource: null, subjectId: null, ...t };
 }
 
 export function completeEpisodeOutcome(o: EpisodeOutcomeInit): EpisodeOutcome {
-  return { verifierDetails: {}, observationDigests: [], rewardSource: '', revision: 0, ...o };
+  return { verifierDetails: {}, observationDigests: [], rewardSource: '', revision: 0, subjectId: null, ...o };
 }
 
 /** Per (topic, partition) written: the base offset of the batch, as the broker reported it. */

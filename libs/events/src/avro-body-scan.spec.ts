@@ -3,7 +3,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { AvroScanError, compileBodyScan } from './avro-body-scan';
 import { DecodeError, defaultSchemasDir, EventCodec, SchemaSet, SINGLE_OBJECT_HEADER_BYTES } from './event-codec';
-import { ActiveSet, AgentOutput, EVENT_TYPES, EventType } from './event-types';
+import { ActiveSet, AdvantageGroup, EVENT_TYPES, EventType } from './event-types';
 import { ReasonCode } from './reason-codes';
 import { sampleEvents } from './sample-events';
 
@@ -149,56 +149,37 @@ describe('valid bodies still decode', () => {
     expect(codec.decodeAs('AgentOutput', bytes)).toEqual(big);
   });
 
-  // Each version's writer leaves out the fields added after it; the reader fills in their defaults.
-  const added: Record<string, (keyof AgentOutput)[]> = {
-    v1: ['tokenIdOrigin', 'turn', 'parentOutputId', 'tokenDrift', 'malformedToolCall'],
-    v2: ['turn', 'parentOutputId', 'tokenDrift', 'malformedToolCall'],
+  // Each historical writer leaves out the fields added after it; the reader fills in their defaults
+  // (for AdvantageGroup, in the ActiveSet of each of its sets).
+  const LATER: Record<string, Record<string, unknown>> = {
+    'AgentOutput.v1': { tokenIdOrigin: 'sampled', turn: 0, parentOutputId: null, tokenDrift: null, malformedToolCall: false, subjectId: null },
+    'AgentOutput.v2': { turn: 0, parentOutputId: null, tokenDrift: null, malformedToolCall: false, subjectId: null },
+    'AgentOutput.v3': { subjectId: null },
+    'Transition.v1': { rewardSource: null, subjectId: null },
+    'Transition.v2': { subjectId: null },
+    'EpisodeOutcome.v1': { rewardSource: '', revision: 0, subjectId: null },
+    'EpisodeOutcome.v2': { subjectId: null },
+    'ActiveSet.v1': { correction: false, subjectIds: [] },
+    'ActiveSet.v2': { subjectIds: [] },
+    'AdvantageGroup.v1': { correction: false, subjectIds: [] },
+    'AdvantageGroup.v2': { subjectIds: [] },
   };
-  const defaults: Partial<AgentOutput> = { tokenIdOrigin: 'sampled', turn: 0, parentOutputId: null, tokenDrift: null, malformedToolCall: false };
-  it.each(Object.keys(added))('bytes written with the historical AgentOutput.%s schema', (version) => {
-    const schema = JSON.parse(fs.readFileSync(path.join(defaultSchemasDir(), 'history', `AgentOutput.${version}.avsc`), 'utf8')) as avro.Schema;
+  it.each(Object.keys(LATER))('bytes written with the historical %s schema', (name) => {
+    const type = name.split('.')[0] as 'AgentOutput' | 'Transition' | 'EpisodeOutcome' | 'ActiveSet' | 'AdvantageGroup';
+    const schema = JSON.parse(fs.readFileSync(path.join(defaultSchemasDir(), 'history', `${name}.avsc`), 'utf8')) as avro.Schema;
     const entry = codec.schemas.writer(SchemaSet.fromDirectory().addWriterSchema(schema).fingerprintHex);
-    if (!entry) throw new Error(`schemas/history/AgentOutput.${version}.avsc is not loaded as a writer schema`);
-    const old: Partial<AgentOutput> = { ...sampleEvents(4).AgentOutput };
-    for (const k of added[version]) delete old[k];
+    if (!entry) throw new Error(`schemas/history/${name}.avsc is not loaded as a writer schema`);
+    const later = LATER[name];
+    const without = (v: object): Record<string, unknown> => Object.fromEntries(Object.entries(v).filter(([k]) => !(k in later)));
+    const sample = sampleEvents(4)[type] as object;
+    const nested = type === 'AdvantageGroup';
+    const inSets = (g: AdvantageGroup, f: (set: ActiveSet) => object) => ({ ...g, sets: g.sets.map((s) => ({ ...s, set: f(s.set) })) });
+    const old = nested ? inSets(sample as AdvantageGroup, without) : without(sample);
+    const expected = nested ? inSets(old as unknown as AdvantageGroup, (set) => ({ ...set, ...later })) : { ...old, ...later };
     const header = Buffer.alloc(SINGLE_OBJECT_HEADER_BYTES);
     header.set([0xc3, 0x01]);
     header.writeBigUInt64LE(entry.fingerprint, 2);
-    const decoded = codec.decodeAs('AgentOutput', Buffer.concat([header, entry.avroType.toBuffer(old)]));
-    expect(decoded).toEqual({ ...old, ...Object.fromEntries(added[version].map((k) => [k, defaults[k]])) });
-  });
-
-  // v1 of Transition and EpisodeOutcome: before the reward source (and the outcome's revision), docs/rewards.md.
-  it.each([
-    ['Transition', { rewardSource: null }],
-    ['EpisodeOutcome', { rewardSource: '', revision: 0 }],
-  ] as const)('bytes written with the historical %s.v1 schema', (type, filled) => {
-    const schema = JSON.parse(fs.readFileSync(path.join(defaultSchemasDir(), 'history', `${type}.v1.avsc`), 'utf8')) as avro.Schema;
-    const entry = codec.schemas.writer(SchemaSet.fromDirectory().addWriterSchema(schema).fingerprintHex);
-    if (!entry) throw new Error(`schemas/history/${type}.v1.avsc is not loaded as a writer schema`);
-    const old: Record<string, unknown> = { ...sampleEvents(4)[type] };
-    for (const k of Object.keys(filled)) delete old[k];
-    const header = Buffer.alloc(SINGLE_OBJECT_HEADER_BYTES);
-    header.set([0xc3, 0x01]);
-    header.writeBigUInt64LE(entry.fingerprint, 2);
-    expect(codec.decodeAs(type, Buffer.concat([header, entry.avroType.toBuffer(old)]))).toEqual({ ...old, ...filled });
-  });
-
-  // v1 of ActiveSet and AdvantageGroup (whose sets are ActiveSets): before `correction`.
-  it.each(['ActiveSet', 'AdvantageGroup'] as const)('bytes written with the historical %s.v1 schema', (type) => {
-    const schema = JSON.parse(fs.readFileSync(path.join(defaultSchemasDir(), 'history', `${type}.v1.avsc`), 'utf8')) as avro.Schema;
-    const entry = codec.schemas.writer(SchemaSet.fromDirectory().addWriterSchema(schema).fingerprintHex);
-    if (!entry) throw new Error(`schemas/history/${type}.v1.avsc is not loaded as a writer schema`);
-    const current = sampleEvents(4);
-    const withoutCorrection = ({ correction: _, ...set }: ActiveSet) => set;
-    const old =
-      type === 'ActiveSet'
-        ? withoutCorrection(current.ActiveSet)
-        : { ...current.AdvantageGroup, sets: current.AdvantageGroup.sets.map((g) => ({ ...g, set: withoutCorrection(g.set) })) };
-    const header = Buffer.alloc(SINGLE_OBJECT_HEADER_BYTES);
-    header.set([0xc3, 0x01]);
-    header.writeBigUInt64LE(entry.fingerprint, 2);
-    expect(codec.decodeAs(type, Buffer.concat([header, entry.avroType.toBuffer(old)]))).toEqual(current[type]);
+    expect(codec.decodeAs(type, Buffer.concat([header, entry.avroType.toBuffer(old)]))).toEqual(expected);
   });
 });
 

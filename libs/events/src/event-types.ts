@@ -46,6 +46,8 @@ export interface AgentOutput {
   tokenDrift: boolean | null;
   /** Tool-call text that did not parse as calls; answered as text. */
   malformedToolCall: boolean;
+  /** Opaque id of the data subject (end user) whose content the event holds, for erasure; null when none is said. */
+  subjectId: string | null;
 }
 
 export const TOKEN_ID_ORIGINS = ['sampled', 'retokenized'] as const;
@@ -75,6 +77,8 @@ export interface Transition {
   eventTimeMs: number;
   /** The reward source whose outcome a set without an immediate reward waits for (its window: SRPO_REWARD_WINDOWS); null: the default window. */
   rewardSource: string | null;
+  /** Opaque id of the data subject (end user) whose content the event holds, for erasure; null when none is said. */
+  subjectId: string | null;
 }
 
 export interface EpisodeOutcome {
@@ -91,6 +95,8 @@ export interface EpisodeOutcome {
   rewardSource: string;
   /** A higher revision supersedes the episode's earlier outcome (docs/rewards.md). */
   revision: number;
+  /** Opaque id of the data subject (end user) whose content the event holds, for erasure; null when none is said. */
+  subjectId: string | null;
 }
 
 /**
@@ -134,6 +140,8 @@ export interface ActiveSet {
   eventTimeMs: number;
   /** A set emitted again for a revised outcome (same `setId`): it replaces the earlier copy in an open group. */
   correction: boolean;
+  /** The distinct, sorted subjects of the set's members, transition and (when its reward came from it) outcome. */
+  subjectIds: string[];
 }
 
 export type GroupCloseReason = 'SIZE' | 'DEADLINE';

@@ -17,6 +17,8 @@ describe('validateAgentOutput', () => {
   const base = sampleEvents(0).AgentOutput;
   const cases: [string, Partial<AgentOutput>, string][] = [
     ['empty output id', { outputId: '' }, 'AgentOutput.outputId'],
+    ['empty subject', { subjectId: '' }, 'AgentOutput.subjectId'],
+    ['10,000-character subject', { subjectId: 's'.repeat(10_000) }, 'AgentOutput.subjectId'],
     ['10,000-character episode id', { episodeId: 'e'.repeat(10_000) }, 'AgentOutput.episodeId'],
     ['negative step', { step: -1 }, 'AgentOutput.step'],
     ['absurd step', { step: 1e9 }, 'AgentOutput.step'],
@@ -71,6 +73,7 @@ describe('validateTransition', () => {
     ['empty reward source', { rewardSource: '' }, 'Transition.rewardSource'],
     ['65-character reward source', { rewardSource: 'h'.repeat(65) }, 'Transition.rewardSource'],
     ['reward source with a space', { rewardSource: 'human review' }, 'Transition.rewardSource'],
+    ['empty subject', { subjectId: '' }, 'Transition.subjectId'],
   ];
 
   it('accepts the sample', () => {
@@ -93,6 +96,7 @@ describe('validateEpisodeOutcome', () => {
     ['negative revision', { revision: -1 }, 'EpisodeOutcome.revision'],
     ['fractional revision', { revision: 1.5 }, 'EpisodeOutcome.revision'],
     ['65-character reward source', { rewardSource: 'j'.repeat(65) }, 'EpisodeOutcome.rewardSource'],
+    ['10,000-character subject', { subjectId: 'u'.repeat(10_000) }, 'EpisodeOutcome.subjectId'],
   ];
 
   it('accepts the sample', () => {

@@ -112,6 +112,7 @@ export function validateAgentOutput(o: AgentOutput, limits: EventLimits = DEFAUL
     throw new ValidationError('AgentOutput.tokenIdOrigin', `must be one of ${TOKEN_ID_ORIGINS.join(', ')}, got ${JSON.stringify(o.tokenIdOrigin)}`);
   }
   nonNegativeInt('AgentOutput.turn', o.turn, limits.maxStep);
+  subject('AgentOutput.subjectId', o.subjectId, limits);
   if (o.parentOutputId !== null) {
     id('AgentOutput.parentOutputId', o.parentOutputId, limits);
     if (o.parentOutputId === o.outputId) throw new ValidationError('AgentOutput.parentOutputId', 'names the output itself');
@@ -149,6 +150,7 @@ export function validateTransition(t: Transition, limits: EventLimits = DEFAULT_
   }
   if (t.reward !== null) finite('Transition.reward', t.reward);
   if (t.rewardSource !== null && t.rewardSource !== undefined) rewardSource('Transition.rewardSource', t.rewardSource, true);
+  subject('Transition.subjectId', t.subjectId, limits);
   if (t.routing !== null) {
     t.routing.selectedAgentIds.forEach((a, i) => id(`Transition.routing.selectedAgentIds[${i}]`, a, limits));
   }
@@ -166,6 +168,12 @@ export function validateEpisodeOutcome(o: EpisodeOutcome, limits: EventLimits = 
   // Absent on values built before the fields existed (the codec fills them in on decode).
   if (o.rewardSource !== undefined) rewardSource('EpisodeOutcome.rewardSource', o.rewardSource, false);
   if (o.revision !== undefined) nonNegativeInt('EpisodeOutcome.revision', o.revision, 2 ** 31 - 1);
+  subject('EpisodeOutcome.subjectId', o.subjectId, limits);
+}
+
+/** A subject id, when one is said: an id like the others (non-empty, bounded). Older events have none (undefined). */
+function subject(field: string, value: string | null | undefined, limits: EventLimits): void {
+  if (value !== null && value !== undefined) id(field, value, limits);
 }
 
 /** Longest reward source name (`Transition.rewardSource`, `EpisodeOutcome.rewardSource`, SRPO_REWARD_WINDOWS). */

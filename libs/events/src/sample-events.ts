@@ -47,6 +47,7 @@ export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventTy
     parentOutputId: null,
     tokenDrift: null,
     malformedToolCall: false,
+    subjectId: null,
   };
   const transition: Transition = {
     transitionId: `${episodeId}/tr-0`,
@@ -66,6 +67,7 @@ export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventTy
     done: true,
     eventTimeMs: timeMs + 6,
     rewardSource: 'program',
+    subjectId: null,
   };
   const outcome: EpisodeOutcome = {
     episodeId,
@@ -79,6 +81,7 @@ export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventTy
     eventTimeMs: timeMs + 7,
     rewardSource: 'program',
     revision: 0,
+    subjectId: null,
   };
   const activeSet: ActiveSet = {
     setId: transition.transitionId,
@@ -113,6 +116,7 @@ export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventTy
     outcomeSource: coords('srpo.episode-outcomes', 30 + n),
     eventTimeMs: timeMs + 7,
     correction: false,
+    subjectIds: [],
   };
   const group: AdvantageGroup = {
     groupId: `task-${n}/solve#${activeSet.setId}`,

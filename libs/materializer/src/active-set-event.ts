@@ -47,7 +47,16 @@ export function activeSetOf(
     outcomeSource: !immediate && ep.outcomeSource ? ep.outcomeSource : null,
     eventTimeMs: Math.max(...eventTimes),
     correction: false,
+    subjectIds: subjectsOf([...present.map((o) => o.subjectId), t.subjectId, immediate ? null : ep.outcome?.subjectId]),
   };
+}
+
+/**
+ * The distinct data subjects among a set's inputs, sorted (so a replay emits the same set): what
+ * an erasure request follows from an event to the sets and groups it reached.
+ */
+export function subjectsOf(ids: readonly (string | null | undefined)[]): string[] {
+  return [...new Set(ids.filter((s): s is string => typeof s === 'string' && s !== ''))].sort();
 }
 
 /** The key sets are grouped by for advantages: the policy, then the transition's group (by default its task and position). */

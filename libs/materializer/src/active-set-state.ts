@@ -24,6 +24,8 @@ export interface StoredOutput {
   policyVersion: number;
   temperature: number;
   eventTimeMs: number;
+  /** The output's data subject; absent in state written before subjects (read as none). */
+  subjectId?: string | null;
   raw?: Buffer;
 }
 
@@ -230,6 +232,7 @@ export function storedOutputOf(record: InputRecord, output: AgentOutput, digest:
     policyVersion: output.policyVersion,
     temperature: output.sampling.temperature,
     eventTimeMs: output.eventTimeMs,
+    subjectId: output.subjectId ?? null,
     raw: record.raw,
   };
 }

@@ -53,6 +53,26 @@ describe('ActiveSetProcessor', () => {
     expect(s.sets().map((x) => [x.reward, x.rewardSource])).toEqual([[0.25, 'IMMEDIATE']]);
   });
 
+  it("carries the distinct subjects of a set's members, transition and outcome, sorted; an immediate reward's set has no outcome subject", () => {
+    const s = setup();
+    s.h.feedAll([
+      s.o(output('e9', 0, { subjectId: 'user-b' })),
+      s.o(output('e9', 1, { subjectId: 'user-a' })),
+      s.o(output('e9', 2, { subjectId: null })),
+      s.t(transition('e9', [0, 1, 2], { subjectId: 'user-b' })),
+      s.r(outcome('e9', 1, { subjectId: 'user-c' })),
+    ]);
+    s.h.feedAll([
+      s.o(output('e8', 0, { subjectId: 'user-d' })),
+      s.t(transition('e8', [0], { reward: 1, done: false })),
+      s.r(outcome('e8', 1, { subjectId: 'user-e' })),
+    ]);
+    expect(s.sets().map((x) => [x.setId, x.subjectIds])).toEqual([
+      ['e9/t0', ['user-a', 'user-b', 'user-c']],
+      ['e8/t0', ['user-d']],
+    ]);
+  });
+
   it('ignores exact duplicates of every event type', () => {
     const s = setup();
     const records = [s.o(output('e3', 0)), s.t(transition('e3', [0])), s.r(outcome('e3', 0))];

@@ -23,6 +23,7 @@ export function output(episodeId: string, n: number, patch: Partial<AgentOutput>
     parentOutputId: null,
     tokenDrift: null,
     malformedToolCall: false,
+    subjectId: null,
     ...patch,
   };
 }
@@ -46,6 +47,7 @@ export function transition(episodeId: string, outputs: number[], patch: Partial<
     done: true,
     eventTimeMs: 1000,
     rewardSource: null,
+    subjectId: null,
     ...patch,
   };
 }
@@ -63,6 +65,7 @@ export function outcome(episodeId: string, reward: number, patch: Partial<Episod
     eventTimeMs: 1000,
     rewardSource: '',
     revision: 0,
+    subjectId: null,
     ...patch,
   };
 }

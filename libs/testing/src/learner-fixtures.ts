@@ -69,6 +69,7 @@ export function member(spec: MemberSpec): SetMember {
     parentOutputId: null,
     tokenDrift: null,
     malformedToolCall: false,
+    subjectId: null,
   };
   return {
     outputId: output.outputId,
@@ -105,6 +106,7 @@ export function activeSet(setId: string, members: SetMember[]): ActiveSet {
     outcomeSource: coords('srpo.episode-outcomes', 1),
     eventTimeMs: 1_767_225_600_000,
     correction: false,
+    subjectIds: [],
   };
 }
 

@@ -22,6 +22,7 @@ export function transitionValue(transitionId: string, eventTimeMs = 0, reward: n
     done: true,
     eventTimeMs,
     rewardSource: null,
+    subjectId: null,
   });
 }
 

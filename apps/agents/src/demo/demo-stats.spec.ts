@@ -15,6 +15,7 @@ function outcome(workflow: string, success: boolean, eventTimeMs: number): Episo
     eventTimeMs,
     rewardSource: '',
     revision: 0,
+    subjectId: null,
   };
 }
 
@@ -96,6 +97,7 @@ describe('demo statistics', () => {
       parentOutputId: null,
       tokenDrift: null,
       malformedToolCall: false,
+      subjectId: null,
     };
     s.onOutput({ ...base, policyVersion: 0 });
     s.onOutput({ ...base, policyVersion: 7 });

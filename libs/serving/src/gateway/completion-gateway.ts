@@ -18,7 +18,7 @@ import {
 import { ConversationTurns } from './conversation-turns';
 import { ChatChunkTranslator, chatCompletionOf, completionsBodyOf, tokenPromptOf, type TokenPromptPlan } from './token-prompt';
 import type { HfTextCodec } from '../text-codec';
-import { EPISODE_METADATA, episodeFieldsOf, type EpisodeFields } from './episode-fields';
+import { EPISODE_METADATA, episodeFieldsOf, SUBJECT_METADATA, type EpisodeFields } from './episode-fields';
 import { clientChunk, clientView, sseData } from './upstream-relay';
 import { EventRecorder } from './event-recorder';
 
@@ -288,7 +288,7 @@ export class CompletionGateway {
   private upstreamBody(endpoint: 'chat' | 'completions', body: Json, model: string, recording: boolean): Json {
     const up: Json = { ...body, model };
     const meta = stringRecord(body.metadata);
-    for (const k of Object.values(EPISODE_METADATA)) delete meta[k];
+    for (const k of [...Object.values(EPISODE_METADATA), SUBJECT_METADATA]) delete meta[k];
     if (Object.keys(meta).length > 0) up.metadata = meta;
     else delete up.metadata;
     if (!recording) return up;

@@ -219,6 +219,7 @@ export function recordedOutputs(up: UpstreamCompletion, ctx: RecordContext): Age
       parentOutputId: parent?.outputId ?? ctx.place?.parentOutputId ?? null,
       tokenDrift: parent ? tokenDriftOf(parent, context) : null,
       malformedToolCall: malformedToolCall(ctx.requestBody, c),
+      subjectId: ctx.fields.subjectId ?? null,
     };
   });
 }

@@ -11,7 +11,13 @@ export interface EpisodeFields {
   turn?: number;
   /** `X-SRPO-Parent-Output`: the output this turn continues, named by the client. */
   parentOutputId?: string;
+  /** `X-SRPO-Subject` (or `metadata.srpo_subject`): the data subject (end user) whose content the request holds. */
+  subjectId?: string;
 }
+
+/** The optional subject header and its `metadata` key (the header wins). */
+export const SUBJECT_HEADER = 'x-srpo-subject';
+export const SUBJECT_METADATA = 'srpo_subject';
 
 /** Optional headers of a multi-turn conversation whose client keeps its own turns. */
 export const TURN_HEADERS = { turn: 'x-srpo-turn', parentOutputId: 'x-srpo-parent-output' } as const;
@@ -56,7 +62,14 @@ export function episodeFieldsOf(
   if (!/^\d+$/.test(raw.step as string) || !Number.isSafeInteger(step)) {
     throw new OpenAiError(400, `X-SRPO-Step: must be a non-negative integer, got ${JSON.stringify(raw.step)}`, 'X-SRPO-Step', 'invalid_episode_field');
   }
-  return { episodeId: raw.episodeId as string, step, role: raw.role as string, agentId: raw.agentId as string, ...turnFieldsOf(headers) };
+  return {
+    episodeId: raw.episodeId as string,
+    step,
+    role: raw.role as string,
+    agentId: raw.agentId as string,
+    ...turnFieldsOf(headers),
+    ...subjectOf(headers, metadata),
+  };
 }
 
 function turnFieldsOf(headers: Readonly<Record<string, string | string[] | undefined>>): Pick<EpisodeFields, 'turn' | 'parentOutputId'> {
@@ -91,4 +104,21 @@ function turnFieldsOf(headers: Readonly<Record<string, string | string[] | undef
 export function outputIdOf(f: EpisodeFields, index: number, n: number, turn = 0): string {
   const base = `${f.episodeId}.s${f.step}.${f.agentId}${turn > 0 ? `.t${turn}` : ''}`;
   return n > 1 ? `${base}.c${index}` : base;
+}
+
+function subjectOf(
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+  metadata: Readonly<Record<string, string>>,
+): Pick<EpisodeFields, 'subjectId'> {
+  const h = headers[SUBJECT_HEADER];
+  const v = (Array.isArray(h) ? h[0] : h) || metadata[SUBJECT_METADATA];
+  if (v === undefined || v === '') return {};
+  if (v.length > DEFAULT_EVENT_LIMITS.maxIdLength)
+    throw new OpenAiError(
+      400,
+      `X-SRPO-Subject: is ${v.length} characters long; the limit is ${DEFAULT_EVENT_LIMITS.maxIdLength}`,
+      'X-SRPO-Subject',
+      'invalid_episode_field',
+    );
+  return { subjectId: v };
 }

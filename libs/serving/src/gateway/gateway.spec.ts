@@ -52,6 +52,20 @@ describe('episode fields', () => {
     expect(outputIdOf(fields, 1, 3, 2)).toBe('ep.s2.w1.t2.c1');
   });
 
+  it('take the data subject from X-SRPO-Subject, else metadata.srpo_subject, bounded; the recorded outputs carry it', () => {
+    const h = { 'x-srpo-episode': 'e', 'x-srpo-step': '3', 'x-srpo-role': 'r', 'x-srpo-agent': 'a' };
+    expect(episodeFieldsOf({ ...h, 'x-srpo-subject': 'user-7' }, { srpo_subject: 'other' }, true)?.subjectId).toBe('user-7');
+    expect(episodeFieldsOf(h, { srpo_subject: 'user-8' }, true)?.subjectId).toBe('user-8');
+    expect(episodeFieldsOf(h, {}, true)?.subjectId).toBeUndefined();
+    expect(() => episodeFieldsOf({ ...h, 'x-srpo-subject': 'u'.repeat(300) }, {}, true)).toThrow(/X-SRPO-Subject: is 300 characters/);
+    const chat = {
+      prompt_token_ids: [1],
+      choices: [{ index: 0, message: { content: 'a' }, token_ids: [5], logprobs: { content: [{ token: 'a', logprob: -1 }] } }],
+    };
+    expect(recordedOutputs(upstreamCompletionOf(chat), ctx({ fields: { ...fields, subjectId: 'user-7' } }))[0].subjectId).toBe('user-7');
+    expect(recordedOutputs(upstreamCompletionOf(chat), ctx())[0].subjectId).toBeNull();
+  });
+
   it('take a turn and parent the client names, bounded', () => {
     const h = { 'x-srpo-episode': 'e', 'x-srpo-step': '3', 'x-srpo-role': 'r', 'x-srpo-agent': 'a' };
     expect(episodeFieldsOf({ ...h, 'x-srpo-turn': '2', 'x-srpo-parent-output': 'e.s3.a.t1' }, {}, true)).toMatchObject({
