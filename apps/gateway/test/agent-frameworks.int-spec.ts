@@ -74,9 +74,7 @@ describe('agent frameworks (OpenAI Agents SDK, LangGraph) through srpo gateway: 
     await ensureTopics(admin, catalog.all());
     await admin.disconnect();
     // The qwen2 fixture with a template that renders tools, room for their JSON in the prompt, and
-    // no end token: every answer is max_tokens long. (An answer that is an end token alone is
-    // refused by srpo serve today, 400 "tokenizer.json: cannot decode": the random model would
-    // sometimes hit it.)
+    // no end token: every answer is max_tokens long, so each recorded output's length is known.
     fs.cpSync(QWEN2, modelDir, { recursive: true });
     fs.writeFileSync(path.join(modelDir, 'chat_template.jinja'), TOOLS_TEMPLATE);
     const edit = (file: string, change: (json: Record<string, unknown>) => Record<string, unknown>) =>

@@ -2,7 +2,7 @@ import { createHash } from 'crypto';
 import type { AgentOutputInit } from '@srpo/events';
 import { OpenAiError } from '../openai-protocol';
 import { TOOL_CALL_OPEN } from '../tool-calls';
-import { tokenDriftOf, type AssistantReply, type TurnPlace } from './conversation-turns';
+import { callOfJson, tokenDriftOf, type AssistantReply, type TurnPlace } from './conversation-turns';
 import { outputIdOf, type EpisodeFields } from './episode-fields';
 
 /** One choice of an upstream completion, in the form both endpoints (and streaming) reduce to. */
@@ -51,7 +51,7 @@ export function upstreamCompletionOf(body: Json): UpstreamCompletion {
       const calls = (c.message as Json | undefined)?.tool_calls;
       return {
         index: typeof c.index === 'number' ? c.index : i,
-        ...(Array.isArray(calls) && calls.length > 0 ? { toolCalls: true, calls: (calls as Json[]).map(callOf) } : {}),
+        ...(Array.isArray(calls) && calls.length > 0 ? { toolCalls: true, calls: (calls as Json[]).map(callOfJson) } : {}),
         text,
         tokenIds: intArray(c.token_ids),
         tokens: chat ? chat.map((e) => String(e.token)) : Array.isArray(lp?.tokens) ? (lp?.tokens as unknown[]).map(String) : [],
@@ -236,11 +236,6 @@ function malformedToolCall(body: Json, c: UpstreamChoice): boolean {
 /** The answer of a choice as a later turn's `messages` echo it. */
 export function replyOf(c: UpstreamChoice): AssistantReply {
   return { content: c.text, calls: c.calls ?? [] };
-}
-
-function callOf(c: Json): { name: string; arguments: string } {
-  const fn = (c?.function ?? {}) as Json;
-  return { name: typeof fn.name === 'string' ? fn.name : '', arguments: typeof fn.arguments === 'string' ? fn.arguments : '' };
 }
 
 /** Streamed calls come in pieces by `index`: the name once, the arguments' text in parts. */

@@ -201,19 +201,22 @@ export function tokenDriftOf(parent: RecordedTurn, contextTokenIds: readonly num
   return false;
 }
 
+/**
+ * One OpenAI `tool_calls` entry (of an answer, or of a request's assistant message) as a reply's
+ * call: its name, and its arguments as text (an object some clients send is written as JSON).
+ */
+export function callOfJson(c: Json | null | undefined): AssistantReply['calls'][number] {
+  const fn = (c?.function ?? {}) as Json;
+  return {
+    name: typeof fn.name === 'string' ? fn.name : '',
+    arguments: typeof fn.arguments === 'string' ? fn.arguments : JSON.stringify(fn.arguments ?? {}),
+  };
+}
+
 /** An assistant message of a request, as {@link AssistantReply}. */
 function replyOfMessage(m: Json): AssistantReply {
   const content = typeof m.content === 'string' ? m.content : Array.isArray(m.content) ? textOfParts(m.content) : '';
-  const calls = Array.isArray(m.tool_calls)
-    ? (m.tool_calls as Json[]).map((c) => {
-        const fn = (c?.function ?? {}) as Json;
-        return {
-          name: typeof fn.name === 'string' ? fn.name : '',
-          arguments: typeof fn.arguments === 'string' ? fn.arguments : JSON.stringify(fn.arguments ?? {}),
-        };
-      })
-    : [];
-  return { content, calls };
+  return { content, calls: Array.isArray(m.tool_calls) ? (m.tool_calls as Json[]).map(callOfJson) : [] };
 }
 
 function textOfParts(parts: unknown[]): string {
