@@ -39,6 +39,9 @@ def training_sets(codec: Any, group: Dict[str, Any]) -> List[Dict[str, Any]]:
             o = codec.decode_as("AgentOutput", m["output"])
             if o["outputId"] != m["outputId"]:
                 raise InvalidInput(f"member {m['outputId']} carries the bytes of output {o['outputId']}")
+            if o.get("sealed") is not None:
+                # Sealed content (docs/erasure.md) needs the store's content keys, which this example does not read.
+                raise InvalidInput(f"member {m['outputId']} is sealed; this trainer reads content in the clear only")
             members.append({
                 "outputId": m["outputId"],
                 "context": list(o["contextTokenIds"]),

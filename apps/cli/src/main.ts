@@ -6,6 +6,7 @@ import { eventsCommand } from './commands/events.command';
 import { kafkaCommand } from './commands/kafka.command';
 import { objectiveCommand } from './commands/objective.command';
 import { auditCommand } from './commands/audit.command';
+import { eraseCommand } from './commands/erase.command';
 import { replayCommand } from './commands/replay.command';
 import { offlineCommand } from './commands/offline.command';
 import { runsCommand } from './commands/runs.command';
@@ -26,6 +27,7 @@ export function buildProgram(env: Readonly<Record<string, string | undefined>> =
   program.addCommand(objectiveCommand(config));
   program.addCommand(demoCommand(env));
   program.addCommand(auditCommand(config));
+  program.addCommand(eraseCommand(config));
   program.addCommand(replayCommand(config));
   program.addCommand(offlineCommand(config));
   program.addCommand(runsCommand(config));

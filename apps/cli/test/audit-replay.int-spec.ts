@@ -1,13 +1,22 @@
-import { ChildProcess, execFile } from 'child_process';
+import type { ChildProcess } from 'child_process';
 import * as fs from 'fs';
 import * as path from 'path';
-import { promisify } from 'util';
 import { Partitioners } from 'kafkajs';
 import { AdvantageGroup, createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain } from '@srpo/events';
-import { activeSet, advantageGroup, ensureKafka, member, SEED, sleep, spawnApp, tempDir, TINY_MODEL_JSON, uniquePrefix, waitForExit } from '@srpo/testing';
-
-const run = promisify(execFile);
-const bin = path.resolve(__dirname, '..', '..', '..', 'bin', 'srpo.js');
+import {
+  activeSet,
+  advantageGroup,
+  ensureKafka,
+  member,
+  runSrpo,
+  SEED,
+  sleep,
+  spawnApp,
+  tempDir,
+  TINY_MODEL_JSON,
+  uniquePrefix,
+  waitForExit,
+} from '@srpo/testing';
 
 interface UpdateSummary {
   updateId: string;
@@ -23,14 +32,6 @@ interface ReplayJson {
   matched: number;
   rows: { updateId: string; originalHash: string; replayHash: string | null; match: boolean; cause?: string }[];
   firstDivergence?: { cause: string };
-}
-
-/** The CLI's own stderr lines; native TensorFlow prints its start-up notices (absl, oneDNN) there too. */
-function ours(stderr: string): string {
-  return stderr
-    .split('\n')
-    .filter((l) => !/^(WARNING: All log messages before absl|I0000 |W0000 )/.test(l))
-    .join('\n');
 }
 
 const GROUPS = 6;
@@ -72,15 +73,7 @@ describe('audit and replay on a real learner run (real broker, real processes)',
     ...extra,
   });
 
-  async function srpo(args: string[], extra: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
-    try {
-      const { stdout, stderr } = await run('node', [bin, ...args], { env: cliEnv(extra), timeout: 120_000 });
-      return { code: 0, stdout, stderr: ours(stderr) };
-    } catch (e) {
-      const err = e as { code: number; stdout: string; stderr: string };
-      return { code: err.code, stdout: err.stdout, stderr: ours(err.stderr) };
-    }
-  }
+  const srpo = (args: string[], extra: Record<string, string> = {}) => runSrpo(args, cliEnv(extra));
 
   let learner: ChildProcess | undefined;
 
@@ -149,6 +142,7 @@ describe('audit and replay on a real learner run (real broker, real processes)',
     expect(verified.body.checks.map((c) => [c.name, c.ok])).toEqual([
       ['record', true],
       ['source-events', true],
+      ['erased-content', true],
       ['checkpoint-before', true],
       ['backend', true],
       ['recompute', true],

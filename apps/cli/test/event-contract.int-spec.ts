@@ -5,7 +5,19 @@ import * as path from 'path';
 import { promisify } from 'util';
 import { Kafka } from 'kafkajs';
 import { ValidationError } from '@srpo/core';
-import { AgentEventsProducer, createKafka, endOffsets, ensureTopics, EventCodec, readTopicsToEnd, sampleEvents, topicCatalog, toPlain } from '@srpo/events';
+import {
+  AgentEventsProducer,
+  createKafka,
+  endOffsets,
+  ensureTopics,
+  EventCodec,
+  openOutput,
+  readTopicsToEnd,
+  sampleEvents,
+  topicCatalog,
+  toPlain,
+} from '@srpo/events';
+import { KeyStore } from '@srpo/store';
 import { ensureKafka, uniquePrefix } from '@srpo/testing';
 import { loadCliConfig } from '../src/cli-config';
 import { eventRoundTrip } from '../src/commands/events.command';
@@ -75,6 +87,39 @@ describe('event contract on the real broker', () => {
     }
     expect(partitionsByEpisode.size).toBe(8);
     for (const parts of partitionsByEpisode.values()) expect(parts.size).toBe(1);
+  });
+
+  it("seals outputs under the store's content keys when given a sealer: only ciphertext reaches the topic, and the key opens it", async () => {
+    const catalog = topicCatalog({ prefix: uniquePrefix('seal'), rawPartitions: 1 });
+    const admin = kafka.admin();
+    await admin.connect();
+    await ensureTopics(admin, [catalog.agentOutputs]);
+    await admin.disconnect();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-seal-'));
+    const keys = await KeyStore.open({ kind: 'sqlite', path: path.join(dir, 'store.sqlite') });
+    try {
+      const sdk = new AgentEventsProducer({ kafka, topics: catalog, sealer: keys });
+      const clear = { ...sampleEvents(3).AgentOutput, subjectId: 'dana', contextTokenIds: [101, 102, 103], responseTokenIds: [7, 8, 9] };
+      await sdk.emitOutput(clear);
+      // An invalid output is refused in the clear, before any key is made for it.
+      await expect(sdk.emitOutput({ ...clear, outputId: 'other', episodeId: 'ep-never', responseTokenIds: [-1, 8, 9] })).rejects.toThrow(
+        /^AgentOutput.responseTokenIds\[0\]/,
+      );
+      expect(await keys.keyIdsOf({ episodeId: 'ep-never' })).toEqual([]);
+      await sdk.disconnect();
+      const [record] = await readTopicsToEnd(kafka, [catalog.agentOutputs.name]);
+      if (!record?.value) throw new Error('no AgentOutput on the topic');
+      const written = new EventCodec().decodeAs('AgentOutput', record.value);
+      expect([written.contextTokenIds, written.responseTokenIds, written.sealed?.scheme]).toEqual([[], [], 'aes-256-gcm/v1']);
+      const key = await keys.keyFor('dana', clear.episodeId, 0);
+      expect(written.sealed?.keyId).toBe(key.keyId);
+      expect(record.value.includes(Buffer.from(Int32Array.from([101, 102, 103]).buffer))).toBe(false);
+      expect(openOutput(written, key.key)).toMatchObject({ contextTokenIds: [101, 102, 103], responseTokenIds: [7, 8, 9], sealed: null });
+      expect(await keys.keyIdsOf({ subjectId: 'dana' })).toEqual([key.keyId]);
+    } finally {
+      await keys.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses every kind of invalid field before sending, and nothing reaches the topics', async () => {

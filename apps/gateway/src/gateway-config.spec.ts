@@ -16,6 +16,16 @@ describe('gateway configuration', () => {
     ]);
   });
 
+  it("SRPO_SEAL_CONTENT: the store that holds the content keys, the learner's by default; off by default", () => {
+    expect(loadGatewayConfig({}, '/work').sealStore).toBeUndefined();
+    expect(loadGatewayConfig({ SRPO_SEAL_CONTENT: 'true' }, '/work').sealStore).toEqual({ kind: 'sqlite', path: '/work/.srpo/learner.sqlite' });
+    expect(loadGatewayConfig({ SRPO_SEAL_CONTENT: 'true', SRPO_DATABASE_URL: 'postgres://u:p@db:5432/srpo' }, '/work').sealStore).toEqual({
+      kind: 'postgres',
+      url: 'postgres://u:p@db:5432/srpo',
+    });
+    expect(() => loadGatewayConfig({ SRPO_SEAL_CONTENT: 'maybe' }, '/work')).toThrow(/SRPO_SEAL_CONTENT/);
+  });
+
   it('reads models, keys, a tokenizer directory, a fixed version and TLS files', () => {
     const c = loadGatewayConfig(
       {

@@ -1,6 +1,7 @@
 import * as path from 'path';
 import { ConfigError, EnvReader, Logger, LogLevel } from '@srpo/core';
 import { KafkaConnectionOptions, readKafkaConnection, TopicCatalogOptions } from '@srpo/events';
+import { readStore, type StoreConfig } from '@srpo/store';
 import { ApiKeys, DEFAULT_SPOOL_MAX_BYTES, HfTextCodec, hfRetokenizer, redactCredentials, type Retokenizer } from '@srpo/serving';
 
 export interface GatewayConfig {
@@ -36,6 +37,8 @@ export interface GatewayConfig {
   /** Bytes the spool holds at most; past it, requests that would spool get 503. */
   spoolMaxBytes: number;
   tls?: { keyFile: string; certFile: string };
+  /** SRPO_SEAL_CONTENT: the store whose content keys seal what is recorded; unset: recorded in the clear. */
+  sealStore?: StoreConfig;
   logLevel: LogLevel;
 }
 
@@ -70,6 +73,8 @@ export interface GatewayConfig {
  * | `SRPO_GATEWAY_RECORD_TIMEOUT_MS` | 60000 | last-resort bound on one write; a write cut off by it may still land, so it sits above the retries' total |
  * | `SRPO_GATEWAY_SPOOL_DIR` | unset | spool events Kafka cannot take to this directory (fsynced) and replay them in order; unset: fail such requests with 503 |
  * | `SRPO_GATEWAY_SPOOL_MAX_BYTES` | 268435456 (256 MiB) | the spool's disk budget; a request whose events would go past it gets 503 (nothing is returned unrecorded) |
+ * | `SRPO_SEAL_CONTENT` | false | seal every recorded output's tokens under its (subject, episode) content key, kept in the store below, so `srpo erase` can erase them (docs/erasure.md) |
+ * | `SRPO_DATABASE_URL` / `SRPO_SQLITE_PATH` | `.srpo/learner.sqlite` | with `SRPO_SEAL_CONTENT`: the store that holds the content keys (the learner's) |
  * | `SRPO_LOG_LEVEL` | `info` | `debug`, `info`, `warn`, `error` |
  */
 export function loadGatewayConfig(env: Readonly<Record<string, string | undefined>> = process.env, cwd: string = process.cwd()): GatewayConfig {
@@ -132,6 +137,7 @@ export function loadGatewayConfig(env: Readonly<Record<string, string | undefine
     ...(r.has('SRPO_GATEWAY_SPOOL_DIR') ? { spoolDir: path.resolve(cwd, r.str('SRPO_GATEWAY_SPOOL_DIR', '')) } : {}),
     spoolMaxBytes: r.int('SRPO_GATEWAY_SPOOL_MAX_BYTES', DEFAULT_SPOOL_MAX_BYTES, { min: 1024, max: 2 ** 40 }),
     ...(keyFile !== undefined && certFile !== undefined ? { tls: { keyFile: path.resolve(cwd, keyFile), certFile: path.resolve(cwd, certFile) } } : {}),
+    ...(r.bool('SRPO_SEAL_CONTENT', false) ? { sealStore: readStore(r, cwd) } : {}),
     logLevel: r.oneOf('SRPO_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
   };
 }

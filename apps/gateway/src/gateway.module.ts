@@ -1,6 +1,6 @@
 import { DynamicModule, Inject, Module, type OnApplicationShutdown } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
-import { AgentEventsProducer, createKafka, EventCodec, topicCatalog } from '@srpo/events';
+import { AgentEventsProducer, createKafka, EventCodec, topicCatalog, type ContentSealer } from '@srpo/events';
 import { CompletionGateway, EpisodeOwners, EventSpool, KeyRateLimiter, OpenAiErrorFilter, ResponsesGateway } from '@srpo/serving';
 import type { GatewayConfig } from './gateway-config';
 import { GatewayController, toGatewayError } from './gateway.controller';
@@ -57,7 +57,7 @@ export class GatewayModule implements OnApplicationShutdown {
   }
 }
 
-/** The SDK producer the gateway records with (connected by main before the API opens). */
-export function gatewaySdk(config: GatewayConfig): AgentEventsProducer {
-  return new AgentEventsProducer({ kafka: createKafka(config.kafka), codec: new EventCodec(), topics: topicCatalog(config.topics) });
+/** The SDK producer the gateway records with (connected by main before the API opens); `sealer`: with SRPO_SEAL_CONTENT. */
+export function gatewaySdk(config: GatewayConfig, sealer?: ContentSealer): AgentEventsProducer {
+  return new AgentEventsProducer({ kafka: createKafka(config.kafka), codec: new EventCodec(), topics: topicCatalog(config.topics), sealer });
 }

@@ -5,6 +5,7 @@ import { NestFactory } from '@nestjs/core';
 import { errorMessage, holdIdleConnections, Logger, NestLoggerAdapter, SrpoError } from '@srpo/core';
 import type { AgentEventsProducer } from '@srpo/events';
 import { upstreamTarget } from '@srpo/serving';
+import { KeyStore } from '@srpo/store';
 import { applyGatewayConfig, loadGatewayConfig, type GatewayConfig } from './gateway-config';
 import { GatewayModule, gatewaySdk } from './gateway.module';
 
@@ -26,7 +27,9 @@ export async function bootstrap(env: Readonly<Record<string, string | undefined>
   const config = loadGatewayConfig(env);
   applyGatewayConfig(config);
   const log = new Logger('gateway');
-  const sdk = gatewaySdk(config);
+  // With SRPO_SEAL_CONTENT, content keys come from the store (and the store's connection closes with the process).
+  const keys = config.sealStore ? await KeyStore.open(config.sealStore) : undefined;
+  const sdk = gatewaySdk(config, keys);
   await sdk.connect();
   const app = await createGatewayApp(config, sdk);
   app.enableShutdownHooks();
@@ -43,6 +46,7 @@ export async function bootstrap(env: Readonly<Record<string, string | undefined>
     keys: config.keys.enabled ? config.keys.ids : undefined,
     strict: config.strict,
     retokenize: Boolean(config.retokenizer),
+    sealContent: Boolean(keys),
   });
   return app;
 }

@@ -3,7 +3,7 @@ import { APP_FILTER } from '@nestjs/core';
 import { initTfBackend } from '@srpo/core';
 import { createKafka, EventCodec, topicCatalog } from '@srpo/events';
 import { AuditService } from '@srpo/audit';
-import { AuditStore } from '@srpo/store';
+import { AuditStore, KeyStore } from '@srpo/store';
 import { KafkaLearnerEventsPublisher, LearnerMetrics, TfPolicyTrainer } from '@srpo/trainer';
 import { FaultInjector } from './fault-injection';
 import { KafkaGroupSource } from './kafka-group-source';
@@ -105,6 +105,7 @@ export class LearnerModule {
               kafka: createKafka(config.kafka),
               backend: backendLabel(backend),
               codec: new EventCodec(undefined, { registry: config.schemaRegistry }),
+              keys: new KeyStore(store.dataSource),
             }),
         },
         LearnerMetrics,

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { AuditStore } from '@srpo/store';
+import { KeyStore, type AuditStore } from '@srpo/store';
 import {
   LearnerMetrics,
   UpdateCycle,
@@ -54,7 +54,8 @@ export class UpdateService {
         backend: backendLabel(backend),
         schemaRegistry: config.schemaRegistry,
       },
-      { store, trainer, publisher, clock, faults, state, metrics },
+      // Content keys of sealed members, read over the audit store's own connection (docs/erasure.md).
+      { store, trainer, publisher, clock, faults, state, metrics, keys: new KeyStore(store.dataSource) },
     );
   }
 

@@ -160,6 +160,7 @@ describe('checkpoint retention on a real learner run (real broker, real processe
     expect(report.checks.map((c) => [c.name, c.ok])).toEqual([
       ['record', true],
       ['source-events', true],
+      ['erased-content', true],
       ['checkpoint-before', true],
       ['backend', true],
       ['recompute', true],

@@ -4,7 +4,8 @@ import * as path from 'path';
 import { fileURLToPath } from 'url';
 import type { Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, SrpoError } from '@srpo/core';
-import { EventCodec, readRanges, type AdvantageGroup, type KafkaCoordinates } from '@srpo/events';
+import { EventCodec, readRanges, type AdvantageGroup, type ContentKeySource, type KafkaCoordinates } from '@srpo/events';
+import { groupWithout } from '@srpo/materializer';
 import { checkpointVersionDir, CheckpointStore } from '@srpo/policy';
 import { readEpisodeEvents, traceEpisode, type EpisodeEvents, type EpisodeTrace } from './episode-trace';
 // A recorded Hugging Face policy's checkpoint loads through the hf-llama family @srpo/hf registers.
@@ -14,6 +15,7 @@ import { ledgerEntryFromGroup, type AuditStore, type GroupLedgerRecord, type Upd
 import {
   DEFAULT_MODEL,
   prefetchMemberSchemas,
+  readableGroups,
   readUpdateHyperparameters,
   TfPolicyTrainer,
   trainingSetsFromGroup,
@@ -25,7 +27,7 @@ import {
 
 /** One check of `verify`, in the order they ran. */
 export interface VerifyCheck {
-  name: 'record' | 'source-events' | 'checkpoint-before' | 'backend' | 'recompute';
+  name: 'record' | 'source-events' | 'erased-content' | 'checkpoint-before' | 'backend' | 'recompute';
   ok: boolean;
   detail: string;
 }
@@ -58,6 +60,8 @@ export interface VerifyReport {
   startingCheckpoint?: CheckpointOrigin;
   /** First failed check's detail; absent when ok. */
   failure?: string;
+  /** Sets of the update whose content has been erased since (docs/erasure.md): the update cannot be recomputed. */
+  erasedSetIds?: string[];
 }
 
 export interface SetTrace {
@@ -97,6 +101,8 @@ export interface AuditServiceOptions {
    */
   sourcePrefix?: { from: string; to: string };
   timeoutMs?: number;
+  /** Content keys of sealed members (the store's KeyStore, docs/erasure.md); absent: sealed sets count as erased. */
+  keys?: ContentKeySource;
 }
 
 /**
@@ -221,6 +227,15 @@ export class AuditService {
       return fail('source-events', errorMessage(e));
     }
     report.checks.push({ name: 'source-events', ok: true, detail: `${groups.length} AdvantageGroup event(s) at their recorded coordinates match the ledger` });
+    const readable = await readableGroups(this.codec, this.options.keys, groups);
+    if (readable.erasedSetIds.length > 0) {
+      report.erasedSetIds = readable.erasedSetIds;
+      return fail(
+        'erased-content',
+        `${readable.erasedSetIds.length} set(s) of this update hold content erased since (${readable.erasedSetIds.slice(0, 5).join(', ')}${readable.erasedSetIds.length > 5 ? ', ...' : ''}): it cannot be recomputed`,
+      );
+    }
+    report.checks.push({ name: 'erased-content', ok: true, detail: 'no set of this update holds erased content' });
 
     const trainer = this.trainerFor(detail.policyId, hyper);
     try {
@@ -250,7 +265,7 @@ export class AuditService {
           : `recorded on ${detail.backend}, recomputed on ${this.options.backend}: hashes may differ`,
       });
 
-      const result = await recomputeStep(trainer, this.codec, groups, hyper.objective, hyper.correction);
+      const result = await recomputeStep(trainer, this.codec, groups, hyper.objective, hyper.correction, this.options.keys);
       report.recomputedLoss = result.loss;
       report.recomputedWeightsHashAfter = result.weightsHash;
       if (result.weightsHash !== detail.weightsHashAfter) {
@@ -350,7 +365,7 @@ export class AuditService {
           const hyper = readUpdateHyperparameters(update);
           const groups = await this.fetchGroups(update.groups);
           work = await this.withOptions(work, hyper, scratch);
-          result = await recomputeStep(work, this.codec, groups, hyper.objective, hyper.correction);
+          result = await recomputeStep(work, this.codec, groups, hyper.objective, hyper.correction, this.options.keys);
         } catch (e) {
           throw failed(`${at}: ${errorMessage(e)}`);
         }
@@ -450,6 +465,13 @@ export class AuditService {
       if (group.groupId !== g.groupId) {
         throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `the event at ${at} is group ${group.groupId}, the ledger says ${g.groupId}`);
       }
+      // The learner trained on fewer sets than the event holds when some were erased before the update
+      // (UpdateCycle leaves them out and renormalizes): compare with the group as it trained on it.
+      const trained = new Set(g.setIds);
+      const left = group.sets.filter((gs) => !trained.has(gs.set.setId)).map((gs) => gs.set.setId);
+      if (left.length > 0 && left.length < group.sets.length && g.setIds.every((id) => group.sets.some((gs) => gs.set.setId === id))) {
+        group = groupWithout(group, new Set(left)) ?? group;
+      }
       const difference = ledgerDifference(g, ledgerEntryFromGroup(group, g.source));
       if (difference) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `group ${g.groupId} at ${at} was altered: ${difference}`);
       return group;
@@ -479,18 +501,36 @@ function vanished(e: unknown, dir: string): boolean {
   return (e instanceof SrpoError && e.code === ErrorCode.NOT_FOUND) || !fs.existsSync(dir);
 }
 
-/** Loaded-checkpoint trainer + recorded groups → one step, exactly as the update cycle (UpdateCycle) does it. */
+/**
+ * Loaded-checkpoint trainer + recorded groups → one step, exactly as the update cycle (UpdateCycle)
+ * does it. Sealed members are opened with `keys`; a set whose content was erased is refused
+ * (`onErased: 'refuse'`, an {@link ErasedContentError}: the step cannot be the recorded one) or left
+ * out with its group renormalized (`'leave-out'`: replay and the rebuild of a lineage after an erasure).
+ */
 export async function recomputeStep(
   trainer: TfPolicyTrainer,
   codec: EventCodec,
   groups: readonly AdvantageGroup[],
   objective: ObjectiveConfig,
   correction?: CorrectionConfig,
-): Promise<StepResult & { weightsHash: string }> {
+  keys?: ContentKeySource,
+  onErased: 'refuse' | 'leave-out' = 'refuse',
+): Promise<StepResult & { weightsHash: string; erasedSetIds: string[]; groups: AdvantageGroup[] }> {
   await prefetchMemberSchemas(codec, groups);
-  const sets = groups.flatMap((g) => trainingSetsFromGroup(codec, g));
+  const readable = await readableGroups(codec, keys, groups);
+  if (readable.erasedSetIds.length > 0 && (onErased === 'refuse' || readable.groups.length === 0)) throw new ErasedContentError(readable.erasedSetIds);
+  const sets = readable.groups.flatMap((g) => trainingSetsFromGroup(codec, g, readable.keys));
   const result = await trainer.step(sets, objective, correction);
-  return { ...result, weightsHash: await trainer.weightsHash() };
+  return { ...result, weightsHash: await trainer.weightsHash(), erasedSetIds: readable.erasedSetIds, groups: readable.groups };
+}
+
+/** A recomputation met sets whose content keys were deleted (docs/erasure.md). */
+export class ErasedContentError extends SrpoError {
+  constructor(readonly setIds: string[]) {
+    super(ErrorCode.NOT_FOUND, `${setIds.length} set(s) hold erased content (${setIds.slice(0, 5).join(', ')}${setIds.length > 5 ? ', ...' : ''})`, {
+      details: { setIds },
+    });
+  }
 }
 
 /** First field where a re-derived ledger entry differs from the recorded one; undefined when equal. */

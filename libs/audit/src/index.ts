@@ -7,3 +7,4 @@
 export * from './audit.service';
 export * from './episode-trace';
 export * from './replay.service';
+export * from './erasure-impact';

@@ -2,12 +2,12 @@ import * as fs from 'fs';
 import * as path from 'path';
 import type { Kafka } from 'kafkajs';
 import { ErrorCode, errorMessage, SrpoError } from '@srpo/core';
-import { AdvantageGroup, EventCodec, KafkaCoordinates, topicCatalog } from '@srpo/events';
+import { AdvantageGroup, EventCodec, KafkaCoordinates, topicCatalog, type ContentKeySource } from '@srpo/events';
 import { rematerialize, type RematerializeProgress, type RematerializeResult, type RematerializeSettings } from '@srpo/materializer';
 import { resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
 import { ledgerEntryFromGroup, type AuditStore, type UpdateRecord } from '@srpo/store';
 import { DEFAULT_MODEL, IsolatedRun, readUpdateHyperparameters, runLocation, TfPolicyTrainer, type UpdateHyperparameters } from '@srpo/trainer';
-import { AuditService, recomputeStep, type CheckpointOrigin } from './audit.service';
+import { AuditService, ErasedContentError, recomputeStep, type CheckpointOrigin } from './audit.service';
 
 /** Changes a counterfactual replay applies on top of every recorded update's hyperparameters. */
 export interface ReplayOverrides {
@@ -84,7 +84,7 @@ export interface ReplayProgress {
   etaMs: number;
 }
 
-export type DivergenceCause = 'different inputs' | 'different config' | 'different backend' | 'inherited' | 'unexplained';
+export type DivergenceCause = 'different inputs' | 'different config' | 'different backend' | 'erased content' | 'inherited' | 'unexplained';
 
 export interface ReplayRow {
   updateId: string;
@@ -129,7 +129,7 @@ export class ReplayService {
 
   constructor(
     /** `codec`: give it the schema registry when the recorded events are Confluent-framed. */
-    private readonly source: { store: AuditStore; kafka: Kafka; backend: string; checkpointDir?: string; codec?: EventCodec },
+    private readonly source: { store: AuditStore; kafka: Kafka; backend: string; checkpointDir?: string; codec?: EventCodec; keys?: ContentKeySource },
   ) {
     this.codec = source.codec ?? new EventCodec();
   }
@@ -157,6 +157,7 @@ export class ReplayService {
       kafka: this.source.kafka,
       backend: this.source.backend,
       checkpointDir: this.source.checkpointDir,
+      keys: this.source.keys,
       codec: this.codec,
     });
     let remat: RematerializeResult | undefined;
@@ -272,12 +273,30 @@ export class ReplayService {
         events += groups.length;
         const wallStart = Date.now();
         // The trainer is rebuilt only if lr/epochs/grad-norm change mid-run; otherwise it carries its state like the live learner.
-        const result = await recomputeStep(trainer, this.codec, groups, hyper.objective, hyper.correction);
+        let result: Awaited<ReturnType<typeof recomputeStep>>;
+        try {
+          // Sets erased since are left out, their groups renormalized: the run then says so (docs/erasure.md).
+          result = await recomputeStep(trainer, this.codec, groups, hyper.objective, hyper.correction, this.source.keys, 'leave-out');
+        } catch (e) {
+          if (!(e instanceof ErasedContentError)) throw e;
+          row.cause = 'erased content';
+          row.detail = `every set of this update holds erased content (${e.setIds.length}); the run stops here`;
+          report.firstDivergence ??= row;
+          break;
+        }
+        if (result.groups.length < groups.length) sources = sources.filter((_, k) => result.groups.some((g) => g.groupId === groups[k].groupId));
+        // The ledger of the run records what it trained on: without the erased sets.
+        groups = result.groups;
         row.replayHash = result.weightsHash;
         row.replayLoss = result.loss;
         row.match = result.weightsHash === original.weightsHashAfter;
         if (row.match) report.matched++;
-        else if (differences.length > 0) {
+        else if (result.erasedSetIds.length > 0) {
+          row.cause = 'erased content';
+          row.detail = `${result.erasedSetIds.length} set(s) hold erased content and were left out: ${result.erasedSetIds.slice(0, 5).join(', ')}`;
+          diverged ??= row;
+          report.firstDivergence ??= row;
+        } else if (differences.length > 0) {
           row.cause = 'different inputs';
           row.detail = `re-derived groups differ from the recorded ones: ${differences.map((d) => `${d.groupId} (${d.closeReason}): ${d.detail}`).join('; ')}`;
           diverged ??= row;

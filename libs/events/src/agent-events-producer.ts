@@ -1,4 +1,5 @@
 import { CompressionTypes, Kafka, Message, Partitioners, Producer, RecordMetadata } from 'kafkajs';
+import { sealOutput, type ContentKey } from './content-seal';
 import { EventCodec } from './event-codec';
 import { AgentOutput, EpisodeOutcome, EventMap, EventType, Transition } from './event-types';
 import { DEFAULT_EVENT_LIMITS, EventLimits, floorLogProbCount, validateAgentOutput, validateEpisodeOutcome, validateTransition } from './event-validation';
@@ -7,7 +8,7 @@ import { topicCatalog, TopicCatalog } from './topic-catalog';
 /** Fields with schema defaults may be left out by callers. */
 export type AgentOutputInit = Omit<
   AgentOutput,
-  'contextTokenIds' | 'sampling' | 'tokenIdOrigin' | 'turn' | 'parentOutputId' | 'tokenDrift' | 'malformedToolCall' | 'subjectId'
+  'contextTokenIds' | 'sampling' | 'tokenIdOrigin' | 'turn' | 'parentOutputId' | 'tokenDrift' | 'malformedToolCall' | 'subjectId' | 'sealed'
 > & {
   contextTokenIds?: number[];
   tokenIdOrigin?: AgentOutput['tokenIdOrigin'];
@@ -16,6 +17,7 @@ export type AgentOutputInit = Omit<
   tokenDrift?: boolean | null;
   malformedToolCall?: boolean;
   subjectId?: string | null;
+  sealed?: AgentOutput['sealed'];
   sampling: Omit<AgentOutput['sampling'], 'seed' | 'stopTokenIds'> & Partial<Pick<AgentOutput['sampling'], 'seed' | 'stopTokenIds'>>;
 };
 export type TransitionInit = Omit<Transition, 'routing' | 'groupKey' | 'expectedGroupSize' | 'reward' | 'rewardSource' | 'subjectId'> &
@@ -33,6 +35,7 @@ export function completeAgentOutput(o: AgentOutputInit): AgentOutput {
     tokenDrift: o.tokenDrift ?? null,
     malformedToolCall: o.malformedToolCall ?? false,
     subjectId: o.subjectId ?? null,
+    sealed: o.sealed ?? null,
     sampling: { seed: null, stopTokenIds: [], ...o.sampling },
   };
 }
@@ -61,6 +64,16 @@ export interface AgentEventsProducerOptions {
    * batch was written. The output is sent unchanged: floor values are accepted as data.
    */
   onFloorLogProbs?: (info: { outputId: string; policyId: string; tokens: number }) => void;
+  /**
+   * Seals every AgentOutput's tokens under its (subject, episode) content key before it is sent
+   * (crypto-shredding, docs/erasure.md): the store's KeyStore. Unset: content goes in the clear.
+   */
+  sealer?: ContentSealer;
+}
+
+/** Where a writer gets the content key of a (subject, episode) (the store's KeyStore). */
+export interface ContentSealer {
+  keyFor(subjectId: string | null, episodeId: string, nowMs: number): Promise<ContentKey>;
 }
 
 /** {@link AgentEventsProducer.floorLogProbs}: floor behaviour log-probs sent so far. */
@@ -142,6 +155,11 @@ export class AgentEventsProducer {
     // Refuse bad events before touching the network: a caller learns of its bug even with the
     // broker down, and nothing of the batch can have left. Confluent framing needs the registry ids first.
     let prepared = this.codec.usesRegistry ? [] : events.map((e) => this.prepare(e));
+    if (this.options.sealer) {
+      // Validated in the clear above (the ids are checked there); what is sent is sealed.
+      events = await this.sealed(events, this.options.sealer);
+      if (!this.codec.usesRegistry) prepared = events.map((e) => this.prepare(e));
+    }
     await this.connect();
     if (this.codec.usesRegistry) prepared = events.map((e) => this.prepare(e));
     const byTopic = new Map<string, Message[]>();
@@ -171,6 +189,20 @@ export class AgentEventsProducer {
       this.options.onFloorLogProbs?.(p.floor);
     }
     return metadata;
+  }
+
+  /** `events` with each AgentOutput not yet sealed sealed under its content key (one key lookup per output; the keyring caches). */
+  private async sealed(events: AgentEvent[], sealer: ContentSealer): Promise<AgentEvent[]> {
+    const out: AgentEvent[] = [];
+    for (const e of events) {
+      if (e.type !== 'AgentOutput' || e.value.sealed) {
+        out.push(e);
+        continue;
+      }
+      const value = completeAgentOutput(e.value);
+      out.push({ type: 'AgentOutput', value: sealOutput(value, await sealer.keyFor(value.subjectId, value.episodeId, value.eventTimeMs)) });
+    }
+    return out;
   }
 
   /**

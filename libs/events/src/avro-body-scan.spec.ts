@@ -152,9 +152,10 @@ describe('valid bodies still decode', () => {
   // Each historical writer leaves out the fields added after it; the reader fills in their defaults
   // (for AdvantageGroup, in the ActiveSet of each of its sets).
   const LATER: Record<string, Record<string, unknown>> = {
-    'AgentOutput.v1': { tokenIdOrigin: 'sampled', turn: 0, parentOutputId: null, tokenDrift: null, malformedToolCall: false, subjectId: null },
-    'AgentOutput.v2': { turn: 0, parentOutputId: null, tokenDrift: null, malformedToolCall: false, subjectId: null },
-    'AgentOutput.v3': { subjectId: null },
+    'AgentOutput.v1': { tokenIdOrigin: 'sampled', turn: 0, parentOutputId: null, tokenDrift: null, malformedToolCall: false, subjectId: null, sealed: null },
+    'AgentOutput.v2': { turn: 0, parentOutputId: null, tokenDrift: null, malformedToolCall: false, subjectId: null, sealed: null },
+    'AgentOutput.v3': { subjectId: null, sealed: null },
+    'AgentOutput.v4': { sealed: null },
     'Transition.v1': { rewardSource: null, subjectId: null },
     'Transition.v2': { subjectId: null },
     'EpisodeOutcome.v1': { rewardSource: '', revision: 0, subjectId: null },

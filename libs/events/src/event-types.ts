@@ -48,6 +48,19 @@ export interface AgentOutput {
   malformedToolCall: boolean;
   /** Opaque id of the data subject (end user) whose content the event holds, for erasure; null when none is said. */
   subjectId: string | null;
+  /** The token ids, sealed under the subject's content key (then both id lists are empty here); null in the clear. */
+  sealed: SealedContent | null;
+}
+
+/** User content encrypted for erasure by key deletion (`content-seal.ts`, docs/erasure.md). */
+export interface SealedContent {
+  /** `aes-256-gcm/v1`. */
+  scheme: string;
+  /** The content key's id in the store (never the key). */
+  keyId: string;
+  nonce: Buffer;
+  /** The sealed token ids with GCM's 16-byte tag appended. */
+  ciphertext: Buffer;
 }
 
 export const TOKEN_ID_ORIGINS = ['sampled', 'retokenized'] as const;

@@ -1,4 +1,5 @@
 import { ValidationError } from '@srpo/core';
+import { SEAL_SCHEME } from './content-seal';
 import { ActionCredit, AgentOutput, EpisodeOutcome, InferredTask, KafkaCoordinates, TOKEN_ID_ORIGINS, Transition } from './event-types';
 
 /**
@@ -71,6 +72,37 @@ export function floorLogProbCount(o: Pick<AgentOutput, 'behaviourLogProbs' | 'lo
   return n;
 }
 
+function tokenIds(field: string, ids: readonly number[]): void {
+  for (let i = 0; i < ids.length; i++) {
+    const t = ids[i];
+    if (!Number.isInteger(t) || t < 0) throw new ValidationError(`${field}[${i}]`, `must be a non-negative token id, got ${t}`);
+  }
+}
+
+/** A sealed output: no ids in the clear, a known scheme, a bounded ciphertext whose length fits the response. */
+function validateSealed(o: AgentOutput, limits: EventLimits): void {
+  const sealed = o.sealed;
+  if (sealed === null) return;
+  if (o.responseTokenIds.length > 0 || o.contextTokenIds.length > 0) {
+    throw new ValidationError('AgentOutput.sealed', 'is set, so contextTokenIds and responseTokenIds must be empty (they are inside it)');
+  }
+  if (sealed.scheme !== SEAL_SCHEME)
+    throw new ValidationError('AgentOutput.sealed.scheme', `must be ${SEAL_SCHEME}, got ${JSON.stringify(sealed.scheme.slice(0, 40))}`);
+  id('AgentOutput.sealed.keyId', sealed.keyId, limits);
+  if (sealed.nonce.length !== 12) throw new ValidationError('AgentOutput.sealed.nonce', `must be 12 bytes, got ${sealed.nonce.length}`);
+  // count (4) + ids (4 each) + tag (16); the response's ids are as many as its log-probs.
+  const ids = (sealed.ciphertext.length - 20) / 4;
+  const context = ids - o.behaviourLogProbs.length;
+  if (!Number.isInteger(ids) || context < 0) {
+    throw new ValidationError(
+      'AgentOutput.sealed.ciphertext',
+      `has ${sealed.ciphertext.length} bytes, which cannot hold ${o.behaviourLogProbs.length} response tokens`,
+    );
+  }
+  if (context > limits.maxContextTokens)
+    throw new ValidationError('AgentOutput.sealed.ciphertext', `holds ${context} context tokens; the limit is ${limits.maxContextTokens}`);
+}
+
 export function validateAgentOutput(o: AgentOutput, limits: EventLimits = DEFAULT_EVENT_LIMITS): void {
   id('AgentOutput.outputId', o.outputId, limits);
   id('AgentOutput.episodeId', o.episodeId, limits);
@@ -80,27 +112,27 @@ export function validateAgentOutput(o: AgentOutput, limits: EventLimits = DEFAUL
   id('AgentOutput.contextRef', o.contextRef, { ...limits, maxIdLength: limits.maxIdLength * 4 });
   nonNegativeInt('AgentOutput.step', o.step, limits.maxStep);
   nonNegativeInt('AgentOutput.policyVersion', o.policyVersion, Number.MAX_SAFE_INTEGER);
-  const n = o.responseTokenIds.length;
-  if (n === 0) throw new ValidationError('AgentOutput.responseTokenIds', 'is empty; an output needs at least one token');
-  if (n > limits.maxResponseTokens) throw new ValidationError('AgentOutput.responseTokenIds', `has ${n} tokens; the limit is ${limits.maxResponseTokens}`);
+  // A sealed output's ids are checked where it is opened (validateAgentOutput again, on the opened
+  // output); here its length is the log-probs' and its ciphertext is bounded by the same limits.
+  const n = o.sealed === null ? o.responseTokenIds.length : o.behaviourLogProbs.length;
+  const tokens = o.sealed === null ? 'responseTokenIds' : 'behaviourLogProbs';
+  if (n === 0) throw new ValidationError(`AgentOutput.${tokens}`, 'is empty; an output needs at least one token');
+  if (n > limits.maxResponseTokens) throw new ValidationError(`AgentOutput.${tokens}`, `has ${n} tokens; the limit is ${limits.maxResponseTokens}`);
   if (o.contextTokenIds.length > limits.maxContextTokens) {
     throw new ValidationError('AgentOutput.contextTokenIds', `has ${o.contextTokenIds.length} tokens; the limit is ${limits.maxContextTokens}`);
   }
+  if (o.sealed !== null) validateSealed(o, limits);
   if (o.behaviourLogProbs.length !== n) {
     throw new ValidationError('AgentOutput.behaviourLogProbs', `has length ${o.behaviourLogProbs.length}; responseTokenIds has ${n}`);
   }
-  if (o.lossMask.length !== n) throw new ValidationError('AgentOutput.lossMask', `has length ${o.lossMask.length}; responseTokenIds has ${n}`);
+  if (o.lossMask.length !== n) throw new ValidationError('AgentOutput.lossMask', `has length ${o.lossMask.length}; ${tokens} has ${n}`);
   for (let i = 0; i < n; i++) {
-    const t = o.responseTokenIds[i];
-    if (!Number.isInteger(t) || t < 0) throw new ValidationError(`AgentOutput.responseTokenIds[${i}]`, `must be a non-negative token id, got ${t}`);
     const lp = o.behaviourLogProbs[i];
     if (!Number.isFinite(lp)) throw new ValidationError(`AgentOutput.behaviourLogProbs[${i}]`, `must be finite, got ${lp}`);
     if (lp > 0) throw new ValidationError(`AgentOutput.behaviourLogProbs[${i}]`, `must be <= 0 (a log-probability), got ${lp}`);
   }
-  for (let i = 0; i < o.contextTokenIds.length; i++) {
-    const t = o.contextTokenIds[i];
-    if (!Number.isInteger(t) || t < 0) throw new ValidationError(`AgentOutput.contextTokenIds[${i}]`, `must be a non-negative token id, got ${t}`);
-  }
+  tokenIds('AgentOutput.responseTokenIds', o.responseTokenIds);
+  tokenIds('AgentOutput.contextTokenIds', o.contextTokenIds);
   if (!o.lossMask.some(Boolean)) throw new ValidationError('AgentOutput.lossMask', 'masks out every token; at least one must be trained on');
   const s = o.sampling;
   if (!Number.isFinite(s.temperature) || s.temperature <= 0) throw new ValidationError('AgentOutput.sampling.temperature', `must be > 0, got ${s.temperature}`);

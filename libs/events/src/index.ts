@@ -3,6 +3,7 @@ export * from './event-types';
 export * from './reason-codes';
 export * from './event-codec';
 export * from './event-validation';
+export * from './content-seal';
 export * from './topic-catalog';
 export * from './kafka-connection';
 export * from './kafka-socket';

@@ -48,6 +48,7 @@ export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventTy
     tokenDrift: null,
     malformedToolCall: false,
     subjectId: null,
+    sealed: null,
   };
   const transition: Transition = {
     transitionId: `${episodeId}/tr-0`,

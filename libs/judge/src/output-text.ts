@@ -6,7 +6,7 @@ export interface IdDecoder {
   decode(ids: readonly number[], options?: { skipSpecialTokens?: boolean }): string;
 }
 
-export type OutputTextResult = { ok: true; text: JudgedText } | { ok: false; reason: 'text_too_long' | 'undecodable_text'; problem: string };
+export type OutputTextResult = { ok: true; text: JudgedText } | { ok: false; reason: 'text_too_long' | 'undecodable_text' | 'sealed_content'; problem: string };
 
 /**
  * An AgentOutput as the text a judge reads. Outputs hold token ids, not text: the prompt
@@ -15,6 +15,9 @@ export type OutputTextResult = { ok: true; text: JudgedText } | { ok: false; rea
  * (prompt and response together) is refused, not cut: a judge must not score half an answer.
  */
 export function outputText(output: AgentOutput, tokenizer: IdDecoder, maxChars: number): OutputTextResult {
+  // Sealed content (docs/erasure.md) is not the judge's to open: judging it as empty text would score nothing.
+  if (output.sealed !== null)
+    return { ok: false, reason: 'sealed_content', problem: `output ${output.outputId} is sealed; srpo judge reads content in the clear only` };
   // A byte-level token holds at least one UTF-8 byte and a character at most four, so more ids than
   // 4 × maxChars (special tokens aside) cannot fit: refused before the decoding work.
   const ids = output.contextTokenIds.length + output.responseTokenIds.length;

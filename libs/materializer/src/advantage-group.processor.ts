@@ -1,7 +1,8 @@
 import { hash } from 'crypto';
 import { ErrorCode, SrpoError, ValidationError } from '@srpo/core';
 import { ActiveSet, AdvantageGroup, EventCodec, KafkaCoordinates, ReasonCode, TopicCatalog } from '@srpo/events';
-import { groupAdvantages, groupMean, groupStd, ObjectiveConfig } from '@srpo/srpo';
+import { ObjectiveConfig } from '@srpo/srpo';
+import { groupValues } from './group-values';
 import { InputRecord, KeyValueStore, Processor, ProcessorContext } from '@srpo/streams';
 import { DEFAULT_MAX_LATENESS_MS } from './active-set-options';
 
@@ -227,13 +228,7 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
       // A revised set's note is for this stage only: the group carries the set as trained.
       return { set: set.correction ? { ...set, correction: false } : set, source: p.source };
     });
-    const { objective } = this.options;
-    const results = groupAdvantages(
-      sets.map(({ set }) => ({ setId: set.setId, groupKey: set.groupKey, reward: set.reward, ...(set.progress !== null ? { progress: set.progress } : {}) })),
-      objective,
-    );
-    const fromProgress = results.some((r) => r.fromProgress);
-    const values = sets.map(({ set }) => (fromProgress ? (set.progress as number) : set.reward));
+    const values = groupValues(sets, this.options.objective);
     const ids = sets.map(({ set }) => set.setId);
     const value: AdvantageGroup = {
       groupId: `${group.groupKey}#${hash('sha256', ids.join('\n'), 'hex').slice(0, 16)}`,
@@ -241,19 +236,14 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
       policyId: group.policyId,
       closeReason: reason,
       expectedSize: group.expectedSize,
-      sets: sets.map(({ set, source }, i) => ({ set, advantage: results[i].advantage, advantageFromProgress: results[i].fromProgress, setSource: source })),
-      rewardMean: groupMean(values),
-      rewardStd: groupStd(values, objective.advantageStd),
-      degenerate: results[0]?.degenerateGroup ?? true,
-      objectiveConfig: JSON.stringify({ advantageStd: objective.advantageStd, advantageEps: objective.advantageEps, progress: objective.progress }),
-      eventTimeMs: Math.max(...sets.map(({ set }) => set.eventTimeMs)),
+      ...values,
     };
     ctx.emit({ topic: this.options.topics.advantageGroups.name, key: group.policyId, type: 'AdvantageGroup', value });
     // Kept through stream time `emission + dedupeRetentionMs` inclusive, as the set stage keeps an episode.
     stores.closed.put(value.groupId, { setIds: ids, expiresAtMs: ctx.streamTimeMs + this.options.dedupeRetentionMs + 1 });
     ctx.count('groups_ready_total', { reason });
     if (value.degenerate) ctx.count('groups_degenerate_total');
-    if (fromProgress) ctx.count('groups_progress_fallback_total');
+    if (value.sets.some((gs) => gs.advantageFromProgress)) ctx.count('groups_progress_fallback_total');
   }
 }
 

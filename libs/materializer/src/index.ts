@@ -4,3 +4,4 @@ export * from './topology';
 export * from './rematerialize';
 export * from './outcome-revisions';
 export * from './materializer-settings';
+export * from './group-values';

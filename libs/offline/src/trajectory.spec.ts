@@ -1,4 +1,4 @@
-import { sampleEvents, type AgentOutput, type EpisodeOutcome, type Transition } from '@srpo/events';
+import { sampleEvents, sealOutput, type AgentOutput, type EpisodeOutcome, type Transition } from '@srpo/events';
 import { assembleTrajectories, exclusionOf, stepSucceeded } from './trajectory';
 
 const base = sampleEvents(0);
@@ -105,6 +105,19 @@ describe('trajectories', () => {
     expect(r.incomplete.map((x) => [x.episodeId, x.why])).toEqual([
       ['ep-2', `outputs not in range: ${o.outputId}`],
       ['ep-3', 'no EpisodeOutcome in range'],
+    ]);
+  });
+
+  it('reports an episode with sealed outputs as incomplete rather than training on empty tokens', () => {
+    const o = sealOutput(output('ep-4', 0, 'solver-0', 'solver', [3]), { keyId: 'k', key: Buffer.alloc(32, 1) });
+    const r = assembleTrajectories({
+      outputs: [{ value: o, source: at('out', 0) }],
+      transitions: [{ value: transition('ep-4', 0, [o.outputId], 1), source: at('tr', 0) }],
+      outcomes: [{ value: outcome('ep-4', 1, 1), source: at('oc', 0) }],
+    });
+    expect(r.trajectories).toEqual([]);
+    expect(r.incomplete.map((x) => [x.episodeId, x.why])).toEqual([
+      ['ep-4', `sealed outputs (offline training reads content in the clear only): ${o.outputId}`],
     ]);
   });
 });

@@ -129,6 +129,12 @@ export function assembleTrajectories(events: RawEpisodeEvents, rule: StepSuccess
       out.incomplete.push({ episodeId, taskId, sources, why: `outputs not in range: ${missing.join(', ')}` });
       continue;
     }
+    // Sealed content (docs/erasure.md) needs the store's keys, which offline training does not open: not trained on as empty tokens.
+    const sealed = transitions.flatMap((t) => t.value.consumedOutputIds.filter((id) => e.outputs.get(id)?.value.sealed));
+    if (sealed.length > 0) {
+      out.incomplete.push({ episodeId, taskId, sources, why: `sealed outputs (offline training reads content in the clear only): ${sealed.join(', ')}` });
+      continue;
+    }
     const actions: TrajectoryAction[] = transitions.flatMap((t) => {
       const successful = stepSucceeded(t.value.reward, outcome.value.outcomeReward, rule, t.value.position);
       return t.value.consumedOutputIds.map((id): TrajectoryAction => {

@@ -3,6 +3,7 @@ import { EventCodec, sampleEvents, type AdvantageGroup } from '@srpo/events';
 import { createStoreTarget, STORE_KINDS, type StoreTarget } from '../test/store-targets';
 import type { GroupLedgerInput, GroupStatsInput, UpdateRecordInput } from './audit-types';
 import { AuditStore } from './audit-store.service';
+import { KeyStore } from './key-store.service';
 import { ledgerEntryFromGroup } from './ledger-entry';
 import { groupStatsFromGroup } from './group-stats';
 import { AUDIT_APPEND_ONLY_TABLES } from './migrations';
@@ -105,8 +106,12 @@ describe.each(STORE_KINDS)('AuditStore on %s', (kind) => {
   it('runs the migrations up, down and up again', async () => {
     const qr = store.dataSource.createQueryRunner();
     try {
-      const tables = ['policies', 'policy_versions', 'update_records', 'update_groups', 'skipped_groups', 'update_group_stats'];
+      const tables = ['policies', 'policy_versions', 'update_records', 'update_groups', 'skipped_groups', 'update_group_stats', 'subject_keys', 'erasures'];
       for (const t of tables) expect(await qr.hasTable(t)).toBe(true);
+      await store.dataSource.undoLastMigration();
+      expect(await qr.hasTable('subject_keys')).toBe(false);
+      expect(await qr.hasTable('erasures')).toBe(false);
+      expect(await qr.hasTable('update_group_stats')).toBe(true);
       await store.dataSource.undoLastMigration();
       expect(await qr.hasTable('update_group_stats')).toBe(false);
       expect(await qr.hasTable('update_groups')).toBe(true);
@@ -116,7 +121,12 @@ describe.each(STORE_KINDS)('AuditStore on %s', (kind) => {
       const executed = await store.dataSource.query<unknown[]>(`SELECT * FROM ${target.table('migrations')}`);
       expect(executed).toHaveLength(0);
       const ran = await store.dataSource.runMigrations();
-      expect(ran.map((m) => m.name)).toEqual(['InitialSchema1767225600000', 'AppendOnlyGuards1767225600001', 'GroupStats1767225600002']);
+      expect(ran.map((m) => m.name)).toEqual([
+        'InitialSchema1767225600000',
+        'AppendOnlyGuards1767225600001',
+        'GroupStats1767225600002',
+        'SubjectKeys1767225600003',
+      ]);
       for (const t of tables) expect(await qr.hasTable(t)).toBe(true);
     } finally {
       await qr.release();
@@ -236,8 +246,10 @@ describe.each(STORE_KINDS)('AuditStore on %s', (kind) => {
         createdAtMs: T0,
       },
     ]);
+    await new KeyStore(store.dataSource).erase({ subjectId: 'u1' }, 'er-1', T0);
+    const timeColumn: Record<string, string> = { update_records: 'committed_at_ms', erasures: 'erased_at_ms' };
     for (const t of AUDIT_APPEND_ONLY_TABLES) {
-      const column = t === 'update_records' ? 'committed_at_ms' : 'created_at_ms';
+      const column = timeColumn[t] ?? 'created_at_ms';
       await expect(store.dataSource.query(`UPDATE ${target.table(t)} SET ${column} = 0`)).rejects.toThrow(new RegExp(`${t} is append-only: UPDATE refused`));
       await expect(store.dataSource.query(`DELETE FROM ${target.table(t)}`)).rejects.toThrow(new RegExp(`${t} is append-only: DELETE refused`));
     }

@@ -44,6 +44,9 @@ export function createDataSource(config: StoreConfig, options: DataSourceOptions
         // transactions (an update's ledger rows among them) although the learner already went on to
         // publish the version and commit its Kafka offsets. FULL syncs the WAL at every commit.
         db.pragma('synchronous = FULL');
+        // Deleted content is overwritten with zeros, not left in free space: deleting a content key is
+        // how `srpo erase` erases (docs/erasure.md), so the key must not survive in the file.
+        db.pragma('secure_delete = ON');
       },
       ...common,
     });

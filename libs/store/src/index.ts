@@ -10,6 +10,7 @@ export * from './migrations';
 export * from './data-source';
 export * from './repositories';
 export * from './audit-store.service';
+export * from './key-store.service';
 export { isUniqueViolation } from './store-errors';
 export * from './ledger-entry';
 export * from './group-stats';

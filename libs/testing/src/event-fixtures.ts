@@ -24,6 +24,7 @@ export function output(episodeId: string, n: number, patch: Partial<AgentOutput>
     tokenDrift: null,
     malformedToolCall: false,
     subjectId: null,
+    sealed: null,
     ...patch,
   };
 }

@@ -2,7 +2,16 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { Partitioners, type Kafka } from 'kafkajs';
-import { EventCodec, type ActiveSet, type AdvantageGroup, type AgentOutput, type KafkaCoordinates, type SetMember } from '@srpo/events';
+import {
+  EventCodec,
+  sealOutput,
+  type ActiveSet,
+  type AdvantageGroup,
+  type AgentOutput,
+  type ContentKey,
+  type KafkaCoordinates,
+  type SetMember,
+} from '@srpo/events';
 // Type only: the fixtures must not load TensorFlow into every test that imports @srpo/testing.
 import type { TransformerConfig } from '@srpo/policy';
 
@@ -38,6 +47,9 @@ export interface MemberSpec {
   policyId?: string;
   version?: number;
   temperature?: number;
+  subjectId?: string;
+  /** Seal the output's tokens under this content key (docs/erasure.md). */
+  seal?: ContentKey;
 }
 
 const codec = new EventCodec();
@@ -69,8 +81,10 @@ export function member(spec: MemberSpec): SetMember {
     parentOutputId: null,
     tokenDrift: null,
     malformedToolCall: false,
-    subjectId: null,
+    subjectId: spec.subjectId ?? null,
+    sealed: null,
   };
+  const written = spec.seal ? sealOutput(output, spec.seal) : output;
   return {
     outputId: output.outputId,
     agentId: output.agentId,
@@ -78,7 +92,7 @@ export function member(spec: MemberSpec): SetMember {
     policyId: output.policyId,
     policyVersion: output.policyVersion,
     temperature: output.sampling.temperature,
-    output: codec.encode('AgentOutput', output),
+    output: codec.encode('AgentOutput', written),
     source: coords('srpo.agent-outputs', 1),
   };
 }

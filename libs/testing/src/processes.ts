@@ -1,4 +1,4 @@
-import { ChildProcess, spawn } from 'child_process';
+import { ChildProcess, execFile, spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -63,6 +63,33 @@ export function runCommand(command: string, args: readonly string[]): Promise<st
     p.stderr.on('data', (d: Buffer) => (err += d.toString()));
     p.once('error', reject);
     p.once('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`${command} ${args[0] ?? ''} failed (${code}):\n${out}\n${err}`))));
+  });
+}
+
+/** What one run of the CLI gave: its exit code and both streams. */
+export interface CliRun {
+  code: number;
+  stdout: string;
+  /** Without native TensorFlow's start-up notices (absl, oneDNN), which go to stderr too. */
+  stderr: string;
+}
+
+/** Runs the built CLI (`bin/srpo.js`) with exactly `env`; resolves with its exit code and output, never rejects on a failing exit. */
+export function runSrpo(args: readonly string[], env: NodeJS.ProcessEnv, timeoutMs = 120_000): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
+    execFile('node', [path.join(repoRoot(), 'bin', 'srpo.js'), ...args], { env, timeout: timeoutMs, maxBuffer: 64 << 20 }, (error, stdout, stderr) => {
+      const code = error ? (typeof error.code === 'number' ? error.code : null) : 0;
+      if (code === null) reject(error as Error);
+      else
+        resolve({
+          code,
+          stdout,
+          stderr: stderr
+            .split('\n')
+            .filter((l) => !/^(WARNING: All log messages before absl|I0000 |W0000 )/.test(l))
+            .join('\n'),
+        });
+    });
   });
 }
 

@@ -22,6 +22,12 @@ export class LearnerMetrics {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
+  /** Sets left out of their group because their content was erased (docs/erasure.md). */
+  readonly setsErased = new Counter({
+    name: 'learner_sets_erased_total',
+    help: 'Active sets not trained on because the content key of a member was deleted by an erasure',
+    registers: [this.registry],
+  });
   readonly groupsRedelivered = new Counter({
     name: 'learner_groups_redelivered_total',
     help: 'Redelivered advantage groups recognised as already applied or skipped',

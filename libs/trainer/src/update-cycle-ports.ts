@@ -59,7 +59,7 @@ export interface UpdateCycleState {
 /** The metrics the cycle moves. */
 export type UpdateCycleMetrics = Pick<
   LearnerMetrics,
-  'updates' | 'groupsConsumed' | 'groupsSkipped' | 'groupsRedelivered' | 'loss' | 'gradNorm' | 'clipFrac' | 'policyLag' | 'mismatch'
+  'updates' | 'groupsConsumed' | 'groupsSkipped' | 'groupsRedelivered' | 'loss' | 'gradNorm' | 'clipFrac' | 'policyLag' | 'mismatch' | 'setsErased'
 >;
 
 /** Called at every step boundary of an update (test-only fault injection; a no-op in production). */

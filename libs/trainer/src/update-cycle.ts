@@ -1,11 +1,12 @@
 import { createHash } from 'crypto';
 import { ErrorCode, errorMessage, Logger, SrpoError } from '@srpo/core';
-import { EventCodec, type PolicyUpdate, type PolicyVersion } from '@srpo/events';
+import { EventCodec, type ContentKeySource, type PolicyUpdate, type PolicyVersion } from '@srpo/events';
+import { groupWithout } from '@srpo/materializer';
 import { eventsFor, groupStatsFromGroup, ledgerEntryFromGroup, type AuditStore, type SkippedGroupInput, type UpdateDetail } from '@srpo/store';
 import type { LearnerEventsPublisher } from './events-publisher';
 import type { PolicyTrainer, SetProbe, StepResult, TrainerCallOptions, TrainingSet } from './policy-trainer';
 import { RunRecorder } from './run-recorder';
-import { prefetchMemberSchemas } from './training-sets';
+import { erasedSetIds, fetchMemberKeys, prefetchMemberSchemas, type ContentKeys } from './training-sets';
 import type { LearnerHyperparameters } from './update-hyperparameters';
 import type { ReadyGroup, UpdateCycleMetrics, UpdateCycleOptions, UpdateCycleState, UpdateFaultPoints } from './update-cycle-ports';
 import { isFiniteStep, nonFiniteLoss, pickTemperature, triageGroup, type Candidate, type SkippedGroup, type SkippedGroupInfo } from './update-triage';
@@ -20,6 +21,8 @@ export interface UpdateCycleDeps {
   faults: UpdateFaultPoints;
   state: UpdateCycleState;
   metrics: UpdateCycleMetrics;
+  /** Content keys of sealed members (the store's KeyStore); without it, sealed sets count as erased. */
+  keys?: ContentKeySource;
 }
 
 /** What one call of {@link UpdateCycle.applyBatch} did. */
@@ -79,6 +82,7 @@ export class UpdateCycle {
   private readonly faults: UpdateFaultPoints;
   private readonly state: UpdateCycleState;
   private readonly metrics: UpdateCycleMetrics;
+  private readonly keys?: ContentKeySource;
 
   constructor(
     private readonly config: UpdateCycleOptions,
@@ -91,6 +95,7 @@ export class UpdateCycle {
     this.faults = deps.faults;
     this.state = deps.state;
     this.metrics = deps.metrics;
+    this.keys = deps.keys;
     this.codec = new EventCodec(undefined, { registry: config.schemaRegistry });
     this.recorder = new RunRecorder({ store: this.store, backend: config.backend, codeVersion: config.codeVersion });
   }
@@ -130,6 +135,20 @@ export class UpdateCycle {
     }
   }
 
+  /**
+   * The group without its sets of erased content (docs/erasure.md), renormalized as the group
+   * stage would have emitted it from the others, so one user's erasure never voids the sets of
+   * the others beside it; the ledger records the sets trained on. null when none is left.
+   */
+  private withoutErasedSets(r: ReadyGroup, keys: ContentKeys): ReadyGroup | null {
+    const erased = erasedSetIds(this.codec, r.group, keys);
+    if (erased.size === 0) return r;
+    this.metrics.setsErased.inc(erased.size);
+    this.log.info('sets of erased content left out', { groupId: r.group.groupId, sets: erased.size, ...r.source });
+    const group = groupWithout(r.group, erased);
+    return group === null ? null : { ...r, group };
+  }
+
   private async apply(batch: readonly ReadyGroup[], options: TrainerCallOptions): Promise<UpdateOutcome> {
     if (this.broken) throw this.broken;
     await this.flushPending();
@@ -153,7 +172,15 @@ export class UpdateCycle {
       this.codec,
       ours.map((r) => r.group),
     );
-    const [applied, skippedBefore] = await Promise.all([this.store.isGroupApplied(policyId, ids), this.store.skippedGroupIds(policyId, ids)]);
+    const [applied, skippedBefore, keys] = await Promise.all([
+      this.store.isGroupApplied(policyId, ids),
+      this.store.skippedGroupIds(policyId, ids),
+      fetchMemberKeys(
+        this.codec,
+        this.keys,
+        ours.map((r) => r.group),
+      ),
+    ]);
     const skips: SkippedGroup[] = [];
     const candidates: Candidate[] = [];
     const usedIds = new Set<string>();
@@ -163,9 +190,14 @@ export class UpdateCycle {
         outcome.redelivered.push(id);
         continue;
       }
-      const verdict = triageGroup(this.codec, this.trainer, policyId, r.group, before.version, maxPolicyLag, usedIds);
-      if ('reason' in verdict) skips.push({ ready: r, info: { groupId: id, ...verdict } });
-      else candidates.push({ ready: r, ...verdict });
+      const ready = this.withoutErasedSets(r, keys);
+      if (ready === null) {
+        skips.push({ ready: r, info: { groupId: id, reason: 'erased', detail: 'every set holds erased content', lag: null } });
+        continue;
+      }
+      const verdict = triageGroup(this.codec, this.trainer, policyId, ready.group, before.version, maxPolicyLag, usedIds, keys);
+      if ('reason' in verdict) skips.push({ ready, info: { groupId: id, ...verdict } });
+      else candidates.push({ ready, ...verdict });
     }
     // One temperature per update: keep the one most sets were sampled at (ties: the lower).
     let eligible = pickTemperature(candidates, skips);

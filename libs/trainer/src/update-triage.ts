@@ -1,7 +1,7 @@
 import { SrpoError, ValidationError } from '@srpo/core';
 import type { AdvantageGroup, EventCodec } from '@srpo/events';
 import type { PolicyTrainer, TrainingSet } from './policy-trainer';
-import { trainingSetsFromGroup } from './training-sets';
+import { trainingSetsFromGroup, type ContentKeys } from './training-sets';
 import type { ReadyGroup } from './update-cycle-ports';
 
 /*
@@ -38,7 +38,9 @@ export type SkipReason =
    * evaluated alone, is not finite; `detail` names it). The group is skipped whole; the
    * rest of the mini-batch is trained on without it.
    */
-  | 'non-finite-set';
+  | 'non-finite-set'
+  /** Every set of the group holds erased content (its content keys were deleted, docs/erasure.md). */
+  | 'erased';
 
 export interface SkippedGroupInfo {
   groupId: string;
@@ -78,6 +80,7 @@ export function triageGroup(
   current: number,
   maxLag: number,
   usedIds: Set<string>,
+  keys?: ContentKeys,
 ): GroupVerdict {
   if (group.sets.length === 0) return { reason: 'invalid-set', detail: 'the group has no sets', lag: null };
   let oldest = Number.POSITIVE_INFINITY;
@@ -109,7 +112,7 @@ export function triageGroup(
   }
   let sets: TrainingSet[];
   try {
-    sets = trainingSetsFromGroup(codec, group);
+    sets = trainingSetsFromGroup(codec, group, keys);
   } catch (e) {
     if (e instanceof SrpoError && !e.retriable) return { reason: 'invalid-input', detail: e.message, lag };
     throw e;

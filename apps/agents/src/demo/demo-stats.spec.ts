@@ -98,6 +98,7 @@ describe('demo statistics', () => {
       tokenDrift: null,
       malformedToolCall: false,
       subjectId: null,
+      sealed: null,
     };
     s.onOutput({ ...base, policyVersion: 0 });
     s.onOutput({ ...base, policyVersion: 7 });

@@ -3,7 +3,7 @@ import { Command } from 'commander';
 import { AuditService, type EpisodeTrace, type SetTrace, type VerifyReport } from '@srpo/audit';
 import { ErrorCode, initTfBackend, SrpoError } from '@srpo/core';
 import { createKafka, EventCodec, topicCatalog } from '@srpo/events';
-import { AuditStore, type UpdateDetail } from '@srpo/store';
+import { AuditStore, KeyStore, type UpdateDetail } from '@srpo/store';
 import { CliConfig } from '../cli-config';
 import { backendLabel } from '@srpo/kernels';
 
@@ -96,6 +96,7 @@ async function withService<T>(
       checkpointDir: opts.checkpointDir,
       sourcePrefix: opts.sourcePrefix ? { from: prefix, to: opts.sourcePrefix } : undefined,
       codec: new EventCodec(undefined, { registry: cfg.schemaRegistry }),
+      keys: new KeyStore(store.dataSource),
     });
     return await fn(svc);
   } finally {

@@ -4,7 +4,18 @@ import { PolicyVersionEntity } from './policy-version.entity';
 import { SkippedGroupEntity } from './skipped-group.entity';
 import { UpdateGroupEntity } from './update-group.entity';
 import { UpdateRecordEntity } from './update-record.entity';
+import { ErasureEntity } from './erasure.entity';
+import { SubjectKeyEntity } from './subject-key.entity';
 
-export { GroupStatsEntity, PolicyEntity, PolicyVersionEntity, SkippedGroupEntity, UpdateGroupEntity, UpdateRecordEntity };
+export { ErasureEntity, SubjectKeyEntity, GroupStatsEntity, PolicyEntity, PolicyVersionEntity, SkippedGroupEntity, UpdateGroupEntity, UpdateRecordEntity };
 
-export const STORE_ENTITIES = [PolicyEntity, PolicyVersionEntity, UpdateRecordEntity, UpdateGroupEntity, SkippedGroupEntity, GroupStatsEntity];
+export const STORE_ENTITIES = [
+  PolicyEntity,
+  PolicyVersionEntity,
+  UpdateRecordEntity,
+  UpdateGroupEntity,
+  SkippedGroupEntity,
+  GroupStatsEntity,
+  SubjectKeyEntity,
+  ErasureEntity,
+];

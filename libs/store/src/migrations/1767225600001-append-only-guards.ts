@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { ErrorCode, SrpoError } from '@srpo/core';
+import { dialectOf, pgSchema } from './migration-dialect';
 
 /** Tables whose rows, once written, are never changed or removed. */
 export const APPEND_ONLY_TABLES = ['update_records', 'update_groups', 'skipped_groups'] as const;
@@ -54,17 +54,4 @@ $$`,
     }
     await qr.query(`DROP FUNCTION IF EXISTS ${s}"srpo_refuse_audit_change"()`);
   }
-}
-
-function dialectOf(qr: QueryRunner): 'sqlite' | 'postgres' {
-  const type = qr.connection.options.type;
-  if (type === 'better-sqlite3' || type === 'sqlite') return 'sqlite';
-  if (type === 'postgres') return 'postgres';
-  throw new SrpoError(ErrorCode.CONFIG_INVALID, `the audit store supports SQLite and PostgreSQL, not ${type}`);
-}
-
-/** `"schema".` for the data source's schema (the tables live there), or empty for the search path. */
-function pgSchema(qr: QueryRunner): string {
-  const schema = (qr.connection.driver as { schema?: string }).schema;
-  return schema ? `"${schema.replace(/"/g, '""')}".` : '';
 }

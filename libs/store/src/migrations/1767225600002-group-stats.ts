@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner, Table, TableForeignKey, TableIndex } from 'typeorm';
-import { ErrorCode, SrpoError } from '@srpo/core';
+import { addAppendOnlyTriggers, dropAppendOnlyTriggers } from './migration-dialect';
 
 /** The table this migration adds; append-only like the other audit tables. */
 export const GROUP_STATS_TABLE = 'update_group_stats';
@@ -51,41 +51,11 @@ export class GroupStats1767225600002 implements MigrationInterface {
         ],
       }),
     );
-    const t = GROUP_STATS_TABLE;
-    if (dialectOf(qr) === 'sqlite') {
-      for (const op of ['UPDATE', 'DELETE']) {
-        await qr.query(
-          `CREATE TRIGGER "${t}_no_${op.toLowerCase()}" BEFORE ${op} ON "${t}" BEGIN SELECT RAISE(ABORT, '${t} is append-only: ${op} refused'); END`,
-        );
-      }
-      return;
-    }
-    const s = pgSchema(qr);
-    await qr.query(`CREATE TRIGGER "${t}_append_only" BEFORE UPDATE OR DELETE ON ${s}"${t}" FOR EACH ROW EXECUTE PROCEDURE ${s}"srpo_refuse_audit_change"()`);
-    await qr.query(`CREATE TRIGGER "${t}_no_truncate" BEFORE TRUNCATE ON ${s}"${t}" FOR EACH STATEMENT EXECUTE PROCEDURE ${s}"srpo_refuse_audit_change"()`);
+    await addAppendOnlyTriggers(qr, GROUP_STATS_TABLE);
   }
 
   async down(qr: QueryRunner): Promise<void> {
-    const t = GROUP_STATS_TABLE;
-    if (dialectOf(qr) === 'sqlite') {
-      for (const op of ['update', 'delete']) await qr.query(`DROP TRIGGER IF EXISTS "${t}_no_${op}"`);
-    } else {
-      const s = pgSchema(qr);
-      await qr.query(`DROP TRIGGER IF EXISTS "${t}_no_truncate" ON ${s}"${t}"`);
-      await qr.query(`DROP TRIGGER IF EXISTS "${t}_append_only" ON ${s}"${t}"`);
-    }
-    await qr.dropTable(t);
+    await dropAppendOnlyTriggers(qr, GROUP_STATS_TABLE);
+    await qr.dropTable(GROUP_STATS_TABLE);
   }
-}
-
-function dialectOf(qr: QueryRunner): 'sqlite' | 'postgres' {
-  const type = qr.connection.options.type;
-  if (type === 'better-sqlite3' || type === 'sqlite') return 'sqlite';
-  if (type === 'postgres') return 'postgres';
-  throw new SrpoError(ErrorCode.CONFIG_INVALID, `the audit store supports SQLite and PostgreSQL, not ${type}`);
-}
-
-function pgSchema(qr: QueryRunner): string {
-  const schema = (qr.connection.driver as { schema?: string }).schema;
-  return schema ? `"${schema.replace(/"/g, '""')}".` : '';
 }

@@ -16,3 +16,5 @@ export { SkippedGroupRepository } from './skipped-group.repository';
 export { UpdateGroupRepository } from './update-group.repository';
 export { UpdateRecordRepository } from './update-record.repository';
 export { storeRepositories, type StoreRepositories } from './store-repositories';
+export { SubjectKeyRepository, type ContentKeyRecord, type ErasureScope } from './subject-key.repository';
+export { ErasureRepository, type ErasureRecord } from './erasure.repository';
