@@ -128,6 +128,20 @@ describe('srpo erase: three subjects, one erased mid-run (real broker, learner p
     }
   }
 
+  /** Every set id cited by the ledger of the store at `file`, in version order. */
+  async function ledgerSets(file: string): Promise<string[]> {
+    const store = await AuditStore.open({ kind: 'sqlite', path: file });
+    try {
+      const cited: string[] = [];
+      for (const v of await store.listVersions('solver')) {
+        if (v.updateId !== null) for (const g of (await store.getUpdate(v.updateId)).groups) cited.push(...g.setIds);
+      }
+      return cited;
+    } finally {
+      await store.close();
+    }
+  }
+
   beforeAll(async () => {
     const admin = kafka.admin();
     await admin.connect();
@@ -183,9 +197,29 @@ describe('srpo erase: three subjects, one erased mid-run (real broker, learner p
     // Sealed before the erasure (bob's sets under keys it deletes), sent after it:
     // g3 = alice+bob, g4 = bob+carol, g5 = carol+alice.
     const later = await Promise.all([3, 4, 5].map((i) => group(i)));
-    const erased = await srpo(['erase', '--subject', 'bob', '--json']);
-    expect(erased.code).toBe(0);
-    const done = JSON.parse(erased.stdout) as ImpactJson;
+    const certificate = path.join(dir, 'erasure-bob.json');
+    const erased = await srpo(['erase', '--subject', 'bob', '--rebuild', '--policy', 'solver', '--certificate', certificate, '--json']);
+    expect({ code: erased.code, stderr: erased.code === 0 ? '' : erased.stderr }).toEqual({ code: 0, stderr: '' });
+    const done = JSON.parse(erased.stdout) as ImpactJson & {
+      rebuilt: { fromVersion: number; head: { version: number }; verified: number; citesErased: string[]; run: string };
+    };
+    // The lineage rebuilt from v0 without bob's sets: v1-v3 again, each verified from its own record, none citing bob.
+    expect(done.rebuilt).toMatchObject({ fromVersion: 0, head: { version: 3 }, verified: 3, citesErased: [] });
+    for (const hex of keyOfSet.values()) expect(erased.stdout + erased.stderr + dry.stdout + dry.stderr).not.toContain(hex);
+    const rebuiltSets = await ledgerSets(path.join(dir, 'replays', done.rebuilt.run, 'store.sqlite'));
+    expect(rebuiltSets).toEqual(['g0/s0', 'g1/s1', 'g2/s0', 'g2/s1']);
+    // The certificate checks against the store's key and against the key an auditor pinned; a changed one does not.
+    expect((await srpo(['erase', '--check-certificate', certificate])).code).toBe(0);
+    const pinned = path.join(dir, 'store-key.pem');
+    fs.writeFileSync(pinned, (await srpo(['erase', '--print-public-key'])).stdout);
+    expect((await srpo(['erase', '--check-certificate', certificate, '--public-key', pinned])).code).toBe(0);
+    const cert = JSON.parse(fs.readFileSync(certificate, 'utf8')) as { affected: { updates: string[] }; rebuilt: { head: { version: number } } };
+    expect(cert.affected.updates).toEqual(citing);
+    expect(cert.rebuilt.head.version).toBe(3);
+    fs.writeFileSync(path.join(dir, 'changed.json'), JSON.stringify({ ...cert, affected: { ...cert.affected, updates: [] } }));
+    const changed = await srpo(['erase', '--check-certificate', path.join(dir, 'changed.json')]);
+    expect(changed.code).toBe(1);
+    expect(changed.stderr).toMatch(/does not check: the signature does not match the statement/);
     // The two keys the dry run saw, and the two of bob's episodes sealed since (g3, g4).
     expect(done.erasure?.erasure.keyIds.sort()).toEqual([...done.impact.keyIds].sort());
     expect(done.impact.keyIds).toHaveLength(4);
@@ -235,18 +269,9 @@ describe('srpo erase: three subjects, one erased mid-run (real broker, learner p
       [all[1].updateId, false, 'erased content'],
       ...all.slice(2).map((u) => [u.updateId, false, 'inherited']),
     ]);
-    const run = await AuditStore.open({ kind: 'sqlite', path: path.join(dir, 'replays', 'without-bob', 'store.sqlite') });
-    try {
-      const cited: string[] = [];
-      for (const v of await run.listVersions('solver')) {
-        if (v.updateId === null) continue;
-        for (const g of (await run.getUpdate(v.updateId)).groups) cited.push(...g.setIds);
-      }
-      expect(cited.filter((s) => subjectOfSet.get(s) === 'bob')).toEqual([]);
-      expect(cited).toEqual(['g0/s0', 'g1/s1', 'g2/s0', 'g2/s1', 'g3/s0', 'g4/s1', 'g5/s0', 'g5/s1']);
-    } finally {
-      await run.close();
-    }
+    const cited = await ledgerSets(path.join(dir, 'replays', 'without-bob', 'store.sqlite'));
+    expect(cited.filter((s) => subjectOfSet.get(s) === 'bob')).toEqual([]);
+    expect(cited).toEqual(['g0/s0', 'g1/s1', 'g2/s0', 'g2/s1', 'g3/s0', 'g4/s1', 'g5/s0', 'g5/s1']);
   }, 240_000);
 
   it('never writes a key to a log, and no deleted key is left in the store files', async () => {

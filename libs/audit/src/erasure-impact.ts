@@ -28,15 +28,15 @@ export interface ErasureImpact {
   /** Trained sets that hold the data, in update order. */
   sets: ErasedSetUse[];
   /** Updates that trained on such a set, oldest first per policy. */
-  updates: { updateId: string; policyId: string; versionBefore: number; versionAfter: number }[];
+  updates: { updateId: string; policyId: string; versionBefore: number; versionAfter: number; committedAtMs: number }[];
   /** Every version made by those updates and every later version of the same policy (they start from them). */
   versions: ReachedVersion[];
   /** Per policy: the last version the data never reached, where a rebuilt lineage starts. */
   cleanBefore: { policyId: string; version: number }[];
 }
 
-/** Whether a set of `group` holds the data of `scope`: its subjects name the subject, or it is of the episode. */
-function holds(scope: ErasureScope, set: AdvantageGroup['sets'][number]['set']): boolean {
+/** Whether a set holds the data of `scope`: its subjects name the subject, or it is of the episode. */
+export function holds(scope: ErasureScope, set: AdvantageGroup['sets'][number]['set']): boolean {
   return 'subjectId' in scope ? set.subjectIds.includes(scope.subjectId) : set.episodeId === scope.episodeId;
 }
 
@@ -68,7 +68,13 @@ export async function erasureImpact(
       );
       if (uses.length > 0) {
         impact.sets.push(...uses);
-        impact.updates.push({ updateId: update.updateId, policyId, versionBefore: update.versionBefore, versionAfter: update.versionAfter });
+        impact.updates.push({
+          updateId: update.updateId,
+          policyId,
+          versionBefore: update.versionBefore,
+          versionAfter: update.versionAfter,
+          committedAtMs: update.committedAtMs,
+        });
         first ??= v;
       }
       if (first) impact.versions.push({ policyId, version: v.version, direct: uses.length > 0, weightsHash: v.weightsHash, checkpointUri: v.checkpointUri });

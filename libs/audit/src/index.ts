@@ -8,3 +8,5 @@ export * from './audit.service';
 export * from './episode-trace';
 export * from './replay.service';
 export * from './erasure-impact';
+export * from './erasure-rebuild';
+export * from './erasure-certificate';

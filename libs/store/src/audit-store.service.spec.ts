@@ -106,11 +106,22 @@ describe.each(STORE_KINDS)('AuditStore on %s', (kind) => {
   it('runs the migrations up, down and up again', async () => {
     const qr = store.dataSource.createQueryRunner();
     try {
-      const tables = ['policies', 'policy_versions', 'update_records', 'update_groups', 'skipped_groups', 'update_group_stats', 'subject_keys', 'erasures'];
+      const tables = [
+        'policies',
+        'policy_versions',
+        'update_records',
+        'update_groups',
+        'skipped_groups',
+        'update_group_stats',
+        'subject_keys',
+        'erasures',
+        'signing_keys',
+      ];
       for (const t of tables) expect(await qr.hasTable(t)).toBe(true);
       await store.dataSource.undoLastMigration();
       expect(await qr.hasTable('subject_keys')).toBe(false);
       expect(await qr.hasTable('erasures')).toBe(false);
+      expect(await qr.hasTable('signing_keys')).toBe(false);
       expect(await qr.hasTable('update_group_stats')).toBe(true);
       await store.dataSource.undoLastMigration();
       expect(await qr.hasTable('update_group_stats')).toBe(false);

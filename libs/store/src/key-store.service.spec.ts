@@ -69,6 +69,18 @@ describe.each(STORE_KINDS)('KeyStore on %s', (kind) => {
     }
   });
 
+  it('makes one signing key for the store, on first use, and every process gets the same', async () => {
+    const other = await KeyStore.open(target.config);
+    try {
+      const a = await keys.signingKey(T0);
+      expect(a.publicKeyPem).toMatch(/^-----BEGIN PUBLIC KEY-----/);
+      expect(a.privateKeyPem).toMatch(/^-----BEGIN PRIVATE KEY-----/);
+      expect(await other.signingKey(T0 + 1)).toEqual(a);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('leaves no copy of an erased key in the store files (scanned byte by byte)', async () => {
     const key = await keys.keyFor('u9', 'ep9', T0);
     const needles = [Buffer.from(key.key.toString('hex'), 'ascii'), key.key];

@@ -1,8 +1,9 @@
-import { randomBytes } from 'crypto';
+import { generateKeyPairSync, randomBytes } from 'crypto';
 import type { DataSource } from 'typeorm';
 import { ErrorCode, errorMessage, Logger, SrpoError } from '@srpo/core';
 import { CONTENT_KEY_BYTES, type ContentKey } from '@srpo/events';
 import { createDataSource } from './data-source';
+import { SigningKeyEntity } from './entities';
 import { ErasureRepository, type ErasureRecord } from './repositories/erasure.repository';
 import { SubjectKeyRepository, type ErasureScope } from './repositories/subject-key.repository';
 import { dbError, isUniqueViolation } from './store-errors';
@@ -16,6 +17,13 @@ export interface KeyStoreOptions {
   cacheMs?: number;
   /** Most keys held in memory; the oldest go first. */
   maxCached?: number;
+}
+
+/** The store's signing key: the PEM of both halves (the private one never leaves the process but to sign). */
+export interface StoreSigningKey {
+  keyId: string;
+  privateKeyPem: string;
+  publicKeyPem: string;
 }
 
 /** What one erasure did. */
@@ -156,6 +164,28 @@ export class KeyStore {
     const scrub = await this.run('scrub', () => this.scrub());
     this.log.info('erased', { erasureId, scope: erasure.scope, keys: erasure.keyIds.length, scrub });
     return { erasure, scrub };
+  }
+
+  /**
+   * The store's Ed25519 signing key, made on first use; it signs erasure certificates. Its
+   * public half is what an auditor pins (`srpo erase --public-key`).
+   */
+  async signingKey(nowMs: number): Promise<StoreSigningKey> {
+    return this.run('signingKey', async () => {
+      const em = this.dataSource.manager;
+      const found = await em.find(SigningKeyEntity, { order: { createdAtMs: 'ASC', keyId: 'ASC' }, take: 1 });
+      if (found.length > 0) return found[0];
+      const pair = generateKeyPairSync('ed25519');
+      const made: SigningKeyEntity = {
+        keyId: randomBytes(8).toString('hex'),
+        privateKeyPem: pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+        publicKeyPem: pair.publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+        createdAtMs: nowMs,
+      };
+      await em.insert(SigningKeyEntity, made);
+      // Two processes making the first key at once: both read back the oldest, so one key signs.
+      return (await em.find(SigningKeyEntity, { order: { createdAtMs: 'ASC', keyId: 'ASC' }, take: 1 }))[0];
+    });
   }
 
   async erasures(): Promise<ErasureRecord[]> {

@@ -78,11 +78,11 @@ export interface CliRun {
 export function runSrpo(args: readonly string[], env: NodeJS.ProcessEnv, timeoutMs = 120_000): Promise<CliRun> {
   return new Promise((resolve, reject) => {
     execFile('node', [path.join(repoRoot(), 'bin', 'srpo.js'), ...args], { env, timeout: timeoutMs, maxBuffer: 64 << 20 }, (error, stdout, stderr) => {
-      const code = error ? (typeof error.code === 'number' ? error.code : null) : 0;
-      if (code === null) reject(error as Error);
+      // A kill (the timeout) or a failure to start has no exit code: that is an error of the test, not a result.
+      if (error && typeof error.code !== 'number') reject(new Error(`srpo ${args.join(' ')}: ${error.message}`));
       else
         resolve({
-          code,
+          code: error ? (error.code as number) : 0,
           stdout,
           stderr: stderr
             .split('\n')

@@ -1,8 +1,20 @@
 import { randomBytes } from 'crypto';
+import * as fs from 'fs';
+import * as path from 'path';
 import { Command } from 'commander';
-import { AuditService, erasureImpact, type ErasureImpact } from '@srpo/audit';
-import { ErrorCode, SrpoError } from '@srpo/core';
+import {
+  AuditService,
+  checkErasureCertificate,
+  erasureImpact,
+  rebuildWithout,
+  signErasureCertificate,
+  type ErasureCertificate,
+  type ErasureImpact,
+  type RebuiltLineage,
+} from '@srpo/audit';
+import { ErrorCode, initTfBackend, SrpoError } from '@srpo/core';
 import { createKafka, EventCodec } from '@srpo/events';
+import { backendLabel } from '@srpo/kernels';
 import { AuditStore, KeyStore, type ErasureResult, type ErasureScope } from '@srpo/store';
 import { CliConfig } from '../cli-config';
 
@@ -11,13 +23,19 @@ interface EraseOptions {
   episode?: string;
   policy?: string;
   dryRun: boolean;
+  rebuild: boolean;
+  certificate?: string;
+  checkCertificate?: string;
+  publicKey?: string;
+  printPublicKey: boolean;
   json: boolean;
 }
 
 /**
- * `srpo erase --subject ID | --episode ID [--dry-run]`: crypto-shredding of a data subject's (or an
- * episode's) content (docs/erasure.md). It reports every set, update and policy version the data
- * reached, then, unless `--dry-run`, deletes the content keys and records the erasure.
+ * `srpo erase`: crypto-shredding of a data subject's (or an episode's) content (docs/erasure.md).
+ * It reports every set, update and policy version the data reached, then, unless `--dry-run`,
+ * deletes the content keys and records the erasure; `--rebuild --policy` replays the policy's
+ * lineage without the erased sets and checks it; a signed certificate states what was done.
  */
 export function eraseCommand(config: () => CliConfig): Command {
   return new Command('erase')
@@ -27,29 +45,85 @@ export function eraseCommand(config: () => CliConfig): Command {
     )
     .option('--subject <id>', 'the data subject (the subjectId its events carry)')
     .option('--episode <id>', 'one episode')
-    .option('--policy <id>', 'report on this policy only (default: every policy in the store)')
+    .option('--policy <id>', 'report on this policy only (default: every policy in the store); the policy --rebuild rebuilds')
     .option('--dry-run', 'report the impact and delete nothing', false)
+    .option('--rebuild', "after the erasure, replay the policy's lineage without the erased sets into run erase-<id> and verify it", false)
+    .option('--certificate <file>', 'where the signed certificate goes (default ./erasure-<id>.json)')
+    .option('--check-certificate <file>', 'check a certificate: its signature, and its signer against --public-key or this store')
+    .option('--public-key <file>', "with --check-certificate: the store's public key the auditor pinned (PEM)")
+    .option('--print-public-key', "print the store's public signing key (PEM), for auditors to pin", false)
     .option('--json', 'print the report as JSON', false)
     .action(async (opts: EraseOptions) => {
-      const scope = scopeOf(opts);
       const cfg = config();
-      const store = await AuditStore.open(cfg.store);
-      try {
-        const keys = new KeyStore(store.dataSource, { cacheMs: 0 });
-        const audit = new AuditService({
-          store,
-          kafka: createKafka(cfg.kafka),
-          backend: 'none',
-          codec: new EventCodec(undefined, { registry: cfg.schemaRegistry }),
-          keys,
-        });
-        const impact = await erasureImpact({ store, audit, keys }, scope, opts.policy ? { policyId: opts.policy } : {});
-        const erased = opts.dryRun ? undefined : await keys.erase(scope, `er-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`, Date.now());
-        process.stdout.write(opts.json ? JSON.stringify({ impact, erasure: erased ?? null }, null, 2) + '\n' : formatImpact(impact, erased));
-      } finally {
-        await store.close();
+      if (opts.checkCertificate !== undefined) return checkCertificate(cfg, opts.checkCertificate, opts.publicKey);
+      if (opts.printPublicKey) return withKeys(cfg, async (keys) => void process.stdout.write((await keys.signingKey(Date.now())).publicKeyPem));
+      const scope = scopeOf(opts);
+      if (opts.rebuild && (opts.dryRun || opts.policy === undefined)) {
+        throw new SrpoError(ErrorCode.VALIDATION_FAILED, '--rebuild needs --policy ID and cannot be a dry run', { field: 'rebuild' });
       }
+      await erase(cfg, scope, opts);
     });
+}
+
+async function erase(cfg: CliConfig, scope: ErasureScope, opts: EraseOptions): Promise<void> {
+  const store = await AuditStore.open(cfg.store);
+  try {
+    const keys = new KeyStore(store.dataSource, { cacheMs: 0 });
+    const kafka = createKafka(cfg.kafka);
+    const codec = new EventCodec(undefined, { registry: cfg.schemaRegistry });
+    const audit = new AuditService({ store, kafka, backend: 'none', codec, keys });
+    const impact = await erasureImpact({ store, audit, keys }, scope, opts.policy ? { policyId: opts.policy } : {});
+    if (opts.dryRun) {
+      process.stdout.write(opts.json ? JSON.stringify({ impact, erasure: null }, null, 2) + '\n' : formatImpact(impact, undefined, null, undefined));
+      return;
+    }
+    const erasureId = `er-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+    const erased = await keys.erase(scope, erasureId, Date.now());
+    let rebuilt: RebuiltLineage | null = null;
+    if (opts.rebuild && opts.policy !== undefined) {
+      const backend = backendLabel(await initTfBackend(cfg.backend, cfg.backendSettings));
+      const run = `erase-${erasureId}`;
+      rebuilt = await rebuildWithout({ store, kafka, backend, codec, keys, checkpointDir: cfg.checkpointDir }, impact, {
+        policyId: opts.policy,
+        run,
+        runDir: cfg.replayDir,
+        topicPrefix: `${cfg.topics.prefix ?? 'srpo.'}replay.${run}.`,
+      });
+    }
+    const certificate = signErasureCertificate(erased.erasure, impact, rebuilt, await keys.signingKey(Date.now()), Date.now());
+    const file = path.resolve(opts.certificate ?? `erasure-${erasureId}.json`);
+    fs.writeFileSync(file, JSON.stringify(certificate, null, 2) + '\n');
+    process.stdout.write(
+      opts.json ? JSON.stringify({ impact, erasure: erased, rebuilt, certificate: file }, null, 2) + '\n' : formatImpact(impact, erased, rebuilt, file),
+    );
+  } finally {
+    await store.close();
+  }
+}
+
+async function withKeys(cfg: CliConfig, fn: (keys: KeyStore) => Promise<void>): Promise<void> {
+  const keys = await KeyStore.open(cfg.store);
+  try {
+    await fn(keys);
+  } finally {
+    await keys.close();
+  }
+}
+
+/** Exit 0 only for a good certificate; the reason otherwise. Trusts `publicKeyFile` when given, else this store's key. */
+async function checkCertificate(cfg: CliConfig, file: string, publicKeyFile: string | undefined): Promise<void> {
+  let cert: ErasureCertificate;
+  try {
+    cert = JSON.parse(fs.readFileSync(file, 'utf8')) as ErasureCertificate;
+  } catch (e) {
+    throw new SrpoError(ErrorCode.VALIDATION_FAILED, `${file} is not a readable JSON certificate: ${(e as Error).message}`, { field: 'check-certificate' });
+  }
+  let trusted: string | undefined;
+  if (publicKeyFile !== undefined) trusted = fs.readFileSync(publicKeyFile, 'utf8');
+  else await withKeys(cfg, async (keys) => void (trusted = (await keys.signingKey(Date.now())).publicKeyPem));
+  const result = checkErasureCertificate(cert, trusted);
+  if (!result.ok) throw new SrpoError(ErrorCode.INTEGRITY_FAILED, `certificate ${file} does not check: ${result.reason}`);
+  process.stdout.write(`certificate ${file}: good signature by ${cert.signer.keyId}; erasure ${cert.erasureId} of ${cert.scope} ${cert.target}\n`);
 }
 
 function scopeOf(opts: EraseOptions): ErasureScope {
@@ -57,12 +131,13 @@ function scopeOf(opts: EraseOptions): ErasureScope {
     throw new SrpoError(ErrorCode.VALIDATION_FAILED, 'give --subject ID or --episode ID (one of them)', { field: 'subject' });
   }
   const id = (opts.subject ?? opts.episode) as string;
-  if (id.length === 0 || id.length > 256)
+  if (id.length === 0 || id.length > 256) {
     throw new SrpoError(ErrorCode.VALIDATION_FAILED, `the id must be 1 to 256 characters, got ${id.length}`, { field: opts.subject ? 'subject' : 'episode' });
+  }
   return opts.subject !== undefined ? { subjectId: opts.subject } : { episodeId: id };
 }
 
-function formatImpact(impact: ErasureImpact, erased: ErasureResult | undefined): string {
+function formatImpact(impact: ErasureImpact, erased: ErasureResult | undefined, rebuilt: RebuiltLineage | null, certificate: string | undefined): string {
   const what = 'subjectId' in impact.scope ? `subject ${impact.scope.subjectId}` : `episode ${impact.scope.episodeId}`;
   const lines = [
     `${what}: ${impact.keyIds.length} content key(s); ${impact.sets.length} trained set(s) in ${impact.updates.length} update(s); ${impact.versions.length} version(s) reached`,
@@ -71,10 +146,14 @@ function formatImpact(impact: ErasureImpact, erased: ErasureResult | undefined):
   for (const s of impact.sets) lines.push(`    set ${s.setId} (episode ${s.episodeId}) in group ${s.groupId}`);
   for (const v of impact.versions) lines.push(`  version ${v.policyId} v${v.version} ${v.direct ? 'trained on it' : 'descends from it'}  ${v.checkpointUri}`);
   for (const c of impact.cleanBefore) lines.push(`  ${c.policyId}: v${c.version} is the last version it never reached (where a rebuild starts)`);
-  lines.push(
-    erased
-      ? `erased: ${erased.erasure.erasureId}, ${erased.erasure.keyIds.length} key(s) deleted (store files: ${erased.scrub})`
-      : 'dry run: nothing was deleted',
-  );
+  if (!erased) return [...lines, 'dry run: nothing was deleted'].join('\n') + '\n';
+  lines.push(`erased: ${erased.erasure.erasureId}, ${erased.erasure.keyIds.length} key(s) deleted (store files: ${erased.scrub})`);
+  if (rebuilt) {
+    lines.push(
+      `rebuilt: ${rebuilt.policyId} from v${rebuilt.fromVersion} to v${rebuilt.head.version} (${rebuilt.head.weightsHash}) in run ${rebuilt.run}; ` +
+        `${rebuilt.verified} update(s) verified, none cites the erased data; its checkpoint: ${rebuilt.head.checkpointUri}`,
+    );
+  }
+  if (certificate) lines.push(`certificate: ${certificate}`);
   return lines.join('\n') + '\n';
 }

@@ -6,8 +6,19 @@ import { UpdateGroupEntity } from './update-group.entity';
 import { UpdateRecordEntity } from './update-record.entity';
 import { ErasureEntity } from './erasure.entity';
 import { SubjectKeyEntity } from './subject-key.entity';
+import { SigningKeyEntity } from './signing-key.entity';
 
-export { ErasureEntity, SubjectKeyEntity, GroupStatsEntity, PolicyEntity, PolicyVersionEntity, SkippedGroupEntity, UpdateGroupEntity, UpdateRecordEntity };
+export {
+  ErasureEntity,
+  SigningKeyEntity,
+  SubjectKeyEntity,
+  GroupStatsEntity,
+  PolicyEntity,
+  PolicyVersionEntity,
+  SkippedGroupEntity,
+  UpdateGroupEntity,
+  UpdateRecordEntity,
+};
 
 export const STORE_ENTITIES = [
   PolicyEntity,
@@ -18,4 +29,5 @@ export const STORE_ENTITIES = [
   GroupStatsEntity,
   SubjectKeyEntity,
   ErasureEntity,
+  SigningKeyEntity,
 ];

@@ -5,8 +5,9 @@ import { addAppendOnlyTriggers, dropAppendOnlyTriggers } from './migration-diale
 export const ERASURES_TABLE = 'erasures';
 
 /**
- * Content keys for crypto-shredding and the log of erasures (docs/erasure.md). `subject_keys`
- * is the one table whose rows are deleted, on purpose: deleting a key is the erasure.
+ * Content keys for crypto-shredding, the log of erasures and the store's signing key, which signs
+ * erasure certificates (docs/erasure.md). `subject_keys` is the one table whose rows are deleted,
+ * on purpose: deleting a key is the erasure.
  */
 export class SubjectKeys1767225600003 implements MigrationInterface {
   name = 'SubjectKeys1767225600003';
@@ -41,9 +42,21 @@ export class SubjectKeys1767225600003 implements MigrationInterface {
       }),
     );
     await addAppendOnlyTriggers(qr, ERASURES_TABLE);
+    await qr.createTable(
+      new Table({
+        name: 'signing_keys',
+        columns: [
+          { name: 'key_id', type: 'varchar', length: '64', isPrimary: true },
+          { name: 'private_key_pem', type: 'text' },
+          { name: 'public_key_pem', type: 'text' },
+          { name: 'created_at_ms', type: 'bigint' },
+        ],
+      }),
+    );
   }
 
   async down(qr: QueryRunner): Promise<void> {
+    await qr.dropTable('signing_keys');
     await dropAppendOnlyTriggers(qr, ERASURES_TABLE);
     await qr.dropTable(ERASURES_TABLE);
     await qr.dropTable('subject_keys');
