@@ -3,7 +3,8 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { repoRoot } from '@srpo/core';
-import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, type AgentOutput } from '@srpo/events';
+import { createKafka, ensureTopics, EventCodec, openOutput, readTopicsToEnd, topicCatalog, type AgentOutput } from '@srpo/events';
+import { KeyStore } from '@srpo/store';
 import { HfTokenizer } from '@srpo/hf';
 import { ensureKafka, runCommand, sleep, spawnApp, uniquePrefix } from '@srpo/testing';
 import { runTriageEpisode, type TriageEpisodeResult } from '../../../examples/agents-sdk/triage-agent';
@@ -64,8 +65,21 @@ describe('agent frameworks (OpenAI Agents SDK, LangGraph) through srpo gateway: 
   let responsesError: unknown;
   let tokenizer: HfTokenizer;
 
-  const outputs = async (): Promise<AgentOutput[]> =>
-    (await readTopicsToEnd(kafka, [catalog.agentOutputs.name])).map((r) => codec.decodeAs('AgentOutput', r.value));
+  /**
+   * The recorded outputs, opened: the gateway seals every output under the learner's store's content
+   * keys (SRPO_SEAL_CONTENT, docs/erasure.md), so only ciphertext is on the topic, and the learner trains on it.
+   */
+  const outputs = async (): Promise<AgentOutput[]> => {
+    const sealed = (await readTopicsToEnd(kafka, [catalog.agentOutputs.name])).map((r) => codec.decodeAs('AgentOutput', r.value));
+    for (const o of sealed) expect([o.sealed?.scheme, o.contextTokenIds.length, o.responseTokenIds.length]).toEqual(['aes-256-gcm/v1', 0, 0]);
+    const keys = await KeyStore.open({ kind: 'sqlite', path: path.join(dir, 'learner.sqlite') });
+    try {
+      const found = await keys.keysById(sealed.map((o) => o.sealed?.keyId ?? ''));
+      return sealed.map((o) => openOutput(o, found.get(o.sealed?.keyId ?? '')));
+    } finally {
+      await keys.close();
+    }
+  };
   const byEpisode = async (episode: string) => (await outputs()).filter((o) => o.episodeId === episode);
 
   beforeAll(async () => {
@@ -117,7 +131,18 @@ describe('agent frameworks (OpenAI Agents SDK, LangGraph) through srpo gateway: 
     );
     children.push(spawnApp('serve', { ...common, SRPO_SERVE_POLICIES: 'tooled', SRPO_SERVE_PORT: String(base + 1), SRPO_BACKEND: 'tensorflow' }, log('serve')));
     children.push(
-      spawnApp('gateway', { ...common, SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${base + 1}/v1`, SRPO_GATEWAY_PORT: String(base + 2) }, log('gateway')),
+      spawnApp(
+        'gateway',
+        {
+          ...common,
+          SRPO_GATEWAY_UPSTREAM: `http://127.0.0.1:${base + 1}/v1`,
+          SRPO_GATEWAY_PORT: String(base + 2),
+          // Content keys in the learner's store, the deployment docs/erasure.md describes.
+          SRPO_SEAL_CONTENT: 'true',
+          SRPO_SQLITE_PATH: path.join(dir, 'learner.sqlite'),
+        },
+        log('gateway'),
+      ),
     );
     for (const name of ['serve', 'gateway']) {
       const deadline = Date.now() + 120_000;
