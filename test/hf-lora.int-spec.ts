@@ -1,7 +1,8 @@
-import { spawnSync } from 'child_process';
+import { spawn, type ChildProcessWithoutNullStreams } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import * as readline from 'readline';
 import * as tf from '@tensorflow/tfjs';
 import { initTfBackend, repoRoot } from '@srpo/core';
 import { disposePacked, packedLogProbs, packedToTensors, packPairs, SeededRng } from '@srpo/policy';
@@ -39,9 +40,22 @@ const REF = path.join(root, 'scripts', 'reference');
 const INSTALL = 'python3 -m pip install -r scripts/reference/requirements.txt';
 const ALL = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as LoraConfig['targetModules'];
 
-function python(args: string[], what: string): string {
-  const r = spawnSync('python3', args, { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-  if (r.status !== 0) throw new Error(`${what} failed (${INSTALL} installs the reference):\n${(r.stderr ?? '').slice(-2000)}`);
+/**
+ * One Python process runs every reference call of this file (scripts/reference/worker.py runs
+ * the same scripts as `python3 scripts/reference/<script>` would): torch, transformers and peft
+ * are imported once, not once per call (about 5 s of CPU each, a dozen calls here).
+ */
+let worker: ChildProcessWithoutNullStreams | undefined;
+let replies: AsyncIterator<string>;
+let workerStderr = '';
+
+async function python(script: string, args: string[], what: string): Promise<string> {
+  if (!worker) throw new Error(`${what}: the reference worker did not start`);
+  worker.stdin.write(`${JSON.stringify({ script, args })}\n`);
+  const next = await replies.next();
+  if (next.done) throw new Error(`${what} failed: the reference worker exited (${INSTALL} installs the reference):\n${workerStderr.slice(-2000)}`);
+  const r = JSON.parse(next.value) as { status: number; stdout: string; stderr: string };
+  if (r.status !== 0) throw new Error(`${what} failed (${INSTALL} installs the reference):\n${r.stderr.slice(-2000)}`);
   return r.stdout;
 }
 
@@ -59,8 +73,8 @@ function writeCases(cases: unknown): string {
   return file;
 }
 
-const peftScores = (base: string, adapter: string, casesFile: string): number[][] =>
-  JSON.parse(python([path.join(REF, 'score_peft.py'), base, adapter, casesFile], 'peft scoring')) as number[][];
+const peftScores = async (base: string, adapter: string, casesFile: string): Promise<number[][]> =>
+  JSON.parse(await python('score_peft.py', [base, adapter, casesFile], 'peft scoring')) as number[][];
 
 /** Largest per-token difference over all cases. */
 const worst = (a: number[][], b: number[][]): number => {
@@ -75,9 +89,25 @@ function randomize(adapter: LoraAdapter, seed: number, std: number): void {
 }
 
 beforeAll(async () => {
-  const r = spawnSync('python3', ['-c', 'import torch, transformers, peft'], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`the Python reference (torch, transformers, peft) is not importable; ${INSTALL}\n${r.stderr ?? r.error?.message ?? ''}`);
+  const child = spawn('python3', [path.join(REF, 'worker.py')], { stdio: ['pipe', 'pipe', 'pipe'] });
+  worker = child;
+  child.stderr.on('data', (d: Buffer) => (workerStderr = (workerStderr + d.toString()).slice(-20_000)));
+  child.once('error', (e) => (workerStderr += `\n${e.message}`));
+  replies = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  // Its first line says torch, transformers and peft imported.
+  const ready = await replies.next();
+  if (ready.done || !(JSON.parse(ready.value) as { ready?: boolean }).ready)
+    throw new Error(`the Python reference (torch, transformers, peft) is not importable; ${INSTALL}\n${workerStderr.slice(-2000)}`);
   await initTfBackend('tensorflow');
+});
+
+afterAll(async () => {
+  const child = worker;
+  if (!child) return;
+  const exited = new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve(null) : child.once('exit', resolve)));
+  // End of input ends the worker's loop.
+  child.stdin.end();
+  await exited;
 });
 
 describe.each([
@@ -95,13 +125,13 @@ describe.each([
       const ours = (await scoreCases(hf.model, cases)).map((c) => c.logprobs);
       const dir = tmp(`${name}-ours`);
       await saveLoraAdapter(hf.model, dir, { baseModelNameOrPath: base });
-      const theirs = peftScores(base, dir, casesFile);
+      const theirs = await peftScores(base, dir, casesFile);
       const diff = worst(ours, theirs);
       const moved = worst(theirs, baseScores);
       const merged = path.join(tmp(`${name}-merged`), 'model');
       mergeLora(hf.model);
       await exportHfModel(hf.model, { baseDir: base, outDir: merged, dtype: 'F32' });
-      const transformers = JSON.parse(python([path.join(REF, 'score_hf.py'), merged, casesFile], 'transformers scoring')) as number[][];
+      const transformers = JSON.parse(await python('score_hf.py', [merged, casesFile], 'transformers scoring')) as number[][];
       const mergedDiff = worst(transformers, theirs);
       console.log(
         `${name} (a): ours vs peft ${diff.toExponential(2)}, peft vs base ${moved.toExponential(2)}, merged export (transformers) vs peft ${mergedDiff.toExponential(2)}`,
@@ -125,7 +155,7 @@ describe.each([
     const { cases, base: baseScores } = casesOf(name);
     const casesFile = writeCases(cases);
     const dir = tmp(`${name}-peft`);
-    python([path.join(REF, 'make_peft_fixture.py'), base, dir, '4', '8', targets, '21'], 'peft adapter writing');
+    await python('make_peft_fixture.py', [base, dir, '4', '8', targets, '21'], 'peft adapter writing');
     const written = JSON.parse(fs.readFileSync(path.join(dir, 'adapter_config.json'), 'utf8')) as Record<string, unknown>;
     const hf = loadHfModel(base);
     try {
@@ -136,7 +166,7 @@ describe.each([
       const sorted = (c: Record<string, unknown>): Record<string, unknown> => ({ ...c, target_modules: [...(c.target_modules as string[])].sort() });
       expect(sorted(peftAdapterConfigJson(adapter.config, baseModelNameOrPath))).toEqual(sorted(written));
       const ours = (await scoreCases(hf.model, cases)).map((c) => c.logprobs);
-      const theirs = peftScores(base, dir, casesFile);
+      const theirs = await peftScores(base, dir, casesFile);
       const diff = worst(ours, theirs);
       const moved = worst(theirs, baseScores);
       console.log(`${name} (b): ours vs peft ${diff.toExponential(2)}, peft vs base ${moved.toExponential(2)}`);
@@ -165,7 +195,7 @@ describe.each(['llama', 'qwen2'])('(c) %s: SRPO gradients w.r.t. the LoRA factor
       const dir = tmp(`${name}-grad`);
       await saveLoraAdapter(hf.model, dir, { baseModelNameOrPath: base });
       const gradFile = path.join(dir, 'grads.safetensors');
-      const torch = JSON.parse(python([path.join(REF, 'score_peft.py'), base, dir, '--grad', caseFile, gradFile], 'peft gradients')) as { loss: number };
+      const torch = JSON.parse(await python('score_peft.py', [base, dir, '--grad', caseFile, gradFile], 'peft gradients')) as { loss: number };
       const header = readSafetensorsHeader(gradFile);
 
       const members = ref.sets.flatMap((s) => s.members);

@@ -1,4 +1,4 @@
-import { spawnSync } from 'child_process';
+import { spawn } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
@@ -55,17 +55,47 @@ async function generateAll(engine: GenerationEngine, hf: HfModel, prompts: numbe
 
 if (!present) console.warn(`kv-cache-smollm2: skipped, ${DIR} is missing (scripts/setup.sh makes it; SRPO_SMOLLM2_DIR points elsewhere)`);
 
+/**
+ * Runs scripts/reference/generate_hf.py on the prompts without blocking: importing torch and
+ * generating take seconds of one core, which overlap our own generation this way. Killed after
+ * 600 s (status null then).
+ */
+function generateWithTransformers(prompts: number[][]): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-kv-')), 'prompts.json');
+  fs.writeFileSync(file, JSON.stringify(prompts));
+  const script = path.join(repoRoot(), 'scripts', 'reference', 'generate_hf.py');
+  const child = spawn('python3', [script, DIR, file, String(MAX_TOKENS), String(END)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 600_000);
+  return new Promise((resolve) => {
+    child.once('error', (e) => {
+      clearTimeout(timer);
+      resolve({ status: null, stdout, stderr: `${stderr}\n${e.message}` });
+    });
+    child.once('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
 (present || required ? describe : describe.skip)(`the KV cache on SmolLM2-135M-Instruct (${present ? DIR : `skipped: ${DIR} is missing`})`, () => {
   let hf: HfModel;
   let prompts: number[][];
   let cached: Choice[];
   let plain: Choice[];
+  /** transformers' generation (scripts/reference/generate_hf.py, one thread), started in beforeAll so it runs beside ours. */
+  let reference: Promise<{ status: number | null; stdout: string; stderr: string }>;
 
   beforeAll(async () => {
     if (!present) throw new Error(`SRPO_REQUIRE_SMOLLM2=1 and ${DIR} is missing`);
     await initTfBackend('tensorflow');
     hf = loadHfModel(DIR);
     prompts = QUESTIONS.map((q) => hf.tokenizer.encode(hf.tokenizer.applyChatTemplate([{ role: 'user', content: q }], { addGenerationPrompt: true })));
+    reference = generateWithTransformers(prompts);
     cached = await generateAll(new GenerationEngine({ maxBatchRows: 8, maxQueuedRows: 8 }), hf, prompts);
     plain = await generateAll(new GenerationEngine({ maxBatchRows: 8, maxQueuedRows: 8, kvCacheTokens: 0 }), hf, prompts);
   }, 600_000);
@@ -121,11 +151,8 @@ if (!present) console.warn(`kv-cache-smollm2: skipped, ${DIR} is missing (script
     tight.forEach((c, i) => c.logprobs.forEach((lp, j) => expect(Math.abs(lp - cached[i].logprobs[j])).toBeLessThan(2e-5)));
   }, 600_000);
 
-  it("equals transformers' greedy generation with its cache: ids identical, log-probs within 1e-4", () => {
-    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-kv-')), 'prompts.json');
-    fs.writeFileSync(file, JSON.stringify(prompts));
-    const script = path.join(repoRoot(), 'scripts', 'reference', 'generate_hf.py');
-    const r = spawnSync('python3', [script, DIR, file, String(MAX_TOKENS), String(END)], { encoding: 'utf8', timeout: 600_000 });
+  it("equals transformers' greedy generation with its cache: ids identical, log-probs within 1e-4", async () => {
+    const r = await reference;
     if (r.status !== 0) {
       throw new Error(
         `transformers could not generate (python3 -m pip install -r scripts/reference/requirements.txt installs the reference):\n${r.stderr.slice(-2000)}`,

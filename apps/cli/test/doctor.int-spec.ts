@@ -25,9 +25,45 @@ async function doctor(env: NodeJS.ProcessEnv, ...args: string[]): Promise<{ code
   }
 }
 
+type Run = ReturnType<typeof doctor>;
+
+/** Runs `f` when fewer than `limit` runs started through this limiter are still going. */
+function limiter(limit: number): <T>(f: () => Promise<T>) => Promise<T> {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return async (f) => {
+    if (running >= limit) await new Promise<void>((r) => waiting.push(r));
+    running++;
+    try {
+      return await f();
+    } finally {
+      running--;
+      waiting.shift()?.();
+    }
+  };
+}
+
 describe('npx srpo doctor', () => {
+  // Each doctor run takes seconds, most of them importing torch (the python-reference check),
+  // and the cases are independent: every run starts up front, two at a time, and each test
+  // awaits its own. Two, not all six, so a run on a small machine stays within its test's time.
+  let runs: { plain: Run; nodeOnly: Run; badBrokers: Run; badWebGpu: Run; noChromium: Run; json: Run };
+  beforeAll(() => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-doctor-path-'));
+    fs.symlinkSync(process.execPath, path.join(dir, 'node'));
+    const slot = limiter(2);
+    runs = {
+      plain: slot(() => doctor(localEnv())),
+      nodeOnly: slot(() => doctor(localEnv({ PATH: dir }))),
+      badBrokers: slot(() => doctor(localEnv({ KAFKA_BROKERS: 'not-a-broker' }))),
+      badWebGpu: slot(() => doctor(localEnv({ SRPO_WEBGPU_FLAGS: '[1]' }))),
+      noChromium: slot(() => doctor(localEnv({ SRPO_CHROMIUM: path.join(os.tmpdir(), 'srpo-no-such-chromium') }))),
+      json: slot(() => doctor(localEnv(), '--json')),
+    };
+  });
+
   it('passes on this machine: node, java and libtensorflow ok, exit 0', async () => {
-    const { code, stdout } = await doctor(localEnv());
+    const { code, stdout } = await runs.plain;
     expect(stdout).toMatch(new RegExp(`^ok\\s+node ${process.versions.node.replace(/\./g, '\\.')}$`, 'm'));
     expect(stdout).toMatch(/^ok\s+java \d+/m);
     expect(stdout).toMatch(/^ok\s+libtensorflow \d+\.\d+/m);
@@ -37,9 +73,7 @@ describe('npx srpo doctor', () => {
   });
 
   it('names java and mvn with their fix lines, and exits 1, when PATH holds only node', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-doctor-path-'));
-    fs.symlinkSync(process.execPath, path.join(dir, 'node'));
-    const { code, stdout } = await doctor(localEnv({ PATH: dir }));
+    const { code, stdout } = await runs.nodeOnly;
     expect(code).toBe(1);
     expect(stdout).toMatch(/^MISSING\s+java .* — fix: (sudo |as root: )?apt-get install -y openjdk-17-jre-headless$/m);
     expect(stdout).toMatch(/^MISSING\s+mvn .* — fix: (sudo |as root: )?apt-get install -y maven$/m);
@@ -50,13 +84,13 @@ describe('npx srpo doctor', () => {
   });
 
   it('names KAFKA_BROKERS when it is not a host:port list', async () => {
-    const { code, stdout } = await doctor(localEnv({ KAFKA_BROKERS: 'not-a-broker' }));
+    const { code, stdout } = await runs.badBrokers;
     expect(code).toBe(1);
     expect(stdout).toMatch(/^FAIL\s+KAFKA_BROKERS "not-a-broker" is not host:port — fix: .*KAFKA_BROKERS/m);
   });
 
   it('names a bad backend variable (SRPO_WEBGPU_FLAGS not a JSON object) with its fix, and exits 1', async () => {
-    const { code, stdout } = await doctor(localEnv({ SRPO_WEBGPU_FLAGS: '[1]' }));
+    const { code, stdout } = await runs.badWebGpu;
     expect(stdout).toMatch(
       /^FAIL\s+tf-backend SRPO_BACKEND=auto: invalid configuration SRPO_WEBGPU_FLAGS: expected a JSON object of tfjs flags — fix: correct or unset SRPO_WEBGPU_FLAGS$/m,
     );
@@ -65,13 +99,13 @@ describe('npx srpo doctor', () => {
   });
 
   it('warns, without failing, when SRPO_CHROMIUM names no executable', async () => {
-    const { code, stdout } = await doctor(localEnv({ SRPO_CHROMIUM: path.join(os.tmpdir(), 'srpo-no-such-chromium') }));
+    const { code, stdout } = await runs.noChromium;
     expect(stdout).toMatch(/^warn\s+chromium SRPO_CHROMIUM=\S*srpo-no-such-chromium is not an executable file.* — fix: unset SRPO_CHROMIUM/m);
     expect(code).toBe(0);
   });
 
   it('prints [{name, level, ok, detail, fix}] with --json', async () => {
-    const { code, stdout } = await doctor(localEnv(), '--json');
+    const { code, stdout } = await runs.json;
     expect(code).toBe(0);
     const results = JSON.parse(stdout) as { name: string; level: string; ok: boolean; detail: string; fix: string | null }[];
     expect(results.map((r) => r.name)).toEqual(
