@@ -137,6 +137,8 @@ def play_task(task: int, args: argparse.Namespace, rng: random.Random, run_id: s
                 "tokenDrift": None,
                 "malformedToolCall": False,
                 "subjectId": None,
+                # In the clear: sealing needs the store's content keys (docs/erasure.md), which this example does not use.
+                "sealed": None,
             }
             check_output(out)
             outputs.append(out)
