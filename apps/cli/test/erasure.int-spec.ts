@@ -3,7 +3,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { Partitioners } from 'kafkajs';
 import { Logger } from '@srpo/core';
-import { AdvantageGroup, createKafka, ensureTopics, EventCodec, topicCatalog, type ContentKey } from '@srpo/events';
+import { AdvantageGroup, createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, type ContentKey } from '@srpo/events';
 import { AuditStore, KeyStore } from '@srpo/store';
 import {
   activeSet,
@@ -225,6 +225,11 @@ describe('srpo erase: three subjects, one erased mid-run (real broker, learner p
     expect(done.impact.keyIds).toHaveLength(4);
     expect(done.impact.keyIds).toEqual(expect.arrayContaining(report.impact.keyIds));
     expect(done.erasure?.scrub).toMatch(/^wal-(truncated|busy)$/);
+    // Announced to the materializers: the erasure on the erasures topic, with its key ids (never keys).
+    const announced = (await readTopicsToEnd(kafka, [catalog.erasures.name])).map((r) => codec.decodeAs('Erasure', r.value));
+    expect(announced.map((e) => [e.erasureId, e.scope, e.target, [...e.keyIds].sort()])).toEqual([
+      [done.erasure?.erasure.erasureId, 'subject', 'bob', [...done.impact.keyIds].sort()],
+    ]);
 
     await produce(later);
     const all = await updatesApplied(6);

@@ -54,6 +54,7 @@ describe('event contract on the real broker', () => {
       ['DeadLetter', true],
       ['InferredTask', true],
       ['ActionCredit', true],
+      ['Erasure', true],
     ]);
     for (const r of report.results) expect(r.offset).toBeGreaterThanOrEqual(0);
   });

@@ -4,8 +4,9 @@ import * as path from 'path';
 import type { INestApplication } from '@nestjs/common';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { Logger } from '@srpo/core';
-import { createKafka, ensureTopics, topicCatalog, type AdvantageGroup } from '@srpo/events';
-import type { AuditStore, GroupStatsRecord, UpdateDetail, UpdateRecord } from '@srpo/store';
+import { createKafka, ensureTopics, topicCatalog, type AdvantageGroup, type ContentKey, type TopicCatalog } from '@srpo/events';
+import { KeyStore, type AuditStore, type GroupStatsRecord, type UpdateDetail, type UpdateRecord } from '@srpo/store';
+import type { Kafka } from 'kafkajs';
 import { activeSet, advantageGroup, ensureKafka, member, produceGroups, SEED, sleep, tempDir, TINY_MODEL_JSON, uniquePrefix } from '@srpo/testing';
 import { AUDIT_STORE } from '../src/learner-tokens';
 import { bootstrap } from '../src/main';
@@ -160,13 +161,15 @@ describeBrowser('learner dashboard in headless Chromium (real run: broker, learn
   let dir: string;
   let url: string;
   let store: AuditStore;
+  let kafka: Kafka;
+  let catalog: TopicCatalog;
 
   beforeAll(async () => {
     if (!CHROMIUM) throw new Error('SRPO_REQUIRE_BROWSER=1 but no Chromium was found: run infra/chromium/install.sh or set SRPO_CHROMIUM');
     const brokers = ensureKafka();
-    const kafka = createKafka({ brokers, clientId: 'dashboard-test' });
+    kafka = createKafka({ brokers, clientId: 'dashboard-test' });
     const prefix = uniquePrefix('dashboard');
-    const catalog = topicCatalog({ prefix, rawPartitions: 1, derivedPartitions: 1 });
+    catalog = topicCatalog({ prefix, rawPartitions: 1, derivedPartitions: 1 });
     const admin = kafka.admin();
     await admin.connect();
     await ensureTopics(admin, catalog.all());
@@ -244,6 +247,7 @@ describeBrowser('learner dashboard in headless Chromium (real run: broker, learn
     expect((await fetch(`${url}/assets/package.json`)).status).toBe(404);
     expect((await fetch(`${url}/assets/..%2Fpackage.json`)).status).toBe(404);
     expect((await fetch(`${url}/group-stats`)).status).toBe(401);
+    expect((await fetch(`${url}/erasures`)).status).toBe(401);
     const res = await fetch(`${url}/group-stats?policy=solver`, { headers: { Authorization: `Bearer ${READ_TOKEN}` } });
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual(JSON.parse(JSON.stringify(await store.listGroupStats({ policyId: 'solver' }))));
@@ -317,4 +321,106 @@ describeBrowser('learner dashboard in headless Chromium (real run: broker, learn
       await context.close();
     }
   }, 90_000);
+
+  // Runs last: it erases content the learner then leaves out, after the tests above read the run.
+  it("shows the erasures panel: empty, then the store's erasures newest first and the sets left out, never a key", async () => {
+    const auth = { headers: { Authorization: `Bearer ${READ_TOKEN}` } };
+    const noErasure = { erasures: [], total: 0, learner: { policyId: 'solver', setsErased: 0, groupsSkippedErased: 0 } };
+    expect(await (await fetch(`${url}/erasures`, auth)).json()).toEqual(noErasure);
+    const bad = await fetch(`${url}/erasures?limit=1001`, auth);
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { message?: string }).message).toBe('limit: expected an integer in [1, 1000], got 1001');
+
+    const context = await (browser as Browser).newContext();
+    const page = await context.newPage();
+    const pageErrors: string[] = [];
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+    // `srpo erase` is another process: its own connection to the learner's SQLite store.
+    const eraser = await KeyStore.open({ kind: 'sqlite', path: path.join(dir, 'learner.sqlite') });
+    try {
+      await page.goto(`${url}/`);
+      await page.waitForSelector('#erasures[data-state="error"]');
+      expect(await page.textContent('#erasures-total')).toMatch(/\/erasures\?limit=100: HTTP 401/);
+      await page.fill('#token', READ_TOKEN);
+      await page.click('#reload');
+      await page.waitForSelector('#erasures[data-state="empty"]');
+      expect(await page.isVisible('#erasures-empty')).toBe(true);
+      expect(await page.isVisible('#erasures-table')).toBe(false);
+      expect([await page.textContent('#erased-sets'), await page.textContent('#erased-groups')]).toEqual(['0', '0']);
+
+      // An episode erasure (one key), then alice's (four keys: the episodes of a group of four
+      // sets, sealed under them and sent after the erasure). The learner leaves all four sets out
+      // and skips the group as erased.
+      const t = Date.now();
+      const keys: ContentKey[] = [await eraser.keyFor(null, 'ep-anon', t)];
+      await eraser.erase({ episodeId: 'ep-anon' }, 'er-dash-episode', t - 1000);
+      const sealed = await Promise.all([0, 1, 2, 3].map((j) => eraser.keyFor('alice', `ep-e${j}/o`, t)));
+      keys.push(...sealed);
+      const erasedGroup = advantageGroup(
+        'g-erased',
+        sealed.map((key, j) => ({
+          set: activeSet(`e${j}`, [member({ outputId: `e${j}/o`, logpOld: [-2.5, -2.75, -3], version: 0, subjectId: 'alice', seal: key })]),
+          advantage: j < 2 ? 0.5 : -0.5,
+        })),
+      );
+      expect((await eraser.erase({ subjectId: 'alice' }, 'er-dash-subject', t)).erasure.keyIds).toHaveLength(4);
+      await produceGroups(kafka, catalog.advantageGroups.name, [erasedGroup]);
+      const deadline = Date.now() + 20_000;
+      while (!(await store.skippedGroupIds('solver', ['g-erased'])).has('g-erased')) {
+        if (Date.now() > deadline) throw new Error('the learner did not skip the erased group within 20 s');
+        await sleep(100);
+      }
+      expect((await store.listUpdates({ policyId: 'solver' })).length).toBe(GROUPS / 2);
+
+      const res = await fetch(`${url}/erasures`, auth);
+      const body = await res.text();
+      expect(JSON.parse(body)).toEqual({
+        erasures: [
+          { erasureId: 'er-dash-subject', scope: 'subject', target: 'alice', erasedAtMs: t, erasedAt: new Date(t).toISOString(), keysDeleted: 4 },
+          {
+            erasureId: 'er-dash-episode',
+            scope: 'episode',
+            target: 'ep-anon',
+            erasedAtMs: t - 1000,
+            erasedAt: new Date(t - 1000).toISOString(),
+            keysDeleted: 1,
+          },
+        ],
+        total: 2,
+        learner: { policyId: 'solver', setsErased: 4, groupsSkippedErased: 1 },
+      });
+      // The same counts as the learner's Prometheus counters.
+      const metrics = await (await fetch(`${url}/metrics`, auth)).text();
+      expect(metrics).toMatch(/^learner_sets_erased_total 4$/m);
+      expect(metrics).toMatch(/^learner_groups_skipped_total\{reason="erased"\} 1$/m);
+
+      await page.click('#reload');
+      await page.waitForSelector('#erasures[data-state="loaded"]');
+      const rows = await Promise.all(
+        (await page.locator('#erasures-table tbody tr').all()).map(async (tr) => [
+          await tr.getAttribute('data-erasure-id'),
+          ...(await tr.locator('td').allTextContents()),
+        ]),
+      );
+      expect(rows).toEqual([
+        ['er-dash-subject', 'er-dash-subject', 'subject', 'alice', new Date(t).toISOString(), '4'],
+        ['er-dash-episode', 'er-dash-episode', 'episode', 'ep-anon', new Date(t - 1000).toISOString(), '1'],
+      ]);
+      expect(await page.isVisible('#erasures-empty')).toBe(false);
+      expect([await page.textContent('#erased-sets'), await page.textContent('#erased-groups')]).toEqual(['4', '1']);
+      expect(await page.textContent('#erasures-total')).toBe('(policy solver); 2 erasure(s) in the store');
+
+      // No key, in any spelling, nor a key id, in the endpoint's answer or the rendered page.
+      const html = await page.content();
+      expect(html).toContain('er-dash-subject');
+      for (const k of keys) {
+        const spellings = [k.key.toString('hex'), k.key.toString('hex').toUpperCase(), k.key.toString('base64'), k.key.toString('base64url'), k.keyId];
+        for (const text of [body, html]) expect(spellings.filter((x) => text.includes(x))).toEqual([]);
+      }
+      expect(pageErrors).toEqual([]);
+    } finally {
+      await eraser.close();
+      await context.close();
+    }
+  }, 60_000);
 });

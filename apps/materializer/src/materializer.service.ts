@@ -1,100 +1,65 @@
-import { randomUUID } from 'crypto';
 import * as http from 'http';
-import { Admin, Consumer, Kafka } from 'kafkajs';
-import { ErrorCode, errorMessage, Logger, MetricsSink, serveMetrics, SrpoError } from '@srpo/core';
-import { createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog, topicsWithoutTimestampBound } from '@srpo/events';
-import { ConsumerRunner, createStreamClient } from '@srpo/streams';
-import { materializerTopology, type ActiveSetStores, type AdvantageGroupStores } from '@srpo/materializer';
+import { Admin, Kafka } from 'kafkajs';
+import { errorMessage, Logger, MetricsSink, serveMetrics } from '@srpo/core';
+import { createKafka, ensureTopics, EventCodec, topicCatalog, TopicCatalog, topicsWithoutTimestampBound, validateErasure } from '@srpo/events';
+import { ConsumerRunner, createStreamClient, GlobalTopicReader } from '@srpo/streams';
+import { ErasedContentTable, materializerTopology, type ActiveSetStores, type AdvantageGroupStores } from '@srpo/materializer';
 import { MaterializerConfig } from './materializer-config';
 
 /**
  * The newest version of each policy its learner announced on the PolicyVersion
- * topic: a read-only global table (every instance reads the whole topic, as a
- * Kafka Streams GlobalKTable). Agents learn of versions only from this topic, so
- * once `catchUp` has read it to its current end, an output stamped with a newer
- * version than the table holds cannot come from an honest agent.
+ * topic: a read-only global table (every instance reads the whole topic). Agents
+ * learn of versions only from this topic, so once `catchUp` has read it to its
+ * current end, an output stamped with a newer version than the table holds cannot
+ * come from an honest agent.
  */
-export class PublishedPolicyVersions {
-  private readonly latest = new Map<string, number>();
-  /** Next offset to read, per partition. */
-  private readonly positions = new Map<number, number>();
-  private readonly waiters = new Set<() => void>();
-  private consumer?: Consumer;
-  private admin?: Admin;
-  private readonly log = new Logger('policy-versions');
+export class PublishedPolicyVersions extends GlobalTopicReader {
+  private readonly latest: Map<string, number>;
 
-  constructor(
-    private readonly kafka: Kafka,
-    private readonly topic: string,
-    private readonly codec: EventCodec,
-    private readonly appId: string,
-  ) {}
+  constructor(kafka: Kafka, topic: string, codec: EventCodec, appId: string) {
+    const latest = new Map<string, number>();
+    const log = new Logger('policy-versions');
+    super(kafka, topic, `${appId}.policy-versions`, (value, at) => {
+      try {
+        const v = codec.decodeAs('PolicyVersion', value);
+        if (v.version > (latest.get(v.policyId) ?? -1)) latest.set(v.policyId, v.version);
+      } catch (e) {
+        // Not ours to dead-letter (the learner owns the topic); a bad record only cannot raise the bound.
+        log.warn('unreadable policy version', { ...at, error: errorMessage(e) });
+      }
+    });
+    this.latest = latest;
+  }
 
   get(policyId: string): number | undefined {
     return this.latest.get(policyId);
   }
+}
 
-  async start(): Promise<void> {
-    this.admin = this.kafka.admin();
-    await this.admin.connect();
-    // A group of its own per process: every instance needs every version, and nothing is committed.
-    const consumer = this.kafka.consumer({ groupId: `${this.appId}.policy-versions.${randomUUID()}`, readUncommitted: false, maxWaitTimeInMs: 100 });
-    this.consumer = consumer;
-    consumer.on(consumer.events.END_BATCH_PROCESS, (e) => {
-      // Batches of transaction markers only never reach eachBatch but still move the position.
-      this.advance(e.payload.partition, Number(e.payload.lastOffset) + 1);
+/**
+ * The erasures `srpo erase` announced (docs/erasure.md), read whole by every instance into the
+ * table both stages consult. An unreadable or invalid record is logged and skipped: `srpo erase`
+ * owns the topic, and the learner still leaves erased content out with the store's keys.
+ */
+export class PublishedErasures extends GlobalTopicReader {
+  readonly table: ErasedContentTable;
+
+  constructor(kafka: Kafka, topic: string, codec: EventCodec, appId: string, metrics: MetricsSink) {
+    const table = new ErasedContentTable();
+    const log = new Logger('erasures');
+    super(kafka, topic, `${appId}.erasures`, (value, at) => {
+      try {
+        const erasure = codec.decodeAs('Erasure', value);
+        validateErasure(erasure);
+        const before = table.size;
+        table.add(erasure);
+        if (table.size > before) metrics.count('materializer_erasures_read_total');
+        log.info('erasure read', { ...at, erasureId: erasure.erasureId, keys: erasure.keyIds.length });
+      } catch (e) {
+        log.warn('unreadable erasure', { ...at, error: errorMessage(e) });
+      }
     });
-    await consumer.connect();
-    await consumer.subscribe({ topics: [this.topic], fromBeginning: true });
-    await consumer.run({
-      autoCommit: false,
-      eachBatch: async ({ batch }) => {
-        for (const m of batch.messages) {
-          try {
-            const v = this.codec.decodeAs('PolicyVersion', m.value);
-            if (v.version > (this.latest.get(v.policyId) ?? -1)) this.latest.set(v.policyId, v.version);
-          } catch (e) {
-            // Not ours to dead-letter (the learner owns the topic); a bad record only cannot raise the bound.
-            this.log.warn('unreadable policy version', { topic: batch.topic, partition: batch.partition, offset: Number(m.offset), error: errorMessage(e) });
-          }
-          this.advance(batch.partition, Number(m.offset) + 1);
-        }
-      },
-    });
-  }
-
-  /** Resolves once every version written before the call has been read. */
-  async catchUp(timeoutMs = 30_000): Promise<void> {
-    if (!this.admin) return;
-    const ends = await this.admin.fetchTopicOffsets(this.topic);
-    const behind = () => ends.some((o) => (this.positions.get(o.partition) ?? 0) < Number(o.high));
-    if (!behind()) return;
-    await new Promise<void>((resolve, reject) => {
-      const check = () => {
-        if (behind()) return;
-        this.waiters.delete(check);
-        clearTimeout(timer);
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        this.waiters.delete(check);
-        reject(new SrpoError(ErrorCode.UNAVAILABLE, `policy versions on ${this.topic} not read to their end after ${timeoutMs} ms`, { retriable: true }));
-      }, timeoutMs);
-      this.waiters.add(check);
-    });
-  }
-
-  async stop(): Promise<void> {
-    await this.consumer?.disconnect().catch(() => undefined);
-    await this.admin?.disconnect().catch(() => undefined);
-    this.consumer = undefined;
-    this.admin = undefined;
-  }
-
-  private advance(partition: number, next: number): void {
-    if (next <= (this.positions.get(partition) ?? 0)) return;
-    this.positions.set(partition, next);
-    for (const w of [...this.waiters]) w();
+    this.table = table;
   }
 }
 
@@ -109,6 +74,7 @@ export class Materializer {
   readonly sets: ConsumerRunner<ActiveSetStores>;
   readonly groups: ConsumerRunner<AdvantageGroupStores>;
   readonly policyVersions: PublishedPolicyVersions;
+  readonly erasures: PublishedErasures;
   private readonly kafka: Kafka;
   private readonly codec: EventCodec;
   private server?: http.Server;
@@ -122,7 +88,11 @@ export class Materializer {
     const count = (metric: string, labels?: Record<string, string>) => this.metrics.count(metric, labels);
     const versions = new PublishedPolicyVersions(this.kafka, this.catalog.policyVersions.name, codec, config.appId);
     this.policyVersions = versions;
-    const topology = materializerTopology(this.catalog, codec, config, { latestPolicyVersion: (policyId) => versions.get(policyId) });
+    this.erasures = new PublishedErasures(this.kafka, this.catalog.erasures.name, codec, config.appId, this.metrics);
+    const topology = materializerTopology(this.catalog, codec, config, {
+      latestPolicyVersion: (policyId) => versions.get(policyId),
+      erased: this.erasures.table,
+    });
     const client = createStreamClient(config.kafkaClient, config.kafka, this.kafka);
     const state = {
       client,
@@ -192,6 +162,9 @@ export class Materializer {
     } finally {
       await admin.disconnect();
     }
+    // Erasures first, read to their end, so that restored state is swept before new sets go out.
+    await this.erasures.start();
+    await this.erasures.catchUp().catch((e) => this.log.warn('erasures not read to their end at start; reading on', { error: errorMessage(e) }));
     if (this.config.roles.includes('sets')) {
       await this.policyVersions.start();
       await this.sets.start();
@@ -222,6 +195,7 @@ export class Materializer {
   async stop(): Promise<void> {
     await Promise.all([this.sets.stop(), this.groups.stop()]);
     await this.policyVersions.stop();
+    await this.erasures.stop();
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
     this.log.info('materializer stopped');
   }

@@ -10,3 +10,4 @@ export * from './replay.service';
 export * from './erasure-impact';
 export * from './erasure-rebuild';
 export * from './erasure-certificate';
+export * from './erasure-announce';

@@ -218,6 +218,20 @@ export interface DeadLetter {
   deadLetteredAtMs: number;
 }
 
+/**
+ * An erasure (docs/erasure.md): the content keys `keyIds` of a subject or an episode were
+ * deleted, so content sealed under them is unreadable. Readers leave it out and count it.
+ */
+export interface Erasure {
+  erasureId: string;
+  scope: 'subject' | 'episode';
+  /** The subject id or episode id erased. */
+  target: string;
+  /** Ids of the content keys deleted; never keys. */
+  keyIds: string[];
+  eventTimeMs: number;
+}
+
 /** AgentBrew offline training: the instruction a raw trajectory is inferred to have fulfilled. */
 export interface InferredTask {
   runId: string;
@@ -265,6 +279,7 @@ export interface EventMap {
   DeadLetter: DeadLetter;
   InferredTask: InferredTask;
   ActionCredit: ActionCredit;
+  Erasure: Erasure;
 }
 
 export type EventType = keyof EventMap;
@@ -279,6 +294,7 @@ export const EVENT_TYPES: readonly EventType[] = [
   'DeadLetter',
   'InferredTask',
   'ActionCredit',
+  'Erasure',
 ];
 
 /** A decoded event of any type, discriminated by `type`. */

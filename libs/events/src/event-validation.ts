@@ -1,6 +1,6 @@
 import { ValidationError } from '@srpo/core';
 import { SEAL_SCHEME } from './content-seal';
-import { ActionCredit, AgentOutput, EpisodeOutcome, InferredTask, KafkaCoordinates, TOKEN_ID_ORIGINS, Transition } from './event-types';
+import { ActionCredit, AgentOutput, EpisodeOutcome, Erasure, InferredTask, KafkaCoordinates, TOKEN_ID_ORIGINS, Transition } from './event-types';
 
 /**
  * Domain rules beyond the Avro schema. The SDK applies them before sending (so a
@@ -276,4 +276,24 @@ export function validateActionCredit(c: ActionCredit, limits: EventLimits = DEFA
   }
   coordinates('ActionCredit.source', c.source, limits);
   time('ActionCredit.eventTimeMs', c.eventTimeMs);
+}
+
+/**
+ * Most key ids one Erasure event carries: 10,000 ids of up to 64 characters stay well under the
+ * topic's 4 MiB messages. `srpo erase` splits a larger erasure into several events of one id.
+ */
+export const MAX_ERASURE_KEY_IDS = 10_000;
+
+/** An erasure read from the erasures topic: checked before any reader trusts its key ids. */
+export function validateErasure(e: Erasure, limits: EventLimits = DEFAULT_EVENT_LIMITS): void {
+  id('Erasure.erasureId', e.erasureId, limits);
+  if (e.scope !== 'subject' && e.scope !== 'episode') throw new ValidationError('Erasure.scope', `must be subject or episode, got ${String(e.scope)}`);
+  id('Erasure.target', e.target, limits);
+  if (!Array.isArray(e.keyIds) || e.keyIds.length > MAX_ERASURE_KEY_IDS)
+    throw new ValidationError(
+      'Erasure.keyIds',
+      `must list at most ${MAX_ERASURE_KEY_IDS} key ids, got ${Array.isArray(e.keyIds) ? e.keyIds.length : typeof e.keyIds}`,
+    );
+  e.keyIds.forEach((k, i) => id(`Erasure.keyIds[${i}]`, k, limits));
+  time('Erasure.eventTimeMs', e.eventTimeMs);
 }

@@ -6,6 +6,7 @@ import type {
   AgentOutput,
   DeadLetter,
   EpisodeOutcome,
+  Erasure,
   EventMap,
   EventType,
   InferredTask,
@@ -199,6 +200,13 @@ export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventTy
     source: coords('srpo.agent-outputs', 10 + n),
     eventTimeMs: timeMs + 13,
   };
+  const erasure: Erasure = {
+    erasureId: `er-sample-${n}`,
+    scope: 'subject',
+    target: `user-${n}`,
+    keyIds: [`ck-${n}-a`, `ck-${n}-b`],
+    eventTimeMs: timeMs + 14,
+  };
   return {
     AgentOutput: output,
     Transition: transition,
@@ -210,5 +218,6 @@ export function sampleEvents(n = 0, timeMs = 1_767_225_600_000): { [T in EventTy
     DeadLetter: deadLetter,
     InferredTask: inferredTask,
     ActionCredit: actionCredit,
+    Erasure: erasure,
   };
 }

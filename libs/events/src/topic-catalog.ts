@@ -13,7 +13,7 @@ export interface TopicSpec {
   name: string;
   partitions: number;
   /** What the Kafka key is. */
-  key: 'episodeId' | 'groupKey' | 'policyId' | 'originalKey';
+  key: 'episodeId' | 'groupKey' | 'policyId' | 'originalKey' | 'erasureId';
   eventTypes: EventType[];
   config: Record<string, string>;
   /** Raw topics must agree on partition count. */
@@ -38,6 +38,8 @@ export interface TopicCatalog {
   inferredTasks: TopicSpec;
   /** AgentBrew offline runs: per-action PMI credits and training weights, keyed by episode id. */
   actionCredits: TopicSpec;
+  /** Erasures of content (`srpo erase`), keyed by erasure id; every materializer reads it whole. */
+  erasures: TopicSpec;
   all(): TopicSpec[];
 }
 
@@ -100,6 +102,7 @@ export function topicCatalog(options: TopicCatalogOptions = {}): TopicCatalog {
     deadLetter: spec('dead-letter', 1, 'originalKey', ['DeadLetter']),
     inferredTasks: spec('inferred-tasks', derived, 'episodeId', ['InferredTask']),
     actionCredits: spec('action-credits', derived, 'episodeId', ['ActionCredit']),
+    erasures: spec('erasures', 1, 'erasureId', ['Erasure']),
   };
   return {
     ...catalog,
@@ -115,6 +118,7 @@ export function topicCatalog(options: TopicCatalogOptions = {}): TopicCatalog {
       catalog.deadLetter,
       catalog.inferredTasks,
       catalog.actionCredits,
+      catalog.erasures,
     ],
   };
 }

@@ -1,4 +1,5 @@
 import { DEFAULT_EVENT_LIMITS, EventCodec, EventLimits, TopicCatalog } from '@srpo/events';
+import type { ErasedContent } from './erased-content';
 
 /** Settings of `ActiveSetProcessor` (its rules are described on the class). */
 export interface ActiveSetProcessorOptions {
@@ -39,6 +40,12 @@ export interface ActiveSetProcessorOptions {
    * check is off (replays, tools).
    */
   latestPolicyVersion?: (policyId: string) => number | undefined;
+  /**
+   * The content keys erased so far (the erasures topic, docs/erasure.md): outputs sealed under
+   * them are counted and kept out of every set; a set holding one is settled as erased, never
+   * emitted. Left out, nothing is erased here (the learner still leaves such sets out).
+   */
+  erased?: ErasedContent;
 }
 
 /**

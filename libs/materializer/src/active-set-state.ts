@@ -26,6 +26,8 @@ export interface StoredOutput {
   eventTimeMs: number;
   /** The output's data subject; absent in state written before subjects (read as none). */
   subjectId?: string | null;
+  /** The content key it is sealed under, null in the clear; absent in state written before erasures (read from `raw`). */
+  keyId?: string | null;
   raw?: Buffer;
 }
 
@@ -96,6 +98,8 @@ export interface StoredEpisode {
   rewardExpired?: boolean;
   /** Digest of each outcome revision accepted, by revision: an exact copy of any of them is a duplicate. */
   outcomeRevisions?: Record<string, string>;
+  /** Outputs sealed under an erased key (docs/erasure.md), by id: never in a set. Absent: none. */
+  erasedOutputIds?: string[];
 }
 
 /** An episode as changelogs of the previous layout hold it (see `migrateActiveSetState`). */
@@ -233,6 +237,7 @@ export function storedOutputOf(record: InputRecord, output: AgentOutput, digest:
     temperature: output.sampling.temperature,
     eventTimeMs: output.eventTimeMs,
     subjectId: output.subjectId ?? null,
+    keyId: output.sealed?.keyId ?? null,
     raw: record.raw,
   };
 }

@@ -1,6 +1,7 @@
 import { AgentOutput, EpisodeOutcome, EventCodec, floorLogProbCount, KafkaCoordinates, ReasonCode, TopicCatalog, Transition } from '@srpo/events';
 import { InputRecord, Processor, ProcessorContext } from '@srpo/streams';
 import { brokerSkewOf, checkOutcomeEvent, checkOutputEvent, checkTopic, checkTransitionEvent, relationError } from './active-set-checks';
+import { dropErasedOutputs, holdsErasedMember } from './active-set-erasure';
 import { activeSetOf } from './active-set-event';
 import { ActiveSetProcessorOptions, DEFAULT_ACTIVE_SET_OPTIONS, defaultMaxBrokerSkewMs } from './active-set-options';
 import {
@@ -19,6 +20,7 @@ import {
   TRANSITIONS,
   waiting,
 } from './active-set-state';
+import { isErasedOutput, SweptGenerations } from './erased-content';
 
 // The processor's module is the public one: its options, stores and group key stay importable from here.
 export { DEFAULT_ACTIVE_SET_OPTIONS, DEFAULT_MAX_BROKER_SKEW_MS, DEFAULT_MAX_LATENESS_MS } from './active-set-options';
@@ -67,6 +69,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   };
   readonly storeSchedules = { episodes: (ep: StoredEpisode) => this.dueOf(ep) };
   private readonly options: ActiveSetProcessorOptions;
+  private readonly swept = new SweptGenerations();
 
   /** Deadline scans run on the runtime's stream-time schedule, at most once per scan interval. */
   readonly punctuationIntervalMs: number;
@@ -91,6 +94,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   process(record: InputRecord, stores: ActiveSetStores, ctx: ProcessorContext): void {
     const { event } = record;
     checkTopic(record, this.options.topics);
+    if (this.swept.due(stores, this.options.erased)) this.sweepErased(stores, ctx);
     switch (event.type) {
       case 'AgentOutput':
         return this.onOutput(record, event.value, stores, ctx);
@@ -144,7 +148,13 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
       );
     }
     countFloorLogProbs(output, ctx);
-    ep.sourced.push(storedOutputOf(record, output, digest));
+    if (this.options.erased && isErasedOutput(output, this.options.erased)) {
+      // Its ids and digest are kept (duplicates are recognised), its bytes are not; its set is settled as erased.
+      (ep.erasedOutputIds ??= []).push(output.outputId);
+      ctx.count('erased_outputs_total');
+    } else {
+      ep.sourced.push(storedOutputOf(record, output, digest));
+    }
     this.adoptOutcome(ep);
     ep.outputIds.push(output.outputId);
     // In place, as `outputIds` above: a copy per event made each episode's arrivals quadratic.
@@ -342,6 +352,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   private tryComplete(ep: StoredEpisode, transitionId: string, stores: ActiveSetStores, ctx: ProcessorContext): void {
     const st = ep.transitions[transitionId];
     if (!st) return;
+    if (holdsErasedMember(ep, st)) return this.settleErased(st, ep, stores, ctx);
     const t = st.transition;
     const outputs = t.consumedOutputIds.map((id) => waiting(ep, id));
     if (outputs.some((o) => o === undefined)) return;
@@ -364,6 +375,37 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
     const set = activeSetOf(st, ep, present, 'INVALID', reason, missing);
     ctx.emit({ topic: this.options.topics.invalidSets.name, key: set.episodeId, type: 'ActiveSet', value: set });
     ctx.count('sets_invalid_total', { reason });
+  }
+
+  /** A set holding erased content is never emitted: it is settled, its members dropped, and counted. */
+  private settleErased(st: StoredTransition, ep: StoredEpisode, stores: ActiveSetStores, ctx: ProcessorContext): void {
+    ctx.count('sets_erased_total', { workflow: st.transition.workflowKind });
+    this.resolve(st, ep, stores);
+  }
+
+  /**
+   * A new erasure was read (docs/erasure.md): every episode of the task drops its outputs sealed
+   * under an erased key, settles its pending sets that held one as erased, and stops holding its
+   * emitted sets that did (a revised outcome no longer re-emits them). Ids and digests stay.
+   */
+  private sweepErased(stores: ActiveSetStores, ctx: ProcessorContext): void {
+    const erased = this.options.erased;
+    if (!erased) return;
+    for (const [, ep] of [...stores.episodes.entries()]) {
+      const dropped = dropErasedOutputs(ep, erased, this.options.codec);
+      if (dropped === 0) continue;
+      for (let i = 0; i < dropped; i++) ctx.count('erased_outputs_total');
+      for (const [id, st] of Object.entries(ep.emitted ?? {})) {
+        if (!holdsErasedMember(ep, st)) continue;
+        delete ep.emitted?.[id];
+        ep.sourced = ep.sourced.filter((o) => !st.transition.consumedOutputIds.includes(o.outputId));
+      }
+      for (const id of [...ep.pending]) {
+        const st = ep.transitions[id];
+        if (st && holdsErasedMember(ep, st)) this.settleErased(st, ep, stores, ctx);
+      }
+      stores.episodes.put(ep.episodeId, ep);
+    }
   }
 
   /** The transition is settled: drop it and its members; close the episode when nothing is pending. */
@@ -444,6 +486,7 @@ export class ActiveSetProcessor implements Processor<ActiveSetStores> {
   }
 
   punctuate(stores: ActiveSetStores, ctx: ProcessorContext): void {
+    if (this.swept.due(stores, this.options.erased)) this.sweepErased(stores, ctx);
     const now = ctx.watermarkMs;
     // Only episodes due by their schedule (see `dueOf`). Deadlines first: an expired set can
     // close its episode, which may then be due for expiry in the same scan.

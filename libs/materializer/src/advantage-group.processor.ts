@@ -5,6 +5,7 @@ import { ObjectiveConfig } from '@srpo/srpo';
 import { groupValues } from './group-values';
 import { InputRecord, KeyValueStore, Processor, ProcessorContext } from '@srpo/streams';
 import { DEFAULT_MAX_LATENESS_MS } from './active-set-options';
+import { setHoldsErased, SweptGenerations, type ErasedContent } from './erased-content';
 
 /**
  * Groups complete active sets (read from the repartition topic, keyed by group
@@ -35,6 +36,11 @@ export interface AdvantageGroupProcessorOptions {
    * a second group.
    */
   dedupeRetentionMs: number;
+  /**
+   * The content keys erased so far (docs/erasure.md): a set holding content sealed under one is
+   * counted and left out of its group, which is then valued over the sets left. Left out, none.
+   */
+  erased?: ErasedContent;
 }
 
 /**
@@ -106,6 +112,7 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
     closed: (g: ClosedGroup) => g.expiresAtMs,
   };
   private readonly options: AdvantageGroupProcessorOptions;
+  private readonly swept = new SweptGenerations();
 
   constructor(options: Pick<AdvantageGroupProcessorOptions, 'topics' | 'objective' | 'codec'> & Partial<AdvantageGroupProcessorOptions>) {
     this.options = { groupTtlMs: 120_000, scanIntervalMs: 1_000, dedupeRetentionMs: DEFAULT_MAX_LATENESS_MS, ...options };
@@ -124,6 +131,12 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
     const set = record.event.value;
     if (set.status !== 'COMPLETE') {
       throw new ValidationError('ActiveSet.status', `only COMPLETE sets are grouped, got ${set.status}`, { reasonCode: ReasonCode.INVALID_FIELD });
+    }
+    if (this.swept.due(stores, this.options.erased)) this.sweepErased(stores, ctx);
+    if (this.options.erased && setHoldsErased(set, this.options.erased, this.options.codec)) {
+      // Emitted before the set stage read the erasure: never grouped.
+      ctx.count('sets_erased_total');
+      return;
     }
     if (set.correction) return this.onRevised(record, set, stores, ctx);
     if (stores.closed.lookup(SETS, set.setId) !== undefined || stores.groups.lookup(SETS, set.setId) !== undefined) {
@@ -184,6 +197,7 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
   }
 
   punctuate(stores: AdvantageGroupStores, ctx: ProcessorContext): void {
+    if (this.swept.due(stores, this.options.erased)) this.sweepErased(stores, ctx);
     const now = ctx.watermarkMs;
     for (const key of stores.groups.due(now)) {
       const group = stores.groups.get(key);
@@ -217,6 +231,25 @@ export class AdvantageGroupProcessor implements Processor<AdvantageGroupStores> 
     for (const [setId, expiresAtMs] of [...stores.emitted.entries()]) {
       stores.closed.put(`emitted:${setId}`, { setIds: [setId], expiresAtMs });
       stores.emitted.delete(setId);
+    }
+  }
+
+  /**
+   * A new erasure was read: each open group drops its sets holding erased content (their bytes
+   * leave local state) and is valued over the sets left when it closes; a group left empty is
+   * forgotten. Sets already in emitted groups are the learner's to leave out.
+   */
+  private sweepErased(stores: AdvantageGroupStores, ctx: ProcessorContext): void {
+    const erased = this.options.erased;
+    if (!erased) return;
+    for (const [key, group] of [...stores.groups.entries()]) {
+      const kept = group.sourced.filter(
+        (p) => !p.raw || !setHoldsErased(p.decoded ?? this.options.codec.decodeAs('ActiveSet', p.raw), erased, this.options.codec),
+      );
+      if (kept.length === group.sourced.length) continue;
+      for (let i = kept.length; i < group.sourced.length; i++) ctx.count('sets_erased_total');
+      if (kept.length === 0) stores.groups.delete(key);
+      else stores.groups.put(key, { ...group, sourced: kept });
     }
   }
 

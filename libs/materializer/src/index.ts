@@ -5,3 +5,4 @@ export * from './rematerialize';
 export * from './outcome-revisions';
 export * from './materializer-settings';
 export * from './group-values';
+export * from './erased-content';

@@ -2,6 +2,7 @@ import { DEFAULT_EVENT_LIMITS, type EventCodec, type EventLimits, type TopicCata
 import type { ObjectiveConfig } from '@srpo/srpo';
 import { ActiveSetProcessor } from './active-set.processor';
 import { AdvantageGroupProcessor } from './advantage-group.processor';
+import type { ErasedContent } from './erased-content';
 
 /** The settings that decide sets and groups: the live materializer and a faithful re-materialization use the same values. */
 export interface MaterializerSettings {
@@ -30,14 +31,14 @@ export interface Stage<P> {
  * - sets: agent-outputs, transitions and episode-outcomes → active-sets (one task per raw partition);
  * - groups: active-sets → advantage-groups (one task per active-sets partition).
  *
- * `latestPolicyVersion` feeds the live set processor's staleness view; a re-materialization
- * leaves it out.
+ * `latestPolicyVersion` feeds the live set processor's staleness view, `erased` both stages'
+ * view of erased content keys (the erasures topic); a re-materialization leaves them out.
  */
 export function materializerTopology(
   topics: TopicCatalog,
   codec: EventCodec,
   settings: MaterializerSettings,
-  options: { latestPolicyVersion?: (policyId: string) => number | undefined } = {},
+  options: { latestPolicyVersion?: (policyId: string) => number | undefined; erased?: ErasedContent } = {},
 ): { sets: Stage<ActiveSetProcessor>; groups: Stage<AdvantageGroupProcessor> } {
   return {
     sets: {
@@ -51,6 +52,7 @@ export function materializerTopology(
         maxLatenessMs: settings.maxLatenessMs,
         limits: settings.limits ?? DEFAULT_EVENT_LIMITS,
         ...(options.latestPolicyVersion ? { latestPolicyVersion: options.latestPolicyVersion } : {}),
+        ...(options.erased ? { erased: options.erased } : {}),
       }),
       inputTopics: [topics.agentOutputs.name, topics.transitions.name, topics.episodeOutcomes.name],
       partitions: topics.agentOutputs.partitions,
@@ -62,6 +64,7 @@ export function materializerTopology(
         objective: settings.objective,
         groupTtlMs: settings.groupTtlMs,
         dedupeRetentionMs: settings.dedupeRetentionMs,
+        ...(options.erased ? { erased: options.erased } : {}),
       }),
       inputTopics: [topics.activeSets.name],
       partitions: topics.activeSets.partitions,

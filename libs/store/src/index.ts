@@ -11,6 +11,7 @@ export * from './data-source';
 export * from './repositories';
 export * from './audit-store.service';
 export * from './key-store.service';
+export { DEFAULT_ERASURE_LIST_LIMIT, MAX_ERASURE_LIST_LIMIT, type RecentErasures } from './repositories/erasure.repository';
 export { isUniqueViolation } from './store-errors';
 export * from './ledger-entry';
 export * from './group-stats';

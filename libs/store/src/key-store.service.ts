@@ -4,7 +4,7 @@ import { ErrorCode, errorMessage, Logger, SrpoError } from '@srpo/core';
 import { CONTENT_KEY_BYTES, type ContentKey } from '@srpo/events';
 import { createDataSource } from './data-source';
 import { SigningKeyEntity } from './entities';
-import { ErasureRepository, type ErasureRecord } from './repositories/erasure.repository';
+import { ErasureRepository, type ErasureRecord, type RecentErasures } from './repositories/erasure.repository';
 import { SubjectKeyRepository, type ErasureScope } from './repositories/subject-key.repository';
 import { dbError, isUniqueViolation } from './store-errors';
 import { describeStore, type StoreConfig } from './store-config';
@@ -190,6 +190,11 @@ export class KeyStore {
 
   async erasures(): Promise<ErasureRecord[]> {
     return this.run('erasures', () => new ErasureRepository(this.dataSource.manager).list());
+  }
+
+  /** The `limit` newest erasures and how many there are in all (read-only; the dashboard's view, docs/learner.md). */
+  async recentErasures(limit?: number): Promise<RecentErasures> {
+    return this.run('recentErasures', () => new ErasureRepository(this.dataSource.manager).recent(limit));
   }
 
   private async scrub(): Promise<ErasureResult['scrub']> {

@@ -18,3 +18,4 @@ export * from './client/kafkajs-stream-client';
 export * from './client/platformatic-stream-client';
 export * from './client/partition-buffers';
 export * from './client/create-stream-client';
+export * from './global-table';

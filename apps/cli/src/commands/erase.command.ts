@@ -3,6 +3,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { Command } from 'commander';
 import {
+  announceErasure,
   AuditService,
   checkErasureCertificate,
   erasureImpact,
@@ -13,7 +14,7 @@ import {
   type RebuiltLineage,
 } from '@srpo/audit';
 import { ErrorCode, initTfBackend, SrpoError } from '@srpo/core';
-import { createKafka, EventCodec } from '@srpo/events';
+import { createKafka, EventCodec, topicCatalog } from '@srpo/events';
 import { backendLabel } from '@srpo/kernels';
 import { AuditStore, KeyStore, type ErasureResult, type ErasureScope } from '@srpo/store';
 import { CliConfig } from '../cli-config';
@@ -28,6 +29,7 @@ interface EraseOptions {
   checkCertificate?: string;
   publicKey?: string;
   printPublicKey: boolean;
+  announce?: string;
   json: boolean;
 }
 
@@ -52,11 +54,13 @@ export function eraseCommand(config: () => CliConfig): Command {
     .option('--check-certificate <file>', 'check a certificate: its signature, and its signer against --public-key or this store')
     .option('--public-key <file>', "with --check-certificate: the store's public key the auditor pinned (PEM)")
     .option('--print-public-key', "print the store's public signing key (PEM), for auditors to pin", false)
+    .option('--announce <erasureId>', 'write a recorded erasure to the erasures topic again (after an erasure whose announcement failed)')
     .option('--json', 'print the report as JSON', false)
     .action(async (opts: EraseOptions) => {
       const cfg = config();
       if (opts.checkCertificate !== undefined) return checkCertificate(cfg, opts.checkCertificate, opts.publicKey);
       if (opts.printPublicKey) return withKeys(cfg, async (keys) => void process.stdout.write((await keys.signingKey(Date.now())).publicKeyPem));
+      if (opts.announce !== undefined) return announceRecorded(cfg, opts.announce);
       const scope = scopeOf(opts);
       if (opts.rebuild && (opts.dryRun || opts.policy === undefined)) {
         throw new SrpoError(ErrorCode.VALIDATION_FAILED, '--rebuild needs --policy ID and cannot be a dry run', { field: 'rebuild' });
@@ -79,6 +83,8 @@ async function erase(cfg: CliConfig, scope: ErasureScope, opts: EraseOptions): P
     }
     const erasureId = `er-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
     const erased = await keys.erase(scope, erasureId, Date.now());
+    // Materializers drop the erased content from their state once they read this (docs/erasure.md).
+    await announceErasure(kafka, topicCatalog(cfg.topics).erasures, codec, erased.erasure);
     let rebuilt: RebuiltLineage | null = null;
     if (opts.rebuild && opts.policy !== undefined) {
       const backend = backendLabel(await initTfBackend(cfg.backend, cfg.backendSettings));
@@ -108,6 +114,17 @@ async function withKeys(cfg: CliConfig, fn: (keys: KeyStore) => Promise<void>): 
   } finally {
     await keys.close();
   }
+}
+
+/** `--announce ID`: the erasure as the store recorded it, written to the erasures topic again. */
+async function announceRecorded(cfg: CliConfig, erasureId: string): Promise<void> {
+  await withKeys(cfg, async (keys) => {
+    const record = (await keys.erasures()).find((e) => e.erasureId === erasureId);
+    if (!record) throw new SrpoError(ErrorCode.NOT_FOUND, `no erasure ${erasureId} is recorded in the store`, { field: 'announce' });
+    const topic = topicCatalog(cfg.topics).erasures;
+    const events = await announceErasure(createKafka(cfg.kafka), topic, new EventCodec(undefined, { registry: cfg.schemaRegistry }), record);
+    process.stdout.write(`erasure ${erasureId} announced on ${topic.name} (${events} event(s), ${record.keyIds.length} key id(s))\n`);
+  });
 }
 
 /** Exit 0 only for a good certificate; the reason otherwise. Trusts `publicKeyFile` when given, else this store's key. */
@@ -147,7 +164,9 @@ function formatImpact(impact: ErasureImpact, erased: ErasureResult | undefined, 
   for (const v of impact.versions) lines.push(`  version ${v.policyId} v${v.version} ${v.direct ? 'trained on it' : 'descends from it'}  ${v.checkpointUri}`);
   for (const c of impact.cleanBefore) lines.push(`  ${c.policyId}: v${c.version} is the last version it never reached (where a rebuild starts)`);
   if (!erased) return [...lines, 'dry run: nothing was deleted'].join('\n') + '\n';
-  lines.push(`erased: ${erased.erasure.erasureId}, ${erased.erasure.keyIds.length} key(s) deleted (store files: ${erased.scrub})`);
+  lines.push(
+    `erased: ${erased.erasure.erasureId}, ${erased.erasure.keyIds.length} key(s) deleted (store files: ${erased.scrub}); announced to the materializers`,
+  );
   if (rebuilt) {
     lines.push(
       `rebuilt: ${rebuilt.policyId} from v${rebuilt.fromVersion} to v${rebuilt.head.version} (${rebuilt.head.weightsHash}) in run ${rebuilt.run}; ` +

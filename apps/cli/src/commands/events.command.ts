@@ -47,6 +47,7 @@ export async function eventRoundTrip(config: CliConfig, catalog: TopicCatalog = 
     DeadLetter: catalog.deadLetter.name,
     InferredTask: catalog.inferredTasks.name,
     ActionCredit: catalog.actionCredits.name,
+    Erasure: catalog.erasures.name,
   };
   const sdk = new AgentEventsProducer({ kafka, codec, topics: catalog });
   await sdk.emitOutput(samples.AgentOutput);
@@ -55,7 +56,7 @@ export async function eventRoundTrip(config: CliConfig, catalog: TopicCatalog = 
   await sdk.disconnect();
   const producer = kafka.producer({ idempotent: true, createPartitioner: Partitioners.DefaultPartitioner });
   await producer.connect();
-  for (const type of ['ActiveSet', 'AdvantageGroup', 'PolicyUpdate', 'PolicyVersion', 'DeadLetter', 'InferredTask', 'ActionCredit'] as const) {
+  for (const type of ['ActiveSet', 'AdvantageGroup', 'PolicyUpdate', 'PolicyVersion', 'DeadLetter', 'InferredTask', 'ActionCredit', 'Erasure'] as const) {
     await producer.send({ topic: topicOf[type], acks: -1, messages: [{ key: `roundtrip-${marker}`, value: codec.encode(type, samples[type]) }] });
   }
   await producer.disconnect();

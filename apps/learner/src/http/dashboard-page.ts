@@ -2,14 +2,16 @@
  * The dashboard page. Its only dependency, the uPlot chart library, is served
  * by the learner itself (`/assets/`), so the page works offline and
  * air-gapped; it references no other origin. It reads the same JSON API as any
- * client (`/policies`, `/updates`, `/group-stats`); with SRPO_API_READ_TOKEN
+ * client (`/policies`, `/updates`, `/group-stats`, `/erasures`); with SRPO_API_READ_TOKEN
  * or SRPO_API_TOKEN set, the token typed into the page (either) is sent as a
  * bearer header and kept in sessionStorage only.
  *
  * After each chart draws, its element carries `data-points` and `data-last`:
  * for each series, the number of finite values plotted and the last of them.
  * That is the chart's contract with its readers (the browser test compares it
- * with the store), not a debug aid.
+ * with the store), not a debug aid. Likewise the erasures panel carries
+ * `data-state` (`loading`, `empty`, `loaded`, `error`) and one row per erasure
+ * with `data-erasure-id`. It shows counts of deleted keys, never keys.
  */
 export const DASHBOARD_HTML = `<!doctype html>
 <html lang="en">
@@ -26,6 +28,7 @@ export const DASHBOARD_HTML = `<!doctype html>
   table { border-collapse: collapse; margin-top: .5em; } td, th { border-bottom: 1px solid #eee; padding: .25em .6em; text-align: left; vertical-align: top; }
   code { font-size: .9em; } .ok { color: #070; } .bad { color: #b00; } #status { color: #666; font-weight: normal; }
   #record { border: 1px solid #bbb; padding: .6em 1em; margin-top: 1em; background: #fafafa; }
+  #erasures .empty { color: #888; } #erasures .counts b { font-weight: 600; }
   #record[hidden] { display: none; } #record pre { max-height: 24em; overflow: auto; background: #fff; border: 1px solid #eee; padding: .5em; }
 </style>
 </head>
@@ -36,6 +39,12 @@ export const DASHBOARD_HTML = `<!doctype html>
 <button id="reload">reload</button>
 <div class="charts" id="charts"></div>
 <section id="record" hidden></section>
+<h2>Erasures</h2>
+<section id="erasures" data-state="loading">
+<div class="counts">sets left out as erased since this learner started: <b id="erased-sets">–</b>; groups skipped as erased: <b id="erased-groups">–</b> <span id="erasures-total"></span></div>
+<div class="empty" id="erasures-empty" hidden>no erasure recorded in this store</div>
+<table id="erasures-table" hidden><thead><tr><th>erasure</th><th>scope</th><th>subject / episode</th><th>erased at</th><th>keys deleted</th></tr></thead><tbody></tbody></table>
+</section>
 <h2>Updates</h2>
 <table id="updates"><thead><tr><th>version</th><th>update</th><th>committed</th><th>loss</th><th>groups</th><th>weights after</th><th>audit</th></tr></thead><tbody></tbody></table>
 <script src="/assets/uPlot.iife.min.js"></script>
@@ -239,6 +248,28 @@ export const DASHBOARD_HTML = `<!doctype html>
     });
   }
 
+  /** The erasures panel: the store's newest erasures (\`srpo erase\`, docs/erasure.md) and what this learner left out. */
+  function loadErasures() {
+    var box = document.getElementById('erasures'), table = document.getElementById('erasures-table'), empty = document.getElementById('erasures-empty');
+    var total = document.getElementById('erasures-total');
+    box.dataset.state = 'loading';
+    return api('/erasures?limit=100').then(function (d) {
+      document.getElementById('erased-sets').textContent = String(d.learner.setsErased);
+      document.getElementById('erased-groups').textContent = String(d.learner.groupsSkippedErased);
+      total.className = ''; total.textContent = '(policy ' + d.learner.policyId + '); ' + d.total + ' erasure(s) in the store' +
+        (d.total > d.erasures.length ? ', the newest ' + d.erasures.length + ' shown' : '');
+      var body = table.querySelector('tbody'); body.innerHTML = '';
+      d.erasures.forEach(function (e) {
+        var tr = el('tr'); tr.dataset.erasureId = e.erasureId;
+        tr.appendChild(el('td', e.erasureId, 'erasure-id')); tr.appendChild(el('td', e.scope, 'scope')); tr.appendChild(el('td', e.target, 'target'));
+        tr.appendChild(el('td', e.erasedAt, 'erased-at')); tr.appendChild(el('td', e.keysDeleted, 'keys-deleted'));
+        body.appendChild(tr);
+      });
+      table.hidden = d.erasures.length === 0; empty.hidden = d.erasures.length > 0;
+      box.dataset.state = d.erasures.length > 0 ? 'loaded' : 'empty';
+    }).catch(function (e) { table.hidden = true; empty.hidden = true; total.textContent = e.message; total.className = 'bad'; box.dataset.state = 'error'; });
+  }
+
   function load() {
     var policy = document.getElementById('policy').value;
     statusEl.textContent = 'loading…'; document.body.dataset.state = 'loading';
@@ -255,6 +286,7 @@ export const DASHBOARD_HTML = `<!doctype html>
     }).catch(function (e) { statusEl.textContent = e.message; document.body.dataset.state = 'error'; });
   }
   function policies() {
+    loadErasures();
     api('/policies').then(function (ps) {
       var sel = document.getElementById('policy'), keep = sel.value; sel.innerHTML = '';
       ps.forEach(function (p) { var o = el('option', p.policyId); o.value = p.policyId; sel.appendChild(o); });

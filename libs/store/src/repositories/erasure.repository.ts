@@ -1,7 +1,7 @@
 import type { EntityManager } from 'typeorm';
 import { ValidationError } from '@srpo/core';
 import { ErasureEntity } from '../entities';
-import { checkEpochMs, checkNonEmpty } from './field-checks';
+import { checkEpochMs, checkLimit, checkNonEmpty } from './field-checks';
 import { insertRows } from './repository-helpers';
 
 /** One recorded erasure. */
@@ -13,6 +13,17 @@ export interface ErasureRecord {
   /** Ids of the keys it deleted (ids, never keys). */
   keyIds: string[];
   erasedAtMs: number;
+}
+
+/** Default number of erasures {@link ErasureRepository.recent} returns. */
+export const DEFAULT_ERASURE_LIST_LIMIT = 100;
+/** Most erasures {@link ErasureRepository.recent} returns at once. */
+export const MAX_ERASURE_LIST_LIMIT = 1000;
+
+/** A page of the erasure log, newest first, and how many erasures the log holds in all. */
+export interface RecentErasures {
+  erasures: ErasureRecord[];
+  total: number;
 }
 
 /** The `erasures` table: append-only, like the audit tables (the database refuses UPDATE and DELETE). */
@@ -47,5 +58,15 @@ export class ErasureRepository {
   async list(): Promise<ErasureRecord[]> {
     const rows = await this.em.find(ErasureEntity, { order: { erasedAtMs: 'ASC', erasureId: 'ASC' } });
     return rows.map((r) => ErasureRepository.fromRow(r));
+  }
+
+  /**
+   * The `limit` newest erasures (by time, then id, both descending) and the count of all: what a
+   * dashboard shows. Key ids come with each record; callers that show it count them.
+   */
+  async recent(limit: number = DEFAULT_ERASURE_LIST_LIMIT): Promise<RecentErasures> {
+    const take = checkLimit(limit, MAX_ERASURE_LIST_LIMIT);
+    const [rows, total] = await this.em.findAndCount(ErasureEntity, { order: { erasedAtMs: 'DESC', erasureId: 'DESC' }, take });
+    return { erasures: rows.map((r) => ErasureRepository.fromRow(r)), total };
   }
 }
