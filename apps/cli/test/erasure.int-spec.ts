@@ -55,6 +55,9 @@ describe('srpo erase: three subjects, one erased mid-run (real broker, learner p
   /** set id → the hex of the key its member is sealed under. */
   const keyOfSet = new Map<string, string>();
   let learner: ChildProcess | undefined;
+  /** Set by the erasure: its id and the rebuilt lineage's head. */
+  let erasureId = '';
+  let rebuiltHead = { version: 0, weightsHash: '' };
 
   const env = (): NodeJS.ProcessEnv => ({
     PATH: process.env.PATH,
@@ -149,7 +152,12 @@ describe('srpo erase: three subjects, one erased mid-run (real broker, learner p
     await admin.disconnect();
     keys = await KeyStore.open({ kind: 'sqlite', path: sqlite });
     await produce(await Promise.all([0, 1, 2].map((i) => group(i))));
-    learner = spawnApp(
+    learner = startLearner('learner.log');
+    await updatesApplied(3);
+  }, 150_000);
+
+  function startLearner(logFile: string): ChildProcess {
+    return spawnApp(
       'learner',
       {
         ...(env() as Record<string, string>),
@@ -163,10 +171,9 @@ describe('srpo erase: three subjects, one erased mid-run (real broker, learner p
         SRPO_CONSUMER_GROUP: `${prefix}learner`,
         SRPO_HTTP_PORT: String(port),
       },
-      path.join(dir, 'learner.log'),
+      path.join(dir, logFile),
     );
-    await updatesApplied(3);
-  }, 150_000);
+  }
 
   afterAll(async () => {
     if (learner && learner.exitCode === null && learner.signalCode === null) {
@@ -205,6 +212,8 @@ describe('srpo erase: three subjects, one erased mid-run (real broker, learner p
     };
     // The lineage rebuilt from v0 without bob's sets: v1-v3 again, each verified from its own record, none citing bob.
     expect(done.rebuilt).toMatchObject({ fromVersion: 0, head: { version: 3 }, verified: 3, citesErased: [] });
+    erasureId = done.erasure?.erasure.erasureId ?? '';
+    rebuiltHead = (done.rebuilt as unknown as { head: { version: number; weightsHash: string } }).head;
     for (const hex of keyOfSet.values()) expect(erased.stdout + erased.stderr + dry.stdout + dry.stderr).not.toContain(hex);
     const rebuiltSets = await ledgerSets(path.join(dir, 'replays', done.rebuilt.run, 'store.sqlite'));
     expect(rebuiltSets).toEqual(['g0/s0', 'g1/s1', 'g2/s0', 'g2/s1']);
@@ -274,6 +283,10 @@ describe('srpo erase: three subjects, one erased mid-run (real broker, learner p
       [all[1].updateId, false, 'erased content'],
       ...all.slice(2).map((u) => [u.updateId, false, 'inherited']),
     ]);
+    // Adopting the rebuilt lineage is refused while the learner runs: it would go on from the weights it holds.
+    const refused = await srpo(['erase', '--adopt', erasureId, '--policy', 'solver', '--learner-group', `${prefix}learner`, '--wait-ms', '0']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/consumer group .*learner has 1 member\(s\): stop the learner of solver first/);
     const cited = await ledgerSets(path.join(dir, 'replays', 'without-bob', 'store.sqlite'));
     expect(cited.filter((s) => subjectOfSet.get(s) === 'bob')).toEqual([]);
     expect(cited).toEqual(['g0/s0', 'g1/s1', 'g2/s0', 'g2/s1', 'g3/s0', 'g4/s1', 'g5/s0', 'g5/s1']);
@@ -297,4 +310,52 @@ describe('srpo erase: three subjects, one erased mid-run (real broker, learner p
     // The scan can fail: keys still in use are in the files.
     expect(keysOf('alice').some((hex) => bytes.includes(Buffer.from(hex, 'ascii')))).toBe(true);
   }, 60_000);
+
+  it('adopts the rebuilt lineage as v7: verified, announced, outside the report of what bob reached, and the learner trains on from it', async () => {
+    const adopt = await runSrpo(['erase', '--adopt', erasureId, '--policy', 'solver', '--learner-group', `${prefix}learner`], {
+      ...env(),
+      SRPO_CHECKPOINT_DIR: path.join(dir, 'checkpoints'),
+    });
+    expect({ code: adopt.code, stderr: adopt.code === 0 ? '' : adopt.stderr }).toEqual({ code: 0, stderr: '' });
+    const store = await AuditStore.open({ kind: 'sqlite', path: sqlite });
+    let adoptId: string;
+    try {
+      const v7 = await store.getVersion('solver', 7);
+      expect(v7?.weightsHash).toBe(rebuiltHead.weightsHash);
+      adoptId = v7?.updateId ?? '';
+    } finally {
+      await store.close();
+    }
+    // On policy-versions, where the publisher and the agents take it up like any version.
+    const announced = (await readTopicsToEnd(kafka, [catalog.policyVersions.name])).map((r) => codec.decodeAs('PolicyVersion', r.value));
+    expect(announced.filter((v) => v.version === 7).map((v) => [v.weightsHash, v.updateId])).toEqual([[rebuiltHead.weightsHash, adoptId]]);
+    const verify = await srpo(['audit', 'verify', adoptId, '--json']);
+    const report = JSON.parse(verify.stdout) as { ok: boolean; checks: { name: string; ok: boolean }[] };
+    expect([verify.code, report.ok, report.checks.map((c) => [c.name, c.ok])]).toEqual([
+      0,
+      true,
+      [
+        ['record', true],
+        ['adoption', true],
+        ['recompute', true],
+      ],
+    ]);
+    // Bob's data reached v1-v6; v7 descends from the rebuilt lineage, which never saw it.
+    const dry = JSON.parse((await srpo(['erase', '--subject', 'bob', '--dry-run', '--json'])).stdout) as ImpactJson;
+    expect(dry.impact.versions.map((v) => v.version)).toEqual([1, 2, 3, 4, 5, 6]);
+    // The learner, started again, restores v7 and its next update starts from the adopted weights.
+    learner = startLearner('learner-adopted.log');
+    keys = await KeyStore.open({ kind: 'sqlite', path: sqlite });
+    await produce([await group(8)]); // carol and alice
+    const after = await updatesApplied(8);
+    const store2 = await AuditStore.open({ kind: 'sqlite', path: sqlite });
+    try {
+      const u8 = await store2.getUpdate(after.find((u) => u.versionAfter === 8)?.updateId ?? '');
+      expect([u8.versionBefore, u8.weightsHashBefore]).toEqual([7, rebuiltHead.weightsHash]);
+    } finally {
+      await store2.close();
+    }
+    learner.kill('SIGTERM');
+    await waitForExit(learner);
+  }, 150_000);
 });

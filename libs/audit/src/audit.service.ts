@@ -8,6 +8,7 @@ import { EventCodec, readRanges, type AdvantageGroup, type ContentKeySource, typ
 import { groupWithout } from '@srpo/materializer';
 import { checkpointVersionDir, CheckpointStore } from '@srpo/policy';
 import { readEpisodeEvents, traceEpisode, type EpisodeEvents, type EpisodeTrace } from './episode-trace';
+import { verifyAdoption } from './lineage-adoption';
 // A recorded Hugging Face policy's checkpoint loads through the hf-llama family @srpo/hf registers.
 import '@srpo/hf';
 import type { CorrectionConfig, ObjectiveConfig } from '@srpo/srpo';
@@ -27,7 +28,7 @@ import {
 
 /** One check of `verify`, in the order they ran. */
 export interface VerifyCheck {
-  name: 'record' | 'source-events' | 'erased-content' | 'checkpoint-before' | 'backend' | 'recompute';
+  name: 'record' | 'source-events' | 'erased-content' | 'checkpoint-before' | 'backend' | 'recompute' | 'adoption';
   ok: boolean;
   detail: string;
 }
@@ -208,6 +209,11 @@ export class AuditService {
       return report;
     };
 
+    if (detail.hyperparameters.adoption !== undefined) {
+      const checks = await verifyAdoption(detail, await this.checkpointDirFor(detail.policyId, detail.versionAfter));
+      const failed = checks.find((c) => !c.ok);
+      return { ...report, checks, ok: failed === undefined, ...(failed ? { failure: `${failed.name}: ${failed.detail}` } : {}) };
+    }
     let hyper: UpdateHyperparameters;
     try {
       hyper = readUpdateHyperparameters(detail);
@@ -360,6 +366,7 @@ export class AuditService {
         if (update.versionBefore !== v - 1 || update.weightsHashBefore !== hash) {
           throw failed(`${at} starts from v${update.versionBefore} with weights ${update.weightsHashBefore}, the rebuilt v${v - 1} has ${hash}`);
         }
+        if (update.hyperparameters.adoption !== undefined) throw failed(`${at} is an adoption, not a step: its own checkpoint is needed (docs/erasure.md)`);
         let result: StepResult & { weightsHash: string };
         try {
           const hyper = readUpdateHyperparameters(update);

@@ -1,6 +1,8 @@
 import type { AdvantageGroup } from '@srpo/events';
-import type { AuditStore, ErasureScope, KeyStore, PolicyVersionRecord } from '@srpo/store';
+import * as path from 'path';
+import { AuditStore, type ErasureScope, type KeyStore, type PolicyVersionRecord } from '@srpo/store';
 import type { AuditService } from './audit.service';
+import { adoptionOf, type Adoption } from './lineage-adoption';
 
 /** A trained set that holds the erased data. */
 export interface ErasedSetUse {
@@ -41,10 +43,38 @@ export function holds(scope: ErasureScope, set: AdvantageGroup['sets'][number]['
 }
 
 /**
+ * Whether an adopted lineage (a replay run, `srpo erase --adopt`) holds the data of `scope`: the
+ * version it started from did, or an update of the run trained on a set holding it.
+ */
+async function adoptedLineageHolds(
+  audit: AuditService,
+  adoption: Adoption,
+  policyId: string,
+  scope: ErasureScope,
+  reachedAt: ReadonlyMap<number, boolean>,
+): Promise<boolean> {
+  const run = await AuditStore.open({ kind: 'sqlite', path: path.join(adoption.runDir, adoption.run, 'store.sqlite') });
+  try {
+    const versions = await run.listVersions(policyId);
+    if (versions.length > 0 && reachedAt.get(versions[0].version) === true) return true;
+    for (const v of versions) {
+      if (v.updateId === null || v.version > adoption.sourceVersion) continue;
+      const update = await run.getUpdate(v.updateId);
+      if ((await audit.fetchGroups(update.groups)).some((g) => g.sets.some((gs) => holds(scope, gs.set)))) return true;
+    }
+    return false;
+  } finally {
+    await run.close();
+  }
+}
+
+/**
  * The impact of erasing `scope`, from the audit record and the log: every recorded update of every
  * policy (or of `policyId`), its groups read back at their ledger coordinates, and the sets among
  * them that hold the subject's (or episode's) data. A version is reached directly when its update
- * trained on such a set, and through later versions since each starts from the one before.
+ * trained on such a set, and through later versions since each starts from the one before; a
+ * version adopted from a rebuilt lineage (`srpo erase --adopt`) starts from that lineage instead,
+ * and is reached only when it is.
  * Checkpoints and exports made from a reached version are named by its checkpoint URI.
  */
 export async function erasureImpact(
@@ -57,9 +87,25 @@ export async function erasureImpact(
   for (const policyId of policies) {
     const versions = await deps.store.listVersions(policyId);
     let first: PolicyVersionRecord | undefined;
+    /** Per version: whether the data reached it. */
+    const reachedAt = new Map<number, boolean>();
     for (const v of versions) {
-      if (v.updateId === null) continue;
+      if (v.updateId === null) {
+        reachedAt.set(v.version, false);
+        continue;
+      }
       const update = await deps.store.getUpdate(v.updateId);
+      const adoption = adoptionOf(update);
+      if (adoption) {
+        // The version descends from the adopted lineage, not from the one before it.
+        const reached = await adoptedLineageHolds(deps.audit, adoption, policyId, scope, reachedAt);
+        reachedAt.set(v.version, reached);
+        if (reached) {
+          first ??= v;
+          impact.versions.push({ policyId, version: v.version, direct: false, weightsHash: v.weightsHash, checkpointUri: v.checkpointUri });
+        }
+        continue;
+      }
       const groups = await deps.audit.fetchGroups(update.groups);
       const uses = groups.flatMap((g) =>
         g.sets
@@ -77,7 +123,9 @@ export async function erasureImpact(
         });
         first ??= v;
       }
-      if (first) impact.versions.push({ policyId, version: v.version, direct: uses.length > 0, weightsHash: v.weightsHash, checkpointUri: v.checkpointUri });
+      const reached = uses.length > 0 || reachedAt.get(update.versionBefore) === true;
+      reachedAt.set(v.version, reached);
+      if (reached) impact.versions.push({ policyId, version: v.version, direct: uses.length > 0, weightsHash: v.weightsHash, checkpointUri: v.checkpointUri });
     }
     if (first) impact.cleanBefore.push({ policyId, version: first.version - 1 });
   }

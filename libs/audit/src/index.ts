@@ -11,3 +11,4 @@ export * from './erasure-impact';
 export * from './erasure-rebuild';
 export * from './erasure-certificate';
 export * from './erasure-announce';
+export * from './lineage-adoption';

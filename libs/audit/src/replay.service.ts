@@ -8,6 +8,7 @@ import { resolveObjectiveConfig, type ObjectiveConfig } from '@srpo/srpo';
 import { ledgerEntryFromGroup, type AuditStore, type UpdateRecord } from '@srpo/store';
 import { DEFAULT_MODEL, IsolatedRun, readUpdateHyperparameters, runLocation, TfPolicyTrainer, type UpdateHyperparameters } from '@srpo/trainer';
 import { AuditService, ErasedContentError, recomputeStep, type CheckpointOrigin } from './audit.service';
+import { adoptionOf } from './lineage-adoption';
 
 /** Changes a counterfactual replay applies on top of every recorded update's hyperparameters. */
 export interface ReplayOverrides {
@@ -84,7 +85,7 @@ export interface ReplayProgress {
   etaMs: number;
 }
 
-export type DivergenceCause = 'different inputs' | 'different config' | 'different backend' | 'erased content' | 'inherited' | 'unexplained';
+export type DivergenceCause = 'different inputs' | 'different config' | 'different backend' | 'erased content' | 'adoption' | 'inherited' | 'unexplained';
 
 export interface ReplayRow {
   updateId: string;
@@ -230,6 +231,26 @@ export class ReplayService {
       let diverged: ReplayRow | undefined;
       for (const [i, summary] of originals.entries()) {
         const original = await this.source.store.getUpdate(summary.updateId);
+        const adopted = adoptionOf(original);
+        if (adopted) {
+          // No step to redo: the weights came from another lineage (docs/erasure.md), which is replayed as its own run.
+          const row = {
+            updateId: original.updateId,
+            versionAfter: original.versionAfter,
+            originalHash: original.weightsHashAfter,
+            replayHash: null,
+            match: false,
+          };
+          report.rows.push({
+            ...row,
+            originalLoss: original.loss,
+            replayLoss: null,
+            cause: 'adoption',
+            detail: `adopted v${adopted.sourceVersion} of run ${adopted.run}; the run stops here`,
+          });
+          report.firstDivergence ??= report.rows[report.rows.length - 1];
+          break;
+        }
         const recorded = readUpdateHyperparameters(original);
         const hyper = this.applied(recorded, options.overrides);
         const row: ReplayRow = {

@@ -9,6 +9,7 @@ import {
   CheckpointStore,
   FileSystemIOHandler,
   loadCheckpoint,
+  relabelCheckpoint,
   saveCheckpoint,
   weightsHash,
 } from './checkpoint-store';
@@ -68,6 +69,31 @@ describe('checkpoints', () => {
       trainer.dispose();
       policy.dispose();
     }
+  });
+
+  it('relabels a checkpoint as another version: same weights and optimizer bytes, new version, and a changed source is refused', async () => {
+    const { dir, policy, trainer } = await trainedCheckpoint('relabel-src');
+    trainer.dispose();
+    policy.dispose();
+    const dest = path.join(root, 'relabel-dest');
+    const manifest = await relabelCheckpoint(dir, dest, 7);
+    const before = await loadCheckpoint(dir);
+    const after = await loadCheckpoint(dest);
+    try {
+      expect(after.policy.version).toBe(7);
+      expect(after.manifest).toMatchObject({ version: 7, policyId: 'coder', optimizerStep: 2, weightsHash: before.manifest.weightsHash });
+      expect(manifest.dataHash).toBe(before.manifest.dataHash);
+      expect(await fs.readFile(path.join(dest, 'weights.bin'))).toEqual(await fs.readFile(path.join(dir, 'weights.bin')));
+      expect(await weightsHash(after.policy)).toBe(await weightsHash(before.policy));
+    } finally {
+      before.policy.dispose();
+      after.policy.dispose();
+    }
+    const bin = path.join(dir, 'weights.bin');
+    const bytes = await fs.readFile(bin);
+    bytes[5] ^= 0x01;
+    await fs.writeFile(bin, bytes);
+    expect((await codeOf(relabelCheckpoint(dir, path.join(root, 'relabel-bad'), 8))).code).toBe(ErrorCode.INTEGRITY_FAILED);
   });
 
   it('saves without optimizer state too', async () => {

@@ -353,6 +353,26 @@ export async function loadCheckpoint(dir: string): Promise<LoadedCheckpoint> {
 }
 
 /**
+ * Copies the checkpoint in `src` to `dest` as version `version` of the same policy: the same
+ * bytes (weights and optimizer state, so `weightsHash` and `dataHash` are unchanged), with the
+ * manifest's version (and its digest) rewritten. `src` is verified first, as
+ * {@link loadCheckpoint} verifies it. Used to adopt a rebuilt lineage's head as the next version
+ * of the live one (`srpo erase --adopt`, docs/erasure.md).
+ *
+ * @throws SrpoError INTEGRITY_FAILED when `src` does not verify.
+ */
+export async function relabelCheckpoint(src: string, dest: string, version: number): Promise<CheckpointManifest> {
+  const verified = await loadCheckpoint(src);
+  verified.policy.dispose();
+  const artifacts = await new FileSystemIOHandler(src).load();
+  const meta = artifacts.userDefinedMetadata as { manifest: CheckpointManifest; manifestHash: string };
+  const manifest: CheckpointManifest = { ...meta.manifest, version, createdAt: new Date().toISOString() };
+  const manifestHash = manifestDigest(manifest, artifacts.modelTopology, artifacts.weightSpecs ?? []);
+  await new FileSystemIOHandler(dest).save({ ...artifacts, userDefinedMetadata: { ...meta, manifest, manifestHash } });
+  return manifest;
+}
+
+/**
  * The checkpoint layout, in one place: a policy's versions live in `<root>/<policyId>/`, each in
  * `v<version>/`. The store, retention (libs/trainer) and the audit's rebuild (libs/audit) all
  * name directories through these two functions.

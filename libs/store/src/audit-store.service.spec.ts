@@ -207,6 +207,19 @@ describe.each(STORE_KINDS)('AuditStore on %s', (kind) => {
     expect((await store.isGroupApplied('solver', ['g9'])).size).toBe(0);
   });
 
+  it('records an adoption with no group only when it names its lineage, and only from the current version', async () => {
+    await store.recordUpdate(record('solver', 0, T0 + 1), [group('g1', 1)]);
+    const plain = record('solver', 1, T0 + 2, { updateId: 'adopt-1' });
+    await expectSrpoError(store.recordAdoption(plain), ErrorCode.VALIDATION_FAILED, /hyperparameters\.adoption/);
+    await expectSrpoError(store.recordUpdate(plain, []), ErrorCode.VALIDATION_FAILED, /at least one group/);
+    const adoption = { ...plain, hyperparameters: { ...plain.hyperparameters, adoption: { run: 'erase-er-1', sourceVersion: 3 } } };
+    await expectSrpoError(store.recordAdoption({ ...adoption, versionBefore: 0, versionAfter: 1 }), ErrorCode.CONFLICT, /version 1/);
+    const written = await store.recordAdoption(adoption);
+    expect(written.groups).toEqual([]);
+    expect(await store.getUpdate('adopt-1')).toMatchObject({ versionBefore: 1, versionAfter: 2, hyperparameters: adoption.hyperparameters, groups: [] });
+    expect((await store.getPolicy('solver'))?.currentVersion).toBe(2);
+  });
+
   it('lets exactly one of two concurrent updates from the same version commit', async () => {
     const a = record('solver', 0, T0 + 1, { updateId: 'racer-a' });
     const b = record('solver', 0, T0 + 1, { updateId: 'racer-b' });

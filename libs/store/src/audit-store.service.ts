@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import { ErrorCode, errorMessage, Logger, SrpoError } from '@srpo/core';
+import { ErrorCode, errorMessage, Logger, SrpoError, ValidationError } from '@srpo/core';
 import type {
   GroupLedgerInput,
   GroupLedgerRecord,
@@ -127,8 +127,24 @@ export class AuditStore {
    */
   async recordUpdate(record: UpdateRecordInput, groups: readonly GroupLedgerInput[], stats: readonly GroupStatsInput[] = []): Promise<UpdateDetail> {
     // Everything is validated before the first query: malformed input is refused the same way whatever is stored.
-    UpdateRecordRepository.validate(record);
     UpdateGroupRepository.validate(groups);
+    return this.insertUpdate(record, groups, stats);
+  }
+
+  /**
+   * Records an adoption (`srpo erase --adopt`, docs/erasure.md): an update that trains on no group
+   * and moves the policy to the weights of another lineage, which `record.hyperparameters.adoption`
+   * names. Refused as {@link recordUpdate} refuses an update, and without that field.
+   */
+  async recordAdoption(record: UpdateRecordInput): Promise<UpdateDetail> {
+    const adoption = record.hyperparameters.adoption;
+    if (typeof adoption !== 'object' || adoption === null || Array.isArray(adoption))
+      throw new ValidationError('hyperparameters.adoption', 'an adoption names the lineage it adopts');
+    return this.insertUpdate(record, [], []);
+  }
+
+  private async insertUpdate(record: UpdateRecordInput, groups: readonly GroupLedgerInput[], stats: readonly GroupStatsInput[]): Promise<UpdateDetail> {
+    UpdateRecordRepository.validate(record);
     const groupIds = groups.map((g) => g.groupId);
     GroupStatsRepository.validate(stats, groupIds);
     const update = UpdateRecordRepository.fromInput(record);

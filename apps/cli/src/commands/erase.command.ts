@@ -3,6 +3,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import { Command } from 'commander';
 import {
+  adoptLineage,
   announceErasure,
   AuditService,
   checkErasureCertificate,
@@ -13,10 +14,11 @@ import {
   type ErasureImpact,
   type RebuiltLineage,
 } from '@srpo/audit';
-import { ErrorCode, initTfBackend, SrpoError } from '@srpo/core';
+import { ErrorCode, errorMessage, initTfBackend, SrpoError } from '@srpo/core';
 import { createKafka, EventCodec, topicCatalog } from '@srpo/events';
 import { backendLabel } from '@srpo/kernels';
-import { AuditStore, KeyStore, type ErasureResult, type ErasureScope } from '@srpo/store';
+import { AuditStore, eventsFor, KeyStore, type ErasureResult, type ErasureScope } from '@srpo/store';
+import { KafkaLearnerEventsPublisher } from '@srpo/trainer';
 import { CliConfig } from '../cli-config';
 
 interface EraseOptions {
@@ -30,6 +32,9 @@ interface EraseOptions {
   publicKey?: string;
   printPublicKey: boolean;
   announce?: string;
+  adopt?: string;
+  learnerGroup?: string;
+  waitMs: string;
   json: boolean;
 }
 
@@ -55,12 +60,22 @@ export function eraseCommand(config: () => CliConfig): Command {
     .option('--public-key <file>', "with --check-certificate: the store's public key the auditor pinned (PEM)")
     .option('--print-public-key', "print the store's public signing key (PEM), for auditors to pin", false)
     .option('--announce <erasureId>', 'write a recorded erasure to the erasures topic again (after an erasure whose announcement failed)')
+    .option('--adopt <erasureId>', "make the head of the lineage rebuilt for this erasure the policy's next version (with --policy; the learner stopped)")
+    .option('--learner-group <id>', "with --adopt: the learner's consumer group, which must have no member (default srpo-learner.<policy>)")
+    .option('--wait-ms <ms>', "with --adopt: how long to wait for a stopped learner's group membership to expire (its session timeout)", '60000')
     .option('--json', 'print the report as JSON', false)
     .action(async (opts: EraseOptions) => {
       const cfg = config();
       if (opts.checkCertificate !== undefined) return checkCertificate(cfg, opts.checkCertificate, opts.publicKey);
       if (opts.printPublicKey) return withKeys(cfg, async (keys) => void process.stdout.write((await keys.signingKey(Date.now())).publicKeyPem));
       if (opts.announce !== undefined) return announceRecorded(cfg, opts.announce);
+      if (opts.adopt !== undefined) {
+        if (opts.policy === undefined) throw new SrpoError(ErrorCode.VALIDATION_FAILED, '--adopt needs --policy ID', { field: 'policy' });
+        const waitMs = Number(opts.waitMs);
+        if (!Number.isSafeInteger(waitMs) || waitMs < 0 || waitMs > 3_600_000)
+          throw new SrpoError(ErrorCode.VALIDATION_FAILED, `must be 0 to 3600000 ms, got ${opts.waitMs}`, { field: 'wait-ms' });
+        return adopt(cfg, opts.adopt, opts.policy, opts.learnerGroup ?? `srpo-learner.${opts.policy}`, waitMs);
+      }
       const scope = scopeOf(opts);
       if (opts.rebuild && (opts.dryRun || opts.policy === undefined)) {
         throw new SrpoError(ErrorCode.VALIDATION_FAILED, '--rebuild needs --policy ID and cannot be a dry run', { field: 'rebuild' });
@@ -113,6 +128,69 @@ async function withKeys(cfg: CliConfig, fn: (keys: KeyStore) => Promise<void>): 
     await fn(keys);
   } finally {
     await keys.close();
+  }
+}
+
+/**
+ * `--adopt ID --policy P`: the rebuilt lineage of erasure ID (run erase-ID) becomes P's next
+ * version (docs/erasure.md), announced on policy-versions, where the publisher and the agents
+ * take it up like any version; the learner, started again, trains on from it. Refused while the
+ * learner's consumer group has members: it would go on from the weights it holds.
+ */
+async function adopt(cfg: CliConfig, erasureId: string, policyId: string, learnerGroup: string, waitMs: number): Promise<void> {
+  const kafka = createKafka(cfg.kafka);
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    // A learner killed without leaving its group stays a member until its session times out.
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const [group] = (await admin.describeGroups([learnerGroup])).groups;
+      const members = group?.members.length ?? 0;
+      if (members === 0) break;
+      if (Date.now() >= deadline) {
+        throw new SrpoError(
+          ErrorCode.CONFLICT,
+          `the learner's consumer group ${learnerGroup} has ${members} member(s): stop the learner of ${policyId} first`,
+          {
+            field: 'learner-group',
+          },
+        );
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  } finally {
+    await admin.disconnect();
+  }
+  const backend = backendLabel(await initTfBackend(cfg.backend, cfg.backendSettings));
+  const store = await AuditStore.open(cfg.store);
+  try {
+    const detail = await adoptLineage(
+      { store, checkpointDir: cfg.checkpointDir ?? path.resolve('.srpo/checkpoints'), backend, codeVersion: 'srpo erase --adopt' },
+      { policyId, run: `erase-${erasureId}`, runDir: cfg.replayDir, erasureId, nowMs: Date.now() },
+    );
+    const { update, version } = eventsFor(detail);
+    const publisher = new KafkaLearnerEventsPublisher({
+      kafka,
+      topics: topicCatalog(cfg.topics),
+      codec: new EventCodec(undefined, { registry: cfg.schemaRegistry }),
+    });
+    try {
+      await publisher.publish(update, version);
+    } catch (e) {
+      throw new SrpoError(
+        ErrorCode.UNAVAILABLE,
+        `${policyId} v${detail.versionAfter} is adopted and recorded, but announcing it failed (${errorMessage(e)}): the learner sends it again when it starts`,
+        { retriable: true },
+      );
+    } finally {
+      await publisher.disconnect();
+    }
+    process.stdout.write(
+      `${policyId} v${detail.versionAfter} (${detail.weightsHashAfter}) adopted from run erase-${erasureId} (update ${detail.updateId}); announced on policy-versions\n`,
+    );
+  } finally {
+    await store.close();
   }
 }
 
