@@ -11,11 +11,14 @@ import {
   ensureTopics,
   EventCodec,
   readTopicsToEnd,
+  sealOutput,
   topicCatalog,
+  type AgentOutput,
   type EpisodeOutcome,
   type TopicCatalog,
 } from '@srpo/events';
 import { HfTokenizer } from '@srpo/hf';
+import { KeyStore } from '@srpo/store';
 import { ensureKafka, output, sleep, spawnApp, startFakeJudge, transition, uniquePrefix, waitForExit, type FakeJudgeServer } from '@srpo/testing';
 
 /**
@@ -74,7 +77,7 @@ describe('srpo judge (real broker, local judge endpoint)', () => {
     return { prefix, catalog, sdk };
   }
 
-  function startJudge(prefix: string, partitions: number, args: string[], log: string): ChildProcess {
+  function startJudge(prefix: string, partitions: number, args: string[], log: string, extraEnv: Record<string, string> = {}): ChildProcess {
     const child = spawn(process.execPath, [bin, 'judge', ...args], {
       env: {
         PATH: process.env.PATH ?? '',
@@ -84,6 +87,7 @@ describe('srpo judge (real broker, local judge endpoint)', () => {
         SRPO_RAW_PARTITIONS: String(partitions),
         SRPO_LOG_LEVEL: 'info',
         JUDGE_TEST_KEY: KEY,
+        ...extraEnv,
       },
       stdio: ['ignore', fs.openSync(log, 'a'), fs.openSync(log, 'a')],
     });
@@ -111,7 +115,7 @@ describe('srpo judge (real broker, local judge endpoint)', () => {
     return line ? Number(line.split(' ').pop()) : 0;
   };
 
-  it('output mode: scores, counts garbage and a timeout, goes on past a hung judge, and survives a restart exactly once', async () => {
+  it("output mode: scores (sealed outputs opened with the store's keys, erased ones skipped), counts garbage and a timeout, goes on past a hung judge, and survives a restart exactly once", async () => {
     const startedAtMs = Date.now();
     const { prefix, catalog, sdk } = await setUp('judge-out', 1);
     const rubric = path.join(dir, 'rubric.txt');
@@ -140,6 +144,29 @@ describe('srpo judge (real broker, local judge endpoint)', () => {
     await emit('e-after-hang', 'GOOD-3', { eventTimeMs: 6_000 });
     await emit('e-garbage', 'GARBAGE');
     await emit('e-other', 'GOOD-9', { policyId: 'other' }); // not a chosen policy
+    // Sealed as a sealing gateway does, keys in the learner's SQLite store (docs/erasure.md): alice's
+    // output is e-good's, sealed; bob's key is erased before the judge starts.
+    const storePath = path.join(dir, 'learner.sqlite');
+    const keys = await KeyStore.open({ kind: 'sqlite', path: storePath });
+    const sealedWith = async (o: AgentOutput) => sealOutput(o, await keys.keyFor(o.subjectId, o.episodeId, Date.now()));
+    const contentOf = (episodeId: string, response: string, subjectId: string) => {
+      const responseTokenIds = ids(response);
+      return output(episodeId, 0, {
+        policyId: 'actor',
+        contextRef: `task-${episodeId}`,
+        contextTokenIds: ids('What is 2+3?'),
+        responseTokenIds,
+        behaviourLogProbs: responseTokenIds.map(() => -0.5),
+        lossMask: responseTokenIds.map(() => true),
+        eventTimeMs: 5_000,
+        subjectId,
+      });
+    };
+    await sdk.emitOutput(await sealedWith(contentOf('e-sealed', 'GOOD-8', 'alice')));
+    await sdk.emitOutput(await sealedWith(contentOf('e-erased', 'GOOD-4', 'bob')));
+    const aliceKey = (await keys.keyFor('alice', 'e-sealed', Date.now())).key.toString('hex');
+    await keys.erase({ subjectId: 'bob' }, 'er-judge-int', Date.now());
+    await keys.close();
 
     const port = await freePort();
     const log = path.join(dir, 'judge-out.log');
@@ -165,13 +192,14 @@ describe('srpo judge (real broker, local judge endpoint)', () => {
       '--start',
       'earliest',
     ];
-    let child = startJudge(prefix, 1, args, log);
+    const storeEnv = { SRPO_SQLITE_PATH: storePath };
+    let child = startJudge(prefix, 1, args, log, storeEnv);
     const metricsText = () => fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text());
     const text = await waitFor(
-      'two outcomes and two failures',
+      'three outcomes and two failures',
       async () => {
         const t = await metricsText();
-        return metric(t, 'srpo_judge_requests_total', '{result="ok"}') === 2 && metric(t, 'srpo_judge_requests_total', '{result="failed"}') === 2
+        return metric(t, 'srpo_judge_requests_total', '{result="ok"}') === 3 && metric(t, 'srpo_judge_requests_total', '{result="failed"}') === 2
           ? t
           : undefined;
       },
@@ -180,10 +208,20 @@ describe('srpo judge (real broker, local judge endpoint)', () => {
     expect(metric(text, 'srpo_judge_failures_total', '{reason="timeout"}')).toBe(1);
     expect(metric(text, 'srpo_judge_failures_total', '{reason="garbage"}')).toBe(1);
     expect(metric(text, 'srpo_judge_skipped_total', '{reason="episode_already_judged"}')).toBe(1);
-    expect(metric(text, 'srpo_judge_outcomes_total')).toBe(2);
+    expect(metric(text, 'srpo_judge_skipped_total', '{reason="erased_content"}')).toBe(1);
+    expect(metric(text, 'srpo_judge_skipped_total', '{reason="sealed_content"}')).toBe(0);
+    expect(metric(text, 'srpo_judge_outcomes_total')).toBe(3);
 
     const got = await outcomes(catalog);
-    expect(got.map((o) => o.episodeId).sort()).toEqual(['e-after-hang', 'e-good']);
+    expect(got.map((o) => o.episodeId).sort()).toEqual(['e-after-hang', 'e-good', 'e-sealed']);
+    // The sealed output, opened with alice's key, was sent as the same text and scored as e-good in the clear.
+    const sealedOutcome = got.find((o) => o.episodeId === 'e-sealed') as EpisodeOutcome;
+    expect([sealedOutcome.outcomeReward, sealedOutcome.success, sealedOutcome.verifierDetails.rawScore]).toEqual([0.8, true, '8']);
+    expect(judge.requests.filter((r) => r.prompt.includes('GOOD-8')).map((r) => r.prompt)).toEqual([
+      'You grade answers.\nQuestion: What is 2+3?\nAnswer: GOOD-8\nReply with {"score": <0-10>}.\n',
+      'You grade answers.\nQuestion: What is 2+3?\nAnswer: GOOD-8\nReply with {"score": <0-10>}.\n',
+    ]);
+    expect(judge.requests.some((r) => r.prompt.includes('GOOD-4'))).toBe(false); // bob's erased output
     const good = got.find((o) => o.episodeId === 'e-good') as EpisodeOutcome;
     expect(good).toMatchObject({
       taskId: 'task-e-good',
@@ -220,7 +258,7 @@ describe('srpo judge (real broker, local judge endpoint)', () => {
     await waitForExit(child);
     const askedBefore = judge.requests.length;
     await emit('e-late', 'GOOD-10');
-    child = startJudge(prefix, 1, args, log);
+    child = startJudge(prefix, 1, args, log, storeEnv);
     const after = await waitFor(
       'the late outcome',
       async () => {
@@ -230,12 +268,15 @@ describe('srpo judge (real broker, local judge endpoint)', () => {
       log,
     );
     await sleep(2_000); // room for a wrong duplicate to show up
-    expect((await outcomes(catalog)).map((o) => o.episodeId).sort()).toEqual(['e-after-hang', 'e-good', 'e-late']);
+    expect((await outcomes(catalog)).map((o) => o.episodeId).sort()).toEqual(['e-after-hang', 'e-good', 'e-late', 'e-sealed']);
     expect(after.find((o) => o.episodeId === 'e-late')?.outcomeReward).toBe(1);
     expect(judge.requests.slice(askedBefore).map((r) => /Answer: (.*)/.exec(r.prompt)?.[1])).toEqual(['GOOD-10']);
     child.kill('SIGTERM');
     await waitForExit(child);
-    expect(fs.readFileSync(log, 'utf8')).not.toContain(KEY);
+    const logText = fs.readFileSync(log, 'utf8');
+    expect(logText).not.toContain(KEY);
+    expect(logText).not.toContain(aliceKey); // a content key never reaches a log
+    expect(logText).toContain(`"contentKeys":"sqlite:${storePath}"`);
   });
 
   it('episode mode with a reward module: judges a finished episode in step order, whatever the order of its events', async () => {

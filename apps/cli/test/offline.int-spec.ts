@@ -4,10 +4,21 @@ import * as os from 'os';
 import * as path from 'path';
 import { promisify } from 'util';
 import { initTfBackend } from '@srpo/core';
-import { AgentEventsProducer, createKafka, endOffsets, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog } from '@srpo/events';
+import {
+  AgentEventsProducer,
+  completeAgentOutput,
+  createKafka,
+  endOffsets,
+  ensureTopics,
+  EventCodec,
+  readTopicsToEnd,
+  sealOutput,
+  topicCatalog,
+  type AgentOutput,
+} from '@srpo/events';
 import { CheckpointStore, loadCheckpoint, Policy, SeededRng, weightsHash } from '@srpo/policy';
 import { CreditWeightedSftTrainer, type OfflineReport } from '@srpo/offline';
-import { AuditStore } from '@srpo/store';
+import { AuditStore, KeyStore } from '@srpo/store';
 import { ensureKafka, uniquePrefix } from '@srpo/testing';
 import { eventsOf, FixedWorkflow, ScriptedSampler, Tok } from '@srpo/workflows';
 
@@ -22,6 +33,9 @@ const MODEL = { vocabSize: 32, dModel: 16, nLayers: 1, nHeads: 2, maxSeqLen: 16 
  * - rows 4-5: the solver answers YES (malformed: reward 0, failed) and the checker rejects (right: reward 1):
  *   1 failed of 2 = 0.5, not above the limit, but the only step left is the checker's, which fulfils no task: no-instruction;
  * - rows 6-7: malformed answer and an invalid verdict (ROUTE, reward 0): no-successful-step.
+ * Inside the range, rows 0-3 (alice) and 6 (bob) are written sealed, their keys in the learner's
+ * store (docs/erasure.md), and bob is erased: rows 0-3 open and train as in the clear, row 6 is
+ * left out as erased-content.
  */
 const sampler = new ScriptedSampler(
   {
@@ -82,6 +96,12 @@ describe('srpo offline over a real topic range (real broker)', () => {
 
     const sdk = new AgentEventsProducer({ kafka, topics: catalog });
     await sdk.connect();
+    const keys = await KeyStore.open({ kind: 'sqlite', path: sqlite });
+    const subjects: Record<string, string> = { 'inside.r0': 'alice', 'inside.r1': 'alice', 'inside.r2': 'alice', 'inside.r3': 'alice', 'inside.r6': 'bob' };
+    const sealed = async (o: AgentOutput): Promise<AgentOutput> => {
+      const subjectId = subjects[o.episodeId];
+      return subjectId === undefined ? o : sealOutput({ ...o, subjectId }, await keys.keyFor(subjectId, o.episodeId, Date.now()));
+    };
     const emit = async (taskInstanceId: string, seed: number) => {
       const rollouts = await new FixedWorkflow({ modulus: 4, workers: 2, reverseLength: 1, formatBonus: 0.1, blankProbability: 0.5 }, new SeededRng(seed)).play(
         taskInstanceId,
@@ -89,6 +109,7 @@ describe('srpo offline over a real topic range (real broker)', () => {
         sampler,
       );
       const { body, outcomes } = eventsOf(rollouts, Date.now());
+      for (const e of body) if (e.type === 'AgentOutput') e.value = await sealed(completeAgentOutput(e.value));
       await sdk.emitBatch(body);
       await sdk.emitBatch(outcomes);
     };
@@ -100,6 +121,8 @@ describe('srpo offline over a real topic range (real broker)', () => {
     await new Promise((r) => setTimeout(r, 50));
     await emit('after', 3);
     await sdk.disconnect();
+    expect((await keys.erase({ subjectId: 'bob' }, 'er-offline-int', Date.now())).erasure.keyIds).toHaveLength(1);
+    await keys.close();
   }, 60_000);
 
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -138,10 +161,11 @@ describe('srpo offline over a real topic range (real broker)', () => {
     );
     const report = JSON.parse(stdout) as OfflineReport;
     expect(stderr).toMatch(/offline \[#+\] 4\/5 train 4\/4/);
-    // Only the 8 episodes inside [from, to): 4 used, 2 + 2 left out, none cut by the edges.
+    // Only the 8 episodes inside [from, to): 4 used (sealed, opened), 2 + 1 left out, 1 erased, none cut by the edges.
     expect(report.trajectories).toBe(8);
     expect(report.usable).toBe(4);
-    expect(report.excluded).toEqual({ 'incomplete-episode': 0, 'no-instruction': 2, 'no-successful-step': 2 });
+    expect(report.excluded).toEqual({ 'incomplete-episode': 0, 'erased-content': 1, 'no-instruction': 2, 'no-successful-step': 1 });
+    expect(report.unopened.map((u) => [u.episodeId, u.reason, u.outputIds.length])).toEqual([['inside.r6', 'erased-content', 2]]);
     expect(report.versionBefore).toBe(0);
     expect(report.versionAfter).toBe(1);
     expect(report.weightsHashBefore).toBe(startHash);
@@ -172,7 +196,7 @@ describe('srpo offline over a real topic range (real broker)', () => {
         .filter(({ v }) => !v.usable)
         .map(({ v }) => `${v.episodeId}:${v.excludedReason}`)
         .sort(),
-    ).toEqual(['inside.r4:no-instruction', 'inside.r5:no-instruction', 'inside.r6:no-successful-step', 'inside.r7:no-successful-step']);
+    ).toEqual(['inside.r4:no-instruction', 'inside.r5:no-instruction', 'inside.r6:erased-content', 'inside.r7:no-successful-step']);
     // Two actions (solver, checker) per usable trajectory, both successful; best_prefix: c_k = B - L_k and B's update rule.
     expect(credits).toHaveLength(8);
     for (const g of [0, 1, 2, 3]) {

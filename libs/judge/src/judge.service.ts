@@ -1,6 +1,6 @@
 import type { Consumer, EachBatchPayload, Kafka, KafkaMessage } from 'kafkajs';
-import { errorMessage, Logger, type MetricsSink } from '@srpo/core';
-import { ensureTopics, type AgentOutput, type EpisodeOutcome, type EventCodec, type TopicCatalog, type Transition } from '@srpo/events';
+import { ErrorCode, errorMessage, Logger, SrpoError, type MetricsSink } from '@srpo/core';
+import { ensureTopics, type AgentOutput, type ContentKeySource, type EpisodeOutcome, type EventCodec, type TopicCatalog, type Transition } from '@srpo/events';
 import { CoPartitionAssigner, KafkajsStreamClient, type TransactionalProducer } from '@srpo/streams';
 import { EpisodeAssembler, type DroppedEpisode } from './episode-assembler';
 import type { JudgeMode } from './judge-config';
@@ -8,7 +8,7 @@ import { JudgeFailure } from './judge-errors';
 import type { RewardInput, Scorer } from './judge-input';
 import { JudgedEpisodes, restoreJudgedEpisodes } from './judged-episodes';
 import { buildOutcome, type OutcomeContext } from './outcome-builder';
-import { outputText, type IdDecoder } from './output-text';
+import { outputText, sealedKeyIds, type IdDecoder, type OutputTextResult } from './output-text';
 
 export interface JudgeServiceOptions {
   kafka: Kafka;
@@ -32,6 +32,11 @@ export interface JudgeServiceOptions {
   pendingTtlMs: number;
   sessionTimeoutMs: number;
   logger?: Logger;
+  /**
+   * Where sealed outputs' content keys come from (the learner's store, `KeyStore`; docs/erasure.md):
+   * fetched once per chunk. Without it a sealed output is skipped as `sealed_content`.
+   */
+  keys?: ContentKeySource;
   /** When a verdict is decided (the outcome's event time); the wall clock unless a test passes its own. */
   clock?: () => number;
 }
@@ -43,6 +48,11 @@ interface Plan {
 }
 
 type Judged = { plan: Plan; outcome: EpisodeOutcome } | { plan: Plan; failure: string };
+
+/** A record of a chunk, decoded (records that do not decode are counted and left out). */
+type Decoded = { offset: number; output: AgentOutput; transition?: undefined } | { offset: number; output?: undefined; transition: Transition };
+
+const NO_KEYS: ReadonlyMap<string, Buffer> = new Map();
 
 /** One input partition (the same number on the co-partitioned inputs): its producer and, in episode mode, its episodes. */
 interface Task {
@@ -86,6 +96,7 @@ export class JudgeService {
   private readonly log: Logger;
   private readonly inputs: string[];
   private stopping = false;
+  private warnedSealed = false;
 
   constructor(private readonly o: JudgeServiceOptions) {
     this.client = new KafkajsStreamClient(o.kafka);
@@ -170,7 +181,10 @@ export class JudgeService {
     for (let i = 0; i < batch.messages.length; i += chunkSize) {
       if (!payload.isRunning() || payload.isStale() || this.stopping) return;
       const chunk = batch.messages.slice(i, i + chunkSize);
-      const plans = this.o.mode === 'output' ? this.planOutputs(chunk) : this.planEpisodes(task, batch.topic, chunk);
+      const records = this.decodeChunk(batch.topic, chunk);
+      // Before any state changes: a store that cannot be read fails the batch, which is read again.
+      const keys = await this.contentKeys(records);
+      const plans = this.o.mode === 'output' ? this.planOutputs(records, keys) : this.planEpisodes(task, records, keys);
       const judged = await this.withHeartbeat(payload, Promise.all(plans.map((p) => this.judge(p))));
       const last = Number(chunk[chunk.length - 1].offset);
       const offsets = this.o.mode === 'output' ? new Map([[batch.topic, last + 1]]) : this.episodeOffsets(task);
@@ -180,20 +194,57 @@ export class JudgeService {
     }
   }
 
+  /** The chunk's records decoded: AgentOutputs from `agent-outputs`, Transitions from `transitions`. */
+  private decodeChunk(topic: string, chunk: KafkaMessage[]): Decoded[] {
+    const out: Decoded[] = [];
+    const outputs = topic === this.o.catalog.agentOutputs.name;
+    for (const m of chunk) {
+      const offset = Number(m.offset);
+      if (outputs) {
+        const output = this.decode(m, 'AgentOutput');
+        if (output) out.push({ offset, output });
+      } else {
+        const transition = this.decode(m, 'Transition');
+        if (transition) out.push({ offset, transition });
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The content keys of the sealed outputs the chunk may judge, in one query (docs/erasure.md); a
+   * key absent from the map is erased. Undefined without a key source (`sealed_content` skips).
+   */
+  private async contentKeys(records: readonly Decoded[]): Promise<ReadonlyMap<string, Buffer> | undefined> {
+    if (!this.o.keys) return undefined;
+    const wanted = records.flatMap((r) => (r.output && this.policies.has(r.output.policyId) && !this.judged.has(r.output.episodeId) ? [r.output] : []));
+    const ids = sealedKeyIds(wanted);
+    if (ids.length === 0) return NO_KEYS;
+    try {
+      return await this.o.keys.keysById(ids);
+    } catch (e) {
+      this.o.metrics.count('judge_key_fetch_failures_total');
+      // Never skipped as erased: an unreadable store is not an erasure. The batch is read again.
+      throw new SrpoError(ErrorCode.UNAVAILABLE, `content keys of ${ids.length} sealed outputs could not be read from the store: ${errorMessage(e)}`, {
+        retriable: true,
+        cause: e,
+      });
+    }
+  }
+
   /** Output mode: each output of a chosen policy is judged alone, the first of its episode only. */
-  private planOutputs(chunk: KafkaMessage[]): Plan[] {
+  private planOutputs(records: readonly Decoded[], keys: ReadonlyMap<string, Buffer> | undefined): Plan[] {
     const plans: Plan[] = [];
     const inChunk = new Set<string>();
-    for (const m of chunk) {
-      const output = this.decode(m, 'AgentOutput');
+    for (const { output } of records) {
       if (!output || !this.policies.has(output.policyId)) continue;
       if (this.judged.has(output.episodeId) || inChunk.has(output.episodeId)) {
         this.skip('episode_already_judged');
         continue;
       }
-      const text = outputText(output, this.o.tokenizer, this.o.maxTextChars);
+      const text = outputText(output, this.o.tokenizer, this.o.maxTextChars, keys);
       if (!text.ok) {
-        this.skip(text.reason);
+        this.skipOutput(output, text);
         continue;
       }
       inChunk.add(output.episodeId);
@@ -206,20 +257,19 @@ export class JudgeService {
   }
 
   /** Episode mode: records go into the task's episodes; the episodes they complete are judged. */
-  private planEpisodes(task: Task, topic: string, chunk: KafkaMessage[]): Plan[] {
+  private planEpisodes(task: Task, records: readonly Decoded[], keys: ReadonlyMap<string, Buffer> | undefined): Plan[] {
     const a = task.assembler;
     const dropped: DroppedEpisode[] = [];
-    for (const m of chunk) {
-      const offset = Number(m.offset);
-      if (topic === this.o.catalog.agentOutputs.name) {
-        const output = this.decode(m, 'AgentOutput');
-        if (!output || this.judged.has(output.episodeId)) continue;
+    for (const { offset, output, transition } of records) {
+      if (output) {
+        if (this.judged.has(output.episodeId)) continue;
         let text = null;
         if (this.policies.has(output.policyId)) {
-          const t = outputText(output, this.o.tokenizer, this.o.maxTextChars);
+          const t = outputText(output, this.o.tokenizer, this.o.maxTextChars, keys);
           if (!t.ok) {
-            // An episode judged without one of its outputs would be scored on half a story: it is dropped whole.
-            this.skip(t.reason);
+            // An episode judged without one of its outputs would be scored on half a story (an
+            // erased one included): it is dropped whole.
+            this.skipOutput(output, t);
             a.forget(output.episodeId);
             this.judged.add(output.episodeId);
             continue;
@@ -228,8 +278,7 @@ export class JudgeService {
         }
         dropped.push(...a.addOutput(offset, output.episodeId, output.outputId, output.eventTimeMs, text));
       } else {
-        const transition = this.decode(m, 'Transition');
-        if (!transition || this.judged.has(transition.episodeId)) continue;
+        if (this.judged.has(transition.episodeId)) continue;
         dropped.push(...a.addTransition(offset, transition));
       }
     }
@@ -361,6 +410,17 @@ export class JudgeService {
 
   private skip(reason: string): void {
     this.o.metrics.count('judge_skipped_total', { reason });
+  }
+
+  /** A counted skip of an output; ids and key ids in the log, never its text or a key. */
+  private skipOutput(output: AgentOutput, result: Extract<OutputTextResult, { ok: false }>): void {
+    this.skip(result.reason);
+    if (result.reason === 'sealed_content' && !this.warnedSealed) {
+      this.warnedSealed = true; // once: what to set is the same for every sealed output
+      this.log.warn('sealed outputs are skipped', { problem: result.problem });
+    } else if (result.reason === 'unopenable_content') {
+      this.log.warn('sealed output does not open; skipped', { episodeId: output.episodeId, outputId: output.outputId, problem: result.problem });
+    }
   }
 
   private async withHeartbeat<T>(payload: EachBatchPayload, work: Promise<T>): Promise<T> {

@@ -1,5 +1,5 @@
 import { EventCodec, sampleEvents, topicCatalog, validateActionCredit, validateInferredTask } from '@srpo/events';
-import { partitionFor } from './offline-events';
+import { inferredTaskEvents, partitionFor } from './offline-events';
 
 describe('offline events', () => {
   const s = sampleEvents(2);
@@ -22,6 +22,22 @@ describe('offline events', () => {
     expect(() => validateActionCredit({ ...s.ActionCredit, creditMode: 'sum' })).toThrow(/ActionCredit\.creditMode/);
     expect(() => validateInferredTask(s.InferredTask)).not.toThrow();
     expect(() => validateInferredTask({ ...s.InferredTask, usable: false, excludedReason: null })).toThrow(/InferredTask\.excludedReason/);
+  });
+
+  it('list episodes cut by the range and episodes whose sealed content did not open, each with its own reason', () => {
+    const ctx = { runId: 'r', inferrer: 'env', creditMode: 'adjacent' as const, scorerPolicyId: 'p', scorerVersion: 0, eventTimeMs: 5 };
+    const src = [{ topic: 't', partition: 0, offset: 1 }];
+    const tasks = inferredTaskEvents(
+      ctx,
+      [],
+      [{ episodeId: 'cut', taskId: 'a', sources: src, why: 'no EpisodeOutcome in range' }],
+      [{ episodeId: 'gone', taskId: 'b', sources: src, reason: 'erased-content', outputIds: ['gone/o1'], why: 'content keys erased of outputs gone/o1' }],
+    );
+    expect(tasks.map((t) => [t.episodeId, t.originalTaskId, t.usable, t.excludedReason])).toEqual([
+      ['cut', 'a', false, 'incomplete-episode'],
+      ['gone', 'b', false, 'erased-content'],
+    ]);
+    for (const t of tasks) expect(() => validateInferredTask(t)).not.toThrow();
   });
 
   it('keeps every event of an episode on one partition', () => {

@@ -25,12 +25,33 @@ export interface OfflineEventContext {
   eventTimeMs: number;
 }
 
-/** One InferredTask per trajectory, usable or not, then one per incomplete episode (excluded as `incomplete-episode`). */
+/**
+ * One InferredTask per trajectory, usable or not, then one per incomplete episode (excluded as
+ * `incomplete-episode`), then one per episode whose sealed content did not open (excluded with its
+ * reason: `erased-content`, `unopenable-content` or `sealed-content`).
+ */
 export function inferredTaskEvents(
   ctx: OfflineEventContext,
   brewed: readonly BrewedTrajectory[],
   incomplete: AssembledTrajectories['incomplete'],
+  unopened: AssembledTrajectories['unopened'] = [],
 ): InferredTask[] {
+  const left = (x: { episodeId: string; taskId: string; sources: KafkaCoordinates[] }, excludedReason: string): InferredTask => ({
+    runId: ctx.runId,
+    episodeId: x.episodeId,
+    originalTaskId: x.taskId,
+    inferrer: ctx.inferrer,
+    usable: false,
+    excludedReason,
+    instructionTokenIds: [],
+    label: '',
+    successfulSteps: 0,
+    failedSteps: 0,
+    scorerPolicyId: ctx.scorerPolicyId,
+    scorerVersion: ctx.scorerVersion,
+    sources: x.sources,
+    eventTimeMs: ctx.eventTimeMs,
+  });
   return [
     ...brewed.map((b): InferredTask => ({
       runId: ctx.runId,
@@ -48,22 +69,8 @@ export function inferredTaskEvents(
       sources: b.trajectory.sources,
       eventTimeMs: ctx.eventTimeMs,
     })),
-    ...incomplete.map((x): InferredTask => ({
-      runId: ctx.runId,
-      episodeId: x.episodeId,
-      originalTaskId: x.taskId,
-      inferrer: ctx.inferrer,
-      usable: false,
-      excludedReason: 'incomplete-episode',
-      instructionTokenIds: [],
-      label: '',
-      successfulSteps: 0,
-      failedSteps: 0,
-      scorerPolicyId: ctx.scorerPolicyId,
-      scorerVersion: ctx.scorerVersion,
-      sources: x.sources,
-      eventTimeMs: ctx.eventTimeMs,
-    })),
+    ...incomplete.map((x) => left(x, 'incomplete-episode')),
+    ...unopened.map((x) => left(x, x.reason)),
   ];
 }
 

@@ -2,7 +2,7 @@ import * as fs from 'fs';
 import * as path from 'path';
 import type { Kafka } from 'kafkajs';
 import { ErrorCode, Logger, SrpoError, ValidationError } from '@srpo/core';
-import type { ActionCredit, EventCodec, InferredTask, KafkaCoordinates, OffsetRange, TopicCatalog } from '@srpo/events';
+import type { ActionCredit, ContentKeySource, EventCodec, InferredTask, KafkaCoordinates, OffsetRange, TopicCatalog } from '@srpo/events';
 import { weightsHash, type Policy } from '@srpo/policy';
 // A Hugging Face policy's checkpoint loads through the hf-llama family @srpo/hf registers.
 import '@srpo/hf';
@@ -15,7 +15,14 @@ import { actionCreditEvents, inferredTaskEvents, publishOfflineEvents } from './
 import { InstructionScorer } from './pmi-scorer';
 import { readRawRange } from './raw-range';
 import type { TaskInferrer } from './task-inferrer';
-import { assembleTrajectories, DEFAULT_STEP_SUCCESS, type AssembledTrajectories, type StepSuccessRule } from './trajectory';
+import {
+  assembleTrajectories,
+  DEFAULT_STEP_SUCCESS,
+  fetchContentKeys,
+  type AssembledTrajectories,
+  type StepSuccessRule,
+  type UnopenedReason,
+} from './trajectory';
 
 export interface OfflineProgress {
   phase: 'read' | 'infer' | 'publish' | 'train' | 'record';
@@ -55,6 +62,11 @@ export interface OfflineJobOptions {
   backend: string;
   codeVersion: string;
   onProgress?: (p: OfflineProgress) => void;
+  /**
+   * Where sealed outputs' content keys come from (the learner's store, `KeyStore`; docs/erasure.md),
+   * fetched once for the range. Without it an episode with a sealed output is left out as `sealed-content`.
+   */
+  keys?: ContentKeySource;
   /** Clock for event times and the commit time (tests pass a fixed one). */
   now?: () => number;
 }
@@ -75,6 +87,8 @@ export interface OfflineReport {
   trajectories: number;
   usable: number;
   excluded: Record<string, number>;
+  /** Complete episodes left out because a sealed output did not open (erased, changed, or no keys), with those outputs' ids. */
+  unopened: { episodeId: string; reason: UnopenedReason; outputIds: string[] }[];
   /** Examples with weight > 0. */
   examples: number;
   inferredTaskEvents: number;
@@ -107,7 +121,9 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
   // 1. Read the raw range.
   const { sourceRanges, events, undecodable } = await readRawRange(o.kafka, o.codec, o.catalog, o, log, (done, total) => progress('read', done, total));
   const stepRule = o.stepRule ?? DEFAULT_STEP_SUCCESS;
-  const assembled = assembleTrajectories(events, stepRule);
+  const assembled = assembleTrajectories(events, stepRule, await fetchContentKeys(o.keys, events.outputs));
+  if (assembled.unopened.length > 0)
+    log.info('episodes with sealed content left out', { count: assembled.unopened.length, reasons: countBy(assembled.unopened.map((u) => u.reason)) });
 
   // 2. Infer tasks and credits.
   const brew = await brewAll(o, assembled, maxFailedShare, undecodable, (done, total) => progress('infer', done, total));
@@ -122,7 +138,7 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
     scorerVersion: o.scorer.version,
     eventTimeMs: now(),
   };
-  const tasks = inferredTaskEvents(ctx, brew.brewed, assembled.incomplete);
+  const tasks = inferredTaskEvents(ctx, brew.brewed, assembled.incomplete, assembled.unopened);
   const credits = actionCreditEvents(ctx, brew.usable);
   const coords = await publishOfflineEvents(o.kafka, o.codec, o.catalog, tasks, credits, (done, total) => progress('publish', done, total));
 
@@ -137,7 +153,7 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
     hyperparameters,
     eventTimeMs: ctx.eventTimeMs,
     now,
-    trajectories: brew.brewed.length + assembled.incomplete.length,
+    trajectories: brew.brewed.length + assembled.incomplete.length + assembled.unopened.length,
     usable: brew.usable.length,
   });
   progress('record', 1, 1);
@@ -154,9 +170,10 @@ export async function runOfflineJob(o: OfflineJobOptions): Promise<OfflineReport
     creditMode: o.creditMode,
     inferrer: o.inferrer.name,
     sourceRanges,
-    trajectories: brew.brewed.length + assembled.incomplete.length,
+    trajectories: brew.brewed.length + assembled.incomplete.length + assembled.unopened.length,
     usable: brew.usable.length,
     excluded: brew.excluded,
+    unopened: assembled.unopened.map((u) => ({ episodeId: u.episodeId, reason: u.reason, outputIds: u.outputIds })),
     examples: trained.training.examples,
     inferredTaskEvents: tasks.length,
     actionCreditEvents: credits.length,
@@ -210,7 +227,7 @@ async function brewAll(
     onProgress(i + 1, assembled.trajectories.length);
   }
   const usable = brewed.filter((b) => b.exclusion === null);
-  const excluded: Record<string, number> = { 'incomplete-episode': assembled.incomplete.length };
+  const excluded: Record<string, number> = { 'incomplete-episode': assembled.incomplete.length, ...countBy(assembled.unopened.map((u) => u.reason)) };
   for (const b of brewed) if (b.exclusion) excluded[b.exclusion] = (excluded[b.exclusion] ?? 0) + 1;
   if (undecodable > 0) excluded['undecodable-record'] = undecodable;
   const trainOn = o.trainOn ?? 'policy';
@@ -381,4 +398,10 @@ async function recordUpdate(
     await run.close();
   }
   return { detail, updateId, runTopics: run.topics };
+}
+
+function countBy(values: readonly string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const v of values) out[v] = (out[v] ?? 0) + 1;
+  return out;
 }

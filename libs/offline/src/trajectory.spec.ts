@@ -1,5 +1,14 @@
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { Logger } from '@srpo/core';
 import { sampleEvents, sealOutput, type AgentOutput, type EpisodeOutcome, type Transition } from '@srpo/events';
-import { assembleTrajectories, exclusionOf, stepSucceeded } from './trajectory';
+import { KeyStore } from '@srpo/store';
+import { assembleTrajectories, exclusionOf, fetchContentKeys, stepSucceeded, type RawEpisodeEvents } from './trajectory';
+
+Logger.configure({ level: 'warn' });
+
+const T0 = 1_767_225_600_000;
 
 const base = sampleEvents(0);
 const at = (topic: string, offset: number) => ({ topic, partition: 0, offset });
@@ -108,16 +117,92 @@ describe('trajectories', () => {
     ]);
   });
 
-  it('reports an episode with sealed outputs as incomplete rather than training on empty tokens', () => {
-    const o = sealOutput(output('ep-4', 0, 'solver-0', 'solver', [3]), { keyId: 'k', key: Buffer.alloc(32, 1) });
-    const r = assembleTrajectories({
-      outputs: [{ value: o, source: at('out', 0) }],
-      transitions: [{ value: transition('ep-4', 0, [o.outputId], 1), source: at('tr', 0) }],
-      outcomes: [{ value: outcome('ep-4', 1, 1), source: at('oc', 0) }],
+  describe('sealed outputs (docs/erasure.md)', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'srpo-offline-keys-'));
+    let keys: KeyStore;
+    beforeAll(async () => {
+      keys = await KeyStore.open({ kind: 'sqlite', path: path.join(dir, 'keys.sqlite') }, { cacheMs: 0 });
     });
-    expect(r.trajectories).toEqual([]);
-    expect(r.incomplete.map((x) => [x.episodeId, x.why])).toEqual([
-      ['ep-4', `sealed outputs (offline training reads content in the clear only): ${o.outputId}`],
-    ]);
+    afterAll(async () => {
+      await keys.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    });
+
+    /** A two-step episode: a solver output of `subject` at step 0, a checker output at step 1, in the clear unless sealed. */
+    function episode(e: string, subject: string) {
+      const o0 = { ...output(e, 0, 'solver-0', 'solver', [3, 5]), subjectId: subject, contextTokenIds: [1, 2] };
+      const o1 = { ...output(e, 1, 'checker-0', 'checker', [7]), subjectId: subject, contextTokenIds: [1, 2, 3, 5] };
+      const events = (outputs: AgentOutput[], n: number) => ({
+        outputs: outputs.map((o, i) => ({ value: o, source: at('out', n + i) })),
+        transitions: [
+          { value: transition(e, 0, [o0.outputId], 0.1), source: at('tr', n) },
+          { value: transition(e, 1, [o1.outputId], 1), source: at('tr', n + 1) },
+        ],
+        outcomes: [{ value: outcome(e, 1, 2), source: at('oc', n) }],
+      });
+      return { o0, o1, events };
+    }
+    const seal = async (o: AgentOutput) => sealOutput(o, await keys.keyFor(o.subjectId, o.episodeId, T0));
+    const merge = (...parts: RawEpisodeEvents[]): RawEpisodeEvents => ({
+      outputs: parts.flatMap((p) => p.outputs),
+      transitions: parts.flatMap((p) => p.transitions),
+      outcomes: parts.flatMap((p) => p.outcomes),
+    });
+
+    it('opens sealed outputs with their keys (one query for the range) into the same trajectory as in the clear', async () => {
+      const { o0, o1, events } = episode('ep-s', 'alice');
+      const inClear = assembleTrajectories(events([o0, o1], 0));
+      expect(inClear.trajectories).toHaveLength(1);
+      const sealedEvents = events([await seal(o0), await seal(o1)], 0);
+      expect(sealedEvents.outputs.map((o) => o.value.responseTokenIds)).toEqual([[], []]);
+      const spy = jest.spyOn(keys, 'keysById');
+      const fetched = await fetchContentKeys(keys, sealedEvents.outputs);
+      expect(spy).toHaveBeenCalledTimes(1);
+      spy.mockRestore();
+      expect(fetched?.size).toBe(1); // one key per (subject, episode): both outputs under it
+      const opened = assembleTrajectories(sealedEvents, undefined, fetched);
+      expect(opened).toEqual(inClear);
+      expect(opened.trajectories[0].actions.map((a) => [a.contextTokens, a.responseTokens])).toEqual([
+        [
+          [1, 2],
+          [3, 5],
+        ],
+        [[1, 2, 3, 5], [7]],
+      ]);
+      // Without a source, no keys: sealed outputs are left out as such, never read as empty tokens.
+      expect(await fetchContentKeys(undefined, sealedEvents.outputs)).toBeUndefined();
+      expect(assembleTrajectories(sealedEvents).unopened.map((u) => [u.episodeId, u.reason, u.outputIds])).toEqual([
+        ['ep-s', 'sealed-content', [o0.outputId, o1.outputId]],
+      ]);
+    });
+
+    it('leaves out an episode with an erased output as erased-content, and one with changed bytes as unopenable-content', async () => {
+      const kept = episode('ep-kept', 'carol');
+      const gone = episode('ep-gone', 'bob');
+      const bad = episode('ep-bad', 'carol');
+      const badSealed = await seal(bad.o1);
+      const ciphertext = Buffer.from(badSealed.sealed?.ciphertext as Buffer);
+      ciphertext[2] ^= 4;
+      const tampered: AgentOutput = { ...badSealed, sealed: { ...(badSealed.sealed as NonNullable<AgentOutput['sealed']>), ciphertext } };
+      const bobSealed = await seal(gone.o1);
+      const events = merge(
+        kept.events([await seal(kept.o0), kept.o1], 0),
+        // Only bob's step-1 output is sealed (and erased): the episode still goes, whole.
+        gone.events([gone.o0, bobSealed], 10),
+        bad.events([await seal(bad.o0), tampered], 20),
+      );
+      expect((await keys.erase({ subjectId: 'bob' }, 'er-offline', T0 + 1)).erasure.keyIds).toEqual([bobSealed.sealed?.keyId]);
+
+      const r = assembleTrajectories(events, undefined, await fetchContentKeys(keys, events.outputs));
+      expect(r.trajectories.map((t) => t.episodeId)).toEqual(['ep-kept']);
+      expect(r.trajectories[0].actions.map((a) => a.responseTokens)).toEqual([[3, 5], [7]]);
+      expect(r.incomplete).toEqual([]);
+      expect(r.unopened.map((u) => [u.episodeId, u.reason, u.outputIds, u.sources.length])).toEqual([
+        ['ep-bad', 'unopenable-content', [bad.o1.outputId], 5],
+        ['ep-gone', 'erased-content', [gone.o1.outputId], 5],
+      ]);
+      expect(r.unopened[1].why).toBe(`content keys erased of outputs ${gone.o1.outputId}`);
+      expect(r.unopened[0].why).toMatch(/does not open with key/);
+    });
   });
 });

@@ -1,5 +1,5 @@
-import { ValidationError } from '@srpo/core';
-import type { AgentOutput, EpisodeOutcome, KafkaCoordinates, Transition } from '@srpo/events';
+import { errorMessage, ValidationError } from '@srpo/core';
+import { openOutput, type AgentOutput, type ContentKeySource, type EpisodeOutcome, type KafkaCoordinates, type Transition } from '@srpo/events';
 
 /** One action of a trajectory: an agent output with the step it was consumed at. */
 export interface TrajectoryAction {
@@ -80,18 +80,55 @@ export function exclusionOf(successful: readonly boolean[], maxFailedShare: numb
   return null;
 }
 
+/**
+ * Why a complete episode with sealed outputs (docs/erasure.md) was left out:
+ * - `erased-content`: the store no longer has the content key of one of its outputs (`srpo erase`);
+ * - `unopenable-content`: a key is there but does not open an output (changed bytes, another key, an unknown scheme);
+ * - `sealed-content`: no content keys were given to open it with.
+ */
+export type UnopenedReason = 'erased-content' | 'unopenable-content' | 'sealed-content';
+
+/** A complete episode left out because a sealed output it consumed could not be opened. */
+export interface UnopenedEpisode {
+  episodeId: string;
+  taskId: string;
+  sources: KafkaCoordinates[];
+  reason: UnopenedReason;
+  /** The outputs of that reason (ids only). */
+  outputIds: string[];
+  /** Ids and key ids only, never content or a key. */
+  why: string;
+}
+
 export interface AssembledTrajectories {
   trajectories: Trajectory[];
   /** Episodes seen in the range whose events are not all there (cut by the range's edges). */
   incomplete: { episodeId: string; taskId: string; sources: KafkaCoordinates[]; why: string }[];
+  /** Complete episodes whose sealed content could not be opened: erased, changed, or no keys. Never trained on as empty tokens. */
+  unopened: UnopenedEpisode[];
+}
+
+/** Content keys by key id, as fetched for a range ({@link fetchContentKeys}); a key absent from the map is erased. */
+export type ContentKeys = ReadonlyMap<string, Buffer>;
+
+/**
+ * The content keys of every sealed output of a range, in one query (the store splits long id
+ * lists). Undefined without a source: sealed outputs are then left out as `sealed-content`.
+ */
+export async function fetchContentKeys(source: ContentKeySource | undefined, outputs: readonly Located<AgentOutput>[]): Promise<ContentKeys | undefined> {
+  if (source === undefined) return undefined;
+  const ids = [...new Set(outputs.flatMap((o) => (o.value.sealed === null ? [] : [o.value.sealed.keyId])))];
+  return ids.length === 0 ? new Map() : source.keysById(ids);
 }
 
 /**
  * Joins the raw events of a range into trajectories. An episode is complete
  * when its outcome is present and every output its transitions consumed was
- * read; duplicates (producer retries) are collapsed on their ids.
+ * read; duplicates (producer retries) are collapsed on their ids. Sealed
+ * outputs are opened with `keys` ({@link fetchContentKeys}); a complete episode
+ * with one that does not open is left out as {@link UnopenedEpisode}.
  */
-export function assembleTrajectories(events: RawEpisodeEvents, rule: StepSuccessRule = DEFAULT_STEP_SUCCESS): AssembledTrajectories {
+export function assembleTrajectories(events: RawEpisodeEvents, rule: StepSuccessRule = DEFAULT_STEP_SUCCESS, keys?: ContentKeys): AssembledTrajectories {
   const byEpisode = new Map<
     string,
     { outputs: Map<string, Located<AgentOutput>>; transitions: Map<string, Located<Transition>>; outcome?: Located<EpisodeOutcome> }
@@ -106,7 +143,7 @@ export function assembleTrajectories(events: RawEpisodeEvents, rule: StepSuccess
     if (!entry(t.value.episodeId).transitions.has(t.value.transitionId)) entry(t.value.episodeId).transitions.set(t.value.transitionId, t);
   for (const o of events.outcomes) entry(o.value.episodeId).outcome ??= o;
 
-  const out: AssembledTrajectories = { trajectories: [], incomplete: [] };
+  const out: AssembledTrajectories = { trajectories: [], incomplete: [], unopened: [] };
   for (const [episodeId, e] of [...byEpisode.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     const sources = [
       ...[...e.outputs.values()].map((o) => o.source),
@@ -129,16 +166,19 @@ export function assembleTrajectories(events: RawEpisodeEvents, rule: StepSuccess
       out.incomplete.push({ episodeId, taskId, sources, why: `outputs not in range: ${missing.join(', ')}` });
       continue;
     }
-    // Sealed content (docs/erasure.md) needs the store's keys, which offline training does not open: not trained on as empty tokens.
-    const sealed = transitions.flatMap((t) => t.value.consumedOutputIds.filter((id) => e.outputs.get(id)?.value.sealed));
-    if (sealed.length > 0) {
-      out.incomplete.push({ episodeId, taskId, sources, why: `sealed outputs (offline training reads content in the clear only): ${sealed.join(', ')}` });
+    const opened = openConsumed(
+      transitions.flatMap((t) => t.value.consumedOutputIds),
+      e.outputs,
+      keys,
+    );
+    if ('reason' in opened) {
+      out.unopened.push({ episodeId, taskId, sources, ...opened });
       continue;
     }
     const actions: TrajectoryAction[] = transitions.flatMap((t) => {
       const successful = stepSucceeded(t.value.reward, outcome.value.outcomeReward, rule, t.value.position);
       return t.value.consumedOutputIds.map((id): TrajectoryAction => {
-        const o = e.outputs.get(id) as Located<AgentOutput>;
+        const o = opened.get(id) as Located<AgentOutput>;
         return {
           outputId: id,
           step: t.value.step,
@@ -163,4 +203,42 @@ export function assembleTrajectories(events: RawEpisodeEvents, rule: StepSuccess
     });
   }
   return out;
+}
+
+/**
+ * The consumed outputs with their sealed content opened, or why the episode cannot be read. An
+ * erased output outranks a changed one: the episode is reported as erased.
+ */
+function openConsumed(
+  ids: readonly string[],
+  outputs: ReadonlyMap<string, Located<AgentOutput>>,
+  keys: ContentKeys | undefined,
+): Map<string, Located<AgentOutput>> | Pick<UnopenedEpisode, 'reason' | 'outputIds' | 'why'> {
+  const opened = new Map<string, Located<AgentOutput>>();
+  const failed: Record<UnopenedReason, string[]> = { 'erased-content': [], 'unopenable-content': [], 'sealed-content': [] };
+  const problems: string[] = [];
+  for (const id of ids) {
+    const o = outputs.get(id) as Located<AgentOutput>;
+    const sealed = o.value.sealed;
+    if (sealed === null) opened.set(id, o);
+    else if (keys === undefined) failed['sealed-content'].push(id);
+    else if (!keys.has(sealed.keyId)) failed['erased-content'].push(id);
+    else {
+      try {
+        opened.set(id, { value: openOutput(o.value, keys.get(sealed.keyId)), source: o.source });
+      } catch (err) {
+        // SealOpenError: its message names the output and key ids only.
+        failed['unopenable-content'].push(id);
+        problems.push(errorMessage(err));
+      }
+    }
+  }
+  const erased = failed['erased-content'];
+  if (erased.length > 0) return { reason: 'erased-content', outputIds: erased, why: `content keys erased of outputs ${erased.join(', ')}` };
+  const unopenable = failed['unopenable-content'];
+  if (unopenable.length > 0) return { reason: 'unopenable-content', outputIds: unopenable, why: problems.join('; ') };
+  const sealed = failed['sealed-content'];
+  if (sealed.length > 0)
+    return { reason: 'sealed-content', outputIds: sealed, why: `sealed outputs and no content keys to open them with: ${sealed.join(', ')}` };
+  return opened;
 }

@@ -4,7 +4,7 @@ import { Command } from 'commander';
 import { EnvReader, repoRoot } from '@srpo/core';
 import { readJudgeConfig } from '@srpo/judge';
 import { flagsToEnv } from './app-flags';
-import { JUDGE_FLAGS, judgeCommand } from './judge.command';
+import { JUDGE_FLAGS, judgeCommand, judgeOpensSealed } from './judge.command';
 import type { CliConfig } from '../cli-config';
 
 /** Runs `srpo judge args` up to where its configuration is read; rejects with that error. */
@@ -39,6 +39,13 @@ describe('srpo judge flags', () => {
     for (const [variable, value] of Object.entries(numeric)) expect(JUDGE_FLAGS.find((f) => f.variable === variable)?.default).toBe(String(value));
     expect(JUDGE_FLAGS.find((f) => f.variable === 'SRPO_JUDGE_MODE')?.default).toBe(c.mode);
     expect(JUDGE_FLAGS.find((f) => f.variable === 'SRPO_JUDGE_START')?.default).toBe(c.start);
+  });
+
+  it("open sealed outputs only when the learner's store is named, never on the default SQLite path", () => {
+    expect(judgeOpensSealed({})).toBe(false);
+    expect(judgeOpensSealed({ SRPO_SQLITE_PATH: '' })).toBe(false);
+    expect(judgeOpensSealed({ SRPO_SQLITE_PATH: '/tmp/learner.sqlite' })).toBe(true);
+    expect(judgeOpensSealed({ SRPO_DATABASE_URL: 'postgres://u@h/db' })).toBe(true);
   });
 
   it('map flags to variables, paths made absolute', () => {

@@ -2,7 +2,8 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { EnvReader, Logger, MetricsSink, onShutdownSignals, serveMetrics } from '@srpo/core';
 import { createKafka, EventCodec, topicCatalog } from '@srpo/events';
 import { HfTokenizer } from '@srpo/hf';
-import { createScorer, JUDGE_MODES, JudgeService, readJudgeConfig } from '@srpo/judge';
+import { CONTENT_KEY_STORE_VARIABLES, createScorer, JUDGE_MODES, JudgeService, readJudgeConfig } from '@srpo/judge';
+import { describeStore, KeyStore } from '@srpo/store';
 import type { CliConfig } from '../cli-config';
 import { addFlags, flagsToEnv, METRICS_PORT_FLAG, type FlagSpec } from './app-flags';
 
@@ -155,6 +156,17 @@ export const JUDGE_FLAGS: readonly FlagSpec[] = [
   METRICS_PORT_FLAG,
 ];
 
+/**
+ * Whether the judge opens sealed outputs (docs/erasure.md): only when the store is named
+ * (SRPO_DATABASE_URL or SRPO_SQLITE_PATH), never on the CLI's default SQLite path, where a judge
+ * that was not pointed at the learner's store would find no key and count every sealed output
+ * as erased.
+ */
+export function judgeOpensSealed(env: Env): boolean {
+  const r = new EnvReader(env);
+  return r.has('SRPO_DATABASE_URL') || r.has('SRPO_SQLITE_PATH');
+}
+
 const collect = (value: string, previous: string[] = []): string[] => {
   if (value.trim() === '') throw new InvalidArgumentError('must not be empty (sets SRPO_JUDGE_POLICIES)');
   return [...previous, ...value.split(',').map((v) => v.trim())];
@@ -166,7 +178,8 @@ const collect = (value: string, previous: string[] = []): string[] => {
  */
 export function judgeCommand(config: () => CliConfig, env: Env = process.env): Command {
   const cmd = new Command('judge').description(
-    'judge outputs or episodes of chosen policies with any OpenAI-compatible endpoint and a rubric (or a verifiable-reward module or endpoint), and write EpisodeOutcome events naming the judge (docs/rewards.md#judges)',
+    'judge outputs or episodes of chosen policies with any OpenAI-compatible endpoint and a rubric (or a verifiable-reward module or endpoint), and write EpisodeOutcome events naming the judge (docs/rewards.md#judges); ' +
+      `sealed outputs are opened with the content keys of the store named by ${CONTENT_KEY_STORE_VARIABLES}`,
   );
   cmd.addOption(new Option('--policy <id>', 'a policy whose outputs are judged; repeatable [SRPO_JUDGE_POLICIES, required]').argParser(collect));
   addFlags(cmd, JUDGE_FLAGS);
@@ -178,12 +191,15 @@ export function judgeCommand(config: () => CliConfig, env: Env = process.env): C
     const log = new Logger('judge');
     const scorer = createScorer(c);
     const metrics = new MetricsSink();
+    const tokenizer = HfTokenizer.fromDirectory(c.tokenizerDir);
+    // Content keys from the learner's store, when it is named; the CLI config read it (same variables as the learner).
+    const keys = judgeOpensSealed(env) ? await KeyStore.open(cli.store) : undefined;
     const service = new JudgeService({
       kafka: createKafka(cli.kafka),
       catalog: topicCatalog(cli.topics),
       codec: new EventCodec(undefined, { maxPayloadBytes: cli.maxPayloadBytes, registry: cli.schemaRegistry }),
       scorer,
-      tokenizer: HfTokenizer.fromDirectory(c.tokenizerDir),
+      tokenizer,
       metrics,
       mode: c.mode,
       policies: c.policies,
@@ -196,15 +212,31 @@ export function judgeCommand(config: () => CliConfig, env: Env = process.env): C
       maxTextChars: c.maxTextChars,
       pendingTtlMs: c.pendingTtlMs,
       sessionTimeoutMs: c.sessionTimeoutMs,
+      keys,
     });
-    const metricsServer = c.metricsPort > 0 ? await serveMetrics(metrics, c.metricsPort) : undefined;
-    await service.start();
-    // The verifier and what it records; never the key.
-    log.info('judge started', { mode: c.mode, policies: c.policies, verifier: scorer.verifier, group: c.groupId, metricsPort: c.metricsPort });
+    let metricsServer: Awaited<ReturnType<typeof serveMetrics>> | undefined;
+    try {
+      metricsServer = c.metricsPort > 0 ? await serveMetrics(metrics, c.metricsPort) : undefined;
+      await service.start();
+    } catch (e) {
+      metricsServer?.close();
+      await keys?.close();
+      throw e;
+    }
+    // The verifier and what it records; never the API key. Where content keys come from: the store, without credentials.
+    log.info('judge started', {
+      mode: c.mode,
+      policies: c.policies,
+      verifier: scorer.verifier,
+      group: c.groupId,
+      metricsPort: c.metricsPort,
+      contentKeys: keys ? describeStore(cli.store) : `none (sealed outputs skipped; set ${CONTENT_KEY_STORE_VARIABLES})`,
+    });
     await new Promise<void>((resolve) => {
       onShutdownSignals(async () => {
         await service.stop();
         metricsServer?.close();
+        await keys?.close();
         resolve();
       }, log);
     });

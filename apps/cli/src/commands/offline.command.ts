@@ -16,7 +16,7 @@ import {
 } from '@srpo/offline';
 import { backendLabel } from '@srpo/kernels';
 import { type Policy } from '@srpo/policy';
-import { AuditStore } from '@srpo/store';
+import { AuditStore, KeyStore } from '@srpo/store';
 import { DemoEnvTaskInferrer } from '@srpo/workflows';
 import { CliConfig } from '../cli-config';
 
@@ -98,14 +98,17 @@ export function offlineCommand(config: () => CliConfig): Command {
       try {
         policy = (await loadRegisteredPolicy(store, opts.policy, cfg.checkpointDir)).policy;
         scorer = (await loadRegisteredPolicy(store, opts.scorer ?? opts.policy, cfg.checkpointDir)).policy;
-      } finally {
+      } catch (e) {
         await store.close();
+        throw e;
       }
       const inferrer: TaskInferrer = opts.inferrer === 'env' ? new DemoEnvTaskInferrer({ modulus, reverseLength }) : new PolicyTaskInferrer(scorer, { seed });
       const bar = progressBar(process.stderr);
       let report: OfflineReport;
       try {
         report = await runOfflineJob({
+          // Sealed outputs open with the same store's content keys (docs/erasure.md); an erased one leaves its episode out.
+          keys: new KeyStore(store.dataSource),
           kafka: createKafka(cfg.kafka),
           codec: new EventCodec(undefined, { maxPayloadBytes: cfg.maxPayloadBytes }),
           catalog: topicCatalog(cfg.topics),
@@ -129,6 +132,7 @@ export function offlineCommand(config: () => CliConfig): Command {
         process.stderr.write('\n');
         policy.dispose();
         scorer.dispose();
+        await store.close();
       }
       process.stdout.write(opts.json ? JSON.stringify(report, null, 2) + '\n' : formatReport(report));
     });
