@@ -2,7 +2,8 @@
 
 Mirrors, in float32:
 - ``trainingSetsFromGroup`` (libs/trainer/src/training-sets.ts): each member's AgentOutput
-  bytes decoded, so logpOld is exactly what the agent recorded;
+  bytes decoded (and opened with its content key when sealed, srpo_seal.py), so logpOld is
+  exactly what the agent recorded;
 - ``packPairs`` / ``packedLogProbs`` (libs/policy/src/log-probs.ts): context left-truncated to
   ``max_position_embeddings + 1 - R``, response kept whole, rows right-padded with token 0, one
   forward pass, ``log_softmax(logits / temperature)`` at each response token;
@@ -17,9 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import torch
+
+from srpo_seal import OPTION as CONTENT_KEYS_OPTION, SealOpenError, open_output
 
 TOKEN_LOG_RATIO_LIMIT = 1e6
 MAX_LOG_RATIO = math.log(3.4028234663852886e38) / 2  # log(float32 max) / 2 ~ 44.36
@@ -30,8 +33,13 @@ class InvalidInput(ValueError):
     """A set the learner's trainer would refuse (recorded as skipped, `invalid-input`)."""
 
 
-def training_sets(codec: Any, group: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """The trainer's view of a group: one entry per set, members from their original AgentOutput bytes."""
+def training_sets(codec: Any, group: Dict[str, Any], keys: Optional[Dict[str, bytes]] = None) -> List[Dict[str, Any]]:
+    """The trainer's view of a group: one entry per set, members from their original AgentOutput bytes.
+
+    A sealed member is opened with ``keys[keyId]`` (the batch's content keys, docs/erasure.md).
+    ``keys`` None (no ``--content-keys``) refuses it; a key missing from ``keys`` (erased: take
+    those sets out first, srpo_groups.group_without) or one that does not open it raises InvalidInput.
+    """
     sets = []
     for gs in group["sets"]:
         members = []
@@ -40,8 +48,13 @@ def training_sets(codec: Any, group: Dict[str, Any]) -> List[Dict[str, Any]]:
             if o["outputId"] != m["outputId"]:
                 raise InvalidInput(f"member {m['outputId']} carries the bytes of output {o['outputId']}")
             if o.get("sealed") is not None:
-                # Sealed content (docs/erasure.md) needs the store's content keys, which this example does not read.
-                raise InvalidInput(f"member {m['outputId']} is sealed; this trainer reads content in the clear only")
+                if keys is None:
+                    raise InvalidInput(f"member {m['outputId']} is sealed (key {o['sealed']['keyId']}); pass {CONTENT_KEYS_OPTION} "
+                                       "with the learner's store (SQLite path or postgres:// URL) to open it")
+                try:
+                    o = open_output(o, keys.get(o["sealed"]["keyId"]))
+                except SealOpenError as e:
+                    raise InvalidInput(f"set {gs['set']['setId']}: {e}") from None
             members.append({
                 "outputId": m["outputId"],
                 "context": list(o["contextTokenIds"]),

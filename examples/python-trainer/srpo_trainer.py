@@ -15,7 +15,14 @@ PolicyUpdate / PolicyVersion events. Offsets are committed after the record is w
 
 ``--loss-only`` (alias ``--dry-run``) steps nothing and commits nothing: one JSON line per
 mini-batch, ``{groupIds, loss, sets, coordinates, ...}``. Nothing logged carries prompt or
-response content: only ids, counts, coordinates and numbers.
+response content, or a content key: only ids, counts, coordinates and numbers.
+
+Sealed outputs (docs/erasure.md) are opened with ``--content-keys STORE`` (the learner's store: a
+SQLite file, read-only, or a postgres:// URL with psycopg installed): the keys of a mini-batch in one
+query, as the learner does. A set with a member whose key is gone (``srpo erase``) is left out and
+its group renormalized over the sets left (srpo_groups.group_without); a group with none left is
+skipped as ``erased``; the update record counts them in ``setsErased``. Without the option, a
+group with a sealed member is skipped as ``invalid-input``.
 
 Requirements: ``python3 -m pip install -r examples/python-trainer/requirements.txt``.
 """
@@ -44,6 +51,8 @@ try:
 
     import srpo_loss as L
     from srpo_events import DecodeError, EventCodec, coordinates, ledger_entry
+    from srpo_groups import GroupValueError, group_without
+    from srpo_seal import ContentKeyStore, KeyStoreError
 except ImportError as e:  # say how to fix it, in one line
     sys.exit(f"srpo_trainer: missing Python package ({e}); install with: {INSTALL}")
 
@@ -79,6 +88,10 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     a("--publish", action="store_true", help="publish PolicyUpdate and PolicyVersion events")
     a("--output-prefix", default=None, help="topic prefix of the published events (default --topic-prefix)")
     a("--schema-registry-url", default=os.environ.get("SRPO_SCHEMA_REGISTRY_URL"))
+    a("--content-keys", default=None, metavar="PATH_OR_URL",
+      help="the store holding the content keys of sealed outputs (subject_keys): the learner's SQLite file "
+           "(SRPO_SQLITE_PATH, opened read-only) or its postgres:// URL (SRPO_DATABASE_URL; needs psycopg)")
+    a("--content-keys-schema", default=os.environ.get("SRPO_DATABASE_SCHEMA"), help="PostgreSQL schema of --content-keys (SRPO_DATABASE_SCHEMA)")
     a("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a("--max-batches", type=int, default=0, help="stop after N mini-batches (0: no limit)")
     a("--exit-at-end", action="store_true", help="stop once every assigned partition is read to its end")
@@ -92,6 +105,15 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
 class Trainer:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
+        # The content-key store first: a wrong --content-keys fails before the model is loaded.
+        self.key_store: Optional[ContentKeyStore] = None
+        if args.content_keys:
+            try:
+                self.key_store = ContentKeyStore(args.content_keys, args.content_keys_schema)
+            except KeyStoreError as e:
+                sys.exit(f"srpo_trainer: {e}")
+            log("info", "content keys", store=self.key_store.kind)  # never the URL: it may carry a password
+        self.sets_erased_total = 0
         reg_auth = None
         if os.environ.get("SRPO_SCHEMA_REGISTRY_USER"):
             reg_auth = f"{os.environ['SRPO_SCHEMA_REGISTRY_USER']}:{os.environ.get('SRPO_SCHEMA_REGISTRY_PASSWORD', '')}"
@@ -143,8 +165,34 @@ class Trainer:
                 f.flush()
                 os.fsync(f.fileno())
 
+    # -- sealed content (libs/trainer/src/training-sets.ts) --
+    def sealed_key_ids(self, group: Dict[str, Any]) -> Dict[str, List[str]]:
+        """The key ids of the group's sealed members, by set id (sets with none left out); a member that
+        does not decode names no key (triage refuses its group with the reason)."""
+        out: Dict[str, List[str]] = {}
+        for gs in group["sets"]:
+            ids = []
+            for m in gs["set"]["members"]:
+                try:
+                    sealed = self.codec.decode_as("AgentOutput", m["output"]).get("sealed")
+                except DecodeError:
+                    continue
+                if sealed is not None:
+                    ids.append(sealed["keyId"])
+            if ids:
+                out[gs["set"]["setId"]] = ids
+        return out
+
+    def without_erased_sets(self, group: Dict[str, Any], keys: Dict[str, bytes], source: Dict[str, Any]) -> Tuple[Optional[Dict[str, Any]], int]:
+        """The group without its sets of erased content, renormalized (groupWithout); None when none is left."""
+        erased = {set_id for set_id, ids in self.sealed_key_ids(group).items() if any(i not in keys for i in ids)}
+        if not erased:
+            return group, 0
+        log("info", "sets of erased content left out", groupId=group["groupId"], sets=len(erased), **coordinates(source))
+        return group_without(group, erased), len(erased)
+
     # -- triage: the learner's skip reasons (apps/learner/src/update.service.ts) --
-    def triage(self, group: Dict[str, Any], used: set) -> Tuple[Optional[str], Optional[str], Any]:
+    def triage(self, group: Dict[str, Any], used: set, keys: Optional[Dict[str, bytes]] = None) -> Tuple[Optional[str], Optional[str], Any]:
         if not group["sets"]:
             return "invalid-set", "the group has no sets", None
         temps, oldest, newest = set(), None, None
@@ -166,7 +214,7 @@ class Trainer:
         if len(temps) > 1:
             return "mixed-temperature", f"members sampled at temperatures {sorted(temps)}", lag
         try:
-            sets = L.training_sets(self.codec, group)
+            sets = L.training_sets(self.codec, group, keys)
             L.check_sets(sets, self.max_seq_len, self.vocab)
         except (L.InvalidInput, DecodeError) as e:
             return "invalid-input", str(e), lag
@@ -179,10 +227,25 @@ class Trainer:
 
     def apply(self, batch: List[Tuple[Dict[str, Any], Dict[str, Any]]]) -> Dict[str, Any]:
         eligible, skipped, used = [], [], set()
+        batch = [(g, s) for g, s in batch if g["groupId"] not in self.applied]  # redeliveries of groups already recorded
+        keys: Optional[Dict[str, bytes]] = None
+        if self.key_store is not None:  # the keys of every sealed member of the mini-batch, in one query
+            keys = self.key_store.keys_by_id([i for g, _ in batch for ids in self.sealed_key_ids(g).values() for i in ids])
+        sets_erased = 0
         for group, source in batch:
-            if group["groupId"] in self.applied:
-                continue  # a redelivery of a group already recorded
-            reason, detail, ok = self.triage(group, used)
+            if keys is not None:  # erased sets out first, as the learner's UpdateCycle (libs/trainer/src/update-cycle.ts)
+                try:
+                    reduced, n = self.without_erased_sets(group, keys, source)
+                    reason, detail = (None, None) if reduced is not None else ("erased", "every set holds erased content")
+                except GroupValueError as e:  # a recorded objectiveConfig groupWithout cannot read
+                    reduced, n, reason, detail = None, 0, "invalid-input", f"the group cannot be renormalized without its erased sets: {e}"
+                sets_erased += n
+                if reason:
+                    skipped.append({"kind": "skip", "policyId": self.args.policy, "groupId": group["groupId"], "reason": reason, "detail": detail,
+                                    "lag": None, "policyVersion": self.version, "source": coordinates(source), "createdAtMs": int(time.time() * 1000)})
+                    continue
+                group = reduced
+            reason, detail, ok = self.triage(group, used, keys)
             if reason:
                 skipped.append({"kind": "skip", "policyId": self.args.policy, "groupId": group["groupId"], "reason": reason, "detail": detail,
                                 "lag": ok, "policyVersion": self.version, "source": coordinates(source), "createdAtMs": int(time.time() * 1000)})
@@ -200,8 +263,9 @@ class Trainer:
             eligible = [e for e in eligible if e[3] == chosen]
         for s in skipped:
             log("warn", "group skipped", groupId=s["groupId"], reason=s["reason"], detail=s["detail"], **s["source"])
+        self.sets_erased_total += sets_erased
         out = {"groupIds": [e[0]["groupId"] for e in eligible], "coordinates": [coordinates(e[1]) for e in eligible],
-               "skipped": [{"groupId": s["groupId"], "reason": s["reason"]} for s in skipped]}
+               "skipped": [{"groupId": s["groupId"], "reason": s["reason"]} for s in skipped], "setsErased": sets_erased}
         if not eligible:
             if not self.args.loss_only:
                 for s in skipped:
@@ -265,7 +329,8 @@ class Trainer:
             "seed": 0, "backend": f"torch-{torch.__version__}-{self.args.device}", "codeVersion": self.args.code_version,
             "loss": d["losses/loss"], "gradNorm": grad_norm, "diagnostics": d, "wallTimeMs": int((time.time() - started) * 1000),
             "checkpointUri": checkpoint_uri, "committedAtMs": now,
-            "groups": [ledger_entry(e[0], e[1]) for e in eligible],
+            "groups": [ledger_entry(e[0], e[1]) for e in eligible],  # the groups as trained: erased sets left out
+            "setsErased": out["setsErased"],
         }
         for s in skipped:
             self._append(s)
@@ -273,7 +338,8 @@ class Trainer:
         self.applied.update(group_ids + [s["groupId"] for s in skipped])
         self.publish(record)
         self.version, self.hash, self.checkpoint_uri = version_after, hash_after, checkpoint_uri
-        log("info", "update applied", updateId=update_id, versionAfter=version_after, groups=len(group_ids), sets=len(sets), loss=record["loss"])
+        log("info", "update applied", updateId=update_id, versionAfter=version_after, groups=len(group_ids), sets=len(sets), loss=record["loss"],
+            setsErased=out["setsErased"], setsErasedTotal=self.sets_erased_total)
         return {**out, "loss": record["loss"], "sets": len(sets), "update": record}
 
     def save(self, version: int) -> str:

@@ -1,11 +1,25 @@
 import { spawnSync } from 'child_process';
+import { createHash } from 'crypto';
 import * as fs from 'fs';
 import * as path from 'path';
 import * as tf from '@tensorflow/tfjs';
 import { initTfBackend, repoRoot } from '@srpo/core';
-import { createKafka, ensureTopics, EventCodec, readTopicsToEnd, topicCatalog, toPlain, type AdvantageGroup, type SetMember } from '@srpo/events';
+import {
+  createKafka,
+  ensureTopics,
+  EventCodec,
+  readTopicsToEnd,
+  sealOutput,
+  topicCatalog,
+  toPlain,
+  type ActiveSet,
+  type AdvantageGroup,
+  type SetMember,
+} from '@srpo/events';
 import { Policy, sampleBatch, SrpoTrainer, weightsHash } from '@srpo/policy';
 import { loadHfModel } from '@srpo/hf';
+import { groupWithout } from '@srpo/materializer';
+import { KeyStore, ledgerEntryFromGroup } from '@srpo/store';
 import { activeSet, advantageGroup, ensureKafka, member, produceGroups, sleep, spawnApp, tempDir, uniquePrefix, waitForExit } from '@srpo/testing';
 import { trainingSetsFromGroup } from '@srpo/trainer';
 
@@ -19,6 +33,15 @@ import { trainingSetsFromGroup } from '@srpo/trainer';
  * ledger rows, and PolicyUpdate/PolicyVersion events the TypeScript codec decodes; a restart
  * resumes from its records and checkpoint.
  *
+ * Sealed content (docs/erasure.md): the first two groups again, every output sealed under its
+ * (subject, episode) key in a SQLite key store (the TypeScript KeyStore and sealOutput), then a
+ * group of four sets (rewards 1, 0, 1, 0) and a group of two, after `bob`'s keys are erased (one
+ * set of the first, both of the second). Trained with --content-keys: the first update is the
+ * clear run's bit for bit (loss, gradient norm, weights hash, ledger); the second leaves bob's sets
+ * out, skips the all-bob group as `erased`, counts 3 sets erased, records the ledger row of the
+ * learner's own groupWithout (advantages renormalized to the bit) and has the learner objective's
+ * loss on that reduced group at the same weights.
+ *
  * The groups: K = 1 and K = 2 sets, both signs of advantage, responses sampled at
  * temperature 0.8, behaviour log-probs moved off the sampled ones so ratios differ from 1
  * (one set past the high clip), a masked-out token, and a context longer than the model's
@@ -31,6 +54,7 @@ const INSTALL = 'python3 -m pip install -r examples/python-trainer/requirements.
 const SETS_PER_UPDATE = 4;
 const TEMPERATURE = 0.8;
 const LR = '0.001';
+const T0 = 1_767_225_600_000;
 
 interface SetSpec {
   k: number;
@@ -91,7 +115,7 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
 
   beforeAll(() => {
     // Fail, never skip, when the Python side is not installed: this test is the contract's check.
-    const r = spawnSync('python3', ['-c', 'import torch, transformers, fastavro, confluent_kafka'], { encoding: 'utf8' });
+    const r = spawnSync('python3', ['-c', 'import torch, transformers, fastavro, confluent_kafka, cryptography'], { encoding: 'utf8' });
     if (r.status !== 0)
       throw new Error(
         `the Python trainer's packages are missing (${(r.stderr || r.error?.message || '').trim().split('\n').pop()}); install them with: ${INSTALL}`,
@@ -134,9 +158,10 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
     const pyPrefix = `${prefix}py.`;
     const catalog = topicCatalog({ prefix, rawPartitions: 1, derivedPartitions: 1 });
     const pyCatalog = topicCatalog({ prefix: pyPrefix, rawPartitions: 1, derivedPartitions: 1 });
+    const sealedCatalog = topicCatalog({ prefix: `${prefix}sealed.`, rawPartitions: 1, derivedPartitions: 1 });
     const admin = kafka.admin();
     await admin.connect();
-    await ensureTopics(admin, [...catalog.all(), pyCatalog.policyUpdates, pyCatalog.policyVersions]);
+    await ensureTopics(admin, [...catalog.all(), pyCatalog.policyUpdates, pyCatalog.policyVersions, sealedCatalog.advantageGroups]);
     await admin.disconnect();
     const codec = new EventCodec();
     await produceGroups(kafka, catalog.advantageGroups.name, groups);
@@ -207,7 +232,7 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
       ['pt-g2', 'pt-g3'],
     ]);
 
-    const common = [
+    const argsFor = (topicPrefix: string) => [
       '--model-dir',
       BASE,
       '--policy',
@@ -215,13 +240,14 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
       '--brokers',
       brokers.join(','),
       '--topic-prefix',
-      prefix,
+      topicPrefix,
       '--sets-per-update',
       String(SETS_PER_UPDATE),
       '--exit-at-end',
       '--device',
       'cpu',
     ];
+    const common = argsFor(prefix);
 
     // 1. --loss-only: one line per mini-batch at version 0, nothing stepped or committed.
     const lossOnly = python([...common, '--loss-only', '--group-id', `${prefix}py-loss`]);
@@ -303,6 +329,103 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
     expect(versions.map((v) => [v.version, v.weightsHash, v.updateId])).toEqual(trained.map((u) => [u.versionAfter, u.weightsHashAfter, u.updateId]));
     expect(published.map((u) => [u.updateId, u.groupIds, u.loss])).toEqual(trained.map((u) => [u.updateId, u.groups.map((g) => g.groupId), u.loss]));
 
+    // 3s. Sealed content: the same first two groups sealed (subjects alice and carol), then two groups
+    //     with bob's sets, whose keys are erased before the Python trainer reads the topic.
+    const keysFile = path.join(dir, 'content-keys.sqlite');
+    const keyStore = await KeyStore.open({ kind: 'sqlite', path: keysFile });
+    const keyHex: string[] = [];
+    /** The member with its output re-identified (id, episode, subject) and, when `seal`, sealed under that subject's key. */
+    const reissue = async (m: SetMember, outputId: string, subject: string, seal: boolean): Promise<SetMember> => {
+      const o = { ...codec.decodeAs('AgentOutput', m.output), outputId, episodeId: `ep-${outputId}`, subjectId: subject };
+      if (!seal) return { ...m, outputId, output: codec.encode('AgentOutput', o) };
+      const key = await keyStore.keyFor(subject, o.episodeId, T0);
+      keyHex.push(key.key.toString('hex'));
+      return { ...m, outputId, output: codec.encode('AgentOutput', sealOutput(o, key)) };
+    };
+    const sealedGroups: AdvantageGroup[] = [];
+    for (const g of groups.slice(0, 2)) {
+      const sets = [];
+      for (const [si, gs] of g.sets.entries()) {
+        const subject = si === 0 ? 'alice' : 'carol';
+        const members = await Promise.all(gs.set.members.map((m) => reissue(m, m.outputId, subject, true)));
+        sets.push({ ...gs, set: { ...gs.set, members, subjectIds: [subject] } });
+      }
+      sealedGroups.push({ ...g, sets });
+    }
+    // pt-e2: four single-member sets (rewards 1, 0, 1, 0; bob's is s1); pt-e3: two sets, both bob's.
+    // Members: the sampled outputs of groups 2 and 3, under new ids.
+    const spare = groups.slice(2).flatMap((g) => g.sets.flatMap((gs) => gs.set.members));
+    const rewards = [1, 0, 1, 0];
+    const e2Subjects = ['alice', 'bob', 'carol', 'alice'];
+    const clearE2Sets: { set: ActiveSet; advantage: number }[] = [];
+    const sealedE2Sets: { set: ActiveSet; advantage: number }[] = [];
+    for (let i = 0; i < 4; i++) {
+      const id = `pt-e2/s${i}/o0`;
+      const base = { ...activeSet(`pt-e2/s${i}`, []), reward: rewards[i], subjectIds: [e2Subjects[i]] };
+      const advantage = (rewards[i] - 0.5) / (Math.sqrt(1 / 3) + 1e-6); // the group stage's: mean 1/2, sample std sqrt(1/3)
+      clearE2Sets.push({ set: { ...base, members: [await reissue(spare[i], id, e2Subjects[i], false)] }, advantage });
+      sealedE2Sets.push({ set: { ...base, members: [await reissue(spare[i], id, e2Subjects[i], true)] }, advantage });
+    }
+    const clearE2 = advantageGroup('pt-e2', clearE2Sets);
+    const sealedE2: AdvantageGroup = { ...clearE2, sets: clearE2.sets.map((gs, i) => ({ ...gs, set: sealedE2Sets[i].set })) };
+    const e3Sets = [];
+    for (let i = 0; i < 2; i++)
+      e3Sets.push({
+        set: { ...activeSet(`pt-e3/s${i}`, [await reissue(spare[4], `pt-e3/s${i}/o0`, 'bob', true)]), reward: 1 - i, subjectIds: ['bob'] },
+        advantage: i === 0 ? 0.7071 : -0.7071,
+      });
+    // Batches of 4 sets: [pt-g0, pt-g1], then [pt-e3 (2 sets, all erased), pt-e2 (4 sets, one erased)].
+    await produceGroups(kafka, sealedCatalog.advantageGroups.name, [...sealedGroups, advantageGroup('pt-e3', e3Sets), sealedE2]);
+    const erased = await keyStore.erase({ subjectId: 'bob' }, 'er-python-trainer', T0 + 1);
+    await keyStore.close();
+    expect(erased.erasure.keyIds).toHaveLength(3);
+    // The learner's own renormalization of pt-e2 without bob's set, from the clear copy.
+    const reducedE2 = groupWithout(clearE2, new Set(['pt-e2/s1']))!;
+    const sealedRecords = path.join(dir, 'py-sealed.jsonl');
+    const sealedRun = python([
+      ...argsFor(`${prefix}sealed.`),
+      '--lr',
+      LR,
+      '--group-id',
+      `${prefix}py-sealed`,
+      '--records',
+      sealedRecords,
+      '--micro-batch-tokens',
+      '600',
+      '--content-keys',
+      keysFile,
+    ]);
+    const sealedUpdates = sealedRun.lines as (Detail & { setsErased: number })[];
+    expect(sealedUpdates.map((u) => [u.updateId, u.versionAfter, u.groups.map((g) => g.groupId), u.setsErased])).toEqual([
+      [trained[0].updateId, 1, ['pt-g0', 'pt-g1'], 0],
+      // The learner's update id: policy, version, the first 12 hex of sha256 of the group ids trained on.
+      [`solver.v2.${createHash('sha256').update('pt-e2').digest('hex').slice(0, 12)}`, 2, ['pt-e2'], 3],
+    ]);
+    // Opened content trains exactly as the clear content did: same loss, gradient norm, weights after.
+    expect([sealedUpdates[0].loss, sealedUpdates[0].gradNorm, sealedUpdates[0].weightsHashAfter]).toEqual([
+      trained[0].loss,
+      trained[0].gradNorm,
+      trained[0].weightsHashAfter,
+    ]);
+    const sealedSource = (offset: number) => ({ topic: sealedCatalog.advantageGroups.name, partition: 0, offset });
+    expect(ledger(sealedUpdates[0])).toEqual(ledger(trained[0]).map((g, i) => ({ ...g, source: sealedSource(i) })));
+    // Bob's sets left out: the ledger row is the learner's groupWithout, field for field (advantages to the bit).
+    expect(ledger(sealedUpdates[1])).toEqual([ledgerEntryFromGroup(reducedE2, sealedSource(3))]);
+    expect(sealedUpdates[1].groups[0].setIds).toEqual(['pt-e2/s0', 'pt-e2/s2', 'pt-e2/s3']);
+    expect(sealedUpdates[1].diagnostics['batch/sets']).toBe(3);
+    const sealedSkips = fs
+      .readFileSync(sealedRecords, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { kind: string; groupId: string; reason?: string })
+      .filter((r) => r.kind === 'skip');
+    expect(sealedSkips.map((r) => [r.groupId, r.reason])).toEqual([['pt-e3', 'erased']]);
+    expect(sealedRun.stderr).toMatch(/"msg": "sets of erased content left out", "component": "python-trainer", "groupId": "pt-e3", "sets": 2,/);
+    // No key, and no content, in anything it printed.
+    const sealedOut = sealedRun.stderr + JSON.stringify(sealedRun.lines);
+    for (const hex of keyHex) expect(sealedOut).not.toContain(hex);
+    expect(sealedOut).not.toContain(firstContext.join(', '));
+
     // 3. The PyTorch checkpoint of v1 (HF layout) loads here with the recorded hash, and the learner's own
     //    objective on update 2's groups at those weights gives the loss the Python trainer recorded:
     //    the check audit verify cannot make bit for bit, made within the tolerance.
@@ -310,14 +433,18 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
     const hf = loadHfModel(trained[0].checkpointUri);
     const policy = new Policy('solver', hf.model, 1);
     let tsLoss: number;
+    let tsErasedLoss: number;
     try {
       expect(await weightsHash(hf.model)).toBe(trained[0].weightsHashAfter);
       const sets = logged.slice(2).flatMap((g) => trainingSetsFromGroup(codec, g));
       const evaluator = new SrpoTrainer(policy, { temperature: sets[0].members[0].temperature });
       try {
-        tsLoss = (
-          await evaluator.evaluate(sets.map((s) => ({ setId: s.setId, advantage: s.advantage, members: s.members.map((m) => ({ ...m, mask: [...m.mask] })) })))
-        ).loss;
+        const evaluate = async (ts: ReturnType<typeof trainingSetsFromGroup>) =>
+          (await evaluator.evaluate(ts.map((s) => ({ setId: s.setId, advantage: s.advantage, members: s.members.map((m) => ({ ...m, mask: [...m.mask] })) }))))
+            .loss;
+        tsLoss = await evaluate(sets);
+        // The sealed run's second update: pt-e2 without bob's set, at the same v1 weights (its first update's hash is this one's).
+        tsErasedLoss = await evaluate(trainingSetsFromGroup(codec, reducedE2));
       } finally {
         evaluator.dispose();
       }
@@ -329,6 +456,10 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
       `python-trainer: update 2 at the PyTorch v1 checkpoint: PyTorch loss ${trained[1].loss}, learner objective ${tsLoss} (|diff| ${Math.abs(tsLoss - trained[1].loss).toExponential(2)})`,
     );
     expect(Math.abs(tsLoss - trained[1].loss)).toBeLessThan(1e-5);
+    console.log(
+      `python-trainer: sealed, bob erased: PyTorch loss ${sealedUpdates[1].loss}, learner objective on groupWithout ${tsErasedLoss} (|diff| ${Math.abs(tsErasedLoss - sealedUpdates[1].loss).toExponential(2)})`,
+    );
+    expect(Math.abs(tsErasedLoss - sealedUpdates[1].loss)).toBeLessThan(1e-5);
 
     // 4. A restart resumes from the records: version 2 from its checkpoint (hash checked), nothing re-applied.
     const resumed = python(trainArgs);
@@ -349,6 +480,19 @@ describe('examples/python-trainer (PyTorch) against the learner on a Hugging Fac
         `python3 -m unittest examples/python-trainer/test_srpo_loss.py failed (${r.status ?? r.signal}):\n${r.stderr.slice(-3000)}\n(requirements: ${INSTALL})`,
       );
     expect(r.stderr).toMatch(/Ran 3 tests[\s\S]*\nOK/);
+  });
+
+  it('opens sealed content (the known-answer vector of content-seal.spec.ts; changed bytes, another event or key refused) and renormalizes a group without its erased sets as checked by hand', () => {
+    const files = ['test_srpo_seal.py', 'test_srpo_groups.py'].map((f) => path.join('examples', 'python-trainer', f));
+    const r = spawnSync('python3', ['-m', 'unittest', ...files], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' },
+    });
+    if (r.status !== 0)
+      throw new Error(`python3 -m unittest ${files.join(' ')} failed (${r.status ?? r.signal}):\n${r.stderr.slice(-3000)}\n(requirements: ${INSTALL})`);
+    expect(r.stderr).toMatch(/Ran 12 tests[\s\S]*\nOK/);
   });
 
   it("agrees with libs/srpo's reference cases: srpo_loss.py's loss, set ratios, gradient and diagnostics, and bench/learner's PyTorch twins where their formula applies", () => {
