@@ -26,7 +26,8 @@ infra/webgpu/install.sh || log "WebGPU system libraries not installed (optional;
 log "Chromium for the dashboard browser test"
 infra/chromium/install.sh || log "Chromium not installed (optional; see infra/chromium/install.sh)"
 
-lock_hash=$(sha256sum package-lock.json package.json | sha256sum | cut -c1-16)
+# patches/: fixes applied to dependencies by patch-package at install (postinstall); a changed patch reinstalls.
+lock_hash=$(sha256sum package-lock.json package.json patches/* | sha256sum | cut -c1-16)
 stamp=node_modules/.srpo-setup-stamp
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$lock_hash" && "${SRPO_FORCE_INSTALL:-0}" != 1 ]]; then
   log "node_modules is up to date"

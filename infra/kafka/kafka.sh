@@ -13,6 +13,12 @@
 #   SRPO_KAFKA_PORT   client port (default 9092); the controller uses port+1
 #   SRPO_KAFKA_HEAP   JVM heap (default 768m)
 #   SRPO_KAFKA_EXTRA_PROPERTIES  a file appended to server.properties
+#   SRPO_KAFKA_NODE_ID        node id (default 1)
+#   SRPO_KAFKA_QUORUM_VOTERS  controller quorum, id@host:port,... (default this node alone);
+#                             one voter per node of a cluster (infra/kafka/cluster.sh sets it)
+#   SRPO_KAFKA_CLUSTER_ID     cluster id to format with (default random; nodes of one cluster share it)
+#   SRPO_KAFKA_REPLICATION    replication of the internal topics (default 1; a cluster of 3: 3,
+#                             with min.insync.replicas 2)
 #   SRPO_KAFKA_SECURITY  plaintext (default) or sasl_ssl: clients must use TLS and
 #                        SCRAM-SHA-512; needs SRPO_KAFKA_SSL_DIR (from make-certs.sh),
 #                        SRPO_KAFKA_SCRAM_USER and SRPO_KAFKA_SCRAM_PASSWORD (the user
@@ -28,6 +34,10 @@ HEAP="${SRPO_KAFKA_HEAP:-768m}"
 LIB="$HERE/target/lib"
 PIDFILE="$DIR/kafka.pid"
 START_TIMEOUT="${SRPO_KAFKA_START_TIMEOUT:-60}"
+NODE_ID="${SRPO_KAFKA_NODE_ID:-1}"
+VOTERS="${SRPO_KAFKA_QUORUM_VOTERS:-$NODE_ID@127.0.0.1:$CONTROLLER_PORT}"
+REPLICATION="${SRPO_KAFKA_REPLICATION:-1}"
+MIN_ISR=$(( REPLICATION > 2 ? 2 : 1 ))
 
 log() { echo "[kafka] $*" >&2; }
 
@@ -84,21 +94,23 @@ write_properties() {
   {
   cat <<PROPS
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
+node.id=$NODE_ID
+controller.quorum.voters=$VOTERS
 controller.listener.names=CONTROLLER
 PROPS
   listener_properties
   cat <<PROPS
 log.dirs=$DIR/data
 num.partitions=3
-offsets.topic.replication.factor=1
+offsets.topic.replication.factor=$REPLICATION
 offsets.topic.num.partitions=10
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
+transaction.state.log.replication.factor=$REPLICATION
+transaction.state.log.min.isr=$MIN_ISR
 transaction.state.log.num.partitions=10
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+share.coordinator.state.topic.replication.factor=$REPLICATION
+share.coordinator.state.topic.min.isr=$MIN_ISR
+default.replication.factor=$REPLICATION
+min.insync.replicas=$MIN_ISR
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 # History is kept for replay: topics set their own retention (see the topic catalog).
@@ -123,10 +135,9 @@ start() {
   local jvm=(-Xms256m "-Xmx$HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true
              "-Dkafka.logs.dir=$DIR/logs" "-Dlog4j2.configurationFile=$HERE/log4j2.properties")
   if [[ ! -f "$DIR/data/meta.properties" ]]; then
-    local cluster_id
+    local cluster_id="${SRPO_KAFKA_CLUSTER_ID:--}"
     # A URL-safe base64 UUID, as kafka-storage random-uuid makes. It must not start with '-':
     # the storage tool would read it as an option and refuse to format (1 first run in 64).
-    cluster_id="-"
     while [[ "$cluster_id" == -* ]]; do cluster_id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '='); done
     log "formatting storage in $DIR/data (cluster $cluster_id)"
     local scram=()

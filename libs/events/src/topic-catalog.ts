@@ -124,20 +124,33 @@ export function topicCatalog(options: TopicCatalogOptions = {}): TopicCatalog {
 }
 
 /**
+ * The replication a topic is created with on a cluster of `brokers`: three copies with
+ * `min.insync.replicas=2` from three brokers on (a write acknowledged by all in-sync replicas
+ * survives the loss of any one broker, and one broker down still takes writes), else one copy
+ * per broker up to that.
+ */
+export function replicationFor(brokers: number): { replicationFactor: number; minInsyncReplicas: number } {
+  const replicationFactor = Math.max(1, Math.min(3, brokers));
+  return { replicationFactor, minInsyncReplicas: replicationFactor >= 3 ? 2 : 1 };
+}
+
+/**
  * Creates missing topics and checks existing ones: co-partitioned topics must
  * have the catalog's partition count, or joins would silently miss events.
+ * New topics are replicated as {@link replicationFor} says for the cluster's size.
  */
 export async function ensureTopics(admin: Admin, specs: TopicSpec[]): Promise<{ created: string[] }> {
   const existing = new Set(await admin.listTopics());
   const missing = specs.filter((s) => !existing.has(s.name));
   if (missing.length > 0) {
+    const { replicationFactor, minInsyncReplicas } = replicationFor((await admin.describeCluster()).brokers.length);
     await createTopicsIdempotent(
       admin,
       missing.map((s) => ({
         topic: s.name,
         numPartitions: s.partitions,
-        replicationFactor: -1,
-        configEntries: Object.entries(s.config).map(([name, value]) => ({ name, value })),
+        replicationFactor,
+        configEntries: Object.entries({ 'min.insync.replicas': String(minInsyncReplicas), ...s.config }).map(([name, value]) => ({ name, value })),
       })),
     );
   }
@@ -155,6 +168,29 @@ export async function ensureTopics(admin: Admin, specs: TopicSpec[]): Promise<{ 
     }
   }
   return { created: missing.map((s) => s.name) };
+}
+
+/** A topic as the cluster has it: partitions, copies and `min.insync.replicas` (`srpo events topics`). */
+export interface TopicSettings {
+  name: string;
+  partitions: number;
+  replicationFactor: number;
+  minInsyncReplicas: number;
+}
+
+/** Reads back each topic's partitions, replication and `min.insync.replicas` from the cluster. */
+export async function describeTopicSettings(admin: Admin, specs: TopicSpec[]): Promise<TopicSettings[]> {
+  const names = specs.map((s) => s.name);
+  const meta = await admin.fetchTopicMetadata({ topics: names });
+  const { resources } = await admin.describeConfigs({
+    includeSynonyms: false,
+    resources: names.map((name) => ({ type: ConfigResourceTypes.TOPIC, name, configNames: ['min.insync.replicas'] })),
+  });
+  return names.map((name) => {
+    const t = meta.topics.find((x) => x.name === name);
+    const isr = resources.find((r) => r.resourceName === name)?.configEntries.find((e) => e.configName === 'min.insync.replicas')?.configValue;
+    return { name, partitions: t?.partitions.length ?? 0, replicationFactor: t?.partitions[0]?.replicas.length ?? 0, minInsyncReplicas: Number(isr ?? 1) };
+  });
 }
 
 const TIMESTAMP_CONFIGS = ['message.timestamp.type', 'message.timestamp.after.max.ms'];

@@ -139,7 +139,9 @@ export async function bulkReadToOffsets(kafka: Kafka, topics: readonly string[],
             const end = to.get(key) ?? 0;
             const list = partitions.get(key);
             if (!list) return;
-            const start = from.get(key) ?? 0;
+            // A rejoin (the group's coordinator moved: a broker stalled or failed) starts the
+            // partition again from the beginning, as nothing is committed: what was read is skipped.
+            const start = Math.max(from.get(key) ?? 0, list.length > 0 ? list[list.length - 1].offset + 1 : 0);
             for (const m of batch.messages) {
               const offset = Number(m.offset);
               if (offset < start) continue;

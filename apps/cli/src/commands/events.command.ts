@@ -4,6 +4,7 @@ import { Partitioners } from 'kafkajs';
 import {
   AgentEventsProducer,
   createKafka,
+  describeTopicSettings,
   ensureTopics,
   EVENT_TYPES,
   EventCodec,
@@ -104,10 +105,18 @@ export function eventsCommand(config: () => CliConfig): Command {
       const catalog = topicCatalog(c.topics);
       const admin = createKafka(c.kafka).admin();
       await admin.connect();
-      const { created } = await ensureTopics(admin, catalog.all());
-      await admin.disconnect();
-      for (const t of catalog.all()) {
-        process.stdout.write(`${created.includes(t.name) ? 'created ' : 'exists  '}${t.name} partitions=${t.partitions} key=${t.key}\n`);
+      try {
+        const { created } = await ensureTopics(admin, catalog.all());
+        const settings = await describeTopicSettings(admin, catalog.all());
+        for (const t of catalog.all()) {
+          const have = settings.find((x) => x.name === t.name);
+          process.stdout.write(
+            `${created.includes(t.name) ? 'created ' : 'exists  '}${t.name} partitions=${have?.partitions ?? t.partitions} key=${t.key} ` +
+              `replication=${have?.replicationFactor ?? '?'} min.insync.replicas=${have?.minInsyncReplicas ?? '?'} retention.ms=${t.config['retention.ms']}\n`,
+          );
+        }
+      } finally {
+        await admin.disconnect();
       }
     });
   return cmd;
