@@ -16,9 +16,10 @@ Mirrors, in float32:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
@@ -122,7 +123,8 @@ def token_log_probs(model: Any, b: Dict[str, torch.Tensor], temperature: float) 
     return logp[rows, b["positions"], b["targets"]] * b["mask"]
 
 
-def srpo_objective(logp_new: torch.Tensor, b: Dict[str, torch.Tensor], cfg: Dict[str, Any]) -> Dict[str, torch.Tensor]:
+def set_log_ratios(logp_new: torch.Tensor, b: Dict[str, torch.Tensor], cfg: Dict[str, Any]) -> Dict[str, torch.Tensor]:
+    """Masked token log-ratios bounded at +-1e6, and per set ``L_s = c(K_s) * sum``: ``{log_rho, k, tokens}``."""
     mask, adv = b["mask"], b["advantage"]
     s = adv.shape[0]
     tokens = torch.where(mask > 0, (logp_new - b["logp_old"]).clamp(-TOKEN_LOG_RATIO_LIMIT, TOKEN_LOG_RATIO_LIMIT), torch.zeros_like(logp_new))
@@ -130,7 +132,11 @@ def srpo_objective(logp_new: torch.Tensor, b: Dict[str, torch.Tensor], cfg: Dict
     summed = torch.zeros(s, device=member.device).index_add(0, b["member_set"], member)
     k = torch.zeros(s, device=member.device).index_add(0, b["member_set"], torch.ones_like(member))
     c = {"sqrt": torch.rsqrt(k), "sum": torch.ones_like(k), "mean": torch.reciprocal(k)}[cfg["eventReduction"]]
-    log_rho = c * summed
+    return {"log_rho": c * summed, "k": k, "tokens": tokens}
+
+
+def set_surrogates(log_rho: torch.Tensor, adv: torch.Tensor, cfg: Dict[str, Any]) -> torch.Tensor:
+    """Each set's surrogate, evaluated at ``exp(min(L_s, bound(A_s)))``, with the dual clip."""
     dual = cfg["clipRatioC"] if cfg["dualClip"] else None
     high = min(math.log1p(cfg["clipHigh"]) + CLIP_BOUND_MARGIN, MAX_LOG_RATIO)
     low_bound = MAX_LOG_RATIO if dual is None else min(math.log(dual) + CLIP_BOUND_MARGIN, MAX_LOG_RATIO)
@@ -139,7 +145,13 @@ def srpo_objective(logp_new: torch.Tensor, b: Dict[str, torch.Tensor], cfg: Dict
     surrogate = torch.minimum(r * adv, r.clamp(1 - cfg["clipLow"], 1 + cfg["clipHigh"]) * adv)
     if dual is not None:
         surrogate = torch.where(adv < 0, torch.maximum(surrogate, adv * dual), surrogate)
-    return {"loss": -surrogate.mean(), "log_rho": log_rho, "k": k, "tokens": tokens}
+    return surrogate
+
+
+def srpo_objective(logp_new: torch.Tensor, b: Dict[str, torch.Tensor], cfg: Dict[str, Any]) -> Dict[str, torch.Tensor]:
+    out = set_log_ratios(logp_new, b, cfg)
+    surrogate = set_surrogates(out["log_rho"], b["advantage"], cfg)
+    return {"loss": -surrogate.mean(), "surrogate": surrogate, **out}
 
 
 def micro_batch_rows(lengths: List[int], max_tokens: int) -> List[List[int]]:
@@ -156,18 +168,34 @@ def micro_batch_rows(lengths: List[int], max_tokens: int) -> List[List[int]]:
     return chunks + [current] if current else chunks
 
 
-def objective_and_backward(model: Any, b: Dict[str, torch.Tensor], cfg: Dict[str, Any], temperature: float, micro_batch_tokens: int = 0):
+def objective_and_backward(model: Any, b: Dict[str, torch.Tensor], cfg: Dict[str, Any], temperature: float, micro_batch_tokens: int = 0,
+                           loss_scale: Optional[float] = None, no_sync: Optional[Callable[[], Any]] = None,
+                           before_sync: Optional[Callable[[], None]] = None):
     """The objective on the whole mini-batch and its gradient in the parameters' .grad; ``(output, micro-batches)``.
 
     Above ``micro_batch_tokens`` padded positions, as the learner's SRPO_MICRO_BATCH_TOKENS: every
     micro-batch forwarded without a graph, the objective and G = dloss/dlogp on the whole mini-batch
     (each set ratio sees all its members), then each micro-batch forwarded again and backpropagated
     with G (activation recomputation). Rows are split, never the objective.
+
+    For one rank's shard of a distributed step (srpo_dist.py): ``loss_scale`` backpropagates
+    ``-loss_scale * sum of the shard's surrogates`` instead of the shard's mean (``world / S``, S the
+    sets of the whole mini-batch, so the ranks' averaged gradient is the mean over all S sets);
+    ``no_sync`` (DDP's) wraps every backward but the last, and ``before_sync`` runs just before that
+    last one, the backward whose gradients DDP all-reduces. ``model`` is then the DDP module; the
+    forwards without a graph go to ``model.module``.
     """
+    plain = getattr(model, "module", model) if no_sync is not None else model
     m, t = b["inputs"].shape
+
+    def loss_of(out: Dict[str, torch.Tensor]) -> torch.Tensor:
+        return out["loss"] if loss_scale is None else -(out["surrogate"].sum() * loss_scale)
+
     if micro_batch_tokens <= 0 or m * t <= micro_batch_tokens:
         out = srpo_objective(token_log_probs(model, b, temperature), b, cfg)
-        out["loss"].backward()
+        if before_sync is not None:
+            before_sync()
+        loss_of(out).backward()
         return out, 1
     chunks = micro_batch_rows(b["lengths"].tolist(), micro_batch_tokens)
 
@@ -177,13 +205,17 @@ def objective_and_backward(model: Any, b: Dict[str, torch.Tensor], cfg: Dict[str
         return {"inputs": b["inputs"][sel, :width], "positions": b["positions"][sel], "targets": b["targets"][sel], "mask": b["mask"][sel]}
 
     with torch.no_grad():
-        logp = torch.cat([token_log_probs(model, rows(c), temperature) for c in chunks])
+        logp = torch.cat([token_log_probs(plain, rows(c), temperature) for c in chunks])
     logp.requires_grad_(True)
     out = srpo_objective(logp, b, cfg)
-    out["loss"].backward()
+    loss_of(out).backward()
     g = logp.grad
-    for c in chunks:
-        token_log_probs(model, rows(c), temperature).backward(g[torch.tensor(c, device=g.device)])
+    for i, c in enumerate(chunks):
+        last = i == len(chunks) - 1
+        if last and before_sync is not None:
+            before_sync()
+        with (no_sync() if no_sync is not None and not last else contextlib.nullcontext()):
+            token_log_probs(model, rows(c), temperature).backward(g[torch.tensor(c, device=g.device)])
     return out, len(chunks)
 
 

@@ -49,6 +49,7 @@ try:
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
+    import srpo_dist
     import srpo_loss as L
     from srpo_events import DecodeError, EventCodec, coordinates, ledger_entry
     from srpo_groups import GroupValueError, group_without
@@ -93,6 +94,8 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
            "(SRPO_SQLITE_PATH, opened read-only) or its postgres:// URL (SRPO_DATABASE_URL; needs psycopg)")
     a("--content-keys-schema", default=os.environ.get("SRPO_DATABASE_SCHEMA"), help="PostgreSQL schema of --content-keys (SRPO_DATABASE_SCHEMA)")
     a("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    a("--backend", choices=["gloo", "nccl"], default=None,
+      help="torch.distributed backend under torchrun (gloo: CPU, nccl: one GPU per rank); rank 0 reads Kafka and writes, every rank trains a share of each mini-batch's sets")
     a("--max-batches", type=int, default=0, help="stop after N mini-batches (0: no limit)")
     a("--exit-at-end", action="store_true", help="stop once every assigned partition is read to its end")
     a("--code-version", default="srpo-python-trainer@1")
@@ -103,11 +106,15 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
 
 
 class Trainer:
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, d: Optional["srpo_dist.Dist"] = None) -> None:
         self.args = args
-        # The content-key store first: a wrong --content-keys fails before the model is loaded.
+        self.dist = d or srpo_dist.Dist(None)
+        if self.dist.on and args.device.startswith("cuda") and ":" not in args.device:
+            args.device = f"cuda:{self.dist.local_rank}"  # one GPU per rank
+        # The content-key store first: a wrong --content-keys fails before the model is loaded. Rank 0's only:
+        # it triages and opens the sets, the other ranks receive them opened.
         self.key_store: Optional[ContentKeyStore] = None
-        if args.content_keys:
+        if args.content_keys and self.dist.main:
             try:
                 self.key_store = ContentKeyStore(args.content_keys, args.content_keys_schema)
             except KeyStoreError as e:
@@ -122,13 +129,17 @@ class Trainer:
                           "clipHigh": args.clip_high, "dualClip": not args.no_dual_clip, "clipRatioC": args.clip_ratio_c}
         self.version, self.checkpoint_uri, self.applied = 0, os.path.abspath(args.model_dir), set()
         start_dir = args.model_dir
-        last = self._read_records()
+        last = self._read_records() if self.dist.main else None  # the records are rank 0's
         if last is not None:  # resume: the newest recorded update's checkpoint is the current version
             if not last["checkpointUri"] or not os.path.isdir(last["checkpointUri"]):
                 sys.exit(f"srpo_trainer: {args.records} ends at version {last['versionAfter']} but its checkpoint "
                          f"({last['checkpointUri'] or 'none: run with --checkpoint-dir'}) is not on disk; cannot resume")
             start_dir = last["checkpointUri"]
             self.version, self.checkpoint_uri = last["versionAfter"], start_dir
+        if self.dist.on:  # every rank starts where rank 0's records say (a directory every rank can read)
+            start = self.dist.broadcast({"version": self.version, "dir": start_dir, "last": last and {"weightsHashAfter": last["weightsHashAfter"]}})
+            self.version, start_dir, last = start["version"], start["dir"], start["last"]
+            self.checkpoint_uri = start_dir
         self.model = AutoModelForCausalLM.from_pretrained(start_dir, dtype=torch.float32, attn_implementation="eager").to(args.device)
         self.model.eval()  # the learner's forward has no dropout
         self.max_seq_len = int(self.model.config.max_position_embeddings)
@@ -142,28 +153,46 @@ class Trainer:
             opt = os.path.join(start_dir, "optimizer.pt")
             if os.path.exists(opt):
                 self.optimizer.load_state_dict(torch.load(opt, map_location=args.device))
-        log("info", "trainer ready", policy=args.policy, version=self.version, weightsHash=self.hash, device=args.device, lossOnly=args.loss_only)
-        self.producer = Producer({"bootstrap.servers": args.brokers, "enable.idempotence": True, "acks": "all"}) if args.publish and not args.loss_only else None
+        self.ddp = None
+        if self.dist.on:
+            hashes = self.dist.gather(self.hash)
+            if len(set(hashes)) != 1:
+                sys.exit(f"srpo_trainer: the ranks loaded different weights ({', '.join(hashes)})")
+            self.ddp = srpo_dist.wrap(self.model, self.dist, args.device)
+        log("info", "trainer ready", policy=args.policy, version=self.version, weightsHash=self.hash, device=args.device, lossOnly=args.loss_only,
+            **self._where())
+        self.producer = None
+        if args.publish and not args.loss_only and self.dist.main:
+            self.producer = Producer({"bootstrap.servers": args.brokers, "enable.idempotence": True, "acks": "all"})
+
+    def _where(self) -> Dict[str, Any]:
+        return {"rank": self.dist.rank, "worldSize": self.dist.world, "distBackend": self.dist.backend} if self.dist.on else {}
+
+    def _fault(self, point: str, update: int) -> None:
+        if srpo_dist.fault(point, update, self.dist.rank):
+            srpo_dist.die(point, update, self.dist.rank)
 
     def _read_records(self) -> Optional[Dict[str, Any]]:
         last = None
         if self.args.records and os.path.exists(self.args.records):
-            with open(self.args.records, encoding="utf-8") as f:
-                for line in f:
-                    r = json.loads(line)
-                    if r.get("kind") == "update":
-                        self.applied.update(g["groupId"] for g in r["groups"])
-                        last = r
-                    elif r.get("kind") == "skip":
-                        self.applied.add(r["groupId"])
+            for r in read_records(self.args.records, repair=not self.args.loss_only):
+                if r.get("kind") == "update":
+                    self.applied.update(g["groupId"] for g in r["groups"])
+                    last = r
+                elif r.get("kind") == "skip":
+                    self.applied.add(r["groupId"])
         return last
 
     def _append(self, record: Dict[str, Any]) -> None:
         if self.args.records:
+            line = json.dumps(record) + "\n"
+            torn = record.get("kind") == "update" and srpo_dist.fault("torn-record", record["versionAfter"], self.dist.rank)
             with open(self.args.records, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+                f.write(line[: len(line) // 2] if torn else line)
                 f.flush()
                 os.fsync(f.fileno())
+            if torn:
+                srpo_dist.die("torn-record", record["versionAfter"], self.dist.rank)
 
     # -- sealed content (libs/trainer/src/training-sets.ts) --
     def sealed_key_ids(self, group: Dict[str, Any]) -> Dict[str, List[str]]:
@@ -274,48 +303,97 @@ class Trainer:
             return {**out, "loss": None, "sets": 0}
         sets = [s for e in eligible for s in e[2]]
         temperature = eligible[0][3]
-        packed = L.pack(sets, self.max_seq_len, self.args.device)
         if self.args.loss_only:
-            with torch.no_grad():
-                o = L.srpo_objective(L.token_log_probs(self.model, packed, temperature), packed, self.objective)
-            d = L.diagnostics(o, packed, self.objective)
+            d = self.run("loss", sets, temperature, self.version + 1)
             return {**out, "loss": d["losses/loss"], "sets": len(sets), "temperature": temperature, "version": self.version, "diagnostics": d}
-        return self.step(eligible, skipped, sets, packed, temperature, out)
+        return self.step(eligible, skipped, sets, temperature, out)
 
-    def step(self, eligible: list, skipped: list, sets: list, packed: dict, temperature: float, out: Dict[str, Any]) -> Dict[str, Any]:
-        started = time.time()
+    # -- the computation, on every rank (rank 0 broadcasts what to compute; srpo_dist.py) --
+    def run(self, op: str, sets: List[Dict[str, Any]], temperature: float, update: int) -> Any:
+        """``op`` "loss": the diagnostics at the current weights; "train": ``train``'s tuple. Rank 0 calls it
+        with the sets it triaged and broadcasts them first; the other ranks call it with what they received."""
+        if self.dist.on and self.dist.main:
+            self.dist.broadcast({"op": op, "sets": sets, "temperature": temperature, "update": update})
+        if op == "loss":
+            with torch.no_grad():
+                o, full, _ = self.objective_on_ranks(sets, temperature, update, backward=False)
+            return L.diagnostics(o, full, self.objective)
+        return self.train(sets, temperature, update)
+
+    def objective_on_ranks(self, sets: List[Dict[str, Any]], temperature: float, update: int, backward: bool):
+        """The objective of the whole mini-batch, ``(output, packed batch, micro-batches)``, and with ``backward``
+        its gradient in .grad; distributed: this rank's shard backpropagated, DDP's all-reduce, the output assembled."""
+        full = L.pack(sets, self.max_seq_len, self.args.device)
+        micro = self.args.micro_batch_tokens
+        if not self.dist.on:
+            if not backward:
+                return L.srpo_objective(L.token_log_probs(self.model, full, temperature), full, self.objective), full, 1
+            o, n = L.objective_and_backward(self.model, full, self.objective, temperature, micro,
+                                            before_sync=lambda: self._fault("before-allreduce", update))
+            return o, full, n
+        idx = srpo_dist.shard(len(sets), self.dist.rank, self.dist.world)
+        local = L.pack([sets[i] for i in idx], self.max_seq_len, self.args.device) if idx else None
+        n = 0
+        if not backward:
+            o = L.srpo_objective(L.token_log_probs(self.model, local, temperature), local, self.objective) if idx else None
+        elif idx:
+            o, n = L.objective_and_backward(self.ddp, local, self.objective, temperature, micro, loss_scale=self.dist.world / len(sets),
+                                            no_sync=self.ddp.no_sync, before_sync=lambda: self._fault("before-allreduce", update))
+        else:  # fewer sets than ranks: this one only joins the all-reduce
+            o = None
+            self._fault("before-allreduce", update)
+            srpo_dist.sync_without_sets(self.ddp, self.args.device)
+        empty = torch.zeros(0)
+        part = (idx, o["log_rho"].detach().cpu(), o["k"].detach().cpu(), [r for r in o["tokens"].detach().cpu()], n) if idx else (idx, empty, empty, [], n)
+        parts = self.dist.gather(part)
+        whole = srpo_dist.assemble([p[:4] for p in parts], full, sets)
+        whole["loss"] = -L.set_surrogates(whole["log_rho"], full["advantage"], self.objective).mean()
+        return whole, full, sum(p[4] for p in parts)
+
+    def train(self, sets: List[Dict[str, Any]], temperature: float, update: int) -> Tuple[Dict[str, float], float, int, Optional[float], bool]:
+        """The Adam step(s) of one mini-batch on every rank: ``(diagnostics, gradient norm, micro-batches, first loss, finite)``."""
         snapshot = (copy.deepcopy(self.model.state_dict()), copy.deepcopy(self.optimizer.state_dict())) if self.args.epochs > 1 else None
-        first_loss, d, grad_norm = None, {}, 0.0
+        first_loss, d, grad_norm, micro = None, {}, 0.0, 0
         for epoch in range(self.args.epochs):
             self.optimizer.zero_grad(set_to_none=True)
-            o, micro = L.objective_and_backward(self.model, packed, self.objective, temperature, self.args.micro_batch_tokens)
+            o, full, micro = self.objective_on_ranks(sets, temperature, update, backward=True)
             if self.args.max_grad_norm > 0:  # clip coefficient min(1, max / (norm + 1e-6)), as the learner's Adam
                 norm = torch.nn.utils.clip_grad_norm_(self.params, self.args.max_grad_norm)
             else:
                 norm = torch.sqrt(sum(torch.sum(p.grad.float() ** 2) for p in self.params if p.grad is not None))
-            d = L.diagnostics(o, packed, self.objective)
+            d = L.diagnostics(o, full, self.objective)
             grad_norm = float(norm)
             first_loss = d["losses/loss"] if first_loss is None else first_loss
-            if not (torch.isfinite(o["loss"]) and torch.isfinite(norm)):
+            if not (torch.isfinite(o["loss"]) and torch.isfinite(norm)):  # the same on every rank: the loss and norm are the whole batch's
                 if snapshot:
                     self.model.load_state_dict(snapshot[0])
                     self.optimizer.load_state_dict(snapshot[1])
-                detail = f"loss {d['losses/loss']}, gradient norm {grad_norm}"
-                skipped += [{"kind": "skip", "policyId": self.args.policy, "groupId": e[0]["groupId"], "reason": "non-finite-loss", "detail": detail,
-                             "lag": e[4], "policyVersion": self.version, "source": coordinates(e[1]), "createdAtMs": int(time.time() * 1000)} for e in eligible]
-                log("error", "non-finite step; nothing applied and its groups skipped", detail=detail)
-                for s in skipped:
-                    self._append(s)
-                    self.applied.add(s["groupId"])
-                return {**out, "groupIds": [], "loss": None, "sets": 0}
+                return d, grad_norm, micro, first_loss, False
             self.optimizer.step()
+        return d, grad_norm, micro, first_loss, True
+
+    def step(self, eligible: list, skipped: list, sets: list, temperature: float, out: Dict[str, Any]) -> Dict[str, Any]:
+        started = time.time()
+        d, grad_norm, micro, first_loss, finite = self.run("train", sets, temperature, self.version + 1)
+        if not finite:
+            detail = f"loss {d['losses/loss']}, gradient norm {grad_norm}"
+            skipped += [{"kind": "skip", "policyId": self.args.policy, "groupId": e[0]["groupId"], "reason": "non-finite-loss", "detail": detail,
+                         "lag": e[4], "policyVersion": self.version, "source": coordinates(e[1]), "createdAtMs": int(time.time() * 1000)} for e in eligible]
+            log("error", "non-finite step; nothing applied and its groups skipped", detail=detail)
+            for s in skipped:
+                self._append(s)
+                self.applied.add(s["groupId"])
+            return {**out, "groupIds": [], "loss": None, "sets": 0}
         d.update({"grad/norm": grad_norm, "optim/lr": float(self.args.lr), "epochs/count": float(self.args.epochs), "epochs/first_loss": first_loss,
                   "memory/micro_batches": float(micro)})
+        if self.dist.on:  # micro_batches: summed over the ranks
+            d["dist/world_size"] = float(self.dist.world)
         version_after = self.version + 1
         group_ids = [e[0]["groupId"] for e in eligible]
         update_id = f"{self.args.policy}.v{version_after}.{hashlib.sha256(chr(10).join(group_ids).encode()).hexdigest()[:12]}"
         hash_after = L.weights_hash(self.model)
         checkpoint_uri = self.save(version_after)
+        self._fault("after-checkpoint", version_after)
         now = int(time.time() * 1000)
         record = {
             "kind": "update", "updateId": update_id, "policyId": self.args.policy,
@@ -326,7 +404,8 @@ class Trainer:
                                 "maxPolicyLag": self.args.max_policy_lag,
                                 "setsPerUpdate": self.args.sets_per_update, "temperature": temperature,
                                 "adam": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "weightDecay": 0}},
-            "seed": 0, "backend": f"torch-{torch.__version__}-{self.args.device}", "codeVersion": self.args.code_version,
+            "seed": 0, "backend": f"torch-{torch.__version__}-{self.args.device}" + (f"-{self.dist.backend}x{self.dist.world}" if self.dist.on else ""),
+            "codeVersion": self.args.code_version,
             "loss": d["losses/loss"], "gradNorm": grad_norm, "diagnostics": d, "wallTimeMs": int((time.time() - started) * 1000),
             "checkpointUri": checkpoint_uri, "committedAtMs": now,
             "groups": [ledger_entry(e[0], e[1]) for e in eligible],  # the groups as trained: erased sets left out
@@ -335,6 +414,7 @@ class Trainer:
         for s in skipped:
             self._append(s)
         self._append(record)
+        self._fault("after-record", version_after)
         self.applied.update(group_ids + [s["groupId"] for s in skipped])
         self.publish(record)
         self.version, self.hash, self.checkpoint_uri = version_after, hash_after, checkpoint_uri
@@ -369,6 +449,29 @@ class Trainer:
             raise RuntimeError("publishing PolicyUpdate/PolicyVersion did not complete within 30 s")
 
 
+def read_records(path: str, repair: bool) -> List[Dict[str, Any]]:
+    """The records file's complete lines. A last line without its newline is the write a crash cut short
+    (the update it records was not applied: its offsets were not committed, and a restart trains it again):
+    it is left out, and with ``repair`` cut off the file. Any other line that does not parse is an error."""
+    with open(path, "rb") as f:
+        data = f.read()
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        log("warn", "records end in a partial line (a write cut short); it is not an update", records=path, bytes=len(data) - end, repaired=repair)
+        if repair:
+            with open(path, "r+b") as f:
+                f.truncate(end)
+                f.flush()
+                os.fsync(f.fileno())
+    out = []
+    for n, line in enumerate(data[:end].decode("utf-8").splitlines(), 1):
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            sys.exit(f"srpo_trainer: {path} line {n} is not a record ({e.msg}); not resuming from a damaged file")
+    return out
+
+
 def batch_size(queue: List[Tuple[Dict[str, Any], Dict[str, Any], int]], sets_per_update: int) -> int:
     """The learner's rule (kafka-group-source.ts): the shortest prefix holding >= sets_per_update sets; 0 waits."""
     n = 0
@@ -382,7 +485,33 @@ def batch_size(queue: List[Tuple[Dict[str, Any], Dict[str, Any], int]], sets_per
 def main(argv: List[str]) -> int:
     args = parse_args(argv)
     hf_logging.disable_progress_bar()
-    trainer = Trainer(args)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 or args.backend:
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))  # torchrun's default: one thread per rank
+    d = srpo_dist.Dist(args.backend)
+    trainer = Trainer(args, d)
+    if d.main:
+        consume(args, trainer)  # an exception ends this rank; torchrun then ends the others
+        d.broadcast({"op": "stop"})
+    else:  # the other ranks train what rank 0 broadcasts until it says stop
+        while True:
+            cmd = d.broadcast()
+            if cmd["op"] == "stop":
+                break
+            trainer.run(cmd["op"], cmd["sets"], cmd["temperature"], cmd["update"])
+    rc = 0
+    if d.on:  # the weights are the same on every rank, or the run fails
+        h = L.weights_hash(trainer.model)
+        hashes = d.gather(h)
+        log("info", "final weights", rank=d.rank, weightsHash=h, ranksAgree=len(set(hashes)) == 1)
+        if d.main and len(set(hashes)) != 1:
+            log("error", "the ranks' weights differ", weightsHashes=hashes)
+            rc = 1
+        d.close()
+    return rc
+
+
+def consume(args: argparse.Namespace, trainer: Trainer) -> None:
+    """Rank 0's (or the only process's) loop: read, form mini-batches, apply them, commit."""
     topic = args.topic_prefix + "advantage-groups"
     consumer = Consumer({
         "bootstrap.servers": args.brokers, "group.id": args.group_id or f"srpo-python-trainer.{args.policy}",
@@ -439,13 +568,12 @@ def main(argv: List[str]) -> int:
                 print(json.dumps({k: v for k, v in result.items() if k != "update"} if args.loss_only else result.get("update") or result), flush=True)
                 batches += 1
                 if args.max_batches and batches >= args.max_batches:
-                    return 0
+                    return
                 n = batch_size(q, args.sets_per_update)
             if not q:
                 commit(p, wait=False)
     finally:
         consumer.close()
-    return 0
 
 
 if __name__ == "__main__":
