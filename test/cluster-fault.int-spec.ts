@@ -30,9 +30,9 @@ function workload(): { events: AgentEvent[]; setIds: string[] } {
 /**
  * A three-broker KRaft cluster (infra/kafka/cluster.sh) under faults while agents (the SDK), the
  * materializer and the learner run (docs/reliability.md):
- * 1. the leader of the busiest raw partition is SIGKILLed and started again 8 s later (longer
+ * 1. the leader of the busiest raw partition is SIGKILLed and started again 7 s later (longer
  *    than the clients' 6 s session timeout);
- * 2. another broker is stalled with SIGSTOP for 15 s, then resumed.
+ * 2. another broker is stalled with SIGSTOP for 10 s, then resumed.
  * Topics are replicated 3 ways with min.insync.replicas 2, so one broker down loses nothing and
  * stops nothing. The run completes untouched: every set once, every group once, every update
  * applied once.
@@ -115,14 +115,14 @@ describe('three-broker cluster: leader SIGKILL and a stalled broker mid-run', ()
       const leader = String(meta.topics[0].partitions.find((p) => p.partitionId === busiest)?.leader);
       faults.killed = leader;
       cluster('kill', leader);
-      await sleep(8000);
+      await sleep(7000);
       cluster('start', leader);
       faults.restartedAtMs = Date.now();
       await sleep(2000);
       const stalled = leader === '3' ? '2' : '3';
       faults.paused = stalled;
       cluster('pause', stalled);
-      await sleep(15_000);
+      await sleep(10_000);
       cluster('resume', stalled);
       faults.resumedAtMs = Date.now();
     })();
