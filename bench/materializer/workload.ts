@@ -18,9 +18,13 @@ export function bigOutput(episodeId: string, j: number, time: number) {
   });
 }
 
-export function workload(episodes: number, time0: number): AgentEvent[] {
+/**
+ * Episodes `first` .. `first + episodes - 1` of the workload: a run can make it chunk by chunk
+ * (bench/materializer/scaling.ts) and get the same events as one call.
+ */
+export function workload(episodes: number, time0: number, first = 0): AgentEvent[] {
   const events: AgentEvent[] = [];
-  for (let e = 0; e < episodes; e++) {
+  for (let e = first; e < first + episodes; e++) {
     const id = `ep${e}`;
     const k = 1 + (e % 4);
     for (let j = 0; j < k; j++) events.push({ type: 'AgentOutput', value: bigOutput(id, j, time0 + e) });

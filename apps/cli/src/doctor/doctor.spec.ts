@@ -28,6 +28,14 @@ describe('doctor: version and value parsing', () => {
     // printf '{}' > package-lock.json; printf '{"a":1}' > package.json;
     // sha256sum package-lock.json package.json | sha256sum | cut -c1-16
     expect(setupStampHash('{}', '{"a":1}')).toBe('63d2cdb9f22697b1');
+    // ... and with patches/a.patch ('y') and patches/b.patch ('x'), listed by the glob patches/* (sorted):
+    // sha256sum package-lock.json package.json patches/* | sha256sum | cut -c1-16
+    expect(
+      setupStampHash('{}', '{"a":1}', [
+        { name: 'b.patch', text: 'x' },
+        { name: 'a.patch', text: 'y' },
+      ]),
+    ).toBe('b8ea1f110c43eab1');
   });
 
   it('prefixes system fixes by who can run them', () => {

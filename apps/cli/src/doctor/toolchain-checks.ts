@@ -144,8 +144,10 @@ export function checkNodeModules(host: DoctorHost): DoctorResult[] {
   const results = [ok('node_modules', 'required', 'installed by npm run setup')];
   // Stale is a warning, not a failure: what is installed usually still works, and a
   // required failure here would break every run while package.json is being edited.
-  if (lock !== undefined && pkg !== undefined && stamp.trim() !== setupStampHash(lock, pkg)) {
-    results.push(bad('node_modules-current', 'optional', 'package.json or package-lock.json changed since the last npm run setup', 'npm run setup'));
+  const patchDir = path.join(host.root, 'patches');
+  const patches = host.listDir(patchDir).map((name) => ({ name, text: host.readText(path.join(patchDir, name)) ?? '' }));
+  if (lock !== undefined && pkg !== undefined && stamp.trim() !== setupStampHash(lock, pkg, patches)) {
+    results.push(bad('node_modules-current', 'optional', 'package.json, package-lock.json or patches/ changed since the last npm run setup', 'npm run setup'));
   }
   return results;
 }

@@ -61,8 +61,13 @@ export function javaMajor(versionOutput: string): number | undefined {
 }
 
 /** setup.sh's stamp: `sha256sum package-lock.json package.json | sha256sum | cut -c1-16`. */
-export function setupStampHash(lockText: string, packageText: string): string {
+export function setupStampHash(lockText: string, packageText: string, patches: readonly { name: string; text: string }[] = []): string {
   const sha = (s: string) => createHash('sha256').update(s, 'utf8').digest('hex');
-  const listing = `${sha(lockText)}  package-lock.json\n${sha(packageText)}  package.json\n`;
+  // As `sha256sum package-lock.json package.json patches/*` lists them (scripts/setup.sh).
+  const patchLines = [...patches]
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+    .map((p) => `${sha(p.text)}  patches/${p.name}\n`)
+    .join('');
+  const listing = `${sha(lockText)}  package-lock.json\n${sha(packageText)}  package.json\n${patchLines}`;
   return sha(listing).slice(0, 16);
 }
