@@ -51,7 +51,9 @@ describe('three-broker cluster: leader SIGKILL and a stalled broker mid-run', ()
     } catch {
       // Not paused, or not running.
     }
-    cluster('stop');
+    // The data is thrown away: SIGKILL instead of three controlled shutdowns (about 7 s).
+    for (const n of ['1', '2', '3']) cluster('kill', n);
+    fs.rmSync(dir, { recursive: true, force: true });
   });
 
   it('completes with every set once, every group once in the learner ledger, and nothing lost', async () => {
