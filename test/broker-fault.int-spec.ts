@@ -5,27 +5,11 @@ import * as path from 'path';
 import { repoRoot } from '@srpo/core';
 import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, topicCatalog } from '@srpo/events';
 import { AuditStore } from '@srpo/store';
-import { output, sleep, spawnApp, transition, uniquePrefix, verifyExactlyOnce, waitForExit } from '@srpo/testing';
+import { groupedEpisodes, sleep, spawnApp, uniquePrefix, verifyExactlyOnce, waitForExit } from '@srpo/testing';
 
 const PORT = 19492;
 const EPISODES = 240;
 const GROUP = 2;
-
-function workload(): { events: AgentEvent[]; setIds: string[] } {
-  const events: AgentEvent[] = [];
-  const setIds: string[] = [];
-  for (let e = 0; e < EPISODES; e++) {
-    const id = `f${e}`;
-    const t = 1_700_000_000_000 + e * 10;
-    events.push({ type: 'AgentOutput', value: output(id, 0, { policyVersion: 0, eventTimeMs: t, startedAtMs: t }) });
-    events.push({
-      type: 'Transition',
-      value: transition(id, [0], { groupKey: `task-${Math.floor(e / GROUP)}`, expectedGroupSize: GROUP, reward: e % 2, eventTimeMs: t }),
-    });
-    setIds.push(`${id}/t0`);
-  }
-  return { events, setIds };
-}
 
 /**
  * Broker faults in the middle of a run: agents (the SDK), materializer and learner
@@ -90,7 +74,7 @@ describe.each([['stop'], ['kill']])('broker %s mid-run', (how) => {
         (r) => r.status,
         () => 0,
       );
-    const { events, setIds } = workload();
+    const { events, setIds } = groupedEpisodes('f', EPISODES, GROUP);
     const sdk = new AgentEventsProducer({ kafka, topics: catalog });
     // An agent keeps retrying a batch until the broker takes it: the idempotent producer and the
     // materializer's dedupe make a repeated batch harmless.

@@ -5,27 +5,11 @@ import * as path from 'path';
 import { repoRoot } from '@srpo/core';
 import { AgentEvent, AgentEventsProducer, createKafka, describeTopicSettings, ensureTopics, topicCatalog } from '@srpo/events';
 import { AuditStore } from '@srpo/store';
-import { output, sleep, spawnApp, transition, uniquePrefix, verifyExactlyOnce, waitForExit } from '@srpo/testing';
+import { groupedEpisodes, sleep, spawnApp, uniquePrefix, verifyExactlyOnce, waitForExit } from '@srpo/testing';
 
 const BASE_PORT = 19_592;
 const EPISODES = 240;
 const GROUP = 2;
-
-function workload(): { events: AgentEvent[]; setIds: string[] } {
-  const events: AgentEvent[] = [];
-  const setIds: string[] = [];
-  for (let e = 0; e < EPISODES; e++) {
-    const id = `c${e}`;
-    const t = 1_700_000_000_000 + e * 10;
-    events.push({ type: 'AgentOutput', value: output(id, 0, { policyVersion: 0, eventTimeMs: t, startedAtMs: t }) });
-    events.push({
-      type: 'Transition',
-      value: transition(id, [0], { groupKey: `task-${Math.floor(e / GROUP)}`, expectedGroupSize: GROUP, reward: e % 2, eventTimeMs: t }),
-    });
-    setIds.push(`${id}/t0`);
-  }
-  return { events, setIds };
-}
 
 /**
  * A three-broker KRaft cluster (infra/kafka/cluster.sh) under faults while agents (the SDK), the
@@ -95,7 +79,7 @@ describe('three-broker cluster: leader SIGKILL and a stalled broker mid-run', ()
         path.join(dir, 'learner.log'),
       ),
     );
-    const { events, setIds } = workload();
+    const { events, setIds } = groupedEpisodes('c', EPISODES, GROUP);
     const sdk = new AgentEventsProducer({ kafka, topics: catalog });
     const send = async (batch: AgentEvent[]) => {
       for (;;) {

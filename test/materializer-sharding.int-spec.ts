@@ -2,28 +2,12 @@ import { ChildProcess } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { AgentEvent, AgentEventsProducer, createKafka, ensureTopics, readTopicsToEnd, topicCatalog } from '@srpo/events';
-import { ensureKafka, output, sleep, spawnApp, transition, uniquePrefix, verifyExactlyOnce, waitForExit } from '@srpo/testing';
+import { AgentEventsProducer, createKafka, ensureTopics, readTopicsToEnd, topicCatalog } from '@srpo/events';
+import { ensureKafka, groupedEpisodes, sleep, spawnApp, uniquePrefix, verifyExactlyOnce, waitForExit } from '@srpo/testing';
 
 const EPISODES = 360;
 const GROUP = 3;
 const RAW_PARTITIONS = 6;
-
-function workload(): { events: AgentEvent[]; setIds: string[] } {
-  const events: AgentEvent[] = [];
-  const setIds: string[] = [];
-  for (let e = 0; e < EPISODES; e++) {
-    const id = `s${e}`;
-    const t = 1_700_000_000_000 + e * 10;
-    events.push({ type: 'AgentOutput', value: output(id, 0, { policyVersion: 0, eventTimeMs: t, startedAtMs: t }) });
-    events.push({
-      type: 'Transition',
-      value: transition(id, [0], { groupKey: `task-${Math.floor(e / GROUP)}`, expectedGroupSize: GROUP, reward: e % 2, eventTimeMs: t }),
-    });
-    setIds.push(`${id}/t0`);
-  }
-  return { events, setIds };
-}
 
 /** The partitions an instance's sets stage holds, from its log's latest `assignment` line. */
 function assigned(log: string): number[] | undefined {
@@ -86,7 +70,7 @@ describe('materializer instances sharing partitions: one joins, one is killed', 
     const split = [0, 1, 2].map((n) => assigned(logs[n]) ?? []);
     expect(split.flat().sort()).toEqual([0, 1, 2, 3, 4, 5]);
 
-    const { events, setIds } = workload();
+    const { events, setIds } = groupedEpisodes('s', EPISODES, GROUP);
     const sdk = new AgentEventsProducer({ kafka, topics: catalog });
     const figures: Record<string, number> = {};
     const chunk = 24;

@@ -1,4 +1,4 @@
-import { AgentOutput, EpisodeOutcome, Transition } from '@srpo/events';
+import { AgentEvent, AgentOutput, EpisodeOutcome, Transition } from '@srpo/events';
 
 /** Small, valid events for tests and benchmarks of the materializer (test fixtures: no product source imports them). */
 export function output(episodeId: string, n: number, patch: Partial<AgentOutput> = {}): AgentOutput {
@@ -69,4 +69,25 @@ export function outcome(episodeId: string, reward: number, patch: Partial<Episod
     subjectId: null,
     ...patch,
   };
+}
+
+/**
+ * The fault tests' workload: `episodes` one-output episodes `<idPrefix><e>`, each an output and a
+ * transition with an immediate reward (e mod 2), in groups of `groupSize` sets by declared size;
+ * with the set ids the verifier expects.
+ */
+export function groupedEpisodes(idPrefix: string, episodes: number, groupSize: number): { events: AgentEvent[]; setIds: string[] } {
+  const events: AgentEvent[] = [];
+  const setIds: string[] = [];
+  for (let e = 0; e < episodes; e++) {
+    const id = `${idPrefix}${e}`;
+    const t = 1_700_000_000_000 + e * 10;
+    events.push({ type: 'AgentOutput', value: output(id, 0, { policyVersion: 0, eventTimeMs: t, startedAtMs: t }) });
+    events.push({
+      type: 'Transition',
+      value: transition(id, [0], { groupKey: `task-${Math.floor(e / groupSize)}`, expectedGroupSize: groupSize, reward: e % 2, eventTimeMs: t }),
+    });
+    setIds.push(`${id}/t0`);
+  }
+  return { events, setIds };
 }
